@@ -1,0 +1,101 @@
+//! Run events: what a run did, in order. Stored per run (`seq` from 1) and
+//! broadcast live to listeners (SSE, `--json`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::pending_approval::Phase;
+
+/// One event of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub run_id: String,
+    pub seq: u64,
+    pub at: DateTime<Utc>,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// The event's payload; serialised with a `type` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    RunStarted {
+        agent: String,
+        spec_hash: String,
+        input: Value,
+    },
+    StepStarted {
+        step: String,
+        index: usize,
+    },
+    StepCompleted {
+        step: String,
+        index: usize,
+        output: Value,
+        /// True when a resumed run re-announces an earlier step without running it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
+    },
+    AwaitingApproval {
+        key: String,
+        step: String,
+        phase: Phase,
+        message: Option<String>,
+        payload: Value,
+        expires_at: DateTime<Utc>,
+    },
+    ApprovalResolved {
+        key: String,
+        decision: String,
+        decided_by: String,
+        reason: Option<String>,
+    },
+    RunCompleted {
+        outputs: Map<String, Value>,
+    },
+    RunRejected {
+        reason: Option<String>,
+    },
+    RunExpired {
+        key: String,
+    },
+    RunSkipped {
+        step: String,
+        dedupe_key: String,
+    },
+    RunFailed {
+        error: String,
+    },
+}
+
+impl EventKind {
+    /// The `type` name, as serialised.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::RunStarted { .. } => "run_started",
+            EventKind::StepStarted { .. } => "step_started",
+            EventKind::StepCompleted { .. } => "step_completed",
+            EventKind::AwaitingApproval { .. } => "awaiting_approval",
+            EventKind::ApprovalResolved { .. } => "approval_resolved",
+            EventKind::RunCompleted { .. } => "run_completed",
+            EventKind::RunRejected { .. } => "run_rejected",
+            EventKind::RunExpired { .. } => "run_expired",
+            EventKind::RunSkipped { .. } => "run_skipped",
+            EventKind::RunFailed { .. } => "run_failed",
+        }
+    }
+
+    /// True for the event that ends a run for good.
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            EventKind::RunCompleted { .. }
+                | EventKind::RunRejected { .. }
+                | EventKind::RunExpired { .. }
+                | EventKind::RunSkipped { .. }
+                | EventKind::RunFailed { .. }
+        )
+    }
+}

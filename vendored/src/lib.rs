@@ -1,0 +1,22 @@
+//! tollgate-runtime: everything a tollgate server needs at run time.
+//!
+//! This crate is copied byte for byte into every exported server, so it
+//! depends on nothing in the generator and refers only to its own modules.
+
+pub mod events;
+pub mod expr;
+pub mod pending_approval;
+pub mod run;
+pub mod run_state;
+pub mod secrets;
+pub mod spec;
+pub mod store;
+pub mod time;
+pub mod workflow;
+
+pub use events::{Event, EventKind};
+pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision, Phase};
+pub use run::{AgentRun, RunError, RunOutcome};
+pub use run_state::{RunRecord, RunStatus};
+pub use spec::{Spec, SpecError, SpecHash};
+pub use store::{SharedStore, StateStore, StoreError};

@@ -1,0 +1,384 @@
+//! The pending-approval record, its key, scrubbing, and the decision rules.
+//!
+//! A record is written when a run pauses and stays after the decision: it is
+//! the audit trail (who decided what, and when). Deciding is one conditional
+//! write in the store (the claim); exactly one caller in any process wins.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use crate::spec::SpecHash;
+
+/// Lifecycle of a record. Stored upper-case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Rejected,
+    Modified,
+    Expired,
+}
+
+impl ApprovalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "PENDING",
+            ApprovalStatus::Approved => "APPROVED",
+            ApprovalStatus::Rejected => "REJECTED",
+            ApprovalStatus::Modified => "MODIFIED",
+            ApprovalStatus::Expired => "EXPIRED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ApprovalStatus> {
+        Some(match s {
+            "PENDING" => ApprovalStatus::Pending,
+            "APPROVED" => ApprovalStatus::Approved,
+            "REJECTED" => ApprovalStatus::Rejected,
+            "MODIFIED" => ApprovalStatus::Modified,
+            "EXPIRED" => ApprovalStatus::Expired,
+            _ => return None,
+        })
+    }
+
+    /// The verb a person would use in a sentence ("approved by alice").
+    pub fn past_tense(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Rejected => "rejected",
+            ApprovalStatus::Modified => "approved with changes",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
+}
+
+impl std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a gate sits relative to its step's work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Nothing with side effects has happened in the step yet; resuming
+    /// re-enters the step and the gate takes the stored decision.
+    Before,
+    /// The step ran and its output is stored; resuming continues with the
+    /// next step.
+    After,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Before => "before",
+            Phase::After => "after",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Phase> {
+        match s {
+            "before" => Some(Phase::Before),
+            "after" => Some(Phase::After),
+            _ => None,
+        }
+    }
+}
+
+/// One pending (or decided) approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// UUID v4: the correlation key.
+    pub key: String,
+    pub run_id: String,
+    pub agent_id: String,
+    /// Full 64-hex spec hash at the time of the pause.
+    pub spec_hash: String,
+    pub step_index: usize,
+    pub step_id: String,
+    pub phase: Phase,
+    pub message: Option<String>,
+    pub payload: Value,
+    /// Step outputs so far (step id -> output).
+    pub outputs: Map<String, Value>,
+    pub input: Value,
+    /// Trigger context, scrubbed of credential-like headers.
+    pub trigger: Value,
+    pub status: ApprovalStatus,
+    /// Reject: `{"reason": ...}`. Modify: `{"payload": ..., "reason": ...}`.
+    pub decision_data: Option<Value>,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl ApprovalRecord {
+    /// The reason given with the decision, if any.
+    pub fn reason(&self) -> Option<&str> {
+        self.decision_data
+            .as_ref()
+            .and_then(|d| d.get("reason"))
+            .and_then(Value::as_str)
+    }
+
+    /// The edited payload of a MODIFIED record.
+    pub fn modified_payload(&self) -> Option<&Value> {
+        if self.status != ApprovalStatus::Modified {
+            return None;
+        }
+        self.decision_data.as_ref().and_then(|d| d.get("payload"))
+    }
+
+    /// The payload as decided: the edit for MODIFIED, else the original.
+    pub fn effective_payload(&self) -> &Value {
+        self.modified_payload().unwrap_or(&self.payload)
+    }
+
+    pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at <= now
+    }
+}
+
+/// A fresh correlation key.
+pub fn new_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// What a person decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Approve { reason: Option<String> },
+    Reject { reason: Option<String> },
+    /// Approve with a new payload: edited tool arguments for a tool gate, a
+    /// replacement output for an `after` gate.
+    Modify { payload: Value, reason: Option<String> },
+}
+
+impl Decision {
+    /// The status a successful claim writes.
+    pub fn status(&self) -> ApprovalStatus {
+        match self {
+            Decision::Approve { .. } => ApprovalStatus::Approved,
+            Decision::Reject { .. } => ApprovalStatus::Rejected,
+            Decision::Modify { .. } => ApprovalStatus::Modified,
+        }
+    }
+
+    /// The name used in events: approve, reject, modify.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Decision::Approve { .. } => "approve",
+            Decision::Reject { .. } => "reject",
+            Decision::Modify { .. } => "modify",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Decision::Approve { reason }
+            | Decision::Reject { reason }
+            | Decision::Modify { reason, .. } => reason.as_deref(),
+        }
+    }
+
+    /// The JSON kept in `decision_data`.
+    pub fn data(&self) -> Option<Value> {
+        let mut data = Map::new();
+        if let Some(reason) = self.reason() {
+            data.insert("reason".into(), Value::String(reason.to_string()));
+        }
+        if let Decision::Modify { payload, .. } = self {
+            data.insert("payload".into(), payload.clone());
+        }
+        (!data.is_empty()).then_some(Value::Object(data))
+    }
+
+    /// A reject is allowed under any spec; approve and modify only under the
+    /// spec the run paused with.
+    pub fn requires_same_spec(&self) -> bool {
+        !matches!(self, Decision::Reject { .. })
+    }
+}
+
+/// A request to decide one record: the conditional write's parameters.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub key: String,
+    pub decision: Decision,
+    pub decided_by: String,
+    pub now: DateTime<Utc>,
+    /// The current spec's hash; checked for approve and modify.
+    pub spec_hash: String,
+}
+
+/// Why a decision was refused. The same codes everywhere: HTTP and CLI.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ApprovalError {
+    #[error("no approval with key {key}")]
+    NotFound { key: String },
+
+    #[error("approval {key} expired at {expired_at}")]
+    Expired {
+        key: String,
+        expired_at: DateTime<Utc>,
+    },
+
+    #[error("approval {key} was already {} by {} at {}", .status.past_tense(), .decided_by.as_deref().unwrap_or("unknown"), fmt_time(.decided_at))]
+    AlreadyResolved {
+        key: String,
+        status: ApprovalStatus,
+        decided_by: Option<String>,
+        decided_at: Option<DateTime<Utc>>,
+    },
+
+    #[error(
+        "approval {key} was requested under spec {paused_with}, but the spec is now {current}; restore the spec to approve it, or reject it"
+    )]
+    SpecChanged {
+        key: String,
+        paused_with: String,
+        current: String,
+    },
+
+    #[error("{decided_by} may not decide approval {key}: not in approvals.approvers")]
+    Forbidden { key: String, decided_by: String },
+
+    #[error("invalid payload for approval {key}: {reason}")]
+    InvalidPayload { key: String, reason: String },
+}
+
+fn fmt_time(t: &Option<DateTime<Utc>>) -> String {
+    t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| "an unknown time".into())
+}
+
+impl ApprovalError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApprovalError::NotFound { .. } => "approval_not_found",
+            ApprovalError::Expired { .. } => "approval_expired",
+            ApprovalError::AlreadyResolved { .. } => "already_resolved",
+            ApprovalError::SpecChanged { .. } => "spec_changed",
+            ApprovalError::Forbidden { .. } => "forbidden",
+            ApprovalError::InvalidPayload { .. } => "invalid_request",
+        }
+    }
+
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ApprovalError::NotFound { .. } => 404,
+            ApprovalError::Expired { .. } => 410,
+            ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => 409,
+            ApprovalError::Forbidden { .. } => 403,
+            ApprovalError::InvalidPayload { .. } => 400,
+        }
+    }
+
+    /// CLI exit status: 3 not found or expired, 4 conflict, 2 bad input.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ApprovalError::NotFound { .. } | ApprovalError::Expired { .. } => 3,
+            ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => 4,
+            ApprovalError::Forbidden { .. } | ApprovalError::InvalidPayload { .. } => 2,
+        }
+    }
+
+    /// Explain a claim that matched no row, from the record as it is now.
+    pub fn explain_failed_claim(
+        key: &str,
+        record: Option<&ApprovalRecord>,
+        claim: &Claim,
+    ) -> ApprovalError {
+        let Some(record) = record else {
+            return ApprovalError::NotFound { key: key.into() };
+        };
+        match record.status {
+            ApprovalStatus::Pending if record.is_expired_at(claim.now) => ApprovalError::Expired {
+                key: key.into(),
+                expired_at: record.expires_at,
+            },
+            ApprovalStatus::Expired => ApprovalError::Expired {
+                key: key.into(),
+                expired_at: record.expires_at,
+            },
+            ApprovalStatus::Pending => ApprovalError::SpecChanged {
+                key: key.into(),
+                paused_with: SpecHash::short_of(&record.spec_hash).to_string(),
+                current: SpecHash::short_of(&claim.spec_hash).to_string(),
+            },
+            status => ApprovalError::AlreadyResolved {
+                key: key.into(),
+                status,
+                decided_by: record.decided_by.clone(),
+                decided_at: record.decided_at,
+            },
+        }
+    }
+}
+
+/// Substrings that mark a header as credential-like (case-insensitive).
+const CREDENTIAL_MARKERS: [&str; 10] = [
+    "auth",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "key",
+    "credential",
+    "cookie",
+    "signature",
+    "session",
+];
+
+/// True when a header name looks like it carries a credential.
+pub fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    CREDENTIAL_MARKERS.iter().any(|m| lower.contains(m))
+}
+
+/// Drop credential-like headers from a trigger's `headers` object, in place.
+/// Every other part of the trigger is kept.
+pub fn scrub_trigger(trigger: &mut Value) {
+    if let Some(Value::Object(headers)) = trigger.get_mut("headers") {
+        headers.retain(|name, _| !is_credential_header(name));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scrubs_every_credential_like_header() {
+        let mut trigger = json!({
+            "kind": "webhook",
+            "headers": {
+                "Authorization": "Bearer x", "Cookie": "c", "X-Api-Key": "k",
+                "X-Slack-Signature": "s", "x-session-id": "s", "X-Passwd": "p",
+                "Content-Type": "application/json", "User-Agent": "curl"
+            }
+        });
+        scrub_trigger(&mut trigger);
+        let kept: Vec<&String> = trigger["headers"].as_object().unwrap().keys().collect();
+        assert_eq!(kept, vec!["Content-Type", "User-Agent"]);
+    }
+
+    #[test]
+    fn decision_data_keeps_reason_and_payload() {
+        let d = Decision::Modify {
+            payload: json!({"amount": 5}),
+            reason: Some("smaller".into()),
+        };
+        assert_eq!(d.data().unwrap(), json!({"reason": "smaller", "payload": {"amount": 5}}));
+        assert_eq!(Decision::Approve { reason: None }.data(), None);
+    }
+}

@@ -1,0 +1,5 @@
+//! STUB
+pub struct AgentRun;
+pub struct RunOutcome;
+#[derive(Debug)]
+pub struct RunError;

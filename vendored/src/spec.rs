@@ -1,0 +1,312 @@
+//! Spec language, version 1: the typed model of a parsed, validated spec.
+//!
+//! Parsing goes YAML text -> a marked tree (every node knows its line and
+//! column) -> these types. Semantic checks (duplicate ids, unknown tools,
+//! references to later steps, bad expressions) look positions up in the
+//! marked tree by path, never by searching the source text.
+//!
+//! The canonical hash is SHA-256 over the canonical JSON of the parsed YAML
+//! (keys sorted, compact), so key order and comments do not change it, and
+//! `${NAME}` secret references are hashed as written.
+
+mod convert;
+mod error;
+mod hash;
+mod marked;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use error::{SpecError, SpecErrorKind};
+pub use hash::SpecHash;
+
+/// A parsed and validated spec. Cheap to share behind an `Arc`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    pub version: u32,
+    /// Agent id: lowercase letters, digits and '-'.
+    pub agent: String,
+    pub description: Option<String>,
+    pub trigger: TriggerSpec,
+    pub approvals: ApprovalDefaults,
+    pub model: Option<ModelConfig>,
+    /// Tool definitions, by name, in the order they were written.
+    pub tools: BTreeMap<String, ToolSpec>,
+    pub steps: Vec<Step>,
+    /// Canonical hash of the document.
+    pub hash: SpecHash,
+    /// The parsed document as JSON (used for the hash and for exports).
+    pub document: Value,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TriggerSpec {
+    pub webhook: Option<WebhookTrigger>,
+    pub schedule: Vec<ScheduleTrigger>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookTrigger {
+    /// Absolute path starting with '/', e.g. `/hooks/refund`.
+    pub path: String,
+    /// HMAC secret, as written (normally a `${NAME}` reference).
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleTrigger {
+    pub cron: String,
+    /// The run's `input` for each tick (default `{}`).
+    pub input: Value,
+}
+
+/// Spec-wide defaults for every gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalDefaults {
+    /// Default 7 days.
+    pub ttl: Duration,
+    /// When set, only these identities may decide.
+    pub approvers: Option<Vec<String>>,
+    pub notify: NotifySpec,
+}
+
+impl Default for ApprovalDefaults {
+    fn default() -> Self {
+        ApprovalDefaults {
+            ttl: DEFAULT_APPROVAL_TTL,
+            approvers: None,
+            notify: NotifySpec::default(),
+        }
+    }
+}
+
+/// Seven days.
+pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NotifySpec {
+    pub slack: Option<SlackNotifySpec>,
+}
+
+/// Values as written: normally `${NAME}` references, resolved at call time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlackNotifySpec {
+    pub bot_token: String,
+    pub channel: String,
+    pub signing_secret: String,
+}
+
+/// An OpenAI-compatible chat-completions endpoint. Values as written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelConfig {
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub name: Option<String>,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub kind: ToolKind,
+    /// `approval: required`: every call pauses first (phase before).
+    pub approval_required: bool,
+    /// Template for the gate's message.
+    pub message: Option<String>,
+    /// Gate TTL for this tool; falls back to `approvals.ttl`.
+    pub ttl: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolKind {
+    Http(HttpToolSpec),
+    /// Implemented in Rust inside an exported crate.
+    Rust,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpToolSpec {
+    /// Upper-case HTTP method.
+    pub method: String,
+    /// Template.
+    pub url: String,
+    /// Header name -> template.
+    pub headers: BTreeMap<String, String>,
+    /// Query parameter -> template.
+    pub query: BTreeMap<String, String>,
+    /// JSON body template (strings inside are templates).
+    pub json: Option<Value>,
+    /// Raw body template.
+    pub body: Option<String>,
+    pub timeout: Option<Duration>,
+    /// Statuses accepted besides 2xx.
+    pub ok_status: Vec<u16>,
+    pub retry: Option<RetrySpec>,
+    pub idempotency: IdempotencySpec,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrySpec {
+    pub attempts: u32,
+    pub backoff: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdempotencySpec {
+    /// Send the header (default name `Idempotency-Key`) on calls made after an approval.
+    Header(String),
+    /// `idempotency: false`.
+    Off,
+}
+
+impl Default for IdempotencySpec {
+    fn default() -> Self {
+        IdempotencySpec::Header("Idempotency-Key".to_string())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub id: String,
+    pub kind: StepKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepKind {
+    /// `tool: NAME` with `with:` arguments (strings inside are templates).
+    Tool { tool: String, with: Value },
+    Model(ModelStep),
+    Approval(ApprovalStep),
+    /// `if: EXPR` + `then: request_human_approval`.
+    Gate(GateStep),
+    Dedupe(DedupeStep),
+    /// `set:` a mapping whose strings are templates.
+    Set { values: Value },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelStep {
+    pub prompt: String,
+    pub system: Option<String>,
+    pub output: ModelOutput,
+    /// Per-step overrides of the spec's `model:` block.
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub timeout: Option<Duration>,
+    pub guardrail: Option<Guardrail>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModelOutput {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guardrail {
+    pub min_confidence: f64,
+    /// Expression over `output`; default `{{ output.confidence }}`.
+    pub confidence: String,
+    pub message: Option<String>,
+    pub ttl: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalStep {
+    pub message: Option<String>,
+    pub ttl: Option<Duration>,
+    /// Optional payload template shown to (and editable by) the decider.
+    pub payload: Option<Value>,
+    pub on_reject: OnReject,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnReject {
+    /// The run ends `rejected`.
+    #[default]
+    Fail,
+    /// The step's output records the rejection and the run goes on.
+    Continue,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateStep {
+    /// Condition expression (template).
+    pub condition: String,
+    pub message: Option<String>,
+    pub ttl: Option<Duration>,
+    pub payload: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DedupeStep {
+    /// Key template.
+    pub key: String,
+    pub ttl: Duration,
+    pub release_on_failure: bool,
+}
+
+impl Spec {
+    /// Parse and validate spec text. `origin` names the file in error messages.
+    pub fn parse(source: &str, origin: &str) -> Result<Spec, SpecError> {
+        let tree = marked::parse(source, origin)?;
+        let spec = convert::to_spec(&tree, origin)?;
+        validate::check(&spec, &tree, origin)?;
+        Ok(spec)
+    }
+
+    /// Read and parse a spec file.
+    pub fn load(path: &Path) -> Result<Spec, SpecError> {
+        let origin = path.display().to_string();
+        let source = std::fs::read_to_string(path).map_err(|e| SpecError::io(&origin, e))?;
+        Spec::parse(&source, &origin)
+    }
+
+    pub fn step_index(&self, id: &str) -> Option<usize> {
+        self.steps.iter().position(|s| s.id == id)
+    }
+
+    /// True when any step can pause for a person.
+    pub fn has_gate(&self) -> bool {
+        self.steps.iter().any(|s| self.step_can_pause(s))
+    }
+
+    pub fn step_can_pause(&self, step: &Step) -> bool {
+        match &step.kind {
+            StepKind::Approval(_) | StepKind::Gate(_) => true,
+            StepKind::Model(m) => m.guardrail.is_some(),
+            StepKind::Tool { tool, .. } => self
+                .tools
+                .get(tool)
+                .map(|t| t.approval_required)
+                .unwrap_or(false),
+            StepKind::Dedupe(_) | StepKind::Set { .. } => false,
+        }
+    }
+
+    /// Every `${NAME}` secret reference in the document, sorted, deduplicated.
+    pub fn secret_names(&self) -> Vec<String> {
+        let mut names = std::collections::BTreeSet::new();
+        collect_secret_names(&self.document, &mut names);
+        names.into_iter().collect()
+    }
+}
+
+fn collect_secret_names(value: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match value {
+        Value::String(s) => {
+            for r in crate::secrets::references(s) {
+                out.insert(r.name.to_string());
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_secret_names(v, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_secret_names(v, out)),
+        _ => {}
+    }
+}

@@ -1,0 +1,227 @@
+//! StateStore: where runs, their events and pending approvals live.
+//!
+//! Every pause, decision and resume goes through a store, so there is one
+//! code path and one set of guarantees whether a run resumes in the process
+//! that paused it or in another one after a restart.
+//!
+//! Writes happen at durable points only: a run's creation, its pause, the
+//! claim of a decision, and its end. Each is one transaction.
+
+mod memory;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
+use crate::run_state::{RunRecord, RunStatus};
+
+pub use memory::MemoryStore;
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// A decision was refused (not found, expired, already resolved, spec changed).
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+
+    #[error("no run with id {0}")]
+    RunNotFound(String),
+
+    #[error("database error: {0}")]
+    Database(String),
+
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
+
+    #[error("invalid store location {location:?}: {reason}")]
+    InvalidLocation { location: String, reason: String },
+
+    #[error("malformed cursor {0:?}")]
+    InvalidCursor(String),
+
+    #[error("the database schema is version {found}, newer than this build of tollgate understands (up to {supported}); upgrade tollgate")]
+    SchemaTooNew { found: i64, supported: i64 },
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The outcome of a successful claim.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The record as decided (status, decided_by, decided_at, decision_data set).
+    pub record: ApprovalRecord,
+    /// The `approval_resolved` event the claim appended to the run.
+    pub event: Event,
+}
+
+/// What a run looks like at its end (or when it ends for good).
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub outputs: Map<String, Value>,
+    pub error: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// A pause: the record to insert plus the run's state so far.
+#[derive(Debug, Clone)]
+pub struct Pause {
+    pub record: ApprovalRecord,
+    pub at: DateTime<Utc>,
+}
+
+/// Which pending approvals to list.
+#[derive(Debug, Clone)]
+pub struct PendingQuery {
+    /// Only this agent's records; `None` lists every agent sharing the store.
+    pub agent_id: Option<String>,
+    /// Records with `expires_at <= now` are never listed.
+    pub now: DateTime<Utc>,
+    pub limit: usize,
+    /// Opaque cursor from a previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of pending approvals, newest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingPage {
+    pub approvals: Vec<ApprovalRecord>,
+    pub next_cursor: Option<String>,
+}
+
+/// A decided approval whose run never reached a final state: the process
+/// that claimed it stopped mid-step. Shown, never silently re-run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StuckClaim {
+    pub record: ApprovalRecord,
+    pub run_status: RunStatus,
+    pub run_updated_at: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait StateStore: Send + Sync + 'static {
+    /// A short description for logs and errors (never contains credentials).
+    fn describe(&self) -> String;
+
+    /// Insert a new run with its first events.
+    async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()>;
+
+    /// Append events to a run that is executing.
+    async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()>;
+
+    /// Atomically: insert the pending record, set the run to
+    /// `awaiting_approval` with its outputs so far, append `events`.
+    async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()>;
+
+    /// Atomically: set the run's final (or running) state, append `events`.
+    async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()>;
+
+    /// The claim: one conditional write, `PENDING` and unexpired (and, for
+    /// approve/modify, the same spec hash) -> decided. On success the run is
+    /// set back to `running` and an `approval_resolved` event is appended, in
+    /// the same transaction. Exactly one caller in any process wins; the
+    /// others get [`ApprovalError`] explaining why.
+    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed>;
+
+    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>>;
+
+    /// The run's unexpired PENDING record, if it is paused.
+    async fn pending_for_run(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>>;
+
+    async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
+
+    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>>;
+
+    /// Mark every overdue PENDING record EXPIRED and end its run `expired`
+    /// (with a `run_expired` event). At most once across processes: returns
+    /// only the records this call expired.
+    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>>;
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
+
+    /// The run's events with `seq > after_seq`, in order.
+    async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>>;
+
+    /// Claim a dedupe (or scheduler tick) key until `expires_at`. True when
+    /// this caller got it: the key was free or its previous claim expired.
+    async fn claim_key(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Release a claimed key (a failed run lets a retry through).
+    async fn release_key(&self, key: &str) -> StoreResult<()>;
+}
+
+pub type SharedStore = Arc<dyn StateStore>;
+
+/// Open a store from a location: `memory:`, `sqlite://PATH`, or a plain path
+/// to a SQLite file.
+pub fn open(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
+    if location == "memory:" || location == "memory://" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+        return Err(StoreError::InvalidLocation {
+            location: "postgres://…".into(),
+            reason: "PostgreSQL support is not built into this version".into(),
+        });
+    }
+    let path = location.strip_prefix("sqlite://").unwrap_or(location);
+    if path.is_empty() {
+        return Err(StoreError::InvalidLocation {
+            location: location.into(),
+            reason: "empty path".into(),
+        });
+    }
+    Ok(Arc::new(SqliteStore::open(std::path::Path::new(path), sqlite)?))
+}
+
+/// The `approval_resolved` event a successful claim appends.
+pub(crate) fn resolved_event(record: &ApprovalRecord, claim: &Claim, seq: u64) -> Event {
+    Event {
+        run_id: record.run_id.clone(),
+        seq,
+        at: claim.now,
+        kind: EventKind::ApprovalResolved {
+            key: record.key.clone(),
+            decision: claim.decision.name().to_string(),
+            decided_by: claim.decided_by.clone(),
+            reason: claim.decision.reason().map(str::to_string),
+        },
+    }
+}
+
+/// Cursor encoding shared by the stores: `created_at|key` of the last row.
+pub(crate) mod cursor {
+    use chrono::{DateTime, Utc};
+
+    use super::StoreError;
+
+    pub fn encode(created_at: DateTime<Utc>, key: &str) -> String {
+        format!("{}|{}", crate::time::format_utc(created_at), key)
+    }
+
+    pub fn decode(cursor: &str) -> Result<(String, String), StoreError> {
+        match cursor.split_once('|') {
+            Some((at, key)) if crate::time::parse_utc(at).is_some() && !key.is_empty() => {
+                Ok((at.to_string(), key.to_string()))
+            }
+            _ => Err(StoreError::InvalidCursor(cursor.to_string())),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! In-memory store: for `tollgate run` without `--persist` and for tests.
+//!
+//! Same rules as the durable stores (the claim is one check-and-set under a
+//! lock), but everything is gone when the process ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{
+    Claimed, Pause, PendingPage, PendingQuery, RunEnd, StateStore, StoreError, StoreResult,
+    StuckClaim, cursor, resolved_event,
+};
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
+use crate::run_state::{RunRecord, RunStatus};
+
+#[derive(Default)]
+struct State {
+    runs: HashMap<String, RunRecord>,
+    events: HashMap<String, Vec<Event>>,
+    approvals: HashMap<String, ApprovalRecord>,
+    /// Dedupe and scheduler claims: key -> expires_at.
+    claims: BTreeMap<String, DateTime<Utc>>,
+}
+
+#[derive(Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind, still
+        // consistent at the granularity of each method; keep serving.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    fn run_mut(&mut self, run_id: &str) -> StoreResult<&mut RunRecord> {
+        self.runs
+            .get_mut(run_id)
+            .ok_or_else(|| StoreError::RunNotFound(run_id.to_string()))
+    }
+
+    fn push_events(&mut self, run_id: &str, events: &[Event]) {
+        self.events
+            .entry(run_id.to_string())
+            .or_default()
+            .extend_from_slice(events);
+    }
+
+    fn next_seq(&self, run_id: &str) -> u64 {
+        self.events
+            .get(run_id)
+            .and_then(|e| e.last())
+            .map(|e| e.seq + 1)
+            .unwrap_or(1)
+    }
+}
+
+#[async_trait]
+impl StateStore for MemoryStore {
+    fn describe(&self) -> String {
+        "memory".into()
+    }
+
+    async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
+        let mut s = self.lock();
+        if s.runs.contains_key(&run.id) {
+            return Err(StoreError::Database(format!("run {} already exists", run.id)));
+        }
+        s.runs.insert(run.id.clone(), run.clone());
+        s.push_events(&run.id, events);
+        Ok(())
+    }
+
+    async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
+        let mut s = self.lock();
+        s.run_mut(run_id)?;
+        s.push_events(run_id, events);
+        Ok(())
+    }
+
+    async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
+        let mut s = self.lock();
+        let record = &pause.record;
+        let run = s.run_mut(&record.run_id)?;
+        run.status = RunStatus::AwaitingApproval;
+        run.outputs = record.outputs.clone();
+        run.updated_at = pause.at;
+        s.approvals.insert(record.key.clone(), record.clone());
+        s.push_events(&record.run_id, events);
+        Ok(())
+    }
+
+    async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
+        let mut s = self.lock();
+        let run = s.run_mut(&end.run_id)?;
+        run.status = end.status;
+        run.outputs = end.outputs.clone();
+        run.error = end.error.clone();
+        run.updated_at = end.at;
+        s.push_events(&end.run_id, events);
+        Ok(())
+    }
+
+    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
+        let mut s = self.lock();
+        let claimable = s.approvals.get(&claim.key).is_some_and(|r| {
+            r.status == ApprovalStatus::Pending
+                && r.expires_at > claim.now
+                && (!claim.decision.requires_same_spec() || r.spec_hash == claim.spec_hash)
+        });
+        if !claimable {
+            let err =
+                ApprovalError::explain_failed_claim(&claim.key, s.approvals.get(&claim.key), claim);
+            return Err(err.into());
+        }
+        let record = {
+            let r = s
+                .approvals
+                .get_mut(&claim.key)
+                .ok_or_else(|| StoreError::Database("record vanished under lock".into()))?;
+            r.status = claim.decision.status();
+            r.decision_data = claim.decision.data();
+            r.decided_by = Some(claim.decided_by.clone());
+            r.decided_at = Some(claim.now);
+            r.clone()
+        };
+        let seq = s.next_seq(&record.run_id);
+        let event = resolved_event(&record, claim, seq);
+        if let Some(run) = s.runs.get_mut(&record.run_id) {
+            run.status = RunStatus::Running;
+            run.updated_at = claim.now;
+        }
+        s.push_events(&record.run_id, std::slice::from_ref(&event));
+        Ok(Claimed { record, event })
+    }
+
+    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
+        Ok(self.lock().approvals.get(key).cloned())
+    }
+
+    async fn pending_for_run(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        Ok(self
+            .lock()
+            .approvals
+            .values()
+            .filter(|r| r.run_id == run_id && r.status == ApprovalStatus::Pending)
+            .filter(|r| r.expires_at > now)
+            .max_by_key(|r| r.created_at)
+            .cloned())
+    }
+
+    async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
+        let after = query.cursor.as_deref().map(cursor::decode).transpose()?;
+        let s = self.lock();
+        let mut rows: Vec<&ApprovalRecord> = s
+            .approvals
+            .values()
+            .filter(|r| r.status == ApprovalStatus::Pending && r.expires_at > query.now)
+            .filter(|r| query.agent_id.as_ref().is_none_or(|a| &r.agent_id == a))
+            .filter(|r| match &after {
+                // Newest first: the next page holds rows strictly "older"
+                // than the cursor in (created_at, key) order.
+                Some((at, key)) => {
+                    let this_at = crate::time::format_utc(r.created_at);
+                    (this_at.as_str(), r.key.as_str()) < (at.as_str(), key.as_str())
+                }
+                None => true,
+            })
+            .collect();
+        rows.sort_by(|a, b| (b.created_at, &b.key).cmp(&(a.created_at, &a.key)));
+        let limit = query.limit.max(1);
+        let next_cursor = (rows.len() > limit).then(|| {
+            let last = rows[limit - 1];
+            cursor::encode(last.created_at, &last.key)
+        });
+        rows.truncate(limit);
+        Ok(PendingPage {
+            approvals: rows.into_iter().cloned().collect(),
+            next_cursor,
+        })
+    }
+
+    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
+        let s = self.lock();
+        let mut stuck: Vec<StuckClaim> = s
+            .approvals
+            .values()
+            .filter(|r| agent_id.is_none_or(|a| r.agent_id == a))
+            .filter(|r| r.decided_at.is_some() && r.status != ApprovalStatus::Expired)
+            .filter_map(|r| {
+                let run = s.runs.get(&r.run_id)?;
+                let latest = s
+                    .approvals
+                    .values()
+                    .filter(|o| o.run_id == r.run_id)
+                    .max_by_key(|o| o.created_at)?;
+                (run.status == RunStatus::Running && latest.key == r.key).then(|| StuckClaim {
+                    record: r.clone(),
+                    run_status: run.status,
+                    run_updated_at: run.updated_at,
+                })
+            })
+            .collect();
+        stuck.sort_by_key(|c| std::cmp::Reverse(c.record.decided_at));
+        Ok(stuck)
+    }
+
+    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
+        let mut s = self.lock();
+        let due: Vec<String> = s
+            .approvals
+            .values()
+            .filter(|r| r.status == ApprovalStatus::Pending && r.expires_at <= now)
+            .map(|r| r.key.clone())
+            .collect();
+        let mut expired = Vec::with_capacity(due.len());
+        for key in due {
+            let Some(r) = s.approvals.get_mut(&key) else {
+                continue;
+            };
+            r.status = ApprovalStatus::Expired;
+            let record = r.clone();
+            let seq = s.next_seq(&record.run_id);
+            if let Some(run) = s.runs.get_mut(&record.run_id) {
+                run.status = RunStatus::Expired;
+                run.updated_at = now;
+            }
+            let event = Event {
+                run_id: record.run_id.clone(),
+                seq,
+                at: now,
+                kind: EventKind::RunExpired {
+                    key: record.key.clone(),
+                },
+            };
+            s.push_events(&record.run_id, &[event]);
+            expired.push(record);
+        }
+        Ok(expired)
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        Ok(self.lock().runs.get(run_id).cloned())
+    }
+
+    async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
+        Ok(self
+            .lock()
+            .events
+            .get(run_id)
+            .map(|events| events.iter().filter(|e| e.seq > after_seq).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn claim_key(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut s = self.lock();
+        match s.claims.get(key) {
+            Some(until) if *until > now => Ok(false),
+            _ => {
+                s.claims.insert(key.to_string(), expires_at);
+                Ok(true)
+            }
+        }
+    }
+
+    async fn release_key(&self, key: &str) -> StoreResult<()> {
+        self.lock().claims.remove(key);
+        Ok(())
+    }
+}

@@ -227,14 +227,26 @@ mod tests {
 
     fn ctx() -> Context {
         Context::new()
-            .with("input", json!({"order_id": "A1", "amount": 150, "items": [1, 2]}))
-            .with("steps", json!({"assess": {"output": {"amount": 120, "ok": true}}}))
+            .with(
+                "input",
+                json!({"order_id": "A1", "amount": 150, "items": [1, 2]}),
+            )
+            .with(
+                "steps",
+                json!({"assess": {"output": {"amount": 120, "ok": true}}}),
+            )
     }
 
     #[test]
     fn lone_expression_keeps_its_type() {
-        assert_eq!(evaluate_str("{{ input.amount }}", &ctx()).unwrap(), json!(150));
-        assert_eq!(evaluate_str(" {{ input.items }} ", &ctx()).unwrap(), json!([1, 2]));
+        assert_eq!(
+            evaluate_str("{{ input.amount }}", &ctx()).unwrap(),
+            json!(150)
+        );
+        assert_eq!(
+            evaluate_str(" {{ input.items }} ", &ctx()).unwrap(),
+            json!([1, 2])
+        );
         assert_eq!(
             evaluate_str("{{ steps.assess.output.amount > 100 }}", &ctx()).unwrap(),
             json!(true)

@@ -12,6 +12,7 @@ pub mod secrets;
 pub mod spec;
 pub mod store;
 pub mod time;
+pub mod tools;
 pub mod workflow;
 
 pub use events::{Event, EventKind};

@@ -154,11 +154,18 @@ pub fn new_key() -> String {
 /// What a person decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
-    Approve { reason: Option<String> },
-    Reject { reason: Option<String> },
+    Approve {
+        reason: Option<String>,
+    },
+    Reject {
+        reason: Option<String>,
+    },
     /// Approve with a new payload: edited tool arguments for a tool gate, a
     /// replacement output for an `after` gate.
-    Modify { payload: Value, reason: Option<String> },
+    Modify {
+        payload: Value,
+        reason: Option<String>,
+    },
 }
 
 impl Decision {
@@ -378,7 +385,10 @@ mod tests {
             payload: json!({"amount": 5}),
             reason: Some("smaller".into()),
         };
-        assert_eq!(d.data().unwrap(), json!({"reason": "smaller", "payload": {"amount": 5}}));
+        assert_eq!(
+            d.data().unwrap(),
+            json!({"reason": "smaller", "payload": {"amount": 5}})
+        );
         assert_eq!(Decision::Approve { reason: None }.data(), None);
     }
 }

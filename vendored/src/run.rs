@@ -1,5 +1,543 @@
-//! STUB
-pub struct AgentRun;
-pub struct RunOutcome;
-#[derive(Debug)]
-pub struct RunError;
+//! AgentRun: starts runs, resumes them by approval key, and drives steps in
+//! order, writing to the store at durable points only (creation, pause,
+//! claim, end).
+//!
+//! A paused run holds nothing in memory: pausing writes the record and the
+//! task returns. Every resume, in this process or another after a restart,
+//! goes through the same path: load, check, claim, re-enter.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use thiserror::Error;
+use tokio::sync::broadcast;
+
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{
+    self, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+};
+use crate::run_state::{RunRecord, RunStatus};
+use crate::spec::{Spec, StepKind};
+use crate::store::{Pause, RunEnd, SharedStore, StoreError};
+use crate::tools::{ToolInvoker, Unavailable};
+use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
+
+/// Why a start or a decision could not be carried out. A run that fails on
+/// its own (a step error) is not an error here: it is an outcome.
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    #[error(transparent)]
+    Store(StoreError),
+    #[error("approval {key} belongs to agent {found:?}, not {expected:?}")]
+    WrongAgent {
+        key: String,
+        found: String,
+        expected: String,
+    },
+    #[error("run {0} has no pending approval")]
+    NoPendingApproval(String),
+}
+
+impl From<StoreError> for RunError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Approval(a) => RunError::Approval(a),
+            other => RunError::Store(other),
+        }
+    }
+}
+
+/// Where a run stands after `start` or a decision returned.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutcome {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub outputs: Map<String, Value>,
+    pub error: Option<String>,
+    /// The new pending record when the run paused.
+    pub pending: Option<ApprovalRecord>,
+}
+
+/// One agent (a spec) bound to a store and its tools.
+#[derive(Clone)]
+pub struct AgentRun {
+    spec: Arc<Spec>,
+    store: SharedStore,
+    tools: Arc<dyn ToolInvoker>,
+    events: broadcast::Sender<Event>,
+}
+
+impl AgentRun {
+    pub fn new(spec: Arc<Spec>, store: SharedStore) -> AgentRun {
+        let (events, _) = broadcast::channel(1024);
+        AgentRun {
+            spec,
+            store,
+            tools: Arc::new(Unavailable),
+            events,
+        }
+    }
+
+    pub fn with_tools(mut self, tools: Arc<dyn ToolInvoker>) -> AgentRun {
+        self.tools = tools;
+        self
+    }
+
+    pub fn spec(&self) -> &Arc<Spec> {
+        &self.spec
+    }
+
+    pub fn store(&self) -> &SharedStore {
+        &self.store
+    }
+
+    /// Live events of every run this handle drives, as they happen.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Start a run and drive it to its first pause or its end.
+    pub async fn start(&self, input: Value, trigger: Value) -> Result<RunOutcome, RunError> {
+        let run_id = self.create(input, trigger).await?;
+        self.drive_new(&run_id).await
+    }
+
+    /// Record a new run (durably) without executing it; `drive_new` executes
+    /// it. Lets a server answer with the run id before the steps run.
+    pub async fn create(&self, input: Value, mut trigger: Value) -> Result<String, RunError> {
+        pending_approval::scrub_trigger(&mut trigger);
+        let now = crate::time::now();
+        let run = RunRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            agent_id: self.spec.agent.clone(),
+            spec_hash: self.spec.hash.to_string(),
+            status: RunStatus::Running,
+            input: input.clone(),
+            trigger,
+            outputs: Map::new(),
+            error: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let mut log = EventLog::new(&run.id, 1, self.events.clone());
+        log.emit(EventKind::RunStarted {
+            agent: run.agent_id.clone(),
+            spec_hash: run.spec_hash.clone(),
+            input,
+        });
+        self.store.create_run(&run, log.pending()).await?;
+        log.published();
+        Ok(run.id)
+    }
+
+    /// Execute a run created with [`AgentRun::create`] from its first step.
+    pub async fn drive_new(&self, run_id: &str) -> Result<RunOutcome, RunError> {
+        let run = self
+            .store
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| RunError::Store(StoreError::RunNotFound(run_id.to_string())))?;
+        let next_seq = self
+            .store
+            .run_events(run_id, 0)
+            .await?
+            .last()
+            .map(|e| e.seq + 1)
+            .unwrap_or(1);
+        let ctx = RunContext {
+            run_id: run.id.clone(),
+            agent: run.agent_id.clone(),
+            input: run.input,
+            trigger: run.trigger,
+            outputs: Map::new(),
+        };
+        let log = EventLog::new(run_id, next_seq, self.events.clone());
+        self.drive(ctx, 0, None, log).await
+    }
+
+    /// Decide a pending approval by its key and resume the run in this
+    /// process. Exactly one decision per key wins, across processes.
+    pub async fn resume_by_key(
+        &self,
+        key: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<RunOutcome, RunError> {
+        let record = self
+            .store
+            .get_approval(key)
+            .await?
+            .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
+        self.check_decider(key, decided_by)?;
+        if record.agent_id != self.spec.agent {
+            return Err(RunError::WrongAgent {
+                key: key.into(),
+                found: record.agent_id,
+                expected: self.spec.agent.clone(),
+            });
+        }
+        self.check_payload(&record, &decision)?;
+        let claim = Claim {
+            key: key.to_string(),
+            decision,
+            decided_by: decided_by.to_string(),
+            now: crate::time::now(),
+            spec_hash: self.spec.hash.to_string(),
+        };
+        let claimed = self.store.claim(&claim).await?;
+        // The claim stored this event; announce it.
+        let _ = self.events.send(claimed.event.clone());
+        self.continue_after_claim(claimed.record, claimed.event.seq + 1)
+            .await
+    }
+
+    /// Decide the pending approval of a run, by run id.
+    pub async fn resume(
+        &self,
+        run_id: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<RunOutcome, RunError> {
+        let record = self
+            .store
+            .pending_for_run(run_id, crate::time::now())
+            .await?
+            .ok_or_else(|| RunError::NoPendingApproval(run_id.to_string()))?;
+        self.resume_by_key(&record.key, decision, decided_by).await
+    }
+
+    /// Mark overdue approvals EXPIRED and end their runs (at most once
+    /// across processes). Returns what this call expired.
+    pub async fn sweep_expired(&self) -> Result<Vec<ApprovalRecord>, RunError> {
+        let expired = self.store.expire_due(crate::time::now()).await?;
+        Ok(expired)
+    }
+
+    /// `approvals.approvers`, when set, lists who may decide.
+    fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
+        match &self.spec.approvals.approvers {
+            Some(allowed) if !allowed.iter().any(|a| a == decided_by) => {
+                Err(ApprovalError::Forbidden {
+                    key: key.into(),
+                    decided_by: decided_by.into(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A modify must fit its gate; checked before the claim so a bad edit
+    /// leaves the record untouched and PENDING.
+    fn check_payload(
+        &self,
+        record: &ApprovalRecord,
+        decision: &Decision,
+    ) -> Result<(), ApprovalError> {
+        let Decision::Modify { payload, .. } = decision else {
+            return Ok(());
+        };
+        let is_tool_gate = record.phase == Phase::Before
+            && self
+                .spec
+                .steps
+                .get(record.step_index)
+                .is_some_and(|s| matches!(s.kind, StepKind::Tool { .. }));
+        if is_tool_gate && !payload.is_object() {
+            return Err(ApprovalError::InvalidPayload {
+                key: record.key.clone(),
+                reason: "edited tool arguments must be a JSON object".into(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn continue_after_claim(
+        &self,
+        record: ApprovalRecord,
+        next_seq: u64,
+    ) -> Result<RunOutcome, RunError> {
+        let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone());
+        let ctx = RunContext {
+            run_id: record.run_id.clone(),
+            agent: record.agent_id.clone(),
+            input: record.input.clone(),
+            trigger: record.trigger.clone(),
+            outputs: record.outputs.clone(),
+        };
+        // A reject needs no step logic, and under a changed spec the steps
+        // may no longer line up with the record: end the run here.
+        let same_spec = record.spec_hash == self.spec.hash.as_str();
+        if record.status == ApprovalStatus::Rejected && !same_spec {
+            log.emit(EventKind::RunRejected {
+                reason: record.reason().map(str::to_string),
+            });
+            return self.finish(&ctx, RunStatus::Rejected, None, log).await;
+        }
+        self.replay(&ctx, record.step_index, &mut log);
+        self.drive(ctx, record.step_index, Some(record), log).await
+    }
+
+    /// Re-announce the steps before `until` without running them.
+    fn replay(&self, ctx: &RunContext, until: usize, log: &mut EventLog) {
+        for (index, step) in self.spec.steps.iter().enumerate().take(until) {
+            if let Some(output) = ctx.outputs.get(&step.id) {
+                log.emit(EventKind::StepCompleted {
+                    step: step.id.clone(),
+                    index,
+                    output: output.clone(),
+                    replayed: true,
+                });
+            }
+        }
+    }
+
+    async fn drive(
+        &self,
+        mut ctx: RunContext,
+        mut index: usize,
+        mut resumed: Option<ApprovalRecord>,
+        mut log: EventLog,
+    ) -> Result<RunOutcome, RunError> {
+        let env = StepEnv {
+            spec: &self.spec,
+            store: &self.store,
+            tools: self.tools.as_ref(),
+        };
+        while let Some(step) = self.spec.steps.get(index) {
+            let decision = resumed.take().filter(|r| r.step_index == index);
+            let outcome = match decision {
+                // The step ran before the pause; never run it again.
+                Some(record) if record.phase == Phase::After => {
+                    match workflow::after_gate_output(&record) {
+                        Ok(output) => StepOutcome::Completed(output),
+                        Err(reason) => StepOutcome::Rejected { reason },
+                    }
+                }
+                decision => {
+                    log.emit(EventKind::StepStarted {
+                        step: step.id.clone(),
+                        index,
+                    });
+                    if calls_out(step) {
+                        // A call may take long or have side effects: make
+                        // the run's progress visible before it starts.
+                        self.flush(&mut log).await?;
+                    }
+                    workflow::execute_step(&env, step, &ctx, decision.as_ref()).await
+                }
+            };
+            match outcome {
+                StepOutcome::Completed(output) => {
+                    log.emit(EventKind::StepCompleted {
+                        step: step.id.clone(),
+                        index,
+                        output: output.clone(),
+                        replayed: false,
+                    });
+                    ctx.outputs.insert(step.id.clone(), output);
+                    index += 1;
+                }
+                StepOutcome::Paused(gate) => return self.pause(&ctx, index, gate, log).await,
+                StepOutcome::Rejected { reason } => {
+                    log.emit(EventKind::RunRejected { reason });
+                    return self.finish(&ctx, RunStatus::Rejected, None, log).await;
+                }
+                StepOutcome::Skipped { dedupe_key } => {
+                    log.emit(EventKind::RunSkipped {
+                        step: step.id.clone(),
+                        dedupe_key,
+                    });
+                    return self.finish(&ctx, RunStatus::Skipped, None, log).await;
+                }
+                StepOutcome::Failed(StepFailure::Store(e)) => {
+                    // The store is unreachable: record what we can, report it.
+                    let error = e.to_string();
+                    log.emit(EventKind::RunFailed {
+                        error: error.clone(),
+                    });
+                    let _ = self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
+                    return Err(RunError::Store(e));
+                }
+                StepOutcome::Failed(StepFailure::Step(error)) => {
+                    self.release_dedupe_keys(&ctx, index).await;
+                    log.emit(EventKind::RunFailed {
+                        error: error.clone(),
+                    });
+                    return self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
+                }
+            }
+        }
+        log.emit(EventKind::RunCompleted {
+            outputs: ctx.outputs.clone(),
+        });
+        self.finish(&ctx, RunStatus::Completed, None, log).await
+    }
+
+    async fn flush(&self, log: &mut EventLog) -> Result<(), RunError> {
+        if !log.pending().is_empty() {
+            self.store.append_events(&log.run_id, log.pending()).await?;
+            log.published();
+        }
+        Ok(())
+    }
+
+    async fn pause(
+        &self,
+        ctx: &RunContext,
+        index: usize,
+        gate: GateRequest,
+        mut log: EventLog,
+    ) -> Result<RunOutcome, RunError> {
+        let now = crate::time::now();
+        let step = &self.spec.steps[index];
+        let record = ApprovalRecord {
+            key: pending_approval::new_key(),
+            run_id: ctx.run_id.clone(),
+            agent_id: self.spec.agent.clone(),
+            spec_hash: self.spec.hash.to_string(),
+            step_index: index,
+            step_id: step.id.clone(),
+            phase: gate.phase,
+            message: gate.message,
+            payload: gate.payload,
+            outputs: ctx.outputs.clone(),
+            input: ctx.input.clone(),
+            trigger: ctx.trigger.clone(),
+            status: ApprovalStatus::Pending,
+            decision_data: None,
+            decided_by: None,
+            decided_at: None,
+            created_at: now,
+            expires_at: crate::time::add(now, gate.ttl),
+        };
+        log.emit(EventKind::AwaitingApproval {
+            key: record.key.clone(),
+            step: record.step_id.clone(),
+            phase: record.phase,
+            message: record.message.clone(),
+            payload: record.payload.clone(),
+            expires_at: record.expires_at,
+        });
+        let pause = Pause {
+            record: record.clone(),
+            at: now,
+        };
+        self.store.pause_run(&pause, log.pending()).await?;
+        log.published();
+        Ok(RunOutcome {
+            run_id: ctx.run_id.clone(),
+            status: RunStatus::AwaitingApproval,
+            outputs: ctx.outputs.clone(),
+            error: None,
+            pending: Some(record),
+        })
+    }
+
+    async fn finish(
+        &self,
+        ctx: &RunContext,
+        status: RunStatus,
+        error: Option<String>,
+        mut log: EventLog,
+    ) -> Result<RunOutcome, RunError> {
+        let end = RunEnd {
+            run_id: ctx.run_id.clone(),
+            status,
+            outputs: ctx.outputs.clone(),
+            error: error.clone(),
+            at: now_or(log.last_at()),
+        };
+        self.store.end_run(&end, log.pending()).await?;
+        log.published();
+        Ok(RunOutcome {
+            run_id: ctx.run_id.clone(),
+            status,
+            outputs: ctx.outputs.clone(),
+            error,
+            pending: None,
+        })
+    }
+
+    /// A failed run lets a retry through: release the dedupe keys it claimed
+    /// (unless a step says `release_on_failure: false`).
+    async fn release_dedupe_keys(&self, ctx: &RunContext, failed_at: usize) {
+        for step in self.spec.steps.iter().take(failed_at) {
+            let StepKind::Dedupe(dedupe) = &step.kind else {
+                continue;
+            };
+            if !dedupe.release_on_failure {
+                continue;
+            }
+            let key = ctx
+                .outputs
+                .get(&step.id)
+                .and_then(|o| o.get("key"))
+                .and_then(Value::as_str);
+            if let Some(key) = key {
+                let claim_key = workflow::dedupe_claim_key(&self.spec.agent, key);
+                // Best effort: if this fails the key simply expires with its TTL.
+                let _ = self.store.release_key(&claim_key).await;
+            }
+        }
+    }
+}
+
+/// Tool and model steps call out of the process.
+fn calls_out(step: &crate::spec::Step) -> bool {
+    matches!(step.kind, StepKind::Tool { .. } | StepKind::Model(_))
+}
+
+fn now_or(at: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    at.unwrap_or_else(crate::time::now)
+}
+
+/// Events of one run: numbered, buffered until the next durable write, and
+/// broadcast to live listeners only once stored, so a listener never sees an
+/// event (such as a pause and its key) that a crash could still lose.
+struct EventLog {
+    run_id: String,
+    next_seq: u64,
+    buffer: Vec<Event>,
+    live: broadcast::Sender<Event>,
+}
+
+impl EventLog {
+    fn new(run_id: &str, next_seq: u64, live: broadcast::Sender<Event>) -> EventLog {
+        EventLog {
+            run_id: run_id.to_string(),
+            next_seq,
+            buffer: Vec::new(),
+            live,
+        }
+    }
+
+    fn emit(&mut self, kind: EventKind) {
+        self.buffer.push(Event {
+            run_id: self.run_id.clone(),
+            seq: self.next_seq,
+            at: crate::time::now(),
+            kind,
+        });
+        self.next_seq += 1;
+    }
+
+    fn last_at(&self) -> Option<DateTime<Utc>> {
+        self.buffer.last().map(|e| e.at)
+    }
+
+    fn pending(&self) -> &[Event] {
+        &self.buffer
+    }
+
+    /// Call after the buffered events were written: announce and forget them.
+    fn published(&mut self) {
+        for event in self.buffer.drain(..) {
+            // No listener is fine: events are also stored.
+            let _ = self.live.send(event);
+        }
+    }
+}

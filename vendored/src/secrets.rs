@@ -116,7 +116,10 @@ mod tests {
         let env = |n: &str| (n == "A").then(|| "1".to_string());
         assert_eq!(resolve_with("x${A}y${B:-2}", env).unwrap(), "x1y2");
         let err = resolve_with("${C}", env).unwrap_err();
-        assert_eq!(err.to_string(), "environment variable C is not set (referenced as ${C})");
+        assert_eq!(
+            err.to_string(),
+            "environment variable C is not set (referenced as ${C})"
+        );
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub struct ToolSpec {
     pub ttl: Option<Duration>,
 }
 
+// Built once per spec load; the size difference between variants is irrelevant.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolKind {
     Http(HttpToolSpec),
@@ -178,14 +180,19 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepKind {
     /// `tool: NAME` with `with:` arguments (strings inside are templates).
-    Tool { tool: String, with: Value },
+    Tool {
+        tool: String,
+        with: Value,
+    },
     Model(ModelStep),
     Approval(ApprovalStep),
     /// `if: EXPR` + `then: request_human_approval`.
     Gate(GateStep),
     Dedupe(DedupeStep),
     /// `set:` a mapping whose strings are templates.
-    Set { values: Value },
+    Set {
+        values: Value,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

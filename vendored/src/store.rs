@@ -46,7 +46,9 @@ pub enum StoreError {
     #[error("malformed cursor {0:?}")]
     InvalidCursor(String),
 
-    #[error("the database schema is version {found}, newer than this build of tollgate understands (up to {supported}); upgrade tollgate")]
+    #[error(
+        "the database schema is version {found}, newer than this build of tollgate understands (up to {supported}); upgrade tollgate"
+    )]
     SchemaTooNew { found: i64, supported: i64 },
 }
 
@@ -188,7 +190,10 @@ pub fn open(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
             reason: "empty path".into(),
         });
     }
-    Ok(Arc::new(SqliteStore::open(std::path::Path::new(path), sqlite)?))
+    Ok(Arc::new(SqliteStore::open(
+        std::path::Path::new(path),
+        sqlite,
+    )?))
 }
 
 /// The `approval_resolved` event a successful claim appends.

@@ -75,7 +75,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         total = total.saturating_add(part);
     }
     if total.is_zero() {
-        return Err(format!("invalid duration {text:?}: must be greater than zero"));
+        return Err(format!(
+            "invalid duration {text:?}: must be greater than zero"
+        ));
     }
     Ok(total)
 }
@@ -89,7 +91,10 @@ mod tests {
         assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(604_800));
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2w").unwrap(), Duration::from_secs(1_209_600));
+        assert_eq!(
+            parse_duration("2w").unwrap(),
+            Duration::from_secs(1_209_600)
+        );
     }
 
     #[test]
@@ -97,8 +102,16 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert!(parse_duration("7").unwrap_err().contains("missing unit"));
         assert!(parse_duration("3x").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("0s").unwrap_err().contains("greater than zero"));
-        assert!(parse_duration("d").unwrap_err().contains("expected a number"));
+        assert!(
+            parse_duration("0s")
+                .unwrap_err()
+                .contains("greater than zero")
+        );
+        assert!(
+            parse_duration("d")
+                .unwrap_err()
+                .contains("expected a number")
+        );
     }
 
     #[test]

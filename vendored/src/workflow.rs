@@ -1,1 +1,384 @@
-//! STUB
+//! Step execution: what one step does, where it may pause, and how it takes
+//! a stored decision when a resumed run re-enters it.
+//!
+//! Nothing here writes to the store except a dedupe claim; persistence of
+//! pauses and ends belongs to the run driver (`run.rs`).
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::expr::{self, Context, ExprError};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::spec::{ApprovalStep, DedupeStep, GateStep, OnReject, Spec, Step, StepKind};
+use crate::store::{SharedStore, StoreError};
+use crate::tools::{CallContext, ModelRequest, ToolInvoker, idempotency_key};
+
+/// Everything a run knows so far: what templates can read.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    pub run_id: String,
+    pub agent: String,
+    pub input: Value,
+    pub trigger: Value,
+    pub outputs: Map<String, Value>,
+}
+
+impl RunContext {
+    pub fn expr_context(&self) -> Context {
+        let steps: Map<String, Value> = self
+            .outputs
+            .iter()
+            .map(|(id, output)| (id.clone(), json!({ "output": output })))
+            .collect();
+        Context::new()
+            .with("input", self.input.clone())
+            .with("trigger", self.trigger.clone())
+            .with("steps", Value::Object(steps))
+            .with("run", json!({ "id": self.run_id, "agent": self.agent }))
+    }
+}
+
+/// A request to pause at a gate.
+#[derive(Debug, Clone)]
+pub struct GateRequest {
+    pub phase: Phase,
+    pub message: Option<String>,
+    /// Shown to the decider; editable with a modify decision.
+    pub payload: Value,
+    pub ttl: Duration,
+}
+
+/// What executing (or re-entering) a step produced.
+#[derive(Debug)]
+pub enum StepOutcome {
+    Completed(Value),
+    Paused(GateRequest),
+    /// A person rejected the gate: the run ends `rejected`.
+    Rejected {
+        reason: Option<String>,
+    },
+    /// A dedupe key was already claimed: the run ends `skipped`.
+    Skipped {
+        dedupe_key: String,
+    },
+    Failed(StepFailure),
+}
+
+/// Why a step failed. Infrastructure failures (the store) are kept apart
+/// because they say nothing about the run's own logic.
+#[derive(Debug)]
+pub enum StepFailure {
+    Step(String),
+    Store(StoreError),
+}
+
+impl From<ExprError> for StepFailure {
+    fn from(e: ExprError) -> Self {
+        StepFailure::Step(e.message)
+    }
+}
+
+/// The collaborators a step may need.
+pub struct StepEnv<'a> {
+    pub spec: &'a Spec,
+    pub store: &'a SharedStore,
+    pub tools: &'a dyn ToolInvoker,
+}
+
+/// Execute step `index`. `decision` is the decided record when a resumed run
+/// re-enters this step at a `before` gate.
+pub async fn execute_step(
+    env: &StepEnv<'_>,
+    step: &Step,
+    ctx: &RunContext,
+    decision: Option<&ApprovalRecord>,
+) -> StepOutcome {
+    let result = match &step.kind {
+        StepKind::Set { values } => expr::evaluate_value(values, &ctx.expr_context())
+            .map(StepOutcome::Completed)
+            .map_err(StepFailure::from),
+        StepKind::Approval(approval) => approval_step(env, step, approval, ctx, decision),
+        StepKind::Gate(gate) => gate_step(env, step, gate, ctx, decision),
+        StepKind::Dedupe(dedupe) => dedupe_step(env, dedupe, ctx).await,
+        StepKind::Tool { tool, with } => tool_step(env, step, tool, with, ctx, decision).await,
+        StepKind::Model(_) => model_step(env, step, ctx).await,
+    };
+    result.unwrap_or_else(|failure| match failure {
+        StepFailure::Step(msg) => {
+            StepOutcome::Failed(StepFailure::Step(format!("step {:?}: {msg}", step.id)))
+        }
+        other => StepOutcome::Failed(other),
+    })
+}
+
+/// What a decided record means for a `before` gate.
+enum Verdict {
+    Go { payload: Value },
+    Stop { reason: Option<String> },
+}
+
+fn verdict(record: &ApprovalRecord) -> Verdict {
+    match record.status {
+        ApprovalStatus::Approved | ApprovalStatus::Modified => Verdict::Go {
+            payload: record.effective_payload().clone(),
+        },
+        // A claimed record is never PENDING or EXPIRED; treat anything else
+        // as a stop so nothing runs on an unclear decision.
+        _ => Verdict::Stop {
+            reason: record.reason().map(str::to_string),
+        },
+    }
+}
+
+fn decision_output(record: &ApprovalRecord, approved: bool, payload: Value) -> Value {
+    json!({
+        "approved": approved,
+        "decided_by": record.decided_by,
+        "reason": record.reason(),
+        "payload": payload,
+    })
+}
+
+fn gate_ttl(env: &StepEnv<'_>, own: Option<Duration>) -> Duration {
+    own.unwrap_or(env.spec.approvals.ttl)
+}
+
+fn eval_message(template: Option<&str>, ctx: &Context) -> Result<Option<String>, StepFailure> {
+    template
+        .map(|t| expr::evaluate_to_string(t, ctx))
+        .transpose()
+        .map_err(StepFailure::from)
+}
+
+fn approval_step(
+    env: &StepEnv<'_>,
+    step: &Step,
+    approval: &ApprovalStep,
+    ctx: &RunContext,
+    decision: Option<&ApprovalRecord>,
+) -> Result<StepOutcome, StepFailure> {
+    let ectx = ctx.expr_context();
+    // Inputs are evaluated on every entry, also on re-entry after a decision.
+    let payload = match &approval.payload {
+        Some(p) => expr::evaluate_value(p, &ectx)?,
+        None => Value::Null,
+    };
+    let Some(record) = decision else {
+        let message = eval_message(approval.message.as_deref(), &ectx)?
+            .or_else(|| Some(format!("Approve step {}?", step.id)));
+        return Ok(StepOutcome::Paused(GateRequest {
+            phase: Phase::Before,
+            message,
+            payload,
+            ttl: gate_ttl(env, approval.ttl),
+        }));
+    };
+    Ok(match verdict(record) {
+        Verdict::Go { payload } => StepOutcome::Completed(decision_output(record, true, payload)),
+        Verdict::Stop { reason } => match approval.on_reject {
+            OnReject::Fail => StepOutcome::Rejected { reason },
+            OnReject::Continue => {
+                StepOutcome::Completed(decision_output(record, false, record.payload.clone()))
+            }
+        },
+    })
+}
+
+fn gate_step(
+    env: &StepEnv<'_>,
+    step: &Step,
+    gate: &GateStep,
+    ctx: &RunContext,
+    decision: Option<&ApprovalRecord>,
+) -> Result<StepOutcome, StepFailure> {
+    let ectx = ctx.expr_context();
+    let required = expr::is_truthy(&expr::evaluate_str(&gate.condition, &ectx)?);
+    if !required && decision.is_none() {
+        return Ok(StepOutcome::Completed(json!({ "required": false })));
+    }
+    let payload = match &gate.payload {
+        Some(p) => expr::evaluate_value(p, &ectx)?,
+        None => Value::Null,
+    };
+    let Some(record) = decision else {
+        let message = eval_message(gate.message.as_deref(), &ectx)?
+            .or_else(|| Some(format!("Step {} requires human approval", step.id)));
+        return Ok(StepOutcome::Paused(GateRequest {
+            phase: Phase::Before,
+            message,
+            payload,
+            ttl: gate_ttl(env, gate.ttl),
+        }));
+    };
+    Ok(match verdict(record) {
+        Verdict::Go { payload } => {
+            let mut output = decision_output(record, true, payload);
+            output["required"] = Value::Bool(true);
+            StepOutcome::Completed(output)
+        }
+        Verdict::Stop { reason } => StepOutcome::Rejected { reason },
+    })
+}
+
+async fn dedupe_step(
+    env: &StepEnv<'_>,
+    dedupe: &DedupeStep,
+    ctx: &RunContext,
+) -> Result<StepOutcome, StepFailure> {
+    let key = expr::evaluate_to_string(&dedupe.key, &ctx.expr_context())?;
+    if key.is_empty() {
+        return Err(StepFailure::Step(
+            "dedupe key evaluated to an empty string".into(),
+        ));
+    }
+    let now = crate::time::now();
+    let until = crate::time::add(now, dedupe.ttl);
+    let claimed = env
+        .store
+        .claim_key(&dedupe_claim_key(&env.spec.agent, &key), now, until)
+        .await
+        .map_err(StepFailure::Store)?;
+    Ok(if claimed {
+        StepOutcome::Completed(json!({ "key": key, "expires_at": crate::time::format_utc(until) }))
+    } else {
+        StepOutcome::Skipped { dedupe_key: key }
+    })
+}
+
+/// Dedupe keys are scoped by agent so two agents sharing a store do not
+/// suppress each other's runs.
+pub fn dedupe_claim_key(agent: &str, key: &str) -> String {
+    format!("dedupe:{agent}:{key}")
+}
+
+async fn tool_step(
+    env: &StepEnv<'_>,
+    step: &Step,
+    tool_name: &str,
+    with: &Value,
+    ctx: &RunContext,
+    decision: Option<&ApprovalRecord>,
+) -> Result<StepOutcome, StepFailure> {
+    let Some(tool) = env.spec.tools.get(tool_name) else {
+        return Err(StepFailure::Step(format!("unknown tool {tool_name:?}")));
+    };
+    let ectx = ctx.expr_context();
+    // Re-evaluated on every entry: a resumed gate calls with fresh inputs.
+    let args = expr::evaluate_value(with, &ectx)?;
+    let mut call = CallContext {
+        run_id: ctx.run_id.clone(),
+        step_id: step.id.clone(),
+        idempotency_key: None,
+    };
+    let args = if tool.approval_required {
+        match decision {
+            None => {
+                let message = eval_message(
+                    tool.message.as_deref(),
+                    &ectx.clone().with("args", args.clone()),
+                )?
+                .or_else(|| Some(format!("Call tool {tool_name}?")));
+                return Ok(StepOutcome::Paused(GateRequest {
+                    phase: Phase::Before,
+                    message,
+                    payload: args,
+                    ttl: gate_ttl(env, tool.ttl),
+                }));
+            }
+            Some(record) => match verdict(record) {
+                Verdict::Stop { reason } => return Ok(StepOutcome::Rejected { reason }),
+                Verdict::Go { .. } => {
+                    call.idempotency_key = Some(idempotency_key(&record.key, &step.id));
+                    match record.modified_payload() {
+                        Some(edited) => edited.clone(),
+                        None => args,
+                    }
+                }
+            },
+        }
+    } else {
+        args
+    };
+    env.tools
+        .call_tool(tool, &args, &call)
+        .await
+        .map(StepOutcome::Completed)
+        .map_err(|e| StepFailure::Step(e.message))
+}
+
+async fn model_step(
+    env: &StepEnv<'_>,
+    step: &Step,
+    ctx: &RunContext,
+) -> Result<StepOutcome, StepFailure> {
+    let StepKind::Model(model) = &step.kind else {
+        return Err(StepFailure::Step("not a model step".into()));
+    };
+    let ectx = ctx.expr_context();
+    let prompt = expr::evaluate_to_string(&model.prompt, &ectx)?;
+    let system = model
+        .system
+        .as_deref()
+        .map(|s| expr::evaluate_to_string(s, &ectx))
+        .transpose()?;
+    let call = CallContext {
+        run_id: ctx.run_id.clone(),
+        step_id: step.id.clone(),
+        idempotency_key: None,
+    };
+    let request = ModelRequest {
+        step: model,
+        defaults: env.spec.model.as_ref(),
+        system,
+        prompt,
+    };
+    let output = env
+        .tools
+        .call_model(request, &call)
+        .await
+        .map_err(|e| StepFailure::Step(e.message))?;
+    let Some(guardrail) = &model.guardrail else {
+        return Ok(StepOutcome::Completed(output));
+    };
+    let gctx = ectx.with("output", output.clone());
+    let confidence = expr::evaluate_str(&guardrail.confidence, &gctx)?;
+    let Some(score) = confidence_score(&confidence) else {
+        return Err(StepFailure::Step(format!(
+            "guardrail confidence {} is not a number",
+            confidence
+        )));
+    };
+    if score >= guardrail.min_confidence {
+        return Ok(StepOutcome::Completed(output));
+    }
+    let message = eval_message(guardrail.message.as_deref(), &gctx)?.or_else(|| {
+        Some(format!(
+            "Confidence {score} is below {} for step {}",
+            guardrail.min_confidence, step.id
+        ))
+    });
+    Ok(StepOutcome::Paused(GateRequest {
+        phase: Phase::After,
+        message,
+        payload: output,
+        ttl: gate_ttl(env, guardrail.ttl),
+    }))
+}
+
+fn confidence_score(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The output of a step gated `after`, once decided: the stored output, or
+/// the replacement for a modify. `None` means the run was rejected.
+pub fn after_gate_output(record: &ApprovalRecord) -> Result<Value, Option<String>> {
+    match verdict(record) {
+        Verdict::Go { payload } => Ok(payload),
+        Verdict::Stop { reason } => Err(reason),
+    }
+}

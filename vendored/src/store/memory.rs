@@ -75,7 +75,10 @@ impl StateStore for MemoryStore {
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
         let mut s = self.lock();
         if s.runs.contains_key(&run.id) {
-            return Err(StoreError::Database(format!("run {} already exists", run.id)));
+            return Err(StoreError::Database(format!(
+                "run {} already exists",
+                run.id
+            )));
         }
         s.runs.insert(run.id.clone(), run.clone());
         s.push_events(&run.id, events);
@@ -263,7 +266,13 @@ impl StateStore for MemoryStore {
             .lock()
             .events
             .get(run_id)
-            .map(|events| events.iter().filter(|e| e.seq > after_seq).cloned().collect())
+            .map(|events| {
+                events
+                    .iter()
+                    .filter(|e| e.seq > after_seq)
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default())
     }
 

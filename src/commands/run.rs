@@ -1,0 +1,120 @@
+//! `tollgate run`: one run of a spec, interactive or persisted.
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tollgate_runtime::store::{MemoryStore, SharedStore};
+use tollgate_runtime::{AgentRun, ApprovalRecord, Decision, RunOutcome, RunStatus};
+
+use crate::cli::RunArgs;
+use crate::exit::{self, Failure};
+use crate::render;
+
+pub async fn run(args: RunArgs) -> Result<i32, Failure> {
+    let spec = super::load_spec(&args.spec)?;
+    let input = super::parse_json_arg("--input", &args.input)?;
+    let store: SharedStore = if args.persist {
+        crate::state::open(&args.store, Some(&args.spec))?
+    } else {
+        Arc::new(MemoryStore::new())
+    };
+    let agent = AgentRun::new(spec, store);
+    if args.persist {
+        agent.sweep_expired().await?;
+    }
+    let mut events = agent.subscribe();
+    let trigger = json!({ "kind": "cli", "received_at": tollgate_runtime::time::format_utc(tollgate_runtime::time::now()) });
+    let mut outcome = agent.start(input, trigger).await?;
+    if args.json {
+        render::drain_events(&mut events);
+    }
+    if !args.persist {
+        let decided_by = super::decider(args.by.as_deref());
+        while let Some(record) = outcome.pending.clone() {
+            let decision = prompt(&record)?;
+            outcome = agent
+                .resume_by_key(&record.key, decision, &decided_by)
+                .await?;
+            if args.json {
+                render::drain_events(&mut events);
+            }
+        }
+    }
+    finish(&outcome, &args, args.json)
+}
+
+fn finish(outcome: &RunOutcome, args: &RunArgs, json: bool) -> Result<i32, Failure> {
+    if !json {
+        render::outcome(outcome, &args.spec);
+    } else if outcome.status == RunStatus::Failed {
+        eprintln!(
+            "error: run {} failed: {}",
+            outcome.run_id,
+            outcome.error.as_deref().unwrap_or("unknown error")
+        );
+    }
+    Ok(exit::for_status(outcome.status))
+}
+
+/// Ask on stdin: approve, reject or edit. Never decides on its own: a closed
+/// stdin is an error, since without --persist the pause would be lost.
+fn prompt(record: &ApprovalRecord) -> Result<Decision, Failure> {
+    let stderr = std::io::stderr();
+    let mut err = stderr.lock();
+    let _ = writeln!(
+        err,
+        "\nstep {} needs approval ({}): {}",
+        record.step_id,
+        record.phase.as_str(),
+        record.message.as_deref().unwrap_or("")
+    );
+    if !record.payload.is_null() {
+        let _ = writeln!(err, "payload:\n{}", render::pretty(&record.payload));
+    }
+    loop {
+        let answer = ask(&mut err, "approve? [y]es / [n]o / [e]dit payload: ")?;
+        match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => return Ok(Decision::Approve { reason: None }),
+            "n" | "no" => {
+                let reason = ask(&mut err, "reason (optional): ")?;
+                let reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
+                return Ok(Decision::Reject { reason });
+            }
+            "e" | "edit" => {
+                let text = ask(&mut err, "new payload (JSON, one line): ")?;
+                match serde_json::from_str::<Value>(text.trim()) {
+                    Ok(payload) => {
+                        return Ok(Decision::Modify {
+                            payload,
+                            reason: None,
+                        });
+                    }
+                    Err(e) => {
+                        let _ = writeln!(err, "not valid JSON ({e}); try again");
+                    }
+                }
+            }
+            _ => {
+                let _ = writeln!(err, "please answer y, n or e");
+            }
+        }
+    }
+}
+
+fn ask(err: &mut impl Write, question: &str) -> Result<String, Failure> {
+    let _ = write!(err, "{question}");
+    let _ = err.flush();
+    let mut line = String::new();
+    let read = std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Failure::new(exit::RUN_FAILED, format!("cannot read stdin: {e}")))?;
+    if read == 0 {
+        return Err(Failure::new(
+            exit::RUN_FAILED,
+            "stdin closed before a decision; the pause was not kept (use --persist to keep it)",
+        ));
+    }
+    Ok(line)
+}

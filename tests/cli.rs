@@ -1,0 +1,334 @@
+//! The CLI contract (DESIGN §6): commands, output and exit statuses.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+
+use common::*;
+use serde_json::json;
+use tollgate_runtime::pending_approval::Claim;
+use tollgate_runtime::{Decision, Spec};
+
+fn run_interactive(ws: &Workspace, answers: &str, extra: &[&str]) -> std::process::Output {
+    let mut child = ws
+        .tollgate()
+        .args([
+            "run",
+            ws.spec_arg(),
+            "--input",
+            r#"{"order_id": "I-1"}"#,
+            "--by",
+            "tester",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answers.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn validate_accepts_a_good_spec_and_hash_prints_64_hex() {
+    let ws = Workspace::new(GATED_SPEC);
+    let out = ws
+        .tollgate()
+        .args(["validate", ws.spec_arg()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(stdout(&out).contains("ok"));
+
+    let out = ws
+        .tollgate()
+        .args(["hash", ws.spec_arg()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let hash = stdout(&out).trim().to_string();
+    assert_eq!(hash.len(), 64);
+    assert!(
+        hash.chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+    assert_eq!(hash, Spec::parse(GATED_SPEC, "x").unwrap().hash.to_string());
+}
+
+#[test]
+fn validate_reports_file_line_and_column_with_exit_2() {
+    let ws = Workspace::new(&GATED_SPEC.replace("set:\n      order", "sett:\n      order"));
+    let out = ws
+        .tollgate()
+        .args(["validate", ws.spec_arg()])
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    let prefix = format!("error: {}:", ws.spec_arg());
+    assert!(err.starts_with(&prefix), "{err}");
+    let position: Vec<&str> = err[prefix.len()..].splitn(3, ':').collect();
+    assert!(
+        position[0].parse::<usize>().is_ok() && position[1].parse::<usize>().is_ok(),
+        "{err}"
+    );
+
+    let missing = ws
+        .tollgate()
+        .args(["validate", "nope.yaml"])
+        .output()
+        .unwrap();
+    assert_exit(&missing, 2);
+    assert!(
+        stderr(&missing).contains("nope.yaml"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[test]
+fn interactive_run_approves_on_stdin() {
+    let ws = Workspace::new(GATED_SPEC);
+    let out = run_interactive(&ws, "y\n", &[]);
+    assert_success(&out);
+    assert!(stderr(&out).contains("Ship order I-1?"), "{}", stderr(&out));
+    assert!(stdout(&out).contains("completed"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(r#""by": "tester""#),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        !ws.state_db().exists(),
+        "the interactive run keeps nothing on disk"
+    );
+}
+
+#[test]
+fn interactive_reject_exits_5_and_edit_replaces_the_payload() {
+    let ws = Workspace::new(GATED_SPEC);
+    let out = run_interactive(&ws, "n\nnot now\n", &[]);
+    assert_exit(&out, 5);
+
+    let out = run_interactive(
+        &ws,
+        "maybe\ne\n{broken\ne\n{\"order\": \"EDITED\"}\n",
+        &["--json"],
+    );
+    assert_success(&out);
+    let events = events(&stdout(&out));
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "run_completed")
+        .unwrap();
+    assert_eq!(completed["outputs"]["act"]["shipped"], json!("EDITED"));
+    assert!(stderr(&out).contains("please answer"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
+}
+
+#[test]
+fn interactive_run_with_closed_stdin_fails_without_deciding() {
+    let ws = Workspace::new(GATED_SPEC);
+    let out = run_interactive(&ws, "", &[]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("--persist"), "{}", stderr(&out));
+}
+
+#[test]
+fn json_output_is_one_event_per_line_with_run_id_seq_and_at() {
+    let ws = Workspace::new(GATED_SPEC);
+    let out = run_interactive(&ws, "y\n", &["--json"]);
+    assert_success(&out);
+    let events = events(&stdout(&out));
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "run_started",
+            "step_started",
+            "step_completed",
+            "step_started",
+            "awaiting_approval",
+            "approval_resolved",
+            "step_completed",
+            "step_started",
+            "step_completed",
+            "run_completed"
+        ]
+    );
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["seq"], json!(i + 1));
+        assert!(e["run_id"].is_string() && e["at"].is_string());
+    }
+    assert_eq!(events[6]["replayed"], json!(true));
+}
+
+#[test]
+fn persisted_pause_then_decisions_and_their_exit_codes() {
+    let ws = Workspace::new(GATED_SPEC);
+    let key = ws.pause_run(r#"{"order_id": "P-7"}"#);
+
+    let show = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec", ws.spec_arg(), "--json"])
+        .output()
+        .unwrap();
+    assert_success(&show);
+    let record: serde_json::Value = serde_json::from_str(&stdout(&show)).unwrap();
+    assert_eq!(record["status"], "PENDING");
+    assert_eq!(record["message"], "Ship order P-7?");
+
+    let list = ws
+        .tollgate()
+        .args(["approvals", "list", "--spec", ws.spec_arg()])
+        .output()
+        .unwrap();
+    assert_success(&list);
+    assert!(stdout(&list).contains(&key) && stdout(&list).contains("Ship order P-7?"));
+
+    let bad_payload = ws
+        .tollgate()
+        .args([
+            "approvals",
+            "approve",
+            &key,
+            "--spec",
+            ws.spec_arg(),
+            "--payload",
+            "{nope",
+        ])
+        .output()
+        .unwrap();
+    assert_exit(&bad_payload, 2);
+
+    let approve = ws
+        .tollgate()
+        .args([
+            "approvals",
+            "approve",
+            &key,
+            "--spec",
+            ws.spec_arg(),
+            "--by",
+            "alice",
+        ])
+        .args(["--reason", "looks right"])
+        .output()
+        .unwrap();
+    assert_success(&approve);
+    assert!(
+        stdout(&approve).contains("completed"),
+        "{}",
+        stdout(&approve)
+    );
+
+    let again = ws
+        .tollgate()
+        .args([
+            "approvals",
+            "reject",
+            &key,
+            "--spec",
+            ws.spec_arg(),
+            "--by",
+            "bob",
+        ])
+        .output()
+        .unwrap();
+    assert_exit(&again, 4);
+    let err = stderr(&again);
+    assert!(
+        err.contains("already_resolved") && err.contains("approved by alice"),
+        "{err}"
+    );
+
+    let unknown = ws
+        .tollgate()
+        .args([
+            "approvals",
+            "approve",
+            "00000000-0000-4000-8000-000000000000",
+        ])
+        .args(["--spec", ws.spec_arg()])
+        .output()
+        .unwrap();
+    assert_exit(&unknown, 3);
+    assert!(stderr(&unknown).contains("approval_not_found"));
+
+    let nowhere = ws.tollgate().args(["approvals", "list"]).output().unwrap();
+    assert_exit(&nowhere, 2);
+
+    let bad_input = ws
+        .tollgate()
+        .args(["run", ws.spec_arg(), "--persist", "--input", "{oops"])
+        .output()
+        .unwrap();
+    assert_exit(&bad_input, 2);
+    assert!(stderr(&bad_input).contains("--input"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_whose_run_never_finished_is_listed_as_stuck() {
+    let ws = Workspace::new(GATED_SPEC);
+    let key = ws.pause_run(r#"{"order_id": "X-1"}"#);
+    // Claim without resuming: what a crash right after the claim leaves.
+    let store = open_store(&ws.state_db());
+    let spec = Spec::load(&ws.spec).unwrap();
+    store
+        .claim(&Claim {
+            key: key.clone(),
+            decision: Decision::Approve { reason: None },
+            decided_by: "crashed-worker".into(),
+            now: tollgate_runtime::time::now(),
+            spec_hash: spec.hash.to_string(),
+        })
+        .await
+        .unwrap();
+
+    let stuck = ws
+        .tollgate()
+        .args([
+            "approvals",
+            "list",
+            "--spec",
+            ws.spec_arg(),
+            "--stuck",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&stuck);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&stuck)).unwrap();
+    assert_eq!(listed["stuck"][0]["record"]["key"], json!(key));
+    assert_eq!(
+        listed["stuck"][0]["record"]["decided_by"],
+        json!("crashed-worker")
+    );
+
+    let pending = ws
+        .tollgate()
+        .args(["approvals", "list", "--spec", ws.spec_arg(), "--json"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&pending)).unwrap();
+    assert_eq!(
+        listed["approvals"],
+        json!([]),
+        "a claimed record is not pending"
+    );
+
+    // Never silently re-run: approving again is a conflict.
+    let again = ws
+        .tollgate()
+        .args(["approvals", "approve", &key, "--spec", ws.spec_arg()])
+        .output()
+        .unwrap();
+    assert_exit(&again, 4);
+}

@@ -55,8 +55,8 @@ pub struct RunArgs {
 /// Where the state lives. Default: `.tollgate/state.db` next to the spec.
 #[derive(Debug, Args, Clone, Default)]
 pub struct StoreArgs {
-    /// SQLite state file.
-    #[arg(long, value_name = "PATH", conflicts_with = "database_url")]
+    /// SQLite state file (wins over --database-url).
+    #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
     /// Database URL (`sqlite://PATH`, `memory:`; also TOLLGATE_DATABASE_URL).
     #[arg(long, value_name = "URL", env = "TOLLGATE_DATABASE_URL")]

@@ -19,15 +19,21 @@ CREATE TABLE tollgate_runs (
     updated_at  TEXT NOT NULL
 );
 
--- list_stuck starts from the runs that are still running.
-CREATE INDEX tollgate_runs_status_idx ON tollgate_runs (status, updated_at);
+-- list_stuck starts from the runs that are still running. Partial: the index
+-- stays as small as the set of running runs, and a status change touches at
+-- most one of its pages.
+CREATE INDEX tollgate_runs_running_idx ON tollgate_runs (agent_id)
+    WHERE status = 'running';
 
+-- WITHOUT ROWID: the table is its primary key, so appending an event writes
+-- one b-tree instead of a table and its key index, and a run's events are
+-- stored together in seq order.
 CREATE TABLE tollgate_run_events (
     run_id  TEXT NOT NULL REFERENCES tollgate_runs (id),
     seq     INTEGER NOT NULL,
     event   TEXT NOT NULL,
     PRIMARY KEY (run_id, seq)
-);
+) WITHOUT ROWID;
 
 CREATE TABLE tollgate_approvals (
     key            TEXT PRIMARY KEY NOT NULL,

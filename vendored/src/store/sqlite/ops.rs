@@ -1,0 +1,599 @@
+//! The SQL of each store operation, run synchronously on one connection.
+//!
+//! Callers encode values before taking the connection's lock (see
+//! [`EventRow`], [`RunRow`], [`ApprovalRow`]), so the lock is held for the
+//! SQL alone. Writers are called inside a `BEGIN IMMEDIATE` transaction by
+//! the store; nothing here begins or commits.
+
+use rusqlite::{Connection, ErrorCode, Params, Row, Statement, ToSql};
+
+use super::codec::{
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row,
+    event_from_row, run_from_row, to_i64, to_json,
+};
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
+use crate::run_state::{RunRecord, RunStatus};
+use crate::store::{
+    Claimed, Pause, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim, cursor,
+    resolved_event,
+};
+use crate::time::format_utc;
+
+// ---------------------------------------------------------------- encoding
+
+/// An event ready to insert.
+pub(super) struct EventRow {
+    seq: i64,
+    json: String,
+}
+
+pub(super) fn encode_events(events: &[Event]) -> StoreResult<Vec<EventRow>> {
+    events
+        .iter()
+        .map(|e| {
+            Ok(EventRow {
+                seq: to_i64(e.seq, "event seq")?,
+                json: to_json(e, "event")?,
+            })
+        })
+        .collect()
+}
+
+/// A run ready to insert.
+pub(super) struct RunRow {
+    id: String,
+    agent_id: String,
+    spec_hash: String,
+    status: &'static str,
+    input: String,
+    trigger: String,
+    outputs: String,
+    error: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl RunRow {
+    pub fn encode(run: &RunRecord) -> StoreResult<RunRow> {
+        Ok(RunRow {
+            id: run.id.clone(),
+            agent_id: run.agent_id.clone(),
+            spec_hash: run.spec_hash.clone(),
+            status: run.status.as_str(),
+            input: to_json(&run.input, "run input")?,
+            trigger: to_json(&run.trigger, "run trigger")?,
+            outputs: to_json(&run.outputs, "run outputs")?,
+            error: run.error.clone(),
+            created_at: format_utc(run.created_at),
+            updated_at: format_utc(run.updated_at),
+        })
+    }
+}
+
+/// A pause ready to write: the new record and the run's state so far.
+pub(super) struct ApprovalRow {
+    key: String,
+    run_id: String,
+    agent_id: String,
+    spec_hash: String,
+    step_index: i64,
+    step_id: String,
+    phase: &'static str,
+    message: Option<String>,
+    payload: String,
+    outputs: String,
+    input: String,
+    trigger: String,
+    status: &'static str,
+    decision_data: Option<String>,
+    decided_by: Option<String>,
+    decided_at: Option<String>,
+    created_at: String,
+    expires_at: String,
+    /// When the pause happened (the run's `updated_at`).
+    paused_at: String,
+}
+
+impl ApprovalRow {
+    pub fn encode(pause: &Pause) -> StoreResult<ApprovalRow> {
+        let r = &pause.record;
+        Ok(ApprovalRow {
+            key: r.key.clone(),
+            run_id: r.run_id.clone(),
+            agent_id: r.agent_id.clone(),
+            spec_hash: r.spec_hash.clone(),
+            step_index: to_i64(r.step_index, "step index")?,
+            step_id: r.step_id.clone(),
+            phase: r.phase.as_str(),
+            message: r.message.clone(),
+            payload: to_json(&r.payload, "approval payload")?,
+            outputs: to_json(&r.outputs, "approval outputs")?,
+            input: to_json(&r.input, "approval input")?,
+            trigger: to_json(&r.trigger, "approval trigger")?,
+            status: r.status.as_str(),
+            decision_data: r
+                .decision_data
+                .as_ref()
+                .map(|d| to_json(d, "decision data"))
+                .transpose()?,
+            decided_by: r.decided_by.clone(),
+            decided_at: r.decided_at.map(format_utc),
+            created_at: format_utc(r.created_at),
+            expires_at: format_utc(r.expires_at),
+            paused_at: format_utc(pause.at),
+        })
+    }
+}
+
+/// A run's end ready to write.
+pub(super) struct EndRow {
+    run_id: String,
+    status: &'static str,
+    outputs: String,
+    error: Option<String>,
+    at: String,
+}
+
+impl EndRow {
+    pub fn encode(end: &RunEnd) -> StoreResult<EndRow> {
+        Ok(EndRow {
+            run_id: end.run_id.clone(),
+            status: end.status.as_str(),
+            outputs: to_json(&end.outputs, "run outputs")?,
+            error: end.error.clone(),
+            at: format_utc(end.at),
+        })
+    }
+}
+
+// ------------------------------------------------------------------ helpers
+
+fn query_opt<T, P: Params>(
+    stmt: &mut Statement<'_>,
+    params: P,
+    decode: impl Fn(&Row<'_>) -> StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    let mut rows = stmt.query(params)?;
+    rows.next()?.map(decode).transpose()
+}
+
+fn query_all<T, P: Params>(
+    stmt: &mut Statement<'_>,
+    params: P,
+    decode: impl Fn(&Row<'_>) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
+}
+
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if f.code == ErrorCode::ConstraintViolation
+            && (f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE))
+}
+
+// ------------------------------------------------------------------- writes
+
+pub(super) fn insert_run(conn: &Connection, run: &RunRow) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+         outputs, error, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?;
+    stmt.execute((
+        &run.id,
+        &run.agent_id,
+        &run.spec_hash,
+        run.status,
+        &run.input,
+        &run.trigger,
+        &run.outputs,
+        &run.error,
+        &run.created_at,
+        &run.updated_at,
+    ))
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::Database(format!("run {} already exists", run.id))
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(())
+}
+
+pub(super) fn insert_events(
+    conn: &Connection,
+    run_id: &str,
+    events: &[EventRow],
+) -> StoreResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO tollgate_run_events (run_id, seq, event) VALUES (?1, ?2, ?3)",
+    )?;
+    for event in events {
+        stmt.execute((run_id, event.seq, &event.json))
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::Database(format!("run {run_id} already has an event {}", event.seq))
+                } else {
+                    e.into()
+                }
+            })?;
+    }
+    Ok(())
+}
+
+pub(super) fn require_run(conn: &Connection, run_id: &str) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM tollgate_runs WHERE id = ?1")?;
+    if stmt.exists([run_id])? {
+        Ok(())
+    } else {
+        Err(StoreError::RunNotFound(run_id.to_string()))
+    }
+}
+
+pub(super) fn pause_run(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET status = ?2, outputs = ?3, updated_at = ?4 WHERE id = ?1",
+    )?;
+    let changed = stmt.execute((
+        &row.run_id,
+        RunStatus::AwaitingApproval.as_str(),
+        &row.outputs,
+        &row.paused_at,
+    ))?;
+    if changed == 0 {
+        return Err(StoreError::RunNotFound(row.run_id.clone()));
+    }
+    insert_approval(conn, row)
+}
+
+fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+    ))?;
+    let params: [&dyn ToSql; APPROVAL_COLUMN_COUNT] = [
+        &row.key,
+        &row.run_id,
+        &row.agent_id,
+        &row.spec_hash,
+        &row.step_index,
+        &row.step_id,
+        &row.phase,
+        &row.message,
+        &row.payload,
+        &row.outputs,
+        &row.input,
+        &row.trigger,
+        &row.status,
+        &row.decision_data,
+        &row.decided_by,
+        &row.decided_at,
+        &row.created_at,
+        &row.expires_at,
+    ];
+    stmt.execute(params.as_slice()).map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::Database(format!("an approval with key {} already exists", row.key))
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(())
+}
+
+pub(super) fn end_run(conn: &Connection, end: &EndRow) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET status = ?2, outputs = ?3, error = ?4, updated_at = ?5 \
+         WHERE id = ?1",
+    )?;
+    let changed = stmt.execute((&end.run_id, end.status, &end.outputs, &end.error, &end.at))?;
+    if changed == 0 {
+        return Err(StoreError::RunNotFound(end.run_id.clone()));
+    }
+    Ok(())
+}
+
+fn set_run_status(conn: &Connection, run_id: &str, status: RunStatus, at: &str) -> StoreResult<()> {
+    let mut stmt =
+        conn.prepare_cached("UPDATE tollgate_runs SET status = ?2, updated_at = ?3 WHERE id = ?1")?;
+    stmt.execute((run_id, status.as_str(), at))?;
+    Ok(())
+}
+
+fn next_seq(conn: &Connection, run_id: &str) -> StoreResult<u64> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT COALESCE(MAX(seq), 0) FROM tollgate_run_events WHERE run_id = ?1",
+    )?;
+    let last: i64 = stmt.query_row([run_id], |row| row.get(0))?;
+    Ok(u64::try_from(last).unwrap_or(0) + 1)
+}
+
+fn append_one(conn: &Connection, event: &Event) -> StoreResult<()> {
+    insert_events(
+        conn,
+        &event.run_id,
+        &encode_events(std::slice::from_ref(event))?,
+    )
+}
+
+/// The claim's conditional write. Approve and modify also require the spec
+/// the run paused with; a reject is allowed under any spec.
+const CLAIM_SAME_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = ?1, decision_data = ?2, decided_by = ?3, decided_at = ?4 \
+     WHERE key = ?5 AND status = 'PENDING' AND expires_at > ?6 AND spec_hash = ?7 \
+     RETURNING ";
+const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = ?1, decision_data = ?2, decided_by = ?3, decided_at = ?4 \
+     WHERE key = ?5 AND status = 'PENDING' AND expires_at > ?6 \
+     RETURNING ";
+
+/// The claim's parameters, encoded.
+pub(super) struct ClaimRow {
+    status: &'static str,
+    decision_data: Option<String>,
+    now: String,
+}
+
+impl ClaimRow {
+    pub fn encode(claim: &Claim) -> StoreResult<ClaimRow> {
+        Ok(ClaimRow {
+            status: claim.decision.status().as_str(),
+            decision_data: claim
+                .decision
+                .data()
+                .map(|d| to_json(&d, "decision data"))
+                .transpose()?,
+            now: format_utc(claim.now),
+        })
+    }
+}
+
+pub(super) fn claim(conn: &Connection, claim: &Claim, row: &ClaimRow) -> StoreResult<Claimed> {
+    let Some(record) = claim_write(conn, claim, row)? else {
+        let current = get_approval(conn, &claim.key)?;
+        return Err(
+            ApprovalError::explain_failed_claim(&claim.key, current.as_ref(), claim).into(),
+        );
+    };
+    let event = resolved_event(&record, claim, next_seq(conn, &record.run_id)?);
+    set_run_status(conn, &record.run_id, RunStatus::Running, &row.now)?;
+    append_one(conn, &event)?;
+    Ok(Claimed { record, event })
+}
+
+fn claim_write(
+    conn: &Connection,
+    claim: &Claim,
+    row: &ClaimRow,
+) -> StoreResult<Option<ApprovalRecord>> {
+    let same_spec = claim.decision.requires_same_spec();
+    let head = if same_spec {
+        CLAIM_SAME_SPEC
+    } else {
+        CLAIM_ANY_SPEC
+    };
+    let mut stmt = conn.prepare_cached(&format!("{head}{APPROVAL_COLUMNS}"))?;
+    let common: [&dyn ToSql; 6] = [
+        &row.status,
+        &row.decision_data,
+        &claim.decided_by,
+        &row.now,
+        &claim.key,
+        &row.now,
+    ];
+    if same_spec {
+        let mut params = common.to_vec();
+        params.push(&claim.spec_hash);
+        query_opt(&mut stmt, params.as_slice(), approval_from_row)
+    } else {
+        query_opt(&mut stmt, common.as_slice(), approval_from_row)
+    }
+}
+
+pub(super) fn expire_due(conn: &Connection, now: &str) -> StoreResult<Vec<ApprovalRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE tollgate_approvals SET status = 'EXPIRED' \
+         WHERE status = 'PENDING' AND expires_at <= ?1 \
+         RETURNING {APPROVAL_COLUMNS}"
+    ))?;
+    let mut expired = query_all(&mut stmt, [now], approval_from_row)?;
+    // RETURNING comes in no particular order; the sweep reports oldest first.
+    expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+    for record in &expired {
+        end_expired_run(conn, record, now)?;
+    }
+    Ok(expired)
+}
+
+fn end_expired_run(conn: &Connection, record: &ApprovalRecord, now: &str) -> StoreResult<()> {
+    let at = crate::time::parse_utc(now)
+        .ok_or_else(|| StoreError::Database(format!("bad sweep time {now:?}")))?;
+    let event = Event {
+        run_id: record.run_id.clone(),
+        seq: next_seq(conn, &record.run_id)?,
+        at,
+        kind: EventKind::RunExpired {
+            key: record.key.clone(),
+        },
+    };
+    set_run_status(conn, &record.run_id, RunStatus::Expired, now)?;
+    append_one(conn, &event)
+}
+
+pub(super) fn claim_key(
+    conn: &Connection,
+    key: &str,
+    now: &str,
+    expires_at: &str,
+) -> StoreResult<bool> {
+    // Insert, or take over a claim whose time is up; a live claim makes the
+    // upsert's WHERE false and changes nothing.
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO tollgate_claims (key, expires_at) VALUES (?1, ?3) \
+         ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at \
+         WHERE tollgate_claims.expires_at <= ?2",
+    )?;
+    Ok(stmt.execute((key, now, expires_at))? == 1)
+}
+
+pub(super) fn release_key(conn: &Connection, key: &str) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached("DELETE FROM tollgate_claims WHERE key = ?1")?;
+    stmt.execute([key])?;
+    Ok(())
+}
+
+// -------------------------------------------------------------------- reads
+
+pub(super) fn get_approval(conn: &Connection, key: &str) -> StoreResult<Option<ApprovalRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals WHERE key = ?1"
+    ))?;
+    query_opt(&mut stmt, [key], approval_from_row)
+}
+
+pub(super) fn get_run(conn: &Connection, run_id: &str) -> StoreResult<Option<RunRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM tollgate_runs WHERE id = ?1"
+    ))?;
+    query_opt(&mut stmt, [run_id], run_from_row)
+}
+
+pub(super) fn run_events(
+    conn: &Connection,
+    run_id: &str,
+    after_seq: u64,
+) -> StoreResult<Vec<Event>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_id, seq, event FROM tollgate_run_events \
+         WHERE run_id = ?1 AND seq > ?2 ORDER BY seq",
+    )?;
+    // No stored seq exceeds i64::MAX, so a larger `after_seq` means "none".
+    let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+    query_all(&mut stmt, (run_id, after), event_from_row)
+}
+
+pub(super) fn pending_for_run(
+    conn: &Connection,
+    run_id: &str,
+    now: &str,
+) -> StoreResult<Option<ApprovalRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE run_id = ?1 AND status = 'PENDING' AND expires_at > ?2 \
+         ORDER BY created_at DESC, key DESC LIMIT 1"
+    ))?;
+    query_opt(&mut stmt, (run_id, now), approval_from_row)
+}
+
+/// One page of unexpired PENDING records, newest first, as
+/// `(records, next_cursor)`.
+pub(super) fn list_pending(
+    conn: &Connection,
+    query: &PendingQuery,
+) -> StoreResult<(Vec<ApprovalRecord>, Option<String>)> {
+    let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let now = format_utc(query.now);
+    let limit = query.limit.max(1);
+    // One row more than asked tells whether another page exists.
+    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+
+    let sql = list_pending_sql(query.agent_id.is_some(), after.is_some());
+    let mut params: Vec<&dyn ToSql> = vec![&now];
+    if let Some(agent) = &query.agent_id {
+        params.push(agent);
+    }
+    if let Some((at, key)) = &after {
+        params.push(at);
+        params.push(key);
+    }
+    params.push(&fetch);
+
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = query_all(&mut stmt, params.as_slice(), approval_from_row)?;
+    let next_cursor = (rows.len() > limit).then(|| {
+        let last = &rows[limit - 1];
+        cursor::encode(last.created_at, &last.key)
+    });
+    rows.truncate(limit);
+    Ok((rows, next_cursor))
+}
+
+/// The page query. Parameters, in order: now, [agent_id], [cursor time,
+/// cursor key], limit.
+pub(super) fn list_pending_sql(by_agent: bool, after_cursor: bool) -> String {
+    // `status = 'PENDING'` stays a literal: only then can SQLite use the
+    // partial indexes on pending rows. `+expires_at` keeps the planner off
+    // the expiry index: nearly every pending row is unexpired, so that index
+    // filters nothing and would leave a sort of every pending row per page.
+    let mut sql = format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND +expires_at > ?"
+    );
+    if by_agent {
+        sql.push_str(" AND agent_id = ?");
+    }
+    if after_cursor {
+        sql.push_str(" AND (created_at, key) < (?, ?)");
+    }
+    sql.push_str(" ORDER BY created_at DESC, key DESC LIMIT ?");
+    sql
+}
+
+/// The cursor's position, with its time in the stored text form so the
+/// comparison is exact even if a client rewrote the timestamp.
+fn decode_cursor(text: &str) -> StoreResult<(String, String)> {
+    let (at, key) = cursor::decode(text)?;
+    let at = crate::time::parse_utc(&at)
+        .map(format_utc)
+        .ok_or_else(|| StoreError::InvalidCursor(text.to_string()))?;
+    Ok((at, key))
+}
+
+pub(super) fn list_stuck(
+    conn: &Connection,
+    agent_id: Option<&str>,
+) -> StoreResult<Vec<StuckClaim>> {
+    // Decided (not expired) records whose run is still `running` and that are
+    // the run's latest record: the claim happened, the run never finished.
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {cols}, r.status, r.updated_at \
+         FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
+         WHERE r.status = 'running' \
+           AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
+           AND (?1 IS NULL OR a.agent_id = ?1) \
+           AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
+                        ORDER BY l.created_at DESC, l.key DESC LIMIT 1) \
+         ORDER BY a.decided_at DESC, a.key DESC",
+        cols = prefixed_approval_columns("a"),
+    ))?;
+    query_all(&mut stmt, [agent_id], stuck_from_row)
+}
+
+fn prefixed_approval_columns(alias: &str) -> String {
+    APPROVAL_COLUMNS
+        .split(", ")
+        .map(|c| format!("{alias}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn stuck_from_row(row: &Row<'_>) -> StoreResult<StuckClaim> {
+    let record = approval_from_row(row)?;
+    let run = RowReader::with_id(row, "tollgate_runs", record.run_id.clone());
+    Ok(StuckClaim {
+        run_status: run.parsed(APPROVAL_COLUMN_COUNT, "status", RunStatus::parse)?,
+        run_updated_at: run.time(APPROVAL_COLUMN_COUNT + 1, "updated_at")?,
+        record,
+    })
+}

@@ -1,0 +1,122 @@
+//! Versioned migrations: numbered `.sql` files embedded in the binary and
+//! recorded in `tollgate_schema_history`.
+//!
+//! Applying them is idempotent and safe when several processes open the same
+//! new file at once: the check and the changes happen inside one
+//! `BEGIN IMMEDIATE` transaction, so the second opener waits for the first
+//! and then finds nothing left to do.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::store::{StoreError, StoreResult};
+
+/// One numbered schema change.
+pub(super) struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration this build knows, in version order. Append only: a
+/// released migration never changes, a fix is a new file.
+pub(super) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../migrations/sqlite/0001_initial.sql"),
+}];
+
+const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (
+    version     INTEGER PRIMARY KEY NOT NULL,
+    name        TEXT NOT NULL,
+    applied_at  TEXT NOT NULL
+)";
+
+/// The newest schema version this build understands.
+pub(super) fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Bring the database up to [`latest_version`], or refuse a newer schema.
+pub(super) fn migrate(conn: &mut Connection) -> StoreResult<()> {
+    // Fast path without the write lock: every open after the first (each CLI
+    // invocation opens the store) finds the schema current and moves on.
+    if let Some(found) = applied_version(conn)? {
+        check_not_newer(found)?;
+        if found == latest_version() {
+            return Ok(());
+        }
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(CREATE_HISTORY)?;
+    let found = applied_version(&tx)?.unwrap_or(0);
+    check_not_newer(found)?;
+    for migration in MIGRATIONS.iter().filter(|m| m.version > found) {
+        apply(&tx, migration)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The highest applied version; `None` when the history table does not exist.
+fn applied_version(conn: &Connection) -> StoreResult<Option<i64>> {
+    let has_history = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tollgate_schema_history'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    if !has_history {
+        return Ok(None);
+    }
+    let version = conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM tollgate_schema_history",
+        [],
+        |row| row.get(0),
+    )?;
+    Ok(Some(version))
+}
+
+fn check_not_newer(found: i64) -> StoreResult<()> {
+    let supported = latest_version();
+    if found > supported {
+        return Err(StoreError::SchemaTooNew { found, supported });
+    }
+    Ok(())
+}
+
+fn apply(conn: &Connection, migration: &Migration) -> StoreResult<()> {
+    conn.execute_batch(migration.sql).map_err(|e| {
+        StoreError::Database(format!(
+            "migration {:04}_{} failed: {e}",
+            migration.version, migration.name
+        ))
+    })?;
+    conn.execute(
+        "INSERT INTO tollgate_schema_history (version, name, applied_at) VALUES (?1, ?2, ?3)",
+        (
+            migration.version,
+            migration.name,
+            crate::time::format_utc(crate::time::now()),
+        ),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_from_one_without_gaps() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(
+                m.version,
+                i as i64 + 1,
+                "migration {} is out of order",
+                m.name
+            );
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! What only the SQLite store can get wrong, checked with raw SQL beside the
+//! store: bad data in the file, foreign tables, schema versions, query plans.
+//! The behaviour shared by every store is in `tests/store_conformance.rs`.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+use serde_json::{Map, json};
+
+use super::{SqliteOptions, SqliteStore, ops, schema};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::run_state::{RunRecord, RunStatus};
+use crate::store::{Pause, StateStore, StoreError};
+use crate::time::{now, parse_duration};
+
+/// A fresh directory under the system temp dir, removed on drop (the
+/// runtime crate has no dev-dependencies: it is copied into every export).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let dir = std::env::temp_dir().join(format!("tollgate-sqlite-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn db(&self) -> PathBuf {
+        self.0.join("state.db")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, SqliteOptions::default()).expect("open store")
+}
+
+fn run_record(id: &str) -> RunRecord {
+    let t = now();
+    RunRecord {
+        id: id.into(),
+        agent_id: "agent".into(),
+        spec_hash: "a".repeat(64),
+        status: RunStatus::Running,
+        input: json!({}),
+        trigger: json!({}),
+        outputs: Map::new(),
+        error: None,
+        created_at: t,
+        updated_at: t,
+    }
+}
+
+fn pending(key: &str, run_id: &str) -> ApprovalRecord {
+    let t = now();
+    ApprovalRecord {
+        key: key.into(),
+        run_id: run_id.into(),
+        agent_id: "agent".into(),
+        spec_hash: "a".repeat(64),
+        step_index: 0,
+        step_id: "gate".into(),
+        phase: Phase::Before,
+        message: None,
+        payload: json!({"amount": 1}),
+        outputs: Map::new(),
+        input: json!({}),
+        trigger: json!({}),
+        status: ApprovalStatus::Pending,
+        decision_data: None,
+        decided_by: None,
+        decided_at: None,
+        created_at: t,
+        expires_at: crate::time::add(t, parse_duration("1h").expect("duration")),
+    }
+}
+
+async fn paused(store: &SqliteStore, key: &str) {
+    let run_id = format!("run-{key}");
+    store
+        .create_run(&run_record(&run_id), &[])
+        .await
+        .expect("create run");
+    let pause = Pause {
+        record: pending(key, &run_id),
+        at: now(),
+    };
+    store.pause_run(&pause, &[]).await.expect("pause run");
+}
+
+fn raw(path: &Path) -> Connection {
+    let conn = Connection::open(path).expect("raw connection");
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .expect("busy timeout");
+    conn
+}
+
+#[tokio::test]
+async fn unparseable_json_is_reported_as_corrupt_naming_the_row() {
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    paused(&store, "k1").await;
+    raw(&dir.db())
+        .execute(
+            "UPDATE tollgate_approvals SET payload = '{not json' WHERE key = 'k1'",
+            [],
+        )
+        .expect("corrupt the row");
+
+    let err = store
+        .get_approval("k1")
+        .await
+        .expect_err("corrupt row must not decode");
+    let StoreError::Corrupt(msg) = err else {
+        panic!("expected Corrupt, got {err:?}");
+    };
+    assert!(msg.contains("tollgate_approvals.payload"), "{msg}");
+    assert!(msg.contains("k1"), "{msg}");
+}
+
+#[tokio::test]
+async fn unknown_status_is_reported_as_corrupt() {
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    paused(&store, "k1").await;
+    raw(&dir.db())
+        .execute(
+            "UPDATE tollgate_runs SET status = 'paused?' WHERE id = 'run-k1'",
+            [],
+        )
+        .expect("corrupt the run");
+
+    let err = store.get_run("run-k1").await.expect_err("unknown status");
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("tollgate_runs.status") && m.contains("paused?")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn corrupt_event_json_is_reported_not_panicked_on() {
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    paused(&store, "k1").await;
+    raw(&dir.db())
+        .execute(
+            "INSERT INTO tollgate_run_events (run_id, seq, event) VALUES ('run-k1', 1, '[]')",
+            [],
+        )
+        .expect("insert a bad event");
+
+    let err = store.run_events("run-k1", 0).await.expect_err("bad event");
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("tollgate_run_events.event")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn tables_of_other_software_in_the_same_file_are_left_alone() {
+    let dir = TempDir::new();
+    {
+        let conn = raw(&dir.db());
+        conn.execute_batch(
+            "CREATE TABLE app_users (id INTEGER PRIMARY KEY, name TEXT);
+             INSERT INTO app_users (name) VALUES ('ada'), ('grace');",
+        )
+        .expect("foreign table");
+    }
+    let store = open(&dir.db());
+    paused(&store, "k1").await;
+    drop(store);
+    let _reopened = open(&dir.db());
+
+    let conn = raw(&dir.db());
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM app_users ORDER BY id")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .expect("read foreign table");
+    assert_eq!(names, ["ada", "grace"]);
+    let ours: i64 = conn
+        .query_row("SELECT COUNT(*) FROM tollgate_approvals", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(ours, 1);
+}
+
+#[test]
+fn a_schema_newer_than_this_build_is_refused() {
+    let dir = TempDir::new();
+    drop(open(&dir.db()));
+    let newer = schema::latest_version() + 1;
+    raw(&dir.db())
+        .execute(
+            "INSERT INTO tollgate_schema_history (version, name, applied_at) VALUES (?1, 'future', 'x')",
+            [newer],
+        )
+        .expect("record a future migration");
+
+    match SqliteStore::open(&dir.db(), SqliteOptions::default()) {
+        Err(StoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (newer, schema::latest_version()));
+        }
+        Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
+        Ok(_) => panic!("expected SchemaTooNew, the store opened"),
+    }
+}
+
+#[test]
+fn migrations_are_recorded_once_however_often_the_file_is_opened() {
+    let dir = TempDir::new();
+    for _ in 0..3 {
+        drop(open(&dir.db()));
+    }
+    let conn = raw(&dir.db());
+    let rows: Vec<(i64, String)> = conn
+        .prepare("SELECT version, name FROM tollgate_schema_history ORDER BY version")
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .expect("history");
+    let expected: Vec<(i64, String)> = schema::MIGRATIONS
+        .iter()
+        .map(|m| (m.version, m.name.to_string()))
+        .collect();
+    assert_eq!(rows, expected);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("journal mode");
+    assert_eq!(mode, "wal");
+}
+
+/// The plan SQLite picks for the page query: with 100,000 pending rows it
+/// must walk the partial index, never sort or scan the table.
+fn page_plan(conn: &Connection, by_agent: bool) -> String {
+    let sql = format!(
+        "EXPLAIN QUERY PLAN {}",
+        ops::list_pending_sql(by_agent, true)
+    );
+    let params: &[&str] = if by_agent {
+        &["2026", "agent", "2027", "k", "11"]
+    } else {
+        &["2026", "2027", "k", "11"]
+    };
+    conn.prepare(&sql)
+        .and_then(|mut s| {
+            s.query_map(rusqlite::params_from_iter(params), |r| {
+                r.get::<_, String>(3)
+            })?
+            .collect::<Result<Vec<_>, _>>()
+        })
+        .expect("query plan")
+        .join("; ")
+}
+
+#[test]
+fn listing_pending_walks_the_partial_index() {
+    let dir = TempDir::new();
+    drop(open(&dir.db()));
+    let conn = raw(&dir.db());
+
+    let plan = page_plan(&conn, false);
+    assert!(plan.contains("tollgate_approvals_pending_idx"), "{plan}");
+    assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+
+    let plan = page_plan(&conn, true);
+    assert!(
+        plan.contains("tollgate_approvals_pending_agent_idx"),
+        "{plan}"
+    );
+    assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+}

@@ -40,5 +40,8 @@ fn sqlite_options() -> SqliteOptions {
         Ok(v) if v.eq_ignore_ascii_case("normal") => Synchronous::Normal,
         _ => Synchronous::Full,
     };
-    SqliteOptions { synchronous }
+    SqliteOptions {
+        synchronous,
+        ..SqliteOptions::default()
+    }
 }

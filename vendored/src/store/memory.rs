@@ -95,6 +95,13 @@ impl StateStore for MemoryStore {
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         let mut s = self.lock();
         let record = &pause.record;
+        if s.approvals.contains_key(&record.key) {
+            // Never overwrite a record: it is the audit trail.
+            return Err(StoreError::Database(format!(
+                "approval {} already exists",
+                record.key
+            )));
+        }
         let run = s.run_mut(&record.run_id)?;
         run.status = RunStatus::AwaitingApproval;
         run.outputs = record.outputs.clone();

@@ -313,6 +313,12 @@ impl StateStore for SqliteStore {
 
     async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
         let now = format_utc(now);
+        // Every CLI command sweeps first; a read on the reader connection
+        // spares them the write lock (and a commit) when nothing is due.
+        let probe = now.clone();
+        if !self.read(move |conn| ops::any_due(conn, &probe)).await? {
+            return Ok(Vec::new());
+        }
         self.write(move |conn| ops::expire_due(conn, &now)).await
     }
 

@@ -401,6 +401,15 @@ fn claim_write(
     }
 }
 
+/// True when some PENDING record is overdue (a cheap read before a sweep).
+pub(super) fn any_due(conn: &Connection, now: &str) -> StoreResult<bool> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= ?1)",
+    )?;
+    Ok(stmt.query_row([now], |row| row.get(0))?)
+}
+
 pub(super) fn expire_due(conn: &Connection, now: &str) -> StoreResult<Vec<ApprovalRecord>> {
     let mut stmt = conn.prepare_cached(&format!(
         "UPDATE tollgate_approvals SET status = 'EXPIRED' \

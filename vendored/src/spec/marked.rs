@@ -211,6 +211,27 @@ impl Node {
         out
     }
 
+    /// The node as JSON (the document was checked to have a JSON form when
+    /// it was parsed).
+    pub fn to_value(&self) -> Value {
+        match &self.value {
+            NodeValue::Mapping(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|e| (e.key.clone(), e.value.to_value()))
+                    .collect(),
+            ),
+            NodeValue::Sequence(items) => Value::Array(items.iter().map(Node::to_value).collect()),
+            NodeValue::Scalar(s) => match s.resolved {
+                Resolved::Null => Value::Null,
+                Resolved::Bool(b) => Value::Bool(b),
+                Resolved::Int(i) => Value::Number(i.into()),
+                Resolved::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
+                Resolved::Str => Value::String(s.text.clone()),
+            },
+        }
+    }
+
     fn count(&self) -> usize {
         let mut n = 0;
         let mut todo = vec![self];

@@ -748,7 +748,7 @@ impl<'a> Cx<'a> {
             return Err(self.err(
                 id_node.pos,
                 format!(
-                    "invalid step id {id:?}: use lowercase letters, digits and '_', starting with a letter or '_', at most {MAX_ID_LEN} characters (templates read it as steps.{id})"
+                    "invalid step id {id:?}: use lowercase letters, digits and '_', starting with a letter or '_', at most {MAX_ID_LEN} characters (templates read steps.<id>, where '-' would be a minus)"
                 ),
             ));
         }
@@ -764,18 +764,20 @@ impl<'a> Cx<'a> {
                 if let Some(then) = entries.iter().find(|e| e.key == "then") {
                     return Err(self.then_without_if(then, &step_name));
                 }
-                let stray = entries.iter().find(|e| e.key != "id");
-                let (pos, what) = match stray {
-                    Some(e) => (e.key_pos, format!(": {:?} is not one", e.key)),
-                    None => (node.pos, String::new()),
-                };
-                return Err(self.err(
-                    pos,
-                    format!(
-                        "unknown step kind in {step_name}{what} (a step has one of: {})",
-                        STEP_KINDS.join(", ")
+                let kinds = STEP_KINDS.join(", ");
+                return Err(match entries.iter().find(|e| e.key != "id") {
+                    Some(stray) => self.err(
+                        stray.key_pos,
+                        format!(
+                            "unknown step kind {:?} in {step_name} (a step has one of: {kinds})",
+                            stray.key
+                        ),
                     ),
-                ));
+                    None => self.err(
+                        node.pos,
+                        format!("unknown step kind in {step_name}: it needs one of {kinds}"),
+                    ),
+                });
             }
             [one] => one,
             [first, second, ..] => {
@@ -830,7 +832,7 @@ impl<'a> Cx<'a> {
         self.err(
             then.key_pos,
             format!(
-                "\"then\" in {step_name} is only allowed together with \"if\" (if: \"{{{{ condition }}}}\" then: {REQUEST_HUMAN_APPROVAL})"
+                "\"then\" in {step_name} is allowed only together with \"if\" (e.g. if: \"{{{{ input.amount > 100 }}}}\", then: {REQUEST_HUMAN_APPROVAL})"
             ),
         )
     }

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
@@ -211,8 +211,8 @@ impl Node {
         out
     }
 
-    /// The node as JSON (the document was checked to have a JSON form when
-    /// it was parsed).
+    /// The node as JSON. Total: scalars without a JSON form (infinity, NaN)
+    /// are rejected while the tree is built.
     pub fn to_value(&self) -> Value {
         match &self.value {
             NodeValue::Mapping(entries) => Value::Object(
@@ -250,7 +250,7 @@ impl Node {
 /// Parse spec text into a marked tree and its JSON document.
 pub fn parse(source: &str, origin: &str) -> Result<Tree, SpecError> {
     let root = Builder::new(origin).run(source)?;
-    let document = to_json(&root, origin)?;
+    let document = root.to_value();
     Ok(Tree { root, document })
 }
 
@@ -545,6 +545,16 @@ impl<'a> Builder<'a> {
                 }
             }
         };
+        if let Resolved::Float(f) = resolved {
+            if !f.is_finite() {
+                return Err(self.invalid(
+                    pos,
+                    format!(
+                        "{text:?} has no JSON form (infinity and NaN are not allowed; quote it for a string)"
+                    ),
+                ));
+            }
+        }
         Ok(Node {
             value: NodeValue::Scalar(Scalar {
                 text,
@@ -656,45 +666,6 @@ fn is_core_float(s: &str) -> bool {
         }
     };
     mantissa_ok && exponent_ok
-}
-
-fn to_json(node: &Node, origin: &str) -> Result<Value, SpecError> {
-    Ok(match &node.value {
-        NodeValue::Mapping(entries) => {
-            let mut map = Map::with_capacity(entries.len());
-            for e in entries {
-                map.insert(e.key.clone(), to_json(&e.value, origin)?);
-            }
-            Value::Object(map)
-        }
-        NodeValue::Sequence(items) => Value::Array(
-            items
-                .iter()
-                .map(|n| to_json(n, origin))
-                .collect::<Result<_, _>>()?,
-        ),
-        NodeValue::Scalar(s) => match s.resolved {
-            Resolved::Null => Value::Null,
-            Resolved::Bool(b) => Value::Bool(b),
-            Resolved::Int(i) => Value::Number(i.into()),
-            Resolved::Float(f) => match Number::from_f64(f) {
-                Some(n) => Value::Number(n),
-                None => {
-                    return Err(SpecError::at(
-                        SpecErrorKind::Invalid,
-                        origin,
-                        node.pos.line,
-                        node.pos.column,
-                        format!(
-                            "{:?} has no JSON form (infinity and NaN are not allowed; quote it for a string)",
-                            s.text
-                        ),
-                    ));
-                }
-            },
-            Resolved::Str => Value::String(s.text.clone()),
-        },
-    })
 }
 
 #[cfg(test)]

@@ -931,6 +931,39 @@ steps:
 }
 
 #[test]
+fn empty_tool_approval() {
+    let source = r#"version: 1
+agent: desk
+tools:
+  pay:
+    http: {url: https://pay.example}
+    approval:
+steps:
+  - id: a
+    tool: pay
+"#;
+    assert_eq!(
+        error_of(source),
+        "spec.yaml:6:5: \"approval\" in tool \"pay\" must be \"required\" (omit it for a tool that runs without a gate), found null"
+    );
+}
+
+#[test]
+fn empty_guardrail() {
+    let source = r#"version: 1
+agent: desk
+steps:
+  - id: assess
+    model: {prompt: Rate it, output: json}
+    guardrail:
+"#;
+    assert_eq!(
+        error_of(source),
+        "spec.yaml:6:5: expected a mapping for \"guardrail\" in step \"assess\", found null"
+    );
+}
+
+#[test]
 fn every_example_parses() {
     let mut seen = 0;
     for entry in std::fs::read_dir(examples_dir()).expect("examples/") {

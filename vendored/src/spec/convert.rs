@@ -564,7 +564,9 @@ impl<'a> Cx<'a> {
                 format!("tool {name:?} has no kind: add http: {{...}} or rust: {{}}"),
             ));
         };
-        let approval_required = match fields.get("approval") {
+        // An empty `approval:` is an error, not "no gate": a gate someone
+        // meant to write must not vanish silently.
+        let approval_required = match fields.entry("approval").map(|e| &e.value) {
             Some(node) => {
                 if node.as_str() != Some("required") {
                     let found = match node.as_str() {
@@ -848,7 +850,8 @@ impl<'a> Cx<'a> {
             },
             None => ModelOutput::Text,
         };
-        let guardrail = match step.get("guardrail") {
+        // As with a tool's approval, an empty `guardrail:` must not mean "no gate".
+        let guardrail = match step.entry("guardrail").map(|e| &e.value) {
             Some(node) => {
                 let place = Place::in_(format!("the guardrail of {step_name}"));
                 let g = self.mapping(node, &place, GUARDRAIL_KEYS, &step.label("guardrail"))?;

@@ -249,6 +249,9 @@ impl Node {
 
 /// Parse spec text into a marked tree and its JSON document.
 pub fn parse(source: &str, origin: &str) -> Result<Tree, SpecError> {
+    // Editors on Windows may start the file with a byte-order mark; YAML
+    // allows it, and an invisible character must not count as a column.
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
     let root = Builder::new(origin).run(source)?;
     let document = root.to_value();
     Ok(Tree { root, document })
@@ -709,6 +712,14 @@ mod tests {
         );
         let inner = t.get(&[Seg::Key("a"), Seg::Index(1)]).unwrap();
         assert_eq!(inner.pos, Pos { line: 4, column: 5 });
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_crlf_line_ends_are_fine() {
+        let t = tree("\u{feff}a: 1\r\nb: x\r\n");
+        assert_eq!(t.document, json!({"a": 1, "b": "x"}));
+        assert_eq!(t.key_pos(&[], "b"), Some(Pos { line: 2, column: 1 }));
+        assert_eq!(t.root.pos, Pos { line: 1, column: 1 });
     }
 
     #[test]

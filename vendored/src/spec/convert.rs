@@ -1,12 +1,1213 @@
-//! STUB: marked tree -> typed spec.
-use super::{Spec, SpecError, marked::Tree};
+//! Marked tree -> typed spec, by hand rather than through serde, so every
+//! error can name the exact node: the unknown key, the value of the wrong
+//! type, the mapping that lacks a required key.
+//!
+//! Messages name places in spec terms (`tool "lookup_order"`, `step
+//! "refund"`, `approvals.notify.slack`), and an unknown key lists the keys
+//! that are allowed where it was found.
 
-pub fn to_spec(_tree: &Tree, origin: &str) -> Result<Spec, SpecError> {
-    Err(SpecError::at(
-        super::SpecErrorKind::Invalid,
-        origin,
-        1,
-        1,
-        "spec conversion is not built yet",
-    ))
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::marked::{Entry, Node, Pos, Resolved, Tree};
+use super::{
+    ApprovalDefaults, ApprovalStep, DedupeStep, GateStep, Guardrail, HttpToolSpec, IdempotencySpec,
+    ModelConfig, ModelOutput, ModelStep, NotifySpec, OnReject, RetrySpec, ScheduleTrigger,
+    SlackNotifySpec, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind, ToolKind, ToolSpec,
+    TriggerSpec, WebhookTrigger,
+};
+
+type Result<T> = std::result::Result<T, SpecError>;
+
+const TOP_KEYS: &[&str] = &[
+    "version",
+    "agent",
+    "description",
+    "trigger",
+    "approvals",
+    "model",
+    "tools",
+    "steps",
+];
+const TRIGGER_KEYS: &[&str] = &["webhook", "schedule"];
+const WEBHOOK_KEYS: &[&str] = &["path", "secret"];
+const SCHEDULE_KEYS: &[&str] = &["cron", "input"];
+const APPROVALS_KEYS: &[&str] = &["ttl", "approvers", "notify"];
+const NOTIFY_KEYS: &[&str] = &["slack"];
+const SLACK_KEYS: &[&str] = &["bot_token", "channel", "signing_secret"];
+const MODEL_KEYS: &[&str] = &["base_url", "api_key", "name", "timeout"];
+const TOOL_KEYS: &[&str] = &["http", "rust", "approval", "message", "ttl"];
+const HTTP_KEYS: &[&str] = &[
+    "method",
+    "url",
+    "headers",
+    "query",
+    "json",
+    "body",
+    "timeout",
+    "ok_status",
+    "retry",
+    "idempotency",
+];
+const HTTP_METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
+const RETRY_KEYS: &[&str] = &["attempts", "backoff"];
+const IDEMPOTENCY_KEYS: &[&str] = &["header"];
+/// The keys that decide a step's kind; a step has exactly one.
+const STEP_KINDS: &[&str] = &["tool", "model", "approval", "if", "dedupe", "set"];
+const TOOL_STEP_KEYS: &[&str] = &["id", "tool", "with"];
+const MODEL_STEP_KEYS: &[&str] = &["id", "model", "guardrail"];
+const APPROVAL_STEP_KEYS: &[&str] = &["id", "approval"];
+const GATE_STEP_KEYS: &[&str] = &["id", "if", "then", "message", "ttl", "payload"];
+const DEDUPE_STEP_KEYS: &[&str] = &["id", "dedupe"];
+const SET_STEP_KEYS: &[&str] = &["id", "set"];
+const MODEL_CALL_KEYS: &[&str] = &[
+    "prompt", "system", "output", "name", "base_url", "api_key", "timeout",
+];
+const GUARDRAIL_KEYS: &[&str] = &["min_confidence", "confidence", "message", "ttl"];
+const APPROVAL_KEYS: &[&str] = &["message", "ttl", "payload", "on_reject"];
+const DEDUPE_KEYS: &[&str] = &["key", "ttl", "release_on_failure"];
+
+/// The only action an `if` step can take.
+const REQUEST_HUMAN_APPROVAL: &str = "request_human_approval";
+pub const DEFAULT_CONFIDENCE: &str = "{{ output.confidence }}";
+const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_RETRY_ATTEMPTS: i64 = 10;
+/// DNS label length: agent ids end up in hostnames and database rows.
+const MAX_ID_LEN: usize = 63;
+
+pub fn to_spec(tree: &Tree, origin: &str) -> Result<Spec> {
+    let cx = Cx { origin };
+    let top = cx.mapping(&tree.root, &Place::Top, TOP_KEYS, "the spec")?;
+
+    let version_node = top.required("version")?;
+    let version = match version_node.scalar().map(|s| s.resolved) {
+        Some(Resolved::Int(1)) => 1,
+        Some(Resolved::Int(n)) => {
+            return Err(cx.err(
+                version_node.pos,
+                format!("unsupported spec version {n} (this tollgate reads version 1)"),
+            ));
+        }
+        _ => return Err(cx.type_err(version_node, "an integer", &top.label("version"))),
+    };
+
+    let agent_node = top.required("agent")?;
+    let agent = cx.string(agent_node, &top.label("agent"))?;
+    if !is_agent_id(&agent) {
+        return Err(cx.err(
+            agent_node.pos,
+            format!(
+                "invalid agent id {agent:?}: use lowercase letters, digits and '-', starting with a letter or digit, not ending with '-', at most {MAX_ID_LEN} characters"
+            ),
+        ));
+    }
+
+    let description = top.opt_string("description")?;
+    let trigger = match top.get("trigger") {
+        Some(node) => cx.trigger(node)?,
+        None => TriggerSpec::default(),
+    };
+    let approvals = match top.get("approvals") {
+        Some(node) => cx.approvals(node)?,
+        None => ApprovalDefaults::default(),
+    };
+    let model = match top.get("model") {
+        Some(node) => Some(cx.model_config(node)?),
+        None => None,
+    };
+    let tools = match top.get("tools") {
+        Some(node) => cx.tools(node)?,
+        None => BTreeMap::new(),
+    };
+
+    let steps_node = top.required("steps")?;
+    let Some(items) = steps_node.items() else {
+        return Err(cx.type_err(steps_node, "a sequence", &top.label("steps")));
+    };
+    if items.is_empty() {
+        return Err(cx.err(
+            steps_node.pos,
+            "\"steps\" is empty: a spec needs at least one step",
+        ));
+    }
+    let steps = items
+        .iter()
+        .enumerate()
+        .map(|(i, node)| cx.step(node, i))
+        .collect::<Result<Vec<_>>>()?;
+
+    Ok(Spec {
+        version,
+        agent,
+        description,
+        trigger,
+        approvals,
+        model,
+        tools,
+        steps,
+        hash: SpecHash::of_document(&tree.document),
+        document: tree.document.clone(),
+    })
+}
+
+/// `^[a-z0-9][a-z0-9-]*$`, not ending with '-', at most 63 characters.
+fn is_agent_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !id.ends_with('-')
+        && id.len() <= MAX_ID_LEN
+}
+
+/// `^[a-z_][a-z0-9_]*$`, at most 63 characters: step ids are read in
+/// templates as `steps.<id>` (a '-' would be a minus there) and tool names
+/// become Rust identifiers in an export.
+pub fn is_identifier(id: &str) -> bool {
+    let mut chars = id.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && id.len() <= MAX_ID_LEN
+}
+
+/// Where a key lives, in spec terms.
+#[derive(Debug, Clone)]
+enum Place {
+    Top,
+    /// e.g. `tool "lookup_order"`, `the guardrail of step "assess"`.
+    In(String),
+}
+
+impl Place {
+    fn in_(text: impl Into<String>) -> Place {
+        Place::In(text.into())
+    }
+
+    /// `"url" in tool "lookup_order"`, or `"steps"` at the top level.
+    fn label(&self, key: &str) -> String {
+        match self {
+            Place::Top => format!("{key:?}"),
+            Place::In(place) => format!("{key:?} in {place}"),
+        }
+    }
+
+    fn unknown_key(&self, key: &str) -> String {
+        match self {
+            Place::Top => format!("unknown top-level key {key:?}"),
+            Place::In(place) => format!("unknown key {key:?} in {place}"),
+        }
+    }
+
+    fn missing_key(&self, key: &str) -> String {
+        match self {
+            Place::Top => format!("missing required top-level key {key:?}"),
+            Place::In(place) => format!("missing required key {key:?} in {place}"),
+        }
+    }
+}
+
+struct Cx<'a> {
+    origin: &'a str,
+}
+
+/// A mapping whose keys have been checked against an allow-list.
+struct Fields<'n> {
+    node: &'n Node,
+    entries: &'n [Entry],
+    place: Place,
+    cx: &'n Cx<'n>,
+}
+
+impl<'n> Fields<'n> {
+    fn entry(&self, key: &str) -> Option<&'n Entry> {
+        self.entries.iter().find(|e| e.key == key)
+    }
+
+    /// The value of `key`; an explicit null counts as absent.
+    fn get(&self, key: &str) -> Option<&'n Node> {
+        self.entry(key).map(|e| &e.value).filter(|n| !n.is_null())
+    }
+
+    fn required(&self, key: &str) -> Result<&'n Node> {
+        match self.entry(key) {
+            Some(e) if !e.value.is_null() => Ok(&e.value),
+            Some(e) => Err(self
+                .cx
+                .err(e.key_pos, format!("{} has no value", self.place.label(key)))),
+            None => Err(self.cx.err(self.node.pos, self.place.missing_key(key))),
+        }
+    }
+
+    fn label(&self, key: &str) -> String {
+        self.place.label(key)
+    }
+
+    fn opt_string(&self, key: &str) -> Result<Option<String>> {
+        self.get(key)
+            .map(|n| self.cx.string(n, &self.label(key)))
+            .transpose()
+    }
+
+    fn required_string(&self, key: &str) -> Result<String> {
+        let node = self.required(key)?;
+        self.cx.string(node, &self.label(key))
+    }
+
+    fn opt_duration(&self, key: &str) -> Result<Option<Duration>> {
+        self.get(key)
+            .map(|n| self.cx.duration(n, &self.label(key)))
+            .transpose()
+    }
+
+    /// A mapping of names to string templates (headers, query).
+    fn string_map(&self, key: &str) -> Result<BTreeMap<String, String>> {
+        let Some(node) = self.get(key) else {
+            return Ok(BTreeMap::new());
+        };
+        let label = self.label(key);
+        let Some(entries) = node.entries() else {
+            return Err(self.cx.type_err(node, "a mapping", &label));
+        };
+        entries
+            .iter()
+            .map(|e| {
+                let value = self
+                    .cx
+                    .string(&e.value, &format!("{:?} in {label}", e.key))?;
+                Ok((e.key.clone(), value))
+            })
+            .collect()
+    }
+
+    /// Where two keys exclude each other: the later one, if both are present.
+    fn later_of(&self, a: &str, b: &str) -> Option<&'n Entry> {
+        let (a, b) = (self.entry(a)?, self.entry(b)?);
+        Some(if a.key_pos > b.key_pos { a } else { b })
+    }
+}
+
+impl<'a> Cx<'a> {
+    fn err(&self, pos: Pos, message: impl Into<String>) -> SpecError {
+        SpecError::at(
+            SpecErrorKind::Invalid,
+            self.origin,
+            pos.line,
+            pos.column,
+            message,
+        )
+    }
+
+    fn type_err(&self, node: &Node, expected: &str, label: &str) -> SpecError {
+        self.err(
+            node.pos,
+            format!(
+                "expected {expected} for {label}, found {}",
+                node.type_name()
+            ),
+        )
+    }
+
+    /// Check that `node` is a mapping whose keys are all in `allowed`.
+    /// `what` names the node for a type error (`tool "lookup_order"`).
+    fn mapping<'n>(
+        &'n self,
+        node: &'n Node,
+        place: &Place,
+        allowed: &[&str],
+        what: &str,
+    ) -> Result<Fields<'n>> {
+        let Some(entries) = node.entries() else {
+            return Err(self.type_err(node, "a mapping", what));
+        };
+        for e in entries {
+            if !allowed.contains(&e.key.as_str()) {
+                return Err(self.err(
+                    e.key_pos,
+                    format!(
+                        "{} (allowed: {})",
+                        place.unknown_key(&e.key),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(Fields {
+            node,
+            entries,
+            place: place.clone(),
+            cx: self,
+        })
+    }
+
+    fn string(&self, node: &Node, label: &str) -> Result<String> {
+        match node.as_str() {
+            Some(s) => Ok(s.to_string()),
+            None => Err(self.type_err(node, "a string", label)),
+        }
+    }
+
+    fn non_empty_string(&self, node: &Node, label: &str) -> Result<String> {
+        let s = self.string(node, label)?;
+        if s.trim().is_empty() {
+            return Err(self.err(node.pos, format!("{label} is empty")));
+        }
+        Ok(s)
+    }
+
+    fn duration(&self, node: &Node, label: &str) -> Result<Duration> {
+        let text = self.string(node, label)?;
+        crate::time::parse_duration(&text)
+            .map_err(|e| self.err(node.pos, format!("bad {label}: {e}")))
+    }
+
+    fn bool(&self, node: &Node, label: &str) -> Result<bool> {
+        match node.scalar().map(|s| s.resolved) {
+            Some(Resolved::Bool(b)) => Ok(b),
+            _ => Err(self.type_err(node, "true or false", label)),
+        }
+    }
+
+    fn int(&self, node: &Node, label: &str) -> Result<i64> {
+        match node.scalar().map(|s| s.resolved) {
+            Some(Resolved::Int(i)) => Ok(i),
+            _ => Err(self.type_err(node, "an integer", label)),
+        }
+    }
+
+    /// A mapping used as a JSON template (`with`, `set`).
+    fn object(&self, node: &Node, label: &str) -> Result<Value> {
+        match node.entries() {
+            Some(_) => Ok(node.to_value()),
+            None => Err(self.type_err(node, "a mapping", label)),
+        }
+    }
+
+    /// One of a fixed set of words; the message lists them.
+    fn choice<'c>(&self, node: &Node, label: &str, choices: &[&'c str]) -> Result<&'c str> {
+        let text = self.string(node, label)?;
+        choices
+            .iter()
+            .find(|c| **c == text)
+            .copied()
+            .ok_or_else(|| {
+                self.err(
+                    node.pos,
+                    format!(
+                        "{label} must be one of {}, found {text:?}",
+                        choices.join(", ")
+                    ),
+                )
+            })
+    }
+
+    fn trigger(&self, node: &Node) -> Result<TriggerSpec> {
+        let place = Place::in_("trigger");
+        let fields = self.mapping(node, &place, TRIGGER_KEYS, "\"trigger\"")?;
+        let webhook = match fields.get("webhook") {
+            Some(node) => {
+                let place = Place::in_("trigger.webhook");
+                let hook = self.mapping(node, &place, WEBHOOK_KEYS, &fields.label("webhook"))?;
+                let path_node = hook.required("path")?;
+                let path = self.string(path_node, &hook.label("path"))?;
+                if !path.starts_with('/') {
+                    return Err(self.err(
+                        path_node.pos,
+                        format!("{} must start with '/', found {path:?}", hook.label("path")),
+                    ));
+                }
+                Some(WebhookTrigger {
+                    path,
+                    secret: hook.opt_string("secret")?,
+                })
+            }
+            None => None,
+        };
+        let mut schedule = Vec::new();
+        if let Some(node) = fields.get("schedule") {
+            let label = fields.label("schedule");
+            let Some(items) = node.items() else {
+                return Err(self.type_err(node, "a sequence", &label));
+            };
+            for (i, item) in items.iter().enumerate() {
+                let place = Place::in_(format!("trigger.schedule entry {}", i + 1));
+                let entry = self.mapping(
+                    item,
+                    &place,
+                    SCHEDULE_KEYS,
+                    &format!("trigger.schedule entry {}", i + 1),
+                )?;
+                let cron_node = entry.required("cron")?;
+                let cron = self.non_empty_string(cron_node, &entry.label("cron"))?;
+                let input = entry
+                    .get("input")
+                    .map_or_else(|| Value::Object(Map::new()), Node::to_value);
+                schedule.push(ScheduleTrigger { cron, input });
+            }
+        }
+        Ok(TriggerSpec { webhook, schedule })
+    }
+
+    fn approvals(&self, node: &Node) -> Result<ApprovalDefaults> {
+        let place = Place::in_("approvals");
+        let fields = self.mapping(node, &place, APPROVALS_KEYS, "\"approvals\"")?;
+        let ttl = fields
+            .opt_duration("ttl")?
+            .unwrap_or(super::DEFAULT_APPROVAL_TTL);
+        let approvers = match fields.get("approvers") {
+            Some(node) => {
+                let label = fields.label("approvers");
+                let Some(items) = node.items() else {
+                    return Err(self.type_err(node, "a sequence", &label));
+                };
+                if items.is_empty() {
+                    return Err(self.err(
+                        node.pos,
+                        format!("{label} is empty: nobody could decide (omit it to let any authenticated caller decide)"),
+                    ));
+                }
+                let names = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        self.non_empty_string(item, &format!("entry {} of {label}", i + 1))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(names)
+            }
+            None => None,
+        };
+        let notify = match fields.get("notify") {
+            Some(node) => {
+                let place = Place::in_("approvals.notify");
+                let notify = self.mapping(node, &place, NOTIFY_KEYS, &fields.label("notify"))?;
+                let slack = match notify.get("slack") {
+                    Some(node) => {
+                        let place = Place::in_("approvals.notify.slack");
+                        let slack =
+                            self.mapping(node, &place, SLACK_KEYS, &notify.label("slack"))?;
+                        Some(SlackNotifySpec {
+                            bot_token: slack.required_string("bot_token")?,
+                            channel: slack.required_string("channel")?,
+                            signing_secret: slack.required_string("signing_secret")?,
+                        })
+                    }
+                    None => None,
+                };
+                NotifySpec { slack }
+            }
+            None => NotifySpec::default(),
+        };
+        Ok(ApprovalDefaults {
+            ttl,
+            approvers,
+            notify,
+        })
+    }
+
+    fn model_config(&self, node: &Node) -> Result<ModelConfig> {
+        let place = Place::in_("model");
+        let fields = self.mapping(node, &place, MODEL_KEYS, "\"model\"")?;
+        Ok(ModelConfig {
+            base_url: fields.opt_string("base_url")?,
+            api_key: fields.opt_string("api_key")?,
+            name: fields.opt_string("name")?,
+            timeout: fields.opt_duration("timeout")?,
+        })
+    }
+
+    fn tools(&self, node: &Node) -> Result<BTreeMap<String, ToolSpec>> {
+        let Some(entries) = node.entries() else {
+            return Err(self.type_err(node, "a mapping of tool names to tools", "\"tools\""));
+        };
+        let mut tools = BTreeMap::new();
+        for e in entries {
+            if !is_identifier(&e.key) {
+                return Err(self.err(
+                    e.key_pos,
+                    format!(
+                        "invalid tool name {:?}: use lowercase letters, digits and '_', starting with a letter or '_', at most {MAX_ID_LEN} characters",
+                        e.key
+                    ),
+                ));
+            }
+            tools.insert(e.key.clone(), self.tool(&e.key, &e.value)?);
+        }
+        Ok(tools)
+    }
+
+    fn tool(&self, name: &str, node: &Node) -> Result<ToolSpec> {
+        let place = Place::in_(format!("tool {name:?}"));
+        let fields = self.mapping(node, &place, TOOL_KEYS, &format!("tool {name:?}"))?;
+        if let Some(second) = fields.later_of("http", "rust") {
+            return Err(self.err(
+                second.key_pos,
+                format!("tool {name:?} has two kinds: a tool is either http or rust, not both"),
+            ));
+        }
+        let kind = if let Some(e) = fields.entry("http") {
+            ToolKind::Http(self.http(name, &e.value, &place)?)
+        } else if let Some(e) = fields.entry("rust") {
+            let empty = e.value.is_null() || e.value.entries().is_some_and(|m| m.is_empty());
+            if !empty {
+                return Err(self.err(
+                    e.value.pos,
+                    format!(
+                        "\"rust\" in tool {name:?} takes no options: write rust: {{}} and implement the tool in the exported crate"
+                    ),
+                ));
+            }
+            ToolKind::Rust
+        } else {
+            return Err(self.err(
+                node.pos,
+                format!("tool {name:?} has no kind: add http: {{...}} or rust: {{}}"),
+            ));
+        };
+        // An empty `approval:` is an error, not "no gate": a gate someone
+        // meant to write must not vanish silently.
+        let approval_required = match fields.entry("approval").map(|e| &e.value) {
+            Some(node) => {
+                if node.as_str() != Some("required") {
+                    let found = match node.as_str() {
+                        Some(s) => format!("{s:?}"),
+                        None => node.type_name().to_string(),
+                    };
+                    return Err(self.err(
+                        node.pos,
+                        format!(
+                            "{} must be \"required\" (omit it for a tool that runs without a gate), found {found}",
+                            fields.label("approval")
+                        ),
+                    ));
+                }
+                true
+            }
+            None => false,
+        };
+        let message = fields.opt_string("message")?;
+        let ttl = fields.opt_duration("ttl")?;
+        if !approval_required {
+            for key in ["message", "ttl"] {
+                if let Some(e) = fields.entry(key) {
+                    return Err(self.err(
+                        e.key_pos,
+                        format!(
+                            "{} applies only to a gate: add approval: required or remove it",
+                            fields.label(key)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(ToolSpec {
+            name: name.to_string(),
+            kind,
+            approval_required,
+            message,
+            ttl,
+        })
+    }
+
+    fn http(&self, name: &str, node: &Node, place: &Place) -> Result<HttpToolSpec> {
+        let fields = self.mapping(
+            node,
+            place,
+            HTTP_KEYS,
+            &format!("\"http\" in tool {name:?}"),
+        )?;
+        let method = match fields.get("method") {
+            Some(node) => {
+                let label = fields.label("method");
+                let text = self.string(node, &label)?.to_ascii_uppercase();
+                if !HTTP_METHODS.contains(&text.as_str()) {
+                    return Err(self.err(
+                        node.pos,
+                        format!(
+                            "{label} must be one of {}, found {:?}",
+                            HTTP_METHODS.join(", "),
+                            node.as_str().unwrap_or_default()
+                        ),
+                    ));
+                }
+                text
+            }
+            None => "GET".to_string(),
+        };
+        let url_node = fields.required("url")?;
+        let url = self.non_empty_string(url_node, &fields.label("url"))?;
+        if let Some(second) = fields.later_of("json", "body") {
+            return Err(self.err(
+                second.key_pos,
+                format!(
+                    "tool {name:?} sets both \"json\" and \"body\": use json for a JSON body or body for raw text, not both"
+                ),
+            ));
+        }
+        let json = fields.get("json").map(Node::to_value);
+        let body = fields.opt_string("body")?;
+        let ok_status = match fields.get("ok_status") {
+            Some(node) => {
+                let label = fields.label("ok_status");
+                let Some(items) = node.items() else {
+                    return Err(self.type_err(node, "a sequence of status codes", &label));
+                };
+                items
+                    .iter()
+                    .map(|item| {
+                        let code = self.int(item, &format!("an entry of {label}"))?;
+                        u16::try_from(code)
+                            .ok()
+                            .filter(|c| (100..=599).contains(c))
+                            .ok_or_else(|| {
+                                self.err(
+                                    item.pos,
+                                    format!("{label}: {code} is not an HTTP status (100 to 599)"),
+                                )
+                            })
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => Vec::new(),
+        };
+        let retry = match fields.get("retry") {
+            Some(node) => {
+                let place = Place::in_(format!("the retry of tool {name:?}"));
+                let retry = self.mapping(node, &place, RETRY_KEYS, &fields.label("retry"))?;
+                let attempts_node = retry.required("attempts")?;
+                let attempts = self.int(attempts_node, &retry.label("attempts"))?;
+                if !(1..=MAX_RETRY_ATTEMPTS).contains(&attempts) {
+                    return Err(self.err(
+                        attempts_node.pos,
+                        format!(
+                            "{} must be from 1 to {MAX_RETRY_ATTEMPTS}, found {attempts}",
+                            retry.label("attempts")
+                        ),
+                    ));
+                }
+                Some(RetrySpec {
+                    attempts: u32::try_from(attempts).unwrap_or(1),
+                    backoff: retry
+                        .opt_duration("backoff")?
+                        .unwrap_or(DEFAULT_RETRY_BACKOFF),
+                })
+            }
+            None => None,
+        };
+        let idempotency = match fields.get("idempotency") {
+            None => IdempotencySpec::default(),
+            Some(node) => match node.scalar().map(|s| s.resolved) {
+                Some(Resolved::Bool(false)) => IdempotencySpec::Off,
+                Some(Resolved::Bool(true)) => IdempotencySpec::default(),
+                _ if node.entries().is_some() => {
+                    let place = Place::in_(format!("the idempotency of tool {name:?}"));
+                    let idem =
+                        self.mapping(node, &place, IDEMPOTENCY_KEYS, &fields.label("idempotency"))?;
+                    match idem.get("header") {
+                        Some(h) => IdempotencySpec::Header(
+                            self.non_empty_string(h, &idem.label("header"))?,
+                        ),
+                        None => IdempotencySpec::default(),
+                    }
+                }
+                _ => {
+                    return Err(self.type_err(
+                        node,
+                        "false or {header: NAME}",
+                        &fields.label("idempotency"),
+                    ));
+                }
+            },
+        };
+        Ok(HttpToolSpec {
+            method,
+            url,
+            headers: fields.string_map("headers")?,
+            query: fields.string_map("query")?,
+            json,
+            body,
+            timeout: fields.opt_duration("timeout")?,
+            ok_status,
+            retry,
+            idempotency,
+        })
+    }
+
+    fn step(&self, node: &Node, index: usize) -> Result<Step> {
+        let numbered = format!("step {}", index + 1);
+        let Some(entries) = node.entries() else {
+            return Err(self.type_err(node, "a mapping", &numbered));
+        };
+        let id_fields = Fields {
+            node,
+            entries,
+            place: Place::in_(numbered.clone()),
+            cx: self,
+        };
+        let id_node = id_fields.required("id")?;
+        let id = self.string(id_node, &id_fields.label("id"))?;
+        if !is_identifier(&id) {
+            return Err(self.err(
+                id_node.pos,
+                format!(
+                    "invalid step id {id:?}: use lowercase letters, digits and '_', starting with a letter or '_', at most {MAX_ID_LEN} characters (templates read steps.<id>, where '-' would be a minus)"
+                ),
+            ));
+        }
+        let step_name = format!("step {id:?}");
+        let place = Place::in_(step_name.clone());
+
+        let kinds: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| STEP_KINDS.contains(&e.key.as_str()))
+            .collect();
+        let kind_key = match kinds.as_slice() {
+            [] => {
+                if let Some(then) = entries.iter().find(|e| e.key == "then") {
+                    return Err(self.then_without_if(then, &step_name));
+                }
+                let kinds = STEP_KINDS.join(", ");
+                return Err(match entries.iter().find(|e| e.key != "id") {
+                    Some(stray) => self.err(
+                        stray.key_pos,
+                        format!(
+                            "unknown step kind {:?} in {step_name} (a step has one of: {kinds})",
+                            stray.key
+                        ),
+                    ),
+                    None => self.err(
+                        node.pos,
+                        format!("unknown step kind in {step_name}: it needs one of {kinds}"),
+                    ),
+                });
+            }
+            [one] => one,
+            [first, second, ..] => {
+                return Err(self.err(
+                    second.key_pos,
+                    format!(
+                        "{step_name} has two kinds, {:?} and {:?} (a step has exactly one of: {})",
+                        first.key,
+                        second.key,
+                        STEP_KINDS.join(", ")
+                    ),
+                ));
+            }
+        };
+        let allowed = match kind_key.key.as_str() {
+            "tool" => TOOL_STEP_KEYS,
+            "model" => MODEL_STEP_KEYS,
+            "approval" => APPROVAL_STEP_KEYS,
+            "if" => GATE_STEP_KEYS,
+            "dedupe" => DEDUPE_STEP_KEYS,
+            _ => SET_STEP_KEYS,
+        };
+        if kind_key.key != "if" {
+            if let Some(then) = entries.iter().find(|e| e.key == "then") {
+                return Err(self.then_without_if(then, &step_name));
+            }
+        }
+        let fields = self.mapping(node, &place, allowed, &step_name)?;
+        let value = &kind_key.value;
+
+        let kind = match kind_key.key.as_str() {
+            "tool" => {
+                let tool = self.string(value, &fields.label("tool"))?;
+                let with = match fields.get("with") {
+                    Some(node) => self.object(node, &fields.label("with"))?,
+                    None => Value::Object(Map::new()),
+                };
+                StepKind::Tool { tool, with }
+            }
+            "model" => StepKind::Model(self.model_step(&fields, value, &step_name)?),
+            "approval" => StepKind::Approval(self.approval_step(&fields, value, &step_name)?),
+            "if" => StepKind::Gate(self.gate_step(&fields, value)?),
+            "dedupe" => StepKind::Dedupe(self.dedupe_step(&fields, value, &step_name)?),
+            _ => StepKind::Set {
+                values: self.object(value, &fields.label("set"))?,
+            },
+        };
+        Ok(Step { id, kind })
+    }
+
+    fn then_without_if(&self, then: &Entry, step_name: &str) -> SpecError {
+        self.err(
+            then.key_pos,
+            format!(
+                "\"then\" in {step_name} is allowed only together with \"if\" (e.g. if: \"{{{{ input.amount > 100 }}}}\", then: {REQUEST_HUMAN_APPROVAL})"
+            ),
+        )
+    }
+
+    fn model_step(&self, step: &Fields<'_>, node: &Node, step_name: &str) -> Result<ModelStep> {
+        let place = Place::in_(format!("the model of {step_name}"));
+        let fields = self.mapping(node, &place, MODEL_CALL_KEYS, &step.label("model"))?;
+        let prompt = fields.required_string("prompt")?;
+        let output = match fields.get("output") {
+            Some(node) => match self.choice(node, &fields.label("output"), &["text", "json"])? {
+                "json" => ModelOutput::Json,
+                _ => ModelOutput::Text,
+            },
+            None => ModelOutput::Text,
+        };
+        // As with a tool's approval, an empty `guardrail:` must not mean "no gate".
+        let guardrail = match step.entry("guardrail").map(|e| &e.value) {
+            Some(node) => {
+                let place = Place::in_(format!("the guardrail of {step_name}"));
+                let g = self.mapping(node, &place, GUARDRAIL_KEYS, &step.label("guardrail"))?;
+                let min_node = g.required("min_confidence")?;
+                let label = g.label("min_confidence");
+                let min_confidence = match min_node.scalar().map(|s| s.resolved) {
+                    Some(Resolved::Int(i)) => i as f64,
+                    Some(Resolved::Float(f)) => f,
+                    _ => return Err(self.type_err(min_node, "a number", &label)),
+                };
+                if !(0.0..=1.0).contains(&min_confidence) {
+                    return Err(self.err(
+                        min_node.pos,
+                        format!(
+                            "{label} must be between 0 and 1, found {}",
+                            min_node.scalar().map_or("", |s| s.text.as_str())
+                        ),
+                    ));
+                }
+                let confidence = match g.get("confidence") {
+                    Some(node) => {
+                        let text = self.string(node, &g.label("confidence"))?;
+                        if !text.contains("{{") {
+                            return Err(self.err(
+                                node.pos,
+                                format!(
+                                    "{} must be an expression over the output, e.g. \"{DEFAULT_CONFIDENCE}\", found {text:?}",
+                                    g.label("confidence")
+                                ),
+                            ));
+                        }
+                        text
+                    }
+                    None => DEFAULT_CONFIDENCE.to_string(),
+                };
+                Some(Guardrail {
+                    min_confidence,
+                    confidence,
+                    message: g.opt_string("message")?,
+                    ttl: g.opt_duration("ttl")?,
+                })
+            }
+            None => None,
+        };
+        Ok(ModelStep {
+            prompt,
+            system: fields.opt_string("system")?,
+            output,
+            name: fields.opt_string("name")?,
+            base_url: fields.opt_string("base_url")?,
+            api_key: fields.opt_string("api_key")?,
+            timeout: fields.opt_duration("timeout")?,
+            guardrail,
+        })
+    }
+
+    fn approval_step(
+        &self,
+        step: &Fields<'_>,
+        node: &Node,
+        step_name: &str,
+    ) -> Result<ApprovalStep> {
+        if node.is_null() {
+            return Ok(ApprovalStep {
+                message: None,
+                ttl: None,
+                payload: None,
+                on_reject: OnReject::Fail,
+            });
+        }
+        let place = Place::in_(format!("the approval of {step_name}"));
+        let fields = self.mapping(node, &place, APPROVAL_KEYS, &step.label("approval"))?;
+        let on_reject = match fields.get("on_reject") {
+            Some(node) => {
+                match self.choice(node, &fields.label("on_reject"), &["fail", "continue"])? {
+                    "continue" => OnReject::Continue,
+                    _ => OnReject::Fail,
+                }
+            }
+            None => OnReject::Fail,
+        };
+        Ok(ApprovalStep {
+            message: fields.opt_string("message")?,
+            ttl: fields.opt_duration("ttl")?,
+            payload: fields.get("payload").map(Node::to_value),
+            on_reject,
+        })
+    }
+
+    fn gate_step(&self, step: &Fields<'_>, condition_node: &Node) -> Result<GateStep> {
+        let condition = self.string(condition_node, &step.label("if"))?;
+        if !condition.contains("{{") {
+            return Err(self.err(
+                condition_node.pos,
+                format!(
+                    "{} must be an expression in {{{{ }}}}, e.g. \"{{{{ steps.assess.output.amount > 100 }}}}\", found {condition:?}",
+                    step.label("if")
+                ),
+            ));
+        }
+        let then = step.required("then")?;
+        if then.as_str() != Some(REQUEST_HUMAN_APPROVAL) {
+            let found = match then.as_str() {
+                Some(s) => format!("{s:?}"),
+                None => then.type_name().to_string(),
+            };
+            return Err(self.err(
+                then.pos,
+                format!(
+                    "{} must be {REQUEST_HUMAN_APPROVAL} (the only action an if step takes), found {found}",
+                    step.label("then")
+                ),
+            ));
+        }
+        Ok(GateStep {
+            condition,
+            message: step.opt_string("message")?,
+            ttl: step.opt_duration("ttl")?,
+            payload: step.get("payload").map(Node::to_value),
+        })
+    }
+
+    fn dedupe_step(&self, step: &Fields<'_>, node: &Node, step_name: &str) -> Result<DedupeStep> {
+        let place = Place::in_(format!("the dedupe of {step_name}"));
+        let fields = self.mapping(node, &place, DEDUPE_KEYS, &step.label("dedupe"))?;
+        let key_node = fields.required("key")?;
+        let key = self.non_empty_string(key_node, &fields.label("key"))?;
+        let ttl_node = fields.required("ttl")?;
+        let ttl = self.duration(ttl_node, &fields.label("ttl"))?;
+        let release_on_failure = match fields.get("release_on_failure") {
+            Some(node) => self.bool(node, &fields.label("release_on_failure"))?,
+            None => true,
+        };
+        Ok(DedupeStep {
+            key,
+            ttl,
+            release_on_failure,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    /// DESIGN.md §2, as in examples/refund-desk.yaml (inlined: this crate is
+    /// copied into exports without the examples).
+    const DESIGN_EXAMPLE: &str = r##"version: 1
+agent: refund-desk                 # agent id: lowercase letters, digits, '-'
+description: Refund small orders, ask a person for large ones.
+
+trigger:
+  webhook:
+    path: /hooks/refund            # POST here starts a run; the JSON body is `input`
+    secret: ${REFUND_HOOK_SECRET}  # optional: X-Tollgate-Signature: sha256=<hex HMAC of raw body>
+  schedule:
+    - cron: "0 9 * * 1-5"
+      input: { batch: daily }
+
+approvals:                         # defaults for every gate in this spec
+  ttl: 7d                          # default 7d; per gate `ttl:` overrides
+  approvers: [alice, "slack:U024BE7LH"]   # optional allow-list of identities
+  notify:
+    slack:
+      bot_token: ${SLACK_BOT_TOKEN}
+      channel: "#refunds"
+      signing_secret: ${SLACK_SIGNING_SECRET}
+
+model:                             # any OpenAI-compatible chat-completions endpoint
+  base_url: ${OPENAI_BASE_URL}
+  api_key: ${OPENAI_API_KEY}
+  name: gpt-4o-mini
+
+tools:
+  lookup_order:
+    http:
+      method: GET
+      url: "https://shop.example/orders/{{ args.order_id }}"
+      headers: { Authorization: "Bearer ${SHOP_TOKEN}" }
+  issue_refund:
+    http:
+      method: POST
+      url: https://pay.example/refunds
+      json: { order: "{{ args.order_id }}", amount: "{{ args.amount }}" }
+    approval: required             # every call pauses first (phase before)
+    message: "Refund {{ args.amount }} on order {{ args.order_id }}?"
+  score_risk:
+    rust: {}                       # implemented in Rust inside an exported crate
+
+steps:
+  - id: order
+    tool: lookup_order
+    with: { order_id: "{{ input.order_id }}" }
+  - id: once
+    dedupe: { key: "refund-{{ input.order_id }}", ttl: 24h }
+  - id: assess
+    model:
+      prompt: "Order: {{ steps.order.output | tojson }}. Reply JSON {refund, amount, confidence}."
+      output: json
+    guardrail: { min_confidence: 0.8 }      # below it: pause AFTER the step ran
+  - id: large
+    if: "{{ steps.assess.output.amount > 100 }}"
+    then: request_human_approval
+    message: "Large refund: {{ steps.assess.output.amount }}"
+  - id: refund
+    tool: issue_refund
+    with: { order_id: "{{ input.order_id }}", amount: "{{ steps.assess.output.amount }}" }
+  - id: close
+    approval: { message: "Close the ticket?", ttl: 2d }
+  - id: result
+    set: { refunded: "{{ steps.refund.output.id }}" }
+"##;
+
+    fn parse(source: &str) -> Spec {
+        Spec::parse(source, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_design_example_converts_to_the_typed_model() {
+        let spec = parse(DESIGN_EXAMPLE);
+        assert_eq!(spec.version, 1);
+        assert_eq!(spec.agent, "refund-desk");
+        let hook = spec.trigger.webhook.as_ref().unwrap();
+        assert_eq!(hook.path, "/hooks/refund");
+        assert_eq!(hook.secret.as_deref(), Some("${REFUND_HOOK_SECRET}"));
+        assert_eq!(spec.trigger.schedule[0].cron, "0 9 * * 1-5");
+        assert_eq!(spec.trigger.schedule[0].input, json!({"batch": "daily"}));
+        assert_eq!(spec.approvals.ttl, Duration::from_secs(7 * 86_400));
+        assert_eq!(
+            spec.approvals.approvers.as_deref(),
+            Some(&["alice".to_string(), "slack:U024BE7LH".to_string()][..])
+        );
+        assert_eq!(
+            spec.approvals.notify.slack.as_ref().unwrap().channel,
+            "#refunds"
+        );
+        assert_eq!(
+            spec.model.as_ref().unwrap().name.as_deref(),
+            Some("gpt-4o-mini")
+        );
+
+        let refund = &spec.tools["issue_refund"];
+        assert!(refund.approval_required);
+        let ToolKind::Http(http) = &refund.kind else {
+            panic!("http tool")
+        };
+        assert_eq!(http.method, "POST");
+        assert_eq!(
+            http.json,
+            Some(json!({"order": "{{ args.order_id }}", "amount": "{{ args.amount }}"}))
+        );
+        assert_eq!(
+            http.idempotency,
+            IdempotencySpec::Header("Idempotency-Key".into())
+        );
+        assert_eq!(spec.tools["score_risk"].kind, ToolKind::Rust);
+
+        let kinds: Vec<&str> = spec
+            .steps
+            .iter()
+            .map(|s| match &s.kind {
+                StepKind::Tool { .. } => "tool",
+                StepKind::Model(_) => "model",
+                StepKind::Approval(_) => "approval",
+                StepKind::Gate(_) => "gate",
+                StepKind::Dedupe(_) => "dedupe",
+                StepKind::Set { .. } => "set",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["tool", "dedupe", "model", "gate", "tool", "approval", "set"]
+        );
+        let StepKind::Dedupe(dedupe) = &spec.steps[1].kind else {
+            panic!("dedupe")
+        };
+        assert_eq!(dedupe.ttl, Duration::from_secs(86_400));
+        assert!(dedupe.release_on_failure);
+        let StepKind::Model(model) = &spec.steps[2].kind else {
+            panic!("model")
+        };
+        assert_eq!(model.output, ModelOutput::Json);
+        let guardrail = model.guardrail.as_ref().unwrap();
+        assert_eq!(guardrail.min_confidence, 0.8);
+        assert_eq!(guardrail.confidence, "{{ output.confidence }}");
+        let StepKind::Approval(close) = &spec.steps[5].kind else {
+            panic!("approval")
+        };
+        assert_eq!(close.ttl, Some(Duration::from_secs(2 * 86_400)));
+        assert_eq!(close.on_reject, OnReject::Fail);
+        assert_eq!(spec.document["agent"], json!("refund-desk"));
+        assert_eq!(spec.hash, SpecHash::of_document(&spec.document));
+    }
+
+    #[test]
+    fn http_details_and_defaults() {
+        let spec = parse(
+            r#"version: 1
+agent: a
+tools:
+  t:
+    http:
+      method: patch
+      url: https://x.example
+      ok_status: [404, 409]
+      retry: { attempts: 3 }
+      idempotency: false
+  u:
+    http: { url: https://x.example, idempotency: { header: X-Request-Id }, body: raw }
+steps:
+  - id: one
+    tool: t
+  - id: two
+    tool: u
+  - id: three
+    approval:
+  - id: four
+    approval: { on_reject: continue, payload: [1, "{{ input.x }}"] }
+"#,
+        );
+        let ToolKind::Http(t) = &spec.tools["t"].kind else {
+            panic!()
+        };
+        assert_eq!(t.method, "PATCH");
+        assert_eq!(t.ok_status, [404, 409]);
+        assert_eq!(
+            t.retry,
+            Some(RetrySpec {
+                attempts: 3,
+                backoff: Duration::from_secs(1)
+            })
+        );
+        assert_eq!(t.idempotency, IdempotencySpec::Off);
+        let ToolKind::Http(u) = &spec.tools["u"].kind else {
+            panic!()
+        };
+        assert_eq!(u.method, "GET");
+        assert_eq!(
+            u.idempotency,
+            IdempotencySpec::Header("X-Request-Id".into())
+        );
+        assert_eq!(u.body.as_deref(), Some("raw"));
+        assert_eq!(
+            spec.steps[0].kind,
+            StepKind::Tool {
+                tool: "t".into(),
+                with: json!({})
+            }
+        );
+        let StepKind::Approval(four) = &spec.steps[3].kind else {
+            panic!()
+        };
+        assert_eq!(four.on_reject, OnReject::Continue);
+        assert_eq!(four.payload, Some(json!([1, "{{ input.x }}"])));
+        assert!(matches!(spec.steps[2].kind, StepKind::Approval(_)));
+    }
 }

@@ -160,6 +160,8 @@ fn json_output_is_one_event_per_line_with_run_id_seq_and_at() {
             "step_completed",
             "step_started",
             "step_completed",
+            "step_started",
+            "step_completed",
             "run_completed"
         ]
     );

@@ -9,7 +9,8 @@
 //! with the same journal mode and synchronous setting, so the ratio says how
 //! much of the disk's commit rate a cycle keeps.
 //!
-//! Run: `cargo bench --bench cycles` (TOLLGATE_BENCH_CYCLES to change the count).
+//! Run: `cargo bench --bench cycles` (TOLLGATE_BENCH_CYCLES to change the
+//! count, TOLLGATE_BENCH_SYNC=full|normal for one mode only).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -50,7 +51,13 @@ fn main() {
         "{:<8} {:>22} {:>26} {:>22} {:>8}",
         "sync", "tollgate cycles/s", "raw commits/s", "raw cycle-equiv/s", "ratio"
     );
-    for sync in [Synchronous::Full, Synchronous::Normal] {
+    // TOLLGATE_BENCH_SYNC=full|normal measures one mode only (for profiling).
+    let modes = match std::env::var("TOLLGATE_BENCH_SYNC").as_deref() {
+        Ok("full") => vec![Synchronous::Full],
+        Ok("normal") => vec![Synchronous::Normal],
+        _ => vec![Synchronous::Full, Synchronous::Normal],
+    };
+    for sync in modes {
         let mut ours = Vec::new();
         let mut raw = Vec::new();
         for _ in 0..REPEATS {

@@ -102,13 +102,24 @@ impl AgentRun {
 
     /// Start a run and drive it to its first pause or its end.
     pub async fn start(&self, input: Value, trigger: Value) -> Result<RunOutcome, RunError> {
-        let run_id = self.create(input, trigger).await?;
-        self.drive_new(&run_id).await
+        let (run, next_seq) = self.insert_run(input, trigger).await?;
+        let log = EventLog::new(&run.id, next_seq, self.events.clone());
+        self.drive(fresh_context(run), 0, None, log).await
     }
 
     /// Record a new run (durably) without executing it; `drive_new` executes
     /// it. Lets a server answer with the run id before the steps run.
-    pub async fn create(&self, input: Value, mut trigger: Value) -> Result<String, RunError> {
+    pub async fn create(&self, input: Value, trigger: Value) -> Result<String, RunError> {
+        Ok(self.insert_run(input, trigger).await?.0.id)
+    }
+
+    /// Insert the run and its `run_started` event; returns the record and
+    /// the next event number.
+    async fn insert_run(
+        &self,
+        input: Value,
+        mut trigger: Value,
+    ) -> Result<(RunRecord, u64), RunError> {
         pending_approval::scrub_trigger(&mut trigger);
         let now = crate::time::now();
         let run = RunRecord {
@@ -131,7 +142,7 @@ impl AgentRun {
         });
         self.store.create_run(&run, log.pending()).await?;
         log.published();
-        Ok(run.id)
+        Ok((run, log.next_seq))
     }
 
     /// Execute a run created with [`AgentRun::create`] from its first step.
@@ -148,15 +159,8 @@ impl AgentRun {
             .last()
             .map(|e| e.seq + 1)
             .unwrap_or(1);
-        let ctx = RunContext {
-            run_id: run.id.clone(),
-            agent: run.agent_id.clone(),
-            input: run.input,
-            trigger: run.trigger,
-            outputs: Map::new(),
-        };
         let log = EventLog::new(run_id, next_seq, self.events.clone());
-        self.drive(ctx, 0, None, log).await
+        self.drive(fresh_context(run), 0, None, log).await
     }
 
     /// Decide a pending approval by its key and resume the run in this
@@ -483,6 +487,17 @@ impl AgentRun {
                 let _ = self.store.release_key(&claim_key).await;
             }
         }
+    }
+}
+
+/// The context of a run that has not executed any step yet.
+fn fresh_context(run: RunRecord) -> RunContext {
+    RunContext {
+        run_id: run.id,
+        agent: run.agent_id,
+        input: run.input,
+        trigger: run.trigger,
+        outputs: Map::new(),
     }
 }
 

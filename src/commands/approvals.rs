@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use serde_json::json;
+use tollgate_runtime::Decision;
 use tollgate_runtime::store::{PendingQuery, SharedStore};
-use tollgate_runtime::{AgentRun, Decision};
 
 use crate::cli::{ApprovalsCommand, DecideArgs, StoreArgs};
 use crate::exit::{self, Failure};
@@ -132,7 +132,7 @@ async fn show(
 async fn decide(args: DecideArgs, decision: Decision) -> Result<i32, Failure> {
     let spec = super::load_spec(&args.spec)?;
     let store = open_swept(&args.store, Some(&args.spec)).await?;
-    let agent = AgentRun::new(spec, store);
+    let agent = super::agent(spec, store)?;
     let mut events = agent.subscribe();
     let decided_by = super::decider(args.by.as_deref());
     let outcome = agent.resume_by_key(&args.key, decision, &decided_by).await;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tollgate_runtime::store::{MemoryStore, SharedStore};
-use tollgate_runtime::{AgentRun, ApprovalRecord, Decision, RunOutcome, RunStatus};
+use tollgate_runtime::{ApprovalRecord, Decision, RunOutcome, RunStatus};
 
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
@@ -19,7 +19,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     } else {
         Arc::new(MemoryStore::new())
     };
-    let agent = AgentRun::new(spec, store);
+    let agent = super::agent(spec, store)?;
     if args.persist {
         agent.sweep_expired().await?;
     }

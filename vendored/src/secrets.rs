@@ -97,6 +97,133 @@ pub fn resolve_env(text: &str) -> Result<String, SecretError> {
     resolve_with(text, |name| std::env::var(name).ok())
 }
 
+// Sealing: how a call's templates use secrets without the secret ever
+// entering a template or its context.
+//
+// Before a call-time template is evaluated, every `${...}` written in the
+// spec is replaced by a placeholder that carries a per-process random nonce.
+// The template is evaluated as usual (placeholders are inert text), then the
+// placeholders in the result are replaced by the secret values. A `${NAME}`
+// that arrives in run data (an input, a model reply) has no nonce and is
+// never resolved, so data cannot pull a secret into a request.
+
+const SEAL_OPEN: char = '\u{E000}';
+const SEAL_CLOSE: char = '\u{E001}';
+
+fn nonce() -> &'static str {
+    static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NONCE.get_or_init(|| uuid::Uuid::new_v4().simple().to_string())
+}
+
+/// Replace every reference in spec text with an inert placeholder.
+pub fn seal(text: &str) -> std::borrow::Cow<'_, str> {
+    let refs = references(text);
+    if refs.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + refs.len() * 40);
+    let mut last = 0;
+    for r in refs {
+        out.push_str(&text[last..r.start]);
+        out.push(SEAL_OPEN);
+        out.push_str(nonce());
+        out.push_str(&text[r.start..r.end]);
+        out.push(SEAL_CLOSE);
+        last = r.end;
+    }
+    out.push_str(&text[last..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Undo [`seal`] without resolving: the text as written in the spec.
+pub fn unseal_as_written(text: &str) -> String {
+    let prefix = format!("{SEAL_OPEN}{}", nonce());
+    text.replace(&prefix, "").replace(SEAL_CLOSE, "")
+}
+
+/// Replace the placeholders in an evaluated string with secret values from
+/// `lookup`. Records every value used in `used`, so outputs and errors can be
+/// redacted afterwards.
+pub fn unseal_with(
+    text: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+    used: &mut Vec<String>,
+) -> Result<String, SecretError> {
+    let prefix = format!("{SEAL_OPEN}{}", nonce());
+    if !text.contains(&prefix) {
+        return Ok(text.to_string());
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(&prefix) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + prefix.len()..];
+        let Some(end) = after.find(SEAL_CLOSE) else {
+            out.push_str(&rest[start..]);
+            rest = "";
+            break;
+        };
+        let reference = &after[..end];
+        let value = resolve_with(reference, lookup)?;
+        if !value.is_empty() && value != reference {
+            used.push(value.clone());
+        }
+        out.push_str(&value);
+        rest = &after[end + SEAL_CLOSE.len_utf8()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Replaces secret values that a downstream echoed back (in a response
+/// body, an error) with `[redacted]`, so they never reach the store.
+#[derive(Debug, Default, Clone)]
+pub struct Redactor {
+    values: Vec<String>,
+}
+
+impl Redactor {
+    pub fn new(mut values: Vec<String>) -> Redactor {
+        // Short values would redact ordinary words; secrets are not that short.
+        values.retain(|v| v.len() >= 4);
+        // Longest first, so a secret containing another is replaced whole.
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        Redactor { values }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    pub fn text(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for v in &self.values {
+            if out.contains(v.as_str()) {
+                out = out.replace(v.as_str(), "[redacted]");
+            }
+        }
+        out
+    }
+
+    pub fn value(&self, value: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        if self.values.is_empty() {
+            return value;
+        }
+        match value {
+            Value::String(s) => Value::String(self.text(&s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (self.text(&k), self.value(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +246,30 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "environment variable C is not set (referenced as ${C})"
+        );
+    }
+
+    #[test]
+    fn sealed_references_resolve_only_from_spec_text() {
+        let env = |n: &str| (n == "TOKEN").then(|| "s3cr3t-value".to_string());
+        let sealed = seal("Bearer ${TOKEN}");
+        assert!(!sealed.contains("${TOKEN}") || sealed.contains(SEAL_OPEN));
+        // Data that merely looks like a reference stays as it is.
+        let evaluated = format!("{sealed} for ${{TOKEN}}");
+        let mut used = Vec::new();
+        let out = unseal_with(&evaluated, &env, &mut used).unwrap();
+        assert_eq!(out, "Bearer s3cr3t-value for ${TOKEN}");
+        assert_eq!(used, vec!["s3cr3t-value".to_string()]);
+        assert_eq!(unseal_as_written(&sealed), "Bearer ${TOKEN}");
+    }
+
+    #[test]
+    fn redactor_replaces_echoed_secrets() {
+        let r = Redactor::new(vec!["s3cr3t-value".into(), "ab".into()]);
+        let v = serde_json::json!({"echo": "got s3cr3t-value", "n": 1, "ab": "ab"});
+        assert_eq!(
+            r.value(v),
+            serde_json::json!({"echo": "got [redacted]", "n": 1, "ab": "ab"})
         );
     }
 

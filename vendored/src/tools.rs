@@ -4,11 +4,21 @@
 //! client and custom Rust tools can be swapped or extended (an exported crate
 //! registers its `rust:` tools) without touching the workflow.
 
+pub mod custom;
+pub mod http;
+pub mod model;
+pub mod template;
+
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::spec::{ModelConfig, ModelStep, ToolSpec};
+use crate::expr::Context;
+use crate::spec::{ModelConfig, ModelStep, Spec, ToolKind, ToolSpec};
+
+pub use custom::{CustomTool, CustomTools, MissingCustomTools};
 
 /// Why a tool or model call failed. The message never contains a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -25,7 +35,7 @@ impl ToolError {
     }
 }
 
-/// Identity of one call, for idempotency keys and logs.
+/// Identity and scope of one call.
 #[derive(Debug, Clone)]
 pub struct CallContext {
     pub run_id: String,
@@ -33,6 +43,8 @@ pub struct CallContext {
     /// Set when the call was approved by a person: derived from the approval
     /// key and the step, stable across repeats of the same approved call.
     pub idempotency_key: Option<String>,
+    /// What the tool's own templates can read: the run's context plus `args`.
+    pub scope: Context,
 }
 
 /// A fully evaluated model request.
@@ -91,6 +103,57 @@ impl ToolInvoker for Unavailable {
             "step {:?} cannot call a model: no model client is configured",
             call.step_id
         )))
+    }
+}
+
+/// The tools of a real process: HTTP tools and the model client over one
+/// shared connection pool, and the custom Rust tools registered with it.
+#[derive(Clone)]
+pub struct Toolbox {
+    http: reqwest::Client,
+    custom: Arc<CustomTools>,
+}
+
+impl Toolbox {
+    pub fn new() -> Result<Toolbox, ToolError> {
+        Ok(Toolbox {
+            http: http::client()?,
+            custom: Arc::new(CustomTools::default()),
+        })
+    }
+
+    /// Use these custom (`rust:`) tool implementations.
+    pub fn with_custom_tools(mut self, custom: CustomTools) -> Toolbox {
+        self.custom = Arc::new(custom);
+        self
+    }
+
+    /// Refuse a spec whose `rust:` tools have no implementation here.
+    pub fn check(&self, spec: &Spec) -> Result<(), MissingCustomTools> {
+        self.custom.check(spec)
+    }
+}
+
+#[async_trait]
+impl ToolInvoker for Toolbox {
+    async fn call_tool(
+        &self,
+        tool: &ToolSpec,
+        args: &Value,
+        call: &CallContext,
+    ) -> Result<Value, ToolError> {
+        match &tool.kind {
+            ToolKind::Http(spec) => http::call(&self.http, tool, spec, call).await,
+            ToolKind::Rust => self.custom.call(&tool.name, args, call).await,
+        }
+    }
+
+    async fn call_model(
+        &self,
+        request: ModelRequest<'_>,
+        call: &CallContext,
+    ) -> Result<Value, ToolError> {
+        model::call(&self.http, request, call).await
     }
 }
 

@@ -270,6 +270,7 @@ async fn tool_step(
         run_id: ctx.run_id.clone(),
         step_id: step.id.clone(),
         idempotency_key: None,
+        scope: Context::new(),
     };
     let args = if tool.approval_required {
         match decision {
@@ -300,6 +301,7 @@ async fn tool_step(
     } else {
         args
     };
+    call.scope = ectx.with("args", args.clone());
     env.tools
         .call_tool(tool, &args, &call)
         .await
@@ -326,6 +328,7 @@ async fn model_step(
         run_id: ctx.run_id.clone(),
         step_id: step.id.clone(),
         idempotency_key: None,
+        scope: ectx.clone(),
     };
     let request = ModelRequest {
         step: model,

@@ -1,0 +1,82 @@
+//! Custom tools: `rust: {}` in a spec, implemented in Rust by the user of an
+//! exported crate (or any program embedding the runtime).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use thiserror::Error;
+
+use super::{CallContext, ToolError};
+use crate::spec::{Spec, ToolKind};
+
+/// A tool implemented in Rust. `args` are the step's evaluated `with:`
+/// arguments (or the edited ones, after a modify decision).
+#[async_trait]
+pub trait CustomTool: Send + Sync {
+    async fn call(&self, args: Value, call: &CallContext) -> Result<Value, ToolError>;
+}
+
+/// Registered custom tools, by tool name.
+#[derive(Default, Clone)]
+pub struct CustomTools {
+    tools: BTreeMap<String, Arc<dyn CustomTool>>,
+}
+
+/// A spec names `rust:` tools this program does not implement.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "tool{} {} {} implemented in Rust (`rust: {{}}`) and not available here: export the spec with `tollgate export SPEC --out DIR` and implement {} in DIR/src/custom_tools.rs",
+    if .names.len() == 1 { "" } else { "s" },
+    .names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", "),
+    if .names.len() == 1 { "is" } else { "are" },
+    if .names.len() == 1 { "it" } else { "them" }
+)]
+pub struct MissingCustomTools {
+    pub names: Vec<String>,
+}
+
+impl CustomTools {
+    pub fn new() -> CustomTools {
+        CustomTools::default()
+    }
+
+    pub fn register(&mut self, name: &str, tool: Arc<dyn CustomTool>) -> &mut CustomTools {
+        self.tools.insert(name.to_string(), tool);
+        self
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    /// Every `rust:` tool of the spec must be registered.
+    pub fn check(&self, spec: &Spec) -> Result<(), MissingCustomTools> {
+        let names: Vec<String> = spec
+            .tools
+            .values()
+            .filter(|t| matches!(t.kind, ToolKind::Rust) && !self.contains(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
+        if names.is_empty() {
+            Ok(())
+        } else {
+            Err(MissingCustomTools { names })
+        }
+    }
+
+    pub async fn call(
+        &self,
+        name: &str,
+        args: &Value,
+        call: &CallContext,
+    ) -> Result<Value, ToolError> {
+        match self.tools.get(name) {
+            Some(tool) => tool.call(args.clone(), call).await,
+            None => Err(ToolError::new(format!(
+                "tool {name:?} is implemented in Rust and not registered in this program"
+            ))),
+        }
+    }
+}

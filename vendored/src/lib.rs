@@ -17,7 +17,7 @@ pub mod workflow;
 
 pub use events::{Event, EventKind};
 pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision, Phase};
-pub use run::{AgentRun, RunError, RunOutcome};
+pub use run::{AgentRun, ClaimedDecision, RunError, RunOutcome};
 pub use run_state::{RunRecord, RunStatus};
 pub use spec::{Spec, SpecError, SpecHash};
 pub use store::{SharedStore, StateStore, StoreError};

@@ -62,6 +62,14 @@ pub struct RunOutcome {
     pub pending: Option<ApprovalRecord>,
 }
 
+/// A decision that won its claim; the run waits for [`AgentRun::resume_claimed`].
+#[derive(Debug, Clone)]
+pub struct ClaimedDecision {
+    /// The record as decided.
+    pub record: ApprovalRecord,
+    next_seq: u64,
+}
+
 /// One agent (a spec) bound to a store and its tools.
 #[derive(Clone)]
 pub struct AgentRun {
@@ -171,6 +179,20 @@ impl AgentRun {
         decision: Decision,
         decided_by: &str,
     ) -> Result<RunOutcome, RunError> {
+        let claimed = self.claim(key, decision, decided_by).await?;
+        self.resume_claimed(claimed).await
+    }
+
+    /// The first half of a resume: check and claim the decision (one
+    /// conditional write). Once this returns, the decision is final and the
+    /// caller owns the run's continuation: pass the result to
+    /// [`AgentRun::resume_claimed`] (a server answers in between).
+    pub async fn claim(
+        &self,
+        key: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<ClaimedDecision, RunError> {
         let record = self
             .store
             .get_approval(key)
@@ -195,7 +217,16 @@ impl AgentRun {
         let claimed = self.store.claim(&claim).await?;
         // The claim stored this event; announce it.
         let _ = self.events.send(claimed.event.clone());
-        self.continue_after_claim(claimed.record, claimed.event.seq + 1)
+        Ok(ClaimedDecision {
+            next_seq: claimed.event.seq + 1,
+            record: claimed.record,
+        })
+    }
+
+    /// The second half of a resume: re-enter the run at its gate with the
+    /// claimed decision and drive it to its next pause or its end.
+    pub async fn resume_claimed(&self, claimed: ClaimedDecision) -> Result<RunOutcome, RunError> {
+        self.continue_after_claim(claimed.record, claimed.next_seq)
             .await
     }
 

@@ -94,24 +94,57 @@ pub fn record(r: &ApprovalRecord) {
 
 /// A table of records, for `approvals list`.
 pub fn table(records: &[ApprovalRecord]) {
+    print_table(
+        records,
+        "no pending approvals",
+        ["KEY", "AGENT", "STEP", "PHASE", "EXPIRES", "MESSAGE"],
+        |r| {
+            [
+                r.phase.as_str().to_string(),
+                r.expires_at.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+                one_line(r.message.as_deref().unwrap_or("")),
+            ]
+        },
+    );
+}
+
+/// Decided records whose run never finished, for `approvals list --stuck`.
+pub fn stuck_table(records: &[ApprovalRecord]) {
+    print_table(
+        records,
+        "no stuck claims",
+        ["KEY", "AGENT", "STEP", "STATUS", "DECIDED BY", "DECIDED AT"],
+        |r| {
+            [
+                r.status.as_str().to_string(),
+                r.decided_by.clone().unwrap_or_default(),
+                r.decided_at.map(timestamp).unwrap_or_default(),
+            ]
+        },
+    );
+}
+
+/// Key, agent and step, then three columns of the caller's choosing.
+fn print_table(
+    records: &[ApprovalRecord],
+    empty: &str,
+    header: [&str; 6],
+    rest: impl Fn(&ApprovalRecord) -> [String; 3],
+) {
     if records.is_empty() {
-        println!("no pending approvals");
+        println!("{empty}");
         return;
     }
-    println!(
-        "{:<36}  {:<20}  {:<16}  {:<6}  {:<20}  MESSAGE",
-        "KEY", "AGENT", "STEP", "PHASE", "EXPIRES"
-    );
+    let row = |c: [&str; 6]| {
+        format!(
+            "{:<36}  {:<20}  {:<16}  {:<10}  {:<20}  {}",
+            c[0], c[1], c[2], c[3], c[4], c[5]
+        )
+    };
+    println!("{}", row(header));
     for r in records {
-        println!(
-            "{:<36}  {:<20}  {:<16}  {:<6}  {:<20}  {}",
-            r.key,
-            r.agent_id,
-            r.step_id,
-            r.phase.as_str(),
-            r.expires_at.format("%Y-%m-%d %H:%M:%SZ"),
-            one_line(r.message.as_deref().unwrap_or(""))
-        );
+        let [a, b, c] = rest(r);
+        println!("{}", row([&r.key, &r.agent_id, &r.step_id, &a, &b, &c]));
     }
 }
 
@@ -137,28 +170,5 @@ fn one_line(text: &str) -> String {
         format!("{cut}…")
     } else {
         flat
-    }
-}
-
-/// Decided records whose run never finished, for `approvals list --stuck`.
-pub fn stuck_table(records: &[ApprovalRecord]) {
-    if records.is_empty() {
-        println!("no stuck claims");
-        return;
-    }
-    println!(
-        "{:<36}  {:<20}  {:<16}  {:<9}  {:<16}  DECIDED AT",
-        "KEY", "AGENT", "STEP", "STATUS", "DECIDED BY"
-    );
-    for r in records {
-        println!(
-            "{:<36}  {:<20}  {:<16}  {:<9}  {:<16}  {}",
-            r.key,
-            r.agent_id,
-            r.step_id,
-            r.status.as_str(),
-            r.decided_by.as_deref().unwrap_or(""),
-            r.decided_at.map(timestamp).unwrap_or_default()
-        );
     }
 }

@@ -449,14 +449,7 @@ impl AgentRun {
             created_at: now,
             expires_at: crate::time::add(now, gate.ttl),
         };
-        log.emit(EventKind::AwaitingApproval {
-            key: record.key.clone(),
-            step: record.step_id.clone(),
-            phase: record.phase,
-            message: record.message.clone(),
-            payload: record.payload.clone(),
-            expires_at: record.expires_at,
-        });
+        log.emit(EventKind::awaiting(&record));
         let pause = Pause {
             record: record.clone(),
             at: now,

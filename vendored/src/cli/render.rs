@@ -1,11 +1,12 @@
 //! What the CLI prints: run outcomes, approval records, event lines.
 
 use std::io::Write;
-use std::path::Path;
 
 use serde_json::Value;
 use tokio::sync::broadcast;
-use tollgate_runtime::{ApprovalRecord, Event, RunOutcome, RunStatus};
+
+use super::common::SpecSource;
+use crate::{ApprovalRecord, Event, RunOutcome, RunStatus};
 
 /// Print every event already published on `events` as one JSON line each.
 pub fn drain_events(events: &mut broadcast::Receiver<Event>) {
@@ -19,7 +20,7 @@ pub fn drain_events(events: &mut broadcast::Receiver<Event>) {
 }
 
 /// A human summary of where a run stands.
-pub fn outcome(outcome: &RunOutcome, spec: &Path) {
+pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
     match outcome.status {
         RunStatus::Completed => {
             println!("run {} completed", outcome.run_id);
@@ -37,9 +38,10 @@ pub fn outcome(outcome: &RunOutcome, spec: &Path) {
                 println!("key: {}", record.key);
                 println!("expires: {}", timestamp(record.expires_at));
                 println!(
-                    "approve: tollgate approvals approve {} --spec {}",
+                    "approve: {} approvals approve {}{}",
+                    program_name(),
                     record.key,
-                    spec.display()
+                    spec.spec_flag()
                 );
             }
         }
@@ -146,6 +148,18 @@ fn print_table(
         let [a, b, c] = rest(r);
         println!("{}", row([&r.key, &r.agent_id, &r.step_id, &a, &b, &c]));
     }
+}
+
+/// This binary's name as the user typed it (tollgate, or an exported server).
+fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|arg0| {
+            std::path::Path::new(&arg0)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "tollgate".into())
 }
 
 pub fn pretty(v: &Value) -> String {

@@ -509,3 +509,32 @@ async fn a_raw_body_and_custom_headers_are_sent_as_written() {
     assert_eq!(call.header("content-type"), Some("text/csv"));
     assert_eq!(call.body_text(), "id,amount\nA-7,40");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redirects_are_followed_within_the_origin_only() {
+    let elsewhere = StubServer::start(|_| Response::json(200, json!({"leaked": true})));
+    let away = elsewhere.url("/catch");
+    let stub = StubServer::start(move |req| match req.path() {
+        "/old" => Response::text(307, "").with_header("Location", "/new"),
+        "/new" => Response::json(200, json!({"moved": true})),
+        _ => Response::text(302, "").with_header("Location", &away),
+    });
+    let tool = r#"http:
+  url: "@BASE@/old"
+  headers: { X-Api-Key: "${API_KEY:-k-123456}" }
+"#
+    .replace("@BASE@", &stub.url(""));
+    let outcome = run_in_process(&one_tool_spec(&tool, "{}"), json!({})).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.error);
+    assert_eq!(outcome.outputs["call"]["body"], json!({"moved": true}));
+
+    let tool = tool.replace("/old", "/away");
+    let outcome = run_in_process(&one_tool_spec(&tool, "{}"), json!({})).await;
+    assert_eq!(outcome.status, RunStatus::Failed);
+    assert!(outcome.error.unwrap().contains("302"));
+    assert_eq!(
+        elsewhere.count(),
+        0,
+        "the secret header never left the origin"
+    );
+}

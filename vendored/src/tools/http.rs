@@ -33,12 +33,36 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Larger responses fail the call: outputs are stored with the run.
 pub const MAX_RESPONSE_BYTES: usize = 10 * 1024 * 1024;
 
+/// Redirects followed before a call fails.
+const MAX_REDIRECTS: usize = 10;
+
 /// The process-wide client: one connection pool for every tool and model call.
 pub fn client() -> Result<reqwest::Client, ToolError> {
     reqwest::Client::builder()
         .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")))
+        .redirect(same_origin_redirects())
         .build()
         .map_err(|e| ToolError::new(format!("cannot build the HTTP client: {e}")))
+}
+
+/// Follow redirects only within the origin that was called. reqwest drops
+/// `Authorization` on a cross-host redirect, but not a spec's own secret
+/// headers (`X-Api-Key: ${KEY}`), nor an https -> http downgrade; so the 3xx
+/// is returned instead, and fails the call unless `ok_status` lists it.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .last()
+            .is_some_and(|from| from.origin() == attempt.url().origin());
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error("too many redirects")
+        } else if same_origin {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }
 
 /// Why an HTTP tool call failed. Messages may quote evaluated values (a URL,

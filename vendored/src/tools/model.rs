@@ -74,6 +74,8 @@ pub enum ModelError {
     TooLarge { host: String },
     #[error("model endpoint {host} sent an unusable reply: {problem}")]
     BadReply { host: String, problem: String },
+    #[error("output: json needs a JSON object, but the answer from {host} is {problem}")]
+    NotAnObject { host: String, problem: String },
 }
 
 impl From<ModelError> for ToolError {
@@ -152,7 +154,12 @@ async fn ask(
     }
     let reply = reply::parse(&text).map_err(|problem| endpoint.bad_reply(problem))?;
     let output = match output_kind {
-        ModelOutput::Json => reply::json_object(&reply).map_err(|p| endpoint.bad_reply(p))?,
+        ModelOutput::Json => {
+            reply::json_object(&reply).map_err(|problem| ModelError::NotAnObject {
+                host: endpoint.host.clone(),
+                problem,
+            })?
+        }
         ModelOutput::Text => reply::text_output(&reply.content),
     };
     Ok(reply::with_usage(output, reply.usage))

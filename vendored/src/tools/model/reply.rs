@@ -69,7 +69,8 @@ fn usage(body: &Value) -> Value {
     })
 }
 
-/// The JSON object an `output: json` step requires of the content.
+/// The JSON object an `output: json` step requires of the content; the
+/// error says what the content is instead.
 /// Surrounding whitespace and a Markdown code fence are tolerated, because
 /// models add them even when asked not to.
 pub fn json_object(reply: &Reply) -> Result<Value, String> {
@@ -82,12 +83,12 @@ pub fn json_object(reply: &Reply) -> Result<Value, String> {
     match serde_json::from_str::<Value>(inner) {
         Ok(Value::Object(map)) => Ok(Value::Object(map)),
         Ok(other) => Err(format!(
-            "output: json expects a JSON object, the reply is {}{cut_off}: {}",
+            "{}{cut_off}: {}",
             kind(&other),
             excerpt(&reply.content)
         )),
         Err(e) => Err(format!(
-            "output: json expects a JSON object, the reply is not JSON ({e}){cut_off}: {}",
+            "not JSON ({e}){cut_off}: {}",
             excerpt(&reply.content)
         )),
     }

@@ -181,6 +181,24 @@ fn modify_replaces_the_output_the_next_step_sees() {
 }
 
 #[test]
+fn a_replacement_output_that_is_not_an_object_is_refused_and_the_gate_stays_open() {
+    let stub = StubServer::start(|_| json_reply(low_confidence()));
+    let (ws, key, _) = paused_workspace(&stub);
+
+    let refused = decide(&ws, &stub, "approve", &key, &["--payload", "[7]"]);
+    assert_exit(&refused, 2);
+    assert!(
+        common::stderr(&refused).contains("must be a JSON object"),
+        "{}",
+        common::stderr(&refused)
+    );
+    let approved = decide(&ws, &stub, "approve", &key, &[]);
+    assert_success(&approved);
+    assert!(event(&approved, "run_completed").is_some());
+    assert_eq!(stub.count(), 1);
+}
+
+#[test]
 fn reject_ends_the_run_and_runs_nothing_after_the_step() {
     let stub = StubServer::start(|_| json_reply(low_confidence()));
     let (ws, key, _) = paused_workspace(&stub);

@@ -47,12 +47,13 @@ pub const EXCERPT_CHARS: usize = 200;
 /// Replies larger than this are refused rather than buffered.
 const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
 
-/// Why a model call failed. Never holds a secret value unredacted: the
-/// message is redacted before it leaves this module.
+/// Why a model call failed. Private on purpose: its text only leaves this
+/// module through [`call_with_secrets`], which redacts it.
 #[derive(Debug, Error)]
-pub enum ModelError {
-    #[error("{0}")]
-    Secret(String),
+enum ModelError {
+    /// A setting could not be resolved (an unset `${NAME}`).
+    #[error("model {what}: {message}")]
+    Setting { what: &'static str, message: String },
     #[error("no model name: set `name:` in the step's model or in the spec's `model:` block")]
     NoModelName,
     #[error("model base_url {base_url:?} is not a valid http(s) URL: {reason}")]
@@ -78,12 +79,6 @@ pub enum ModelError {
     NotAnObject { host: String, problem: String },
 }
 
-impl From<ModelError> for ToolError {
-    fn from(e: ModelError) -> Self {
-        ToolError::new(e.to_string())
-    }
-}
-
 fn secs(d: Duration) -> String {
     let ms = d.as_millis();
     if ms % 1000 == 0 {
@@ -103,6 +98,8 @@ pub async fn call(
 }
 
 /// Ask the model with credentials from `secrets` (tests pass a table).
+/// The call context is unused: a model step never pauses before its call,
+/// so it carries no idempotency key.
 pub async fn call_with_secrets(
     client: &reqwest::Client,
     request: &ModelRequest<'_>,

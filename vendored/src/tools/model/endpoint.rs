@@ -14,7 +14,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One resolved endpoint. Deliberately not `Debug`: it holds the key.
-pub struct Endpoint {
+pub(super) struct Endpoint {
     pub url: reqwest::Url,
     /// `host[:port]`: what errors name (never the full URL, which may carry
     /// credentials in its user info or query).
@@ -27,7 +27,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn resolve(
+    pub(super) fn resolve(
         step: &ModelStep,
         defaults: Option<&ModelConfig>,
         secrets: &mut CallSecrets,
@@ -60,7 +60,7 @@ impl Endpoint {
     }
 
     /// A failure to send or to read the reply.
-    pub fn transport(&self, e: &reqwest::Error) -> ModelError {
+    pub(super) fn transport(&self, e: &reqwest::Error) -> ModelError {
         if e.is_timeout() {
             return ModelError::Timeout {
                 host: self.host.clone(),
@@ -73,7 +73,7 @@ impl Endpoint {
         }
     }
 
-    pub fn bad_reply(&self, problem: String) -> ModelError {
+    pub(super) fn bad_reply(&self, problem: String) -> ModelError {
         ModelError::BadReply {
             host: self.host.clone(),
             problem,
@@ -84,16 +84,17 @@ impl Endpoint {
 /// Resolve one setting; an empty value counts as unset, so
 /// `${OPENAI_BASE_URL:-}` falls back to the default.
 fn resolve(
-    what: &str,
+    what: &'static str,
     written: Option<String>,
     secrets: &mut CallSecrets,
 ) -> Result<Option<String>, ModelError> {
     let Some(written) = written else {
         return Ok(None);
     };
-    let value = secrets
-        .literal(&written)
-        .map_err(|e| ModelError::Secret(format!("model {what}: {}", e.message)))?;
+    let value = secrets.literal(&written).map_err(|e| ModelError::Setting {
+        what,
+        message: e.message,
+    })?;
     let value = value.trim();
     Ok((!value.is_empty()).then(|| value.to_string()))
 }

@@ -179,8 +179,15 @@ pub fn is_truthy(value: &Value) -> bool {
 }
 
 fn to_json(template: &str, value: &minijinja::Value) -> Result<Value, ExprError> {
+    // minijinja's strict mode only objects when an undefined value is
+    // printed or iterated; a lone expression hands it back as it is. A typo
+    // must not become a null sent to a payment API.
     if value.is_undefined() {
-        return Ok(Value::Null);
+        return Err(ExprError {
+            message: format!(
+                "in {template:?}: undefined value (a name or field that does not exist; use `| default(...)` or `is defined` for optional ones)"
+            ),
+        });
     }
     serde_json::to_value(value).map_err(|e| ExprError {
         message: format!("in {template:?}: result is not representable as JSON: {e}"),
@@ -285,6 +292,16 @@ mod tests {
     fn undefined_names_are_errors() {
         let err = evaluate_str("{{ input.missing.deeper }}", &ctx()).unwrap_err();
         assert!(err.message.contains("undefined"), "{}", err.message);
+        let err = evaluate_str("{{ input.missing }}", &ctx()).unwrap_err();
+        assert!(err.message.contains("undefined"), "{}", err.message);
+        assert_eq!(
+            evaluate_str("{{ input.missing | default('x') }}", &ctx()).unwrap(),
+            json!("x")
+        );
+        assert_eq!(
+            evaluate_str("{{ input.missing is defined }}", &ctx()).unwrap(),
+            json!(false)
+        );
     }
 
     #[test]

@@ -821,51 +821,66 @@ pub async fn stuck_lists_decided_runs_that_never_finished(store: SharedStore) {
 pub async fn claim_key_is_exclusive_until_released_or_expired(store: SharedStore) {
     assert!(
         store
-            .claim_key("dedupe:1", at(0), at(60))
+            .claim_key("dedupe:1", "run-a", at(0), at(60))
             .await
             .expect("first")
     );
     assert!(
         !store
-            .claim_key("dedupe:1", at(10), at(70))
+            .claim_key("dedupe:1", "run-b", at(10), at(70))
             .await
             .expect("live claim")
     );
     assert!(
         store
-            .claim_key("dedupe:2", at(10), at(70))
+            .claim_key("dedupe:2", "run-b", at(10), at(70))
             .await
             .expect("other key")
     );
     // Expiry is inclusive: at 60 the first claim is over and can be taken.
     assert!(
         store
-            .claim_key("dedupe:1", at(60), at(120))
+            .claim_key("dedupe:1", "run-c", at(60), at(120))
             .await
             .expect("takeover")
     );
     assert!(
         !store
-            .claim_key("dedupe:1", at(100), at(200))
+            .claim_key("dedupe:1", "run-d", at(100), at(200))
             .await
             .expect("taken over")
     );
-    store.release_key("dedupe:1").await.expect("release");
+    // The first owner's claim expired and was taken over: its release must
+    // not free run-c's claim.
+    store
+        .release_key("dedupe:1", "run-a")
+        .await
+        .expect("stale release");
+    assert!(
+        !store
+            .claim_key("dedupe:1", "run-d", at(100), at(200))
+            .await
+            .expect("still held by run-c")
+    );
+    store
+        .release_key("dedupe:1", "run-c")
+        .await
+        .expect("release");
     assert!(
         store
-            .claim_key("dedupe:1", at(101), at(200))
+            .claim_key("dedupe:1", "run-d", at(101), at(200))
             .await
             .expect("after release")
     );
     store
-        .release_key("never-claimed")
+        .release_key("never-claimed", "run-a")
         .await
         .expect("releasing a free key is fine");
 
     let racers: Vec<_> = (0..16)
         .map(|_| {
             let store = Arc::clone(&store);
-            tokio::spawn(async move { store.claim_key("tick", at(0), at(60)).await })
+            tokio::spawn(async move { store.claim_key("tick", "node", at(0), at(60)).await })
         })
         .collect();
     let mut won = 0;

@@ -523,7 +523,7 @@ impl AgentRun {
             if let Some(key) = key {
                 let claim_key = workflow::dedupe_claim_key(&self.spec.agent, key);
                 // Best effort: if this fails the key simply expires with its TTL.
-                let _ = self.store.release_key(&claim_key).await;
+                let _ = self.store.release_key(&claim_key, &ctx.run_id).await;
             }
         }
     }

@@ -156,17 +156,20 @@ pub trait StateStore: Send + Sync + 'static {
     /// The run's events with `seq > after_seq`, in order.
     async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>>;
 
-    /// Claim a dedupe (or scheduler tick) key until `expires_at`. True when
-    /// this caller got it: the key was free or its previous claim expired.
+    /// Claim a dedupe (or scheduler tick) key for `owner` until
+    /// `expires_at`. True when this caller got it: the key was free or its
+    /// previous claim expired.
     async fn claim_key(
         &self,
         key: &str,
+        owner: &str,
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool>;
 
-    /// Release a claimed key (a failed run lets a retry through).
-    async fn release_key(&self, key: &str) -> StoreResult<()>;
+    /// Release a key `owner` claimed (a failed run lets a retry through). A
+    /// claim that expired and was taken over by someone else is left alone.
+    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()>;
 }
 
 pub type SharedStore = Arc<dyn StateStore>;

@@ -236,7 +236,12 @@ async fn dedupe_step(
     let until = crate::time::add(now, dedupe.ttl);
     let claimed = env
         .store
-        .claim_key(&dedupe_claim_key(&env.spec.agent, &key), now, until)
+        .claim_key(
+            &dedupe_claim_key(&env.spec.agent, &key),
+            &ctx.run_id,
+            now,
+            until,
+        )
         .await
         .map_err(StepFailure::Store)?;
     Ok(if claimed {

@@ -22,8 +22,8 @@ struct State {
     runs: HashMap<String, RunRecord>,
     events: HashMap<String, Vec<Event>>,
     approvals: HashMap<String, ApprovalRecord>,
-    /// Dedupe and scheduler claims: key -> expires_at.
-    claims: BTreeMap<String, DateTime<Utc>>,
+    /// Dedupe and scheduler claims: key -> (owner, expires_at).
+    claims: BTreeMap<String, (String, DateTime<Utc>)>,
 }
 
 #[derive(Default)]
@@ -286,21 +286,26 @@ impl StateStore for MemoryStore {
     async fn claim_key(
         &self,
         key: &str,
+        owner: &str,
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let mut s = self.lock();
         match s.claims.get(key) {
-            Some(until) if *until > now => Ok(false),
+            Some((_, until)) if *until > now => Ok(false),
             _ => {
-                s.claims.insert(key.to_string(), expires_at);
+                s.claims
+                    .insert(key.to_string(), (owner.to_string(), expires_at));
                 Ok(true)
             }
         }
     }
 
-    async fn release_key(&self, key: &str) -> StoreResult<()> {
-        self.lock().claims.remove(key);
+    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
+        let mut s = self.lock();
+        if s.claims.get(key).is_some_and(|(o, _)| o == owner) {
+            s.claims.remove(key);
+        }
         Ok(())
     }
 }

@@ -351,17 +351,19 @@ impl StateStore for SqliteStore {
     async fn claim_key(
         &self,
         key: &str,
+        owner: &str,
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let key = key.to_string();
+        let (key, owner) = (key.to_string(), owner.to_string());
         let (now, expires_at) = (format_utc(now), format_utc(expires_at));
-        self.write(move |conn| ops::claim_key(conn, &key, &now, &expires_at))
+        self.write(move |conn| ops::claim_key(conn, &key, &owner, &now, &expires_at))
             .await
     }
 
-    async fn release_key(&self, key: &str) -> StoreResult<()> {
-        let key = key.to_string();
-        self.write(move |conn| ops::release_key(conn, &key)).await
+    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
+        let (key, owner) = (key.to_string(), owner.to_string());
+        self.write(move |conn| ops::release_key(conn, &key, &owner))
+            .await
     }
 }

@@ -81,5 +81,6 @@ CREATE INDEX tollgate_approvals_expiry_idx
 
 CREATE TABLE tollgate_claims (
     key         TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
     expires_at  TEXT NOT NULL
 );

@@ -27,6 +27,9 @@ pub struct ExportReport {
     pub unchanged: usize,
     /// Your edited files that were kept, each with `PATH.new` beside it.
     pub kept_with_new: Vec<String>,
+    /// Your edited files, kept; the generated version has not changed since
+    /// the last export.
+    pub kept_edited: Vec<String>,
     /// Files no longer generated, removed.
     pub removed: Vec<String>,
     /// Files no longer generated but edited, kept.
@@ -97,6 +100,7 @@ pub fn export(
                 });
                 report.kept_with_new.push(path);
             }
+            Action::KeepEdited(path) => report.kept_edited.push(path),
             Action::Remove(path) => {
                 removals.push(path.clone());
                 report.removed.push(path);

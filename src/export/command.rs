@@ -97,7 +97,7 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     for path in &report.kept_orphans {
         println!("kept {path}: no longer generated, but edited since the last export");
     }
-    println!(
+    let mut summary = format!(
         "exported {} (spec {}) to {}: {} files, {} written, {} unchanged",
         plan.agent,
         &plan.spec_hash[..12],
@@ -106,6 +106,11 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
         report.written.len(),
         report.unchanged
     );
+    let kept = report.kept_edited.len() + report.kept_with_new.len();
+    if kept > 0 {
+        summary.push_str(&format!(", {kept} of yours kept as you edited them"));
+    }
+    println!("{summary}");
     Ok(0)
 }
 

@@ -22,9 +22,13 @@ pub enum Action {
     Write(String),
     /// Already what the plan says.
     Unchanged(String),
-    /// A file of yours edited since the last export: keep it, and write the
-    /// new version beside it as `PATH.new`.
+    /// A file of yours edited since the last export, while the generated
+    /// version changed: keep it, and write the new version beside it as
+    /// `PATH.new`.
     KeepWriteNew(String),
+    /// A file of yours edited since the last export; the generated version
+    /// is the one you last saw, so there is nothing new to offer.
+    KeepEdited(String),
     /// No longer generated and not edited: remove it.
     Remove(String),
     /// No longer generated, but edited since the last export: keep it.
@@ -59,6 +63,9 @@ pub fn decide(
                 let is_edited = exported(path) != Some(current.as_str());
                 match (file.role, is_edited) {
                     (_, false) => actions.push(Action::Write(path.clone())),
+                    (Role::Yours, true) if exported(path) == Some(planned.as_str()) => {
+                        actions.push(Action::KeepEdited(path.clone()))
+                    }
                     (Role::Yours, true) => actions.push(Action::KeepWriteNew(path.clone())),
                     (Role::Vendored | Role::Generated, true) if force => {
                         actions.push(Action::Write(path.clone()))

@@ -24,7 +24,7 @@ mod writer;
 
 pub use apply::{CheckFinding, CheckReport, ExportOptions, ExportReport, check, export};
 pub use error::ExportError;
-pub use plan::{Plan, PlannedFile, Role, plan};
+pub use plan::{Plan, PlannedFile, Role, plan, sha256_hex};
 pub use reconcile::Problem;
 
 /// Where the manifest lives in an export.

@@ -36,7 +36,10 @@ fn shipped_lockfile_is_what_cargo_writes_for_an_export() {
     let shipped = plan.text("Cargo.lock").unwrap().to_string();
 
     // cargo accepts the shipped lockfile as it is.
-    let accepted = cargo(&out, &["metadata", "--locked", "--offline", "--format-version", "1"]);
+    let accepted = cargo(
+        &out,
+        &["metadata", "--locked", "--offline", "--format-version", "1"],
+    );
 
     // What cargo writes, starting from this repository's versions.
     std::fs::copy(repo().join("Cargo.lock"), out.join("Cargo.lock")).unwrap();
@@ -53,7 +56,10 @@ fn shipped_lockfile_is_what_cargo_writes_for_an_export() {
         let path = repo().join("templates/Cargo.lock.in");
         if std::env::var("UPDATE_EXPORT_LOCK").as_deref() == Ok("1") {
             std::fs::write(&path, &template).unwrap();
-            panic!("{} regenerated: run the test again to check it", path.display());
+            panic!(
+                "{} regenerated: run the test again to check it",
+                path.display()
+            );
         }
         panic!(
             "templates/Cargo.lock.in no longer matches what cargo writes for an export \
@@ -62,7 +68,10 @@ fn shipped_lockfile_is_what_cargo_writes_for_an_export() {
              then run the tests again and commit templates/Cargo.lock.in."
         );
     }
-    assert_eq!(shipped, written, "the export's own entry is not where cargo puts it");
+    assert_eq!(
+        shipped, written,
+        "the export's own entry is not where cargo puts it"
+    );
     assert!(
         accepted.status.success(),
         "cargo metadata --locked refused the shipped lockfile: {}",

@@ -32,4 +32,6 @@ pub enum Command {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Export the spec as a standalone, deployable Rust server crate.
+    Export(tollgate::export::command::ExportArgs),
 }

@@ -29,6 +29,37 @@ pub enum Command {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.
+    /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,...; without
+    /// them only a loopback address is served.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The spec file (YAML).
+    pub spec: PathBuf,
+    /// Address to listen on (HOST:PORT; port 0 picks a free one).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "TOLLGATE_LISTEN",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub listen: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Largest request body accepted, in bytes (larger: 413).
+    #[arg(long, value_name = "N", env = "TOLLGATE_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// After SIGTERM or ctrl-c, how long running steps may take to finish.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "TOLLGATE_SHUTDOWN_GRACE",
+        default_value = "30s"
+    )]
+    pub shutdown_grace: String,
 }
 
 #[derive(Debug, Args)]

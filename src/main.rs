@@ -38,5 +38,6 @@ async fn dispatch(command: Command) -> Result<i32, exit::Failure> {
         Command::Hash { spec } => commands::spec::hash(&spec),
         Command::Run(args) => commands::run::run(args).await,
         Command::Approvals(cmd) => commands::approvals::run(cmd).await,
+        Command::Serve(args) => commands::serve::run(args).await,
     }
 }

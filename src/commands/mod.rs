@@ -2,6 +2,7 @@
 
 pub mod approvals;
 pub mod run;
+pub mod serve;
 pub mod spec;
 
 use std::path::Path;

@@ -1,43 +1,31 @@
 //! tollgate: agent workflows that stop and wait for a person.
 
 mod cli;
-mod commands;
-mod exit;
-mod render;
-mod state;
+
+use std::process::ExitCode;
 
 use clap::Parser;
+use tollgate_runtime::cli::{self as shared, Failure, SpecSource};
+use tollgate_runtime::tools::CustomTools;
 
 use crate::cli::{Cli, Command};
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            std::process::exit(exit::RUN_FAILED);
-        }
-    };
-    let code = match runtime.block_on(dispatch(cli.command)) {
-        Ok(code) => code,
-        Err(failure) => {
-            eprintln!("error: {failure}");
-            failure.code
-        }
-    };
-    std::process::exit(code);
+    shared::block_on_command(dispatch(cli.command))
 }
 
-async fn dispatch(command: Command) -> Result<i32, exit::Failure> {
+async fn dispatch(command: Command) -> Result<i32, Failure> {
+    // tollgate itself has no custom tools: a spec with `rust:` tools must be
+    // exported to implement them.
+    let custom = CustomTools::new();
     match command {
-        Command::Validate { spec } => commands::spec::validate(&spec),
-        Command::Hash { spec } => commands::spec::hash(&spec),
-        Command::Run(args) => commands::run::run(args).await,
-        Command::Approvals(cmd) => commands::approvals::run(cmd).await,
-        Command::Serve(args) => commands::serve::run(args).await,
+        Command::Validate { spec } => shared::spec_commands::validate(&SpecSource::File(spec)),
+        Command::Hash { spec } => shared::spec_commands::hash(&SpecSource::File(spec)),
+        Command::Run(args) => shared::run::run(args, &custom).await,
+        Command::Approvals(cmd) => shared::approvals::run(cmd, None, &custom).await,
+        Command::Serve { spec, args } => {
+            shared::serve::run(args, &SpecSource::File(spec), &custom).await
+        }
     }
 }

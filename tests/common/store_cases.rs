@@ -158,14 +158,7 @@ fn started(run: &RunRecord) -> EventKind {
 }
 
 fn awaiting(record: &ApprovalRecord) -> EventKind {
-    EventKind::AwaitingApproval {
-        key: record.key.clone(),
-        step: record.step_id.clone(),
-        phase: record.phase,
-        message: record.message.clone(),
-        payload: record.payload.clone(),
-        expires_at: record.expires_at,
-    }
+    EventKind::awaiting(record)
 }
 
 /// A run created at `created` and paused at once with `key`: events 1

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::pending_approval::Phase;
+use crate::pending_approval::{ApprovalRecord, Phase};
 
 /// One event of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +71,18 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The `awaiting_approval` event announcing a pause.
+    pub fn awaiting(record: &ApprovalRecord) -> EventKind {
+        EventKind::AwaitingApproval {
+            key: record.key.clone(),
+            step: record.step_id.clone(),
+            phase: record.phase,
+            message: record.message.clone(),
+            payload: record.payload.clone(),
+            expires_at: record.expires_at,
+        }
+    }
+
     /// The `type` name, as serialised.
     pub fn name(&self) -> &'static str {
         match self {

@@ -3,6 +3,7 @@
 //! This crate is copied byte for byte into every exported server, so it
 //! depends on nothing in the generator and refers only to its own modules.
 
+pub mod cli;
 pub mod events;
 pub mod expr;
 pub mod pending_approval;
@@ -15,6 +16,9 @@ pub mod store;
 pub mod time;
 pub mod tools;
 pub mod workflow;
+
+pub use async_trait::async_trait;
+pub use serde_json;
 
 pub use events::{Event, EventKind};
 pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision, Phase};

@@ -287,6 +287,21 @@ impl AgentRun {
                 reason: "edited tool arguments must be a JSON object".into(),
             });
         }
+        // A model step's output is always an object (`output: text` too);
+        // a replacement of another shape would make every later
+        // `steps.<id>.output.field` quietly evaluate to null.
+        let is_model_output = record.phase == Phase::After
+            && self
+                .spec
+                .steps
+                .get(record.step_index)
+                .is_some_and(|s| matches!(s.kind, StepKind::Model(_)));
+        if is_model_output && !payload.is_object() {
+            return Err(ApprovalError::InvalidPayload {
+                key: record.key.clone(),
+                reason: "a replacement model output must be a JSON object".into(),
+            });
+        }
         Ok(())
     }
 
@@ -449,14 +464,7 @@ impl AgentRun {
             created_at: now,
             expires_at: crate::time::add(now, gate.ttl),
         };
-        log.emit(EventKind::AwaitingApproval {
-            key: record.key.clone(),
-            step: record.step_id.clone(),
-            phase: record.phase,
-            message: record.message.clone(),
-            payload: record.payload.clone(),
-            expires_at: record.expires_at,
-        });
+        log.emit(EventKind::awaiting(&record));
         let pause = Pause {
             record: record.clone(),
             at: now,

@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use tollgate_runtime::store::{self, SharedStore, SqliteOptions, Synchronous};
-
-use crate::cli::StoreArgs;
-use crate::exit::Failure;
+use super::args::StoreArgs;
+use super::common::SpecSource;
+use super::exit::Failure;
+use crate::store::{self, SharedStore, SqliteOptions, Synchronous};
 
 /// The default state file of a spec.
 pub fn default_state_path(spec: &Path) -> PathBuf {
@@ -18,13 +18,13 @@ pub fn default_state_path(spec: &Path) -> PathBuf {
 
 /// Resolve and open the store named by the flags, falling back to the spec's
 /// default state file.
-pub fn open(args: &StoreArgs, spec: Option<&Path>) -> Result<SharedStore, Failure> {
+pub fn open(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
     let location = if let Some(path) = &args.state {
         path.display().to_string()
     } else if let Some(url) = &args.database_url {
         url.clone()
     } else if let Some(spec) = spec {
-        default_state_path(spec).display().to_string()
+        spec.default_state_path().display().to_string()
     } else {
         return Err(Failure::bad_input(
             "say where the state is: --spec SPEC, --state PATH or --database-url URL",

@@ -1,11 +1,12 @@
 //! What the CLI prints: run outcomes, approval records, event lines.
 
 use std::io::Write;
-use std::path::Path;
 
 use serde_json::Value;
 use tokio::sync::broadcast;
-use tollgate_runtime::{ApprovalRecord, Event, RunOutcome, RunStatus};
+
+use super::common::SpecSource;
+use crate::{ApprovalRecord, Event, RunOutcome, RunStatus};
 
 /// Print every event already published on `events` as one JSON line each.
 pub fn drain_events(events: &mut broadcast::Receiver<Event>) {
@@ -19,7 +20,7 @@ pub fn drain_events(events: &mut broadcast::Receiver<Event>) {
 }
 
 /// A human summary of where a run stands.
-pub fn outcome(outcome: &RunOutcome, spec: &Path) {
+pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
     match outcome.status {
         RunStatus::Completed => {
             println!("run {} completed", outcome.run_id);
@@ -37,9 +38,10 @@ pub fn outcome(outcome: &RunOutcome, spec: &Path) {
                 println!("key: {}", record.key);
                 println!("expires: {}", timestamp(record.expires_at));
                 println!(
-                    "approve: tollgate approvals approve {} --spec {}",
+                    "approve: {} approvals approve {}{}",
+                    program_name(),
                     record.key,
-                    spec.display()
+                    spec.spec_flag()
                 );
             }
         }
@@ -94,25 +96,70 @@ pub fn record(r: &ApprovalRecord) {
 
 /// A table of records, for `approvals list`.
 pub fn table(records: &[ApprovalRecord]) {
+    print_table(
+        records,
+        "no pending approvals",
+        ["KEY", "AGENT", "STEP", "PHASE", "EXPIRES", "MESSAGE"],
+        |r| {
+            [
+                r.phase.as_str().to_string(),
+                r.expires_at.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+                one_line(r.message.as_deref().unwrap_or("")),
+            ]
+        },
+    );
+}
+
+/// Decided records whose run never finished, for `approvals list --stuck`.
+pub fn stuck_table(records: &[ApprovalRecord]) {
+    print_table(
+        records,
+        "no stuck claims",
+        ["KEY", "AGENT", "STEP", "STATUS", "DECIDED BY", "DECIDED AT"],
+        |r| {
+            [
+                r.status.as_str().to_string(),
+                r.decided_by.clone().unwrap_or_default(),
+                r.decided_at.map(timestamp).unwrap_or_default(),
+            ]
+        },
+    );
+}
+
+/// Key, agent and step, then three columns of the caller's choosing.
+fn print_table(
+    records: &[ApprovalRecord],
+    empty: &str,
+    header: [&str; 6],
+    rest: impl Fn(&ApprovalRecord) -> [String; 3],
+) {
     if records.is_empty() {
-        println!("no pending approvals");
+        println!("{empty}");
         return;
     }
-    println!(
-        "{:<36}  {:<20}  {:<16}  {:<6}  {:<20}  MESSAGE",
-        "KEY", "AGENT", "STEP", "PHASE", "EXPIRES"
-    );
+    let row = |c: [&str; 6]| {
+        format!(
+            "{:<36}  {:<20}  {:<16}  {:<10}  {:<20}  {}",
+            c[0], c[1], c[2], c[3], c[4], c[5]
+        )
+    };
+    println!("{}", row(header));
     for r in records {
-        println!(
-            "{:<36}  {:<20}  {:<16}  {:<6}  {:<20}  {}",
-            r.key,
-            r.agent_id,
-            r.step_id,
-            r.phase.as_str(),
-            r.expires_at.format("%Y-%m-%d %H:%M:%SZ"),
-            one_line(r.message.as_deref().unwrap_or(""))
-        );
+        let [a, b, c] = rest(r);
+        println!("{}", row([&r.key, &r.agent_id, &r.step_id, &a, &b, &c]));
     }
+}
+
+/// This binary's name as the user typed it (tollgate, or an exported server).
+fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|arg0| {
+            std::path::Path::new(&arg0)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "tollgate".into())
 }
 
 pub fn pretty(v: &Value) -> String {
@@ -137,28 +184,5 @@ fn one_line(text: &str) -> String {
         format!("{cut}…")
     } else {
         flat
-    }
-}
-
-/// Decided records whose run never finished, for `approvals list --stuck`.
-pub fn stuck_table(records: &[ApprovalRecord]) {
-    if records.is_empty() {
-        println!("no stuck claims");
-        return;
-    }
-    println!(
-        "{:<36}  {:<20}  {:<16}  {:<9}  {:<16}  DECIDED AT",
-        "KEY", "AGENT", "STEP", "STATUS", "DECIDED BY"
-    );
-    for r in records {
-        println!(
-            "{:<36}  {:<20}  {:<16}  {:<9}  {:<16}  {}",
-            r.key,
-            r.agent_id,
-            r.step_id,
-            r.status.as_str(),
-            r.decided_by.as_deref().unwrap_or(""),
-            r.decided_at.map(timestamp).unwrap_or_default()
-        );
     }
 }

@@ -1,16 +1,22 @@
 //! `tollgate approvals list|show|approve|reject`.
 
-use std::path::Path;
-
 use serde_json::json;
-use tollgate_runtime::Decision;
-use tollgate_runtime::store::{PendingQuery, SharedStore};
 
-use crate::cli::{ApprovalsCommand, DecideArgs, StoreArgs};
-use crate::exit::{self, Failure};
-use crate::render;
+use super::args::{ApprovalsCommand, DecideArgs, StoreArgs};
+use super::common::SpecSource;
+use super::exit::{self, Failure};
+use super::render;
+use crate::Decision;
+use crate::store::{PendingQuery, SharedStore};
+use crate::tools::CustomTools;
 
-pub async fn run(command: ApprovalsCommand) -> Result<i32, Failure> {
+/// Run an `approvals` subcommand. `embedded` is the spec built into an
+/// exported server (tollgate has none and requires `--spec`).
+pub async fn run(
+    command: ApprovalsCommand,
+    embedded: Option<&SpecSource>,
+    custom: &CustomTools,
+) -> Result<i32, Failure> {
     match command {
         ApprovalsCommand::List {
             spec,
@@ -18,24 +24,30 @@ pub async fn run(command: ApprovalsCommand) -> Result<i32, Failure> {
             json,
             stuck,
             limit,
-        } => list(spec.as_deref(), &store, json, stuck, limit).await,
+        } => {
+            let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
+            list(source.as_ref().or(embedded), &store, json, stuck, limit).await
+        }
         ApprovalsCommand::Show {
             key,
             spec,
             store,
             json,
-        } => show(&key, spec.as_deref(), &store, json).await,
+        } => {
+            let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
+            show(&key, source.as_ref().or(embedded), &store, json).await
+        }
         ApprovalsCommand::Approve(args) => {
             let decision = match &args.payload {
                 Some(text) => Decision::Modify {
-                    payload: super::parse_json_arg("--payload", text)?,
+                    payload: super::common::parse_json_arg("--payload", text)?,
                     reason: args.reason.clone(),
                 },
                 None => Decision::Approve {
                     reason: args.reason.clone(),
                 },
             };
-            decide(args, decision).await
+            decide(args, decision, embedded, custom).await
         }
         ApprovalsCommand::Reject(args) => {
             if args.payload.is_some() {
@@ -46,28 +58,28 @@ pub async fn run(command: ApprovalsCommand) -> Result<i32, Failure> {
             let decision = Decision::Reject {
                 reason: args.reason.clone(),
             };
-            decide(args, decision).await
+            decide(args, decision, embedded, custom).await
         }
     }
 }
 
 /// Open the store and expire what is overdue first, so nothing listed or
 /// decided here is past its time.
-async fn open_swept(store: &StoreArgs, spec: Option<&Path>) -> Result<SharedStore, Failure> {
-    let store = crate::state::open(store, spec)?;
-    store.expire_due(tollgate_runtime::time::now()).await?;
+async fn open_swept(store: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
+    let store = super::store_location::open(store, spec)?;
+    store.expire_due(crate::time::now()).await?;
     Ok(store)
 }
 
 async fn list(
-    spec: Option<&Path>,
+    spec: Option<&SpecSource>,
     store_args: &StoreArgs,
     json: bool,
     stuck: bool,
     limit: Option<usize>,
 ) -> Result<i32, Failure> {
     let agent_id = match spec {
-        Some(path) => Some(super::load_spec(path)?.agent.clone()),
+        Some(source) => Some(source.load()?.agent.clone()),
         None => None,
     };
     let store = open_swept(store_args, spec).await?;
@@ -91,7 +103,7 @@ async fn list(
         let page = store
             .list_pending(&PendingQuery {
                 agent_id: agent_id.clone(),
-                now: tollgate_runtime::time::now(),
+                now: crate::time::now(),
                 limit: (wanted - approvals.len()).min(500),
                 cursor: cursor.take(),
             })
@@ -112,15 +124,15 @@ async fn list(
 
 async fn show(
     key: &str,
-    spec: Option<&Path>,
+    spec: Option<&SpecSource>,
     store_args: &StoreArgs,
     json: bool,
 ) -> Result<i32, Failure> {
-    let store = crate::state::open(store_args, spec)?;
+    let store = super::store_location::open(store_args, spec)?;
     let record = store
         .get_approval(key)
         .await?
-        .ok_or_else(|| tollgate_runtime::ApprovalError::NotFound { key: key.into() })?;
+        .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
     if json {
         println!("{}", render::pretty(&json!(record)));
     } else {
@@ -129,24 +141,30 @@ async fn show(
     Ok(exit::OK)
 }
 
-async fn decide(args: DecideArgs, decision: Decision) -> Result<i32, Failure> {
-    let spec = super::load_spec(&args.spec)?;
-    let store = open_swept(&args.store, Some(&args.spec)).await?;
-    let agent = super::agent(spec, store)?;
+async fn decide(
+    args: DecideArgs,
+    decision: Decision,
+    embedded: Option<&SpecSource>,
+    custom: &CustomTools,
+) -> Result<i32, Failure> {
+    let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
+    let spec = source.load()?;
+    let store = open_swept(&args.store, Some(&source)).await?;
+    let agent = super::common::agent(spec, store, custom)?;
     let mut events = agent.subscribe();
-    let decided_by = super::decider(args.by.as_deref());
+    let decided_by = super::common::decider(args.by.as_deref());
     let outcome = agent.resume_by_key(&args.key, decision, &decided_by).await;
     if args.json {
         render::drain_events(&mut events);
     }
     let outcome = outcome?;
     if !args.json {
-        render::outcome(&outcome, &args.spec);
+        render::outcome(&outcome, &source);
     }
     // The decision itself succeeded; a reject that ends the run is what the
     // caller asked for, so only a failed run is an error here.
     Ok(match outcome.status {
-        tollgate_runtime::RunStatus::Rejected => exit::OK,
+        crate::RunStatus::Rejected => exit::OK,
         status => exit::for_status(status),
     })
 }

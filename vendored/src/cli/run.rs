@@ -4,33 +4,37 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tollgate_runtime::store::{MemoryStore, SharedStore};
-use tollgate_runtime::{ApprovalRecord, Decision, RunOutcome, RunStatus};
 
-use crate::cli::RunArgs;
-use crate::exit::{self, Failure};
-use crate::render;
+use super::args::RunArgs;
+use super::common::SpecSource;
+use super::exit::{self, Failure};
+use super::render;
+use crate::store::{MemoryStore, SharedStore};
+use crate::tools::CustomTools;
+use crate::{ApprovalRecord, Decision, RunOutcome, RunStatus};
 
-pub async fn run(args: RunArgs) -> Result<i32, Failure> {
-    let spec = super::load_spec(&args.spec)?;
-    let input = super::parse_json_arg("--input", &args.input)?;
+pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, Failure> {
+    let source = SpecSource::File(args.spec.clone());
+    let spec = source.load()?;
+    let input = super::common::parse_json_arg("--input", &args.input)?;
     let store: SharedStore = if args.persist {
-        crate::state::open(&args.store, Some(&args.spec))?
+        super::store_location::open(&args.store, Some(&source))?
     } else {
         Arc::new(MemoryStore::new())
     };
-    let agent = super::agent(spec, store)?;
+    let agent = super::common::agent(spec, store, custom)?;
     if args.persist {
         agent.sweep_expired().await?;
     }
     let mut events = agent.subscribe();
-    let trigger = json!({ "kind": "cli", "received_at": tollgate_runtime::time::format_utc(tollgate_runtime::time::now()) });
+    let trigger =
+        json!({ "kind": "cli", "received_at": crate::time::format_utc(crate::time::now()) });
     let mut outcome = agent.start(input, trigger).await?;
     if args.json {
         render::drain_events(&mut events);
     }
     if !args.persist {
-        let decided_by = super::decider(args.by.as_deref());
+        let decided_by = super::common::decider(args.by.as_deref());
         while let Some(record) = outcome.pending.clone() {
             let decision = prompt(&record)?;
             outcome = agent
@@ -41,12 +45,12 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
             }
         }
     }
-    finish(&outcome, &args, args.json)
+    finish(&outcome, &source, args.json)
 }
 
-fn finish(outcome: &RunOutcome, args: &RunArgs, json: bool) -> Result<i32, Failure> {
+fn finish(outcome: &RunOutcome, source: &SpecSource, json: bool) -> Result<i32, Failure> {
     if !json {
-        render::outcome(outcome, &args.spec);
+        render::outcome(outcome, source);
     } else if outcome.status == RunStatus::Failed {
         eprintln!(
             "error: run {} failed: {}",

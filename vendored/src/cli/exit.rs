@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use tollgate_runtime::{ApprovalError, RunError, RunStatus, SpecError};
+use crate::{ApprovalError, RunError, RunStatus, SpecError};
 
 pub const OK: i32 = 0;
 pub const RUN_FAILED: i32 = 1;
@@ -65,8 +65,8 @@ impl From<RunError> for Failure {
     }
 }
 
-impl From<tollgate_runtime::StoreError> for Failure {
-    fn from(e: tollgate_runtime::StoreError) -> Self {
+impl From<crate::StoreError> for Failure {
+    fn from(e: crate::StoreError) -> Self {
         RunError::from(e).into()
     }
 }

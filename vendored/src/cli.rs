@@ -1,0 +1,50 @@
+//! The command line shared by `tollgate` and every exported server: the
+//! `approvals`, `validate`, `hash`, `run` (and, in exported servers, `serve`)
+//! commands, their output and exit statuses (DESIGN §6).
+//!
+//! Living in the runtime keeps an exported binary's commands, flags and exit
+//! codes identical to tollgate's.
+
+pub mod approvals;
+pub mod args;
+mod common;
+pub mod exit;
+mod exported;
+pub mod render;
+pub mod run;
+pub mod serve;
+pub mod spec_commands;
+pub mod store_location;
+
+pub use common::{SpecSource, agent, decider, parse_json_arg};
+pub use exit::Failure;
+pub use exported::{Embedded, run_exported};
+
+/// Run an async command on a fresh multi-thread runtime and turn its result
+/// into an exit status, printing `error: ...` for failures.
+pub fn block_on_command(
+    command: impl std::future::Future<Output = Result<i32, Failure>>,
+) -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit_code(exit::RUN_FAILED);
+        }
+    };
+    let code = match runtime.block_on(command) {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            failure.code
+        }
+    };
+    exit_code(code)
+}
+
+fn exit_code(code: i32) -> std::process::ExitCode {
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}

@@ -1,0 +1,99 @@
+//! Command-line types shared by tollgate and exported servers. The doc
+//! comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The spec file (YAML).
+    pub spec: PathBuf,
+    /// The run's input: inline JSON, or @FILE to read it from a file.
+    #[arg(long, default_value = "{}")]
+    pub input: String,
+    /// Write pauses to the durable store and exit 0 with the approval key,
+    /// instead of prompting on stdin.
+    #[arg(long)]
+    pub persist: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print one JSON event per line instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Who answers the interactive prompts (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+/// Where the state lives. Default: `.tollgate/state.db` next to the spec.
+#[derive(Debug, Args, Clone, Default)]
+pub struct StoreArgs {
+    /// SQLite state file (wins over --database-url).
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// Database URL (`sqlite://PATH`, `memory:`; also TOLLGATE_DATABASE_URL).
+    #[arg(long, value_name = "URL", env = "TOLLGATE_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List pending approvals, newest first (or, with --stuck, decided
+    /// approvals whose run never reached a final state).
+    List {
+        /// Only this spec's agent; its default state file is used.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Show claims whose run never finished (a process stopped mid-step).
+        #[arg(long)]
+        stuck: bool,
+        /// At most this many records.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Show one approval record, whatever its status.
+    Show {
+        key: String,
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve (or, with --payload, modify) and resume the run here.
+    Approve(DecideArgs),
+    /// Reject; the run ends `rejected` (or goes on, for `on_reject: continue`).
+    Reject(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The approval key.
+    pub key: String,
+    /// The spec the run belongs to (the run resumes under it). Required by
+    /// tollgate; an exported server uses the spec built into it.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Why (kept in the audit trail).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Who decides (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Approve with this payload instead (JSON, or @FILE): edited tool
+    /// arguments, or a replacement output for an `after` gate.
+    #[arg(long)]
+    pub payload: Option<String>,
+    /// Print one JSON event per line.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,97 @@
+//! Helpers shared by the commands: where the spec comes from, the agent with
+//! this process's tools, JSON arguments, who decides.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::exit::Failure;
+use super::exported::Embedded;
+use crate::tools::{CustomTools, Toolbox};
+use crate::{AgentRun, SharedStore, Spec};
+
+/// The spec a command works with: a file (tollgate) or the copy built into
+/// an exported server.
+#[derive(Debug, Clone)]
+pub enum SpecSource {
+    File(PathBuf),
+    Embedded(Embedded),
+}
+
+impl SpecSource {
+    /// Parse and validate, or fail with exit 2 and the error's position.
+    pub fn load(&self) -> Result<Arc<Spec>, Failure> {
+        let spec = match self {
+            SpecSource::File(path) => Spec::load(path)?,
+            SpecSource::Embedded(e) => Spec::parse(e.spec_yaml, e.spec_file)?,
+        };
+        Ok(Arc::new(spec))
+    }
+
+    /// The default state file: `.tollgate/state.db` next to a spec file, or
+    /// in the working directory for an embedded spec.
+    pub fn default_state_path(&self) -> PathBuf {
+        match self {
+            SpecSource::File(path) => super::store_location::default_state_path(path),
+            SpecSource::Embedded(_) => Path::new(".tollgate").join("state.db"),
+        }
+    }
+
+    /// How to name the spec in a hint like `approve: ... --spec X`.
+    pub fn spec_flag(&self) -> String {
+        match self {
+            SpecSource::File(path) => format!(" --spec {}", path.display()),
+            SpecSource::Embedded(_) => String::new(),
+        }
+    }
+
+    /// `--spec` if given, else the embedded spec, else an error naming the flag.
+    pub fn resolve(
+        flag: Option<&Path>,
+        embedded: Option<&SpecSource>,
+    ) -> Result<SpecSource, Failure> {
+        match (flag, embedded) {
+            (Some(path), _) => Ok(SpecSource::File(path.to_path_buf())),
+            (None, Some(source)) => Ok(source.clone()),
+            (None, None) => Err(Failure::bad_input("--spec SPEC is required")),
+        }
+    }
+}
+
+/// The agent with this process's tools. A spec whose `rust:` tools are not
+/// registered here is refused up front (exit 2), before any run starts.
+pub fn agent(
+    spec: Arc<Spec>,
+    store: SharedStore,
+    custom: &CustomTools,
+) -> Result<AgentRun, Failure> {
+    let tools = Toolbox::new()
+        .map_err(|e| Failure::new(super::exit::RUN_FAILED, e.message))?
+        .with_custom_tools(custom.clone());
+    tools
+        .check(&spec)
+        .map_err(|e| Failure::bad_input(e.to_string()))?;
+    Ok(AgentRun::new(spec, store).with_tools(Arc::new(tools)))
+}
+
+/// Parse `JSON` or `@FILE` given on the command line.
+pub fn parse_json_arg(flag: &str, text: &str) -> Result<Value, Failure> {
+    let (source, origin) = match text.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::bad_input(format!("{flag}: cannot read {path}: {e}")))?,
+            path.to_string(),
+        ),
+        None => (text.to_string(), "the argument".to_string()),
+    };
+    serde_json::from_str(&source)
+        .map_err(|e| Failure::bad_input(format!("{flag}: {origin} is not valid JSON: {e}")))
+}
+
+/// Who decides: --by, else $USER, else "cli".
+pub fn decider(by: Option<&str>) -> String {
+    by.map(str::to_string)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "cli".to_string())
+}

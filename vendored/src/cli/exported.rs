@@ -1,0 +1,80 @@
+//! The command line of an exported server: its spec is built in, so no
+//! command needs `--spec`.
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use super::args::ApprovalsCommand;
+use super::common::SpecSource;
+use crate::tools::CustomTools;
+
+/// The spec built into an exported server (see its `src/generated.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Embedded {
+    pub agent: &'static str,
+    /// The 64-hex hash the generator computed; checked against the parsed spec.
+    pub spec_hash: &'static str,
+    pub spec_yaml: &'static str,
+    /// The file the spec came from, for error messages (`agent.yaml`).
+    pub spec_file: &'static str,
+}
+
+#[derive(Debug, Parser)]
+#[command(version, about = "A tollgate server with its spec built in.")]
+struct ExportedCli {
+    #[command(subcommand)]
+    command: ExportedCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ExportedCommand {
+    /// List, show and decide pending approvals.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+    /// Check the built-in spec.
+    Validate,
+    /// Print the built-in spec's 64-hex canonical hash.
+    Hash,
+    /// Serve the built-in spec over HTTP (runs, approvals, webhook, schedules).
+    Serve(super::serve::ServeArgs),
+}
+
+/// The `main` of an exported server. `register` adds the crate's custom
+/// (`rust:`) tools.
+pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitCode {
+    let matches = ExportedCli::command().name(embedded.agent).get_matches();
+    let cli = match ExportedCli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let mut custom = CustomTools::new();
+    register(&mut custom);
+    let source = SpecSource::Embedded(embedded);
+    super::block_on_command(async move {
+        check_embedded_hash(&embedded, &source)?;
+        match cli.command {
+            ExportedCommand::Approvals(cmd) => {
+                super::approvals::run(cmd, Some(&source), &custom).await
+            }
+            ExportedCommand::Validate => super::spec_commands::validate(&source),
+            ExportedCommand::Hash => super::spec_commands::hash(&source),
+            ExportedCommand::Serve(args) => super::serve::run(args, &source, &custom).await,
+        }
+    })
+}
+
+/// The generator hashed the spec it embedded; a different hash here means
+/// the runtime and the generator disagree on the spec language, which must
+/// not go unnoticed (pauses are keyed to the hash).
+fn check_embedded_hash(embedded: &Embedded, source: &SpecSource) -> Result<(), super::Failure> {
+    let spec = source.load()?;
+    if spec.hash.as_str() != embedded.spec_hash {
+        return Err(super::Failure::bad_input(format!(
+            "the built-in spec hashes to {} but was exported as {}; re-export it with a matching tollgate",
+            spec.hash.short(),
+            crate::SpecHash::short_of(embedded.spec_hash)
+        )));
+    }
+    Ok(())
+}

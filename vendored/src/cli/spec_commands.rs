@@ -1,0 +1,26 @@
+//! `tollgate validate` and `tollgate hash`.
+
+use super::common::SpecSource;
+use super::exit::Failure;
+
+pub fn validate(source: &SpecSource) -> Result<i32, Failure> {
+    let spec = source.load()?;
+    let name = match source {
+        SpecSource::File(path) => path.display().to_string(),
+        SpecSource::Embedded(e) => e.spec_file.to_string(),
+    };
+    println!(
+        "{}: ok (agent {}, {} steps, spec {})",
+        name,
+        spec.agent,
+        spec.steps.len(),
+        spec.hash.short()
+    );
+    Ok(super::exit::OK)
+}
+
+pub fn hash(source: &SpecSource) -> Result<i32, Failure> {
+    let spec = source.load()?;
+    println!("{}", spec.hash);
+    Ok(super::exit::OK)
+}

@@ -3,10 +3,10 @@
 //! rejections answer in plain text).
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::http::StatusCode;
+use axum::http::header;
 use axum::http::request::Parts;
+use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
@@ -14,31 +14,52 @@ use super::error::ApiError;
 /// The request body, size-checked against the server's limit.
 pub(crate) struct RawBody(pub Bytes);
 
-impl<S: Send + Sync> FromRequest<S> for RawBody {
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let limit = request.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
-        Bytes::from_request(request, state)
-            .await
-            .map(RawBody)
-            .map_err(|rejection| body_error(rejection, limit))
-    }
-}
-
-/// The configured body limit, put into every request's extensions so
-/// errors can state it.
+/// The configured body limit, put into every request's extensions.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BodyLimit(pub usize);
 
-fn body_error(rejection: BytesRejection, limit: usize) -> ApiError {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::PayloadTooLarge { limit }
-    } else {
-        ApiError::invalid(format!(
-            "cannot read the request body: {}",
-            rejection.body_text()
-        ))
+/// An oversized body is still read (and dropped) up to this many bytes
+/// before the 413 goes out: a server that answers while the client is still
+/// sending closes the connection under it, and the client sees a reset
+/// instead of the error. Past this bound the answer goes out at once.
+fn drain_bound(limit: usize) -> usize {
+    limit.saturating_mul(8).max(8 * 1024 * 1024)
+}
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        let limit = request
+            .extensions()
+            .get::<BodyLimit>()
+            .map_or(super::DEFAULT_MAX_BODY_BYTES, |l| l.0);
+        let declared = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > drain_bound(limit)) {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
+        let mut chunks = request.into_body().into_data_stream();
+        let mut body = Vec::new();
+        let mut total = 0usize;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk
+                .map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}")))?;
+            total = total.saturating_add(chunk.len());
+            if total > drain_bound(limit) {
+                return Err(ApiError::PayloadTooLarge { limit });
+            }
+            if total <= limit {
+                body.extend_from_slice(&chunk);
+            }
+        }
+        if total > limit {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
+        Ok(RawBody(Bytes::from(body)))
     }
 }
 

@@ -7,7 +7,7 @@ mod runs;
 mod webhook;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, middleware};
@@ -44,7 +44,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         // in it as parameters (or panic on a clash with an API route).
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(max_body_bytes))
+        // Bodies are read by `extract::RawBody`, which applies the limit.
         .layer(Extension(BodyLimit(max_body_bytes)))
         .with_state(state)
 }

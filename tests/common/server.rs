@@ -1,4 +1,5 @@
-//! A real `tollgate serve` process for the server tests: started on port 0,
+//! A real `tollgate serve` process for the server tests: started on port 0
+//! (unless the test passes its own `--listen`),
 //! its address read from the one line it prints, killed on drop. Plus a
 //! small JSON client and an SSE reader over reqwest.
 //! Include with `#[path = "common/server.rs"] mod server;` next to `mod common;`.
@@ -44,12 +45,11 @@ impl Served {
         args: &[&str],
     ) -> Result<Served, StartFailure> {
         let mut cmd = Command::new(tollgate_bin());
-        cmd.arg("serve")
-            .arg(spec)
-            .arg("--state")
-            .arg(state)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args);
+        cmd.arg("serve").arg(spec).arg("--state").arg(state);
+        if !args.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(args);
         for var in [
             "TOLLGATE_DATABASE_URL",
             "TOLLGATE_API_TOKENS",

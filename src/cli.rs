@@ -34,6 +34,11 @@ pub enum Command {
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
     /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.
+    ///
+    /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the
+    /// name is who decides); without them only a loopback address is served.
+    /// Prints `listening on http://ADDR` on stdout once it accepts requests;
+    /// logs go to stderr (RUST_LOG, default info).
     Serve {
         /// The spec file (YAML).
         spec: PathBuf,

@@ -37,6 +37,11 @@ enum ExportedCommand {
     /// Print the built-in spec's 64-hex canonical hash.
     Hash,
     /// Serve the built-in spec over HTTP (runs, approvals, webhook, schedules).
+    ///
+    /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the
+    /// name is who decides); without them only a loopback address is served.
+    /// Prints `listening on http://ADDR` on stdout once it accepts requests;
+    /// logs go to stderr (RUST_LOG, default info).
     Serve(super::serve::ServeArgs),
 }
 

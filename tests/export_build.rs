@@ -207,7 +207,6 @@ fn pending_key(run: &Value) -> String {
 }
 
 #[test]
-#[ignore = "needs `serve` in exported servers (tollgate_runtime::cli::run_exported); run with --ignored once it lands"]
 fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, package) = export_example("with-rust-tools", tmp.path());

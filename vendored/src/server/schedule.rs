@@ -89,7 +89,13 @@ async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
     let claimed = state
         .agent
         .store()
-        .claim_key(&key, now, crate::time::add(now, TICK_CLAIM_TTL))
+        // Ticks are never released, so the owner is informational only.
+        .claim_key(
+            &key,
+            "scheduler",
+            now,
+            crate::time::add(now, TICK_CLAIM_TTL),
+        )
         .await;
     match claimed {
         Ok(true) => {}

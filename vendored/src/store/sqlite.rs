@@ -10,9 +10,11 @@
 //!   provide, and a claim could then be won twice. Use PostgreSQL to share
 //!   approvals between machines.
 //! - **One writer at a time.** Every write is a `BEGIN IMMEDIATE`
-//!   transaction; concurrent writers queue on SQLite's lock for up to
-//!   [`SqliteOptions::busy_timeout`] and fail with a database error after
-//!   that. Readers never wait for writers (WAL).
+//!   transaction; writers in other processes queue on SQLite's lock for up
+//!   to [`SqliteOptions::busy_timeout`] and fail with a database error after
+//!   that. Within a process, concurrent writes share one transaction and one
+//!   fsync (group commit), each in its own savepoint. Readers never wait for
+//!   writers (WAL).
 //! - **Durability.** `synchronous=FULL` (the default) syncs the WAL on every
 //!   commit: a pause or a claim that returned survives power loss.
 //!   `synchronous=NORMAL` syncs only at checkpoints: still safe against a
@@ -20,8 +22,8 @@
 //!   power cut or an OS crash may be lost, so a decision that was reported
 //!   as taken may come back as PENDING.
 //! - **Every write is a durable point.** A run's creation, its pause, a
-//!   claim, its end: one transaction each, so a pause+resume cycle costs its
-//!   commits and little else.
+//!   claim, its end: each is reported only once its commit is durable, so a
+//!   pause+resume cycle costs its commits and little else.
 //!
 //! The schema lives in numbered files under `migrations/sqlite/`, applied at
 //! open and recorded in `tollgate_schema_history`; every table has the
@@ -33,6 +35,7 @@
 //! so listing and polling never queue behind a commit's fsync.
 
 mod codec;
+mod group_commit;
 mod ops;
 mod schema;
 #[cfg(test)]
@@ -44,7 +47,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
+
+use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, RunRow, encode_events};
 use super::{
@@ -99,7 +104,7 @@ pub struct SqliteStore {
 
 struct Connections {
     path: PathBuf,
-    writer: Mutex<Connection>,
+    writer: GroupWriter,
     reader: Mutex<Connection>,
 }
 
@@ -125,32 +130,23 @@ impl SqliteStore {
         Ok(SqliteStore {
             db: Arc::new(Connections {
                 path: path.to_path_buf(),
-                writer: Mutex::new(writer),
+                writer: GroupWriter::new(writer),
                 reader: Mutex::new(reader),
             }),
         })
     }
 
-    /// Run `op` inside one `BEGIN IMMEDIATE` transaction on the writer
-    /// connection, off the async runtime. `op` returning an error rolls back.
+    /// Run `op` inside a `BEGIN IMMEDIATE` transaction on the writer
+    /// connection, off the async runtime; concurrent writes share one commit
+    /// (see `group_commit`). `op` returning an error rolls back its own
+    /// changes only.
     async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
         let db = Arc::clone(&self.db);
-        blocking(move || {
-            let mut conn = lock(&db.writer);
-            // IMMEDIATE takes the write lock up front (waiting up to the busy
-            // timeout) instead of upgrading a read later, which SQLite may
-            // refuse outright with SQLITE_BUSY when another writer got there
-            // first.
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = op(&tx)?;
-            tx.commit()?;
-            Ok(out)
-        })
-        .await
+        blocking(move || db.writer.write(op)).await
     }
 
     /// Run `op` on the reader connection, off the async runtime.

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod events;
 pub mod expr;
+
 pub mod pending_approval;
 pub mod run;
 pub mod run_state;
@@ -14,6 +15,7 @@ pub mod spec;
 pub mod store;
 pub mod time;
 pub mod tools;
+pub mod watch;
 pub mod workflow;
 
 pub use async_trait::async_trait;

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod events;
 pub mod expr;
+pub mod gate;
 
 pub mod pending_approval;
 pub mod run;

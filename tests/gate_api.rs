@@ -50,10 +50,10 @@ async fn pg_store(url: &str) -> SharedStore {
 /// the catch-up after a reconnect, nothing else.
 fn push_only(reconnect_min: Duration) -> WatchOptions {
     WatchOptions {
-        poll_interval: NEVER,
         recheck_interval: NEVER,
         reconnect_min,
         reconnect_max: reconnect_min,
+        ..WatchOptions::default()
     }
 }
 
@@ -504,4 +504,71 @@ async fn recover_expired_at_startup_ends_overdue_requests_once() {
     );
     let outcome = gate.wait(&key).await.expect("already expired");
     assert_eq!(outcome.status(), ApprovalStatus::Expired);
+}
+
+// ------------------------------------------------------------------ figures
+
+/// Decision-to-waiter latency across two nodes, NOTIFY versus polling:
+/// figures, not a pass/fail test. Run with
+/// `cargo test --release --test gate_api -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "benchmark: prints figures"]
+async fn bench_decision_to_waiter_latency_notify_versus_polling() {
+    let db = pg::database();
+    let push = WatchOptions::default();
+    let poll = WatchOptions {
+        push: false,
+        ..WatchOptions::default()
+    };
+    for (name, options, rounds) in [("NOTIFY", push, 200), ("polling every 1 s", poll, 40)] {
+        let waiting = Gate::with_options(pg_store(&db.url).await, options.clone());
+        let deciding = pg_store(&db.url).await;
+        if options.push {
+            listening(&waiting).await;
+        }
+        let mut latencies = Vec::with_capacity(rounds);
+        for round in 0..rounds {
+            let key = waiting
+                .request("bench", "act", &json!({"n": 1}), HOUR)
+                .await
+                .expect("request");
+            let waiter = {
+                let gate = waiting.clone();
+                let key = key.clone();
+                tokio::spawn(async move {
+                    gate.wait(&key).await.expect("decided");
+                    std::time::Instant::now()
+                })
+            };
+            // Decide at a different point of the poll cycle each round (a
+            // fixed delay would phase-lock with the 1 s ticks).
+            let spread = if options.push {
+                0
+            } else {
+                (round as u64 * 617) % 1000
+            };
+            tokio::time::sleep(Duration::from_millis(20 + spread)).await;
+            let started = std::time::Instant::now();
+            // One transaction on the other node: the claim (NOTIFY at commit).
+            deciding
+                .claim(&tollgate_runtime::pending_approval::Claim {
+                    key,
+                    decision: Decision::Approve { reason: None },
+                    decided_by: "bench".into(),
+                    now: tollgate_runtime::time::now(),
+                    spec_hash: tollgate_runtime::gate::GATE_SPEC_HASH.into(),
+                })
+                .await
+                .expect("claim");
+            let resolved = waiter.await.expect("waiter");
+            latencies.push(resolved.duration_since(started));
+        }
+        latencies.sort();
+        let pct = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+        println!(
+            "decision-to-waiter latency, {name}: p50 {:?}, p99 {:?} over {rounds} decisions",
+            pct(50),
+            pct(99)
+        );
+    }
 }

@@ -336,3 +336,84 @@ mod postgres_only {
         assert_eq!(run.status, RunStatus::Running);
     }
 }
+
+mod figures {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::store_cases::{approve, paused_run};
+    use super::{connect, pg};
+    use tollgate_runtime::store::SharedStore;
+
+    /// Approvals decided per second through the store (claim: conditional
+    /// UPDATE ... RETURNING + run update + event + NOTIFY, one transaction),
+    /// beside pgbench's rate for a bare `UPDATE ... RETURNING` of one row by
+    /// key on the same cluster, at the same concurrency. Figures, not a
+    /// pass/fail test:
+    /// `cargo test --release --test store_conformance_pg -- --ignored --nocapture`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "benchmark: prints figures"]
+    async fn bench_claims_per_second_beside_raw_update_returning() {
+        const KEYS: usize = 4000;
+        const CLIENTS: usize = 8;
+        let db = pg::database();
+        let stores: Vec<SharedStore> = vec![connect(&db.url).await, connect(&db.url).await];
+        for i in 0..KEYS {
+            paused_run(stores[0].as_ref(), &format!("k{i}"), "bench", 0).await;
+        }
+        let started = Instant::now();
+        let workers: Vec<_> = (0..CLIENTS)
+            .map(|w| {
+                let store = Arc::clone(&stores[w % stores.len()]);
+                tokio::spawn(async move {
+                    for i in (w..KEYS).step_by(CLIENTS) {
+                        store
+                            .claim(&approve(&format!("k{i}"), "bench", 10))
+                            .await
+                            .expect("claim");
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.await.expect("worker");
+        }
+        let elapsed = started.elapsed();
+        println!(
+            "store claims: {:.0} approvals decided/s ({KEYS} claims, {CLIENTS} clients over 2 store instances, {elapsed:?})",
+            KEYS as f64 / elapsed.as_secs_f64()
+        );
+
+        db.psql(&format!(
+            "CREATE TABLE bench_raw (key text PRIMARY KEY, status text NOT NULL, n bigint NOT NULL);
+             INSERT INTO bench_raw SELECT 'k' || i, 'PENDING', 0 FROM generate_series(0, {}) i;",
+            KEYS - 1
+        ));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let script = dir.path().join("update.sql");
+        std::fs::write(
+            &script,
+            format!(
+                "\\set i random(0, {})\nUPDATE bench_raw SET status = 'APPROVED', n = n + 1 \
+                 WHERE key = 'k' || :i RETURNING key, status;\n",
+                KEYS - 1
+            ),
+        )
+        .expect("script");
+        let cluster = pg::cluster();
+        let out = std::process::Command::new(cluster.bin("pgbench"))
+            .args(["-n", "-h", "127.0.0.1", "-U", "postgres"])
+            .args(["-p", &cluster.port().to_string()])
+            .args(["-c", &CLIENTS.to_string(), "-j", "2", "-T", "5", "-f"])
+            .arg(&script)
+            .arg(&db.name)
+            .output()
+            .expect("run pgbench");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let tps = text
+            .lines()
+            .find(|l| l.starts_with("tps"))
+            .unwrap_or("pgbench printed no tps line");
+        println!("pgbench raw UPDATE ... RETURNING, {CLIENTS} clients: {tps}");
+    }
+}

@@ -91,6 +91,10 @@ pub trait ChangeFeed: Send + Sync + 'static {
 /// Timing of a watcher.
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
+    /// Use the store's push when it has one. Turn off where LISTEN cannot
+    /// work (PostgreSQL behind a pooler in transaction mode, such as
+    /// pgbouncer's `pool_mode = transaction`): the watcher then polls.
+    pub push: bool,
     /// How often a polling store is re-read for the keys being waited on.
     pub poll_interval: Duration,
     /// With push: how often waited-on keys are re-read anyway, in case the
@@ -105,6 +109,7 @@ pub struct WatchOptions {
 impl Default for WatchOptions {
     fn default() -> Self {
         WatchOptions {
+            push: true,
             poll_interval: Duration::from_secs(1),
             recheck_interval: Duration::from_secs(30),
             reconnect_min: Duration::from_millis(200),
@@ -162,7 +167,7 @@ impl ApprovalWatcher {
     /// Start watching `store`: push if it has a feed, else poll. Must be
     /// called inside a tokio runtime.
     pub fn start(store: SharedStore, options: WatchOptions) -> ApprovalWatcher {
-        let feed = store.change_feed();
+        let feed = store.change_feed().filter(|_| options.push);
         let initial = if feed.is_some() {
             FeedState::Disconnected {
                 connects: 0,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use tollgate_runtime::cli::args::{ApprovalsCommand, RunArgs};
+use tollgate_runtime::cli::serve::ServeArgs;
 
 /// Agent workflows that stop and wait for a person.
 #[derive(Debug, Parser)]
@@ -32,4 +33,18 @@ pub enum Command {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.
+    ///
+    /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the
+    /// name is who decides); without them only a loopback address is served.
+    /// Prints `listening on http://ADDR` on stdout once it accepts requests;
+    /// logs go to stderr (RUST_LOG, default info).
+    Serve {
+        /// The spec file (YAML).
+        spec: PathBuf,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
+    /// Export the spec as a standalone, deployable Rust server crate.
+    Export(tollgate::export::command::ExportArgs),
 }

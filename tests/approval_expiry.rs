@@ -53,11 +53,7 @@ async fn an_expired_approval_is_not_listed_not_claimable_and_swept_once() {
         );
     }
 
-    let approve = ws
-        .tollgate()
-        .args(["approvals", "approve", &key, "--spec", ws.spec_arg()])
-        .output()
-        .unwrap();
+    let approve = ws.decide("approve", &key).output().unwrap();
     assert_exit(&approve, 3);
     assert!(
         stderr(&approve).contains("approval_expired"),

@@ -26,8 +26,7 @@ async fn eight_processes_per_key_exactly_one_wins() {
             .flat_map(|key| (0..RACERS_PER_KEY).map(move |n| (key.clone(), n)))
             .map(|(key, n)| {
                 let child = ws
-                    .tollgate()
-                    .args(["approvals", "approve", &key, "--spec", ws.spec_arg()])
+                    .decide("approve", &key)
                     .args(["--by", &format!("racer-{n}")])
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())

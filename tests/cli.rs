@@ -327,10 +327,6 @@ async fn a_claim_whose_run_never_finished_is_listed_as_stuck() {
     );
 
     // Never silently re-run: approving again is a conflict.
-    let again = ws
-        .tollgate()
-        .args(["approvals", "approve", &key, "--spec", ws.spec_arg()])
-        .output()
-        .unwrap();
+    let again = ws.decide("approve", &key).output().unwrap();
     assert_exit(&again, 4);
 }

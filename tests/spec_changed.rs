@@ -21,11 +21,7 @@ async fn approve_under_a_changed_spec_is_refused_until_it_is_restored() {
     let key = ws.pause_run(r#"{"order_id": "S-1"}"#);
     ws.write_spec(&changed_spec());
 
-    let refused = ws
-        .tollgate()
-        .args(["approvals", "approve", &key, "--spec", ws.spec_arg()])
-        .output()
-        .unwrap();
+    let refused = ws.decide("approve", &key).output().unwrap();
     assert_exit(&refused, 4);
     let err = stderr(&refused);
     assert!(err.contains("spec_changed"), "{err}");
@@ -44,11 +40,7 @@ async fn approve_under_a_changed_spec_is_refused_until_it_is_restored() {
     assert_eq!(record.decided_by, None);
 
     ws.write_spec(GATED_SPEC);
-    let approved = ws
-        .tollgate()
-        .args(["approvals", "approve", &key, "--spec", ws.spec_arg()])
-        .output()
-        .unwrap();
+    let approved = ws.decide("approve", &key).output().unwrap();
     assert_success(&approved);
     let run = store.get_run(&record.run_id).await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed);
@@ -61,8 +53,7 @@ async fn reject_is_accepted_under_a_changed_spec() {
     ws.write_spec(&changed_spec());
 
     let rejected = ws
-        .tollgate()
-        .args(["approvals", "reject", &key, "--spec", ws.spec_arg()])
+        .decide("reject", &key)
         .args(["--reason", "not today", "--by", "bob"])
         .output()
         .unwrap();

@@ -61,6 +61,24 @@ impl Workspace {
         cmd
     }
 
+    /// `tollgate approvals VERB KEY --spec SPEC` (add flags, then run it).
+    pub fn decide(&self, verb: &str, key: &str) -> Command {
+        let mut cmd = self.tollgate();
+        cmd.args(["approvals", verb, key, "--spec", self.spec_arg()]);
+        cmd
+    }
+
+    /// `tollgate approvals list --spec SPEC --json`, parsed.
+    pub fn list_json(&self) -> Value {
+        let out = self
+            .tollgate()
+            .args(["approvals", "list", "--spec", self.spec_arg(), "--json"])
+            .output()
+            .expect("run tollgate");
+        assert_success(&out);
+        serde_json::from_str(&stdout(&out)).expect("list prints JSON")
+    }
+
     pub fn spec_arg(&self) -> &str {
         self.spec.to_str().expect("utf-8 temp path")
     }

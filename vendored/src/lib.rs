@@ -12,6 +12,7 @@ pub mod pending_approval;
 pub mod run;
 pub mod run_state;
 pub mod secrets;
+pub mod server;
 pub mod spec;
 pub mod store;
 pub mod time;

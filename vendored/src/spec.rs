@@ -64,6 +64,21 @@ pub struct ScheduleTrigger {
     pub input: Value,
 }
 
+impl ScheduleTrigger {
+    /// The parsed expression: standard 5-field cron (minute hour
+    /// day-of-month month day-of-week, 0 = Sunday; day-of-month OR
+    /// day-of-week as in vixie cron), with an optional leading seconds
+    /// field, evaluated in UTC. The spec parser calls this too, so a bad
+    /// expression is a spec error, not a surprise at startup.
+    pub fn parse_cron(&self) -> Result<croner::Cron, String> {
+        croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build()
+            .parse(&self.cron)
+            .map_err(|e| format!("invalid cron expression {:?}: {e}", self.cron))
+    }
+}
+
 /// Spec-wide defaults for every gate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalDefaults {

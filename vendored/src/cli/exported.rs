@@ -36,6 +36,13 @@ enum ExportedCommand {
     Validate,
     /// Print the built-in spec's 64-hex canonical hash.
     Hash,
+    /// Serve the built-in spec over HTTP (runs, approvals, webhook, schedules).
+    ///
+    /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the
+    /// name is who decides); without them only a loopback address is served.
+    /// Prints `listening on http://ADDR` on stdout once it accepts requests;
+    /// logs go to stderr (RUST_LOG, default info).
+    Serve(super::serve::ServeArgs),
 }
 
 /// The `main` of an exported server. `register` adds the crate's custom
@@ -57,6 +64,7 @@ pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitC
             }
             ExportedCommand::Validate => super::spec_commands::validate(&source),
             ExportedCommand::Hash => super::spec_commands::hash(&source),
+            ExportedCommand::Serve(args) => super::serve::run(args, &source, &custom).await,
         }
     })
 }

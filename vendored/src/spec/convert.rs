@@ -442,7 +442,11 @@ impl<'a> Cx<'a> {
                 let input = entry
                     .get("input")
                     .map_or_else(|| Value::Object(Map::new()), Node::to_value);
-                schedule.push(ScheduleTrigger { cron, input });
+                let entry = ScheduleTrigger { cron, input };
+                if let Err(message) = entry.parse_cron() {
+                    return Err(self.err(cron_node.pos, message));
+                }
+                schedule.push(entry);
             }
         }
         Ok(TriggerSpec { webhook, schedule })

@@ -1,0 +1,89 @@
+//! Everything that can stop an export, each saying what was wrong and where.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+use tollgate_runtime::SpecError;
+
+#[derive(Debug, Error)]
+pub enum ExportError {
+    /// Missing, unreadable or invalid spec: `SPEC:LINE:COL: message`, as
+    /// `tollgate validate` prints it.
+    #[error("{0}")]
+    Spec(#[from] SpecError),
+
+    #[error("--out {}: is a file, not a directory", .0.display())]
+    OutIsFile(PathBuf),
+
+    #[error("--out {}: cannot write there: {source}", .path.display())]
+    Unwritable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "{} edited since the last export: {}; restore {} or re-export with --force to overwrite {}",
+        if .paths.len() == 1 { "this file was" } else { "these files were" },
+        .paths.join(", "),
+        if .paths.len() == 1 { "it" } else { "them" },
+        if .paths.len() == 1 { "it" } else { "them" }
+    )]
+    EditedFiles { paths: Vec<String> },
+
+    #[error("{path}: is a directory, but the export writes a file there")]
+    DirectoryInTheWay { path: String },
+
+    #[error("{}: not a valid export manifest ({reason}); delete it to export afresh", .path.display())]
+    Manifest { path: PathBuf, reason: String },
+
+    #[error("tools {first:?} and {second:?} would both be the Rust type {type_name}; rename one")]
+    ToolTypeClash {
+        first: String,
+        second: String,
+        type_name: String,
+    },
+
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A bug in a template or in the code generator, never the user's input.
+    #[error("internal error while generating {file}: {message}")]
+    Internal { file: String, message: String },
+}
+
+impl ExportError {
+    /// The CLI exit status (DESIGN §6): 2 bad input, 4 conflict, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExportError::Spec(_)
+            | ExportError::OutIsFile(_)
+            | ExportError::Unwritable { .. }
+            | ExportError::DirectoryInTheWay { .. }
+            | ExportError::Manifest { .. }
+            | ExportError::ToolTypeClash { .. } => 2,
+            ExportError::EditedFiles { .. } => 4,
+            ExportError::Read { .. } | ExportError::Write { .. } | ExportError::Internal { .. } => {
+                1
+            }
+        }
+    }
+
+    pub(crate) fn internal(file: &str, message: impl std::fmt::Display) -> ExportError {
+        ExportError::Internal {
+            file: file.to_string(),
+            message: message.to_string(),
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The file plan: spec -> ordered map of path -> (role, bytes).
+//!
+//! Pure: no disk, no clock, no environment, so the same spec always gives
+//! the same bytes. Writing a plan is [`super::apply`]'s job.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tollgate_runtime::Spec;
+
+use super::model::Model;
+use super::templates;
+use super::{ExportError, SPEC_FILE, codegen, layout, lockfile, vendored};
+
+/// Whose a file is, which decides what a re-export may do to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A copy of the runtime: replaced on every export.
+    Vendored,
+    /// Derived from the spec: replaced on every export.
+    Generated,
+    /// The user's after the first export: written only when absent or
+    /// unchanged since the last export.
+    Yours,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Vendored => "vendored",
+            Role::Generated => "generated",
+            Role::Yours => "yours",
+        }
+    }
+
+    pub fn is_yours(self) -> bool {
+        self == Role::Yours
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFile {
+    pub role: Role,
+    /// Vendored files borrow the bytes embedded in the binary.
+    pub bytes: Cow<'static, [u8]>,
+}
+
+impl PlannedFile {
+    pub fn sha256(&self) -> String {
+        sha256_hex(&self.bytes)
+    }
+}
+
+/// Everything an export writes, by '/'-separated path relative to the
+/// export's root, sorted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub agent: String,
+    /// The Cargo package and binary name.
+    pub package: String,
+    pub spec_hash: String,
+    pub files: BTreeMap<String, PlannedFile>,
+}
+
+impl Plan {
+    pub fn get(&self, path: &str) -> Option<&PlannedFile> {
+        self.files.get(path)
+    }
+
+    /// A file's text (every non-vendored file is UTF-8).
+    pub fn text(&self, path: &str) -> Option<&str> {
+        self.get(path)
+            .and_then(|f| std::str::from_utf8(&f.bytes).ok())
+    }
+}
+
+/// Build the plan for `spec`, whose source text is `spec_source` (copied as
+/// agent.yaml byte for byte, comments and all).
+pub fn plan(spec: &Spec, spec_source: &[u8]) -> Result<Plan, ExportError> {
+    let model = Model::new(spec)?;
+    let mut files = BTreeMap::new();
+    for entry in layout::FILES {
+        let bytes = render(entry.path, &model, spec_source)?;
+        files.insert(
+            entry.path.to_string(),
+            PlannedFile {
+                role: entry.role,
+                bytes,
+            },
+        );
+    }
+    for (path, bytes) in vendored::FILES {
+        files.insert(
+            format!("vendored/{path}"),
+            PlannedFile {
+                role: Role::Vendored,
+                bytes: Cow::Borrowed(bytes),
+            },
+        );
+    }
+    Ok(Plan {
+        agent: spec.agent.clone(),
+        package: model.package.clone(),
+        spec_hash: spec.hash.to_string(),
+        files,
+    })
+}
+
+fn render(
+    path: &str,
+    m: &Model<'_>,
+    spec_source: &[u8],
+) -> Result<Cow<'static, [u8]>, ExportError> {
+    use templates::*;
+    let template: &dyn DynRender = match path {
+        ".dockerignore" => return Ok(Cow::Borrowed(DOCKERIGNORE.as_bytes())),
+        ".env.example" => &EnvExample { m },
+        ".gitignore" => return Ok(Cow::Borrowed(GITIGNORE.as_bytes())),
+        "Cargo.toml" => &CargoToml { m },
+        "Dockerfile" => &Dockerfile { m },
+        "README.md" => &Readme { m },
+        "src/custom_tools.rs" => &CustomToolsRs { m },
+        "src/main.rs" => &MainRs { m },
+        "tests/smoke.rs" => &SmokeRs { m },
+        "Cargo.lock" => return Ok(Cow::Owned(lockfile::render(&m.package).into_bytes())),
+        "src/generated.rs" => return Ok(Cow::Owned(codegen::generated_rs(m)?.into_bytes())),
+        SPEC_FILE => return Ok(Cow::Owned(spec_source.to_vec())),
+        other => return Err(ExportError::internal(other, "no template for this file")),
+    };
+    let mut text = templates::render(path, template)?;
+    // Every text file ends with exactly one newline, whatever the template's
+    // last line did.
+    while text.ends_with('\n') {
+        text.pop();
+    }
+    text.push('\n');
+    Ok(Cow::Owned(text.into_bytes()))
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}

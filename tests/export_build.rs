@@ -1,0 +1,274 @@
+//! Exported crates build and run without this repository: every example's
+//! export passes `cargo clippy --locked -D warnings` and `cargo fmt --check`,
+//! and an exported server pauses at a gate, survives SIGKILL, resumes on a
+//! decision made after a restart, completes, and passes its own smoke test.
+//!
+//! The exports build with their own CARGO_TARGET_DIR (`target/export-e2e`):
+//! a nested cargo on the target directory running these tests would block
+//! on its lock. It is shared by the tests here, so the runtime's
+//! dependencies are compiled once.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tollgate::export::{self, ExportOptions};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn target_dir() -> PathBuf {
+    repo().join("target").join("export-e2e")
+}
+
+fn export_example(name: &str, into: &Path) -> (PathBuf, String) {
+    let plan = export::command::plan_for(&repo().join(format!("examples/{name}.yaml"))).unwrap();
+    let out = into.join(name);
+    export::export(&plan, &out, &ExportOptions::default()).unwrap();
+    (out, plan.package)
+}
+
+/// Run cargo in an exported crate; panics with its output when it fails.
+fn cargo(dir: &Path, args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = Command::new(cargo)
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "cargo {args:?} in {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn every_example_export_passes_clippy_and_fmt() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["refund-desk", "no-gate", "with-rust-tools"] {
+        let (out, _) = export_example(name, tmp.path());
+        cargo(
+            &out,
+            &[
+                "clippy",
+                "--locked",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        );
+        cargo(&out, &["fmt", "--check"]);
+    }
+}
+
+/// Real implementations of the example's `rust:` tools, as a user would write them.
+const CUSTOM_TOOLS: &str = r#"use tollgate_runtime::serde_json::{Value, json};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+
+pub struct ScoreRisk;
+
+#[tollgate_runtime::async_trait]
+impl CustomTool for ScoreRisk {
+    async fn call(&self, args: Value, _call: &CallContext) -> Result<Value, ToolError> {
+        let amount = args["amount"].as_f64().unwrap_or(0.0);
+        Ok(json!({ "risk": if amount > 100.0 { 0.9 } else { 0.1 } }))
+    }
+}
+
+pub struct FileCase;
+
+#[tollgate_runtime::async_trait]
+impl CustomTool for FileCase {
+    async fn call(&self, args: Value, _call: &CallContext) -> Result<Value, ToolError> {
+        let payment = args["payment_id"].as_str().unwrap_or("unknown");
+        Ok(json!({ "case_id": format!("case-{payment}") }))
+    }
+}
+"#;
+
+/// The server process; killed when dropped.
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(binary: &Path, state: &Path) -> Server {
+    let mut child = Command::new(binary)
+        .args(["serve", "--listen", "127.0.0.1:0", "--state"])
+        .arg(state)
+        .env_remove("TOLLGATE_API_TOKENS")
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let address = loop {
+        match lines.next() {
+            Some(line) => {
+                let line = line.unwrap();
+                if let Some(rest) = line.trim().strip_prefix("listening on http://") {
+                    break rest.trim_end_matches('/').to_string();
+                }
+            }
+            None => panic!("the server exited before printing `listening on http://ADDR`"),
+        }
+    };
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, address }
+}
+
+/// A plain HTTP/1.1 request; returns the status and the JSON body.
+fn request(address: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let payload = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(payload)
+    } else {
+        payload.to_string()
+    };
+    (
+        status,
+        serde_json::from_str(&payload).unwrap_or(Value::Null),
+    )
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Poll the run until `done` says so (at most 30 s).
+fn wait_for_run(server: &Server, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, run) = request(&server.address, "GET", &format!("/runs/{run_id}"), None);
+        if status == 200 && done(&run) {
+            return run;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {run_id} never got there: {run}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn pending_key(run: &Value) -> String {
+    run["pending_approval"]["key"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, package) = export_example("with-rust-tools", tmp.path());
+    std::fs::write(out.join("src/custom_tools.rs"), CUSTOM_TOOLS).unwrap();
+    cargo(&out, &["build", "--locked"]);
+    let binary = target_dir().join("debug").join(&package);
+    let state = tmp.path().join("state.db");
+
+    // A webhook starts the run; it pauses at the review step.
+    let server = serve(&binary, &state);
+    let (status, started) = request(
+        &server.address,
+        "POST",
+        "/hooks/payment",
+        Some(&json!({"payment_id": "p-1", "amount": 250})),
+    );
+    assert_eq!(status, 202, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_string();
+    let run = wait_for_run(&server, &run_id, |r| r["status"] == "awaiting_approval");
+    let review_key = pending_key(&run);
+
+    // SIGKILL: no shutdown, no flush. The pause is in the store.
+    let mut server = server;
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    drop(server);
+
+    let server = serve(&binary, &state);
+    let (status, list) = request(&server.address, "GET", "/approvals", None);
+    assert_eq!(status, 200, "{list}");
+    assert!(
+        list["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["key"] == review_key.as_str()),
+        "the pause survived the kill: {list}"
+    );
+    let (status, decided) = request(
+        &server.address,
+        "POST",
+        &format!("/approvals/{review_key}/approve"),
+        Some(&json!({"reason": "looks risky"})),
+    );
+    assert_eq!(status, 200, "{decided}");
+
+    // The run goes on to the tool gate of file_case, then completes.
+    let run = wait_for_run(&server, &run_id, |r| {
+        r["status"] == "awaiting_approval" && r["pending_approval"]["key"] != review_key.as_str()
+    });
+    let file_key = pending_key(&run);
+    let (status, decided) = request(
+        &server.address,
+        "POST",
+        &format!("/approvals/{file_key}/approve"),
+        Some(&json!({})),
+    );
+    assert_eq!(status, 200, "{decided}");
+    let run = wait_for_run(&server, &run_id, |r| r["status"] == "completed");
+    assert_eq!(run["outputs"]["result"]["case"], "case-p-1", "{run}");
+    drop(server);
+
+    // The export's own smoke test passes too.
+    cargo(&out, &["test", "--locked"]);
+}

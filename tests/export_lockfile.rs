@@ -1,0 +1,80 @@
+//! The Cargo.lock an export ships is the one cargo itself writes for it.
+//!
+//! `tollgate export` never runs cargo (exports are fast and offline), so the
+//! lockfile comes from `templates/Cargo.lock.in`. This test exports a spec,
+//! lets cargo prune this repository's Cargo.lock down to what the export
+//! needs (same versions, the export's own dependency edges), and requires
+//! the shipped lockfile to be exactly that. When the runtime's dependencies
+//! change it fails and says how to regenerate the template.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tollgate::export::{self, ExportOptions, lockfile};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cargo(dir: &Path, args: &[&str]) -> std::process::Output {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    Command::new(cargo)
+        .args(args)
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("run cargo")
+}
+
+#[test]
+fn shipped_lockfile_is_what_cargo_writes_for_an_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("export");
+    let plan = export::command::plan_for(&repo().join("examples/with-rust-tools.yaml")).unwrap();
+    export::export(&plan, &out, &ExportOptions::default()).unwrap();
+    let shipped = plan.text("Cargo.lock").unwrap().to_string();
+
+    // cargo accepts the shipped lockfile as it is.
+    let accepted = cargo(
+        &out,
+        &["metadata", "--locked", "--offline", "--format-version", "1"],
+    );
+
+    // What cargo writes, starting from this repository's versions.
+    std::fs::copy(repo().join("Cargo.lock"), out.join("Cargo.lock")).unwrap();
+    let pruned = cargo(&out, &["metadata", "--offline", "--format-version", "1"]);
+    assert!(
+        pruned.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&pruned.stderr)
+    );
+    let written = std::fs::read_to_string(out.join("Cargo.lock")).unwrap();
+    let template = lockfile::without_package(&written, &plan.package);
+
+    if template != lockfile::template() {
+        let path = repo().join("templates/Cargo.lock.in");
+        if std::env::var("UPDATE_EXPORT_LOCK").as_deref() == Ok("1") {
+            std::fs::write(&path, &template).unwrap();
+            panic!(
+                "{} regenerated: run the test again to check it",
+                path.display()
+            );
+        }
+        panic!(
+            "templates/Cargo.lock.in no longer matches what cargo writes for an export \
+             (the runtime's dependencies, or this repository's Cargo.lock, changed).\n\
+             Regenerate it with\n    UPDATE_EXPORT_LOCK=1 cargo test --test export_lockfile\n\
+             then run the tests again and commit templates/Cargo.lock.in."
+        );
+    }
+    assert_eq!(
+        shipped, written,
+        "the export's own entry is not where cargo puts it"
+    );
+    assert!(
+        accepted.status.success(),
+        "cargo metadata --locked refused the shipped lockfile: {}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+}

@@ -1,0 +1,243 @@
+//! Re-exporting over an existing export: regenerated files are replaced,
+//! edits to them stop the export unless --force, your files are never
+//! overwritten once edited (the new version goes beside them as FILE.new),
+//! files no longer generated are removed only when unedited, and --check
+//! tells an up-to-date export from a stale one.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use tollgate::export::{
+    self, ExportError, ExportOptions, MANIFEST_PATH, Plan, Problem, manifest::Manifest,
+};
+use tollgate_runtime::Spec;
+
+const SPEC: &str = "version: 1\nagent: desk\ndescription: First words.\nsteps:\n  - id: ask\n    approval: { message: ok? }\n";
+
+fn plan_of(source: &str) -> Plan {
+    let spec = Spec::parse(source, "agent.yaml").unwrap();
+    export::plan(&spec, source.as_bytes()).unwrap()
+}
+
+fn exported(source: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("desk");
+    export::export(&plan_of(source), &out, &ExportOptions::default()).unwrap();
+    (tmp, out)
+}
+
+fn reexport(source: &str, out: &Path, force: bool) -> Result<export::ExportReport, ExportError> {
+    export::export(&plan_of(source), out, &ExportOptions { force })
+}
+
+fn read(out: &Path, path: &str) -> String {
+    fs::read_to_string(out.join(path)).unwrap()
+}
+
+fn append(out: &Path, path: &str, text: &str) {
+    let mut content = read(out, path);
+    content.push_str(text);
+    fs::write(out.join(path), content).unwrap();
+}
+
+#[test]
+fn edited_main_rs_is_kept_and_the_new_version_written_beside_it() {
+    let (_tmp, out) = exported(SPEC);
+    append(&out, "src/main.rs", "// my route\n");
+    let mine = read(&out, "src/main.rs");
+
+    // Same spec: nothing new to offer, so nothing beside it.
+    let report = reexport(SPEC, &out, false).unwrap();
+    assert_eq!(report.kept_edited, vec!["src/main.rs"]);
+    assert!(!out.join("src/main.rs.new").exists());
+
+    // A change that reaches main.rs (its doc names the description).
+    let changed = SPEC.replace("First words.", "Second words.");
+    let report = reexport(&changed, &out, false).unwrap();
+    assert_eq!(report.kept_with_new, vec!["src/main.rs"]);
+    assert_eq!(read(&out, "src/main.rs"), mine, "your edit is kept");
+    let new = read(&out, "src/main.rs.new");
+    assert!(new.contains("Second words.") && !new.contains("my route"));
+    // Regenerated files follow the spec.
+    assert!(read(&out, "README.md").contains("Second words."));
+
+    // --force never overwrites a file of yours.
+    reexport(&changed, &out, true).unwrap();
+    assert_eq!(read(&out, "src/main.rs"), mine);
+}
+
+#[test]
+fn an_unedited_file_of_yours_is_replaced() {
+    let (_tmp, out) = exported(SPEC);
+    let changed = SPEC.replace("First words.", "Second words.");
+    let report = reexport(&changed, &out, false).unwrap();
+    assert!(report.written.contains(&"src/main.rs".to_string()));
+    assert!(read(&out, "src/main.rs").contains("Second words."));
+    assert!(!out.join("src/main.rs.new").exists());
+}
+
+#[test]
+fn an_edited_vendored_file_stops_the_export_unless_forced() {
+    let (_tmp, out) = exported(SPEC);
+    append(&out, "vendored/src/lib.rs", "// patched\n");
+    let generated_before = read(&out, "src/generated.rs");
+
+    let changed = SPEC.replace("ok?", "sure?");
+    let err = reexport(&changed, &out, false).unwrap_err();
+    assert!(
+        matches!(&err, ExportError::EditedFiles { paths } if paths == &["vendored/src/lib.rs"])
+    );
+    assert_eq!(err.exit_code(), 4);
+    assert_eq!(
+        err.to_string(),
+        "this file was edited since the last export: vendored/src/lib.rs; restore it or re-export with --force to overwrite it"
+    );
+    // Nothing was written: not even the files that were free to change.
+    assert_eq!(read(&out, "src/generated.rs"), generated_before);
+    assert!(read(&out, "agent.yaml").contains("ok?"));
+
+    reexport(&changed, &out, true).unwrap();
+    let embedded = export::vendored::FILES
+        .iter()
+        .find(|(p, _)| *p == "src/lib.rs")
+        .unwrap()
+        .1;
+    assert_eq!(fs::read(out.join("vendored/src/lib.rs")).unwrap(), embedded);
+    assert!(read(&out, "agent.yaml").contains("sure?"));
+}
+
+#[test]
+fn an_edited_generated_file_stops_the_export_too() {
+    let (_tmp, out) = exported(SPEC);
+    append(&out, "src/generated.rs", "// mine\n");
+    append(&out, "README.md", "mine\n");
+    let err = reexport(SPEC, &out, false).unwrap_err();
+    assert!(
+        matches!(&err, ExportError::EditedFiles { paths } if paths == &["README.md", "src/generated.rs"])
+    );
+}
+
+#[test]
+fn check_passes_right_after_an_export_and_fails_after_a_spec_change() {
+    let (_tmp, out) = exported(SPEC);
+    let report = export::check(&plan_of(SPEC), &out).unwrap();
+    assert_eq!(report.findings, vec![]);
+
+    // Your edits do not make an export stale.
+    append(&out, "src/custom_tools.rs", "// mine\n");
+    assert_eq!(
+        export::check(&plan_of(SPEC), &out).unwrap().findings,
+        vec![]
+    );
+
+    let changed = SPEC.replace("ok?", "sure?");
+    let report = export::check(&plan_of(&changed), &out).unwrap();
+    let stale: Vec<(&str, &Problem)> = report
+        .findings
+        .iter()
+        .map(|f| (f.path.as_str(), &f.problem))
+        .collect();
+    assert_eq!(
+        stale,
+        vec![
+            ("README.md", &Problem::Stale),
+            ("agent.yaml", &Problem::Stale),
+            ("src/generated.rs", &Problem::Stale),
+        ]
+    );
+
+    fs::remove_file(out.join("Dockerfile")).unwrap();
+    let report = export::check(&plan_of(SPEC), &out).unwrap();
+    assert_eq!(report.findings.len(), 1);
+    assert_eq!(report.findings[0].path, "Dockerfile");
+    assert_eq!(report.findings[0].problem, Problem::Missing);
+
+    // And after exporting the change, it passes again.
+    reexport(&changed, &out, false).unwrap();
+    assert_eq!(
+        export::check(&plan_of(&changed), &out).unwrap().findings,
+        vec![]
+    );
+}
+
+/// An older export wrote files this one no longer generates: pretend so by
+/// recording them in the manifest.
+fn add_to_manifest(out: &Path, path: &str, content: &str) {
+    fs::create_dir_all(out.join(path).parent().unwrap()).unwrap();
+    fs::write(out.join(path), content).unwrap();
+    let mut manifest = Manifest::read(out).unwrap().unwrap();
+    manifest.files.insert(
+        path.to_string(),
+        export::manifest::ManifestEntry {
+            role: export::Role::Generated,
+            sha256: export::sha256_hex(content.as_bytes()),
+        },
+    );
+    fs::write(out.join(MANIFEST_PATH), manifest.to_bytes()).unwrap();
+}
+
+#[test]
+fn a_file_no_longer_generated_is_removed_only_if_unedited() {
+    let (_tmp, out) = exported(SPEC);
+    add_to_manifest(&out, "src/old/routes.rs", "// old\n");
+    add_to_manifest(&out, "src/old_edited.rs", "// old\n");
+    fs::write(out.join("src/old_edited.rs"), "// old, and mine\n").unwrap();
+
+    let stale = export::check(&plan_of(SPEC), &out).unwrap().findings;
+    assert!(
+        stale
+            .iter()
+            .any(|f| f.path == "src/old/routes.rs" && f.problem == Problem::NoLongerGenerated)
+    );
+
+    let report = reexport(SPEC, &out, false).unwrap();
+    assert_eq!(report.removed, vec!["src/old/routes.rs"]);
+    assert_eq!(report.kept_orphans, vec!["src/old_edited.rs"]);
+    assert!(
+        !out.join("src/old").exists(),
+        "the directory it leaves empty goes too"
+    );
+    assert_eq!(read(&out, "src/old_edited.rs"), "// old, and mine\n");
+    // The kept file is yours now: no longer in the manifest, not stale.
+    assert_eq!(
+        export::check(&plan_of(SPEC), &out).unwrap().findings,
+        vec![]
+    );
+    assert!(
+        Manifest::read(&out)
+            .unwrap()
+            .unwrap()
+            .sha256("src/old_edited.rs")
+            .is_none()
+    );
+}
+
+#[test]
+fn exporting_into_a_directory_without_a_manifest_respects_what_is_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("project");
+    fs::create_dir_all(out.join("src")).unwrap();
+    fs::write(out.join("src/main.rs"), "fn main() {}\n").unwrap();
+    fs::write(out.join("notes.txt"), "mine\n").unwrap();
+
+    let report = reexport(SPEC, &out, false).unwrap();
+    assert!(report.fresh);
+    assert_eq!(report.kept_with_new, vec!["src/main.rs"]);
+    assert_eq!(read(&out, "src/main.rs"), "fn main() {}\n");
+    assert!(out.join("src/main.rs.new").exists());
+    assert_eq!(read(&out, "notes.txt"), "mine\n");
+    assert!(out.join(MANIFEST_PATH).exists());
+
+    // A regenerated file that is there but unknown to any manifest is not
+    // ours to replace.
+    let other = tmp.path().join("other");
+    fs::create_dir_all(&other).unwrap();
+    fs::write(other.join("README.md"), "my readme\n").unwrap();
+    let err = reexport(SPEC, &other, false).unwrap_err();
+    assert!(matches!(err, ExportError::EditedFiles { .. }));
+    assert_eq!(
+        fs::read_dir(&other).unwrap().count(),
+        1,
+        "nothing was written"
+    );
+}

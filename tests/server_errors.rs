@@ -1,0 +1,311 @@
+//! Every error code of the HTTP API, each produced by a request a user
+//! could really send, with the JSON shape `{"error": {"code", "message"}}`.
+
+mod common;
+#[path = "common/server.rs"]
+mod server;
+
+use std::time::Duration;
+
+use common::Workspace;
+use serde_json::{Value, json};
+use server::{Api, Served, code};
+use tollgate_runtime::server::signature;
+
+const TOKENS: &str = "alice:alice-token,mallory:mallory-token";
+const HOOK_SECRET: &str = "hook-secret-value";
+
+/// One tool gate (the tool itself is never called here) and a signed webhook.
+const SPEC: &str = r#"version: 1
+agent: error-desk
+trigger:
+  webhook:
+    path: /hooks/in
+    secret: ${HOOK_SECRET}
+approvals:
+  approvers: [alice]
+tools:
+  send:
+    http:
+      method: POST
+      url: "http://127.0.0.1:9/never"
+      json: { amount: "{{ args.amount }}" }
+    approval: required
+    message: "Send {{ args.amount }}?"
+steps:
+  - id: send
+    tool: send
+    with: { amount: "{{ input.amount }}" }
+"#;
+
+fn env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("TOLLGATE_API_TOKENS", TOKENS),
+        ("HOOK_SECRET", HOOK_SECRET),
+    ]
+}
+
+fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
+    assert_eq!(status, want_status, "{body}");
+    assert_eq!(code(body), want_code, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "every error has a message: {body}"
+    );
+}
+
+/// Start a run and return its pending key.
+async fn paused_key(api: &Api, served: &Served) -> String {
+    let (status, run) = api
+        .post(
+            &served.url("/runs?wait=true"),
+            json!({"input": {"amount": 5}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{run}");
+    run["pending_approval"]["key"]
+        .as_str()
+        .expect("paused")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_error_code_from_a_real_request() {
+    let ws = Workspace::new(SPEC);
+    let state = ws.path().join("state.db");
+    let mut served = Served::start(&ws.spec, &state, &env(), &[]);
+    let alice = Api::with_token("alice-token");
+    let mallory = Api::with_token("mallory-token");
+    let key = paused_key(&alice, &served).await;
+    let approve_url = served.url(&format!("/approvals/{key}/approve"));
+
+    // invalid_request: bad JSON, wrong types, unknown fields, a bad payload,
+    // bad query parameters.
+    let (s, b) = alice
+        .post_raw(&served.url("/runs"), b"{\"input\": ".to_vec(), &[])
+        .await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice.post(&approve_url, json!({"reason": 42})).await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice
+        .post(
+            &served.url(&format!("/runs/{key}/approve")),
+            json!({"approved": "yes"}),
+        )
+        .await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice.post(&approve_url, json!({"aproved": true})).await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice
+        .post(&approve_url, json!({"payload": "not an object"}))
+        .await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice.get(&served.url("/approvals?limit=0")).await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice.get(&served.url("/approvals?limit=501")).await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice.get(&served.url("/approvals?cursor=garbage")).await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = alice.post(&served.url("/runs?wait=maybe"), json!({})).await;
+    assert_error(s, &b, 400, "invalid_request");
+
+    // unauthorized: no token, a wrong token, a different scheme.
+    let nobody = Api::new();
+    let (s, b) = nobody.get(&served.url("/approvals")).await;
+    assert_error(s, &b, 401, "unauthorized");
+    let (s, b) = Api::with_token("alice-token-but-wrong")
+        .post(&approve_url, json!({}))
+        .await;
+    assert_error(s, &b, 401, "unauthorized");
+    let (s, b) = nobody
+        .post_raw(
+            &approve_url,
+            b"{}".to_vec(),
+            &[("Authorization", "Basic YWxpY2U6YWxpY2UtdG9rZW4=")],
+        )
+        .await;
+    assert_error(s, &b, 401, "unauthorized");
+    // /healthz needs no token.
+    let (s, b) = nobody.get(&served.url("/healthz")).await;
+    assert_eq!((s, &b["status"]), (200, &json!("ok")));
+
+    // forbidden: a valid token whose name is not an approver; untouched.
+    let (s, b) = mallory.post(&approve_url, json!({})).await;
+    assert_error(s, &b, 403, "forbidden");
+    let (s, b) = mallory
+        .post(&served.url(&format!("/approvals/{key}/reject")), json!({}))
+        .await;
+    assert_error(s, &b, 403, "forbidden");
+    let (_, record) = alice.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "PENDING", "{record}");
+    assert_eq!(record["decided_by"], Value::Null);
+
+    // approval_not_found and run_not_found.
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    let (s, b) = alice
+        .get(&served.url(&format!("/approvals/{unknown}")))
+        .await;
+    assert_error(s, &b, 404, "approval_not_found");
+    let (s, b) = alice
+        .post(
+            &served.url(&format!("/approvals/{unknown}/approve")),
+            json!({}),
+        )
+        .await;
+    assert_error(s, &b, 404, "approval_not_found");
+    let (s, b) = alice.get(&served.url(&format!("/runs/{unknown}"))).await;
+    assert_error(s, &b, 404, "run_not_found");
+    let (s, b) = alice
+        .post(
+            &served.url(&format!("/runs/{unknown}/approve")),
+            json!({"approved": true}),
+        )
+        .await;
+    assert_error(s, &b, 404, "run_not_found");
+
+    // not_found and method_not_allowed.
+    let (s, b) = alice.get(&served.url("/no/such/route")).await;
+    assert_error(s, &b, 404, "not_found");
+    let response = alice
+        .http
+        .delete(served.url("/runs"))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    assert_error(status, &body, 405, "method_not_allowed");
+    let (s, b) = alice.get(&served.url("/hooks/in")).await;
+    assert_error(s, &b, 405, "method_not_allowed");
+
+    // payload_too_large: a 2 MiB body, on an API route and on the webhook.
+    let big = format!("{{\"input\": \"{}\"}}", "x".repeat(2 * 1024 * 1024));
+    let (s, b) = alice
+        .post_raw(&served.url("/runs"), big.clone().into_bytes(), &[])
+        .await;
+    assert_error(s, &b, 413, "payload_too_large");
+    let (s, b) = nobody
+        .post_raw(
+            &served.url("/hooks/in"),
+            big.clone().into_bytes(),
+            &[(
+                "X-Tollgate-Signature",
+                &signature::sign(HOOK_SECRET.as_bytes(), big.as_bytes()),
+            )],
+        )
+        .await;
+    assert_error(s, &b, 413, "payload_too_large");
+
+    // Webhook signatures: missing, wrong, right.
+    let body = br#"{"amount": 7}"#.to_vec();
+    let (s, b) = nobody
+        .post_raw(&served.url("/hooks/in"), body.clone(), &[])
+        .await;
+    assert_error(s, &b, 401, "unauthorized");
+    let wrong = signature::sign(b"not-the-secret", &body);
+    let (s, b) = nobody
+        .post_raw(
+            &served.url("/hooks/in"),
+            body.clone(),
+            &[("X-Tollgate-Signature", &wrong)],
+        )
+        .await;
+    assert_error(s, &b, 401, "unauthorized");
+    let right = signature::sign(HOOK_SECRET.as_bytes(), &body);
+    let (s, b) = nobody
+        .post_raw(
+            &served.url("/hooks/in"),
+            b"not json".to_vec(),
+            &[(
+                "X-Tollgate-Signature",
+                &signature::sign(HOOK_SECRET.as_bytes(), b"not json"),
+            )],
+        )
+        .await;
+    assert_error(s, &b, 400, "invalid_request");
+    let (s, b) = nobody
+        .post_raw(
+            &served.url("/hooks/in"),
+            body.clone(),
+            &[("X-Tollgate-Signature", &right)],
+        )
+        .await;
+    assert_eq!(s, 202, "{b}");
+    assert!(b["run_id"].is_string());
+
+    // already_resolved: the second decision on one key.
+    let (s, b) = alice
+        .post(
+            &served.url(&format!("/approvals/{key}/reject")),
+            json!({"reason": "no"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["approval"]["status"], "REJECTED");
+    assert_eq!(b["approval"]["decided_by"], "alice");
+    let run_id = b["run_id"].as_str().unwrap().to_string();
+    let (s, b) = alice.post(&approve_url, json!({})).await;
+    assert_error(s, &b, 409, "already_resolved");
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("alice"),
+        "{b}"
+    );
+    // ...also when the run is named by its id.
+    let (s, b) = alice
+        .post(
+            &served.url(&format!("/runs/{run_id}/approve")),
+            json!({"approved": true}),
+        )
+        .await;
+    assert_error(s, &b, 409, "already_resolved");
+
+    // spec_changed: a run paused under this spec, the server restarted
+    // with an edited one. The record stays PENDING; a reject still works.
+    let key = paused_key(&alice, &served).await;
+    assert_eq!(served.terminate(), Some(0), "SIGTERM exits cleanly");
+    ws.write_spec(&SPEC.replace("Send {{ args.amount }}?", "Really send {{ args.amount }}?"));
+    let served = Served::start(&ws.spec, &state, &env(), &[]);
+    let (s, b) = alice
+        .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+        .await;
+    assert_error(s, &b, 409, "spec_changed");
+    let (_, record) = alice.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "PENDING");
+    let (s, b) = alice
+        .post(
+            &served.url(&format!("/runs/{key}/approve")),
+            json!({"approved": false}),
+        )
+        .await;
+    assert_eq!(s, 200, "a reject is allowed under any spec: {b}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_key_is_gone() {
+    let ws = Workspace::new(
+        r#"version: 1
+agent: quick-desk
+steps:
+  - id: gate
+    approval: { message: "Quick?", ttl: 1s }
+"#,
+    );
+    let served = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
+    let api = Api::new();
+    let key = paused_key(&api, &served).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (s, b) = api
+        .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+        .await;
+    assert_error(s, &b, 410, "approval_expired");
+    let (s, b) = api.get(&served.url("/approvals")).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        b["approvals"],
+        json!([]),
+        "expired records are never listed"
+    );
+}

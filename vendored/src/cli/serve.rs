@@ -1,0 +1,80 @@
+//! `serve`: the HTTP server of DESIGN §5 (`crate::server`), as a command of
+//! tollgate (`tollgate serve SPEC`) and of every exported server.
+
+use clap::Args;
+
+use super::args::StoreArgs;
+use super::common::SpecSource;
+use super::exit::{self, Failure};
+use crate::server::{self, ApiTokens, Server, ServerConfig};
+use crate::tools::CustomTools;
+
+/// How to serve. Bearer tokens come from TOLLGATE_API_TOKENS=name:token,...;
+/// without them only a loopback address is served.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (HOST:PORT; port 0 picks a free one).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "TOLLGATE_LISTEN",
+        default_value = server::DEFAULT_LISTEN
+    )]
+    pub listen: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Largest request body accepted, in bytes (larger: 413 payload_too_large).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "TOLLGATE_MAX_BODY_BYTES",
+        default_value_t = server::DEFAULT_MAX_BODY_BYTES
+    )]
+    pub max_body_bytes: usize,
+    /// After SIGTERM or ctrl-c, how long running steps may take to finish.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "TOLLGATE_SHUTDOWN_GRACE",
+        default_value = "30s"
+    )]
+    pub shutdown_grace: String,
+}
+
+/// Serve until SIGTERM or ctrl-c. Prints `listening on http://ADDR` (one
+/// line on stdout) once it accepts connections; logs go to stderr.
+pub async fn run(
+    args: ServeArgs,
+    source: &SpecSource,
+    custom: &CustomTools,
+) -> Result<i32, Failure> {
+    server::init_logging();
+    let spec = source.load()?;
+    let shutdown_grace = crate::time::parse_duration(&args.shutdown_grace)
+        .map_err(|e| Failure::bad_input(format!("--shutdown-grace: {e}")))?;
+    // Read by hand, not through clap's `env`, so no help or error text can
+    // ever show a token.
+    let tokens = ApiTokens::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
+    let store = super::store_location::open(&args.store, Some(source))?;
+    let agent = super::agent(spec, store, custom)?;
+    let config = ServerConfig {
+        listen: args.listen,
+        tokens,
+        max_body_bytes: args.max_body_bytes,
+        shutdown_grace,
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(agent, config).await.map_err(failure)?;
+    server::announce(server.local_addr().map_err(failure)?);
+    server.run().await.map_err(failure)?;
+    Ok(exit::OK)
+}
+
+fn failure(e: server::ServerError) -> Failure {
+    let code = if e.is_config() {
+        exit::BAD_INPUT
+    } else {
+        exit::RUN_FAILED
+    };
+    Failure::new(code, e.to_string())
+}

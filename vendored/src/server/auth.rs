@@ -1,0 +1,260 @@
+//! Bearer-token auth: `TOLLGATE_API_TOKENS=name:token,name2:token2`.
+//!
+//! The token's name is who decides (`decided_by`). Tokens are kept only as
+//! SHA-256 digests and compared digest to digest without an early exit, so
+//! neither the comparison time nor a memory dump gives a token away. Error
+//! messages name entries by position, never by their token.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use super::error::ApiError;
+use super::state::AppState;
+
+/// The environment variable holding the tokens.
+pub const TOKENS_ENV: &str = "TOLLGATE_API_TOKENS";
+
+/// Who decides when the server has no tokens (loopback only).
+pub const LOCAL_CALLER: &str = "local";
+
+/// The configured API tokens, by name.
+#[derive(Clone, Default)]
+pub struct ApiTokens {
+    entries: Vec<TokenEntry>,
+}
+
+#[derive(Clone)]
+struct TokenEntry {
+    name: String,
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for ApiTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.entries.iter().map(|e| e.name.as_str()).collect();
+        f.debug_struct("ApiTokens").field("names", &names).finish()
+    }
+}
+
+/// Why `TOLLGATE_API_TOKENS` could not be read. Never contains a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{TOKENS_ENV}: entry {entry}: {problem} (expected name:token,name2:token2)")]
+pub struct TokenConfigError {
+    /// 1-based position of the entry in the list.
+    pub entry: usize,
+    pub problem: String,
+}
+
+impl ApiTokens {
+    /// No tokens: the server serves loopback only and every caller is `local`.
+    pub fn none() -> ApiTokens {
+        ApiTokens::default()
+    }
+
+    /// Read `TOLLGATE_API_TOKENS`; unset or blank means no tokens.
+    pub fn from_env() -> Result<ApiTokens, TokenConfigError> {
+        match std::env::var(TOKENS_ENV) {
+            Ok(text) => ApiTokens::parse(&text),
+            Err(std::env::VarError::NotPresent) => Ok(ApiTokens::none()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(TokenConfigError {
+                entry: 1,
+                problem: "the value is not valid UTF-8".into(),
+            }),
+        }
+    }
+
+    /// Parse `name:token,name2:token2`. Blank text means no tokens.
+    pub fn parse(text: &str) -> Result<ApiTokens, TokenConfigError> {
+        let mut entries: Vec<TokenEntry> = Vec::new();
+        if text.trim().is_empty() {
+            return Ok(ApiTokens { entries });
+        }
+        for (i, raw) in text.split(',').enumerate() {
+            let entry = i + 1;
+            let fail = |problem: &str| TokenConfigError {
+                entry,
+                problem: problem.to_string(),
+            };
+            let raw = raw.trim();
+            if raw.is_empty() {
+                return Err(fail("is empty (a stray comma?)"));
+            }
+            let Some((name, token)) = raw.split_once(':') else {
+                return Err(fail("has no ':' between the name and the token"));
+            };
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(fail("has an empty name"));
+            }
+            if !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+            {
+                return Err(fail(
+                    "has a name with characters other than letters, digits, '-', '_', '.', '@'",
+                ));
+            }
+            if token.is_empty() {
+                return Err(fail("has an empty token"));
+            }
+            if token.chars().any(char::is_whitespace) {
+                return Err(fail("has a token containing whitespace"));
+            }
+            let digest = digest(token);
+            if let Some(first) = entries.iter().position(|e| e.name == name) {
+                return Err(fail(&format!(
+                    "repeats the name {name:?} of entry {}",
+                    first + 1
+                )));
+            }
+            if let Some(first) = entries.iter().position(|e| e.digest == digest) {
+                return Err(fail(&format!(
+                    "has the same token as entry {}; each name needs its own token",
+                    first + 1
+                )));
+            }
+            entries.push(TokenEntry {
+                name: name.to_string(),
+                digest,
+            });
+        }
+        Ok(ApiTokens { entries })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.name.as_str())
+    }
+
+    /// The name of the token presented, if it matches one. Every entry is
+    /// compared, whatever matched before.
+    pub fn identify(&self, presented: &str) -> Option<&str> {
+        let presented = digest(presented);
+        let mut found = None;
+        for entry in &self.entries {
+            if digests_equal(&presented, &entry.digest) && found.is_none() {
+                found = Some(entry.name.as_str());
+            }
+        }
+        found
+    }
+
+    /// Who is calling: the token's name, or `local` when there are no tokens.
+    pub fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        if self.is_empty() {
+            return Ok(Caller(LOCAL_CALLER.to_string()));
+        }
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or(ApiError::Unauthorized)?;
+        let (scheme, token) = value.trim().split_once(' ').ok_or(ApiError::Unauthorized)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(ApiError::Unauthorized);
+        }
+        self.identify(token.trim())
+            .map(|name| Caller(name.to_string()))
+            .ok_or(ApiError::Unauthorized)
+    }
+}
+
+/// The authenticated caller: the name that goes into `decided_by`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller(pub String);
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Equal digests, compared without an early exit.
+fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Middleware for every API route but /healthz and the webhook: resolve the
+/// caller or answer 401.
+pub(crate) async fn require_caller(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match state.tokens.caller(request.headers()) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_and_identifies_tokens() {
+        let tokens = ApiTokens::parse(" alice:s3cret , bob:t:with:colons").unwrap();
+        assert_eq!(tokens.names().collect::<Vec<_>>(), ["alice", "bob"]);
+        assert_eq!(tokens.identify("s3cret"), Some("alice"));
+        assert_eq!(tokens.identify("t:with:colons"), Some("bob"));
+        assert_eq!(tokens.identify("s3cre"), None);
+        assert_eq!(tokens.identify(""), None);
+    }
+
+    #[test]
+    fn blank_means_no_tokens() {
+        assert!(ApiTokens::parse("").unwrap().is_empty());
+        assert!(ApiTokens::parse("  ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn malformed_entries_are_named_by_position_never_by_token() {
+        let cases = [
+            ("alice", 1, "no ':'"),
+            ("alice:x,,bob:y", 2, "empty"),
+            (":tok", 1, "empty name"),
+            ("alice:", 1, "empty token"),
+            ("al ice:tok", 1, "characters"),
+            ("alice:a b", 1, "whitespace"),
+            ("alice:x,alice:y", 2, "repeats the name"),
+            ("alice:samesecret,bob:samesecret", 2, "same token"),
+        ];
+        for (text, entry, problem) in cases {
+            let err = ApiTokens::parse(text).unwrap_err();
+            assert_eq!(err.entry, entry, "{text}");
+            assert!(err.problem.contains(problem), "{text}: {}", err.problem);
+            let message = err.to_string();
+            assert!(!message.contains("samesecret"), "{message}");
+        }
+    }
+
+    #[test]
+    fn debug_shows_names_only() {
+        let tokens = ApiTokens::parse("alice:hunter2").unwrap();
+        let shown = format!("{tokens:?}");
+        assert!(shown.contains("alice") && !shown.contains("hunter2"));
+    }
+
+    #[test]
+    fn caller_from_headers() {
+        let tokens = ApiTokens::parse("alice:s3cret").unwrap();
+        let mut headers = HeaderMap::new();
+        assert!(tokens.caller(&headers).is_err());
+        headers.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
+        assert!(tokens.caller(&headers).is_err());
+        headers.insert(header::AUTHORIZATION, "bearer s3cret".parse().unwrap());
+        assert_eq!(tokens.caller(&headers).unwrap(), Caller("alice".into()));
+        headers.insert(header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
+        assert!(tokens.caller(&headers).is_err());
+        assert_eq!(
+            ApiTokens::none().caller(&HeaderMap::new()).unwrap(),
+            Caller("local".into())
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! The HTTP server shared by `tollgate serve` and every exported server
+//! (DESIGN §5): the router, auth, the webhook trigger, schedules, the
+//! expiry sweeper and graceful shutdown.
+//!
+//! An exported server's `main.rs` is, in essence:
+//!
+//! ```no_run
+//! # async fn example(agent: tollgate_runtime::AgentRun) -> Result<(), tollgate_runtime::server::ServerError> {
+//! tollgate_runtime::server::init_logging();
+//! let config = tollgate_runtime::server::ServerConfig::from_env()?;
+//! tollgate_runtime::server::serve(agent, config).await
+//! # }
+//! ```
+
+mod auth;
+mod error;
+mod extract;
+mod logging;
+mod routes;
+pub mod schedule;
+pub mod signature;
+mod state;
+mod sweeper;
+mod tasks;
+mod view;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use auth::{ApiTokens, Caller, TOKENS_ENV, TokenConfigError};
+pub use error::ApiError;
+pub use logging::init_logging;
+
+use crate::run::AgentRun;
+use state::AppState;
+use tasks::Background;
+
+/// Default `--listen`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Default request body limit: 1 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Default time running steps get to finish after a shutdown signal.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `HOST:PORT`; port 0 picks a free port.
+    pub listen: String,
+    pub tokens: ApiTokens,
+    pub max_body_bytes: usize,
+    /// After SIGTERM or ctrl-c: how long running steps may take to finish.
+    pub shutdown_grace: Duration,
+    pub sweep_every: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: DEFAULT_LISTEN.to_string(),
+            tokens: ApiTokens::none(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            sweep_every: sweeper::DEFAULT_SWEEP_EVERY,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The defaults, overridden by `TOLLGATE_LISTEN`, `TOLLGATE_API_TOKENS`,
+    /// `TOLLGATE_MAX_BODY_BYTES` and `TOLLGATE_SHUTDOWN_GRACE` (e.g. `30s`).
+    pub fn from_env() -> Result<ServerConfig, ServerError> {
+        let mut config = ServerConfig {
+            tokens: ApiTokens::from_env()?,
+            ..ServerConfig::default()
+        };
+        if let Ok(listen) = std::env::var("TOLLGATE_LISTEN") {
+            config.listen = listen;
+        }
+        if let Ok(text) = std::env::var("TOLLGATE_MAX_BODY_BYTES") {
+            config.max_body_bytes = text.trim().parse().map_err(|_| {
+                ServerError::Config(format!(
+                    "TOLLGATE_MAX_BODY_BYTES must be a number of bytes, found {text:?}"
+                ))
+            })?;
+        }
+        if let Ok(text) = std::env::var("TOLLGATE_SHUTDOWN_GRACE") {
+            config.shutdown_grace = crate::time::parse_duration(&text)
+                .map_err(|e| ServerError::Config(format!("TOLLGATE_SHUTDOWN_GRACE: {e}")))?;
+        }
+        Ok(config)
+    }
+}
+
+/// Why the server did not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The configuration or the spec cannot be served as given.
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Tokens(#[from] TokenConfigError),
+    #[error("cannot listen on {listen}: {source}")]
+    Bind {
+        listen: String,
+        source: std::io::Error,
+    },
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ServerError {
+    /// True when the operator must change the configuration (CLI exit 2).
+    pub fn is_config(&self) -> bool {
+        matches!(self, ServerError::Config(_) | ServerError::Tokens(_))
+    }
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    agent: AgentRun,
+    config: ServerConfig,
+    listener: TcpListener,
+    schedule: Vec<schedule::Entry>,
+}
+
+impl Server {
+    /// Check the configuration against the spec and bind the address.
+    pub async fn bind(agent: AgentRun, config: ServerConfig) -> Result<Server, ServerError> {
+        check_webhook_path(&agent)?;
+        let schedule = schedule::entries(agent.spec()).map_err(ServerError::Config)?;
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&config.listen)
+            .await
+            .map_err(|e| {
+                ServerError::Config(format!(
+                    "--listen {:?} is not an address (HOST:PORT): {e}",
+                    config.listen
+                ))
+            })?
+            .collect();
+        if addrs.is_empty() {
+            return Err(ServerError::Config(format!(
+                "--listen {:?} resolves to no address",
+                config.listen
+            )));
+        }
+        if config.tokens.is_empty() && addrs.iter().any(|a| !a.ip().is_loopback()) {
+            return Err(ServerError::Config(format!(
+                "refusing to listen on {} without API tokens: set {TOKENS_ENV}=name:token,... \
+                 or listen on a loopback address such as 127.0.0.1:8080",
+                config.listen
+            )));
+        }
+        if config.max_body_bytes == 0 {
+            return Err(ServerError::Config(
+                "the body limit must be at least 1 byte".into(),
+            ));
+        }
+        let listener = TcpListener::bind(addrs.as_slice())
+            .await
+            .map_err(|source| ServerError::Bind {
+                listen: config.listen.clone(),
+                source,
+            })?;
+        Ok(Server {
+            agent,
+            config,
+            listener,
+            schedule,
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, ServerError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// Serve until SIGTERM or ctrl-c, then shut down gracefully.
+    pub async fn run(self) -> Result<(), ServerError> {
+        let signal = shutdown_signal()?;
+        self.run_until(signal).await
+    }
+
+    /// Serve until `stop` resolves: stop accepting, end event streams, give
+    /// running steps up to `shutdown_grace` to finish. Paused runs stay in
+    /// the store; nothing about them is in memory.
+    pub async fn run_until(
+        self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let Server {
+            agent,
+            config,
+            listener,
+            schedule,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let background = Background::default();
+        let state = AppState {
+            agent: agent.clone(),
+            tokens: Arc::new(config.tokens.clone()),
+            background: background.clone(),
+            shutdown: stop_rx.clone(),
+        };
+        if config.tokens.is_empty() {
+            tracing::warn!(
+                "no API tokens ({TOKENS_ENV} is not set): serving loopback only, every caller is \"{}\"",
+                auth::LOCAL_CALLER
+            );
+        } else {
+            let names: Vec<&str> = config.tokens.names().collect();
+            tracing::info!(tokens = %names.join(","), "bearer tokens required");
+        }
+        sweeper::sweep_once(&agent).await;
+        let sweeping = tokio::spawn(sweeper::run(
+            agent.clone(),
+            config.sweep_every,
+            stop_rx.clone(),
+        ));
+        for entry in schedule {
+            tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
+            tokio::spawn(schedule::run(state.clone(), entry, stop_rx.clone()));
+        }
+
+        let app = routes::router(state, config.max_body_bytes);
+        let mut graceful = stop_rx.clone();
+        let serving = tokio::spawn(
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = graceful.wait_for(|stopping| *stopping).await;
+                })
+                .into_future(),
+        );
+        tracing::info!(agent = %agent.spec().agent, spec = %agent.spec().hash.short(), store = %agent.store().describe(), "serving");
+
+        stop.await;
+        tracing::info!(
+            grace = ?config.shutdown_grace,
+            running = background.running(),
+            "shutting down: no new requests; waiting for running steps"
+        );
+        let _ = stop_tx.send(true);
+        let finished = tokio::time::timeout(config.shutdown_grace, async {
+            let served = serving.await;
+            background.wait_idle().await;
+            served
+        })
+        .await;
+        sweeping.abort();
+        match finished {
+            Ok(Ok(Ok(()))) => {
+                tracing::info!("stopped; paused runs stay in the store");
+                Ok(())
+            }
+            Ok(Ok(Err(e))) => Err(ServerError::Io(e)),
+            Ok(Err(join)) => Err(ServerError::Io(std::io::Error::other(join.to_string()))),
+            Err(_) => {
+                tracing::warn!(
+                    running = background.running(),
+                    "stopped before every running step finished; their claims show in `tollgate approvals list --stuck`"
+                );
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Bind, print `listening on http://ADDR` (one line on stdout, so scripts
+/// and tests can read the port), and serve until SIGTERM or ctrl-c.
+pub async fn serve(agent: AgentRun, config: ServerConfig) -> Result<(), ServerError> {
+    let server = Server::bind(agent, config).await?;
+    announce(server.local_addr()?);
+    server.run().await
+}
+
+/// The one line on stdout.
+pub fn announce(addr: SocketAddr) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on http://{addr}");
+    let _ = out.flush();
+}
+
+/// The webhook path must not shadow an API route.
+fn check_webhook_path(agent: &AgentRun) -> Result<(), ServerError> {
+    let Some(hook) = &agent.spec().trigger.webhook else {
+        return Ok(());
+    };
+    let clashes = routes::RESERVED_PREFIXES
+        .iter()
+        .any(|prefix| hook.path == *prefix || hook.path.starts_with(&format!("{prefix}/")));
+    if clashes || hook.path == "/" {
+        return Err(ServerError::Config(format!(
+            "trigger.webhook.path {:?} clashes with the API's routes ({}); choose another path such as /hooks/{}",
+            hook.path,
+            routes::RESERVED_PREFIXES.join(", "),
+            agent.spec().agent
+        )));
+    }
+    Ok(())
+}
+
+/// Resolves at SIGTERM or ctrl-c. The handlers are installed now, so a
+/// signal that arrives while starting is not lost.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static, ServerError>
+{
+    #[cfg(unix)]
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}

@@ -1,0 +1,125 @@
+//! /approvals: list pending records, show one, approve, reject.
+//!
+//! Everything is read from the store, never from this process's memory, so
+//! a pause made by any process sharing the store is listed and decidable.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::runs::answer_decision;
+use crate::pending_approval::{ApprovalError, Decision};
+use crate::server::auth::Caller;
+use crate::server::error::ApiError;
+use crate::server::extract::{JsonBody, PathParam, QueryParams, WaitParam};
+use crate::server::state::AppState;
+use crate::store::PendingQuery;
+
+pub(crate) const DEFAULT_PAGE: usize = 50;
+pub(crate) const MAX_PAGE: usize = 500;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListParams {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// GET /approvals: `{approvals: [record...], next_cursor}`, pending and
+/// unexpired, newest first, this agent's only.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(_caller): Extension<Caller>,
+    QueryParams(params): QueryParams<ListParams>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}, found {limit}"
+        )));
+    }
+    let page = state
+        .agent
+        .store()
+        .list_pending(&PendingQuery {
+            agent_id: Some(state.agent_id().to_string()),
+            now: crate::time::now(),
+            limit,
+            cursor: params.cursor.filter(|c| !c.is_empty()),
+        })
+        .await?;
+    Ok(Json(json!({
+        "approvals": page.approvals,
+        "next_cursor": page.next_cursor,
+    })))
+}
+
+/// GET /approvals/{key}: one record, whatever its status.
+pub(super) async fn show(
+    State(state): State<AppState>,
+    Extension(_caller): Extension<Caller>,
+    PathParam(key): PathParam,
+) -> Result<Json<Value>, ApiError> {
+    let record = state
+        .agent
+        .store()
+        .get_approval(&key)
+        .await?
+        .filter(|r| r.agent_id == state.agent_id())
+        .ok_or(ApprovalError::NotFound { key })?;
+    Ok(Json(json!(record)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ApproveBody {
+    reason: Option<String>,
+    /// Present: approve with this payload instead (MODIFIED).
+    payload: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RejectBody {
+    reason: Option<String>,
+}
+
+/// POST /approvals/{key}/approve `{reason?, payload?}`.
+pub(super) async fn approve(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    PathParam(key): PathParam,
+    QueryParams(wait): QueryParams<WaitParam>,
+    JsonBody(body): JsonBody<ApproveBody>,
+) -> Result<Response, ApiError> {
+    let decision = match body.payload {
+        Some(payload) => Decision::Modify {
+            payload,
+            reason: body.reason,
+        },
+        None => Decision::Approve {
+            reason: body.reason,
+        },
+    };
+    answer_decision(&state, caller, key, decision, wait.wait)
+        .await
+        .map(IntoResponse::into_response)
+}
+
+/// POST /approvals/{key}/reject `{reason?}`.
+pub(super) async fn reject(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    PathParam(key): PathParam,
+    QueryParams(wait): QueryParams<WaitParam>,
+    JsonBody(body): JsonBody<RejectBody>,
+) -> Result<Response, ApiError> {
+    let decision = Decision::Reject {
+        reason: body.reason,
+    };
+    answer_decision(&state, caller, key, decision, wait.wait)
+        .await
+        .map(IntoResponse::into_response)
+}

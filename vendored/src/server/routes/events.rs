@@ -1,0 +1,157 @@
+//! GET /runs/{id}/events: Server-Sent Events.
+//!
+//! The stored events first (after `Last-Event-ID`, when the client sends
+//! one), then live ones, until the run's final event. The SSE `id` is the
+//! event's `seq`, so a reconnecting client resumes where it stopped.
+//!
+//! Live events come from two sources: this process's broadcast (instant,
+//! for runs driven here) and a poll of the store about once a second (for
+//! runs resumed by another process sharing the store). Both feed one
+//! cursor, `last_seq`, and only the next event in sequence is ever sent, so
+//! the stream has no gaps and no repeats whichever source sees it first.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures_util::Stream;
+use tokio::sync::{broadcast, watch};
+use tokio::time::{Interval, MissedTickBehavior};
+
+use crate::events::Event;
+use crate::server::auth::Caller;
+use crate::server::error::ApiError;
+use crate::server::extract::PathParam;
+use crate::server::state::AppState;
+use crate::server::view;
+use crate::store::SharedStore;
+
+const POLL_EVERY: Duration = Duration::from_secs(1);
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
+
+pub(super) async fn stream(
+    State(state): State<AppState>,
+    Extension(_caller): Extension<Caller>,
+    PathParam(run_id): PathParam,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let after = match headers.get("last-event-id") {
+        None => 0,
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| ApiError::invalid("Last-Event-ID must be an event seq (a number)"))?,
+    };
+    // Subscribe before reading the store, so nothing falls in between.
+    let live = state.agent.subscribe();
+    let run = view::load_run(&state, &run_id).await?;
+    let mut poll = tokio::time::interval(POLL_EVERY);
+    poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let feed = Feed {
+        store: state.agent.store().clone(),
+        run_id,
+        last_seq: after,
+        ended_before_connect: run.status.is_final(),
+        primed: false,
+        done: false,
+        queue: VecDeque::new(),
+        live,
+        poll,
+        shutdown: state.shutdown.clone(),
+    };
+    let events = futures_util::stream::unfold(feed, |mut feed| async move {
+        let event = feed.next().await?;
+        Some((Ok(to_sse(&event)), feed))
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_EVERY)))
+}
+
+fn to_sse(event: &Event) -> SseEvent {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
+    SseEvent::default()
+        .id(event.seq.to_string())
+        .event(event.kind.name())
+        .data(data)
+}
+
+/// One client's position in one run's events.
+struct Feed {
+    store: SharedStore,
+    run_id: String,
+    /// The last seq sent (or the client's Last-Event-ID).
+    last_seq: u64,
+    /// The run was final when the client connected: once the stored events
+    /// are sent there is nothing more to wait for.
+    ended_before_connect: bool,
+    primed: bool,
+    done: bool,
+    queue: VecDeque<Event>,
+    live: broadcast::Receiver<Event>,
+    poll: Interval,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Feed {
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                if event.seq != self.last_seq + 1 {
+                    continue;
+                }
+                self.last_seq = event.seq;
+                self.done = event.kind.is_final();
+                return Some(event);
+            }
+            if self.done || *self.shutdown.borrow() {
+                return None;
+            }
+            if !self.primed {
+                self.primed = true;
+                self.catch_up().await;
+                if self.queue.is_empty() && self.ended_before_connect {
+                    return None;
+                }
+                continue;
+            }
+            tokio::select! {
+                received = self.live.recv() => match received {
+                    Ok(event) if event.run_id == self.run_id => {
+                        if event.seq == self.last_seq + 1 {
+                            self.queue.push_back(event);
+                        } else if event.seq > self.last_seq + 1 {
+                            // Something in between was missed: the store has it.
+                            self.catch_up().await;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up().await,
+                    // The agent outlives every stream; if not, polling carries on.
+                    Err(broadcast::error::RecvError::Closed) => {
+                        self.poll.tick().await;
+                        self.catch_up().await;
+                    }
+                },
+                _ = self.poll.tick() => self.catch_up().await,
+                _ = self.shutdown.changed() => return None,
+            }
+        }
+    }
+
+    /// Queue whatever the store has after `last_seq`.
+    async fn catch_up(&mut self) {
+        match self.store.run_events(&self.run_id, self.last_seq).await {
+            Ok(events) => {
+                self.queue.clear();
+                self.queue.extend(events);
+            }
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, error = %e, "cannot read run events for a stream")
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The router: routes grouped by resource, one module each.
+
+mod approvals;
+mod events;
+mod health;
+mod runs;
+mod webhook;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, middleware};
+
+use super::auth;
+use super::error::ApiError;
+use super::extract::BodyLimit;
+use super::state::AppState;
+
+/// Paths the API owns; a webhook path may not start with one of them.
+pub(crate) const RESERVED_PREFIXES: [&str; 4] = ["/runs", "/approvals", "/healthz", "/slack"];
+
+pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
+    let api = Router::new()
+        .route("/runs", post(runs::create))
+        .route("/runs/{id}", get(runs::show))
+        .route("/runs/{id}/events", get(events::stream))
+        .route("/runs/{id_or_key}/approve", post(runs::decide))
+        .route("/approvals", get(approvals::list))
+        .route("/approvals/{key}", get(approvals::show))
+        .route("/approvals/{key}/approve", post(approvals::approve))
+        .route("/approvals/{key}/reject", post(approvals::reject))
+        // route_layer: only matched routes ask for a token, so an unknown
+        // path is a 404 whoever asks.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_caller,
+        ));
+    Router::new()
+        .route("/healthz", get(health::check))
+        .merge(api)
+        // The webhook is dispatched from the fallback rather than routed:
+        // its path comes from the spec, and axum would read `{...}` or `*`
+        // in it as parameters (or panic on a clash with an API route).
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        // Bodies are read by `extract::RawBody`, which applies the limit.
+        .layer(Extension(BodyLimit(max_body_bytes)))
+        .with_state(state)
+}
+
+async fn fallback(State(state): State<AppState>, request: Request) -> Response {
+    let is_webhook = state
+        .agent
+        .spec()
+        .trigger
+        .webhook
+        .as_ref()
+        .is_some_and(|hook| hook.path == request.uri().path());
+    if !is_webhook {
+        return not_found(&request).into_response();
+    }
+    if request.method() != axum::http::Method::POST {
+        return method_not_allowed(request).await.into_response();
+    }
+    webhook::receive(state, request).await.into_response()
+}
+
+fn not_found(request: &Request) -> ApiError {
+    ApiError::NotFound {
+        method: request.method().to_string(),
+        path: request.uri().path().to_string(),
+    }
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: request.method().to_string(),
+        path: request.uri().path().to_string(),
+    }
+}

@@ -1,0 +1,97 @@
+//! POST (the spec's `trigger.webhook.path`): start a run from a webhook.
+//!
+//! No bearer token: a webhook sender authenticates with an HMAC signature
+//! when the spec sets `secret`. The secret is a `${NAME}` reference resolved
+//! from the environment at each request, so rotating it needs no restart.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{FromRequest, Query, Request};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::server::error::ApiError;
+use crate::server::extract::{RawBody, parse_json};
+use crate::server::signature::{self, SIGNATURE_HEADER};
+use crate::server::state::AppState;
+use crate::server::tasks;
+
+pub(super) async fn receive(state: AppState, request: Request) -> Result<Response, ApiError> {
+    let Some(hook) = state.agent.spec().trigger.webhook.clone() else {
+        return Err(ApiError::NotFound {
+            method: "POST".into(),
+            path: request.uri().path().to_string(),
+        });
+    };
+    let headers = request.headers().clone();
+    let uri = request.uri().clone();
+    let RawBody(body) = RawBody::from_request(request, &()).await?;
+
+    if let Some(secret) = &hook.secret {
+        let secret = match crate::secrets::resolve_env(secret) {
+            Ok(value) if !value.is_empty() => value,
+            Ok(_) => {
+                tracing::error!("the webhook secret resolves to an empty value; refusing webhooks");
+                return Err(ApiError::Unavailable(
+                    "the webhook secret is not configured",
+                ));
+            }
+            Err(e) => {
+                // Names the variable, never a value.
+                tracing::error!(error = %e, "the webhook secret is not set; refusing webhooks");
+                return Err(ApiError::Unavailable(
+                    "the webhook secret is not configured",
+                ));
+            }
+        };
+        let presented = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
+        if presented.is_none() {
+            return Err(ApiError::BadSignature(
+                "missing X-Tollgate-Signature: sha256=<hex HMAC-SHA256 of the body>",
+            ));
+        }
+        if !signature::verify(secret.as_bytes(), &body, presented) {
+            return Err(ApiError::BadSignature(
+                "X-Tollgate-Signature does not match the body",
+            ));
+        }
+    }
+
+    let input: Value = parse_json(&body)?;
+    let query = Query::<BTreeMap<String, String>>::try_from_uri(&uri)
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::invalid(e.body_text()))?;
+    let mut trigger = json!({
+        "kind": "webhook",
+        "path": hook.path,
+        "headers": header_object(&headers),
+        "query": query,
+        "received_at": crate::time::format_utc(crate::time::now()),
+    });
+    // The store scrubs too; doing it here keeps credentials out of every
+    // copy from the first moment.
+    crate::pending_approval::scrub_trigger(&mut trigger);
+    let (run_id, _driving) =
+        tasks::start_run(&state.agent, &state.background, input, trigger).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": run_id }))).into_response())
+}
+
+/// Headers as a JSON object; repeated headers joined with ", ".
+fn header_object(headers: &HeaderMap) -> Value {
+    let mut out = Map::new();
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match out.get_mut(name.as_str()) {
+            Some(Value::String(existing)) => {
+                existing.push_str(", ");
+                existing.push_str(&value);
+            }
+            _ => {
+                out.insert(name.as_str().to_string(), Value::String(value));
+            }
+        }
+    }
+    Value::Object(out)
+}

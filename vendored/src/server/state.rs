@@ -1,0 +1,26 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::auth::ApiTokens;
+use super::tasks::Background;
+use crate::run::AgentRun;
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub agent: AgentRun,
+    pub tokens: Arc<ApiTokens>,
+    /// Runs executing in this process (started or resumed here).
+    pub background: Background,
+    /// Becomes true when the server starts shutting down; long-lived
+    /// responses (event streams) end on it.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl AppState {
+    pub fn agent_id(&self) -> &str {
+        &self.agent.spec().agent
+    }
+}

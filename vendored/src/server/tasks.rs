@@ -1,0 +1,174 @@
+//! Runs executing in this process, in background tasks.
+//!
+//! A request never drives a run itself: if the client went away, the
+//! request's future would be dropped mid-step. Instead the work (the claim
+//! and what follows it, or a new run's steps) goes into a task, the request
+//! waits only for what it answers with, and shutdown waits for the tasks.
+//! Every run transition this process makes is logged here, once.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::pending_approval::{ApprovalRecord, Decision};
+use crate::run::{AgentRun, RunError, RunOutcome};
+use crate::run_state::RunStatus;
+
+/// Counts the tasks in flight so shutdown can wait for them.
+#[derive(Clone, Default)]
+pub(crate) struct Background {
+    running: Arc<AtomicUsize>,
+    idle: Arc<Notify>,
+}
+
+struct InFlight(Background);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl Background {
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> JoinHandle<T> {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let guard = InFlight(self.clone());
+        tokio::spawn(async move {
+            let _guard = guard;
+            work.await
+        })
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once no task is in flight.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.running() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Create a run durably, answer with its id, and drive it in the background.
+/// The returned handle resolves when the run pauses or ends.
+pub(crate) async fn start_run(
+    agent: &AgentRun,
+    background: &Background,
+    input: Value,
+    trigger: Value,
+) -> Result<(String, JoinHandle<()>), RunError> {
+    let (created_tx, created_rx) = oneshot::channel();
+    let agent = agent.clone();
+    let handle = background.spawn(async move {
+        let kind = trigger
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        let run_id = match agent.create(input, trigger).await {
+            Ok(run_id) => run_id,
+            Err(e) => {
+                let _ = created_tx.send(Err(e));
+                return;
+            }
+        };
+        tracing::info!(run_id = %run_id, trigger = %kind, "run started");
+        let _ = created_tx.send(Ok(run_id.clone()));
+        let outcome = agent.drive_new(&run_id).await;
+        log_outcome(&run_id, &outcome);
+    });
+    match created_rx.await {
+        Ok(Ok(run_id)) => Ok((run_id, handle)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(RunError::Store(crate::store::StoreError::Database(
+            "the task creating the run stopped before it answered".into(),
+        ))),
+    }
+}
+
+/// Claim a decision (the answer), then resume the run in the background.
+/// The returned handle resolves when the run pauses again or ends.
+pub(crate) async fn decide(
+    agent: &AgentRun,
+    background: &Background,
+    key: String,
+    decision: Decision,
+    decided_by: String,
+) -> Result<(ApprovalRecord, JoinHandle<()>), RunError> {
+    let (claimed_tx, claimed_rx) = oneshot::channel();
+    let agent = agent.clone();
+    let handle = background.spawn(async move {
+        let claimed = match agent.claim(&key, decision, &decided_by).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                let _ = claimed_tx.send(Err(e));
+                return;
+            }
+        };
+        let record = claimed.record.clone();
+        tracing::info!(
+            run_id = %record.run_id,
+            key = %record.key,
+            step = %record.step_id,
+            decision = %record.status.past_tense(),
+            decided_by = %decided_by,
+            "approval decided"
+        );
+        let _ = claimed_tx.send(Ok(record.clone()));
+        let outcome = agent.resume_claimed(claimed).await;
+        log_outcome(&record.run_id, &outcome);
+    });
+    match claimed_rx.await {
+        Ok(Ok(record)) => Ok((record, handle)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(RunError::Store(crate::store::StoreError::Database(
+            "the task claiming the decision stopped before it answered".into(),
+        ))),
+    }
+}
+
+/// One line per transition: paused, completed, rejected, failed, skipped.
+pub(crate) fn log_outcome(run_id: &str, outcome: &Result<RunOutcome, RunError>) {
+    match outcome {
+        Ok(outcome) => match outcome.status {
+            RunStatus::AwaitingApproval => {
+                if let Some(record) = &outcome.pending {
+                    tracing::info!(
+                        run_id = %run_id,
+                        key = %record.key,
+                        step = %record.step_id,
+                        phase = %record.phase.as_str(),
+                        expires_at = %crate::time::format_utc(record.expires_at),
+                        "run paused for approval"
+                    );
+                }
+            }
+            RunStatus::Completed => tracing::info!(run_id = %run_id, "run completed"),
+            RunStatus::Rejected => tracing::info!(run_id = %run_id, "run rejected"),
+            RunStatus::Skipped => tracing::info!(run_id = %run_id, "run skipped (dedupe)"),
+            RunStatus::Expired => tracing::info!(run_id = %run_id, "run expired"),
+            RunStatus::Failed => tracing::warn!(
+                run_id = %run_id,
+                error = %outcome.error.as_deref().unwrap_or("unknown error"),
+                "run failed"
+            ),
+            RunStatus::Running => tracing::warn!(run_id = %run_id, "run stopped while running"),
+        },
+        Err(e) => tracing::error!(run_id = %run_id, error = %e, "run could not continue"),
+    }
+}

@@ -1,0 +1,43 @@
+//! The JSON a client sees of a run.
+
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::state::AppState;
+use crate::run_state::{RunRecord, RunStatus};
+
+/// This agent's run, or `run_not_found` (another agent's run sharing the
+/// store is not this server's).
+pub(crate) async fn load_run(state: &AppState, run_id: &str) -> Result<RunRecord, ApiError> {
+    state
+        .agent
+        .store()
+        .get_run(run_id)
+        .await?
+        .filter(|run| run.agent_id == state.agent_id())
+        .ok_or_else(|| ApiError::RunNotFound(run_id.to_string()))
+}
+
+/// `{id, agent, status, outputs, error, created_at, updated_at, pending_approval}`.
+pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<Value, ApiError> {
+    let run = load_run(state, run_id).await?;
+    let pending = if run.status == RunStatus::AwaitingApproval {
+        state
+            .agent
+            .store()
+            .pending_for_run(run_id, crate::time::now())
+            .await?
+    } else {
+        None
+    };
+    Ok(json!({
+        "id": run.id,
+        "agent": run.agent_id,
+        "status": run.status,
+        "outputs": run.outputs,
+        "error": run.error,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "pending_approval": pending,
+    }))
+}

@@ -6,6 +6,8 @@
 pub mod cli;
 pub mod events;
 pub mod expr;
+pub mod gate;
+
 pub mod pending_approval;
 pub mod run;
 pub mod run_state;
@@ -15,6 +17,7 @@ pub mod spec;
 pub mod store;
 pub mod time;
 pub mod tools;
+pub mod watch;
 pub mod workflow;
 
 pub use async_trait::async_trait;

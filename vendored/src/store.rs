@@ -8,6 +8,7 @@
 //! claim of a decision, and its end. Each is one transaction.
 
 mod memory;
+mod postgres;
 mod sqlite;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{RunRecord, RunStatus};
 
 pub use memory::MemoryStore;
+pub use postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 #[derive(Debug, Error)]
@@ -170,21 +172,72 @@ pub trait StateStore: Send + Sync + 'static {
     /// Release a key `owner` claimed (a failed run lets a retry through). A
     /// claim that expired and was taken over by someone else is left alone.
     async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()>;
+
+    /// The records of `keys` that exist, in any order: what a watcher
+    /// re-reads for the keys it waits on. One query where the store can.
+    async fn approvals_by_key(&self, keys: &[String]) -> StoreResult<Vec<ApprovalRecord>> {
+        let mut found = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(record) = self.get_approval(key).await? {
+                found.push(record);
+            }
+        }
+        Ok(found)
+    }
+
+    /// How this store pushes approval changes made by any process, if it
+    /// can (PostgreSQL LISTEN/NOTIFY). `None`: watchers poll it.
+    fn change_feed(&self) -> Option<Arc<dyn crate::watch::ChangeFeed>> {
+        None
+    }
 }
 
 pub type SharedStore = Arc<dyn StateStore>;
 
-/// Open a store from a location: `memory:`, `sqlite://PATH`, or a plain path
-/// to a SQLite file.
+fn is_postgres_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// Open a store from a location: `memory:`, `sqlite://PATH`, a plain path
+/// to a SQLite file, or `postgres://` / `postgresql://` URL (pool size from
+/// `TOLLGATE_DB_POOL_SIZE`).
+///
+/// Connecting to PostgreSQL is async: prefer [`open_async`]. This blocking
+/// form serves callers on a multi-thread tokio runtime (the CLI) by blocking
+/// the current worker in place; elsewhere it refuses a PostgreSQL URL.
 pub fn open(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
+    if is_postgres_url(location) {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let handle = Handle::try_current()
+            .ok()
+            .filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+            .ok_or_else(|| StoreError::InvalidLocation {
+                location: "postgres://…".into(),
+                reason: "a PostgreSQL store must be opened inside a multi-thread tokio \
+                         runtime (use store::open_async)"
+                    .into(),
+            })?;
+        return tokio::task::block_in_place(|| handle.block_on(open_postgres(location)));
+    }
+    open_local(location, sqlite)
+}
+
+/// [`open`] for async callers: the same locations, without blocking.
+pub async fn open_async(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
+    if is_postgres_url(location) {
+        return open_postgres(location).await;
+    }
+    open_local(location, sqlite)
+}
+
+async fn open_postgres(url: &str) -> StoreResult<SharedStore> {
+    let options = PostgresOptions::from_env()?;
+    Ok(Arc::new(PostgresStore::connect(url, options).await?))
+}
+
+fn open_local(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
     if location == "memory:" || location == "memory://" {
         return Ok(Arc::new(MemoryStore::new()));
-    }
-    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-        return Err(StoreError::InvalidLocation {
-            location: "postgres://…".into(),
-            reason: "PostgreSQL support is not built into this version".into(),
-        });
     }
     let path = location.strip_prefix("sqlite://").unwrap_or(location);
     if path.is_empty() {

@@ -1,0 +1,396 @@
+//! Approval gates for Rust code: a custom tool, or any program embedding
+//! tollgate, asks a person before it acts, using the same durable records,
+//! statuses, claim and expiry as workflow gates, in any store.
+//!
+//! ```ignore
+//! let gate = Gate::new(store);                       // starts a watcher
+//! gate.recover_expired().await?;                     // at startup
+//! let key = gate.request("payouts", "send_payout", &payout, ttl).await?;
+//! // ... a person decides, on any node: gate.decide(&key, decision, "alice")
+//! let outcome = gate.wait(&key).await?;              // any node's decision
+//! if outcome.is_approved() {
+//!     let payout: Payout = outcome.payload_as()?;    // as approved or edited
+//! }
+//! ```
+//!
+//! How a gate request is stored. A request has no workflow run, but the
+//! store's tables require one (the claim sets the run back to `running`, the
+//! sweep ends it `expired`), so each request gets a run of its own:
+//!
+//! - `run_id` = the request's key; the run's `agent_id` and the record's are
+//!   `gate:<agent>`. Spec agent ids cannot contain `:`, so a workflow server
+//!   or the CLI refuses such a key with `WrongAgent` (never resumes it), and
+//!   [`Gate::decide`] refuses keys of workflow gates (`NotAGate`).
+//! - `spec_hash` = [`GATE_SPEC_HASH`] (64 zeros: there is no spec),
+//!   `step_index` = 0, `step_id` = the action, phase `before`, `trigger` =
+//!   `{"kind": "gate"}`, `input` = `{"action": ...}`, `outputs` = `{}`.
+//! - The run's events: `run_started`, `awaiting_approval`, then
+//!   `approval_resolved` and `run_completed` (outputs `{<action>: {approved,
+//!   decided_by, reason, payload}}`) or `run_rejected`; or `run_expired`.
+//!
+//! A request is two store writes (the run, then its pause); a process dying
+//! in between leaves a `running` run with no record, which nothing lists.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, json};
+use thiserror::Error;
+
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{
+    ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+};
+use crate::run_state::{RunRecord, RunStatus};
+use crate::store::{Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
+use crate::watch::{ApprovalWatcher, WatchOptions};
+
+/// The prefix of a gate request's `agent_id`.
+pub const GATE_AGENT_PREFIX: &str = "gate:";
+
+/// The `spec_hash` of every gate request: there is no spec.
+pub const GATE_SPEC_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[derive(Debug, Error)]
+pub enum GateError {
+    /// Not found, expired, already resolved.
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+
+    #[error(transparent)]
+    Store(StoreError),
+
+    #[error(
+        "approval {key} belongs to workflow agent {agent:?}, not to a gate request; decide it through that agent's server or CLI"
+    )]
+    NotAGate { key: String, agent: String },
+
+    #[error("invalid gate request: {0}")]
+    InvalidRequest(String),
+
+    #[error("the payload of approval {key} is not a {type_name}: {reason}")]
+    PayloadType {
+        key: String,
+        type_name: &'static str,
+        reason: String,
+    },
+}
+
+impl From<StoreError> for GateError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Approval(a) => GateError::Approval(a),
+            other => GateError::Store(other),
+        }
+    }
+}
+
+/// Requests, waits for and decides gate approvals in one store.
+#[derive(Clone)]
+pub struct Gate {
+    store: SharedStore,
+    watcher: ApprovalWatcher,
+}
+
+impl Gate {
+    /// A gate over `store` with a watcher on default timings (push on
+    /// PostgreSQL, a 1 s poll otherwise). Needs a tokio runtime.
+    pub fn new(store: SharedStore) -> Gate {
+        Gate::with_options(store, WatchOptions::default())
+    }
+
+    pub fn with_options(store: SharedStore, options: WatchOptions) -> Gate {
+        let watcher = ApprovalWatcher::start(store.clone(), options);
+        Gate { store, watcher }
+    }
+
+    /// A gate sharing an existing watcher (one per process is enough).
+    pub fn with_watcher(store: SharedStore, watcher: ApprovalWatcher) -> Gate {
+        Gate { store, watcher }
+    }
+
+    pub fn store(&self) -> &SharedStore {
+        &self.store
+    }
+
+    pub fn watcher(&self) -> &ApprovalWatcher {
+        &self.watcher
+    }
+
+    /// Ask for approval of `action` with `payload`, decidable for `ttl`.
+    /// Returns the key. Nothing waits in memory: [`Gate::wait`] on any node
+    /// (or after a restart) picks it up.
+    pub async fn request<P: Serialize + ?Sized>(
+        &self,
+        agent: &str,
+        action: &str,
+        payload: &P,
+        ttl: Duration,
+    ) -> Result<String, GateError> {
+        self.request_with_message(agent, action, None, payload, ttl)
+            .await
+    }
+
+    /// [`Gate::request`] with a message for the person deciding.
+    pub async fn request_with_message<P: Serialize + ?Sized>(
+        &self,
+        agent: &str,
+        action: &str,
+        message: Option<&str>,
+        payload: &P,
+        ttl: Duration,
+    ) -> Result<String, GateError> {
+        if agent.trim().is_empty() || action.trim().is_empty() {
+            return Err(GateError::InvalidRequest(
+                "agent and action must not be empty".into(),
+            ));
+        }
+        if ttl.is_zero() {
+            return Err(GateError::InvalidRequest(
+                "ttl must be greater than zero".into(),
+            ));
+        }
+        let payload = serde_json::to_value(payload).map_err(|e| {
+            GateError::InvalidRequest(format!("the payload cannot be encoded as JSON: {e}"))
+        })?;
+        let key = crate::pending_approval::new_key();
+        let now = crate::time::now();
+        let agent_id = format!("{GATE_AGENT_PREFIX}{agent}");
+        let trigger = json!({"kind": "gate"});
+        let input = json!({"action": action});
+        let run = RunRecord {
+            id: key.clone(),
+            agent_id: agent_id.clone(),
+            spec_hash: GATE_SPEC_HASH.into(),
+            status: RunStatus::Running,
+            input: input.clone(),
+            trigger: trigger.clone(),
+            outputs: Map::new(),
+            error: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let started = event(
+            &key,
+            1,
+            now,
+            EventKind::RunStarted {
+                agent: agent_id.clone(),
+                spec_hash: GATE_SPEC_HASH.into(),
+                input: input.clone(),
+            },
+        );
+        self.store.create_run(&run, &[started]).await?;
+
+        let record = ApprovalRecord {
+            key: key.clone(),
+            run_id: key.clone(),
+            agent_id,
+            spec_hash: GATE_SPEC_HASH.into(),
+            step_index: 0,
+            step_id: action.into(),
+            phase: Phase::Before,
+            message: message.map(str::to_string),
+            payload,
+            outputs: Map::new(),
+            input,
+            trigger,
+            status: ApprovalStatus::Pending,
+            decision_data: None,
+            decided_by: None,
+            decided_at: None,
+            created_at: now,
+            expires_at: crate::time::add(now, ttl),
+        };
+        let awaiting = event(&key, 2, now, EventKind::awaiting(&record));
+        self.store
+            .pause_run(&Pause { record, at: now }, &[awaiting])
+            .await?;
+        Ok(key)
+    }
+
+    /// Resolves when the request is decided on any node, or expires.
+    pub async fn wait(&self, key: &str) -> Result<Outcome, GateError> {
+        let record = self.watcher.wait_for_decision(key).await?;
+        Ok(Outcome { record })
+    }
+
+    /// The request as it stands (PENDING or decided).
+    pub async fn get(&self, key: &str) -> Result<Option<Outcome>, GateError> {
+        Ok(self
+            .store
+            .get_approval(key)
+            .await?
+            .map(|record| Outcome { record }))
+    }
+
+    /// `agent`'s pending requests, newest first, one page at a time.
+    pub async fn list_pending(
+        &self,
+        agent: &str,
+        limit: usize,
+        cursor: Option<String>,
+    ) -> Result<PendingPage, GateError> {
+        let query = PendingQuery {
+            agent_id: Some(format!("{GATE_AGENT_PREFIX}{agent}")),
+            now: crate::time::now(),
+            limit,
+            cursor,
+        };
+        Ok(self.store.list_pending(&query).await?)
+    }
+
+    /// Decide a request: the same claim as a workflow gate, so exactly one
+    /// decision wins across every process. Refuses keys of workflow gates.
+    pub async fn decide(
+        &self,
+        key: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<Outcome, GateError> {
+        let record = self
+            .store
+            .get_approval(key)
+            .await?
+            .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
+        if !record.agent_id.starts_with(GATE_AGENT_PREFIX) {
+            return Err(GateError::NotAGate {
+                key: key.into(),
+                agent: record.agent_id,
+            });
+        }
+        let now = crate::time::now();
+        let claimed = self
+            .store
+            .claim(&Claim {
+                key: key.into(),
+                decision,
+                decided_by: decided_by.into(),
+                now,
+                spec_hash: GATE_SPEC_HASH.into(),
+            })
+            .await?;
+        // The decision is final once claimed. Should ending the request's
+        // run fail, the run shows up in `approvals list --stuck` (decided,
+        // never finished), which is what it is; the caller still gets the
+        // decision rather than an error that invites a retry.
+        let _ = self
+            .store
+            .end_run(&run_end(&claimed.record, now), &[end_event(&claimed, now)])
+            .await;
+        Ok(Outcome {
+            record: claimed.record,
+        })
+    }
+
+    /// Expire every overdue request (and workflow gate: the sweep is the
+    /// store's) at most once across processes. Call at startup; waiters do
+    /// it themselves when their own record's time is up.
+    pub async fn recover_expired(&self) -> Result<Vec<ApprovalRecord>, GateError> {
+        Ok(self.store.expire_due(crate::time::now()).await?)
+    }
+}
+
+fn event(run_id: &str, seq: u64, at: chrono::DateTime<chrono::Utc>, kind: EventKind) -> Event {
+    Event {
+        run_id: run_id.into(),
+        seq,
+        at,
+        kind,
+    }
+}
+
+fn approved(record: &ApprovalRecord) -> bool {
+    matches!(
+        record.status,
+        ApprovalStatus::Approved | ApprovalStatus::Modified
+    )
+}
+
+fn run_end(record: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunEnd {
+    let mut outputs = Map::new();
+    outputs.insert(
+        record.step_id.clone(),
+        json!({
+            "approved": approved(record),
+            "decided_by": record.decided_by,
+            "reason": record.reason(),
+            "payload": record.effective_payload(),
+        }),
+    );
+    RunEnd {
+        run_id: record.run_id.clone(),
+        status: if approved(record) {
+            RunStatus::Completed
+        } else {
+            RunStatus::Rejected
+        },
+        outputs,
+        error: None,
+        at,
+    }
+}
+
+fn end_event(claimed: &crate::store::Claimed, at: chrono::DateTime<chrono::Utc>) -> Event {
+    let record = &claimed.record;
+    let kind = if approved(record) {
+        EventKind::RunCompleted {
+            outputs: run_end(record, at).outputs,
+        }
+    } else {
+        EventKind::RunRejected {
+            reason: record.reason().map(str::to_string),
+        }
+    };
+    event(&record.run_id, claimed.event.seq + 1, at, kind)
+}
+
+/// A request as decided (or expired, or still pending when read with
+/// [`Gate::get`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    record: ApprovalRecord,
+}
+
+impl Outcome {
+    pub fn status(&self) -> ApprovalStatus {
+        self.record.status
+    }
+
+    /// Approved as asked, or with an edited payload.
+    pub fn is_approved(&self) -> bool {
+        approved(&self.record)
+    }
+
+    pub fn decided_by(&self) -> Option<&str> {
+        self.record.decided_by.as_deref()
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        self.record.reason()
+    }
+
+    /// The payload as decided (the edit of a MODIFIED request, else the
+    /// original) read back as `T`.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T, GateError> {
+        payload_as(&self.record)
+    }
+
+    pub fn record(&self) -> &ApprovalRecord {
+        &self.record
+    }
+
+    pub fn into_record(self) -> ApprovalRecord {
+        self.record
+    }
+}
+
+/// A record's payload as decided, read back as `T` (for listed records).
+pub fn payload_as<T: DeserializeOwned>(record: &ApprovalRecord) -> Result<T, GateError> {
+    T::deserialize(record.effective_payload()).map_err(|e| GateError::PayloadType {
+        key: record.key.clone(),
+        type_name: std::any::type_name::<T>(),
+        reason: e.to_string(),
+    })
+}

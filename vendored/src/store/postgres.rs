@@ -1,0 +1,403 @@
+//! The PostgreSQL store: runs, events and pending approvals in one database
+//! that any number of tollgate servers share.
+//!
+//! Same contract as the SQLite store (the same conformance cases run against
+//! both), same `tollgate_` tables; what differs:
+//!
+//! - **The claim** is one `UPDATE ... WHERE key = $1 AND status = 'PENDING'
+//!   AND expires_at > $2 [AND spec_hash = $3] RETURNING ...` under READ
+//!   COMMITTED, in one transaction with the run's update and its
+//!   `approval_resolved` event. Concurrent claimers of one key queue on its
+//!   row lock and the losers match nothing; claims of different keys never
+//!   wait for each other. The sweep skips rows another transaction holds
+//!   (`FOR UPDATE SKIP LOCKED`), so each record is expired by one node.
+//! - **Push.** Every pause, decision and expiry also sends `NOTIFY
+//!   tollgate_approvals` in its transaction; [`crate::watch`] listens on one
+//!   dedicated connection (outside the pool) and re-checks what it waits for
+//!   after every reconnect, so a decision made while it was disconnected is
+//!   not missed.
+//! - **Times** are `timestamptz` and travel in binary: stored and returned
+//!   as UTC instants whatever the server's or session's `TimeZone`.
+//! - **JSON** columns are `jsonb`: values come back equal, but object keys
+//!   in jsonb's own order (by length, then bytes) rather than as written,
+//!   and a string containing `\u0000` is refused (PostgreSQL text cannot
+//!   hold NUL) where SQLite would store it.
+//! - **Migrations** (`migrations/postgres/`, history in
+//!   `tollgate_schema_history`) run under a transaction-scoped advisory lock,
+//!   so nodes starting together migrate once; only `tollgate_` objects are
+//!   created, in the connection's current schema (`search_path`; put
+//!   `?options=-csearch_path%3Dtollgate` in the URL to use another one).
+//! - **Pool**: `TOLLGATE_DB_POOL_SIZE` connections (default 5), plus the one
+//!   LISTEN connection per watcher.
+//! - **TLS is not built in** (`sslmode=disable` or the default `prefer`,
+//!   which then connects in plain text; `sslmode=require` fails at connect
+//!   rather than silently going without). Reach a remote server through a
+//!   private network or a local TLS proxy (pgbouncer, a cloud SQL proxy).
+//!
+//! Driver: tokio-postgres, the maintained async driver of the
+//! rust-postgres project (sqlx and diesel-async are heavier layers over
+//! their own or this protocol code), with deadpool-postgres for the pool:
+//! together a handful of small crates, which matters because every exported
+//! server compiles this module. sqlx would add its macros, its own runtime
+//! abstraction and more than twice the compile time for features (compile-
+//! time checked queries, several databases) the store does not use.
+
+mod codec;
+mod listen;
+mod notify;
+mod ops;
+mod schema;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use super::{
+    Claimed, Pause, PendingPage, PendingQuery, RunEnd, StateStore, StoreError, StoreResult,
+    StuckClaim,
+};
+use crate::events::Event;
+use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::run_state::RunRecord;
+use crate::watch::ChangeFeed;
+
+/// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
+pub const DEFAULT_POOL_SIZE: usize = 5;
+
+/// How a [`PostgresStore`] connects.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Pooled connections (the LISTEN connection of a watcher is extra).
+    pub pool_size: usize,
+    /// How long an operation waits for a free pooled connection, and for a
+    /// new connection to be made, before it fails.
+    pub timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            pool_size: DEFAULT_POOL_SIZE,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// Defaults, with the pool size from `TOLLGATE_DB_POOL_SIZE` when it is
+    /// set to a positive number.
+    pub fn from_env() -> StoreResult<PostgresOptions> {
+        Ok(PostgresOptions {
+            pool_size: pool_size(std::env::var("TOLLGATE_DB_POOL_SIZE").ok().as_deref())?,
+            ..PostgresOptions::default()
+        })
+    }
+}
+
+/// `TOLLGATE_DB_POOL_SIZE`, checked: a typo fails the start instead of
+/// quietly running with the default.
+fn pool_size(var: Option<&str>) -> StoreResult<usize> {
+    let Some(text) = var else {
+        return Ok(DEFAULT_POOL_SIZE);
+    };
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| StoreError::InvalidLocation {
+            location: "TOLLGATE_DB_POOL_SIZE".into(),
+            reason: format!("{text:?} is not a positive number of connections"),
+        })
+}
+
+pub struct PostgresStore {
+    pool: Pool,
+    config: tokio_postgres::Config,
+    description: String,
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        StoreError::Database(describe_error(&e))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        StoreError::Database(format!("no database connection: {}", describe_error(&e)))
+    }
+}
+
+/// An error with its causes: tokio-postgres puts the server's message (and
+/// the reason a connect failed) in the source, not in `Display`.
+pub(crate) fn describe_error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+impl PostgresStore {
+    /// Connect to `url` (`postgres://` or `postgresql://`), bring the schema
+    /// up to date and return the store. Needs a tokio runtime.
+    pub async fn connect(url: &str, options: PostgresOptions) -> StoreResult<PostgresStore> {
+        let mut config =
+            tokio_postgres::Config::from_str(url).map_err(|e| StoreError::InvalidLocation {
+                location: redact(url),
+                reason: describe_error(&e),
+            })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("tollgate");
+        }
+        let description = describe(&config);
+
+        let (mut client, connection) = config.connect(NoTls).await.map_err(|e| {
+            StoreError::Database(format!(
+                "cannot connect to {description}: {}",
+                describe_error(&e)
+            ))
+        })?;
+        let driver = tokio::spawn(connection);
+        let migrated = schema::migrate(&mut client).await;
+        drop(client);
+        let _ = driver.await;
+        migrated?;
+
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                // A connection the server closed is noticed by the driver at
+                // once (is_closed), so no probe query per checkout.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.timeout))
+            .create_timeout(Some(options.timeout))
+            .recycle_timeout(Some(options.timeout))
+            .build()
+            .map_err(|e| StoreError::Database(format!("cannot build the pool: {e}")))?;
+        Ok(PostgresStore {
+            pool,
+            config,
+            description,
+        })
+    }
+
+    /// A pooled connection.
+    async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
+        Ok(self.pool.get().await?)
+    }
+}
+
+/// Run `$body` with `$tx` bound to a new READ COMMITTED transaction on a
+/// pooled connection; commit when it returns Ok, roll back (on drop) when it
+/// returns an error.
+macro_rules! in_transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut client = $store.client().await?;
+        let $tx = client.transaction().await?;
+        let out = $body;
+        match out {
+            Ok(value) => {
+                $tx.commit().await?;
+                Ok(value)
+            }
+            Err(e) => Err(e),
+        }
+    }};
+}
+
+/// `postgres://user@host:port/db` without the password or query options.
+fn describe(config: &tokio_postgres::Config) -> String {
+    use tokio_postgres::config::Host;
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config
+        .get_user()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
+    let db = config.get_dbname().unwrap_or("");
+    format!("postgres://{user}{host}:{port}/{db}")
+}
+
+/// A URL for an error message: everything up to the first `@` dropped, so a
+/// password never reaches a log.
+fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://…@{host}"),
+            None => url.to_string(),
+        },
+        None => "postgres://…".into(),
+    }
+}
+
+#[async_trait]
+impl StateStore for PostgresStore {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
+        in_transaction!(self, |tx| {
+            async {
+                ops::insert_run(&tx, run).await?;
+                ops::insert_events(&tx, &run.id, events).await
+            }
+            .await
+        })
+    }
+
+    async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
+        in_transaction!(self, |tx| {
+            async {
+                ops::require_run(&tx, run_id).await?;
+                ops::insert_events(&tx, run_id, events).await
+            }
+            .await
+        })
+    }
+
+    async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
+        in_transaction!(self, |tx| {
+            async {
+                ops::pause_run(&tx, pause).await?;
+                ops::insert_events(&tx, &pause.record.run_id, events).await
+            }
+            .await
+        })
+    }
+
+    async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
+        in_transaction!(self, |tx| {
+            async {
+                ops::end_run(&tx, end).await?;
+                ops::insert_events(&tx, &end.run_id, events).await
+            }
+            .await
+        })
+    }
+
+    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
+        in_transaction!(self, |tx| ops::claim(&tx, claim).await)
+    }
+
+    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
+        ops::get_approval(&self.client().await?, key).await
+    }
+
+    async fn approvals_by_key(&self, keys: &[String]) -> StoreResult<Vec<ApprovalRecord>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        ops::approvals_by_key(&self.client().await?, keys).await
+    }
+
+    async fn pending_for_run(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        ops::pending_for_run(&self.client().await?, run_id, &now).await
+    }
+
+    async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
+        let (approvals, next_cursor) = ops::list_pending(&self.client().await?, query).await?;
+        Ok(PendingPage {
+            approvals,
+            next_cursor,
+        })
+    }
+
+    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
+        ops::list_stuck(&self.client().await?, agent_id).await
+    }
+
+    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
+        // Every CLI command sweeps first; a read spares them a write
+        // transaction when nothing is due.
+        if !ops::any_due(&self.client().await?, &now).await? {
+            return Ok(Vec::new());
+        }
+        in_transaction!(self, |tx| ops::expire_due(&tx, &now).await)
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        ops::get_run(&self.client().await?, run_id).await
+    }
+
+    async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
+        ops::run_events(&self.client().await?, run_id, after_seq).await
+    }
+
+    async fn claim_key(
+        &self,
+        key: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        ops::claim_key(&self.client().await?, key, owner, &now, &expires_at).await
+    }
+
+    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
+        ops::release_key(&self.client().await?, key, owner).await
+    }
+
+    fn change_feed(&self) -> Option<Arc<dyn ChangeFeed>> {
+        Some(Arc::new(listen::Listener::new(self.config.clone())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_size_is_a_positive_number_or_the_default() {
+        assert_eq!(pool_size(None).expect("default"), DEFAULT_POOL_SIZE);
+        assert_eq!(pool_size(Some(" 12 ")).expect("twelve"), 12);
+        for bad in ["0", "-1", "five", ""] {
+            let err = pool_size(Some(bad)).expect_err(bad);
+            assert!(err.to_string().contains("TOLLGATE_DB_POOL_SIZE"), "{err}");
+        }
+    }
+
+    #[test]
+    fn descriptions_and_errors_never_carry_the_password() {
+        let config =
+            tokio_postgres::Config::from_str("postgres://app:s3cret@db.internal:6543/tollgate")
+                .expect("url");
+        assert_eq!(
+            describe(&config),
+            "postgres://app@db.internal:6543/tollgate"
+        );
+        assert_eq!(
+            redact("postgresql://app:s3cret@db:5432/x"),
+            "postgresql://…@db:5432/x"
+        );
+    }
+}

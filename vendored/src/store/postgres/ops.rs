@@ -1,0 +1,545 @@
+//! The SQL of each store operation. Writers run inside the transaction the
+//! store opened (READ COMMITTED, the PostgreSQL default); nothing here
+//! begins or commits. Statements are prepared once per pooled connection.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+
+use super::codec::{
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row,
+    event_from_row, run_from_row, to_i64, to_json,
+};
+use super::notify;
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
+use crate::run_state::{RunRecord, RunStatus};
+use crate::store::{
+    Claimed, Pause, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim, cursor,
+    resolved_event,
+};
+
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+async fn query_opt<C: GenericClient, T>(
+    client: &C,
+    sql: &str,
+    params: &[Param<'_>],
+    decode: impl Fn(&Row) -> StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    let stmt = client.prepare_cached(sql).await?;
+    client
+        .query_opt(&stmt, params)
+        .await?
+        .as_ref()
+        .map(decode)
+        .transpose()
+}
+
+async fn query_all<C: GenericClient, T>(
+    client: &C,
+    sql: &str,
+    params: &[Param<'_>],
+    decode: impl Fn(&Row) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let stmt = client.prepare_cached(sql).await?;
+    client
+        .query(&stmt, params)
+        .await?
+        .iter()
+        .map(decode)
+        .collect()
+}
+
+async fn execute<C: GenericClient>(
+    client: &C,
+    sql: &str,
+    params: &[Param<'_>],
+) -> StoreResult<u64> {
+    let stmt = client.prepare_cached(sql).await?;
+    Ok(client.execute(&stmt, params).await?)
+}
+
+// ------------------------------------------------------------------- writes
+
+pub(super) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) -> StoreResult<()> {
+    let (input, trigger) = (&run.input, &run.trigger);
+    let outputs = to_json(&run.outputs, "run outputs")?;
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+             outputs, error, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .await?;
+    let params: [Param<'_>; 10] = [
+        &run.id,
+        &run.agent_id,
+        &run.spec_hash,
+        &run.status.as_str(),
+        input,
+        trigger,
+        &outputs,
+        &run.error,
+        &run.created_at,
+        &run.updated_at,
+    ];
+    client.execute(&stmt, &params).await.map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::Database(format!("run {} already exists", run.id))
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(())
+}
+
+pub(super) async fn insert_events<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    events: &[Event],
+) -> StoreResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let stmt = client
+        .prepare_cached("INSERT INTO tollgate_run_events (run_id, seq, event) VALUES ($1, $2, $3)")
+        .await?;
+    for event in events {
+        let seq = to_i64(event.seq, "event seq")?;
+        let json = to_json(event, "event")?;
+        client
+            .execute(&stmt, &[&run_id, &seq, &json])
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::Database(format!("run {run_id} already has an event {seq}"))
+                } else {
+                    e.into()
+                }
+            })?;
+    }
+    Ok(())
+}
+
+pub(super) async fn require_run<C: GenericClient>(client: &C, run_id: &str) -> StoreResult<()> {
+    let found = query_opt(
+        client,
+        "SELECT 1 FROM tollgate_runs WHERE id = $1",
+        &[&run_id],
+        |_| Ok(()),
+    )
+    .await?;
+    found.ok_or_else(|| StoreError::RunNotFound(run_id.to_string()))
+}
+
+pub(super) async fn pause_run<C: GenericClient>(client: &C, pause: &Pause) -> StoreResult<()> {
+    let record = &pause.record;
+    let outputs = to_json(&record.outputs, "approval outputs")?;
+    let changed = execute(
+        client,
+        "UPDATE tollgate_runs SET status = $2, outputs = $3, updated_at = $4 WHERE id = $1",
+        &[
+            &record.run_id,
+            &RunStatus::AwaitingApproval.as_str(),
+            &outputs,
+            &pause.at,
+        ],
+    )
+    .await?;
+    if changed == 0 {
+        return Err(StoreError::RunNotFound(record.run_id.clone()));
+    }
+    insert_approval(client, record, &outputs).await?;
+    notify::send(client, &record.key, &record.run_id, record.status).await
+}
+
+async fn insert_approval<C: GenericClient>(
+    client: &C,
+    r: &ApprovalRecord,
+    outputs: &Value,
+) -> StoreResult<()> {
+    let step_index = to_i64(r.step_index, "step index")?;
+    let stmt = client
+        .prepare_cached(&format!(
+            "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+        ))
+        .await?;
+    let params: [Param<'_>; APPROVAL_COLUMN_COUNT] = [
+        &r.key,
+        &r.run_id,
+        &r.agent_id,
+        &r.spec_hash,
+        &step_index,
+        &r.step_id,
+        &r.phase.as_str(),
+        &r.message,
+        &r.payload,
+        outputs,
+        &r.input,
+        &r.trigger,
+        &r.status.as_str(),
+        &r.decision_data,
+        &r.decided_by,
+        &r.decided_at,
+        &r.created_at,
+        &r.expires_at,
+    ];
+    client.execute(&stmt, &params).await.map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::Database(format!("an approval with key {} already exists", r.key))
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(())
+}
+
+pub(super) async fn end_run<C: GenericClient>(client: &C, end: &RunEnd) -> StoreResult<()> {
+    let outputs = to_json(&end.outputs, "run outputs")?;
+    let changed = execute(
+        client,
+        "UPDATE tollgate_runs SET status = $2, outputs = $3, error = $4, updated_at = $5 \
+         WHERE id = $1",
+        &[
+            &end.run_id,
+            &end.status.as_str(),
+            &outputs,
+            &end.error,
+            &end.at,
+        ],
+    )
+    .await?;
+    if changed == 0 {
+        return Err(StoreError::RunNotFound(end.run_id.clone()));
+    }
+    Ok(())
+}
+
+async fn set_run_status<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    status: RunStatus,
+    at: &DateTime<Utc>,
+) -> StoreResult<()> {
+    execute(
+        client,
+        "UPDATE tollgate_runs SET status = $2, updated_at = $3 WHERE id = $1",
+        &[&run_id, &status.as_str(), at],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The run's next event number. Safe without a lock of its own: every
+/// caller holds the row lock of the run's approval record (the claim or the
+/// sweep just updated it), and a paused run writes no events of its own.
+async fn next_seq<C: GenericClient>(client: &C, run_id: &str) -> StoreResult<u64> {
+    let last: i64 = query_opt(
+        client,
+        "SELECT COALESCE(MAX(seq), 0) FROM tollgate_run_events WHERE run_id = $1",
+        &[&run_id],
+        |row| {
+            row.try_get(0)
+                .map_err(|e| StoreError::Database(e.to_string()))
+        },
+    )
+    .await?
+    .unwrap_or(0);
+    Ok(u64::try_from(last).unwrap_or(0) + 1)
+}
+
+/// The claim's conditional write. Approve and modify also require the spec
+/// the run paused with; a reject is allowed under any spec.
+const CLAIM_SAME_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
+     WHERE key = $5 AND status = 'PENDING' AND expires_at > $4 AND spec_hash = $6 \
+     RETURNING ";
+const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
+     WHERE key = $5 AND status = 'PENDING' AND expires_at > $4 \
+     RETURNING ";
+
+/// One conditional UPDATE decides; under READ COMMITTED a concurrent
+/// claimer of the same key blocks on the row lock, then re-checks the WHERE
+/// against the committed row and matches nothing. Claims of different keys
+/// lock different rows and never wait for each other.
+pub(super) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreResult<Claimed> {
+    let status = claim.decision.status().as_str();
+    let data = claim.decision.data();
+    let same_spec = claim.decision.requires_same_spec();
+    let head = if same_spec {
+        CLAIM_SAME_SPEC
+    } else {
+        CLAIM_ANY_SPEC
+    };
+    let sql = format!("{head}{APPROVAL_COLUMNS}");
+    let common: [Param<'_>; 5] = [&status, &data, &claim.decided_by, &claim.now, &claim.key];
+    let mut params = common.to_vec();
+    if same_spec {
+        params.push(&claim.spec_hash);
+    }
+    let Some(record) = query_opt(client, &sql, &params, approval_from_row).await? else {
+        let current = get_approval(client, &claim.key).await?;
+        return Err(
+            ApprovalError::explain_failed_claim(&claim.key, current.as_ref(), claim).into(),
+        );
+    };
+    let event = resolved_event(&record, claim, next_seq(client, &record.run_id).await?);
+    set_run_status(client, &record.run_id, RunStatus::Running, &claim.now).await?;
+    insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+    notify::send(client, &record.key, &record.run_id, record.status).await?;
+    Ok(Claimed { record, event })
+}
+
+/// Every overdue PENDING record becomes EXPIRED, its run `expired`. Rows
+/// another transaction holds (a claim in flight, another node's sweep) are
+/// skipped, not waited for: each record is expired by exactly one sweep,
+/// and two sweeps never deadlock on each other's rows.
+pub(super) async fn expire_due<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+) -> StoreResult<Vec<ApprovalRecord>> {
+    let sql = format!(
+        "UPDATE tollgate_approvals SET status = 'EXPIRED' \
+         WHERE key IN (SELECT key FROM tollgate_approvals \
+                       WHERE status = 'PENDING' AND expires_at <= $1 \
+                       FOR UPDATE SKIP LOCKED) \
+           AND status = 'PENDING' \
+         RETURNING {APPROVAL_COLUMNS}"
+    );
+    let mut expired = query_all(client, &sql, &[now], approval_from_row).await?;
+    // RETURNING comes in no particular order; the sweep reports oldest first.
+    expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+    for record in &expired {
+        let event = Event {
+            run_id: record.run_id.clone(),
+            seq: next_seq(client, &record.run_id).await?,
+            at: *now,
+            kind: EventKind::RunExpired {
+                key: record.key.clone(),
+            },
+        };
+        set_run_status(client, &record.run_id, RunStatus::Expired, now).await?;
+        insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+        notify::send(client, &record.key, &record.run_id, ApprovalStatus::Expired).await?;
+    }
+    Ok(expired)
+}
+
+/// True when some PENDING record is overdue (a cheap read before a sweep).
+pub(super) async fn any_due<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+) -> StoreResult<bool> {
+    let found = query_opt(
+        client,
+        "SELECT 1 FROM tollgate_approvals WHERE status = 'PENDING' AND expires_at <= $1 LIMIT 1",
+        &[now],
+        |_| Ok(()),
+    )
+    .await?;
+    Ok(found.is_some())
+}
+
+pub(super) async fn claim_key<C: GenericClient>(
+    client: &C,
+    key: &str,
+    owner: &str,
+    now: &DateTime<Utc>,
+    expires_at: &DateTime<Utc>,
+) -> StoreResult<bool> {
+    // Insert, or take over a claim whose time is up; a live claim makes the
+    // upsert's WHERE false and changes nothing. Two racers on a new key: the
+    // second waits for the first's commit, then takes the conflict path.
+    let changed = execute(
+        client,
+        "INSERT INTO tollgate_claims (key, owner, expires_at) VALUES ($1, $2, $4) \
+         ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at \
+         WHERE tollgate_claims.expires_at <= $3",
+        &[&key, &owner, now, expires_at],
+    )
+    .await?;
+    Ok(changed == 1)
+}
+
+pub(super) async fn release_key<C: GenericClient>(
+    client: &C,
+    key: &str,
+    owner: &str,
+) -> StoreResult<()> {
+    // Only the owner's own claim: one that expired and was taken over by
+    // another run belongs to that run now.
+    execute(
+        client,
+        "DELETE FROM tollgate_claims WHERE key = $1 AND owner = $2",
+        &[&key, &owner],
+    )
+    .await?;
+    Ok(())
+}
+
+// -------------------------------------------------------------------- reads
+
+pub(super) async fn get_approval<C: GenericClient>(
+    client: &C,
+    key: &str,
+) -> StoreResult<Option<ApprovalRecord>> {
+    query_opt(
+        client,
+        &format!("SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals WHERE key = $1"),
+        &[&key],
+        approval_from_row,
+    )
+    .await
+}
+
+/// The records of `keys` that exist (the watcher's catch-up), in one query.
+pub(super) async fn approvals_by_key<C: GenericClient>(
+    client: &C,
+    keys: &[String],
+) -> StoreResult<Vec<ApprovalRecord>> {
+    query_all(
+        client,
+        &format!("SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals WHERE key = ANY($1)"),
+        &[&keys],
+        approval_from_row,
+    )
+    .await
+}
+
+pub(super) async fn get_run<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+) -> StoreResult<Option<RunRecord>> {
+    query_opt(
+        client,
+        &format!("SELECT {RUN_COLUMNS} FROM tollgate_runs WHERE id = $1"),
+        &[&run_id],
+        run_from_row,
+    )
+    .await
+}
+
+pub(super) async fn run_events<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    after_seq: u64,
+) -> StoreResult<Vec<Event>> {
+    // No stored seq exceeds i64::MAX, so a larger `after_seq` means "none".
+    let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+    query_all(
+        client,
+        "SELECT run_id, seq, event FROM tollgate_run_events \
+         WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+        &[&run_id, &after],
+        event_from_row,
+    )
+    .await
+}
+
+pub(super) async fn pending_for_run<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    now: &DateTime<Utc>,
+) -> StoreResult<Option<ApprovalRecord>> {
+    query_opt(
+        client,
+        &format!(
+            "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+             WHERE run_id = $1 AND status = 'PENDING' AND expires_at > $2 \
+             ORDER BY created_at DESC, key DESC LIMIT 1"
+        ),
+        &[&run_id, now],
+        approval_from_row,
+    )
+    .await
+}
+
+/// One page of unexpired PENDING records, newest first, as
+/// `(records, next_cursor)`.
+pub(super) async fn list_pending<C: GenericClient>(
+    client: &C,
+    query: &PendingQuery,
+) -> StoreResult<(Vec<ApprovalRecord>, Option<String>)> {
+    let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let limit = query.limit.max(1);
+    // One row more than asked tells whether another page exists.
+    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+
+    let mut sql = format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at > $1"
+    );
+    let mut params: Vec<Param<'_>> = vec![&query.now];
+    if let Some(agent) = &query.agent_id {
+        params.push(agent);
+        sql.push_str(&format!(" AND agent_id = ${}", params.len()));
+    }
+    if let Some((at, key)) = &after {
+        params.push(at);
+        params.push(key);
+        let n = params.len();
+        sql.push_str(&format!(" AND (created_at, key) < (${}, ${n})", n - 1));
+    }
+    params.push(&fetch);
+    sql.push_str(&format!(
+        " ORDER BY created_at DESC, key DESC LIMIT ${}",
+        params.len()
+    ));
+
+    let mut rows = query_all(client, &sql, &params, approval_from_row).await?;
+    let next_cursor = (rows.len() > limit).then(|| {
+        let last = &rows[limit - 1];
+        cursor::encode(last.created_at, &last.key)
+    });
+    rows.truncate(limit);
+    Ok((rows, next_cursor))
+}
+
+fn decode_cursor(text: &str) -> StoreResult<(DateTime<Utc>, String)> {
+    let (at, key) = cursor::decode(text)?;
+    let at = crate::time::parse_utc(&at).ok_or_else(|| StoreError::InvalidCursor(text.into()))?;
+    Ok((at, key))
+}
+
+pub(super) async fn list_stuck<C: GenericClient>(
+    client: &C,
+    agent_id: Option<&str>,
+) -> StoreResult<Vec<StuckClaim>> {
+    // Decided (not expired) records whose run is still `running` and that are
+    // the run's latest record: the claim happened, the run never finished.
+    let sql = format!(
+        "SELECT {cols}, r.status, r.updated_at \
+         FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
+         WHERE r.status = 'running' \
+           AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
+           AND ($1::text IS NULL OR a.agent_id = $1) \
+           AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
+                        ORDER BY l.created_at DESC, l.key DESC LIMIT 1) \
+         ORDER BY a.decided_at DESC, a.key DESC",
+        cols = APPROVAL_COLUMNS
+            .split(", ")
+            .map(|c| format!("a.{c}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    query_all(client, &sql, &[&agent_id], |row| {
+        let record = approval_from_row(row)?;
+        let run = RowReader::with_id(row, "tollgate_runs", record.run_id.clone());
+        Ok(StuckClaim {
+            run_status: run.parsed(APPROVAL_COLUMN_COUNT, "status", RunStatus::parse)?,
+            run_updated_at: run.time(APPROVAL_COLUMN_COUNT + 1, "updated_at")?,
+            record,
+        })
+    })
+    .await
+}

@@ -1,0 +1,131 @@
+//! Versioned migrations for PostgreSQL, recorded in `tollgate_schema_history`.
+//!
+//! Safe when several nodes start at once: the whole migration runs in one
+//! transaction that first takes a transaction-scoped advisory lock, so one
+//! node migrates and the others wait, then find the schema current. Safe in
+//! a database other software migrates too: only `tollgate_` objects are
+//! created, in the connection's current schema, and nothing else is
+//! inspected or assumed.
+
+use tokio_postgres::Client;
+
+use crate::store::{StoreError, StoreResult};
+
+/// One numbered SQL file; its version never changes once released.
+pub(super) struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration this build knows, in version order. Append only.
+pub(super) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../migrations/postgres/0001_initial.sql"),
+}];
+
+/// The advisory lock every tollgate node takes while migrating: an
+/// arbitrary constant ("tollgate" in ASCII), shared by all versions.
+const MIGRATION_LOCK: i64 = 0x746f_6c6c_6761_7465;
+
+const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (
+    version     bigint PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL
+)";
+
+/// The newest schema version this build understands.
+pub(super) fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Bring the schema up to [`latest_version`], or refuse a newer one.
+pub(super) async fn migrate(client: &mut Client) -> StoreResult<()> {
+    // Fast path without the lock: every start after the first finds the
+    // schema current.
+    if let Some(found) = applied_version(client).await? {
+        check_not_newer(found)?;
+        if found == latest_version() {
+            return Ok(());
+        }
+    }
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute(CREATE_HISTORY).await?;
+    let found: i64 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM tollgate_schema_history",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    check_not_newer(found)?;
+    for migration in MIGRATIONS.iter().filter(|m| m.version > found) {
+        tx.batch_execute(migration.sql).await.map_err(|e| {
+            StoreError::Database(format!(
+                "migration {:04}_{} failed: {}",
+                migration.version,
+                migration.name,
+                super::describe_error(&e)
+            ))
+        })?;
+        tx.execute(
+            "INSERT INTO tollgate_schema_history (version, name, applied_at) \
+             VALUES ($1, $2, $3)",
+            &[&migration.version, &migration.name, &crate::time::now()],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The highest applied version; `None` when the history table does not
+/// exist (in the current search path) yet.
+async fn applied_version(client: &Client) -> StoreResult<Option<i64>> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('tollgate_schema_history') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    if !exists {
+        return Ok(None);
+    }
+    let version: i64 = client
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM tollgate_schema_history",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    Ok(Some(version))
+}
+
+fn check_not_newer(found: i64) -> StoreResult<()> {
+    let supported = latest_version();
+    if found > supported {
+        return Err(StoreError::SchemaTooNew { found, supported });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_from_one_without_gaps() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(
+                m.version,
+                i as i64 + 1,
+                "migration {} is out of order",
+                m.name
+            );
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! Watching approvals change across every process that shares a store.
+//!
+//! ```ignore
+//! let watcher = ApprovalWatcher::start(store.clone(), WatchOptions::default());
+//! let decided = watcher.wait_for_decision(&key).await?; // any node decides
+//! let mut changes = watcher.changes();                   // or follow everything
+//! ```
+//!
+//! How changes arrive depends on the store:
+//!
+//! - **PostgreSQL pushes.** Every pause, decision and expiry sends `NOTIFY
+//!   tollgate_approvals` when it commits. The watcher keeps one dedicated
+//!   LISTEN connection, reconnects with exponential backoff when it drops,
+//!   and after every (re)connect re-reads the records someone is waiting for
+//!   (the catch-up), so a decision made while it was disconnected still
+//!   resolves its waiter. As a safety net against a connection that died
+//!   silently it also re-reads them every [`WatchOptions::recheck_interval`].
+//! - **SQLite and memory poll**: every [`WatchOptions::poll_interval`]
+//!   (default 1 s) the watcher re-reads the records someone is waiting for.
+//!
+//! [`ApprovalWatcher::changes`] is a hint stream, at least once for keys
+//! being waited on: with PostgreSQL it carries every change any node made
+//! while the connection was up; on a polling store, and for what happened
+//! while disconnected, only changes of keys someone waits for. A change may
+//! arrive twice. Re-read the record before acting on it.
+//!
+//! Waiters also resolve on expiry without anyone sweeping: when a record's
+//! `expires_at` passes, the waiter runs the store's sweep (at most once
+//! across processes) and returns the record as EXPIRED.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
+use crate::store::{SharedStore, StoreError, StoreResult};
+
+/// One change of one approval record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalChange {
+    pub key: String,
+    pub run_id: String,
+    /// The status it changed to: PENDING for a new pause, else the decision
+    /// or EXPIRED.
+    pub status: ApprovalStatus,
+}
+
+/// What a store's push connection delivers.
+#[derive(Debug, Clone)]
+pub enum FeedItem {
+    Change(ApprovalChange),
+    /// Something changed but the message could not be read (an oversized
+    /// or foreign payload): the watcher re-checks everything it waits for.
+    Unreadable,
+}
+
+/// A live push connection: items until the connection is lost, then `None`.
+pub struct FeedConnection {
+    items: mpsc::Receiver<FeedItem>,
+    /// Whatever keeps the connection open (a database client).
+    _hold: Box<dyn Any + Send>,
+}
+
+impl FeedConnection {
+    pub fn new(items: mpsc::Receiver<FeedItem>, hold: impl Any + Send) -> FeedConnection {
+        FeedConnection {
+            items,
+            _hold: Box::new(hold),
+        }
+    }
+
+    pub async fn next(&mut self) -> Option<FeedItem> {
+        self.items.recv().await
+    }
+}
+
+/// A store's way of pushing changes made by any process (PostgreSQL
+/// LISTEN/NOTIFY). Stores without one are polled.
+#[async_trait]
+pub trait ChangeFeed: Send + Sync + 'static {
+    /// Open a push connection. Returns once every change committed from now
+    /// on will be delivered on it.
+    async fn connect(&self) -> StoreResult<FeedConnection>;
+}
+
+/// Timing of a watcher.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// Use the store's push when it has one. Turn off where LISTEN cannot
+    /// work (PostgreSQL behind a pooler in transaction mode, such as
+    /// pgbouncer's `pool_mode = transaction`): the watcher then polls.
+    pub push: bool,
+    /// How often a polling store is re-read for the keys being waited on.
+    pub poll_interval: Duration,
+    /// With push: how often waited-on keys are re-read anyway, in case the
+    /// connection died without the watcher noticing.
+    pub recheck_interval: Duration,
+    /// First delay before reconnecting a lost push connection; doubled per
+    /// failed attempt up to `reconnect_max`.
+    pub reconnect_min: Duration,
+    pub reconnect_max: Duration,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            push: true,
+            poll_interval: Duration::from_secs(1),
+            recheck_interval: Duration::from_secs(30),
+            reconnect_min: Duration::from_millis(200),
+            reconnect_max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Where the watcher's feed stands (for health checks and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedState {
+    /// The store has no push: polling every `poll_interval`.
+    Polling,
+    /// Push connection not (yet, or no longer) up; `connects` so far.
+    Disconnected {
+        connects: u64,
+        error: Option<String>,
+    },
+    /// Listening; this is connection number `connects` (1 = first).
+    Listening { connects: u64 },
+}
+
+/// Follows approval changes from every process sharing a store. Cheap to
+/// clone; the background task stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct ApprovalWatcher {
+    handle: Arc<Handle>,
+}
+
+struct Handle {
+    shared: Arc<Shared>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Shared {
+    store: SharedStore,
+    options: WatchOptions,
+    changes: broadcast::Sender<ApprovalChange>,
+    /// Keys someone waits for, with how many waiters each.
+    waited: Mutex<HashMap<String, usize>>,
+    state: watch::Sender<FeedState>,
+}
+
+/// Sent when a waiter's re-read fails for a reason that may pass (the
+/// database restarting): it retries with backoff up to this delay.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+impl ApprovalWatcher {
+    /// Start watching `store`: push if it has a feed, else poll. Must be
+    /// called inside a tokio runtime.
+    pub fn start(store: SharedStore, options: WatchOptions) -> ApprovalWatcher {
+        let feed = store.change_feed().filter(|_| options.push);
+        let initial = if feed.is_some() {
+            FeedState::Disconnected {
+                connects: 0,
+                error: None,
+            }
+        } else {
+            FeedState::Polling
+        };
+        let (changes, _) = broadcast::channel(1024);
+        let shared = Arc::new(Shared {
+            store,
+            options,
+            changes,
+            waited: Mutex::new(HashMap::new()),
+            state: watch::channel(initial).0,
+        });
+        let task = match feed {
+            Some(feed) => tokio::spawn(listen(Arc::clone(&shared), feed)),
+            None => tokio::spawn(poll(Arc::clone(&shared))),
+        };
+        ApprovalWatcher {
+            handle: Arc::new(Handle {
+                shared,
+                task: task.abort_handle(),
+            }),
+        }
+    }
+
+    /// Every change this watcher learns of (see the module docs for which).
+    pub fn changes(&self) -> broadcast::Receiver<ApprovalChange> {
+        self.handle.shared.changes.subscribe()
+    }
+
+    /// The feed's state, updated as it connects and disconnects.
+    pub fn state(&self) -> watch::Receiver<FeedState> {
+        self.handle.shared.state.subscribe()
+    }
+
+    /// Resolves with the record once it is no longer PENDING: decided by
+    /// any process, or expired. A record already decided resolves at once;
+    /// an unknown key is `approval_not_found`. Transient database errors are
+    /// retried; drop the future to stop waiting.
+    pub async fn wait_for_decision(&self, key: &str) -> StoreResult<ApprovalRecord> {
+        let shared = &self.handle.shared;
+        // Subscribe and register before the first read: a change committed
+        // after that read is then either heard or caught up on.
+        let mut changes = shared.changes.subscribe();
+        let _registration = Registration::new(shared, key);
+        let mut retry = Duration::ZERO;
+        let mut swept = false;
+        loop {
+            let record = match shared.store.get_approval(key).await {
+                Ok(Some(record)) => record,
+                Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
+                Err(StoreError::Database(_)) => {
+                    retry = (retry * 2).clamp(Duration::from_millis(100), MAX_RETRY_DELAY);
+                    tokio::time::sleep(retry).await;
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
+            retry = Duration::ZERO;
+            if record.status != ApprovalStatus::Pending {
+                return Ok(record);
+            }
+            let now = crate::time::now();
+            if record.is_expired_at(now) && !swept {
+                // Overdue but not swept yet: sweep (once across processes)
+                // and re-read. Should another transaction hold the row (a
+                // claim in flight), wait for its change instead of spinning.
+                swept = true;
+                if shared.store.expire_due(now).await.is_ok() {
+                    continue;
+                }
+            }
+            let until_expiry = (record.expires_at - now)
+                .to_std()
+                .unwrap_or(shared.options.poll_interval);
+            tokio::select! {
+                _ = next_change_of(&mut changes, key) => {}
+                _ = tokio::time::sleep(until_expiry) => swept = false,
+            }
+        }
+    }
+}
+
+/// Resolves when `key` changes, or when the stream lagged or closed (the
+/// caller re-reads either way).
+async fn next_change_of(changes: &mut broadcast::Receiver<ApprovalChange>, key: &str) {
+    loop {
+        match changes.recv().await {
+            Ok(change) if change.key == key => return,
+            Ok(_) => continue,
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => {
+                // The watcher is gone; only expiry can end the wait now.
+                std::future::pending::<()>().await
+            }
+        }
+    }
+}
+
+/// A waiter's key in `waited` for as long as it waits (also when the wait
+/// is cancelled by dropping its future).
+struct Registration<'a> {
+    shared: &'a Shared,
+    key: String,
+}
+
+impl<'a> Registration<'a> {
+    fn new(shared: &'a Shared, key: &str) -> Self {
+        *shared.waited().entry(key.to_string()).or_insert(0) += 1;
+        Registration {
+            shared,
+            key: key.to_string(),
+        }
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        let mut waited = self.shared.waited();
+        if let Some(n) = waited.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                waited.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn waited(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        // Plain data, consistent after every statement: keep serving.
+        self.waited.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn publish(&self, change: ApprovalChange) {
+        // No receivers is fine: nobody is listening right now.
+        let _ = self.changes.send(change);
+    }
+
+    /// Re-read every waited-on record and announce those that are no longer
+    /// PENDING. Errors are left for the next round: the waiters' own reads
+    /// report what is wrong.
+    async fn recheck(&self) {
+        let keys: Vec<String> = self.waited().keys().cloned().collect();
+        if keys.is_empty() {
+            return;
+        }
+        let Ok(records) = self.store.approvals_by_key(&keys).await else {
+            return;
+        };
+        for record in records {
+            if record.status != ApprovalStatus::Pending {
+                self.publish(ApprovalChange {
+                    key: record.key,
+                    run_id: record.run_id,
+                    status: record.status,
+                });
+            }
+        }
+    }
+}
+
+/// The polling loop of a store without push.
+async fn poll(shared: Arc<Shared>) {
+    let mut ticks = tokio::time::interval(shared.options.poll_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        shared.recheck().await;
+    }
+}
+
+/// The push loop: connect, catch up, relay; on loss back off and repeat.
+async fn listen(shared: Arc<Shared>, feed: Arc<dyn ChangeFeed>) {
+    let options = shared.options.clone();
+    let mut backoff = options.reconnect_min;
+    let mut connects = 0u64;
+    loop {
+        match feed.connect().await {
+            Ok(mut connection) => {
+                connects += 1;
+                backoff = options.reconnect_min;
+                shared.state.send_replace(FeedState::Listening { connects });
+                // Anything decided while no connection listened.
+                shared.recheck().await;
+                let mut recheck = tokio::time::interval(options.recheck_interval);
+                recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                recheck.tick().await; // the first tick is immediate: just done
+                let error = loop {
+                    tokio::select! {
+                        item = connection.next() => match item {
+                            Some(FeedItem::Change(change)) => shared.publish(change),
+                            Some(FeedItem::Unreadable) => shared.recheck().await,
+                            None => break "connection lost".to_string(),
+                        },
+                        _ = recheck.tick() => shared.recheck().await,
+                    }
+                };
+                shared.state.send_replace(FeedState::Disconnected {
+                    connects,
+                    error: Some(error),
+                });
+            }
+            Err(e) => {
+                shared.state.send_replace(FeedState::Disconnected {
+                    connects,
+                    error: Some(e.to_string()),
+                });
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(options.reconnect_max);
+                continue;
+            }
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}

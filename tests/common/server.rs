@@ -38,14 +38,36 @@ impl Served {
             .unwrap_or_else(|f| panic!("server did not start ({:?}):\n{}", f.code, f.stderr))
     }
 
+    /// Like [`Served::start`], on a database URL (PostgreSQL) instead of a
+    /// state file.
+    pub fn start_on_database(
+        spec: &Path,
+        url: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Served {
+        Served::launch(spec, &["--database-url", url], env, args)
+            .unwrap_or_else(|f| panic!("server did not start ({:?}):\n{}", f.code, f.stderr))
+    }
+
     pub fn try_start(
         spec: &Path,
         state: &Path,
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Result<Served, StartFailure> {
+        let state = state.to_str().expect("utf-8 state path");
+        Served::launch(spec, &["--state", state], env, args)
+    }
+
+    fn launch(
+        spec: &Path,
+        store: &[&str],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Result<Served, StartFailure> {
         let mut cmd = Command::new(tollgate_bin());
-        cmd.arg("serve").arg(spec).arg("--state").arg(state);
+        cmd.arg("serve").arg(spec).args(store);
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }

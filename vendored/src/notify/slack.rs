@@ -119,6 +119,14 @@ impl SlackNotifier {
         resolve("signing_secret", &self.config.signing_secret)
     }
 
+    /// What keeps the settings from resolving now (named, never a value).
+    pub fn check_credentials(&self) -> Vec<SlackError> {
+        [self.bot_token().err(), self.signing_secret().err()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     fn bot_token(&self) -> Result<String, SlackError> {
         resolve("bot_token", &self.config.bot_token)
     }

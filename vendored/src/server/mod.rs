@@ -35,6 +35,7 @@ pub use auth::{ApiTokens, Caller, TOKENS_ENV, TokenConfigError};
 pub use error::ApiError;
 pub use logging::init_logging;
 
+use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
 use state::AppState;
 use tasks::Background;
@@ -199,11 +200,13 @@ impl Server {
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let background = Background::default();
+        let slack = start_slack(&agent, &config, &stop_rx)?;
         let state = AppState {
             agent: agent.clone(),
             tokens: Arc::new(config.tokens.clone()),
             background: background.clone(),
             shutdown: stop_rx.clone(),
+            slack,
         };
         if config.tokens.is_empty() {
             tracing::warn!(
@@ -282,6 +285,31 @@ pub fn announce(addr: SocketAddr) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on http://{addr}");
     let _ = out.flush();
+}
+
+/// With `approvals.notify.slack`: follow this process's run events (before
+/// any run can start, so no pause is missed) and repair from the store now
+/// and at every sweep (pauses of other processes, outages, crashes).
+fn start_slack(
+    agent: &AgentRun,
+    config: &ServerConfig,
+    stop: &watch::Receiver<bool>,
+) -> Result<Option<Arc<SlackNotifier>>, ServerError> {
+    let slack = SlackNotifier::for_spec(agent.spec(), agent.store().clone())
+        .map_err(|e| ServerError::Config(e.to_string()))?;
+    if let Some(slack) = &slack {
+        // Checked now so a missing variable shows at startup, not at the
+        // first pause. Not fatal: the API still decides without Slack.
+        for problem in slack.check_credentials() {
+            tracing::warn!(error = %problem, "Slack approvals will not work until this is fixed");
+        }
+        tokio::spawn(Arc::clone(slack).follow(agent.subscribe(), stop.clone()));
+        tokio::spawn(Arc::clone(slack).repair_every(config.sweep_every, stop.clone()));
+        tracing::info!(
+            "Slack approvals on: pauses are posted, clicks arrive at POST /slack/actions"
+        );
+    }
+    Ok(slack)
 }
 
 /// The webhook path must not shadow an API route.

@@ -190,11 +190,13 @@ pub fn is_slack_id(id: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
+/// The notification text (Slack parses it too, so it is escaped as well).
 fn plain_title(record: &ApprovalRecord) -> String {
-    match &record.message {
+    let title = match &record.message {
         Some(message) if !message.trim().is_empty() => truncate(message, 200),
         _ => format!("step {} of {}", record.step_id, record.agent_id),
-    }
+    };
+    escape(&title)
 }
 
 /// Slack renders `<!date^...>` in the reader's time zone; the fallback is UTC.

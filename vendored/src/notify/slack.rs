@@ -338,19 +338,9 @@ impl SlackNotifier {
         }
     }
 
-    /// Repair now and every `every` until shutdown.
-    pub async fn repair_every(
-        self: Arc<Self>,
-        every: Duration,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        loop {
-            self.repair().await;
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = shutdown.changed() => return,
-            }
-        }
+    /// One repair pass, owning the notifier (for `tokio::spawn`).
+    pub async fn repair_once(self: Arc<Self>) {
+        self.repair().await;
     }
 
     async fn lease(&self, key: &str) -> Option<crate::store::Notification> {

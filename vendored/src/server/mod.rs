@@ -200,7 +200,7 @@ impl Server {
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let background = Background::default();
-        let slack = start_slack(&agent, &config, &stop_rx)?;
+        let slack = start_slack(&agent, &stop_rx)?;
         let state = AppState {
             agent: agent.clone(),
             tokens: Arc::new(config.tokens.clone()),
@@ -218,10 +218,15 @@ impl Server {
             tracing::info!(tokens = %names.join(","), "bearer tokens required");
         }
         sweeper::sweep_once(&agent).await;
+        if let Some(slack) = &state.slack {
+            // After the startup sweep, so expiries it found are shown too.
+            tokio::spawn(Arc::clone(slack).repair_once());
+        }
         let sweeping = tokio::spawn(sweeper::run(
             agent.clone(),
             config.sweep_every,
             stop_rx.clone(),
+            state.slack.clone(),
         ));
         for entry in schedule {
             tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
@@ -288,11 +293,11 @@ pub fn announce(addr: SocketAddr) {
 }
 
 /// With `approvals.notify.slack`: follow this process's run events (before
-/// any run can start, so no pause is missed) and repair from the store now
-/// and at every sweep (pauses of other processes, outages, crashes).
+/// any run can start, so no pause is missed). The sweeper repairs from the
+/// store after every sweep (pauses of other processes, outages, crashes,
+/// expiries).
 fn start_slack(
     agent: &AgentRun,
-    config: &ServerConfig,
     stop: &watch::Receiver<bool>,
 ) -> Result<Option<Arc<SlackNotifier>>, ServerError> {
     let slack = SlackNotifier::for_spec(agent.spec(), agent.store().clone())
@@ -304,7 +309,6 @@ fn start_slack(
             tracing::warn!(error = %problem, "Slack approvals will not work until this is fixed");
         }
         tokio::spawn(Arc::clone(slack).follow(agent.subscribe(), stop.clone()));
-        tokio::spawn(Arc::clone(slack).repair_every(config.sweep_every, stop.clone()));
         tracing::info!(
             "Slack approvals on: pauses are posted, clicks arrive at POST /slack/actions"
         );

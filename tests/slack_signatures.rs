@@ -16,6 +16,9 @@ use serde_json::{Value, json};
 use server::{Api, Served, code};
 use slack_stub::*;
 
+/// Request headers: `(name, value)`.
+type Headers = Vec<(&'static str, String)>;
+
 async fn post(served: &Served, body: Vec<u8>, headers: &[(&str, String)]) -> (u16, Value) {
     let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Api::new()
@@ -64,7 +67,7 @@ async fn unsigned_stale_future_and_forged_requests_are_refused() {
         h[1].1 = h[1].1.replacen("v0=", "v1=", 1);
         h
     };
-    let cases: Vec<(&str, Vec<u8>, Vec<(&str, String)>)> = vec![
+    let cases: Vec<(&str, Vec<u8>, Headers)> = vec![
         ("no headers", body.clone(), vec![]),
         (
             "another secret",

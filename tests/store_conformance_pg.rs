@@ -74,7 +74,7 @@ mod postgres_only {
         for _ in 0..2 {
             drop(connect(&db.url).await);
         }
-        assert_eq!(history(&db), "1:initial");
+        assert_eq!(history(&db), "1:initial,2:notifications");
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
         store.claim(&approve("k", "alice", 1)).await.expect("claim");
@@ -135,7 +135,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 1));
+                assert_eq!((found, supported), (99, 2));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),

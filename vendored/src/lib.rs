@@ -7,7 +7,7 @@ pub mod cli;
 pub mod events;
 pub mod expr;
 pub mod gate;
-
+pub mod notify;
 pub mod pending_approval;
 pub mod run;
 pub mod run_state;

@@ -35,6 +35,7 @@ pub use auth::{ApiTokens, Caller, TOKENS_ENV, TokenConfigError};
 pub use error::ApiError;
 pub use logging::init_logging;
 
+use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
 use state::AppState;
 use tasks::Background;
@@ -199,11 +200,13 @@ impl Server {
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let background = Background::default();
+        let slack = start_slack(&agent, &stop_rx)?;
         let state = AppState {
             agent: agent.clone(),
             tokens: Arc::new(config.tokens.clone()),
             background: background.clone(),
             shutdown: stop_rx.clone(),
+            slack,
         };
         if config.tokens.is_empty() {
             tracing::warn!(
@@ -215,10 +218,15 @@ impl Server {
             tracing::info!(tokens = %names.join(","), "bearer tokens required");
         }
         sweeper::sweep_once(&agent).await;
+        if let Some(slack) = &state.slack {
+            // After the startup sweep, so expiries it found are shown too.
+            tokio::spawn(Arc::clone(slack).repair_once());
+        }
         let sweeping = tokio::spawn(sweeper::run(
             agent.clone(),
             config.sweep_every,
             stop_rx.clone(),
+            state.slack.clone(),
         ));
         for entry in schedule {
             tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
@@ -282,6 +290,30 @@ pub fn announce(addr: SocketAddr) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on http://{addr}");
     let _ = out.flush();
+}
+
+/// With `approvals.notify.slack`: follow this process's run events (before
+/// any run can start, so no pause is missed). The sweeper repairs from the
+/// store after every sweep (pauses of other processes, outages, crashes,
+/// expiries).
+fn start_slack(
+    agent: &AgentRun,
+    stop: &watch::Receiver<bool>,
+) -> Result<Option<Arc<SlackNotifier>>, ServerError> {
+    let slack = SlackNotifier::for_spec(agent.spec(), agent.store().clone())
+        .map_err(|e| ServerError::Config(e.to_string()))?;
+    if let Some(slack) = &slack {
+        // Checked now so a missing variable shows at startup, not at the
+        // first pause. Not fatal: the API still decides without Slack.
+        for problem in slack.check_credentials() {
+            tracing::warn!(error = %problem, "Slack approvals will not work until this is fixed");
+        }
+        tokio::spawn(Arc::clone(slack).follow(agent.subscribe(), stop.clone()));
+        tracing::info!(
+            "Slack approvals on: pauses are posted, clicks arrive at POST /slack/actions"
+        );
+    }
+    Ok(slack)
 }
 
 /// The webhook path must not shadow an API route.

@@ -6,6 +6,7 @@ use tokio::sync::watch;
 
 use super::auth::ApiTokens;
 use super::tasks::Background;
+use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
 
 #[derive(Clone)]
@@ -17,6 +18,8 @@ pub(crate) struct AppState {
     /// Becomes true when the server starts shutting down; long-lived
     /// responses (event streams) end on it.
     pub shutdown: watch::Receiver<bool>,
+    /// Set when the spec has `approvals.notify.slack`.
+    pub slack: Option<Arc<SlackNotifier>>,
 }
 
 impl AppState {

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Claimed, Pause, PendingPage, PendingQuery, RunEnd, StateStore, StoreError, StoreResult,
-    StuckClaim, cursor, resolved_event,
+    Claimed, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
+    RunEnd, StateStore, StoreError, StoreResult, StuckClaim, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -24,6 +24,8 @@ struct State {
     approvals: HashMap<String, ApprovalRecord>,
     /// Dedupe and scheduler claims: key -> (owner, expires_at).
     claims: BTreeMap<String, (String, DateTime<Utc>)>,
+    /// Chat messages announcing approvals, by approval key.
+    notifications: HashMap<String, Notification>,
 }
 
 #[derive(Default)]
@@ -307,5 +309,112 @@ impl StateStore for MemoryStore {
             s.claims.remove(key);
         }
         Ok(())
+    }
+
+    async fn lease_notification(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Option<Notification>> {
+        let mut s = self.lock();
+        if !s.approvals.contains_key(key) {
+            return Err(StoreError::Approval(ApprovalError::NotFound {
+                key: key.into(),
+            }));
+        }
+        let row = s
+            .notifications
+            .entry(key.to_string())
+            .or_insert_with(|| empty_notification(key));
+        if row.lease_until.is_some_and(|held| held > now) {
+            return Ok(None);
+        }
+        row.lease_until = Some(until);
+        Ok(Some(row.clone()))
+    }
+
+    async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()> {
+        let mut s = self.lock();
+        let row = s
+            .notifications
+            .get_mut(key)
+            .ok_or_else(|| StoreError::Database(format!("no notification for approval {key}")))?;
+        match write {
+            NotificationWrite::Posted { channel, ts, at } => {
+                row.channel = Some(channel.clone());
+                row.ts = Some(ts.clone());
+                row.posted_at = Some(*at);
+                row.attempts = row.attempts.saturating_add(1);
+                row.last_error = None;
+                row.lease_until = None;
+            }
+            NotificationWrite::DecisionPosted { at } => {
+                row.decision_posted_at = Some(*at);
+                row.attempts = row.attempts.saturating_add(1);
+                row.last_error = None;
+                row.lease_until = None;
+            }
+            NotificationWrite::Failed { error, hold_until } => {
+                row.attempts = row.attempts.saturating_add(1);
+                row.last_error = Some(error.clone());
+                row.lease_until = Some(*hold_until);
+            }
+            NotificationWrite::Release => row.lease_until = None,
+        }
+        Ok(())
+    }
+
+    async fn get_notification(&self, key: &str) -> StoreResult<Option<Notification>> {
+        Ok(self.lock().notifications.get(key).cloned())
+    }
+
+    async fn notifications_due(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<NotificationsDue> {
+        let s = self.lock();
+        let free = |n: &Notification| n.lease_until.is_none_or(|held| held <= now);
+        let mut to_post: Vec<ApprovalRecord> = s
+            .approvals
+            .values()
+            .filter(|r| r.agent_id == agent_id)
+            .filter(|r| r.status == ApprovalStatus::Pending && r.expires_at > now)
+            .filter(|r| match s.notifications.get(&r.key) {
+                None => true,
+                Some(n) => n.ts.is_none() && free(n),
+            })
+            .cloned()
+            .collect();
+        to_post.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+        to_post.truncate(limit);
+        let mut to_settle: Vec<(ApprovalRecord, Notification)> = s
+            .notifications
+            .values()
+            .filter(|n| n.ts.is_some() && n.decision_posted_at.is_none() && free(n))
+            .filter_map(|n| {
+                let r = s.approvals.get(&n.key)?;
+                (r.agent_id == agent_id && r.status != ApprovalStatus::Pending)
+                    .then(|| (r.clone(), n.clone()))
+            })
+            .collect();
+        to_settle.sort_by(|a, b| (a.0.created_at, &a.0.key).cmp(&(b.0.created_at, &b.0.key)));
+        to_settle.truncate(limit);
+        Ok(NotificationsDue { to_post, to_settle })
+    }
+}
+
+fn empty_notification(key: &str) -> Notification {
+    Notification {
+        key: key.to_string(),
+        channel: None,
+        ts: None,
+        posted_at: None,
+        attempts: 0,
+        last_error: None,
+        decision_posted_at: None,
+        lease_until: None,
     }
 }

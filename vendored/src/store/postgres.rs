@@ -44,6 +44,7 @@
 
 mod codec;
 mod listen;
+mod notifications;
 mod notify;
 mod ops;
 mod schema;
@@ -58,8 +59,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 use super::{
-    Claimed, Pause, PendingPage, PendingQuery, RunEnd, StateStore, StoreError, StoreResult,
-    StuckClaim,
+    Claimed, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
+    RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -369,6 +370,37 @@ impl StateStore for PostgresStore {
 
     fn change_feed(&self) -> Option<Arc<dyn ChangeFeed>> {
         Some(Arc::new(listen::Listener::new(self.config.clone())))
+    }
+
+    async fn lease_notification(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Option<Notification>> {
+        notifications::lease(&self.client().await?, key, &now, &until).await
+    }
+
+    async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()> {
+        notifications::record(&self.client().await?, key, write).await
+    }
+
+    async fn get_notification(&self, key: &str) -> StoreResult<Option<Notification>> {
+        notifications::get(&self.client().await?, key).await
+    }
+
+    async fn notifications_due(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<NotificationsDue> {
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let client = self.client().await?;
+        Ok(NotificationsDue {
+            to_post: notifications::due_to_post(&client, agent_id, &now, limit).await?,
+            to_settle: notifications::due_to_settle(&client, agent_id, &now, limit).await?,
+        })
     }
 }
 

@@ -36,6 +36,7 @@
 
 mod codec;
 mod group_commit;
+mod notifications;
 mod ops;
 mod schema;
 #[cfg(test)]
@@ -53,8 +54,8 @@ use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, RunRow, encode_events};
 use super::{
-    Claimed, Pause, PendingPage, PendingQuery, RunEnd, StateStore, StoreError, StoreResult,
-    StuckClaim,
+    Claimed, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
+    RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -361,5 +362,46 @@ impl StateStore for SqliteStore {
         let (key, owner) = (key.to_string(), owner.to_string());
         self.write(move |conn| ops::release_key(conn, &key, &owner))
             .await
+    }
+
+    async fn lease_notification(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Option<Notification>> {
+        let key = key.to_string();
+        let (now, until) = (format_utc(now), format_utc(until));
+        self.write(move |conn| notifications::lease(conn, &key, &now, &until))
+            .await
+    }
+
+    async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()> {
+        let (key, write) = (key.to_string(), write.clone());
+        self.write(move |conn| notifications::record(conn, &key, &write))
+            .await
+    }
+
+    async fn get_notification(&self, key: &str) -> StoreResult<Option<Notification>> {
+        let key = key.to_string();
+        self.read(move |conn| notifications::get(conn, &key)).await
+    }
+
+    async fn notifications_due(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<NotificationsDue> {
+        let agent_id = agent_id.to_string();
+        let now = format_utc(now);
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        self.read(move |conn| {
+            Ok(NotificationsDue {
+                to_post: notifications::due_to_post(conn, &agent_id, &now, limit)?,
+                to_settle: notifications::due_to_settle(conn, &agent_id, &now, limit)?,
+            })
+        })
+        .await
     }
 }

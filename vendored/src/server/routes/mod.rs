@@ -4,6 +4,7 @@ mod approvals;
 mod events;
 mod health;
 mod runs;
+mod slack;
 mod webhook;
 
 use axum::Router;
@@ -38,6 +39,8 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         ));
     Router::new()
         .route("/healthz", get(health::check))
+        // Signed by Slack, not bearer-authenticated.
+        .route("/slack/actions", post(slack::actions))
         .merge(api)
         // The webhook is dispatched from the fallback rather than routed:
         // its path comes from the spec, and axum would read `{...}` or `*`

@@ -28,7 +28,7 @@ fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
 
-async fn query_opt<C: GenericClient, T>(
+pub(super) async fn query_opt<C: GenericClient, T>(
     client: &C,
     sql: &str,
     params: &[Param<'_>],
@@ -43,7 +43,7 @@ async fn query_opt<C: GenericClient, T>(
         .transpose()
 }
 
-async fn query_all<C: GenericClient, T>(
+pub(super) async fn query_all<C: GenericClient, T>(
     client: &C,
     sql: &str,
     params: &[Param<'_>],
@@ -58,7 +58,7 @@ async fn query_all<C: GenericClient, T>(
         .collect()
 }
 
-async fn execute<C: GenericClient>(
+pub(super) async fn execute<C: GenericClient>(
     client: &C,
     sql: &str,
     params: &[Param<'_>],

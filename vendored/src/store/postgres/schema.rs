@@ -19,11 +19,18 @@ pub(super) struct Migration {
 }
 
 /// Every migration this build knows, in version order. Append only.
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../migrations/postgres/0001_initial.sql"),
-}];
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/postgres/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "notifications",
+        sql: include_str!("../migrations/postgres/0002_notifications.sql"),
+    },
+];
 
 /// The advisory lock every tollgate node takes while migrating: an
 /// arbitrary constant ("tollgate" in ASCII), shared by all versions.

@@ -19,11 +19,18 @@ pub(super) struct Migration {
 
 /// Every migration this build knows, in version order. Append only: a
 /// released migration never changes, a fix is a new file.
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../migrations/sqlite/0001_initial.sql"),
-}];
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/sqlite/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "notifications",
+        sql: include_str!("../migrations/sqlite/0002_notifications.sql"),
+    },
+];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (
     version     INTEGER PRIMARY KEY NOT NULL,

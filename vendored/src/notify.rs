@@ -1,0 +1,12 @@
+//! Notifiers: telling people that a run waits for them, and letting them
+//! answer where they already are. Slack is the one built in
+//! (`approvals.notify.slack`).
+//!
+//! A notifier never stands between a run and its pause: the pause is stored
+//! first, messages are posted afterwards in the background and retried, and
+//! everything a message needs later (where it is) is kept in the store, so
+//! any process sharing the store can finish the job after a crash.
+
+pub mod slack;
+
+pub use slack::SlackNotifier;

@@ -1,0 +1,455 @@
+//! Slack approvals (`approvals.notify.slack`): every pause is announced in
+//! a channel with Approve and Reject buttons; a click decides through the
+//! same claim as every other decision (`POST /slack/actions`, see
+//! `server::routes::slack`); and once an approval is settled, however and
+//! wherever, the message is edited to say so and its buttons disappear.
+//!
+//! Durability. The pause is stored before anything is posted, so a Slack
+//! outage never loses or blocks one. Where each message is (channel, ts) is
+//! stored with the approval (`tollgate_notifications`), because Slack's
+//! `response_url` expires after 30 minutes and a click may come days later,
+//! after a redeploy. Posts and edits are retried with backoff; whatever is
+//! still undone (an outage longer than the retries, a crash, a pause made
+//! by `tollgate run --persist`, a decision made by the CLI in another
+//! process) is found in the store by the repair sweep of any server.
+//!
+//! One worker per message: every post or edit first takes the message's
+//! lease in the store (one conditional write), so two servers sharing a
+//! store, or an event and a sweep in one server, never post the same
+//! message twice.
+//!
+//! Credentials: `bot_token` and `signing_secret` are `${NAME}` references
+//! resolved from the environment at each call; their values are never
+//! logged, stored, or put into an error.
+
+pub mod api;
+pub mod interaction;
+pub mod message;
+pub mod signature;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{broadcast, watch};
+
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::spec::{SlackNotifySpec, Spec};
+use crate::store::{NotificationWrite, SharedStore};
+use crate::tools::template::CallSecrets;
+
+pub use api::{SlackApi, SlackError};
+
+/// Waits between attempts of one post or edit: about 4 minutes over 9
+/// attempts. After that the repair sweep takes over.
+const RETRY_DELAYS: [Duration; 8] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(16),
+    Duration::from_secs(32),
+    Duration::from_secs(64),
+    Duration::from_secs(128),
+];
+
+/// A lease outlives one call by this much, so a worker that crashed
+/// mid-call hands the message over soon after.
+const LEASE_MARGIN: Duration = Duration::from_secs(api::CALL_TIMEOUT.as_secs() + 20);
+
+/// The longest the repair sweep waits before trying a message again.
+const MAX_HOLD: Duration = Duration::from_secs(3600);
+
+/// Messages the repair sweep handles per pass (of each kind).
+const REPAIR_BATCH: usize = 50;
+
+/// How hard one call tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retries {
+    /// Retry transient failures with backoff (live events).
+    Backoff,
+    /// One attempt (the repair sweep: it comes back anyway).
+    Once,
+}
+
+/// What became of one post or edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Done,
+    /// Nothing to do, or another worker holds the message.
+    Skipped,
+    /// Failed for now; `transient` when Slack (or the network) is the cause.
+    Failed {
+        transient: bool,
+    },
+}
+
+/// Posts and edits the Slack messages of one agent.
+pub struct SlackNotifier {
+    config: SlackNotifySpec,
+    agent_id: String,
+    store: SharedStore,
+    api: SlackApi,
+}
+
+impl SlackNotifier {
+    /// The notifier for `spec`, if it has `approvals.notify.slack`. The API
+    /// base comes from `TOLLGATE_SLACK_API_BASE` (default
+    /// `https://slack.com/api`).
+    pub fn for_spec(
+        spec: &Spec,
+        store: SharedStore,
+    ) -> Result<Option<Arc<SlackNotifier>>, SlackError> {
+        let Some(config) = spec.approvals.notify.slack.clone() else {
+            return Ok(None);
+        };
+        let http = crate::tools::http::client().map_err(|e| SlackError::Config(e.message))?;
+        let api = SlackApi::new(http, &SlackApi::base_from_env());
+        Ok(Some(Arc::new(SlackNotifier {
+            config,
+            agent_id: spec.agent.clone(),
+            store,
+            api,
+        })))
+    }
+
+    /// The signing secret, resolved now (rotating it needs no restart).
+    pub fn signing_secret(&self) -> Result<String, SlackError> {
+        resolve("signing_secret", &self.config.signing_secret)
+    }
+
+    /// What keeps the settings from resolving now (named, never a value).
+    pub fn check_credentials(&self) -> Vec<SlackError> {
+        [self.bot_token().err(), self.signing_secret().err()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    fn bot_token(&self) -> Result<String, SlackError> {
+        resolve("bot_token", &self.config.bot_token)
+    }
+
+    /// Post the message announcing the pending approval `key`, unless it
+    /// has one already or is no longer pending.
+    pub async fn announce(&self, key: &str, retries: Retries) -> Progress {
+        let Some(leased) = self.lease(key).await else {
+            return Progress::Skipped;
+        };
+        if leased.ts.is_some() {
+            self.release(key).await;
+            return Progress::Skipped;
+        }
+        let mut failures = 0u32;
+        loop {
+            let Some(record) = self.still_pending(key).await else {
+                self.release(key).await;
+                return Progress::Skipped;
+            };
+            let body = message::pending(&self.config.channel, &record);
+            let result = match self.bot_token() {
+                Ok(token) => self.api.post_message(&token, &body).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(posted) => {
+                    let write = NotificationWrite::Posted {
+                        channel: posted.channel.clone(),
+                        ts: posted.ts.clone(),
+                        at: crate::time::now(),
+                    };
+                    if let Err(e) = self.store.record_notification(key, &write).await {
+                        // Posted but not remembered: the sweep will post
+                        // again once the lease runs out. Say so.
+                        tracing::error!(key = %key, error = %e, "Slack message posted but not stored; it may be posted twice");
+                        return Progress::Failed { transient: true };
+                    }
+                    tracing::info!(run_id = %record.run_id, key = %key, channel = %posted.channel, ts = %posted.ts, "Slack message posted");
+                    // A decision may have landed while the post was on its
+                    // way; its own edit found no message. Show it now.
+                    if self.still_pending(key).await.is_none() {
+                        self.settle(key, retries).await;
+                    }
+                    return Progress::Done;
+                }
+                Err(e) => {
+                    failures += 1;
+                    if !self
+                        .retry_or_hold(key, "post", &e, retries, failures, leased.attempts)
+                        .await
+                    {
+                        return Progress::Failed {
+                            transient: e.is_transient(),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Edit the message of a settled (decided or expired) approval to show
+    /// how it was settled, removing the buttons.
+    pub async fn settle(&self, key: &str, retries: Retries) -> Progress {
+        let Some(leased) = self.lease(key).await else {
+            return Progress::Skipped;
+        };
+        let (Some(channel), Some(ts)) = (leased.channel.clone(), leased.ts.clone()) else {
+            // Never posted: nothing to edit (and nothing will be posted
+            // for an approval that is no longer pending).
+            self.release(key).await;
+            return Progress::Skipped;
+        };
+        if leased.decision_posted_at.is_some() {
+            self.release(key).await;
+            return Progress::Skipped;
+        }
+        let mut failures = 0u32;
+        loop {
+            let record = match self.store.get_approval(key).await {
+                Ok(Some(record)) if record.status != ApprovalStatus::Pending => record,
+                Ok(_) => {
+                    self.release(key).await;
+                    return Progress::Skipped;
+                }
+                Err(e) => {
+                    tracing::warn!(key = %key, error = %e, "cannot read the approval to update its Slack message");
+                    self.release(key).await;
+                    return Progress::Failed { transient: true };
+                }
+            };
+            let body = message::settled(&channel, &ts, &record);
+            let result = match self.bot_token() {
+                Ok(token) => self.api.update_message(&token, &body).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => {
+                    let write = NotificationWrite::DecisionPosted {
+                        at: crate::time::now(),
+                    };
+                    if let Err(e) = self.store.record_notification(key, &write).await {
+                        tracing::warn!(key = %key, error = %e, "Slack message updated but not recorded; it may be updated again");
+                    }
+                    tracing::info!(run_id = %record.run_id, key = %key, status = %record.status.past_tense(), "Slack message updated");
+                    return Progress::Done;
+                }
+                Err(e) => {
+                    failures += 1;
+                    if !self
+                        .retry_or_hold(key, "update", &e, retries, failures, leased.attempts)
+                        .await
+                    {
+                        return Progress::Failed {
+                            transient: e.is_transient(),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reply to the person who clicked, visible to them only. Best effort:
+    /// the click itself has been answered already.
+    pub async fn tell(&self, response_url: &str, text: &str) {
+        let body = message::ephemeral(text);
+        for delay in [
+            Duration::ZERO,
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        ] {
+            tokio::time::sleep(delay).await;
+            match self.api.respond(response_url, &body).await {
+                Ok(()) => return,
+                Err(e) if e.is_transient() => continue,
+                Err(e) => {
+                    // The URL is a credential for 30 minutes: not logged.
+                    tracing::warn!(error = %e, "cannot reply to a Slack click");
+                    return;
+                }
+            }
+        }
+        tracing::warn!("cannot reply to a Slack click: Slack did not answer");
+    }
+
+    /// One pass over what is undone in the store: posts for pending
+    /// approvals without a message, edits for settled approvals whose
+    /// message still shows buttons. Stops early while Slack is unreachable.
+    pub async fn repair(&self) {
+        let due = match self
+            .store
+            .notifications_due(&self.agent_id, crate::time::now(), REPAIR_BATCH)
+            .await
+        {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for unsent Slack messages; will retry");
+                return;
+            }
+        };
+        for record in &due.to_post {
+            if self.announce(&record.key, Retries::Once).await
+                == (Progress::Failed { transient: true })
+            {
+                return;
+            }
+        }
+        for (record, _) in &due.to_settle {
+            if self.settle(&record.key, Retries::Once).await
+                == (Progress::Failed { transient: true })
+            {
+                return;
+            }
+        }
+    }
+
+    /// Follow this process's run events: announce every pause, settle every
+    /// decision and expiry. Each call runs in its own task, so one slow
+    /// message never holds up another.
+    pub async fn follow(
+        self: Arc<Self>,
+        mut events: broadcast::Receiver<Event>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = shutdown.changed() => return,
+            };
+            match event {
+                Ok(event) => match event.kind {
+                    EventKind::AwaitingApproval { key, .. } => {
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move { this.announce(&key, Retries::Backoff).await });
+                    }
+                    EventKind::ApprovalResolved { key, .. } | EventKind::RunExpired { key } => {
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move { this.settle(&key, Retries::Backoff).await });
+                    }
+                    _ => {}
+                },
+                // Missed events: the store has everything they would have said.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let this = Arc::clone(&self);
+                    tokio::spawn(async move { this.repair().await });
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    /// One repair pass, owning the notifier (for `tokio::spawn`).
+    pub async fn repair_once(self: Arc<Self>) {
+        self.repair().await;
+    }
+
+    async fn lease(&self, key: &str) -> Option<crate::store::Notification> {
+        let now = crate::time::now();
+        match self
+            .store
+            .lease_notification(key, now, crate::time::add(now, LEASE_MARGIN))
+            .await
+        {
+            Ok(leased) => leased,
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "cannot take the Slack message's lease");
+                None
+            }
+        }
+    }
+
+    async fn release(&self, key: &str) {
+        if let Err(e) = self
+            .store
+            .record_notification(key, &NotificationWrite::Release)
+            .await
+        {
+            tracing::warn!(key = %key, error = %e, "cannot release the Slack message's lease");
+        }
+    }
+
+    /// The record while it is pending and unexpired.
+    async fn still_pending(&self, key: &str) -> Option<ApprovalRecord> {
+        match self.store.get_approval(key).await {
+            Ok(Some(r))
+                if r.status == ApprovalStatus::Pending && !r.is_expired_at(crate::time::now()) =>
+            {
+                Some(r)
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "cannot read the approval for its Slack message");
+                None
+            }
+        }
+    }
+
+    /// After a failed call: record it, then either wait and return true
+    /// (retry, still holding the lease) or hold the message for the repair
+    /// sweep and return false.
+    async fn retry_or_hold(
+        &self,
+        key: &str,
+        what: &str,
+        error: &SlackError,
+        retries: Retries,
+        failures: u32,
+        earlier_attempts: u32,
+    ) -> bool {
+        let now = crate::time::now();
+        let delay = match retries {
+            Retries::Backoff if error.is_transient() => {
+                RETRY_DELAYS.get(failures as usize - 1).map(|d| {
+                    // Slack's Retry-After wins when it asks for longer.
+                    error.retry_after().map_or(*d, |wait| wait.max(*d))
+                })
+            }
+            _ => None,
+        };
+        let (hold_until, retry) = match delay {
+            Some(delay) => (crate::time::add(now, delay + LEASE_MARGIN), Some(delay)),
+            None => (hold_after(now, earlier_attempts + failures, error), None),
+        };
+        let write = NotificationWrite::Failed {
+            error: error.to_string(),
+            hold_until,
+        };
+        if let Err(e) = self.store.record_notification(key, &write).await {
+            tracing::warn!(key = %key, error = %e, "cannot record a failed Slack call");
+        }
+        match retry {
+            Some(delay) => {
+                tracing::warn!(key = %key, error = %error, retry_in = ?delay, "cannot {what} the Slack message; will retry");
+                tokio::time::sleep(delay).await;
+                true
+            }
+            None => {
+                tracing::warn!(key = %key, error = %error, next_try = %crate::time::format_utc(hold_until), "cannot {what} the Slack message; the repair sweep tries again later");
+                false
+            }
+        }
+    }
+}
+
+/// How long the repair sweep leaves a failing message alone: doubling with
+/// every attempt, at most an hour; a configuration problem (bad token,
+/// unknown channel) waits longer from the start, since retrying cannot fix it.
+fn hold_after(now: DateTime<Utc>, attempts: u32, error: &SlackError) -> DateTime<Utc> {
+    let base = if error.is_transient() { 30 } else { 600 };
+    let seconds = base * 2u64.saturating_pow(attempts.min(12).saturating_sub(1));
+    crate::time::add(now, Duration::from_secs(seconds).min(MAX_HOLD))
+}
+
+/// Resolve one `${NAME}` field of the Slack settings. The error names the
+/// field and the variable, never a value.
+fn resolve(field: &str, written: &str) -> Result<String, SlackError> {
+    let value = CallSecrets::from_env().literal(written).map_err(|e| {
+        SlackError::Config(format!("approvals.notify.slack.{field}: {}", e.message))
+    })?;
+    if value.trim().is_empty() {
+        return Err(SlackError::Config(format!(
+            "approvals.notify.slack.{field} resolves to an empty value"
+        )));
+    }
+    Ok(value)
+}

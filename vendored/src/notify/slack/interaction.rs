@@ -1,0 +1,213 @@
+//! Slack interactivity requests: a form-encoded body whose `payload` field
+//! is JSON. Only `block_actions` on tollgate's own buttons mean anything
+//! here; everything else is acknowledged and ignored.
+
+use serde::Deserialize;
+
+use super::message::{APPROVE_ACTION, REJECT_ACTION, is_slack_id};
+use crate::pending_approval::Decision;
+
+/// What a click asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClickAction {
+    Approve,
+    Reject,
+}
+
+/// A click on one of tollgate's buttons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Click {
+    /// Slack's user id of the person who clicked.
+    pub user_id: String,
+    pub action: ClickAction,
+    /// The approval key (the button's value).
+    pub key: String,
+    /// Where to reply to the clicker (valid for 30 minutes).
+    pub response_url: Option<String>,
+}
+
+impl Click {
+    /// Who decides, as recorded: `slack:<user id>`.
+    pub fn decided_by(&self) -> String {
+        format!("slack:{}", self.user_id)
+    }
+
+    pub fn decision(&self) -> Decision {
+        match self.action {
+            ClickAction::Approve => Decision::Approve { reason: None },
+            ClickAction::Reject => Decision::Reject { reason: None },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Interaction {
+    Click(Click),
+    /// Acknowledge and do nothing (another kind of interaction, or an
+    /// action that is not tollgate's).
+    Ignored(String),
+}
+
+/// Why a signed body still makes no sense.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a Slack interaction: {0}")]
+pub struct InteractionError(String);
+
+#[derive(Deserialize)]
+struct Payload {
+    #[serde(rename = "type")]
+    kind: String,
+    user: Option<User>,
+    #[serde(default)]
+    actions: Vec<Action>,
+    response_url: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct User {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct Action {
+    action_id: String,
+    value: Option<String>,
+}
+
+/// Parse a verified request body.
+pub fn parse(body: &[u8]) -> Result<Interaction, InteractionError> {
+    let text =
+        std::str::from_utf8(body).map_err(|_| InteractionError("the body is not UTF-8".into()))?;
+    let payload = form_field(text, "payload")?
+        .ok_or_else(|| InteractionError("no payload field in the form".into()))?;
+    let payload: Payload = serde_json::from_str(&payload)
+        .map_err(|e| InteractionError(format!("the payload is not what Slack sends: {e}")))?;
+    if payload.kind != "block_actions" {
+        return Ok(Interaction::Ignored(format!(
+            "interaction type {:?}",
+            payload.kind
+        )));
+    }
+    let Some(action) = payload
+        .actions
+        .iter()
+        .find(|a| a.action_id == APPROVE_ACTION || a.action_id == REJECT_ACTION)
+    else {
+        return Ok(Interaction::Ignored(
+            "no tollgate action in the payload".into(),
+        ));
+    };
+    let user_id = payload
+        .user
+        .map(|u| u.id)
+        .filter(|id| is_slack_id(id))
+        .ok_or_else(|| InteractionError("the payload names no valid user.id".into()))?;
+    let key = action
+        .value
+        .clone()
+        .filter(|k| !k.is_empty() && k.len() <= 64)
+        .ok_or_else(|| InteractionError("the button carries no approval key".into()))?;
+    let action = if action.action_id == APPROVE_ACTION {
+        ClickAction::Approve
+    } else {
+        ClickAction::Reject
+    };
+    let response_url = payload
+        .response_url
+        .filter(|u| u.starts_with("https://") || u.starts_with("http://"));
+    Ok(Interaction::Click(Click {
+        user_id,
+        action,
+        key,
+        response_url,
+    }))
+}
+
+/// The value of `name` in an `application/x-www-form-urlencoded` body.
+fn form_field(body: &str, name: &str) -> Result<Option<String>, InteractionError> {
+    for pair in body.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if percent_decode(k)? == name {
+            return percent_decode(v).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// `+` is a space, `%XX` a byte; the bytes must be UTF-8.
+fn percent_decode(text: &str) -> Result<String, InteractionError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| InteractionError("bad %-escape in the form".into()))?;
+                out.push(hex);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| InteractionError("the form is not UTF-8".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(payload: &str) -> Vec<u8> {
+        let mut out = String::from("payload=");
+        for b in payload.bytes() {
+            if b.is_ascii_alphanumeric() {
+                out.push(b as char);
+            } else if b == b' ' {
+                out.push('+');
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out.into_bytes()
+    }
+
+    #[test]
+    fn a_click_on_approve_is_read() {
+        let body = form(
+            r#"{"type":"block_actions","user":{"id":"U024BE7LH","username":"ana"},
+               "response_url":"https://hooks.slack.com/actions/T1/2/x",
+               "actions":[{"action_id":"tollgate_approve","value":"k-1","type":"button"}]}"#,
+        );
+        assert_eq!(
+            parse(&body).unwrap(),
+            Interaction::Click(Click {
+                user_id: "U024BE7LH".into(),
+                action: ClickAction::Approve,
+                key: "k-1".into(),
+                response_url: Some("https://hooks.slack.com/actions/T1/2/x".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn other_interactions_are_ignored_and_nonsense_refused() {
+        let other = form(r#"{"type":"view_submission","user":{"id":"U1"}}"#);
+        assert!(matches!(parse(&other).unwrap(), Interaction::Ignored(_)));
+        let foreign = form(
+            r#"{"type":"block_actions","user":{"id":"U1"},"actions":[{"action_id":"x","value":"k"}]}"#,
+        );
+        assert!(matches!(parse(&foreign).unwrap(), Interaction::Ignored(_)));
+        let bad_user = form(
+            r#"{"type":"block_actions","user":{"id":"u<1>"},"actions":[{"action_id":"tollgate_reject","value":"k"}]}"#,
+        );
+        assert!(parse(&bad_user).is_err());
+        assert!(parse(b"payload=%ZZ").is_err());
+        assert!(parse(b"token=x").is_err());
+        assert!(parse(b"payload=not-json").is_err());
+    }
+}

@@ -1,0 +1,339 @@
+//! What a person sees in Slack: the message announcing a pause (with
+//! Approve and Reject buttons), the same message once settled (the buttons
+//! replaced by who decided what and when), and short ephemeral replies.
+//!
+//! Everything from a run (the gate's message, the payload) is data: it is
+//! escaped for Slack's mrkdwn so it cannot mention `@channel` or fake links,
+//! and bounded so a large payload cannot exceed Slack's block limits.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+
+pub const APPROVE_ACTION: &str = "tollgate_approve";
+pub const REJECT_ACTION: &str = "tollgate_reject";
+/// The actions block's id; it is replaced as a whole when the message is settled.
+pub const ACTIONS_BLOCK: &str = "tollgate_decision";
+
+/// The payload preview: this many characters of pretty JSON.
+pub const PAYLOAD_PREVIEW_CHARS: usize = 1500;
+/// The gate's message: Slack's section text allows 3000 characters.
+const MESSAGE_CHARS: usize = 1000;
+
+/// The `chat.postMessage` body announcing a pause.
+pub fn pending(channel: &str, record: &ApprovalRecord) -> Value {
+    let mut blocks = summary_blocks(record);
+    blocks.push(json!({
+        "type": "actions",
+        "block_id": ACTIONS_BLOCK,
+        "elements": [
+            {
+                "type": "button",
+                "action_id": APPROVE_ACTION,
+                "text": { "type": "plain_text", "text": "Approve" },
+                "style": "primary",
+                "value": record.key,
+            },
+            {
+                "type": "button",
+                "action_id": REJECT_ACTION,
+                "text": { "type": "plain_text", "text": "Reject" },
+                "style": "danger",
+                "value": record.key,
+                "confirm": {
+                    "title": { "type": "plain_text", "text": "Reject this request?" },
+                    "text": { "type": "mrkdwn", "text": "The run will not go ahead. This cannot be undone." },
+                    "confirm": { "type": "plain_text", "text": "Reject" },
+                    "deny": { "type": "plain_text", "text": "Cancel" },
+                    "style": "danger",
+                },
+            },
+        ],
+    }));
+    blocks.push(key_context(record));
+    json!({
+        "channel": channel,
+        "text": format!("Approval needed: {}", plain_title(record)),
+        "blocks": blocks,
+        // A run's data is not a link preview.
+        "unfurl_links": false,
+        "unfurl_media": false,
+    })
+}
+
+/// The `chat.update` body showing how a pause was settled: decided (by
+/// whom, when, why) or expired. No buttons.
+pub fn settled(channel: &str, ts: &str, record: &ApprovalRecord) -> Value {
+    let outcome = outcome_line(record);
+    let mut blocks = summary_blocks(record);
+    blocks.push(json!({
+        "type": "section",
+        "text": { "type": "mrkdwn", "text": outcome.mrkdwn },
+    }));
+    blocks.push(key_context(record));
+    json!({
+        "channel": channel,
+        "ts": ts,
+        "text": format!("{}: {}", outcome.plain, plain_title(record)),
+        "blocks": blocks,
+    })
+}
+
+/// An ephemeral reply to the person who clicked (only they see it).
+pub fn ephemeral(text: &str) -> Value {
+    json!({
+        "response_type": "ephemeral",
+        "replace_original": false,
+        "text": text,
+    })
+}
+
+fn summary_blocks(record: &ApprovalRecord) -> Vec<Value> {
+    let title = match &record.message {
+        Some(message) if !message.trim().is_empty() => escape(&truncate(message, MESSAGE_CHARS)),
+        _ => format!("Step `{}` waits for a decision.", escape(&record.step_id)),
+    };
+    let mut blocks = vec![
+        json!({
+            "type": "section",
+            "text": { "type": "mrkdwn", "text": format!("*Approval needed*\n{title}") },
+        }),
+        json!({
+            "type": "section",
+            "fields": [
+                { "type": "mrkdwn", "text": format!("*Agent*\n{}", escape(&record.agent_id)) },
+                { "type": "mrkdwn", "text": format!("*Step*\n`{}` ({})", escape(&record.step_id), record.phase.as_str()) },
+                { "type": "mrkdwn", "text": format!("*Expires*\n{}", slack_date(record.expires_at)) },
+                { "type": "mrkdwn", "text": format!("*Run*\n`{}`", escape(&record.run_id)) },
+            ],
+        }),
+    ];
+    if !record.payload.is_null() {
+        blocks.push(json!({
+            "type": "section",
+            "text": { "type": "mrkdwn", "text": format!("*Payload*\n```{}```", payload_preview(&record.payload)) },
+        }));
+    }
+    blocks
+}
+
+fn key_context(record: &ApprovalRecord) -> Value {
+    json!({
+        "type": "context",
+        "elements": [
+            { "type": "mrkdwn", "text": format!("tollgate approval `{}`", escape(&record.key)) },
+        ],
+    })
+}
+
+struct Outcome {
+    mrkdwn: String,
+    plain: String,
+}
+
+fn outcome_line(record: &ApprovalRecord) -> Outcome {
+    let verb = match record.status {
+        ApprovalStatus::Approved => ":white_check_mark: *Approved*",
+        ApprovalStatus::Modified => ":pencil2: *Approved with changes*",
+        ApprovalStatus::Rejected => ":x: *Rejected*",
+        ApprovalStatus::Expired => {
+            return Outcome {
+                mrkdwn: format!(
+                    ":hourglass: *Expired* {}: nobody decided in time.",
+                    slack_date(record.expires_at)
+                ),
+                plain: format!("Expired at {}", crate::time::format_utc(record.expires_at)),
+            };
+        }
+        // Not settled; shown only if a caller asks anyway.
+        ApprovalStatus::Pending => ":hourglass_flowing_sand: *Pending*",
+    };
+    let by = record.decided_by.as_deref().unwrap_or("someone");
+    let when = record
+        .decided_at
+        .map(|t| format!(" {}", slack_date(t)))
+        .unwrap_or_default();
+    let mut mrkdwn = format!("{verb} by {}{when}", who(by));
+    if let Some(reason) = record.reason() {
+        mrkdwn.push_str(&format!("\n>{}", escape(&truncate(reason, MESSAGE_CHARS))));
+    }
+    let plain = format!(
+        "{} by {by}{}",
+        record.status.past_tense(),
+        record
+            .decided_at
+            .map(|t| format!(" at {}", crate::time::format_utc(t)))
+            .unwrap_or_default()
+    );
+    Outcome {
+        mrkdwn,
+        plain: capitalize(&plain),
+    }
+}
+
+/// `slack:U123` as a mention (Slack shows the person's name) followed by
+/// the identity as recorded; anyone else as recorded.
+fn who(decided_by: &str) -> String {
+    match decided_by.strip_prefix("slack:") {
+        Some(user) if is_slack_id(user) => format!("<@{user}> (`{}`)", escape(decided_by)),
+        _ => format!("`{}`", escape(decided_by)),
+    }
+}
+
+/// Slack user ids: upper-case letters and digits (`U024BE7LH`, `W123`).
+pub fn is_slack_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 32
+        && id
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
+/// The notification text (Slack parses it too, so it is escaped as well).
+fn plain_title(record: &ApprovalRecord) -> String {
+    let title = match &record.message {
+        Some(message) if !message.trim().is_empty() => truncate(message, 200),
+        _ => format!("step {} of {}", record.step_id, record.agent_id),
+    };
+    escape(&title)
+}
+
+/// Slack renders `<!date^...>` in the reader's time zone; the fallback is UTC.
+fn slack_date(at: DateTime<Utc>) -> String {
+    format!(
+        "<!date^{}^{{date_short_pretty}} at {{time}}|{}>",
+        at.timestamp(),
+        crate::time::format_utc(at)
+    )
+}
+
+/// Pretty JSON, at most [`PAYLOAD_PREVIEW_CHARS`] characters, safe inside
+/// a code block.
+pub fn payload_preview(payload: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(payload).unwrap_or_else(|_| payload.to_string());
+    let mut text = truncate(&pretty, PAYLOAD_PREVIEW_CHARS);
+    if text.len() < pretty.len() {
+        text.push_str("\n… (truncated)");
+    }
+    // Three backticks would end the code block early.
+    escape(&text).replace("```", "`\u{200b}``")
+}
+
+/// At most `max` characters, cut on a character boundary.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => text[..cut].to_string(),
+        None => text.to_string(),
+    }
+}
+
+/// Slack's mrkdwn escaping: `&`, `<` and `>` are control characters (links,
+/// mentions, `<!channel>`).
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn capitalize(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pending_approval::Phase;
+    use serde_json::Map;
+
+    fn record() -> ApprovalRecord {
+        let now = crate::time::now();
+        ApprovalRecord {
+            key: "6f1c2f0e-0000-4000-8000-000000000001".into(),
+            run_id: "run-1".into(),
+            agent_id: "refund-desk".into(),
+            spec_hash: "a".repeat(64),
+            step_index: 0,
+            step_id: "refund".into(),
+            phase: Phase::Before,
+            message: Some("Refund <!channel> 250 & more?".into()),
+            payload: json!({ "order": "A-1", "note": "x".repeat(5000) }),
+            outputs: Map::new(),
+            input: json!({}),
+            trigger: json!({}),
+            status: ApprovalStatus::Pending,
+            decision_data: None,
+            decided_by: None,
+            decided_at: None,
+            created_at: now,
+            expires_at: now,
+        }
+    }
+
+    #[test]
+    fn the_pending_message_has_both_buttons_carrying_the_key() {
+        let r = record();
+        let body = pending("#refunds", &r);
+        let actions = body["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["type"] == "actions")
+            .unwrap();
+        let buttons = actions["elements"].as_array().unwrap();
+        assert_eq!(buttons[0]["action_id"], APPROVE_ACTION);
+        assert_eq!(buttons[0]["style"], "primary");
+        assert_eq!(buttons[0]["value"], r.key.as_str());
+        assert_eq!(buttons[1]["action_id"], REJECT_ACTION);
+        assert_eq!(buttons[1]["style"], "danger");
+        assert_eq!(buttons[1]["value"], r.key.as_str());
+        assert!(buttons[1]["confirm"].is_object());
+        let text = body.to_string();
+        assert!(!text.contains("<!channel>"), "run data is escaped");
+        assert!(text.contains("&lt;!channel&gt;"));
+    }
+
+    #[test]
+    fn the_payload_preview_is_bounded() {
+        let preview = payload_preview(&record().payload);
+        assert!(preview.chars().count() < PAYLOAD_PREVIEW_CHARS + 40);
+        assert!(preview.ends_with("(truncated)"));
+        assert_eq!(payload_preview(&json!("```")), "\"`\u{200b}``\"");
+    }
+
+    #[test]
+    fn the_settled_message_shows_who_decided_and_has_no_buttons() {
+        let mut r = record();
+        r.status = ApprovalStatus::Approved;
+        r.decided_by = Some("slack:U024BE7LH".into());
+        r.decided_at = Some(crate::time::now());
+        let body = settled("C1", "1.2", &r);
+        assert!(
+            body["blocks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|b| b["type"] != "actions")
+        );
+        let text = body.to_string();
+        assert!(text.contains("<@U024BE7LH>"));
+        assert!(text.contains("slack:U024BE7LH"));
+        assert!(
+            body["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("Approved by slack:U024BE7LH")
+        );
+        r.status = ApprovalStatus::Expired;
+        assert!(
+            settled("C1", "1.2", &r)["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("Expired")
+        );
+    }
+}

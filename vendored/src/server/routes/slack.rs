@@ -1,0 +1,137 @@
+//! POST /slack/actions: Slack interactivity (a click on Approve or Reject).
+//!
+//! No bearer token: Slack signs the request (see `notify::slack::signature`).
+//! Slack wants an answer within 3 seconds, so the handler only verifies,
+//! claims (one conditional write) and answers 200; the run resumes in a
+//! background task, and the message is edited by the notifier when it sees
+//! the decision. A click that cannot decide (already resolved, expired,
+//! spec changed, not an approver) changes nothing and the clicker is told
+//! why in an ephemeral reply through the payload's `response_url`.
+
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::notify::slack::interaction::{self, Click, Interaction};
+use crate::notify::slack::signature::{self, SIGNATURE_HEADER, SignatureError, TIMESTAMP_HEADER};
+use crate::pending_approval::ApprovalError;
+use crate::run::RunError;
+use crate::server::error::ApiError;
+use crate::server::extract::{BodyLimit, RawBody};
+use crate::server::state::AppState;
+use crate::server::tasks;
+
+/// Interaction payloads are a few KiB; nothing legitimate comes near this.
+pub(crate) const SLACK_BODY_LIMIT: usize = 64 * 1024;
+
+pub(super) async fn actions(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    mut request: Request,
+) -> Result<Response, ApiError> {
+    let Some(slack) = state.slack.clone() else {
+        return Err(ApiError::NotFound {
+            method: "POST".into(),
+            path: request.uri().path().to_string(),
+        });
+    };
+    let limit = request
+        .extensions()
+        .get::<BodyLimit>()
+        .map_or(SLACK_BODY_LIMIT, |l| l.0.min(SLACK_BODY_LIMIT));
+    request.extensions_mut().insert(BodyLimit(limit));
+    let headers = request.headers().clone();
+    let RawBody(body) = RawBody::from_request(request, &()).await?;
+
+    let secret = slack.signing_secret().map_err(|e| {
+        // Names the variable, never a value.
+        tracing::error!(error = %e, "cannot verify Slack requests; refusing them");
+        ApiError::Unavailable("the Slack signing secret is not configured")
+    })?;
+    let now = crate::time::now().timestamp();
+    signature::verify(
+        &secret,
+        header(&headers, TIMESTAMP_HEADER),
+        header(&headers, SIGNATURE_HEADER),
+        &body,
+        now,
+    )
+    .map_err(|e| ApiError::BadSignature(signature_message(e)))?;
+
+    let click = match interaction::parse(&body).map_err(|e| ApiError::invalid(e.to_string()))? {
+        Interaction::Click(click) => click,
+        Interaction::Ignored(why) => {
+            tracing::debug!(why = %why, "Slack interaction ignored");
+            return Ok(StatusCode::OK.into_response());
+        }
+    };
+    let decided_by = click.decided_by();
+    match tasks::decide(
+        &state.agent,
+        &state.background,
+        click.key.clone(),
+        click.decision(),
+        decided_by.clone(),
+    )
+    .await
+    {
+        // The notifier edits the message when it sees the decision.
+        Ok(_) => {}
+        Err(e) => {
+            let text = refusal(&e);
+            tracing::info!(key = %click.key, decided_by = %decided_by, reason = %e, "Slack click refused");
+            reply_later(&state, &click, text);
+        }
+    }
+    Ok(StatusCode::OK.into_response())
+}
+
+/// Tell the clicker in the background, so the 200 goes out now.
+fn reply_later(state: &AppState, click: &Click, text: String) {
+    let (Some(slack), Some(url)) = (state.slack.clone(), click.response_url.clone()) else {
+        return;
+    };
+    tokio::spawn(async move { slack.tell(&url, &text).await });
+}
+
+/// What the clicker reads when the click changed nothing.
+fn refusal(e: &RunError) -> String {
+    match e {
+        RunError::Approval(ApprovalError::AlreadyResolved { .. }) => {
+            format!("Nothing changed: this request is already resolved. {e}.")
+        }
+        RunError::Approval(ApprovalError::Expired { .. }) => {
+            format!("Nothing changed: this request has expired. {e}.")
+        }
+        RunError::Approval(ApprovalError::SpecChanged { .. }) => {
+            format!("Nothing changed: the agent's spec has changed since this request. {e}.")
+        }
+        RunError::Approval(ApprovalError::Forbidden { .. }) => {
+            format!("Nothing changed: you are not allowed to decide this request. {e}.")
+        }
+        RunError::Approval(ApprovalError::NotFound { .. }) | RunError::WrongAgent { .. } => {
+            "Nothing changed: this server does not know this request.".to_string()
+        }
+        RunError::Approval(ApprovalError::InvalidPayload { .. })
+        | RunError::NoPendingApproval(_)
+        | RunError::Store(_) => {
+            "Nothing changed: tollgate could not record your decision. Try again in a moment."
+                .to_string()
+        }
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn signature_message(e: SignatureError) -> &'static str {
+    match e {
+        SignatureError::EmptySecret => "the Slack signing secret is empty",
+        SignatureError::MissingTimestamp => "missing X-Slack-Request-Timestamp",
+        SignatureError::InvalidTimestamp => "X-Slack-Request-Timestamp is not a number",
+        SignatureError::Stale => "X-Slack-Request-Timestamp is more than 5 minutes from now",
+        SignatureError::MissingSignature => "missing X-Slack-Signature",
+        SignatureError::UnsupportedVersion => "X-Slack-Signature is not a v0 signature",
+        SignatureError::Mismatch => "X-Slack-Signature does not match the request",
+    }
+}

@@ -207,6 +207,13 @@ impl Server {
             background: background.clone(),
             shutdown: stop_rx.clone(),
             slack,
+            // Only a pushing store adds anything: streams poll anyway.
+            watcher: agent.store().change_feed().map(|_| {
+                crate::watch::ApprovalWatcher::start(
+                    agent.store().clone(),
+                    crate::watch::WatchOptions::default(),
+                )
+            }),
         };
         if config.tokens.is_empty() {
             tracing::warn!(

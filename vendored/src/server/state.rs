@@ -8,6 +8,7 @@ use super::auth::ApiTokens;
 use super::tasks::Background;
 use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
+use crate::watch::ApprovalWatcher;
 
 #[derive(Clone)]
 pub(crate) struct AppState {
@@ -20,6 +21,9 @@ pub(crate) struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Set when the spec has `approvals.notify.slack`.
     pub slack: Option<Arc<SlackNotifier>>,
+    /// Set when the store pushes changes made by other processes
+    /// (PostgreSQL NOTIFY): wakes event streams of runs decided elsewhere.
+    pub watcher: Option<ApprovalWatcher>,
 }
 
 impl AppState {

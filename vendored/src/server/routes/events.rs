@@ -29,6 +29,7 @@ use crate::server::extract::PathParam;
 use crate::server::state::AppState;
 use crate::server::view;
 use crate::store::SharedStore;
+use crate::watch::ApprovalChange;
 
 const POLL_EVERY: Duration = Duration::from_secs(1);
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
@@ -49,6 +50,7 @@ pub(super) async fn stream(
     };
     // Subscribe before reading the store, so nothing falls in between.
     let live = state.agent.subscribe();
+    let elsewhere = state.watcher.as_ref().map(|w| w.changes());
     let run = view::load_run(&state, &run_id).await?;
     let mut poll = tokio::time::interval(POLL_EVERY);
     poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -61,6 +63,7 @@ pub(super) async fn stream(
         done: false,
         queue: VecDeque::new(),
         live,
+        elsewhere,
         poll,
         shutdown: state.shutdown.clone(),
     };
@@ -92,6 +95,10 @@ struct Feed {
     done: bool,
     queue: VecDeque<Event>,
     live: broadcast::Receiver<Event>,
+    /// Approval changes pushed by other processes (PostgreSQL): a decision
+    /// made on another node wakes the stream at once instead of at the next
+    /// poll.
+    elsewhere: Option<broadcast::Receiver<ApprovalChange>>,
     poll: Interval,
     shutdown: watch::Receiver<bool>,
 }
@@ -136,6 +143,11 @@ impl Feed {
                         self.catch_up().await;
                     }
                 },
+                change = next_change(&mut self.elsewhere) => {
+                    if change.is_none_or(|c| c.run_id == self.run_id) {
+                        self.catch_up().await;
+                    }
+                }
                 _ = self.poll.tick() => self.catch_up().await,
                 _ = self.shutdown.changed() => return None,
             }
@@ -152,6 +164,24 @@ impl Feed {
             Err(e) => {
                 tracing::warn!(run_id = %self.run_id, error = %e, "cannot read run events for a stream")
             }
+        }
+    }
+}
+
+/// The next pushed change; `None` when some were missed (look anyway).
+/// Never resolves without a watcher, or once its feed closed.
+async fn next_change(
+    changes: &mut Option<broadcast::Receiver<ApprovalChange>>,
+) -> Option<ApprovalChange> {
+    let Some(receiver) = changes else {
+        return std::future::pending().await;
+    };
+    match receiver.recv().await {
+        Ok(change) => Some(change),
+        Err(broadcast::error::RecvError::Lagged(_)) => None,
+        Err(broadcast::error::RecvError::Closed) => {
+            *changes = None;
+            std::future::pending().await
         }
     }
 }

@@ -2,15 +2,27 @@
 //! tollgate, asks a person before it acts, using the same durable records,
 //! statuses, claim and expiry as workflow gates, in any store.
 //!
-//! ```ignore
+//! ```no_run
+//! # use std::time::Duration;
+//! # use serde::{Deserialize, Serialize};
+//! # use tollgate_runtime::{SharedStore, gate::Gate};
+//! #[derive(Serialize, Deserialize)]
+//! struct Payout { to: String, cents: u64 }
+//!
+//! # async fn example(store: SharedStore) -> Result<(), Box<dyn std::error::Error>> {
 //! let gate = Gate::new(store);                       // starts a watcher
 //! gate.recover_expired().await?;                     // at startup
+//! let payout = Payout { to: "acme".into(), cents: 12_500 };
+//! let ttl = Duration::from_secs(24 * 3600);
 //! let key = gate.request("payouts", "send_payout", &payout, ttl).await?;
 //! // ... a person decides, on any node: gate.decide(&key, decision, "alice")
 //! let outcome = gate.wait(&key).await?;              // any node's decision
 //! if outcome.is_approved() {
-//!     let payout: Payout = outcome.payload_as()?;    // as approved or edited
+//!     let approved: Payout = outcome.payload_as()?;  // as approved or edited
+//!     println!("paying {} cents to {}", approved.cents, approved.to);
 //! }
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! How a gate request is stored. A request has no workflow run, but the

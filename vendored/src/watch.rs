@@ -1,9 +1,16 @@
 //! Watching approvals change across every process that shares a store.
 //!
-//! ```ignore
+//! ```no_run
+//! # use tollgate_runtime::SharedStore;
+//! # use tollgate_runtime::watch::{ApprovalWatcher, WatchOptions};
+//! # async fn example(store: SharedStore, key: &str) -> Result<(), tollgate_runtime::StoreError> {
 //! let watcher = ApprovalWatcher::start(store.clone(), WatchOptions::default());
-//! let decided = watcher.wait_for_decision(&key).await?; // any node decides
+//! let decided = watcher.wait_for_decision(key).await?;  // any node decides
+//! println!("{} by {:?}", decided.status, decided.decided_by);
 //! let mut changes = watcher.changes();                   // or follow everything
+//! # let _ = changes.recv().await;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! How changes arrive depends on the store:

@@ -330,3 +330,22 @@ async fn a_claim_whose_run_never_finished_is_listed_as_stuck() {
     let again = ws.decide("approve", &key).output().unwrap();
     assert_exit(&again, 4);
 }
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    // `tollgate approvals show KEY | head -0`: the reader is gone before the
+    // output is written.
+    let ws = Workspace::new(GATED_SPEC);
+    let key = ws.pause_run(r#"{"order_id": "H-1"}"#);
+    let mut child = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec", ws.spec_arg()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_exit(&out, 0);
+}

@@ -2,6 +2,14 @@
 //! command-line edge of the exporter. Parses nothing itself (clap does),
 //! prints, and maps errors to exit statuses.
 
+/// `println!` that never panics on a closed stdout (`... | head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 use std::path::{Path, PathBuf};
 
 use tollgate_runtime::Spec;
@@ -59,7 +67,7 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     if args.check {
         let report = check(&plan, &args.out)?;
         if report.findings.is_empty() {
-            println!(
+            say!(
                 "{}: up to date with {} ({} files)",
                 args.out.display(),
                 args.spec.display(),
@@ -68,7 +76,7 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
             return Ok(0);
         }
         for finding in &report.findings {
-            println!(
+            say!(
                 "{}: {} ({})",
                 finding.path,
                 finding.problem.describe(),
@@ -89,13 +97,13 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
 
     let report = export(&plan, &args.out, &ExportOptions { force: args.force })?;
     for path in &report.kept_with_new {
-        println!("kept {path} (edited since the last export); the new version is {path}.new");
+        say!("kept {path} (edited since the last export); the new version is {path}.new");
     }
     for path in &report.removed {
-        println!("removed {path} (no longer generated)");
+        say!("removed {path} (no longer generated)");
     }
     for path in &report.kept_orphans {
-        println!("kept {path}: no longer generated, but edited since the last export");
+        say!("kept {path}: no longer generated, but edited since the last export");
     }
     let mut summary = format!(
         "exported {} (spec {}) to {}: {} files, {} written, {} unchanged",
@@ -110,14 +118,14 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     if kept > 0 {
         summary.push_str(&format!(", {kept} of yours kept as you edited them"));
     }
-    println!("{summary}");
+    say!("{summary}");
     Ok(0)
 }
 
 fn print_plan(plan: &Plan) {
     let width = plan.files.keys().map(String::len).max().unwrap_or(0);
     for (path, file) in &plan.files {
-        println!(
+        say!(
             "{path:<width$}  {:<9}  {:>7}",
             file.role.as_str(),
             file.bytes.len()

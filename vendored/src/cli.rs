@@ -5,6 +5,15 @@
 //! Living in the runtime keeps an exported binary's commands, flags and exit
 //! codes identical to tollgate's.
 
+/// `println!` that never panics: a closed stdout (`tollgate ... | head`)
+/// is not an error worth a panic; the output is simply no longer wanted.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 pub mod approvals;
 pub mod args;
 mod common;

@@ -89,7 +89,7 @@ async fn list(
             claims.truncate(limit);
         }
         if json {
-            println!("{}", render::pretty(&json!({ "stuck": claims })));
+            say!("{}", render::pretty(&json!({ "stuck": claims })));
         } else {
             let records: Vec<_> = claims.into_iter().map(|c| c.record).collect();
             render::stuck_table(&records);
@@ -115,7 +115,7 @@ async fn list(
         }
     }
     if json {
-        println!("{}", render::pretty(&json!({ "approvals": approvals })));
+        say!("{}", render::pretty(&json!({ "approvals": approvals })));
     } else {
         render::table(&approvals);
     }
@@ -134,7 +134,7 @@ async fn show(
         .await?
         .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
     if json {
-        println!("{}", render::pretty(&json!(record)));
+        say!("{}", render::pretty(&json!(record)));
     } else {
         render::record(&record);
     }

@@ -23,21 +23,21 @@ pub fn drain_events(events: &mut broadcast::Receiver<Event>) {
 pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
     match outcome.status {
         RunStatus::Completed => {
-            println!("run {} completed", outcome.run_id);
-            println!("{}", pretty(&Value::Object(outcome.outputs.clone())));
+            say!("run {} completed", outcome.run_id);
+            say!("{}", pretty(&Value::Object(outcome.outputs.clone())));
         }
         RunStatus::AwaitingApproval => {
             if let Some(record) = &outcome.pending {
-                println!(
+                say!(
                     "run {} paused at step {} ({}): {}",
                     outcome.run_id,
                     record.step_id,
                     record.phase.as_str(),
                     record.message.as_deref().unwrap_or("")
                 );
-                println!("key: {}", record.key);
-                println!("expires: {}", timestamp(record.expires_at));
-                println!(
+                say!("key: {}", record.key);
+                say!("expires: {}", timestamp(record.expires_at));
+                say!(
                     "approve: {} approvals approve {}{}",
                     program_name(),
                     record.key,
@@ -45,8 +45,8 @@ pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
                 );
             }
         }
-        RunStatus::Rejected => println!("run {} rejected", outcome.run_id),
-        RunStatus::Skipped => println!(
+        RunStatus::Rejected => say!("run {} rejected", outcome.run_id),
+        RunStatus::Skipped => say!(
             "run {} skipped: its dedupe key was already claimed",
             outcome.run_id
         ),
@@ -55,42 +55,42 @@ pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
             outcome.run_id,
             outcome.error.as_deref().unwrap_or("unknown error")
         ),
-        RunStatus::Expired => println!("run {} expired", outcome.run_id),
-        RunStatus::Running => println!("run {} is still running", outcome.run_id),
+        RunStatus::Expired => say!("run {} expired", outcome.run_id),
+        RunStatus::Running => say!("run {} is still running", outcome.run_id),
     }
 }
 
 /// One record, for `approvals show`.
 pub fn record(r: &ApprovalRecord) {
-    println!("key:         {}", r.key);
-    println!("status:      {}", r.status);
-    println!("agent:       {}", r.agent_id);
-    println!("run:         {}", r.run_id);
-    println!(
+    say!("key:         {}", r.key);
+    say!("status:      {}", r.status);
+    say!("agent:       {}", r.agent_id);
+    say!("run:         {}", r.run_id);
+    say!(
         "step:        {} (#{}, phase {})",
         r.step_id,
         r.step_index,
         r.phase.as_str()
     );
-    println!("message:     {}", r.message.as_deref().unwrap_or(""));
-    println!(
+    say!("message:     {}", r.message.as_deref().unwrap_or(""));
+    say!(
         "spec:        {}",
         &r.spec_hash.get(..12).unwrap_or(&r.spec_hash)
     );
-    println!("created:     {}", timestamp(r.created_at));
-    println!("expires:     {}", timestamp(r.expires_at));
+    say!("created:     {}", timestamp(r.created_at));
+    say!("expires:     {}", timestamp(r.expires_at));
     if let Some(by) = &r.decided_by {
-        println!("decided by:  {by}");
+        say!("decided by:  {by}");
     }
     if let Some(at) = r.decided_at {
-        println!("decided at:  {}", timestamp(at));
+        say!("decided at:  {}", timestamp(at));
     }
     if let Some(reason) = r.reason() {
-        println!("reason:      {reason}");
+        say!("reason:      {reason}");
     }
-    println!("payload:\n{}", indent(&pretty(&r.payload)));
+    say!("payload:\n{}", indent(&pretty(&r.payload)));
     if let Some(edited) = r.modified_payload() {
-        println!("edited payload:\n{}", indent(&pretty(edited)));
+        say!("edited payload:\n{}", indent(&pretty(edited)));
     }
 }
 
@@ -134,7 +134,7 @@ fn print_table(
     rest: impl Fn(&ApprovalRecord) -> [String; 3],
 ) {
     if records.is_empty() {
-        println!("{empty}");
+        say!("{empty}");
         return;
     }
     let row = |c: [&str; 6]| {
@@ -143,10 +143,10 @@ fn print_table(
             c[0], c[1], c[2], c[3], c[4], c[5]
         )
     };
-    println!("{}", row(header));
+    say!("{}", row(header));
     for r in records {
         let [a, b, c] = rest(r);
-        println!("{}", row([&r.key, &r.agent_id, &r.step_id, &a, &b, &c]));
+        say!("{}", row([&r.key, &r.agent_id, &r.step_id, &a, &b, &c]));
     }
 }
 

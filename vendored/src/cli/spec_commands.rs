@@ -9,7 +9,7 @@ pub fn validate(source: &SpecSource) -> Result<i32, Failure> {
         SpecSource::File(path) => path.display().to_string(),
         SpecSource::Embedded(e) => e.spec_file.to_string(),
     };
-    println!(
+    say!(
         "{}: ok (agent {}, {} steps, spec {})",
         name,
         spec.agent,
@@ -21,6 +21,6 @@ pub fn validate(source: &SpecSource) -> Result<i32, Failure> {
 
 pub fn hash(source: &SpecSource) -> Result<i32, Failure> {
     let spec = source.load()?;
-    println!("{}", spec.hash);
+    say!("{}", spec.hash);
     Ok(super::exit::OK)
 }

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod events;
 pub mod expr;
 pub mod gate;
+pub mod hex;
 pub mod notify;
 pub mod pending_approval;
 pub mod run;

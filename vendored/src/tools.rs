@@ -163,9 +163,5 @@ impl ToolInvoker for Toolbox {
 pub fn idempotency_key(approval_key: &str, step_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(format!("tollgate-idempotency\0{approval_key}\0{step_id}"));
-    let mut out = String::from("tg-");
-    for b in &digest[..16] {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("tg-{}", crate::hex::encode(&digest[..16]))
 }

@@ -11,7 +11,7 @@ pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
     let Some(hex) = header.and_then(|h| h.trim().strip_prefix("sha256=")) else {
         return false;
     };
-    let Some(claimed) = decode_hex(hex) else {
+    let Some(claimed) = crate::hex::decode(hex) else {
         return false;
     };
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
@@ -30,26 +30,10 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
         Err(_) => return String::new(),
     };
     mac.update(body);
-    let digest = mac.finalize().into_bytes();
-    let mut out = String::from("sha256=");
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    text.as_bytes()
-        .chunks(2)
-        .map(|pair| {
-            let hi = (pair[0] as char).to_digit(16)?;
-            let lo = (pair[1] as char).to_digit(16)?;
-            Some((hi * 16 + lo) as u8)
-        })
-        .collect()
+    format!(
+        "sha256={}",
+        crate::hex::encode(&mac.finalize().into_bytes())
+    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ impl SpecHash {
         let mut canonical = String::new();
         write_canonical(document, &mut canonical);
         let digest = Sha256::digest(canonical.as_bytes());
-        SpecHash(hex(&digest))
+        SpecHash(crate::hex::encode(&digest))
     }
 
     pub fn as_str(&self) -> &str {
@@ -36,16 +36,6 @@ impl std::fmt::Display for SpecHash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0xf) as usize] as char);
-    }
-    out
 }
 
 /// Compact JSON with object keys sorted (by their UTF-8 bytes), whatever the

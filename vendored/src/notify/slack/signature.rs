@@ -61,7 +61,7 @@ pub fn verify(
     let hex = signature
         .strip_prefix("v0=")
         .ok_or(SignatureError::UnsupportedVersion)?;
-    let claimed = decode_hex(hex).ok_or(SignatureError::Mismatch)?;
+    let claimed = crate::hex::decode(hex).ok_or(SignatureError::Mismatch)?;
     let mac = mac(secret, timestamp, body).ok_or(SignatureError::EmptySecret)?;
     // verify_slice compares in constant time.
     mac.verify_slice(&claimed)
@@ -73,11 +73,7 @@ pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let Some(mac) = mac(secret, timestamp, body) else {
         return String::new();
     };
-    let mut out = String::from("v0=");
-    for b in mac.finalize().into_bytes() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("v0={}", crate::hex::encode(&mac.finalize().into_bytes()))
 }
 
 fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Option<Hmac<Sha256>> {
@@ -87,20 +83,6 @@ fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Option<Hmac<Sha256>> {
     mac.update(b":");
     mac.update(body);
     Some(mac)
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    text.as_bytes()
-        .chunks(2)
-        .map(|pair| {
-            let hi = (pair[0] as char).to_digit(16)?;
-            let lo = (pair[1] as char).to_digit(16)?;
-            Some((hi * 16 + lo) as u8)
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -17,6 +17,9 @@ use std::time::Instant;
 
 use serde_json::json;
 use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
+
+#[path = "common/raw_sqlite.rs"]
+mod raw_sqlite;
 use tollgate_runtime::{AgentRun, Decision, RunStatus, Spec};
 
 const SPEC: &str = r#"version: 1
@@ -63,7 +66,10 @@ fn main() {
         for _ in 0..REPEATS {
             // Interleaved, so drift in the machine's load hits both alike.
             ours.push(runtime.block_on(tollgate_cycles(sync, cycles)));
-            raw.push(raw_commits(sync, cycles * COMMITS_PER_CYCLE));
+            raw.push(raw_sqlite::raw_commits(
+                raw_sync(sync),
+                cycles * COMMITS_PER_CYCLE,
+            ));
         }
         let ours = Stats::of(&ours);
         let raw = Stats::of(&raw);
@@ -110,42 +116,11 @@ async fn tollgate_cycles(sync: Synchronous, cycles: usize) -> f64 {
     cycles as f64 / started.elapsed().as_secs_f64()
 }
 
-/// `commits` small write transactions, alternating an insert and an update
-/// of a row shaped like an approval record.
-fn raw_commits(sync: Synchronous, commits: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut conn = rusqlite::Connection::open(dir.path().join("raw.db")).expect("open raw");
-    let sync = match sync {
-        Synchronous::Full => "FULL",
-        Synchronous::Normal => "NORMAL",
-    };
-    conn.execute_batch(&format!(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync};
-         CREATE TABLE t (key TEXT PRIMARY KEY, status TEXT, body TEXT);"
-    ))
-    .expect("raw schema");
-    let body = "x".repeat(400);
-    let started = Instant::now();
-    for i in 0..commits {
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .expect("begin");
-        if i % 2 == 0 {
-            tx.execute(
-                "INSERT INTO t (key, status, body) VALUES (?1, 'PENDING', ?2)",
-                (i.to_string(), &body),
-            )
-            .expect("insert");
-        } else {
-            tx.execute(
-                "UPDATE t SET status = 'APPROVED' WHERE key = ?1 AND status = 'PENDING'",
-                ((i - 1).to_string(),),
-            )
-            .expect("update");
-        }
-        tx.commit().expect("commit");
+fn raw_sync(sync: Synchronous) -> raw_sqlite::Sync {
+    match sync {
+        Synchronous::Full => raw_sqlite::Sync::Full,
+        Synchronous::Normal => raw_sqlite::Sync::Normal,
     }
-    commits as f64 / started.elapsed().as_secs_f64()
 }
 
 struct Stats {

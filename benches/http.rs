@@ -20,6 +20,9 @@ use serde_json::json;
 use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
 use tollgate_runtime::{AgentRun, Spec};
 
+#[path = "common/raw_sqlite.rs"]
+mod raw_sqlite;
+
 const SPEC: &str = r#"version: 1
 agent: bench
 steps:
@@ -63,7 +66,7 @@ fn main() {
 
     // Raw commit rate before and after the HTTP run: the disk's fsync cost
     // drifts (writeback of the seeded file), so both are shown.
-    let raw_before = raw_commits(decisions.max(500));
+    let raw_before = raw_sqlite::raw_commits(raw_sqlite::Sync::Full, decisions.max(500));
     let mut server = Server::start(&spec_path, &state);
     println!("server RSS after start: {} MiB", server.rss_mib());
 
@@ -82,7 +85,7 @@ fn main() {
     // Decisions: 16 keep-alive connections, each approving distinct keys.
     let queue: VecDeque<String> = keys.into_iter().take(decisions).collect();
     let (elapsed, completed_after) = runtime.block_on(decide_all(&server.base, queue, &state));
-    let raw_after = raw_commits(decisions.max(500));
+    let raw_after = raw_sqlite::raw_commits(raw_sqlite::Sync::Full, decisions.max(500));
     println!(
         "approvals decided: {decisions} in {:.2}s = {:.0}/s over {CONNECTIONS} connections (answered at the claim); all runs completed after {:.2}s = {:.0} runs/s",
         elapsed.as_secs_f64(),
@@ -210,39 +213,6 @@ async fn decide_all(
         std::thread::sleep(Duration::from_millis(5));
     }
     (decided, started.elapsed())
-}
-
-/// The same small write transactions as the cycles bench, synchronous FULL.
-fn raw_commits(commits: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut conn = rusqlite::Connection::open(dir.path().join("raw.db")).expect("open raw");
-    conn.execute_batch(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
-         CREATE TABLE t (key TEXT PRIMARY KEY, status TEXT, body TEXT);",
-    )
-    .expect("raw schema");
-    let body = "x".repeat(400);
-    let started = Instant::now();
-    for i in 0..commits {
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .expect("begin");
-        if i % 2 == 0 {
-            tx.execute(
-                "INSERT INTO t (key, status, body) VALUES (?1, 'PENDING', ?2)",
-                (i.to_string(), &body),
-            )
-            .expect("insert");
-        } else {
-            tx.execute(
-                "UPDATE t SET status = 'APPROVED' WHERE key = ?1 AND status = 'PENDING'",
-                ((i - 1).to_string(),),
-            )
-            .expect("update");
-        }
-        tx.commit().expect("commit");
-    }
-    commits as f64 / started.elapsed().as_secs_f64()
 }
 
 struct Server {

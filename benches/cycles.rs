@@ -20,19 +20,11 @@ use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
 
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
-use tollgate_runtime::{AgentRun, Decision, RunStatus, Spec};
+#[path = "common/workload.rs"]
+mod workload;
 
-const SPEC: &str = r#"version: 1
-agent: bench
-steps:
-  - id: prepare
-    set: { order: "{{ input.order_id }}", amount: "{{ input.amount }}" }
-  - id: approve
-    approval:
-      message: "Refund {{ steps.prepare.output.amount }} on {{ steps.prepare.output.order }}?"
-  - id: act
-    set: { refunded: "{{ steps.prepare.output.order }}", by: "{{ steps.approve.output.decided_by }}" }
-"#;
+use tollgate_runtime::{AgentRun, Decision, RunStatus, Spec};
+use workload::SPEC;
 
 const COMMITS_PER_CYCLE: usize = 4;
 const REPEATS: usize = 5;

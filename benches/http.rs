@@ -22,18 +22,10 @@ use tollgate_runtime::{AgentRun, Spec};
 
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
+#[path = "common/workload.rs"]
+mod workload;
 
-const SPEC: &str = r#"version: 1
-agent: bench
-steps:
-  - id: prepare
-    set: { order: "{{ input.order_id }}", amount: "{{ input.amount }}" }
-  - id: approve
-    approval:
-      message: "Refund {{ steps.prepare.output.amount }} on {{ steps.prepare.output.order }}?"
-  - id: act
-    set: { refunded: "{{ steps.prepare.output.order }}", by: "{{ steps.approve.output.decided_by }}" }
-"#;
+use workload::SPEC;
 
 const CONNECTIONS: usize = 16;
 const LIST_REQUESTS: usize = 1000;

@@ -349,6 +349,16 @@ pub(crate) fn resolved_event(record: &ApprovalRecord, claim: &Claim, seq: u64) -
     }
 }
 
+/// One numbered schema change of a SQL store: its version and SQL never
+/// change once released (a fix is a new migration). Each store keeps its own
+/// list, in its own dialect, and records what it applied in
+/// `tollgate_schema_history`.
+pub(crate) struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
 /// Cursor encoding shared by the stores: `created_at|key` of the last row.
 pub(crate) mod cursor {
     use chrono::{DateTime, Utc};

@@ -9,14 +9,7 @@
 
 use tokio_postgres::Client;
 
-use crate::store::{StoreError, StoreResult};
-
-/// One numbered SQL file; its version never changes once released.
-pub(super) struct Migration {
-    pub version: i64,
-    pub name: &'static str,
-    pub sql: &'static str,
-}
+use crate::store::{Migration, StoreError, StoreResult};
 
 /// Every migration this build knows, in version order. Append only.
 pub(super) const MIGRATIONS: &[Migration] = &[

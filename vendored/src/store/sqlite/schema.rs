@@ -8,14 +8,7 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use crate::store::{StoreError, StoreResult};
-
-/// One numbered schema change.
-pub(super) struct Migration {
-    pub version: i64,
-    pub name: &'static str,
-    pub sql: &'static str,
-}
+use crate::store::{Migration, StoreError, StoreResult};
 
 /// Every migration this build knows, in version order. Append only: a
 /// released migration never changes, a fix is a new file.

@@ -24,7 +24,21 @@ impl SpecSource {
     pub fn load(&self) -> Result<Arc<Spec>, Failure> {
         let spec = match self {
             SpecSource::File(path) => Spec::load(path)?,
-            SpecSource::Embedded(e) => Spec::parse(e.spec_yaml, e.spec_file)?,
+            SpecSource::Embedded(e) => {
+                let spec = Spec::parse(e.spec_yaml, e.spec_file)?;
+                // The generator hashed the spec it embedded; a different
+                // hash here means the runtime and the generator disagree on
+                // the spec language, which must not go unnoticed (pauses are
+                // keyed to the hash).
+                if spec.hash.as_str() != e.spec_hash {
+                    return Err(Failure::bad_input(format!(
+                        "the built-in spec hashes to {} but was exported as {}; re-export it with a matching tollgate",
+                        spec.hash.short(),
+                        crate::SpecHash::short_of(e.spec_hash)
+                    )));
+                }
+                spec
+            }
         };
         Ok(Arc::new(spec))
     }

@@ -57,7 +57,6 @@ pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitC
     register(&mut custom);
     let source = SpecSource::Embedded(embedded);
     super::block_on_command(async move {
-        check_embedded_hash(&embedded, &source)?;
         match cli.command {
             ExportedCommand::Approvals(cmd) => {
                 super::approvals::run(cmd, Some(&source), &custom).await
@@ -67,19 +66,4 @@ pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitC
             ExportedCommand::Serve(args) => super::serve::run(args, &source, &custom).await,
         }
     })
-}
-
-/// The generator hashed the spec it embedded; a different hash here means
-/// the runtime and the generator disagree on the spec language, which must
-/// not go unnoticed (pauses are keyed to the hash).
-fn check_embedded_hash(embedded: &Embedded, source: &SpecSource) -> Result<(), super::Failure> {
-    let spec = source.load()?;
-    if spec.hash.as_str() != embedded.spec_hash {
-        return Err(super::Failure::bad_input(format!(
-            "the built-in spec hashes to {} but was exported as {}; re-export it with a matching tollgate",
-            spec.hash.short(),
-            crate::SpecHash::short_of(embedded.spec_hash)
-        )));
-    }
-    Ok(())
 }

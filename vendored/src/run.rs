@@ -131,7 +131,7 @@ impl AgentRun {
         pending_approval::scrub_trigger(&mut trigger);
         let now = crate::time::now();
         let run = RunRecord {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: new_run_id(),
             agent_id: self.spec.agent.clone(),
             spec_hash: self.spec.hash.to_string(),
             status: RunStatus::Running,
@@ -594,4 +594,14 @@ impl EventLog {
             let _ = self.live.send(event);
         }
     }
+}
+
+/// A new run id: a UUID v7, so ids sort by creation time. Every index keyed
+/// by run id (runs, events, a run's approvals) then grows at its end, where
+/// the pages are already cached, instead of dirtying a random page per insert:
+/// fewer pages per commit and a smaller working set as the store grows. The
+/// 74 random bits keep ids unguessable enough for what they are (approval
+/// keys, the correlation key, stay v4: fully random).
+fn new_run_id() -> String {
+    uuid::Uuid::now_v7().to_string()
 }

@@ -67,7 +67,7 @@ fn main() {
     );
     match &python {
         Some(python) => println!(
-            "LangGraph peer: the same workload and count (bench/peer_langgraph.py, {}), SqliteSaver on a file\n  with the settings its users get by default (journal and synchronous as reported below), compared with tollgate FULL;\n  each sample runs tollgate, raw, LangGraph back to back",
+            "LangGraph peer: the same workload and count (bench/peer_langgraph.py), SqliteSaver on a file at the settings\n  its users get by default: SqliteSaver sets journal_mode=WAL, python's sqlite3 leaves synchronous=FULL (what the\n  peer reports it ran with is below); compared with tollgate FULL; each sample runs tollgate, raw, LangGraph back\n  to back; python: {}",
             python.display()
         ),
         None => println!(

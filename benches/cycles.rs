@@ -1,5 +1,7 @@
 //! Pause+resume cycles per second, in process, on a SQLite file, beside the
-//! raw SQLite commit rate with the same pragmas, measured in the same run.
+//! raw SQLite commit rate with the same pragmas and, when a python with
+//! LangGraph is given, beside LangGraph doing the same workload, all measured
+//! in the same run with the samples interleaved.
 //!
 //! A cycle is the 3-step workflow prepare (set) -> approval gate -> act (set):
 //! start the run until it pauses, then approve it by key until it completes.
@@ -9,9 +11,20 @@
 //! with the same journal mode and synchronous setting, so the ratio says how
 //! much of the disk's commit rate a cycle keeps.
 //!
+//! The LangGraph peer (bench/peer_langgraph.py) runs the same three steps as a
+//! StateGraph with `interrupt()` at the gate and a `SqliteSaver` on a file:
+//! start until the interrupt, then resume with `Command(resume=...)`. It keeps
+//! the settings its users get by default (SqliteSaver switches the file to
+//! WAL; python's sqlite3 leaves synchronous at FULL), so it is compared with
+//! tollgate at FULL, tollgate's default.
+//!
 //! Run: `cargo bench --bench cycles` (TOLLGATE_BENCH_CYCLES to change the
-//! count, TOLLGATE_BENCH_SYNC=full|normal for one mode only).
+//! count, TOLLGATE_BENCH_SYNC=full|normal for one mode only,
+//! TOLLGATE_BENCH_PYTHON=$(bench/langgraph-venv) for the LangGraph peer).
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,60 +33,121 @@ use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
 
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "common/workload.rs"]
 mod workload;
 
+use stats::{SAMPLES, Stats, env_usize, row};
 use tollgate_runtime::{AgentRun, Decision, RunStatus, Spec};
 use workload::SPEC;
 
 const COMMITS_PER_CYCLE: usize = 4;
-const REPEATS: usize = 5;
+const PEER_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/peer_langgraph.py");
 
 fn main() {
-    let cycles: usize = std::env::var("TOLLGATE_BENCH_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let cycles = env_usize("TOLLGATE_BENCH_CYCLES", 300);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    println!("pause+resume cycles, {cycles} per sample, median of {REPEATS} samples (min..max)");
-    println!(
-        "a cycle = {COMMITS_PER_CYCLE} commits; raw = the same commits with the same pragmas\n"
-    );
-    println!(
-        "{:<8} {:>22} {:>26} {:>22} {:>8}",
-        "sync", "tollgate cycles/s", "raw commits/s", "raw cycle-equiv/s", "ratio"
-    );
     // TOLLGATE_BENCH_SYNC=full|normal measures one mode only (for profiling).
     let modes = match std::env::var("TOLLGATE_BENCH_SYNC").as_deref() {
         Ok("full") => vec![Synchronous::Full],
         Ok("normal") => vec![Synchronous::Normal],
         _ => vec![Synchronous::Full, Synchronous::Normal],
     };
+    let python = std::env::var_os("TOLLGATE_BENCH_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+
+    println!("pause+resume cycles, {cycles} per sample, median of {SAMPLES} samples (min..max)");
+    println!(
+        "a cycle = {COMMITS_PER_CYCLE} commits; raw = the same commits with the same pragmas (WAL, one connection)"
+    );
+    match &python {
+        Some(python) => println!(
+            "LangGraph peer: the same workload and count (bench/peer_langgraph.py), SqliteSaver on a file at the settings\n  its users get by default: SqliteSaver sets journal_mode=WAL, python's sqlite3 leaves synchronous=FULL (what the\n  peer reports it ran with is below); compared with tollgate FULL; each sample runs tollgate, raw, LangGraph back\n  to back; python: {}",
+            python.display()
+        ),
+        None => println!(
+            "LangGraph peer: skipped (TOLLGATE_BENCH_PYTHON is unset); enable it with\n  TOLLGATE_BENCH_PYTHON=\"$(bench/langgraph-venv)\" cargo bench --bench cycles   (or bench/run)"
+        ),
+    }
+    println!();
+    println!("{}", row("figure", "median (min..max)", "target"));
+
+    let mut ratios = Vec::new();
     for sync in modes {
+        let name = format!("{sync:?}").to_uppercase();
+        // LangGraph runs at its own defaults, so it is measured once, beside FULL.
+        let peer = python
+            .as_deref()
+            .filter(|_| matches!(sync, Synchronous::Full));
         let mut ours = Vec::new();
         let mut raw = Vec::new();
-        for _ in 0..REPEATS {
-            // Interleaved, so drift in the machine's load hits both alike.
+        let mut theirs = Vec::new();
+        for _ in 0..SAMPLES {
+            // Interleaved, so drift in the machine's load hits all alike.
             ours.push(runtime.block_on(tollgate_cycles(sync, cycles)));
             raw.push(raw_sqlite::raw_commits(
                 raw_sync(sync),
                 cycles * COMMITS_PER_CYCLE,
             ));
+            if let Some(python) = peer {
+                theirs.push(langgraph_cycles(python, cycles));
+            }
         }
         let ours = Stats::of(&ours);
         let raw = Stats::of(&raw);
         let raw_cycles = raw.median / COMMITS_PER_CYCLE as f64;
         println!(
-            "{:<8} {:>22} {:>26} {:>22.0} {:>7.0}%",
-            format!("{sync:?}").to_uppercase(),
-            ours.show(),
-            raw.show(),
-            raw_cycles,
-            100.0 * ours.median / raw_cycles
+            "{}",
+            row(&format!("tollgate {name} cycles/s"), &ours.show(0), "")
         );
+        println!(
+            "{}",
+            row(&format!("raw {name} commits/s"), &raw.show(0), "")
+        );
+        println!(
+            "{}",
+            row(
+                &format!("raw {name} cycle-equivalents/s (commits / {COMMITS_PER_CYCLE})"),
+                &format!("{raw_cycles:.0}"),
+                ""
+            )
+        );
+        ratios.push(row(
+            &format!("tollgate {name} / raw {name} cycle-equivalents"),
+            &format!("{:.0}%", 100.0 * ours.median / raw_cycles),
+            ">= 40%",
+        ));
+        if let Some(first) = theirs.first() {
+            let settings = format!(
+                "langgraph {}, SQLite {}, journal_mode={} synchronous={}",
+                first.field("langgraph"),
+                first.field("sqlite"),
+                first.field("journal_mode"),
+                first.field("synchronous")
+            );
+            let theirs = Stats::of(
+                &theirs
+                    .iter()
+                    .map(PeerSample::cycles_per_s)
+                    .collect::<Vec<_>>(),
+            );
+            println!("{}", row("LangGraph cycles/s", &theirs.show(1), ""));
+            println!("  ({settings})");
+            ratios.push(row(
+                &format!("tollgate {name} / LangGraph"),
+                &format!("{:.1}x", ours.median / theirs.median),
+                ">= 10x",
+            ));
+        }
+    }
+    println!("\nratios of medians");
+    for ratio in ratios {
+        println!("{ratio}");
     }
 }
 
@@ -108,31 +182,60 @@ async fn tollgate_cycles(sync: Synchronous, cycles: usize) -> f64 {
     cycles as f64 / started.elapsed().as_secs_f64()
 }
 
+/// One run of the LangGraph peer: its `key=value` line.
+struct PeerSample(HashMap<String, String>);
+
+impl PeerSample {
+    fn field(&self, key: &str) -> &str {
+        self.0.get(key).map_or("?", String::as_str)
+    }
+
+    fn cycles_per_s(&self) -> f64 {
+        let value = self.field("cycles_per_s");
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("the LangGraph peer printed cycles_per_s={value}"))
+    }
+}
+
+/// The peer in its own process on a fresh file in a temp dir (the same disk
+/// as tollgate's); it times itself, so interpreter start-up is not counted.
+fn langgraph_cycles(python: &Path, cycles: usize) -> PeerSample {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(python)
+        .arg(PEER_SCRIPT)
+        .arg(cycles.to_string())
+        .arg(dir.path().join("langgraph.db"))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run TOLLGATE_BENCH_PYTHON={}: {e} (make one with bench/langgraph-venv)",
+                python.display()
+            )
+        });
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the LangGraph peer failed: {} {PEER_SCRIPT} {cycles} ({}); does TOLLGATE_BENCH_PYTHON have the packages of bench/requirements-langgraph.txt?\n{stdout}{}",
+        python.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    let sample = PeerSample(
+        line.split_whitespace()
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    // A line without the figure fails here, at the sample that printed it.
+    sample.cycles_per_s();
+    sample
+}
+
 fn raw_sync(sync: Synchronous) -> raw_sqlite::Sync {
     match sync {
         Synchronous::Full => raw_sqlite::Sync::Full,
         Synchronous::Normal => raw_sqlite::Sync::Normal,
-    }
-}
-
-struct Stats {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Stats {
-    fn of(samples: &[f64]) -> Stats {
-        let mut s = samples.to_vec();
-        s.sort_by(|a, b| a.total_cmp(b));
-        Stats {
-            median: s[s.len() / 2],
-            min: s[0],
-            max: s[s.len() - 1],
-        }
-    }
-
-    fn show(&self) -> String {
-        format!("{:.0} ({:.0}..{:.0})", self.median, self.min, self.max)
     }
 }

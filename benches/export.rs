@@ -2,16 +2,23 @@
 //! (plan in memory + write to disk), and the cold `cargo build --release`
 //! time of that export beside a minimal axum + tokio + rusqlite hello-world
 //! server built the same way in the same run (each in an empty target dir,
-//! dependencies from the local registry cache, the same lockfile versions).
+//! dependencies from the local registry cache, the same lockfile versions),
+//! as several pairs built one after the other, ours then the minimal one.
 //!
-//! Run: `cargo bench --bench export`. The builds take minutes; set
-//! TOLLGATE_BENCH_SKIP_BUILDS=1 for the export timing alone.
+//! Run: `cargo bench --bench export`. Each pair of builds takes minutes;
+//! TOLLGATE_BENCH_BUILD_RUNS sets the number of pairs (default 5) and
+//! TOLLGATE_BENCH_SKIP_BUILDS=1 leaves the builds out (export timing alone).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tollgate::export::{ExportOptions, command::plan_for, export};
+
+#[path = "common/stats.rs"]
+mod stats;
+
+use stats::{SAMPLES, Stats, env_usize, row};
 
 const EXAMPLE: &str = "examples/refund-desk.yaml";
 const EXPORT_SAMPLES: usize = 20;
@@ -27,37 +34,68 @@ fn main() {
         let started = Instant::now();
         let plan = plan_for(&spec).expect("plan");
         export(&plan, &out, &ExportOptions::default()).expect("export");
-        times.push(started.elapsed());
+        times.push(ms(started.elapsed()));
     }
-    times.sort();
+    println!("{}", row("figure", "median (min..max)", "target"));
     println!(
-        "export {EXAMPLE}: median {:.1} ms (min {:.1}, max {:.1}) over {EXPORT_SAMPLES} fresh exports",
-        ms(times[times.len() / 2]),
-        ms(times[0]),
-        ms(times[times.len() - 1])
+        "{}",
+        row(
+            &format!("export {EXAMPLE}, ms ({EXPORT_SAMPLES} fresh)"),
+            &Stats::of(&times).show(1),
+            ""
+        )
     );
 
     if std::env::var_os("TOLLGATE_BENCH_SKIP_BUILDS").is_some() {
+        println!("cold builds: skipped (TOLLGATE_BENCH_SKIP_BUILDS is set)");
         return;
     }
+    let pairs = env_usize("TOLLGATE_BENCH_BUILD_RUNS", SAMPLES).max(1);
     let exported = scratch.path().join("export-0");
     let minimal = scratch.path().join("minimal");
     write_minimal_server(&minimal, &root.join("Cargo.lock"));
-    let ours = cold_build(&exported, &scratch.path().join("target-export"));
-    let theirs = cold_build(&minimal, &scratch.path().join("target-minimal"));
     println!(
-        "cold cargo build --release: exported server {:.0} s, minimal axum+tokio+rusqlite {:.0} s, ratio {:.2}",
-        ours.as_secs_f64(),
-        theirs.as_secs_f64(),
-        ours.as_secs_f64() / theirs.as_secs_f64()
+        "cold cargo build --release, each in an empty target dir, {pairs} pair(s) of the export, then a minimal axum+tokio+rusqlite server"
     );
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for pair in 1..=pairs {
+        // Interleaved, so drift in the machine's load hits both alike.
+        ours.push(cold_build(&exported, &scratch.path().join("target-export")));
+        theirs.push(cold_build(&minimal, &scratch.path().join("target-minimal")));
+        println!(
+            "  cold build pair {pair}/{pairs}: exported {:.0} s, minimal {:.0} s",
+            ours[pair - 1],
+            theirs[pair - 1]
+        );
+    }
+    let ours = Stats::of(&ours);
+    let theirs = Stats::of(&theirs);
+    let lines = [
+        row("cold build of the exported server, s", &ours.show(0), ""),
+        row("cold build of the minimal server, s", &theirs.show(0), ""),
+        String::new(),
+        "ratios of medians".to_string(),
+        row(
+            "cold build, exported / minimal",
+            &format!("{:.2}x", ours.median / theirs.median),
+            "<= 1.3x",
+        ),
+    ];
+    for line in lines {
+        println!("{line}");
+    }
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn cold_build(dir: &Path, target: &Path) -> Duration {
+/// Seconds for `cargo build --release` in `dir` with `target` empty; the
+/// target dir is removed afterwards, so every build starts cold and the
+/// pairs do not fill the disk.
+fn cold_build(dir: &Path, target: &Path) -> f64 {
+    let _ = std::fs::remove_dir_all(target);
     let started = Instant::now();
     let status = Command::new(env!("CARGO"))
         .args(["build", "--release", "--offline", "--quiet"])
@@ -65,8 +103,10 @@ fn cold_build(dir: &Path, target: &Path) -> Duration {
         .current_dir(dir)
         .status()
         .expect("run cargo");
+    let elapsed = started.elapsed().as_secs_f64();
     assert!(status.success(), "build of {} failed", dir.display());
-    started.elapsed()
+    std::fs::remove_dir_all(target).expect("remove the build's target dir");
+    elapsed
 }
 
 /// The smallest server a user might otherwise write by hand: one route that

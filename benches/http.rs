@@ -5,13 +5,18 @@
 //!
 //! The pending approvals are seeded in this process through the runtime
 //! (synchronous NORMAL, for speed), then the real `tollgate serve` binary
-//! serves the file with the default (FULL) durability.
+//! serves the file with the default (FULL) durability. Every figure is the
+//! median of several samples; each sample starts a fresh server, lists,
+//! measures the raw commit rate, decides its own batch of keys, stops the
+//! server and seeds as many new pending approvals, so every sample lists at
+//! the same number pending.
 //!
 //! Run: `cargo bench --bench http` (TOLLGATE_BENCH_PENDING, default 100000;
-//! TOLLGATE_BENCH_DECISIONS, default 5000).
+//! TOLLGATE_BENCH_DECISIONS per sample, default 5000).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,24 +27,34 @@ use tollgate_runtime::{AgentRun, Spec};
 
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "common/workload.rs"]
 mod workload;
 
+use stats::{SAMPLES, Stats, env_usize, row};
 use workload::SPEC;
 
 const CONNECTIONS: usize = 16;
 const LIST_REQUESTS: usize = 1000;
+/// A decision costs two commits: the claim and the run's end.
+const COMMITS_PER_DECISION: usize = 2;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+#[derive(Default)]
+struct Samples {
+    decided: Vec<f64>,
+    completed: Vec<f64>,
+    raw: Vec<f64>,
+    p50_ms: Vec<f64>,
+    p99_ms: Vec<f64>,
+    rss_start: Vec<f64>,
+    rss_listed: Vec<f64>,
+    rss_peak: Vec<f64>,
 }
 
 fn main() {
     let pending = env_usize("TOLLGATE_BENCH_PENDING", 100_000);
-    let decisions = env_usize("TOLLGATE_BENCH_DECISIONS", 5_000).min(pending);
+    let decisions = env_usize("TOLLGATE_BENCH_DECISIONS", 5_000).clamp(1, pending);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -50,51 +65,108 @@ fn main() {
     let state = dir.path().join("state.db");
 
     let started = Instant::now();
-    let keys = runtime.block_on(seed(&state, pending));
+    let mut keys: VecDeque<String> = runtime.block_on(seed(&state, 0, pending)).into();
+    let mut seeded = pending;
     println!(
-        "seeded {pending} pending approvals in {:.1}s",
+        "tollgate serve on a SQLite file (synchronous FULL, the default) with {pending} pending approvals (seeded in {:.1}s)",
         started.elapsed().as_secs_f64()
     );
-
-    // Raw commit rate before and after the HTTP run: the disk's fsync cost
-    // drifts (writeback of the seeded file), so both are shown.
-    let raw_before = raw_sqlite::raw_commits(raw_sqlite::Sync::Full, decisions.max(500));
-    let mut server = Server::start(&spec_path, &state);
-    println!("server RSS after start: {} MiB", server.rss_mib());
-
-    // GET /approvals?limit=50: first pages and deep pages.
-    let (p50, p99) = runtime.block_on(list_latency(&server.base));
     println!(
-        "GET /approvals?limit=50 with {pending} pending: p50 {:.2} ms, p99 {:.2} ms ({LIST_REQUESTS} requests, one connection)",
-        p50.as_secs_f64() * 1e3,
-        p99.as_secs_f64() * 1e3
-    );
-    println!(
-        "server RSS with {pending} pending: {} MiB",
-        server.rss_mib()
+        "median of {SAMPLES} samples (min..max); each sample: a fresh server, {LIST_REQUESTS} GET /approvals?limit=50 on one\n  connection (first and deeper pages), the raw commit rate, {decisions} approvals over {CONNECTIONS} keep-alive connections;\n  then {decisions} new pending are seeded so the next sample lists at {pending} again\n"
     );
 
-    // Decisions: 16 keep-alive connections, each approving distinct keys.
-    let queue: VecDeque<String> = keys.into_iter().take(decisions).collect();
-    let (elapsed, completed_after) = runtime.block_on(decide_all(&server.base, queue, &state));
-    let raw_after = raw_sqlite::raw_commits(raw_sqlite::Sync::Full, decisions.max(500));
-    println!(
-        "approvals decided: {decisions} in {:.2}s = {:.0}/s over {CONNECTIONS} connections (answered at the claim); all runs completed after {:.2}s = {:.0} runs/s",
-        elapsed.as_secs_f64(),
-        decisions as f64 / elapsed.as_secs_f64(),
-        completed_after.as_secs_f64(),
-        decisions as f64 / completed_after.as_secs_f64()
-    );
-    println!(
-        "raw SQLite (WAL, synchronous FULL, one connection): {raw_before:.0} commits/s before, {raw_after:.0} after; a decision costs 2 commits (claim, end) = {:.0}..{:.0} decisions/s",
-        raw_before.min(raw_after) / 2.0,
-        raw_before.max(raw_after) / 2.0
-    );
-    println!("server RSS at the end: {} MiB", server.rss_mib());
-    server.stop();
+    let mut samples = Samples::default();
+    for sample in 0..SAMPLES {
+        let mut server = Server::start(&spec_path, &state);
+        samples.rss_start.push(server.rss_mib("VmRSS:"));
+        let (p50, p99) = runtime.block_on(list_latency(&server.base));
+        samples.p50_ms.push(p50.as_secs_f64() * 1e3);
+        samples.p99_ms.push(p99.as_secs_f64() * 1e3);
+        samples.rss_listed.push(server.rss_mib("VmRSS:"));
+        // Right before the decisions, so drift in the disk's fsync cost
+        // (writeback of the seeded file) hits both alike.
+        samples.raw.push(raw_sqlite::raw_commits(
+            raw_sqlite::Sync::Full,
+            (decisions * COMMITS_PER_DECISION).max(1000),
+        ));
+        let batch: VecDeque<String> = keys.drain(..decisions).collect();
+        let (decided, completed) = runtime.block_on(decide_all(&server.base, batch, &state));
+        samples
+            .decided
+            .push(decisions as f64 / decided.as_secs_f64());
+        samples
+            .completed
+            .push(decisions as f64 / completed.as_secs_f64());
+        samples.rss_peak.push(server.rss_mib("VmHWM:"));
+        server.stop();
+        if sample + 1 < SAMPLES {
+            keys.extend(runtime.block_on(seed(&state, seeded, decisions)));
+            seeded += decisions;
+        }
+    }
+
+    let decided = Stats::of(&samples.decided);
+    let raw = Stats::of(&samples.raw);
+    let raw_decisions = raw.median / COMMITS_PER_DECISION as f64;
+    let list = format!("GET /approvals?limit=50 at {pending} pending");
+    let lines = [
+        row("figure", "median (min..max)", "target"),
+        row(
+            "approvals decided/s (answered at the claim)",
+            &decided.show(0),
+            ">= 1000",
+        ),
+        row(
+            "runs completed/s (decided and finished)",
+            &Stats::of(&samples.completed).show(0),
+            "",
+        ),
+        row("raw FULL commits/s (WAL, one connection)", &raw.show(0), ""),
+        row(
+            &format!("raw FULL decision-equivalents/s (commits / {COMMITS_PER_DECISION})"),
+            &format!("{raw_decisions:.0}"),
+            "",
+        ),
+        row(
+            &format!("{list}: p50 ms"),
+            &Stats::of(&samples.p50_ms).show(2),
+            "",
+        ),
+        row(
+            &format!("{list}: p99 ms"),
+            &Stats::of(&samples.p99_ms).show(2),
+            "<= 20",
+        ),
+        row(
+            "server RSS after start, MiB",
+            &Stats::of(&samples.rss_start).show(0),
+            "",
+        ),
+        row(
+            "server RSS after listing, MiB",
+            &Stats::of(&samples.rss_listed).show(0),
+            "",
+        ),
+        row(
+            "server peak RSS (VmHWM) by the end, MiB",
+            &Stats::of(&samples.rss_peak).show(0),
+            "<= 64",
+        ),
+        String::new(),
+        "ratios of medians".to_string(),
+        row(
+            "approvals decided/s / raw decision-equivalents/s",
+            &format!("{:.0}%", 100.0 * decided.median / raw_decisions),
+            "",
+        ),
+    ];
+    for line in lines {
+        println!("{line}");
+    }
 }
 
-async fn seed(state: &std::path::Path, count: usize) -> Vec<String> {
+/// `count` new pending approvals, order ids from `first` on; their keys.
+async fn seed(state: &Path, first: usize, count: usize) -> Vec<String> {
     let store = SqliteStore::open(
         state,
         SqliteOptions {
@@ -106,7 +178,7 @@ async fn seed(state: &std::path::Path, count: usize) -> Vec<String> {
     let spec = Arc::new(Spec::parse(SPEC, "agent.yaml").expect("spec"));
     let agent = AgentRun::new(spec, Arc::new(store));
     let mut keys = Vec::with_capacity(count);
-    for i in 0..count {
+    for i in first..first + count {
         let outcome = agent
             .start(
                 json!({"order_id": format!("A-{i}"), "amount": 120}),
@@ -134,9 +206,13 @@ async fn list_latency(base: &str) -> (Duration, Duration) {
         assert_eq!(response.status().as_u16(), 200);
         let page: serde_json::Value = response.json().await.expect("json");
         samples.push(t.elapsed());
-        assert_eq!(page["approvals"].as_array().map(Vec::len), Some(50));
+        let next = page["next_cursor"].as_str().map(str::to_string);
+        // Full pages but the last; a walk that reaches the end (a small
+        // TOLLGATE_BENCH_PENDING) starts over from the first page.
+        let len = page["approvals"].as_array().map_or(0, Vec::len);
+        assert!(len == 50 || next.is_none(), "a page of {len} approvals");
         if i % 2 == 1 || cursor.is_none() {
-            cursor = page["next_cursor"].as_str().map(str::to_string);
+            cursor = next;
         }
     }
     samples.sort();
@@ -152,12 +228,20 @@ fn encode(text: &str) -> String {
         .replace('+', "%2B")
 }
 
-async fn decide_all(
-    base: &str,
-    keys: VecDeque<String>,
-    state: &std::path::Path,
-) -> (Duration, Duration) {
+async fn decide_all(base: &str, keys: VecDeque<String>, state: &Path) -> (Duration, Duration) {
     let count = keys.len();
+    let conn = rusqlite::Connection::open(state).expect("open");
+    let completed = || -> usize {
+        let done: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM tollgate_runs WHERE status = 'completed'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        done as usize
+    };
+    let completed_before = completed();
     let queue = Arc::new(Mutex::new(keys));
     let started = Instant::now();
     let mut workers = Vec::new();
@@ -190,18 +274,7 @@ async fn decide_all(
     }
     let decided = started.elapsed();
     // Every decided run completes in the server's background; wait for it.
-    let conn = rusqlite::Connection::open(state).expect("open");
-    loop {
-        let done: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM tollgate_runs WHERE status = 'completed'",
-                [],
-                |r| r.get(0),
-            )
-            .expect("count");
-        if done as usize >= count {
-            break;
-        }
+    while completed() < completed_before + count {
         std::thread::sleep(Duration::from_millis(5));
     }
     (decided, started.elapsed())
@@ -213,7 +286,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(spec: &std::path::Path, state: &std::path::Path) -> Server {
+    fn start(spec: &Path, state: &Path) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
             .arg("serve")
             .arg(spec)
@@ -240,14 +313,15 @@ impl Server {
         Server { child, base }
     }
 
-    fn rss_mib(&self) -> u64 {
+    /// A memory line of /proc/PID/status (`VmRSS:` now, `VmHWM:` the peak) in MiB.
+    fn rss_mib(&self, line: &str) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kib| kib / 1024)
+            .find_map(|l| l.strip_prefix(line))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(0.0, |kib| kib / 1024.0)
     }
 
     fn stop(&mut self) {

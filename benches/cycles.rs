@@ -31,6 +31,8 @@ use std::time::Instant;
 use serde_json::json;
 use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
 
+#[path = "common/io_counters.rs"]
+mod io_counters;
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
 #[path = "common/stats.rs"]
@@ -38,6 +40,7 @@ mod stats;
 #[path = "common/workload.rs"]
 mod workload;
 
+use io_counters::PerUnit;
 use stats::{SAMPLES, Stats, env_usize, row};
 use tollgate_runtime::{AgentRun, Decision, RunStatus, Spec};
 use workload::SPEC;
@@ -87,13 +90,19 @@ fn main() {
         let mut ours = Vec::new();
         let mut raw = Vec::new();
         let mut theirs = Vec::new();
+        let mut our_writes = Vec::new();
+        let mut raw_writes = Vec::new();
         for _ in 0..SAMPLES {
             // Interleaved, so drift in the machine's load hits all alike.
-            ours.push(runtime.block_on(tollgate_cycles(sync, cycles)));
-            raw.push(raw_sqlite::raw_commits(
-                raw_sync(sync),
-                cycles * COMMITS_PER_CYCLE,
-            ));
+            let (rate, writes) =
+                io_counters::measure(cycles, || runtime.block_on(tollgate_cycles(sync, cycles)));
+            ours.push(rate);
+            our_writes.extend(writes);
+            let (rate, writes) = io_counters::measure(cycles, || {
+                raw_sqlite::raw_commits(raw_sync(sync), cycles * COMMITS_PER_CYCLE)
+            });
+            raw.push(rate);
+            raw_writes.extend(writes);
             if let Some(python) = peer {
                 theirs.push(langgraph_cycles(python, cycles));
             }
@@ -117,6 +126,24 @@ fn main() {
                 ""
             )
         );
+        if let (Some(ours), Some(raw)) = (writes_of(&our_writes), writes_of(&raw_writes)) {
+            println!(
+                "{}",
+                row(
+                    &format!("written per cycle, tollgate {name}"),
+                    &ours.show(),
+                    ""
+                )
+            );
+            println!(
+                "{}",
+                row(
+                    &format!("written per {COMMITS_PER_CYCLE} raw commits, {name}"),
+                    &raw.show(),
+                    ""
+                )
+            );
+        }
         ratios.push(row(
             &format!("tollgate {name} / raw {name} cycle-equivalents"),
             &format!("{:.0}%", 100.0 * ours.median / raw_cycles),
@@ -231,6 +258,31 @@ fn langgraph_cycles(python: &Path, cycles: usize) -> PeerSample {
     // A line without the figure fails here, at the sample that printed it.
     sample.cycles_per_s();
     sample
+}
+
+/// Bytes and write calls handed to the kernel per cycle (medians): the WAL
+/// frames of every page a cycle's commits dirty, plus checkpoint copies.
+struct Writes {
+    kib: f64,
+    calls: f64,
+}
+
+impl Writes {
+    fn show(&self) -> String {
+        format!("{:.1} KiB in {:.0} writes", self.kib, self.calls)
+    }
+}
+
+fn writes_of(samples: &[PerUnit]) -> Option<Writes> {
+    if samples.is_empty() {
+        return None;
+    }
+    let bytes: Vec<f64> = samples.iter().map(|w| w.bytes).collect();
+    let calls: Vec<f64> = samples.iter().map(|w| w.calls).collect();
+    Some(Writes {
+        kib: Stats::of(&bytes).median / 1024.0,
+        calls: Stats::of(&calls).median,
+    })
 }
 
 fn raw_sync(sync: Synchronous) -> raw_sqlite::Sync {

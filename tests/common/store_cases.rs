@@ -26,7 +26,9 @@ use tollgate_runtime::pending_approval::{
     ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
 use tollgate_runtime::run_state::{RunRecord, RunStatus};
-use tollgate_runtime::store::{Pause, PendingQuery, RunEnd, SharedStore, StateStore, StoreError};
+use tollgate_runtime::store::{
+    FirstWrite, Pause, PendingQuery, RunEnd, SharedStore, StateStore, StoreError,
+};
 
 /// A store under test plus whatever must outlive it (a temp dir, a schema).
 pub struct TestStore {
@@ -70,6 +72,9 @@ macro_rules! store_conformance_tests {
             events_come_back_in_seq_order_after_a_seq,
             writes_to_an_unknown_run_are_run_not_found,
             creating_a_run_twice_is_refused,
+            a_run_stored_at_its_pause_is_one_atomic_write,
+            a_run_stored_at_its_end_is_one_atomic_write,
+            a_refused_first_write_stores_nothing,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {
@@ -990,5 +995,120 @@ pub async fn creating_a_run_twice_is_refused(store: SharedStore) {
         store.get_run("run-d").await.expect("get"),
         Some(run),
         "first run untouched"
+    );
+}
+
+pub async fn a_run_stored_at_its_pause_is_one_atomic_write(store: SharedStore) {
+    let run = run_record("run-p", "agent", 0);
+    let record = pending_record("key-p", "run-p", "agent", 2);
+    let events = vec![
+        event("run-p", 1, 0, started(&run)),
+        event("run-p", 2, 2, awaiting(&record)),
+    ];
+    let pause = Pause {
+        record: record.clone(),
+        at: at(2),
+    };
+    store
+        .create_run_at(&run, FirstWrite::Pause(&pause), &events)
+        .await
+        .expect("create at pause");
+    let stored = store.get_run("run-p").await.expect("get run");
+    assert_eq!(
+        stored,
+        Some(RunRecord {
+            status: RunStatus::AwaitingApproval,
+            outputs: record.outputs.clone(),
+            updated_at: at(2),
+            ..run
+        })
+    );
+    assert_eq!(
+        store.get_approval("key-p").await.expect("get"),
+        Some(record.clone())
+    );
+    assert_eq!(
+        all_pending(&*store, 3, None).await,
+        vec!["key-p".to_string()]
+    );
+    assert_eq!(store.run_events("run-p", 0).await.expect("events"), events);
+    // It is an ordinary pause from here on.
+    store
+        .claim(&approve("key-p", "alice", 4))
+        .await
+        .expect("claim");
+}
+
+pub async fn a_run_stored_at_its_end_is_one_atomic_write(store: SharedStore) {
+    let run = run_record("run-e", "agent", 0);
+    let mut outputs = Map::new();
+    outputs.insert("greet".into(), json!({"text": "hi"}));
+    let events = vec![
+        event("run-e", 1, 0, started(&run)),
+        event(
+            "run-e",
+            2,
+            1,
+            EventKind::RunCompleted {
+                outputs: outputs.clone(),
+            },
+        ),
+    ];
+    let end = RunEnd {
+        run_id: "run-e".into(),
+        status: RunStatus::Completed,
+        outputs: outputs.clone(),
+        error: None,
+        at: at(1),
+    };
+    store
+        .create_run_at(&run, FirstWrite::End(&end), &events)
+        .await
+        .expect("create at end");
+    assert_eq!(
+        store.get_run("run-e").await.expect("get run"),
+        Some(RunRecord {
+            status: RunStatus::Completed,
+            outputs,
+            updated_at: at(1),
+            ..run
+        })
+    );
+    assert_eq!(store.run_events("run-e", 0).await.expect("events"), events);
+}
+
+pub async fn a_refused_first_write_stores_nothing(store: SharedStore) {
+    // The pause reuses a key that exists: the whole write is refused, and
+    // neither the new run nor its events are stored.
+    paused_run(&*store, "key-x", "agent", 0).await;
+    let run = run_record("run-new", "agent", 5);
+    let pause = Pause {
+        record: pending_record("key-x", "run-new", "agent", 5),
+        at: at(5),
+    };
+    let refused = store
+        .create_run_at(
+            &run,
+            FirstWrite::Pause(&pause),
+            &[event("run-new", 1, 5, started(&run))],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Database(_))),
+        "{refused:?}"
+    );
+    assert_eq!(store.get_run("run-new").await.expect("get"), None);
+    assert_eq!(
+        store.run_events("run-new", 0).await.expect("events"),
+        Vec::<Event>::new()
+    );
+    assert_eq!(
+        store
+            .get_approval("key-x")
+            .await
+            .expect("get")
+            .map(|r| r.run_id),
+        Some("run-key-x".to_string()),
+        "the existing record is untouched"
     );
 }

@@ -20,7 +20,7 @@ use crate::pending_approval::{
 };
 use crate::run_state::{RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
-use crate::store::{Pause, RunEnd, SharedStore, StoreError};
+use crate::store::{FirstWrite, Pause, RunEnd, SharedStore, StoreError};
 use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
 
@@ -109,25 +109,29 @@ impl AgentRun {
     }
 
     /// Start a run and drive it to its first pause or its end.
+    ///
+    /// The run is stored with its first durable point: its first pause, its
+    /// end, or the first step that calls out or claims a dedupe key,
+    /// whichever comes first. Nothing outside this call can see the run
+    /// before that (the caller learns its id from the outcome), so a run
+    /// that reaches its gate through pure steps costs one commit, not two.
     pub async fn start(&self, input: Value, trigger: Value) -> Result<RunOutcome, RunError> {
-        let (run, next_seq) = self.insert_run(input, trigger).await?;
-        let log = EventLog::new(&run.id, next_seq, self.events.clone());
+        let (run, mut log) = self.new_run(input, trigger);
+        log.unstored = Some(run.clone());
         self.drive(fresh_context(run), 0, None, log).await
     }
 
     /// Record a new run (durably) without executing it; `drive_new` executes
     /// it. Lets a server answer with the run id before the steps run.
     pub async fn create(&self, input: Value, trigger: Value) -> Result<String, RunError> {
-        Ok(self.insert_run(input, trigger).await?.0.id)
+        let (run, mut log) = self.new_run(input, trigger);
+        self.store.create_run(&run, log.pending()).await?;
+        log.published();
+        Ok(run.id)
     }
 
-    /// Insert the run and its `run_started` event; returns the record and
-    /// the next event number.
-    async fn insert_run(
-        &self,
-        input: Value,
-        mut trigger: Value,
-    ) -> Result<(RunRecord, u64), RunError> {
+    /// A new run and its `run_started` event, not stored yet.
+    fn new_run(&self, input: Value, mut trigger: Value) -> (RunRecord, EventLog) {
         pending_approval::scrub_trigger(&mut trigger);
         let now = crate::time::now();
         let run = RunRecord {
@@ -148,9 +152,7 @@ impl AgentRun {
             spec_hash: run.spec_hash.clone(),
             input,
         });
-        self.store.create_run(&run, log.pending()).await?;
-        log.published();
-        Ok((run, log.next_seq))
+        (run, log)
     }
 
     /// Execute a run created with [`AgentRun::create`] from its first step.
@@ -372,9 +374,10 @@ impl AgentRun {
                         step: step.id.clone(),
                         index,
                     });
-                    if calls_out(step) {
+                    if calls_out(step) || (log.unstored.is_some() && claims_key(step)) {
                         // A call may take long or have side effects: make
-                        // the run's progress visible before it starts.
+                        // the run's progress visible before it starts. A
+                        // dedupe key's owner must be a stored run.
                         self.flush(&mut log).await?;
                     }
                     workflow::execute_step(&env, step, &ctx, decision.as_ref()).await
@@ -428,7 +431,10 @@ impl AgentRun {
     }
 
     async fn flush(&self, log: &mut EventLog) -> Result<(), RunError> {
-        if !log.pending().is_empty() {
+        if let Some(run) = log.unstored.take() {
+            self.store.create_run(&run, log.pending()).await?;
+            log.published();
+        } else if !log.pending().is_empty() {
             self.store.append_events(&log.run_id, log.pending()).await?;
             log.published();
         }
@@ -469,7 +475,14 @@ impl AgentRun {
             record: record.clone(),
             at: now,
         };
-        self.store.pause_run(&pause, log.pending()).await?;
+        match log.unstored.take() {
+            Some(run) => {
+                self.store
+                    .create_run_at(&run, FirstWrite::Pause(&pause), log.pending())
+                    .await?
+            }
+            None => self.store.pause_run(&pause, log.pending()).await?,
+        }
         log.published();
         Ok(RunOutcome {
             run_id: ctx.run_id.clone(),
@@ -494,7 +507,14 @@ impl AgentRun {
             error: error.clone(),
             at: now_or(log.last_at()),
         };
-        self.store.end_run(&end, log.pending()).await?;
+        match log.unstored.take() {
+            Some(run) => {
+                self.store
+                    .create_run_at(&run, FirstWrite::End(&end), log.pending())
+                    .await?
+            }
+            None => self.store.end_run(&end, log.pending()).await?,
+        }
         log.published();
         Ok(RunOutcome {
             run_id: ctx.run_id.clone(),
@@ -545,6 +565,10 @@ fn calls_out(step: &crate::spec::Step) -> bool {
     matches!(step.kind, StepKind::Tool { .. } | StepKind::Model(_))
 }
 
+fn claims_key(step: &crate::spec::Step) -> bool {
+    matches!(step.kind, StepKind::Dedupe(_))
+}
+
 fn now_or(at: Option<DateTime<Utc>>) -> DateTime<Utc> {
     at.unwrap_or_else(crate::time::now)
 }
@@ -557,6 +581,9 @@ struct EventLog {
     next_seq: u64,
     buffer: Vec<Event>,
     live: broadcast::Sender<Event>,
+    /// A run started by [`AgentRun::start`] and not stored yet: the next
+    /// write stores it together with the buffered events.
+    unstored: Option<RunRecord>,
 }
 
 impl EventLog {
@@ -566,6 +593,7 @@ impl EventLog {
             next_seq,
             buffer: Vec::new(),
             live,
+            unstored: None,
         }
     }
 

@@ -75,6 +75,14 @@ pub struct RunEnd {
     pub at: DateTime<Utc>,
 }
 
+/// Where a new run first becomes durable when it is stored only then
+/// ([`StateStore::create_run_at`]): its first pause, or its end.
+#[derive(Debug, Clone, Copy)]
+pub enum FirstWrite<'a> {
+    Pause(&'a Pause),
+    End(&'a RunEnd),
+}
+
 /// A pause: the record to insert plus the run's state so far.
 #[derive(Debug, Clone)]
 pub struct Pause {
@@ -181,6 +189,17 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// Atomically: set the run's final (or running) state, append `events`.
     async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()>;
+
+    /// Atomically: insert a run that was never stored, apply its first
+    /// durable point (`first`: a pause or its end) and append `events` (all
+    /// of them, from `run_started`). A run that reaches its first gate, or
+    /// its end, without calling out so costs one commit instead of two.
+    async fn create_run_at(
+        &self,
+        run: &RunRecord,
+        first: FirstWrite<'_>,
+        events: &[Event],
+    ) -> StoreResult<()>;
 
     /// The claim: one conditional write, `PENDING` and unexpired (and, for
     /// approve/modify, the same spec hash) -> decided. On success the run is

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Claimed, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
-    RunEnd, StateStore, StoreError, StoreResult, StuckClaim, cursor, resolved_event,
+    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -46,6 +46,48 @@ impl MemoryStore {
 }
 
 impl State {
+    fn insert_run(&mut self, run: &RunRecord) -> StoreResult<()> {
+        if self.runs.contains_key(&run.id) {
+            return Err(StoreError::Database(format!(
+                "run {} already exists",
+                run.id
+            )));
+        }
+        self.runs.insert(run.id.clone(), run.clone());
+        Ok(())
+    }
+
+    fn check_new_approval(&self, pause: &Pause) -> StoreResult<()> {
+        if self.approvals.contains_key(&pause.record.key) {
+            // Never overwrite a record: it is the audit trail.
+            return Err(StoreError::Database(format!(
+                "approval {} already exists",
+                pause.record.key
+            )));
+        }
+        Ok(())
+    }
+
+    /// Apply a checked pause: the run's state and the new record.
+    fn pause(&mut self, pause: &Pause) {
+        let record = &pause.record;
+        if let Some(run) = self.runs.get_mut(&record.run_id) {
+            run.status = RunStatus::AwaitingApproval;
+            run.outputs = record.outputs.clone();
+            run.updated_at = pause.at;
+        }
+        self.approvals.insert(record.key.clone(), record.clone());
+    }
+
+    fn end(&mut self, end: &RunEnd) -> StoreResult<()> {
+        let run = self.run_mut(&end.run_id)?;
+        run.status = end.status;
+        run.outputs = end.outputs.clone();
+        run.error = end.error.clone();
+        run.updated_at = end.at;
+        Ok(())
+    }
+
     fn run_mut(&mut self, run_id: &str) -> StoreResult<&mut RunRecord> {
         self.runs
             .get_mut(run_id)
@@ -76,13 +118,7 @@ impl StateStore for MemoryStore {
 
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
         let mut s = self.lock();
-        if s.runs.contains_key(&run.id) {
-            return Err(StoreError::Database(format!(
-                "run {} already exists",
-                run.id
-            )));
-        }
-        s.runs.insert(run.id.clone(), run.clone());
+        s.insert_run(run)?;
         s.push_events(&run.id, events);
         Ok(())
     }
@@ -96,31 +132,37 @@ impl StateStore for MemoryStore {
 
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         let mut s = self.lock();
-        let record = &pause.record;
-        if s.approvals.contains_key(&record.key) {
-            // Never overwrite a record: it is the audit trail.
-            return Err(StoreError::Database(format!(
-                "approval {} already exists",
-                record.key
-            )));
-        }
-        let run = s.run_mut(&record.run_id)?;
-        run.status = RunStatus::AwaitingApproval;
-        run.outputs = record.outputs.clone();
-        run.updated_at = pause.at;
-        s.approvals.insert(record.key.clone(), record.clone());
-        s.push_events(&record.run_id, events);
+        s.check_new_approval(pause)?;
+        s.run_mut(&pause.record.run_id)?;
+        s.pause(pause);
+        s.push_events(&pause.record.run_id, events);
         Ok(())
     }
 
     async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
         let mut s = self.lock();
-        let run = s.run_mut(&end.run_id)?;
-        run.status = end.status;
-        run.outputs = end.outputs.clone();
-        run.error = end.error.clone();
-        run.updated_at = end.at;
+        s.end(end)?;
         s.push_events(&end.run_id, events);
+        Ok(())
+    }
+
+    async fn create_run_at(
+        &self,
+        run: &RunRecord,
+        first: FirstWrite<'_>,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        let mut s = self.lock();
+        // Every check before the first change, so a refusal changes nothing.
+        if let FirstWrite::Pause(pause) = first {
+            s.check_new_approval(pause)?;
+        }
+        s.insert_run(run)?;
+        match first {
+            FirstWrite::Pause(pause) => s.pause(pause),
+            FirstWrite::End(end) => s.end(end)?,
+        }
+        s.push_events(&run.id, events);
         Ok(())
     }
 

@@ -59,8 +59,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 use super::{
-    Claimed, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
-    RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
+    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -297,6 +297,25 @@ impl StateStore for PostgresStore {
             async {
                 ops::end_run(&tx, end).await?;
                 ops::insert_events(&tx, &end.run_id, events).await
+            }
+            .await
+        })
+    }
+
+    async fn create_run_at(
+        &self,
+        run: &RunRecord,
+        first: FirstWrite<'_>,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        in_transaction!(self, |tx| {
+            async {
+                ops::insert_run(&tx, run).await?;
+                match first {
+                    FirstWrite::Pause(pause) => ops::pause_run(&tx, pause).await?,
+                    FirstWrite::End(end) => ops::end_run(&tx, end).await?,
+                }
+                ops::insert_events(&tx, &run.id, events).await
             }
             .await
         })

@@ -52,10 +52,10 @@ use rusqlite::Connection;
 
 use self::group_commit::GroupWriter;
 
-use self::ops::{ApprovalRow, ClaimRow, EndRow, RunRow, encode_events};
+use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
-    Claimed, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
-    RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
+    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -279,6 +279,29 @@ impl StateStore for SqliteStore {
         let events = encode_events(events)?;
         self.write(move |conn| {
             ops::end_run(conn, &row)?;
+            ops::insert_events(conn, &run_id, &events)
+        })
+        .await
+    }
+
+    async fn create_run_at(
+        &self,
+        run: &RunRecord,
+        first: FirstWrite<'_>,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        let run_row = RunRow::encode(run)?;
+        let run_id = run.id.clone();
+        let first = FirstRow::encode(first)?;
+        let events = encode_events(events)?;
+        self.write(move |conn| {
+            // The run row is inserted and then updated in one transaction:
+            // the page is written to the WAL once, at the commit.
+            ops::insert_run(conn, &run_row)?;
+            match &first {
+                FirstRow::Pause(row) => ops::pause_run(conn, row)?,
+                FirstRow::End(row) => ops::end_run(conn, row)?,
+            }
             ops::insert_events(conn, &run_id, &events)
         })
         .await

@@ -15,7 +15,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{
-    Claimed, Pause, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim, cursor,
+    Claimed, FirstWrite, Pause, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim, cursor,
     resolved_event,
 };
 use crate::time::format_utc;
@@ -143,6 +143,21 @@ impl EndRow {
             outputs: to_json(&end.outputs, "run outputs")?,
             error: end.error.clone(),
             at: format_utc(end.at),
+        })
+    }
+}
+
+/// A new run's first durable point, encoded.
+pub(super) enum FirstRow {
+    Pause(Box<ApprovalRow>),
+    End(EndRow),
+}
+
+impl FirstRow {
+    pub fn encode(first: FirstWrite<'_>) -> StoreResult<FirstRow> {
+        Ok(match first {
+            FirstWrite::Pause(pause) => FirstRow::Pause(Box::new(ApprovalRow::encode(pause)?)),
+            FirstWrite::End(end) => FirstRow::End(EndRow::encode(end)?),
         })
     }
 }

@@ -110,7 +110,9 @@ fn cold_build(dir: &Path, target: &Path) -> f64 {
 }
 
 /// The smallest server a user might otherwise write by hand: one route that
-/// counts rows in a SQLite file. Same crate versions as ours (our lockfile).
+/// counts rows in a SQLite file. Same crate versions as ours (our lockfile),
+/// and the same release profile as an export's Cargo.toml
+/// (templates/Cargo.toml.in): cargo's default.
 fn write_minimal_server(dir: &Path, lockfile: &Path) {
     std::fs::create_dir_all(dir.join("src")).expect("mkdir");
     std::fs::write(
@@ -126,9 +128,6 @@ edition = "2024"
 axum = { version = "0.8", default-features = false, features = ["http1", "json", "query", "tokio"] }
 rusqlite = { version = "0.39", features = ["bundled"] }
 tokio = { version = "1", features = ["rt-multi-thread", "macros", "net", "signal"] }
-
-[profile.release]
-debug = "line-tables-only"
 "#,
     )
     .expect("write Cargo.toml");

@@ -215,6 +215,29 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     let binary = target_dir().join("debug").join(&package);
     let state = tmp.path().join("state.db");
 
+    // The export leaves PostgreSQL out unless asked: a postgres:// store is
+    // refused at start, as a usage error that says how to turn it on, and
+    // without repeating the URL's password.
+    let refused = Command::new(&binary)
+        .args([
+            "serve",
+            "--database-url",
+            "postgres://tg:s3cret@127.0.0.1:9/db",
+        ])
+        .env_remove("TOLLGATE_API_TOKENS")
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            r#"add `features = ["postgres"]` to the tollgate-runtime dependency in Cargo.toml"#
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+
     // A webhook starts the run; it pauses at the review step.
     let server = serve(&binary, &state);
     let (status, started) = request(

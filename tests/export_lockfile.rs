@@ -78,3 +78,22 @@ fn shipped_lockfile_is_what_cargo_writes_for_an_export() {
         String::from_utf8_lossy(&accepted.stderr)
     );
 }
+
+/// url (via reqwest) does IDNA through `idna_adapter`, whose locked version
+/// picks the Unicode back end: 1.2 is ICU4X, some twenty crates with their
+/// own proc macros; 1.1 is unicode-rs, a few small ones, the same UTS 46
+/// processing (slower only for non-ASCII host names). The export ships 1.1
+/// for its build time; a `cargo update` here would quietly undo that.
+#[test]
+fn exports_lock_the_unicode_rs_idna_back_end() {
+    let locked = lockfile::template()
+        .split("[[package]]\n")
+        .find(|block| block.starts_with("name = \"idna_adapter\"\n"))
+        .expect("idna_adapter is locked");
+    assert!(
+        locked.contains("\nversion = \"1.1."),
+        "templates/Cargo.lock.in locks {locked:?}: pin the unicode-rs back end again with\n    \
+         cargo update -p idna_adapter --precise 1.1.0\n\
+         then UPDATE_EXPORT_LOCK=1 cargo test --test export_lockfile"
+    );
+}

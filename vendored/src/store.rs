@@ -8,6 +8,7 @@
 //! claim of a decision, and its end. Each is one transaction.
 
 mod memory;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
 
@@ -24,6 +25,7 @@ use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{RunRecord, RunStatus};
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -52,6 +54,17 @@ pub enum StoreError {
         "the database schema is version {found}, newer than this build of tollgate understands (up to {supported}); upgrade tollgate"
     )]
     SchemaTooNew { found: i64, supported: i64 },
+
+    /// A `postgres://` URL, in a build without the runtime's `postgres`
+    /// feature (an exported server leaves it out unless asked). The URL is
+    /// not repeated: it may hold a password.
+    #[error(
+        "a postgres:// store needs PostgreSQL support, and this build leaves it out: \
+         add `features = [\"postgres\"]` to the tollgate-runtime dependency in Cargo.toml \
+         (`tollgate-runtime = {{ path = \"vendored\", default-features = false, features = [\"postgres\"] }}`), \
+         then build again"
+    )]
+    PostgresNotBuilt,
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -301,12 +314,14 @@ fn is_postgres_url(location: &str) -> bool {
 
 /// Open a store from a location: `memory:`, `sqlite://PATH`, a plain path
 /// to a SQLite file, or `postgres://` / `postgresql://` URL (pool size from
-/// `TOLLGATE_DB_POOL_SIZE`).
+/// `TOLLGATE_DB_POOL_SIZE`; without the `postgres` feature such a URL is
+/// [`StoreError::PostgresNotBuilt`]).
 ///
 /// Connecting to PostgreSQL is async: prefer [`open_async`]. This blocking
 /// form serves callers on a multi-thread tokio runtime (the CLI) by blocking
 /// the current worker in place; elsewhere it refuses a PostgreSQL URL.
 pub fn open(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
+    #[cfg(feature = "postgres")]
     if is_postgres_url(location) {
         use tokio::runtime::{Handle, RuntimeFlavor};
         let handle = Handle::try_current()
@@ -325,18 +340,25 @@ pub fn open(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
 
 /// [`open`] for async callers: the same locations, without blocking.
 pub async fn open_async(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
+    #[cfg(feature = "postgres")]
     if is_postgres_url(location) {
         return open_postgres(location).await;
     }
     open_local(location, sqlite)
 }
 
+#[cfg(feature = "postgres")]
 async fn open_postgres(url: &str) -> StoreResult<SharedStore> {
     let options = PostgresOptions::from_env()?;
     Ok(Arc::new(PostgresStore::connect(url, options).await?))
 }
 
+/// Memory and SQLite locations. A PostgreSQL URL gets here only in a build
+/// without the `postgres` feature.
 fn open_local(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore> {
+    if is_postgres_url(location) {
+        return Err(StoreError::PostgresNotBuilt);
+    }
     if location == "memory:" || location == "memory://" {
         return Ok(Arc::new(MemoryStore::new()));
     }
@@ -394,6 +416,22 @@ pub(crate) mod cursor {
                 Ok((at.to_string(), key.to_string()))
             }
             _ => Err(StoreError::InvalidCursor(cursor.to_string())),
+        }
+    }
+}
+
+#[cfg(all(test, not(feature = "postgres")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_url_without_the_feature_says_how_to_turn_it_on() {
+        for url in ["postgres://u:s3cret@db/x", "postgresql://db/x"] {
+            let err = open(url, SqliteOptions::default()).err().unwrap();
+            assert!(matches!(err, StoreError::PostgresNotBuilt), "{err}");
+            let message = err.to_string();
+            assert!(message.contains(r#"features = ["postgres"]"#), "{message}");
+            assert!(!message.contains("s3cret"), "{message}");
         }
     }
 }

@@ -37,10 +37,11 @@
 //! Driver: tokio-postgres, the maintained async driver of the
 //! rust-postgres project (sqlx and diesel-async are heavier layers over
 //! their own or this protocol code), with deadpool-postgres for the pool:
-//! together a handful of small crates, which matters because every exported
-//! server compiles this module. sqlx would add its macros, its own runtime
-//! abstraction and more than twice the compile time for features (compile-
-//! time checked queries, several databases) the store does not use.
+//! together a handful of small crates, which matters because an exported
+//! server that turns the `postgres` feature on compiles this module. sqlx
+//! would add its macros, its own runtime abstraction and more than twice the
+//! compile time for features (compile-time checked queries, several
+//! databases) the store does not use.
 
 mod codec;
 mod listen;

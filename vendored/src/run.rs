@@ -441,6 +441,18 @@ impl AgentRun {
         Ok(())
     }
 
+    /// Write a durable point (a pause or an end) with the buffered events,
+    /// storing the run with it if it was never stored, then announce them.
+    async fn write_point(&self, point: FirstWrite<'_>, log: &mut EventLog) -> Result<(), RunError> {
+        match (log.unstored.take(), point) {
+            (Some(run), point) => self.store.create_run_at(&run, point, log.pending()).await?,
+            (None, FirstWrite::Pause(pause)) => self.store.pause_run(pause, log.pending()).await?,
+            (None, FirstWrite::End(end)) => self.store.end_run(end, log.pending()).await?,
+        }
+        log.published();
+        Ok(())
+    }
+
     async fn pause(
         &self,
         ctx: &RunContext,
@@ -475,15 +487,8 @@ impl AgentRun {
             record: record.clone(),
             at: now,
         };
-        match log.unstored.take() {
-            Some(run) => {
-                self.store
-                    .create_run_at(&run, FirstWrite::Pause(&pause), log.pending())
-                    .await?
-            }
-            None => self.store.pause_run(&pause, log.pending()).await?,
-        }
-        log.published();
+        self.write_point(FirstWrite::Pause(&pause), &mut log)
+            .await?;
         Ok(RunOutcome {
             run_id: ctx.run_id.clone(),
             status: RunStatus::AwaitingApproval,
@@ -507,15 +512,7 @@ impl AgentRun {
             error: error.clone(),
             at: now_or(log.last_at()),
         };
-        match log.unstored.take() {
-            Some(run) => {
-                self.store
-                    .create_run_at(&run, FirstWrite::End(&end), log.pending())
-                    .await?
-            }
-            None => self.store.end_run(&end, log.pending()).await?,
-        }
-        log.published();
+        self.write_point(FirstWrite::End(&end), &mut log).await?;
         Ok(RunOutcome {
             run_id: ctx.run_id.clone(),
             status,

@@ -64,6 +64,8 @@ const STARTER: &str = "starter";
 /// How long the stub takes to answer a shipment.
 const SHIP_TAKES: Duration = Duration::from_millis(150);
 
+/// `ship` is a POST without `idempotent: true`, so nothing may ever send it
+/// twice: the stub counts every arrival, even with the same Idempotency-Key.
 const SPEC: &str = r#"version: 1
 agent: chaos-desk
 description: Ship an order once it is reviewed and the shipment approved.
@@ -320,10 +322,12 @@ async fn list_pending(world: &World) -> Option<Vec<Value>> {
 
 /// Hand a key to 2-4 different deciders at nearly the same instant, each
 /// with its own verdict, so approve races reject across token names.
+/// Returns how many jobs were handed out.
 fn schedule(rng: &mut Rng, key: &str, deciders: &[mpsc::UnboundedSender<Job>]) -> usize {
     let mut chosen: Vec<usize> = (0..deciders.len()).collect();
     let racers = rng.between(2, 4) as usize;
     let now = Instant::now();
+    let mut sent = 0;
     for i in 0..racers {
         let j = i + rng.below((chosen.len() - i) as u64) as usize;
         chosen.swap(i, j);
@@ -339,11 +343,13 @@ fn schedule(rng: &mut Rng, key: &str, deciders: &[mpsc::UnboundedSender<Job>]) -
             by_run_route: rng.percent(25),
             not_before: now + Duration::from_millis(rng.between(0, 40)),
         };
-        // A closed channel means the decider is gone: the job is dropped
-        // and counted as done below.
-        let _ = deciders[index].send(job);
+        // Deciders live as long as the lister; a send fails only if one
+        // panicked, and then the job is not counted as in flight.
+        if deciders[index].send(job).is_ok() {
+            sent += 1;
+        }
     }
-    racers
+    sent
 }
 
 /// List pending keys; hand out each new one (and any one whose deciders all

@@ -162,8 +162,16 @@ async fn a_last_event_id_beyond_the_run_still_ends_with_the_run() {
     assert_eq!(status, 200, "{body}");
     let after = stream.collect_until_end(Duration::from_secs(10)).await;
     let after_kinds = kinds(&after);
-    assert_eq!(after_kinds.first(), Some(&"approval_resolved"), "{after_kinds:?}");
-    assert_eq!(after_kinds.last(), Some(&"run_completed"), "{after_kinds:?}");
+    assert_eq!(
+        after_kinds.first(),
+        Some(&"approval_resolved"),
+        "{after_kinds:?}"
+    );
+    assert_eq!(
+        after_kinds.last(),
+        Some(&"run_completed"),
+        "{after_kinds:?}"
+    );
 
     // Ended: nothing to send, and the stream closes.
     for id in [1_000_000, u64::MAX] {

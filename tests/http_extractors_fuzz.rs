@@ -102,6 +102,8 @@ struct Case {
     body: Vec<u8>,
     /// The exact status, for the fixed corpus.
     expect: Option<u16>,
+    /// Which case this is, to replay a failure.
+    label: String,
 }
 
 impl Case {
@@ -132,7 +134,8 @@ impl Case {
         let body = String::from_utf8_lossy(&self.body);
         let body: String = body.chars().take(200).collect();
         format!(
-            "{} {} content-type={:?} last-event-id={:?} signature={:?} sign_body={} body({} bytes)={body:?}",
+            "[{}] {} {} content-type={:?} last-event-id={:?} signature={:?} sign_body={} body({} bytes)={body:?}",
+            self.label,
             self.method,
             self.target.chars().take(200).collect::<String>(),
             self.content_types,
@@ -666,7 +669,8 @@ async fn hostile_and_random_requests_get_json_errors_and_never_a_5xx() {
 
     // The fixed corpus, aimed at one paused run.
     let first = pause(&api, &served, 0).await;
-    for case in corpus(&first, now()) {
+    for (n, mut case) in corpus(&first, now()).into_iter().enumerate() {
+        case.label = format!("corpus case {n}");
         send(&http, &served, &case, now()).await;
     }
 
@@ -679,7 +683,8 @@ async fn hostile_and_random_requests_get_json_errors_and_never_a_5xx() {
         if i % 50 == 49 {
             pool.push(pause(&api, &served, pool.len()).await);
         }
-        let case = generate(&mut rng, &pool, now());
+        let mut case = generate(&mut rng, &pool, now());
+        case.label = format!("generated case {i}, TOLLGATE_FUZZ_SEED={seed}");
         let status =
             tokio::time::timeout(Duration::from_secs(90), send(&http, &served, &case, now()))
                 .await

@@ -26,7 +26,7 @@ const SECRET: &str = "fuzz-hook-secret";
 const BODY_LIMIT: usize = 64 * 1024;
 
 /// Every code a client may see from these routes (README, Routes).
-const CODES: [&str; 12] = [
+const CODES: [&str; 13] = [
     "invalid_request",
     "unauthorized",
     "forbidden",
@@ -39,6 +39,7 @@ const CODES: [&str; 12] = [
     "approval_expired",
     "payload_too_large",
     "unsupported_media_type",
+    "replayed",
 ];
 
 const SPEC: &str = r#"version: 1
@@ -293,7 +294,9 @@ fn corpus(p: &Paused, now: i64) -> Vec<Case> {
     cases.push(plain);
     let mut stamped = Case::post("/hooks/in", None, good).expect(202);
     stamped.signature = Some(signature::sign_at(SECRET.as_bytes(), good, now));
-    cases.push(stamped);
+    cases.push(stamped.clone());
+    // The same timestamped request again: a replay inside the window.
+    cases.push(stamped.expect(409));
     // A signed body that is not JSON, or an array (a webhook's input may be
     // any JSON).
     let mut not_json = Case::post("/hooks/in", None, b"not json").expect(400);
@@ -526,10 +529,8 @@ fn generate(rng: &mut Rng, pool: &[Paused], now: i64) -> Case {
             });
         }
     }
-    if route == "events" || rng.chance(5) {
-        if rng.chance(70) {
-            case.last_event_id = Some(rng.pick(&LAST_EVENT_IDS).to_string());
-        }
+    if (route == "events" || rng.chance(5)) && rng.chance(70) {
+        case.last_event_id = Some(rng.pick(&LAST_EVENT_IDS).to_string());
     }
     if route == "hook" {
         match rng.below(4) {

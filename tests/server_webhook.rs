@@ -124,10 +124,11 @@ async fn post_signed(api: &Api, served: &Served, body: &[u8], signature: &str) -
 
 /// The timestamped form `t=<unix>,v1=<hex HMAC of "<t>.<body>">`: accepted
 /// within 300 s of the server's clock, refused outside it (a replay), and
-/// the time cannot be moved without the secret. The plain `sha256=` form
-/// keeps working. A signed webhook takes any Content-Type.
+/// the time cannot be moved without the secret. Inside the window each
+/// signed request is taken once, by any server sharing the store. The plain
+/// `sha256=` form keeps working. A signed webhook takes any Content-Type.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_timestamped_signature_refuses_replays_outside_the_window() {
+async fn a_timestamped_signature_is_taken_once_and_expires() {
     let ws = Workspace::new(&signed_spec());
     let served = Served::start(
         &ws.spec,
@@ -142,6 +143,17 @@ async fn a_timestamped_signature_refuses_replays_outside_the_window() {
     let fresh = signature::sign_at(SECRET.as_bytes(), body, now);
     let (s, b) = post_signed(&api, &served, body, &fresh).await;
     assert_eq!(s, 202, "{b}");
+    // The same request again, here and at another server on the store.
+    let other = Served::start(
+        &ws.spec,
+        &ws.path().join("state.db"),
+        &[("HOOK_SECRET", SECRET)],
+        &[],
+    );
+    for at in [&served, &other] {
+        let (s, b) = post_signed(&api, at, body, &fresh).await;
+        assert_eq!((s, code(&b)), (409, "replayed"), "{b}");
+    }
     // Within the window (either side, allowing for a slow test machine).
     for t in [now - 200, now + 200] {
         let (s, b) = post_signed(
@@ -202,7 +214,20 @@ async fn a_timestamped_signature_refuses_replays_outside_the_window() {
         let (s, b) = post_signed(&api, &served, body, &bad).await;
         assert_eq!((s, code(&b)), (401, "unauthorized"), "{bad}: {b}");
     }
-    // Four accepted runs, none from the refused requests.
+    // Four accepted runs (each pauses in the background), none from the
+    // refused requests.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, list) = api.get(&served.url("/approvals?limit=50")).await;
+        let paused = list["approvals"].as_array().unwrap().len();
+        assert!(paused <= 4, "{list}");
+        if paused == 4 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (_, list) = api.get(&served.url("/approvals?limit=50")).await;
     assert_eq!(list["approvals"].as_array().unwrap().len(), 4, "{list}");
 }

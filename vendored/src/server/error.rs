@@ -44,6 +44,13 @@ pub enum ApiError {
     #[error("run {0} has no approval to decide")]
     RunHasNoApproval(String),
 
+    /// A timestamped webhook signature already taken: a copy of a request
+    /// that started a run.
+    #[error(
+        "this signed request was already received; a sender signs each delivery anew (a new t=)"
+    )]
+    Replayed,
+
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
 
@@ -82,6 +89,7 @@ impl ApiError {
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Replayed => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -101,6 +109,7 @@ impl ApiError {
             ApiError::RunHasNoApproval(_) => "approval_not_found",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::Replayed => "replayed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unavailable(_) => "unavailable",

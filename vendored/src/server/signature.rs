@@ -6,12 +6,13 @@
 //! - `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`: the
 //!   timestamped form (Stripe's scheme). The time is inside the MAC, and a
 //!   request more than `REPLAY_WINDOW_SECS` from the server's clock is
-//!   refused, so a captured request stops working after the window. Several
-//!   `v1=` entries may be sent (one per secret, while rotating); one match
-//!   is enough.
+//!   refused, so a captured request stops working after the window; within
+//!   it, the caller claims `Verified::Timestamped::replay_key` in the store
+//!   so each signed request is taken once. Several `v1=` entries may be sent
+//!   (one per secret, while rotating); one match is enough.
 
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 pub const SIGNATURE_HEADER: &str = "x-tollgate-signature";
 
@@ -37,6 +38,17 @@ pub enum SignatureError {
     Mismatch,
 }
 
+/// Which form a valid signature had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verified {
+    Plain,
+    /// `replay_key` names this exact request (hex SHA-256 of the signed
+    /// `"<t>.<body>"`, not the signature): claim it to take it once.
+    Timestamped {
+        replay_key: String,
+    },
+}
+
 /// Check `header` against `body` under `secret` at time `now` (unix
 /// seconds), accepting either form.
 pub fn check(
@@ -44,14 +56,14 @@ pub fn check(
     body: &[u8],
     header: Option<&str>,
     now: i64,
-) -> Result<(), SignatureError> {
+) -> Result<Verified, SignatureError> {
     let header = header.map(str::trim).filter(|h| !h.is_empty());
     let Some(header) = header else {
         return Err(SignatureError::Missing);
     };
     if let Some(hex) = header.strip_prefix("sha256=") {
         let claimed = crate::hex::decode(hex).ok_or(SignatureError::Malformed)?;
-        return mac_matches(secret, &[body], &claimed);
+        return mac_matches(secret, &[body], &claimed).map(|()| Verified::Plain);
     }
     let mut timestamp = None;
     let mut claimed = Vec::new();
@@ -88,7 +100,13 @@ pub fn check(
         .iter()
         .any(|c| mac_matches(secret, &signed, c).is_ok())
     {
-        Ok(())
+        let mut digest = Sha256::new();
+        for part in signed {
+            digest.update(part);
+        }
+        Ok(Verified::Timestamped {
+            replay_key: crate::hex::encode(&digest.finalize()),
+        })
     } else {
         Err(SignatureError::Mismatch)
     }
@@ -176,10 +194,10 @@ mod tests {
     fn timestamped_form_binds_the_time() {
         let (body, now) = (br#"{"a":1}"#, 1_700_000_000);
         let good = sign_at(b"k", body, now);
-        assert_eq!(check(b"k", body, Some(&good), now), Ok(()));
+        assert!(check(b"k", body, Some(&good), now).is_ok());
         // Anywhere inside the window, either side.
-        assert_eq!(check(b"k", body, Some(&good), now + 300), Ok(()));
-        assert_eq!(check(b"k", body, Some(&good), now - 300), Ok(()));
+        assert!(check(b"k", body, Some(&good), now + 300).is_ok());
+        assert!(check(b"k", body, Some(&good), now - 300).is_ok());
         // A replay after the window.
         assert_eq!(
             check(b"k", body, Some(&good), now + 301),
@@ -203,8 +221,29 @@ mod tests {
         // Rotation: one of several v1 entries matches; spaces are allowed.
         let other = sign_at(b"old", body, now);
         let both = format!("{}, {}", good, other.split(',').nth(1).unwrap());
-        assert_eq!(check(b"old", body, Some(&both), now), Ok(()));
-        assert_eq!(check(b"k", body, Some(&both), now), Ok(()));
+        assert!(check(b"old", body, Some(&both), now).is_ok());
+        assert!(check(b"k", body, Some(&both), now).is_ok());
+    }
+
+    #[test]
+    fn the_replay_key_names_the_request_not_the_secret() {
+        let (body, now) = (br#"{"a":1}"#, 1_700_000_000);
+        let key = |secret: &[u8], body: &[u8], t: i64| match check(
+            secret,
+            body,
+            Some(&sign_at(secret, body, t)),
+            now,
+        ) {
+            Ok(Verified::Timestamped { replay_key }) => replay_key,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(key(b"k", body, now), key(b"other", body, now));
+        assert_ne!(key(b"k", body, now), key(b"k", body, now + 1));
+        assert_ne!(key(b"k", body, now), key(b"k", b"{}", now));
+        assert_eq!(
+            check(b"k", body, Some(&sign(b"k", body)), now),
+            Ok(Verified::Plain)
+        );
     }
 
     #[test]

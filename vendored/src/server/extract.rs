@@ -220,3 +220,75 @@ pub(crate) struct WaitParam {
     #[serde(default)]
     pub wait: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with(types: &[&[u8]]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for t in types {
+            headers.append(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn json_types_with_parameters_and_suffixes_are_accepted() {
+        for t in [
+            &b"application/json"[..],
+            b"application/json; charset=utf-8",
+            b"  APPLICATION/Json ;charset=UTF-8",
+            b"application/vnd.api+json",
+            b"application/merge-patch+JSON; x=y",
+        ] {
+            assert!(json_content_type(&with(&[t])).is_ok(), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn everything_else_is_refused() {
+        for t in [
+            &b"text/plain"[..],
+            b"text/json",
+            b"application/x-www-form-urlencoded",
+            b"multipart/form-data; boundary=x",
+            b"application/jsonp",
+            b"application/+json",
+            b"application/json-seq",
+            b"+json",
+            b"",
+            b";application/json",
+            b"\xffapplication/json",
+        ] {
+            let err = json_content_type(&with(&[t])).unwrap_err();
+            assert_eq!(err.code(), "unsupported_media_type", "{t:?}");
+        }
+        assert!(json_content_type(&with(&[])).is_err());
+        assert!(json_content_type(&with(&[b"application/json", b"application/json"])).is_err());
+    }
+
+    #[test]
+    fn bodies_must_be_objects_and_null_payloads_are_refused() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Body {
+            #[allow(dead_code)]
+            #[serde(default)]
+            input: Option<Value>,
+        }
+        assert!(parse_json_object::<Body>(b"").is_ok());
+        assert!(parse_json_object::<Body>(b" \n").is_ok());
+        assert!(parse_json_object::<Body>(br#"{"input": [1]}"#).is_ok());
+        for bad in [&b"[{}]"[..], b"[]", b"null", b"1", b"\"x\"", b"true"] {
+            let err = parse_json_object::<Body>(bad).unwrap_err();
+            assert!(err.to_string().contains("must be a JSON object"), "{err}");
+        }
+        assert!(edited_payload(Some(Value::Null)).is_err());
+        assert_eq!(edited_payload(None).unwrap(), None);
+        assert_eq!(
+            edited_payload(Some(serde_json::json!({}))).unwrap(),
+            Some(serde_json::json!({}))
+        );
+    }
+}

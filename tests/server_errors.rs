@@ -58,6 +58,12 @@ fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
     );
 }
 
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// Start a run and return its pending key.
 async fn paused_key(api: &Api, served: &Served) -> String {
     let (status, run) = api
@@ -201,6 +207,17 @@ async fn every_error_code_from_a_real_request() {
         .await;
     assert_error(s, &b, 413, "payload_too_large");
 
+    // unsupported_media_type: JSON sent as text/plain (a web page's
+    // cross-origin "simple" POST).
+    let (s, b) = alice
+        .post_raw(
+            &served.url("/runs"),
+            br#"{"input": {"amount": 1}}"#.to_vec(),
+            &[("Content-Type", "text/plain")],
+        )
+        .await;
+    assert_error(s, &b, 415, "unsupported_media_type");
+
     // Webhook signatures: missing, wrong, right.
     let body = br#"{"amount": 7}"#.to_vec();
     let (s, b) = nobody
@@ -237,6 +254,22 @@ async fn every_error_code_from_a_real_request() {
         .await;
     assert_eq!(s, 202, "{b}");
     assert!(b["run_id"].is_string());
+    // replayed: one timestamped request sent twice.
+    let stamped = signature::sign_at(HOOK_SECRET.as_bytes(), &body, unix_now());
+    for want in [202, 409] {
+        let (s, b) = nobody
+            .post_raw(
+                &served.url("/hooks/in"),
+                body.clone(),
+                &[("X-Tollgate-Signature", &stamped)],
+            )
+            .await;
+        if want == 202 {
+            assert_eq!(s, 202, "{b}");
+        } else {
+            assert_error(s, &b, 409, "replayed");
+        }
+    }
 
     // already_resolved: the second decision on one key.
     let (s, b) = alice

@@ -38,6 +38,8 @@ steps:
     with: { amount: "{{ input.amount }}" }
 "#;
 
+const JSON: &[(&str, &str)] = &[("Content-Type", "application/json")];
+
 fn env() -> Vec<(&'static str, &'static str)> {
     vec![
         ("TOLLGATE_API_TOKENS", TOKENS),
@@ -54,6 +56,12 @@ fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
             .is_some_and(|m| !m.is_empty()),
         "every error has a message: {body}"
     );
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Start a run and return its pending key.
@@ -84,7 +92,7 @@ async fn every_error_code_from_a_real_request() {
     // invalid_request: bad JSON, wrong types, unknown fields, a bad payload,
     // bad query parameters.
     let (s, b) = alice
-        .post_raw(&served.url("/runs"), b"{\"input\": ".to_vec(), &[])
+        .post_raw(&served.url("/runs"), b"{\"input\": ".to_vec(), JSON)
         .await;
     assert_error(s, &b, 400, "invalid_request");
     let (s, b) = alice.post(&approve_url, json!({"reason": 42})).await;
@@ -184,7 +192,7 @@ async fn every_error_code_from_a_real_request() {
     // payload_too_large: a 2 MiB body, on an API route and on the webhook.
     let big = format!("{{\"input\": \"{}\"}}", "x".repeat(2 * 1024 * 1024));
     let (s, b) = alice
-        .post_raw(&served.url("/runs"), big.clone().into_bytes(), &[])
+        .post_raw(&served.url("/runs"), big.clone().into_bytes(), JSON)
         .await;
     assert_error(s, &b, 413, "payload_too_large");
     let (s, b) = nobody
@@ -198,6 +206,17 @@ async fn every_error_code_from_a_real_request() {
         )
         .await;
     assert_error(s, &b, 413, "payload_too_large");
+
+    // unsupported_media_type: JSON sent as text/plain (a web page's
+    // cross-origin "simple" POST).
+    let (s, b) = alice
+        .post_raw(
+            &served.url("/runs"),
+            br#"{"input": {"amount": 1}}"#.to_vec(),
+            &[("Content-Type", "text/plain")],
+        )
+        .await;
+    assert_error(s, &b, 415, "unsupported_media_type");
 
     // Webhook signatures: missing, wrong, right.
     let body = br#"{"amount": 7}"#.to_vec();
@@ -235,6 +254,22 @@ async fn every_error_code_from_a_real_request() {
         .await;
     assert_eq!(s, 202, "{b}");
     assert!(b["run_id"].is_string());
+    // replayed: one timestamped request sent twice.
+    let stamped = signature::sign_at(HOOK_SECRET.as_bytes(), &body, unix_now());
+    for want in [202, 409] {
+        let (s, b) = nobody
+            .post_raw(
+                &served.url("/hooks/in"),
+                body.clone(),
+                &[("X-Tollgate-Signature", &stamped)],
+            )
+            .await;
+        if want == 202 {
+            assert_eq!(s, 202, "{b}");
+        } else {
+            assert_error(s, &b, 409, "replayed");
+        }
+    }
 
     // already_resolved: the second decision on one key.
     let (s, b) = alice
@@ -308,4 +343,162 @@ steps:
         json!([]),
         "expired records are never listed"
     );
+}
+
+/// Every JSON route that changes state needs a JSON Content-Type, even with
+/// an empty body: a browser page of another origin can send `text/plain`
+/// or a form without a preflight, and must not start or decide anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_routes_need_a_json_content_type() {
+    let ws = Workspace::new(SPEC);
+    let served = Served::start(&ws.spec, &ws.path().join("state.db"), &env(), &[]);
+    let alice = Api::with_token("alice-token");
+    let key = paused_key(&alice, &served).await;
+    let routes = [
+        served.url("/runs"),
+        served.url(&format!("/approvals/{key}/approve")),
+        served.url(&format!("/approvals/{key}/reject")),
+        served.url(&format!("/runs/{key}/approve")),
+    ];
+    let bodies: [&[u8]; 3] = [
+        b"",
+        br#"{"input": {"amount": 1}}"#,
+        br#"{"approved": true}"#,
+    ];
+    let refused: [&[(&str, &str)]; 6] = [
+        &[],
+        &[("Content-Type", "text/plain")],
+        &[("Content-Type", "text/plain; charset=utf-8")],
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &[("Content-Type", "multipart/form-data; boundary=x")],
+        &[("Content-Type", "application/jsonp")],
+    ];
+    for url in &routes {
+        for body in bodies {
+            for headers in refused {
+                let (s, b) = alice.post_raw(url, body.to_vec(), headers).await;
+                assert_error(s, &b, 415, "unsupported_media_type");
+                assert!(
+                    b["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("application/json"),
+                    "the message says what to send: {b}"
+                );
+            }
+        }
+    }
+    // Two Content-Type headers are ambiguous.
+    let request = alice
+        .http
+        .post(&routes[1])
+        .bearer_auth("alice-token")
+        .header("Content-Type", "application/json")
+        .header("Content-Type", "text/plain")
+        .body("{}");
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    assert_error(
+        status,
+        &response.json().await.unwrap(),
+        415,
+        "unsupported_media_type",
+    );
+
+    // Nothing was decided or started by any of them.
+    let (_, record) = alice.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "PENDING", "{record}");
+    let (_, list) = alice.get(&served.url("/approvals")).await;
+    assert_eq!(list["approvals"].as_array().unwrap().len(), 1, "{list}");
+
+    // JSON with parameters, in any case, and +json types are accepted.
+    for content_type in [
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/vnd.api+json",
+    ] {
+        let (s, b) = alice
+            .post_raw(
+                &served.url("/runs"),
+                br#"{"input": {"amount": 2}}"#.to_vec(),
+                &[("Content-Type", content_type)],
+            )
+            .await;
+        assert_eq!(s, 202, "{content_type}: {b}");
+    }
+    // An empty body with the JSON type is `{}`.
+    let (s, b) = alice
+        .post_raw(
+            &served.url(&format!("/approvals/{key}/approve")),
+            Vec::new(),
+            JSON,
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["approval"]["status"], "APPROVED");
+}
+
+/// Bodies are JSON objects: an array, a string or `null` is refused (serde
+/// would read a struct from an array), and `{"payload": null}` on an
+/// approve is refused too: it could mean "no edit" or "replace with null".
+#[tokio::test(flavor = "multi_thread")]
+async fn bodies_are_objects_and_a_null_payload_is_refused() {
+    let ws = Workspace::new(SPEC);
+    let served = Served::start(&ws.spec, &ws.path().join("state.db"), &env(), &[]);
+    let alice = Api::with_token("alice-token");
+    let key = paused_key(&alice, &served).await;
+    let approve_url = served.url(&format!("/approvals/{key}/approve"));
+    for body in [
+        json!([{"input": {"amount": 3}}]),
+        json!([]),
+        json!("input"),
+        json!(7),
+        json!(null),
+    ] {
+        let (s, b) = alice.post(&served.url("/runs"), body.clone()).await;
+        assert_error(s, &b, 400, "invalid_request");
+        assert!(
+            b["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("must be a JSON object"),
+            "{body}: {b}"
+        );
+        let (s, b) = alice.post(&approve_url, body.clone()).await;
+        assert_error(s, &b, 400, "invalid_request");
+    }
+    let (_, list) = alice.get(&served.url("/approvals")).await;
+    assert_eq!(
+        list["approvals"].as_array().unwrap().len(),
+        1,
+        "no run started: {list}"
+    );
+
+    for (url, body) in [
+        (approve_url.clone(), json!({"payload": null})),
+        (approve_url.clone(), json!({"payload": null, "reason": "x"})),
+        (
+            served.url(&format!("/runs/{key}/approve")),
+            json!({"approved": true, "payload": null}),
+        ),
+        (
+            served.url(&format!("/runs/{key}/approve")),
+            json!({"approved": false, "payload": null}),
+        ),
+    ] {
+        let (s, b) = alice.post(&url, body.clone()).await;
+        assert_error(s, &b, 400, "invalid_request");
+        assert!(
+            b["error"]["message"].as_str().unwrap().contains("null"),
+            "{body}: {b}"
+        );
+    }
+    let (_, record) = alice.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "PENDING", "{record}");
+
+    // The input itself may be any JSON, as with `tollgate run --input`.
+    let (s, b) = alice
+        .post(&served.url("/runs"), json!({"input": [1, 2]}))
+        .await;
+    assert_eq!(s, 202, "{b}");
 }

@@ -137,3 +137,48 @@ async fn last_event_id_resumes_after_that_event() {
         .await;
     assert!(none.is_empty());
 }
+
+/// A `Last-Event-ID` past the run's last event (another run's id, a
+/// made-up number, u64::MAX) is taken as "seen everything so far": an
+/// ended run's stream closes, and a paused run's stream stays open and
+/// still shows the resume through to the run's end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_last_event_id_beyond_the_run_still_ends_with_the_run() {
+    let ws = Workspace::new(GATED_SPEC);
+    let a = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
+    let api = Api::new();
+
+    // Paused: the stream is quiet, then shows the resume and ends.
+    let (run_id, key) = paused_run(&api, &a).await;
+    let url = a.url(&format!("/runs/{run_id}/events"));
+    let mut stream = SseStream::open(&api, &url, Some(1_000_000)).await;
+    match stream.next(Duration::from_millis(1500)).await {
+        SseNext::TimedOut => {}
+        other => panic!("nothing new on a paused run, got {other:?}"),
+    }
+    let (status, body) = api
+        .post(&a.url(&format!("/approvals/{key}/approve")), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let after = stream.collect_until_end(Duration::from_secs(10)).await;
+    let after_kinds = kinds(&after);
+    assert_eq!(
+        after_kinds.first(),
+        Some(&"approval_resolved"),
+        "{after_kinds:?}"
+    );
+    assert_eq!(
+        after_kinds.last(),
+        Some(&"run_completed"),
+        "{after_kinds:?}"
+    );
+
+    // Ended: nothing to send, and the stream closes.
+    for id in [1_000_000, u64::MAX] {
+        let none = SseStream::open(&api, &url, Some(id))
+            .await
+            .collect_until_end(Duration::from_secs(5))
+            .await;
+        assert!(none.is_empty(), "{none:?}");
+    }
+}

@@ -331,31 +331,43 @@ impl ApprovalError {
     }
 }
 
-/// Substrings that mark a header as credential-like (case-insensitive).
-const CREDENTIAL_MARKERS: [&str; 10] = [
+/// Substrings that mark a header or query parameter name as
+/// credential-like (case-insensitive). Broad on purpose: dropping a
+/// harmless `x-design-id` costs little, storing a credential costs a lot.
+/// `pass` covers password and passwd, `sig` covers signature, `key` covers
+/// api_key and apikey, `auth` covers authorization and oauth.
+pub const CREDENTIAL_MARKERS: [&str; 13] = [
     "auth",
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "key",
-    "credential",
+    "bearer",
     "cookie",
-    "signature",
+    "credential",
+    "hmac",
+    "jwt",
+    "key",
+    "pass",
+    "private",
+    "secret",
     "session",
+    "sig",
+    "token",
 ];
 
-/// True when a header name looks like it carries a credential.
+/// True when a header (or query parameter) name looks like it carries a
+/// credential. Separators do not hide a marker: `api-key`, `api_key`,
+/// `api.key` and `apiKey` all match `key`.
 pub fn is_credential_header(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     CREDENTIAL_MARKERS.iter().any(|m| lower.contains(m))
 }
 
-/// Drop credential-like headers from a trigger's `headers` object, in place.
-/// Every other part of the trigger is kept.
+/// Drop credential-like headers and query parameters from a trigger's
+/// `headers` and `query` objects, in place: the name and its value are
+/// gone, as if never sent. Every other part of the trigger is kept.
 pub fn scrub_trigger(trigger: &mut Value) {
-    if let Some(Value::Object(headers)) = trigger.get_mut("headers") {
-        headers.retain(|name, _| !is_credential_header(name));
+    for part in ["headers", "query"] {
+        if let Some(Value::Object(fields)) = trigger.get_mut(part) {
+            fields.retain(|name, _| !is_credential_header(name));
+        }
     }
 }
 
@@ -377,6 +389,25 @@ mod tests {
         scrub_trigger(&mut trigger);
         let kept: Vec<&String> = trigger["headers"].as_object().unwrap().keys().collect();
         assert_eq!(kept, vec!["Content-Type", "User-Agent"]);
+    }
+
+    #[test]
+    fn scrubs_query_parameters_by_the_same_rule() {
+        let mut trigger = json!({
+            "kind": "webhook",
+            "headers": { "X-Bearer": "b", "X-Private-Id": "p", "X-Hub-Hmac": "h" },
+            "query": {
+                "token": "t", "api_key": "k", "apiKey": "k", "access_token": "t",
+                "pass": "p", "password": "p", "passphrase": "p", "bearer": "b",
+                "private": "p", "jwt": "j", "sig": "s", "signature": "s",
+                "auth": "a", "oauth_verifier": "o", "sessionid": "s",
+                "client_secret": "s", "credentials": "c", "hmac": "h",
+                "source": "shop", "batch": "7"
+            }
+        });
+        scrub_trigger(&mut trigger);
+        assert_eq!(trigger["headers"], json!({}));
+        assert_eq!(trigger["query"], json!({"source": "shop", "batch": "7"}));
     }
 
     #[test]

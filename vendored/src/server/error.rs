@@ -24,9 +24,13 @@ pub enum ApiError {
     #[error("a valid bearer token is required (Authorization: Bearer <token>)")]
     Unauthorized,
 
-    /// A webhook signature that is missing or does not match.
+    /// A Slack signature that is missing or does not match.
     #[error("{0}")]
     BadSignature(&'static str),
+
+    /// A webhook signature that is missing, malformed, stale or wrong.
+    #[error(transparent)]
+    WebhookSignature(#[from] crate::server::signature::SignatureError),
 
     /// A decision refused by the rules (not found, expired, already
     /// resolved, spec changed, forbidden, invalid payload).
@@ -40,11 +44,22 @@ pub enum ApiError {
     #[error("run {0} has no approval to decide")]
     RunHasNoApproval(String),
 
+    /// A timestamped webhook signature already taken: a copy of a request
+    /// that started a run.
+    #[error(
+        "this signed request was already received; a sender signs each delivery anew (a new t=)"
+    )]
+    Replayed,
+
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
 
     #[error("{method} is not allowed on {path}")]
     MethodNotAllowed { method: String, path: String },
+
+    /// A JSON route called without a JSON Content-Type (what was sent).
+    #[error("{0}: this route takes a JSON body; send Content-Type: application/json")]
+    UnsupportedMediaType(String),
 
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
@@ -64,7 +79,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized | ApiError::BadSignature(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::BadSignature(_) | ApiError::WebhookSignature(_) => {
+                StatusCode::UNAUTHORIZED
+            }
             ApiError::Approval(e) => {
                 StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             }
@@ -72,7 +89,9 @@ impl ApiError {
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Replayed => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -82,13 +101,17 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest(_) => "invalid_request",
-            ApiError::Unauthorized | ApiError::BadSignature(_) => "unauthorized",
+            ApiError::Unauthorized | ApiError::BadSignature(_) | ApiError::WebhookSignature(_) => {
+                "unauthorized"
+            }
             ApiError::Approval(e) => e.code(),
             ApiError::RunNotFound(_) => "run_not_found",
             ApiError::RunHasNoApproval(_) => "approval_not_found",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::Replayed => "replayed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal_error",
         }

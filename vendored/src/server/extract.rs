@@ -4,10 +4,11 @@
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::error::ApiError;
 
@@ -63,17 +64,88 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
-/// A JSON body parsed into `T`. An empty body reads as `{}`, so
-/// `curl -X POST .../approve` works without `-d '{}'`. The Content-Type is
-/// not checked: the bytes are JSON or the request is refused.
+/// A JSON body parsed into `T`, for the routes that change state.
+///
+/// The request must say `Content-Type: application/json` (or a `+json`
+/// type), even with an empty body: a browser page of another origin can
+/// only send a "simple" cross-origin POST (`text/plain`, a form) without a
+/// preflight, so refusing every other type keeps such a page from starting
+/// runs or deciding approvals. An empty body reads as `{}`, so
+/// `curl -X POST -H 'content-type: application/json' .../approve` works
+/// without `-d '{}'`. The body must be a JSON object: serde would otherwise
+/// read a struct from an array (`[{"input": 1}]`).
 pub(crate) struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let content_type = json_content_type(request.headers());
+        // The body is read first even when the type is wrong: answering
+        // while the client is still sending resets the connection under it,
+        // and it would never see the 415.
         let RawBody(bytes) = RawBody::from_request(request, state).await?;
-        parse_json(&bytes).map(JsonBody)
+        content_type?;
+        parse_json_object(&bytes).map(JsonBody)
+    }
+}
+
+/// `Ok` when the request has exactly one Content-Type and it is JSON:
+/// `application/json` or `application/<anything>+json`, with any
+/// parameters (`; charset=utf-8`), in any case.
+pub(crate) fn json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(ApiError::UnsupportedMediaType(
+            if headers.contains_key(header::CONTENT_TYPE) {
+                "more than one Content-Type header".to_string()
+            } else {
+                "no Content-Type header".to_string()
+            },
+        ));
+    };
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let essence = text.split(';').next().unwrap_or("").trim();
+    let is_json = essence.eq_ignore_ascii_case("application/json")
+        || essence.split_once('/').is_some_and(|(kind, subtype)| {
+            kind.eq_ignore_ascii_case("application")
+                && subtype.len() > "+json".len()
+                && subtype
+                    .get(subtype.len() - "+json".len()..)
+                    .is_some_and(|suffix| suffix.eq_ignore_ascii_case("+json"))
+        });
+    if is_json {
+        return Ok(());
+    }
+    // Echoed for the caller, bounded and escaped: it came from outside.
+    let shown: String = text.chars().take(80).collect();
+    Err(ApiError::UnsupportedMediaType(format!(
+        "Content-Type {shown:?}"
+    )))
+}
+
+/// Parse a JSON body (empty = `{}`) that must be an object into `T`.
+pub(crate) fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: Value = parse_json(bytes)?;
+    if !value.is_object() {
+        return Err(ApiError::invalid(format!(
+            "the request body must be a JSON object, found {}",
+            json_kind(&value)
+        )));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::invalid(format!("the request body has the wrong shape: {e}")))
+}
+
+/// "an array", "a string", ... for messages.
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -92,6 +164,25 @@ pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
         };
         ApiError::invalid(format!("{what}: {e}"))
     })
+}
+
+/// For an optional body field where `null` must not read as absent:
+/// missing is `None`, `null` is `Some(Value::Null)`. Use with
+/// `#[serde(default, deserialize_with = "present")]`.
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// An edited payload from a decision body. `{"payload": null}` is refused:
+/// it could mean "no edit" or "replace the payload with null", and guessing
+/// either way decides something the person did not say.
+pub(crate) fn edited_payload(payload: Option<Value>) -> Result<Option<Value>, ApiError> {
+    match payload {
+        Some(Value::Null) => Err(ApiError::invalid(
+            "payload is null: leave payload out to approve as is, or send the edited payload",
+        )),
+        other => Ok(other),
+    }
 }
 
 /// Query parameters parsed into `T`.
@@ -128,4 +219,76 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
 pub(crate) struct WaitParam {
     #[serde(default)]
     pub wait: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with(types: &[&[u8]]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for t in types {
+            headers.append(header::CONTENT_TYPE, HeaderValue::from_bytes(t).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn json_types_with_parameters_and_suffixes_are_accepted() {
+        for t in [
+            &b"application/json"[..],
+            b"application/json; charset=utf-8",
+            b"  APPLICATION/Json ;charset=UTF-8",
+            b"application/vnd.api+json",
+            b"application/merge-patch+JSON; x=y",
+        ] {
+            assert!(json_content_type(&with(&[t])).is_ok(), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn everything_else_is_refused() {
+        for t in [
+            &b"text/plain"[..],
+            b"text/json",
+            b"application/x-www-form-urlencoded",
+            b"multipart/form-data; boundary=x",
+            b"application/jsonp",
+            b"application/+json",
+            b"application/json-seq",
+            b"+json",
+            b"",
+            b";application/json",
+            b"\xffapplication/json",
+        ] {
+            let err = json_content_type(&with(&[t])).unwrap_err();
+            assert_eq!(err.code(), "unsupported_media_type", "{t:?}");
+        }
+        assert!(json_content_type(&with(&[])).is_err());
+        assert!(json_content_type(&with(&[b"application/json", b"application/json"])).is_err());
+    }
+
+    #[test]
+    fn bodies_must_be_objects_and_null_payloads_are_refused() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Body {
+            #[allow(dead_code)]
+            #[serde(default)]
+            input: Option<Value>,
+        }
+        assert!(parse_json_object::<Body>(b"").is_ok());
+        assert!(parse_json_object::<Body>(b" \n").is_ok());
+        assert!(parse_json_object::<Body>(br#"{"input": [1]}"#).is_ok());
+        for bad in [&b"[{}]"[..], b"[]", b"null", b"1", b"\"x\"", b"true"] {
+            let err = parse_json_object::<Body>(bad).unwrap_err();
+            assert!(err.to_string().contains("must be a JSON object"), "{err}");
+        }
+        assert!(edited_payload(Some(Value::Null)).is_err());
+        assert_eq!(edited_payload(None).unwrap(), None);
+        assert_eq!(
+            edited_payload(Some(serde_json::json!({}))).unwrap(),
+            Some(serde_json::json!({}))
+        );
+    }
 }

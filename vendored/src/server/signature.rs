@@ -1,39 +1,156 @@
-//! Webhook signatures: `X-Tollgate-Signature: sha256=<hex HMAC-SHA256 of
-//! the raw body>`, checked in constant time.
+//! Webhook signatures, in one header `X-Tollgate-Signature`, checked in
+//! constant time. Two forms:
+//!
+//! - `sha256=<hex HMAC-SHA256 of the raw body>`: the plain form. It proves
+//!   who sent the body but not when, so a captured request can be replayed.
+//! - `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`: the
+//!   timestamped form (Stripe's scheme). The time is inside the MAC, and a
+//!   request more than `REPLAY_WINDOW_SECS` from the server's clock is
+//!   refused, so a captured request stops working after the window; within
+//!   it, the caller claims `Verified::Timestamped::replay_key` in the store
+//!   so each signed request is taken once. Several `v1=` entries may be sent
+//!   (one per secret, while rotating); one match is enough.
 
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 pub const SIGNATURE_HEADER: &str = "x-tollgate-signature";
 
-/// True when `header` is a valid signature of `body` under `secret`.
-pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
-    let Some(hex) = header.and_then(|h| h.trim().strip_prefix("sha256=")) else {
-        return false;
-    };
-    let Some(claimed) = crate::hex::decode(hex) else {
-        return false;
-    };
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return false;
-    };
-    mac.update(body);
-    // verify_slice compares in constant time.
-    mac.verify_slice(&claimed).is_ok()
+/// How far (either way) a timestamped signature's `t` may be from now.
+pub const REPLAY_WINDOW_SECS: i64 = 300;
+
+/// Why a signature was refused. The messages say what to send, never what
+/// the right signature would have been.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error(
+        "missing X-Tollgate-Signature: send t=<unix time>,v1=<hex HMAC-SHA256 of \"<t>.<body>\"> or sha256=<hex HMAC-SHA256 of the body>"
+    )]
+    Missing,
+    #[error("X-Tollgate-Signature is malformed: expected t=<unix time>,v1=<hex> or sha256=<hex>")]
+    Malformed,
+    #[error(
+        "X-Tollgate-Signature's t= is more than {} seconds from the server's time (a replay, or a clock that is off)",
+        REPLAY_WINDOW_SECS
+    )]
+    Stale,
+    #[error("X-Tollgate-Signature does not match the body")]
+    Mismatch,
 }
 
-/// The header value a sender computes (for clients and tests).
-pub fn sign(secret: &[u8], body: &[u8]) -> String {
+/// Which form a valid signature had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verified {
+    Plain,
+    /// `replay_key` names this exact request (hex SHA-256 of the signed
+    /// `"<t>.<body>"`, not the signature): claim it to take it once.
+    Timestamped {
+        replay_key: String,
+    },
+}
+
+/// Check `header` against `body` under `secret` at time `now` (unix
+/// seconds), accepting either form.
+pub fn check(
+    secret: &[u8],
+    body: &[u8],
+    header: Option<&str>,
+    now: i64,
+) -> Result<Verified, SignatureError> {
+    let header = header.map(str::trim).filter(|h| !h.is_empty());
+    let Some(header) = header else {
+        return Err(SignatureError::Missing);
+    };
+    if let Some(hex) = header.strip_prefix("sha256=") {
+        let claimed = crate::hex::decode(hex).ok_or(SignatureError::Malformed)?;
+        return mac_matches(secret, &[body], &claimed).map(|()| Verified::Plain);
+    }
+    let mut timestamp = None;
+    let mut claimed = Vec::new();
+    for part in header.split(',') {
+        let (name, value) = part
+            .trim()
+            .split_once('=')
+            .ok_or(SignatureError::Malformed)?;
+        match name.trim() {
+            "t" if timestamp.is_none() => {
+                let t: i64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| SignatureError::Malformed)?;
+                timestamp = Some((value.trim(), t));
+            }
+            "t" => return Err(SignatureError::Malformed),
+            "v1" => {
+                claimed.push(crate::hex::decode(value.trim()).ok_or(SignatureError::Malformed)?)
+            }
+            // Other schemes (v0, a future v2) are ignored, as in Stripe's.
+            _ => {}
+        }
+    }
+    let (Some((t_text, t)), false) = (timestamp, claimed.is_empty()) else {
+        return Err(SignatureError::Malformed);
+    };
+    if now.abs_diff(t) > REPLAY_WINDOW_SECS.unsigned_abs() {
+        return Err(SignatureError::Stale);
+    }
+    // The exact digits sent are what was signed ("0170" and "170" differ).
+    let signed = [t_text.as_bytes(), b".", body];
+    if claimed
+        .iter()
+        .any(|c| mac_matches(secret, &signed, c).is_ok())
+    {
+        let mut digest = Sha256::new();
+        for part in signed {
+            digest.update(part);
+        }
+        Ok(Verified::Timestamped {
+            replay_key: crate::hex::encode(&digest.finalize()),
+        })
+    } else {
+        Err(SignatureError::Mismatch)
+    }
+}
+
+/// True when `header` is a valid plain (`sha256=`) signature of `body`, or
+/// a timestamped one within the window of the current time.
+pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
+    check(secret, body, header, crate::time::now().timestamp()).is_ok()
+}
+
+fn mac_matches(secret: &[u8], parts: &[&[u8]], claimed: &[u8]) -> Result<(), SignatureError> {
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return Err(SignatureError::Mismatch);
+    };
+    for part in parts {
+        mac.update(part);
+    }
+    // verify_slice compares in constant time.
+    mac.verify_slice(claimed)
+        .map_err(|_| SignatureError::Mismatch)
+}
+
+fn hmac_hex(secret: &[u8], parts: &[&[u8]]) -> String {
     let mut mac = match Hmac::<Sha256>::new_from_slice(secret) {
         Ok(mac) => mac,
         // HMAC takes keys of any length; this cannot happen.
         Err(_) => return String::new(),
     };
-    mac.update(body);
-    format!(
-        "sha256={}",
-        crate::hex::encode(&mac.finalize().into_bytes())
-    )
+    for part in parts {
+        mac.update(part);
+    }
+    crate::hex::encode(&mac.finalize().into_bytes())
+}
+
+/// The plain header value a sender computes (for clients and tests).
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    format!("sha256={}", hmac_hex(secret, &[body]))
+}
+
+/// The timestamped header value for time `t` (unix seconds).
+pub fn sign_at(secret: &[u8], body: &[u8], t: i64) -> String {
+    let t = t.to_string();
+    format!("t={t},v1={}", hmac_hex(secret, &[t.as_bytes(), b".", body]))
 }
 
 #[cfg(test)]
@@ -71,5 +188,98 @@ mod tests {
         assert!(!verify(b"k", body, Some("sha256=abc")));
         assert!(!verify(b"other", body, Some(&good)));
         assert!(!verify(b"k", b"{ }", Some(&good)));
+    }
+
+    #[test]
+    fn timestamped_form_binds_the_time() {
+        let (body, now) = (br#"{"a":1}"#, 1_700_000_000);
+        let good = sign_at(b"k", body, now);
+        assert!(check(b"k", body, Some(&good), now).is_ok());
+        // Anywhere inside the window, either side.
+        assert!(check(b"k", body, Some(&good), now + 300).is_ok());
+        assert!(check(b"k", body, Some(&good), now - 300).is_ok());
+        // A replay after the window.
+        assert_eq!(
+            check(b"k", body, Some(&good), now + 301),
+            Err(SignatureError::Stale)
+        );
+        // The time cannot be moved: it is inside the MAC.
+        let moved = good.replace(&format!("t={now}"), &format!("t={}", now + 200));
+        assert_eq!(
+            check(b"k", body, Some(&moved), now + 200),
+            Err(SignatureError::Mismatch)
+        );
+        // Another body, another secret.
+        assert_eq!(
+            check(b"k", b"{}", Some(&good), now),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            check(b"other", body, Some(&good), now),
+            Err(SignatureError::Mismatch)
+        );
+        // Rotation: one of several v1 entries matches; spaces are allowed.
+        let other = sign_at(b"old", body, now);
+        let both = format!("{}, {}", good, other.split(',').nth(1).unwrap());
+        assert!(check(b"old", body, Some(&both), now).is_ok());
+        assert!(check(b"k", body, Some(&both), now).is_ok());
+    }
+
+    #[test]
+    fn the_replay_key_names_the_request_not_the_secret() {
+        let (body, now) = (br#"{"a":1}"#, 1_700_000_000);
+        let key = |secret: &[u8], body: &[u8], t: i64| match check(
+            secret,
+            body,
+            Some(&sign_at(secret, body, t)),
+            now,
+        ) {
+            Ok(Verified::Timestamped { replay_key }) => replay_key,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(key(b"k", body, now), key(b"other", body, now));
+        assert_ne!(key(b"k", body, now), key(b"k", body, now + 1));
+        assert_ne!(key(b"k", body, now), key(b"k", b"{}", now));
+        assert_eq!(
+            check(b"k", body, Some(&sign(b"k", body)), now),
+            Ok(Verified::Plain)
+        );
+    }
+
+    #[test]
+    fn timestamped_form_refuses_malformed_headers() {
+        let body = b"{}";
+        let now = 1_700_000_000;
+        let v1 = sign_at(b"k", body, now);
+        let hex = v1.split("v1=").nth(1).unwrap();
+        for bad in [
+            format!("v1={hex}"),
+            format!("t={now}"),
+            format!("t=soon,v1={hex}"),
+            format!("t={now},t={now},v1={hex}"),
+            format!("t={now},v1=zz"),
+            format!("t={now},v1"),
+            "t=99999999999999999999999,v1=00".to_string(),
+            "garbage".to_string(),
+        ] {
+            assert_eq!(
+                check(b"k", body, Some(&bad), now),
+                Err(SignatureError::Malformed),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            check(
+                b"k",
+                body,
+                Some(&format!("t=-9223372036854775808,v1={hex}")),
+                now
+            ),
+            Err(SignatureError::Stale)
+        );
+        assert_eq!(
+            check(b"k", body, Some("  "), now),
+            Err(SignatureError::Missing)
+        );
     }
 }

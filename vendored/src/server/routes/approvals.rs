@@ -13,7 +13,9 @@ use super::runs::answer_decision;
 use crate::pending_approval::{ApprovalError, Decision};
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
-use crate::server::extract::{JsonBody, PathParam, QueryParams, WaitParam};
+use crate::server::extract::{
+    JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
+};
 use crate::server::state::AppState;
 use crate::store::PendingQuery;
 
@@ -76,7 +78,9 @@ pub(super) async fn show(
 #[serde(deny_unknown_fields)]
 pub(super) struct ApproveBody {
     reason: Option<String>,
-    /// Present: approve with this payload instead (MODIFIED).
+    /// Present: approve with this payload instead (MODIFIED). `null` is
+    /// refused (see `extract::edited_payload`).
+    #[serde(default, deserialize_with = "present")]
     payload: Option<Value>,
 }
 
@@ -94,7 +98,7 @@ pub(super) async fn approve(
     QueryParams(wait): QueryParams<WaitParam>,
     JsonBody(body): JsonBody<ApproveBody>,
 ) -> Result<Response, ApiError> {
-    let decision = match body.payload {
+    let decision = match edited_payload(body.payload)? {
         Some(payload) => Decision::Modify {
             payload,
             reason: body.reason,

@@ -118,8 +118,13 @@ impl Feed {
                 return None;
             }
             if !self.primed {
+                if !self.prime().await {
+                    // The store failed: try again at the next poll rather
+                    // than stream from a cursor that was never checked.
+                    self.poll.tick().await;
+                    continue;
+                }
                 self.primed = true;
-                self.catch_up().await;
                 if self.queue.is_empty() && self.ended_before_connect {
                     return None;
                 }
@@ -150,6 +155,33 @@ impl Feed {
                 }
                 _ = self.poll.tick() => self.catch_up().await,
                 _ = self.shutdown.changed() => return None,
+            }
+        }
+    }
+
+    /// The first read. A `Last-Event-ID` beyond the run's last stored
+    /// event (a client of another run, a made-up number) is taken as "seen
+    /// everything so far": the cursor moves back to the last stored seq.
+    /// Otherwise only events numbered past the client's id would ever be
+    /// sent, the run's final event among the skipped ones, and the stream
+    /// would never end.
+    /// False when the store could not be read.
+    async fn prime(&mut self) -> bool {
+        // Every stored event, to learn the last seq; runs have tens of
+        // events, and this is read once per stream.
+        match self.store.run_events(&self.run_id, 0).await {
+            Ok(events) => {
+                let stored = events.last().map_or(0, |e| e.seq);
+                self.last_seq = self.last_seq.min(stored);
+                let after = self.last_seq;
+                self.queue.clear();
+                self.queue
+                    .extend(events.into_iter().filter(|e| e.seq > after));
+                true
+            }
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, error = %e, "cannot read run events for a stream");
+                false
             }
         }
     }

@@ -12,7 +12,9 @@ use crate::pending_approval::Decision;
 use crate::run_state::RunStatus;
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
-use crate::server::extract::{JsonBody, PathParam, QueryParams, WaitParam};
+use crate::server::extract::{
+    JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
+};
 use crate::server::state::AppState;
 use crate::server::{tasks, view};
 
@@ -65,6 +67,8 @@ pub(super) async fn show(
 pub(super) struct DecideBody {
     approved: bool,
     reason: Option<String>,
+    /// `null` is refused (see `extract::edited_payload`).
+    #[serde(default, deserialize_with = "present")]
     payload: Option<Value>,
 }
 
@@ -76,7 +80,7 @@ pub(super) async fn decide(
     QueryParams(wait): QueryParams<WaitParam>,
     JsonBody(body): JsonBody<DecideBody>,
 ) -> Result<Response, ApiError> {
-    let decision = match (body.approved, body.payload) {
+    let decision = match (body.approved, edited_payload(body.payload)?) {
         (true, Some(payload)) => Decision::Modify {
             payload,
             reason: body.reason,

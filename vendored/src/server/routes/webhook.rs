@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::server::error::ApiError;
-use crate::server::extract::{RawBody, parse_json};
-use crate::server::signature::{self, SIGNATURE_HEADER};
+use crate::server::extract::{RawBody, json_content_type, parse_json};
+use crate::server::signature::{self, SIGNATURE_HEADER, Verified};
 use crate::server::state::AppState;
 use crate::server::tasks;
 
@@ -29,6 +29,7 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
     let uri = request.uri().clone();
     let RawBody(body) = RawBody::from_request(request, &()).await?;
 
+    let mut replay_key = None;
     if let Some(secret) = &hook.secret {
         let secret = match crate::secrets::resolve_env(secret) {
             Ok(value) if !value.is_empty() => value,
@@ -47,16 +48,20 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
             }
         };
         let presented = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-        if presented.is_none() {
-            return Err(ApiError::BadSignature(
-                "missing X-Tollgate-Signature: sha256=<hex HMAC-SHA256 of the body>",
-            ));
+        let now = crate::time::now().timestamp();
+        let verified = signature::check(secret.as_bytes(), &body, presented, now).map_err(|e| {
+            tracing::debug!(path = %hook.path, reason = %e, "webhook refused: bad signature");
+            ApiError::WebhookSignature(e)
+        })?;
+        if let Verified::Timestamped { replay_key: key } = verified {
+            replay_key = Some(format!("webhook:{}:{key}", state.agent_id()));
         }
-        if !signature::verify(secret.as_bytes(), &body, presented) {
-            return Err(ApiError::BadSignature(
-                "X-Tollgate-Signature does not match the body",
-            ));
-        }
+    } else {
+        // Unsigned, the JSON type is what keeps a browser page's plain
+        // cross-origin POST out (as on every JSON route). A signed webhook
+        // takes any type: the signature already proves the sender, and
+        // some senders label JSON text/plain.
+        json_content_type(&headers)?;
     }
 
     let input: Value = parse_json(&body)?;
@@ -73,9 +78,43 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
     // The store scrubs too; doing it here keeps credentials out of every
     // copy from the first moment.
     crate::pending_approval::scrub_trigger(&mut trigger);
-    let (run_id, _driving) =
-        tasks::start_run(&state.agent, &state.background, input, trigger).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": run_id }))).into_response())
+    if let Some(key) = &replay_key {
+        take_once(&state, key).await?;
+    }
+    match tasks::start_run(&state.agent, &state.background, input, trigger).await {
+        Ok((run_id, _driving)) => {
+            Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": run_id }))).into_response())
+        }
+        Err(e) => {
+            // No run was started: the sender's retry of this very request
+            // must not be refused as a replay.
+            if let Some(key) = &replay_key {
+                let _ = state.agent.store().release_key(key, REPLAY_OWNER).await;
+            }
+            Err(e.into())
+        }
+    }
+}
+
+const REPLAY_OWNER: &str = "webhook";
+
+/// Claim a timestamped request in the store, so a copy sent again within
+/// the window is refused by this server and every other sharing the store.
+/// The claim outlives the window (a `t` up to the window ahead of now, plus
+/// the window), after which the timestamp check alone refuses it.
+async fn take_once(state: &AppState, key: &str) -> Result<(), ApiError> {
+    let now = crate::time::now();
+    let hold = std::time::Duration::from_secs(2 * signature::REPLAY_WINDOW_SECS.unsigned_abs() + 1);
+    let fresh = state
+        .agent
+        .store()
+        .claim_key(key, REPLAY_OWNER, now, crate::time::add(now, hold))
+        .await?;
+    if fresh {
+        Ok(())
+    } else {
+        Err(ApiError::Replayed)
+    }
 }
 
 /// Headers as a JSON object; repeated headers joined with ", ".

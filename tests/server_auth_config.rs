@@ -46,8 +46,16 @@ fn malformed_entries_are_named_by_position_and_problem_never_by_token() {
         ("alice:alice-secret-1,,bob:bob-secret-2", "entry 2", "empty"),
         (",alice:alice-secret-1", "entry 1", "empty"),
         ("alice:alice-secret-1,bob", "entry 2", "no ':'"),
-        ("alice:alice-secret-1,alice:bob-secret-2", "entry 2", "repeats the name"),
-        ("alice:alice-secret-1,bob:alice-secret-1", "entry 2", "same token"),
+        (
+            "alice:alice-secret-1,alice:bob-secret-2",
+            "entry 2",
+            "repeats the name",
+        ),
+        (
+            "alice:alice-secret-1,bob:alice-secret-1",
+            "entry 2",
+            "same token",
+        ),
         ("alice:alice secret-1", "entry 1", "whitespace"),
         ("\"alice:alice-secret-1\"", "entry 1", "characters"),
         ("alice:alice-s\u{e9}cret-1", "entry 1", "visible ASCII"),
@@ -57,7 +65,12 @@ fn malformed_entries_are_named_by_position_and_problem_never_by_token() {
         assert!(err.contains("TOLLGATE_API_TOKENS"), "{value:?}: {err}");
         assert!(err.contains(entry), "{value:?}: {err}");
         assert!(err.contains(problem), "{value:?}: {err}");
-        for secret in ["alice-secret-1", "bob-secret-2", "alice secret-1", "s\u{e9}cret"] {
+        for secret in [
+            "alice-secret-1",
+            "bob-secret-2",
+            "alice secret-1",
+            "s\u{e9}cret",
+        ] {
             assert!(!err.contains(secret), "{value:?} echoed a token: {err}");
         }
     }
@@ -73,7 +86,10 @@ async fn unset_means_no_token_loopback_mode_and_a_good_value_turns_auth_on() {
     let guarded = Served::start(
         &ws.spec,
         &ws.path().join("guarded.db"),
-        &[("TOLLGATE_API_TOKENS", " alice:alice-secret-1 , bob:bob-secret-2 ")],
+        &[(
+            "TOLLGATE_API_TOKENS",
+            " alice:alice-secret-1 , bob:bob-secret-2 ",
+        )],
         &[],
     );
     let (status, _) = Api::new().get(&guarded.url("/approvals")).await;

@@ -91,7 +91,9 @@ fn a_request_head_sent_slowly_is_cut_off_at_the_header_timeout() {
     let ws = Workspace::new(GATED_SPEC);
     let served = serve(&ws, &["--header-timeout", "1s", "--idle-timeout", "60s"]);
     let mut stream = connect(&served);
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
     // Slowloris: a header byte every 100 ms, never the blank line.
     let deadline = Instant::now() + GENEROUS;
     let mut closed = false;
@@ -253,7 +255,10 @@ fn heads_hyper_cannot_parse_get_json_errors() {
     let _ = big.write_all(&head);
     let (status, headers, body) = read_response(&mut big, GENEROUS).expect("a 431");
     assert_eq!(status, 431, "{}", String::from_utf8_lossy(&body));
-    assert!(headers.contains("content-type: application/json"), "{headers}");
+    assert!(
+        headers.contains("content-type: application/json"),
+        "{headers}"
+    );
     assert_eq!(code(&body), "headers_too_large");
 
     let mut many = connect(&served);
@@ -273,7 +278,10 @@ fn heads_hyper_cannot_parse_get_json_errors() {
         .unwrap();
     let (status, headers, body) = read_response(&mut garbage, GENEROUS).expect("a 400");
     assert_eq!(status, 400);
-    assert!(headers.contains("content-type: application/json"), "{headers}");
+    assert!(
+        headers.contains("content-type: application/json"),
+        "{headers}"
+    );
     assert_eq!(code(&body), "invalid_request");
 
     // A good request on a fresh connection after all that.
@@ -295,6 +303,10 @@ fn limits_out_of_range_stop_the_server_at_startup() {
             .err()
             .unwrap_or_else(|| panic!("{args:?} must stop the server"));
         assert_eq!(failure.code, Some(2), "{args:?}: {}", failure.stderr);
-        assert!(failure.stderr.contains(says), "{args:?}: {}", failure.stderr);
+        assert!(
+            failure.stderr.contains(says),
+            "{args:?}: {}",
+            failure.stderr
+        );
     }
 }

@@ -94,7 +94,10 @@ impl Limits {
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         for (name, value) in [
-            ("--header-timeout (TOLLGATE_HEADER_TIMEOUT)", self.header_timeout),
+            (
+                "--header-timeout (TOLLGATE_HEADER_TIMEOUT)",
+                self.header_timeout,
+            ),
             ("--body-timeout (TOLLGATE_BODY_TIMEOUT)", self.body_timeout),
             ("--idle-timeout (TOLLGATE_IDLE_TIMEOUT)", self.idle_timeout),
         ] {
@@ -626,7 +629,8 @@ impl AsyncWrite for Socket {
                 }
                 Output::Replacing { answer, sent } => {
                     while *sent < answer.len() {
-                        let n = ready!(Pin::new(&mut this.stream).poll_write(cx, &answer[*sent..]))?;
+                        let n =
+                            ready!(Pin::new(&mut this.stream).poll_write(cx, &answer[*sent..]))?;
                         if n == 0 {
                             return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                         }
@@ -683,11 +687,15 @@ mod tests {
 
     #[test]
     fn hypers_parse_errors_become_json() {
-        let answer =
-            parse_error_answer(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n")
-                .expect("recognised");
+        let answer = parse_error_answer(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n",
+        )
+        .expect("recognised");
         let text = String::from_utf8(answer).unwrap();
-        assert!(text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{text}");
+        assert!(
+            text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+            "{text}"
+        );
         let (_, body) = text.split_once("\r\n\r\n").unwrap();
         let body: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(body["error"]["code"], "headers_too_large");

@@ -17,6 +17,7 @@ mod conn;
 mod error;
 mod extract;
 mod logging;
+mod origin;
 mod routes;
 pub mod schedule;
 pub mod signature;
@@ -271,7 +272,12 @@ impl Server {
             tokio::spawn(schedule::run(state.clone(), entry, stop_rx.clone()));
         }
 
-        let app = routes::router(state, config.max_body_bytes);
+        let app = origin::guard(
+            routes::router(state, config.max_body_bytes),
+            origin::Policy {
+                loopback_hosts_only: config.tokens.is_empty(),
+            },
+        );
         let serving = tokio::spawn(conn::serve(listener, app, config.limits, stop_rx.clone()));
         tracing::info!(agent = %agent.spec().agent, spec = %agent.spec().hash.short(), store = %agent.store().describe(), "serving");
 

@@ -7,8 +7,9 @@ mod common;
 #[path = "common/server.rs"]
 mod server;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{GATED_SPEC, Workspace};
@@ -23,7 +24,11 @@ fn serve(ws: &Workspace, args: &[&str]) -> Served {
 }
 
 fn connect(served: &Served) -> TcpStream {
-    let addr = served.base.trim_start_matches("http://");
+    connect_to(&served.base)
+}
+
+fn connect_to(base: &str) -> TcpStream {
+    let addr = base.trim_start_matches("http://");
     let stream = TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_millis(100)))
@@ -214,6 +219,61 @@ async fn idle_sockets_beyond_the_cap_do_not_take_healthz_down() {
     let _idle: Vec<TcpStream> = (0..16).map(|_| connect(&served)).collect();
     let (status, body) = Api::new().get(&served.url("/healthz")).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// The scenario of the report: an open-file limit of 256 and 300 idle
+/// sockets. Accepts fail while the descriptors are used up, the idle ones
+/// time out, and /healthz answers again; the server warns at start-up that
+/// its cap is above what the limit allows.
+#[tokio::test]
+async fn with_few_file_descriptors_idle_sockets_do_not_take_healthz_down_for_good() {
+    let ws = Workspace::new(GATED_SPEC);
+    let state = ws.path().join("state.db");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 256 && exec \"$0\" \"$@\"")
+        .arg(common::tollgate_bin())
+        .arg("serve")
+        .arg(&ws.spec)
+        .arg("--state")
+        .arg(&state)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--header-timeout",
+            "1s",
+            "--idle-timeout",
+            "1s",
+        ])
+        .env_remove("TOLLGATE_API_TOKENS")
+        .env_remove("TOLLGATE_MAX_CONNECTIONS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tollgate serve under ulimit");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(str::to_string);
+    let Some(base) = base else {
+        let _ = child.kill();
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        panic!("server did not start: {line}\n{err}");
+    };
+    let idle: Vec<TcpStream> = (0..300).map(|_| connect_to(&base)).collect();
+    let (status, body) = Api::new().get(&format!("{base}/healthz")).await;
+    drop(idle);
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut logs = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut logs);
+    assert_eq!(status, 200, "{body}\n{logs}");
+    assert!(logs.contains("open-file limit"), "{logs}");
 }
 
 #[test]

@@ -68,6 +68,9 @@ const LINGER_TIME: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 256 * 1024;
 /// After an accept error (out of file descriptors): wait before retrying.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(250);
+/// File descriptors the process needs besides its connections (the store,
+/// its WAL, outgoing calls, the runtime).
+const FD_RESERVE: u64 = 64;
 
 /// The connection limits of a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +130,7 @@ pub(crate) async fn serve(
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    warn_if_above_open_file_limit(limits.max_connections);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     // Every connection task holds a sender; recv() answers None once all
     // are gone.
@@ -181,6 +185,38 @@ pub(crate) async fn serve(
     drop(open_tx);
     let _ = open_rx.recv().await;
     Ok(())
+}
+
+/// The cap only protects the server if accepting up to it cannot run out
+/// of file descriptors; past the limit, accepts fail (and are retried)
+/// until connections close.
+fn warn_if_above_open_file_limit(max_connections: usize) {
+    let Some(limit) = open_file_limit() else {
+        return;
+    };
+    let wanted = (max_connections as u64).saturating_add(FD_RESERVE);
+    if wanted > limit {
+        tracing::warn!(
+            max_connections,
+            open_file_limit = limit,
+            "the connection cap is above what the open-file limit (ulimit -n) leaves for connections: \
+             past it new connections fail until others close; lower --max-connections below {} or raise the limit",
+            limit.saturating_sub(FD_RESERVE).max(1)
+        );
+    }
+}
+
+/// The soft limit on open files, where the system tells it without a
+/// system call crate (Linux: /proc/self/limits); None if unknown or
+/// unlimited.
+fn open_file_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line.get("Max open files".len()..)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Errors about one connection that went away before it was accepted.

@@ -101,6 +101,18 @@ async fn without_tokens_a_page_of_another_origin_can_start_list_or_decide_nothin
         r#"{"input": {"order_id": "B2"}}"#,
     );
     assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
+    // The same through an ordinary HTTP client.
+    let (status, body) = api
+        .post_raw(
+            &served.url("/runs"),
+            br#"{"input": {"order_id": "B2"}}"#.to_vec(),
+            &[
+                ("Origin", "http://evil.example"),
+                ("Content-Type", "text/plain"),
+            ],
+        )
+        .await;
+    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
     let (status, body) = raw(&served, "GET", "/approvals", &evil, "");
     assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
     let (status, body) = raw(&served, "GET", &format!("/approvals/{key}"), &evil, "");

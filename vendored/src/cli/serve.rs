@@ -6,7 +6,7 @@ use clap::Args;
 use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::{self, Failure};
-use crate::server::{self, ApiTokens, Server, ServerConfig};
+use crate::server::{self, ApiTokens, Limits, Server, ServerConfig};
 use crate::tools::CustomTools;
 
 /// How to serve. Bearer tokens come from TOLLGATE_API_TOKENS=name:token,...;
@@ -39,6 +39,40 @@ pub struct ServeArgs {
         default_value = "30s"
     )]
     pub shutdown_grace: String,
+    /// Longest wait for a request's line and headers, from the connection's
+    /// start or the request's first byte; then the connection is closed.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "TOLLGATE_HEADER_TIMEOUT",
+        default_value = "10s"
+    )]
+    pub header_timeout: String,
+    /// Longest wait for a request's whole body, from the end of its headers
+    /// (later: 408 request_timeout).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "TOLLGATE_BODY_TIMEOUT",
+        default_value = "30s"
+    )]
+    pub body_timeout: String,
+    /// How long a kept-alive connection may wait for its next request.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "TOLLGATE_IDLE_TIMEOUT",
+        default_value = "60s"
+    )]
+    pub idle_timeout: String,
+    /// Most connections open at once; more wait until one closes.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "TOLLGATE_MAX_CONNECTIONS",
+        default_value_t = server::DEFAULT_MAX_CONNECTIONS
+    )]
+    pub max_connections: usize,
 }
 
 /// Serve until SIGTERM or ctrl-c. Prints `listening on http://ADDR` (one
@@ -50,8 +84,13 @@ pub async fn run(
 ) -> Result<i32, Failure> {
     server::init_logging();
     let spec = source.load()?;
-    let shutdown_grace = crate::time::parse_duration(&args.shutdown_grace)
-        .map_err(|e| Failure::bad_input(format!("--shutdown-grace: {e}")))?;
+    let shutdown_grace = duration("--shutdown-grace", &args.shutdown_grace)?;
+    let limits = Limits {
+        header_timeout: duration("--header-timeout", &args.header_timeout)?,
+        body_timeout: duration("--body-timeout", &args.body_timeout)?,
+        idle_timeout: duration("--idle-timeout", &args.idle_timeout)?,
+        max_connections: args.max_connections,
+    };
     // Read by hand, not through clap's `env`, so no help or error text can
     // ever show a token.
     let tokens = ApiTokens::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
@@ -62,12 +101,17 @@ pub async fn run(
         tokens,
         max_body_bytes: args.max_body_bytes,
         shutdown_grace,
+        limits,
         ..ServerConfig::default()
     };
     let server = Server::bind(agent, config).await.map_err(failure)?;
     server::announce(server.local_addr().map_err(failure)?);
     server.run().await.map_err(failure)?;
     Ok(exit::OK)
+}
+
+fn duration(flag: &str, text: &str) -> Result<std::time::Duration, Failure> {
+    crate::time::parse_duration(text).map_err(|e| Failure::bad_input(format!("{flag}: {e}")))
 }
 
 fn failure(e: server::ServerError) -> Failure {

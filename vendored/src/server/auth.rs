@@ -40,12 +40,25 @@ impl std::fmt::Debug for ApiTokens {
 }
 
 /// Why `TOLLGATE_API_TOKENS` could not be read. Never contains a token.
+///
+/// A variable that is set but unusable is an error, never "no tokens": an
+/// operator who set it meant to turn auth on, and a typo (an empty value
+/// from an `.env` file, a stray quote) must not quietly serve without it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{TOKENS_ENV}: entry {entry}: {problem} (expected name:token,name2:token2)")]
-pub struct TokenConfigError {
-    /// 1-based position of the entry in the list.
-    pub entry: usize,
-    pub problem: String,
+pub enum TokenConfigError {
+    #[error(
+        "{TOKENS_ENV} is set but blank: set it to name:token,name2:token2, \
+         or unset it to serve loopback only without tokens"
+    )]
+    Blank,
+    #[error("{TOKENS_ENV} is not valid UTF-8 (expected name:token,name2:token2)")]
+    NotUnicode,
+    #[error("{TOKENS_ENV}: entry {entry}: {problem} (expected name:token,name2:token2)")]
+    Entry {
+        /// 1-based position of the entry in the list.
+        entry: usize,
+        problem: String,
+    },
 }
 
 impl ApiTokens {
@@ -54,27 +67,26 @@ impl ApiTokens {
         ApiTokens::default()
     }
 
-    /// Read `TOLLGATE_API_TOKENS`; unset or blank means no tokens.
+    /// Read `TOLLGATE_API_TOKENS`. Unset means no tokens; set, it must
+    /// hold at least one well-formed entry.
     pub fn from_env() -> Result<ApiTokens, TokenConfigError> {
         match std::env::var(TOKENS_ENV) {
             Ok(text) => ApiTokens::parse(&text),
             Err(std::env::VarError::NotPresent) => Ok(ApiTokens::none()),
-            Err(std::env::VarError::NotUnicode(_)) => Err(TokenConfigError {
-                entry: 1,
-                problem: "the value is not valid UTF-8".into(),
-            }),
+            Err(std::env::VarError::NotUnicode(_)) => Err(TokenConfigError::NotUnicode),
         }
     }
 
-    /// Parse `name:token,name2:token2`. Blank text means no tokens.
+    /// Parse `name:token,name2:token2`: at least one entry. Blank text is
+    /// an error ([`ApiTokens::none`] is how to have no tokens).
     pub fn parse(text: &str) -> Result<ApiTokens, TokenConfigError> {
         let mut entries: Vec<TokenEntry> = Vec::new();
         if text.trim().is_empty() {
-            return Ok(ApiTokens { entries });
+            return Err(TokenConfigError::Blank);
         }
         for (i, raw) in text.split(',').enumerate() {
             let entry = i + 1;
-            let fail = |problem: &str| TokenConfigError {
+            let fail = |problem: &str| TokenConfigError::Entry {
                 entry,
                 problem: problem.to_string(),
             };
@@ -102,6 +114,13 @@ impl ApiTokens {
             }
             if token.chars().any(char::is_whitespace) {
                 return Err(fail("has a token containing whitespace"));
+            }
+            // An Authorization header carries visible ASCII only: any other
+            // character makes a token that can never be presented.
+            if !token.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(fail(
+                    "has a token with characters other than visible ASCII (control or non-ASCII characters)",
+                ));
             }
             let digest = digest(token);
             if let Some(first) = entries.iter().position(|e| e.name == name) {
@@ -208,9 +227,11 @@ mod tests {
     }
 
     #[test]
-    fn blank_means_no_tokens() {
-        assert!(ApiTokens::parse("").unwrap().is_empty());
-        assert!(ApiTokens::parse("  ").unwrap().is_empty());
+    fn blank_is_an_error_not_no_tokens() {
+        for text in ["", "  ", "\t\n"] {
+            assert_eq!(ApiTokens::parse(text).unwrap_err(), TokenConfigError::Blank);
+        }
+        assert!(TokenConfigError::Blank.to_string().contains("unset it"));
     }
 
     #[test]
@@ -224,11 +245,23 @@ mod tests {
             ("alice:a b", 1, "whitespace"),
             ("alice:x,alice:y", 2, "repeats the name"),
             ("alice:samesecret,bob:samesecret", 2, "same token"),
+            ("alice:x,", 2, "empty"),
+            (",", 1, "empty"),
+            ("alice:caf\u{e9}", 1, "visible ASCII"),
+            ("alice:a\u{1}b", 1, "visible ASCII"),
+            ("\"alice:tok\"", 1, "characters"),
         ];
         for (text, entry, problem) in cases {
             let err = ApiTokens::parse(text).unwrap_err();
-            assert_eq!(err.entry, entry, "{text}");
-            assert!(err.problem.contains(problem), "{text}: {}", err.problem);
+            let TokenConfigError::Entry {
+                entry: found,
+                problem: said,
+            } = &err
+            else {
+                panic!("{text}: {err:?}");
+            };
+            assert_eq!(*found, entry, "{text}");
+            assert!(said.contains(problem), "{text}: {said}");
             let message = err.to_string();
             assert!(!message.contains("samesecret"), "{message}");
         }

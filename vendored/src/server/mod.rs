@@ -13,9 +13,11 @@
 //! ```
 
 mod auth;
+mod conn;
 mod error;
 mod extract;
 mod logging;
+mod origin;
 mod routes;
 pub mod schedule;
 pub mod signature;
@@ -32,6 +34,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use auth::{ApiTokens, Caller, TOKENS_ENV, TokenConfigError};
+pub use conn::{
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    Limits, MAX_HEAD_BYTES, MAX_HEADERS,
+};
 pub use error::ApiError;
 pub use logging::init_logging;
 
@@ -57,6 +63,8 @@ pub struct ServerConfig {
     /// After SIGTERM or ctrl-c: how long running steps may take to finish.
     pub shutdown_grace: Duration,
     pub sweep_every: Duration,
+    /// Connection timeouts and the connection cap.
+    pub limits: Limits,
 }
 
 impl Default for ServerConfig {
@@ -67,13 +75,16 @@ impl Default for ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             sweep_every: sweeper::DEFAULT_SWEEP_EVERY,
+            limits: Limits::default(),
         }
     }
 }
 
 impl ServerConfig {
     /// The defaults, overridden by `TOLLGATE_LISTEN`, `TOLLGATE_API_TOKENS`,
-    /// `TOLLGATE_MAX_BODY_BYTES` and `TOLLGATE_SHUTDOWN_GRACE` (e.g. `30s`).
+    /// `TOLLGATE_MAX_BODY_BYTES`, `TOLLGATE_SHUTDOWN_GRACE` (e.g. `30s`),
+    /// `TOLLGATE_HEADER_TIMEOUT`, `TOLLGATE_BODY_TIMEOUT`,
+    /// `TOLLGATE_IDLE_TIMEOUT` and `TOLLGATE_MAX_CONNECTIONS`.
     pub fn from_env() -> Result<ServerConfig, ServerError> {
         let mut config = ServerConfig {
             tokens: ApiTokens::from_env()?,
@@ -92,6 +103,23 @@ impl ServerConfig {
         if let Ok(text) = std::env::var("TOLLGATE_SHUTDOWN_GRACE") {
             config.shutdown_grace = crate::time::parse_duration(&text)
                 .map_err(|e| ServerError::Config(format!("TOLLGATE_SHUTDOWN_GRACE: {e}")))?;
+        }
+        for (var, slot) in [
+            ("TOLLGATE_HEADER_TIMEOUT", &mut config.limits.header_timeout),
+            ("TOLLGATE_BODY_TIMEOUT", &mut config.limits.body_timeout),
+            ("TOLLGATE_IDLE_TIMEOUT", &mut config.limits.idle_timeout),
+        ] {
+            if let Ok(text) = std::env::var(var) {
+                *slot = crate::time::parse_duration(&text)
+                    .map_err(|e| ServerError::Config(format!("{var}: {e}")))?;
+            }
+        }
+        if let Ok(text) = std::env::var("TOLLGATE_MAX_CONNECTIONS") {
+            config.limits.max_connections = text.trim().parse().map_err(|_| {
+                ServerError::Config(format!(
+                    "TOLLGATE_MAX_CONNECTIONS must be a number of connections, found {text:?}"
+                ))
+            })?;
         }
         Ok(config)
     }
@@ -160,6 +188,10 @@ impl Server {
             return Err(ServerError::Config(
                 "the body limit must be at least 1 byte".into(),
             ));
+        }
+        let problems = config.limits.problems();
+        if !problems.is_empty() {
+            return Err(ServerError::Config(problems.join("; ")));
         }
         let listener = TcpListener::bind(addrs.as_slice())
             .await
@@ -240,15 +272,13 @@ impl Server {
             tokio::spawn(schedule::run(state.clone(), entry, stop_rx.clone()));
         }
 
-        let app = routes::router(state, config.max_body_bytes);
-        let mut graceful = stop_rx.clone();
-        let serving = tokio::spawn(
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = graceful.wait_for(|stopping| *stopping).await;
-                })
-                .into_future(),
+        let app = origin::guard(
+            routes::router(state, config.max_body_bytes),
+            origin::Policy {
+                loopback_hosts_only: config.tokens.is_empty(),
+            },
         );
+        let serving = tokio::spawn(conn::serve(listener, app, config.limits, stop_rx.clone()));
         tracing::info!(agent = %agent.spec().agent, spec = %agent.spec().hash.short(), store = %agent.store().describe(), "serving");
 
         stop.await;

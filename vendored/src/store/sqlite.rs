@@ -672,11 +672,8 @@ impl StateStore for SqliteStore {
     }
 
     async fn verify_writable(&self) -> StoreResult<()> {
-        let db = Arc::clone(&self.db);
-        self.read("checking the file (PRAGMA quick_check)", move |_| {
-            quick_check(&lock(&db.reader))
-        })
-        .await?;
+        self.read("checking the file (PRAGMA quick_check)", quick_check)
+            .await?;
         self.probe_write().await
     }
 

@@ -113,7 +113,10 @@ async fn an_expired_approval_never_reads_as_pending_even_before_a_sweep() {
     let served = server::Served::start(&ws.spec, &state, &[], &[]);
     let api = server::Api::new();
     let (code, run) = api
-        .post(&served.url("/runs?wait=true"), serde_json::json!({"input": {}}))
+        .post(
+            &served.url("/runs?wait=true"),
+            serde_json::json!({"input": {}}),
+        )
         .await;
     assert_eq!(code, 200, "{run}");
     let run_id = run["id"].as_str().unwrap().to_string();

@@ -70,7 +70,10 @@ async fn nul_characters_are_kept_end_to_end_on_postgres() {
 
     // A run's input.
     let (code, run) = api
-        .post(&served.url("/runs?wait=true"), json!({"input": {"note": NUL}}))
+        .post(
+            &served.url("/runs?wait=true"),
+            json!({"input": {"note": NUL}}),
+        )
         .await;
     assert_eq!(code, 200, "{run}");
     assert_eq!(run["status"], "awaiting_approval", "{run}");
@@ -110,7 +113,10 @@ async fn nul_characters_are_kept_end_to_end_on_postgres() {
     assert_eq!(code, 202, "{body}");
     let hooked = body["run_id"].as_str().unwrap().to_string();
     let paused = wait_for(&api, &served, &hooked, "awaiting_approval").await;
-    let key = paused["pending_approval"]["key"].as_str().unwrap().to_string();
+    let key = paused["pending_approval"]["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (code, body) = api
         .post(
             &served.url(&format!("/approvals/{key}/reject?wait=true")),

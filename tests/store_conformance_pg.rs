@@ -372,8 +372,12 @@ mod postgres_only {
         // A store written by the previous schema (jsonb and text columns),
         // then opened by this build: migration 3 converts it in place.
         let db = pg::database();
-        db.psql(include_str!("../vendored/src/store/migrations/postgres/0001_initial.sql"));
-        db.psql(include_str!("../vendored/src/store/migrations/postgres/0002_notifications.sql"));
+        db.psql(include_str!(
+            "../vendored/src/store/migrations/postgres/0001_initial.sql"
+        ));
+        db.psql(include_str!(
+            "../vendored/src/store/migrations/postgres/0002_notifications.sql"
+        ));
         db.psql(
             "CREATE TABLE tollgate_schema_history (version bigint PRIMARY KEY, \
              name text NOT NULL, applied_at timestamptz NOT NULL); \
@@ -394,7 +398,11 @@ mod postgres_only {
         );
         let store = connect(&db.url).await;
         assert_eq!(history(&db), "1:initial,2:notifications,3:lossless_text");
-        let record = store.get_approval("k-old").await.expect("get").expect("record");
+        let record = store
+            .get_approval("k-old")
+            .await
+            .expect("get")
+            .expect("record");
         assert_eq!(record.message.as_deref(), Some("Ship it?"));
         assert_eq!(record.decided_by.as_deref(), Some("alice"));
         assert_eq!(record.payload, serde_json::json!({"order": "A1"}));
@@ -406,8 +414,10 @@ mod postgres_only {
         let events = store.run_events("run-old", 0).await.expect("events");
         assert_eq!(events.len(), 1);
         assert_eq!(
-            db.psql("SELECT data_type FROM information_schema.columns \
-                     WHERE table_name = 'tollgate_approvals' AND column_name = 'message'"),
+            db.psql(
+                "SELECT data_type FROM information_schema.columns \
+                     WHERE table_name = 'tollgate_approvals' AND column_name = 'message'"
+            ),
             "json"
         );
     }

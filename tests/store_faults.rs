@@ -106,7 +106,10 @@ async fn an_unreadable_row_is_skipped_and_named_and_never_stops_the_others() {
         .output()
         .expect("run tollgate");
     assert_success(&approve);
-    let refused = ws.decide("approve", bad_json).output().expect("run tollgate");
+    let refused = ws
+        .decide("approve", bad_json)
+        .output()
+        .expect("run tollgate");
     assert!(!refused.status.success());
     assert!(
         stderr(&refused).contains(bad_json.as_str()),
@@ -143,11 +146,23 @@ async fn an_unreadable_row_is_skipped_and_named_and_never_stops_the_others() {
     seen.sort();
     assert_eq!(seen, expected);
 
-    let decided = store.get_approval(good).await.expect("get").expect("record");
+    let decided = store
+        .get_approval(good)
+        .await
+        .expect("get")
+        .expect("record");
     assert_eq!(decided.status, ApprovalStatus::Approved);
-    let expired = store.get_approval(overdue).await.expect("get").expect("record");
+    let expired = store
+        .get_approval(overdue)
+        .await
+        .expect("get")
+        .expect("record");
     assert_eq!(expired.status, ApprovalStatus::Expired);
-    let run = store.get_run(&expired.run_id).await.expect("get").expect("run");
+    let run = store
+        .get_run(&expired.run_id)
+        .await
+        .expect("get")
+        .expect("run");
     assert_eq!(run.status, RunStatus::Expired);
 }
 
@@ -225,7 +240,10 @@ async fn damage_found_at_run_time_stops_every_write() {
         ..SqliteOptions::default()
     };
     let store = SqliteStore::open(&ws.state_db(), options).expect("opens unchecked");
-    let err = store.run_events(&run_id, 0).await.expect_err("damaged page");
+    let err = store
+        .run_events(&run_id, 0)
+        .await
+        .expect_err("damaged page");
     assert!(matches!(err, StoreError::CorruptFile { .. }), "{err}");
     assert!(err.to_string().contains(".recover"), "{err}");
     // From now on no write goes in, not even to a healthy table.
@@ -269,7 +287,10 @@ fn a_read_only_file_is_refused_and_a_read_only_shm_left_behind_is_repaired() {
     assert!(!out.status.success(), "serve started on a read-only file");
     let said = stderr(&out);
     assert!(said.contains("not writable"), "{said}");
-    assert!(said.contains(&db.display().to_string()), "names the file: {said}");
+    assert!(
+        said.contains(&db.display().to_string()),
+        "names the file: {said}"
+    );
     let out = as_postgres(&ws, &["approvals", "list", "--spec", ws.spec_arg()]);
     assert!(!out.status.success(), "{}", stdout(&out));
     assert!(stderr(&out).contains("not writable"), "{}", stderr(&out));
@@ -327,7 +348,14 @@ impl SmallDisk {
         let target = path.display().to_string();
         sh(
             "mount",
-            &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", &target],
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "tmpfs",
+                &target,
+            ],
         );
         SmallDisk { path }
     }
@@ -345,10 +373,7 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(&self.path)
-            .status();
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
     }
 }
 
@@ -397,7 +422,10 @@ async fn a_full_disk_fails_writes_clearly_and_recovers_once_space_is_back() {
     assert_eq!(code, 503, "{health}");
     assert_eq!(health["error"]["code"], "store_unavailable");
     let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
-    assert_eq!(record["status"], "PENDING", "the failed decision changed nothing");
+    assert_eq!(
+        record["status"], "PENDING",
+        "the failed decision changed nothing"
+    );
 
     std::fs::remove_file(filler).expect("free the space");
     let (code, health) = status_of(&api, &served.url("/healthz")).await;

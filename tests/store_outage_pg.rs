@@ -83,11 +83,18 @@ async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
         .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
         .await;
     assert_eq!(code, 200, "{body}");
-    eventually("the call reaches the downstream", async || stub.count() == 1).await;
+    eventually("the call reaches the downstream", async || {
+        stub.count() == 1
+    })
+    .await;
     postgres::cluster().stop();
     outage.store(true, Ordering::SeqCst);
 
-    let store = format!("postgres://postgres@127.0.0.1:{}/{}", postgres::cluster().port(), db.name);
+    let store = format!(
+        "postgres://postgres@127.0.0.1:{}/{}",
+        postgres::cluster().port(),
+        db.name
+    );
     eventually("the failed end is in the log", async || {
         served
             .logs()
@@ -126,7 +133,14 @@ async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
     assert_eq!(stub.count(), 1, "called exactly once");
     let stuck = ws
         .tollgate()
-        .args(["approvals", "list", "--stuck", "--json", "--database-url", &db.url])
+        .args([
+            "approvals",
+            "list",
+            "--stuck",
+            "--json",
+            "--database-url",
+            &db.url,
+        ])
         .output()
         .unwrap();
     assert_success(&stuck);

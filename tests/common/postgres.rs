@@ -180,8 +180,11 @@ impl Cluster {
     /// in a crash), for an outage. Every test of this binary sees it: use
     /// it only in a test binary of its own.
     pub fn stop(&self) {
-        self.run("pg_ctl", &["-D", &self.data_dir(), "-w", "stop", "-m", "immediate"])
-            .unwrap_or_else(|e| panic!("{e}"));
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data_dir(), "-w", "stop", "-m", "immediate"],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Start the cluster again after [`Cluster::stop`], on the same port.

@@ -1128,7 +1128,10 @@ pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
         .create_run(&run, &[event("run-nul", 1, 0, started(&run))])
         .await
         .expect("a run whose input holds a NUL");
-    assert_eq!(store.get_run("run-nul").await.expect("get"), Some(run.clone()));
+    assert_eq!(
+        store.get_run("run-nul").await.expect("get"),
+        Some(run.clone())
+    );
 
     let mut record = pending_record("key-nul", "run-nul", "agent", 1);
     record.message = Some(format!("Refund {nul}?"));
@@ -1160,11 +1163,18 @@ pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
         .claim(&claim("key-nul", decision, nul, 3, SPEC))
         .await
         .expect("a decision whose decider, reason and payload hold a NUL");
-    let stored = store.get_approval("key-nul").await.expect("get").expect("record");
+    let stored = store
+        .get_approval("key-nul")
+        .await
+        .expect("get")
+        .expect("record");
     assert_eq!(stored, claimed.record);
     assert_eq!(stored.decided_by.as_deref(), Some(nul));
     assert_eq!(stored.reason(), Some(format!("because {nul}").as_str()));
-    assert_eq!(stored.effective_payload(), &json!({ "note": nul, "edited": true }));
+    assert_eq!(
+        stored.effective_payload(),
+        &json!({ "note": nul, "edited": true })
+    );
 
     let mut outputs = record.outputs.clone();
     outputs.insert("reply".into(), json!({ "body": nul }));
@@ -1189,7 +1199,10 @@ pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
         .expect("an end whose outputs and error hold a NUL");
     let run = store.get_run("run-nul").await.expect("get").expect("run");
     assert_eq!(run.outputs, outputs);
-    assert_eq!(run.error.as_deref(), Some(format!("downstream said {nul}").as_str()));
+    assert_eq!(
+        run.error.as_deref(),
+        Some(format!("downstream said {nul}").as_str())
+    );
     let events = store.run_events("run-nul", 0).await.expect("events");
     assert_eq!(events.last(), Some(&failed));
     assert_eq!(events.len(), 4, "run_started, awaiting, resolved, failed");
@@ -1215,7 +1228,10 @@ pub async fn a_time_past_the_year_9999_is_refused_before_any_write(store: Shared
             &[event("run-far", 1, 0, started(&run))],
         )
         .await;
-    assert!(matches!(refused, Err(StoreError::OutOfRange(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
     assert!(refused.unwrap_err().to_string().contains("9999-12-31"));
     assert_eq!(store.get_run("run-far").await.expect("get"), None);
 
@@ -1224,13 +1240,25 @@ pub async fn a_time_past_the_year_9999_is_refused_before_any_write(store: Shared
         .await
         .expect("create");
     let refused = store.pause_run(&pause, &[]).await;
-    assert!(matches!(refused, Err(StoreError::OutOfRange(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
     assert_eq!(store.get_approval("key-far").await.expect("get"), None);
     let run_now = store.get_run("run-far").await.expect("get").expect("run");
-    assert_eq!(run_now.status, RunStatus::Running, "the refused pause changed nothing");
+    assert_eq!(
+        run_now.status,
+        RunStatus::Running,
+        "the refused pause changed nothing"
+    );
 
-    let refused = store.claim_key("dedupe:far", "run-far", at(0), at(far)).await;
-    assert!(matches!(refused, Err(StoreError::OutOfRange(_))), "{refused:?}");
+    let refused = store
+        .claim_key("dedupe:far", "run-far", at(0), at(far))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
     assert!(
         store
             .claim_key("dedupe:far", "run-far", at(0), at(60))

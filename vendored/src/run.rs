@@ -411,6 +411,13 @@ impl AgentRun {
                 }
                 StepOutcome::Failed(StepFailure::Store(e)) => {
                     // The store is unreachable: record what we can, report it.
+                    tracing::error!(
+                        run_id = %ctx.run_id,
+                        step = %step.id,
+                        store = %self.store.describe(),
+                        error = %e,
+                        "a step's store operation failed; ending the run failed"
+                    );
                     let error = e.to_string();
                     log.emit(EventKind::RunFailed {
                         error: error.clone(),
@@ -479,7 +486,10 @@ impl AgentRun {
                 log.published();
                 Ok(None)
             }
-            Err(e) => self.fail_unstorable(unstored, point, log, e).await.map(Some),
+            Err(e) => self
+                .fail_unstorable(unstored, point, log, e)
+                .await
+                .map(Some),
         }
     }
 

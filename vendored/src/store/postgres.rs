@@ -295,47 +295,62 @@ impl StateStore for PostgresStore {
     }
 
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
-        let result: StoreResult<_> = async { in_transaction!(self, |tx| {
-            async {
-                ops::insert_run(&tx, run).await?;
-                ops::insert_events(&tx, &run.id, events).await
-            }
-            .await
-        }) }.await;
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::insert_run(&tx, run).await?;
+                    ops::insert_events(&tx, &run.id, events).await
+                }
+                .await
+            })
+        }
+        .await;
         self.context(&format!("storing run {}", run.id), result)
     }
 
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
-        let result: StoreResult<_> = async { in_transaction!(self, |tx| {
-            async {
-                ops::require_run(&tx, run_id).await?;
-                ops::insert_events(&tx, run_id, events).await
-            }
-            .await
-        }) }.await;
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::require_run(&tx, run_id).await?;
+                    ops::insert_events(&tx, run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
         self.context(&format!("appending events of run {run_id}"), result)
     }
 
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
-        let result: StoreResult<_> = async { in_transaction!(self, |tx| {
-            async {
-                ops::pause_run(&tx, pause).await?;
-                ops::insert_events(&tx, &pause.record.run_id, events).await
-            }
-            .await
-        }) }.await;
-        self.context(&format!("storing the pause of run {}", pause.record.run_id), result)
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::pause_run(&tx, pause).await?;
+                    ops::insert_events(&tx, &pause.record.run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(
+            &format!("storing the pause of run {}", pause.record.run_id),
+            result,
+        )
     }
 
     async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
-        let result: StoreResult<_> = async { in_transaction!(self, |tx| {
-            async {
-                ops::end_run(&tx, end).await?;
-                ops::insert_events(&tx, &end.run_id, events).await
-            }
-            .await
-        }) }.await;
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::end_run(&tx, end).await?;
+                    ops::insert_events(&tx, &end.run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
         self.context(&format!("storing the end of run {}", end.run_id), result)
     }
 
@@ -348,22 +363,26 @@ impl StateStore for PostgresStore {
         if let FirstWrite::Pause(pause) = first {
             check_pause(pause)?;
         }
-        let result: StoreResult<_> = async { in_transaction!(self, |tx| {
-            async {
-                ops::insert_run(&tx, run).await?;
-                match first {
-                    FirstWrite::Pause(pause) => ops::pause_run(&tx, pause).await?,
-                    FirstWrite::End(end) => ops::end_run(&tx, end).await?,
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::insert_run(&tx, run).await?;
+                    match first {
+                        FirstWrite::Pause(pause) => ops::pause_run(&tx, pause).await?,
+                        FirstWrite::End(end) => ops::end_run(&tx, end).await?,
+                    }
+                    ops::insert_events(&tx, &run.id, events).await
                 }
-                ops::insert_events(&tx, &run.id, events).await
-            }
-            .await
-        }) }.await;
+                .await
+            })
+        }
+        .await;
         self.context(&format!("storing run {}", run.id), result)
     }
 
     async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
-        let result: StoreResult<_> = async { in_transaction!(self, |tx| ops::claim(&tx, claim).await) }.await;
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::claim(&tx, claim).await) }.await;
         self.context(&format!("deciding approval {}", claim.key), result)
     }
 
@@ -447,7 +466,10 @@ impl StateStore for PostgresStore {
             )
             .await;
         let read_only: bool = self
-            .context("checking the store can take writes", row.map_err(Into::into))?
+            .context(
+                "checking the store can take writes",
+                row.map_err(Into::into),
+            )?
             .try_get(0)
             .map_err(StoreError::from)?;
         if read_only {
@@ -463,25 +485,28 @@ impl StateStore for PostgresStore {
 
     async fn verify_writable(&self) -> StoreResult<()> {
         let now = crate::time::now();
-        let result: StoreResult<()> = async { in_transaction!(self, |tx| {
-            async {
-                ops::execute(
+        let result: StoreResult<()> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::execute(
                     &tx,
                     "INSERT INTO tollgate_claims (key, owner, expires_at) VALUES ($1, 'probe', $2) \
                      ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at",
                     &[&WRITE_PROBE_KEY, &now],
                 )
                 .await?;
-                ops::execute(
-                    &tx,
-                    "DELETE FROM tollgate_claims WHERE key = $1",
-                    &[&WRITE_PROBE_KEY],
-                )
-                .await?;
-                Ok(())
-            }
-            .await
-        }) }.await;
+                    ops::execute(
+                        &tx,
+                        "DELETE FROM tollgate_claims WHERE key = $1",
+                        &[&WRITE_PROBE_KEY],
+                    )
+                    .await?;
+                    Ok(())
+                }
+                .await
+            })
+        }
+        .await;
         self.context("probing the store with a write", result)
     }
 

@@ -292,7 +292,10 @@ impl SqliteStore {
                  ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at",
                 (WRITE_PROBE_KEY, &now),
             )?;
-            conn.execute("DELETE FROM tollgate_claims WHERE key = ?1", [WRITE_PROBE_KEY])?;
+            conn.execute(
+                "DELETE FROM tollgate_claims WHERE key = ?1",
+                [WRITE_PROBE_KEY],
+            )?;
             Ok(())
         })
         .await
@@ -333,10 +336,7 @@ fn quick_check(conn: &Connection) -> StoreResult<()> {
 
 /// Open `file` for writing (nothing is written or truncated).
 fn probe_writable(file: &Path) -> std::io::Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(file)
-        .map(drop)
+    std::fs::OpenOptions::new().write(true).open(file).map(drop)
 }
 
 /// Refuse a file that cannot be written, before SQLite opens it (which

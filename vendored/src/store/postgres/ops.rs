@@ -237,13 +237,7 @@ pub(super) async fn end_run<C: GenericClient>(client: &C, end: &RunEnd) -> Store
         client,
         "UPDATE tollgate_runs SET status = $2, outputs = $3, error = $4, updated_at = $5 \
          WHERE id = $1",
-        &[
-            &end.run_id,
-            &end.status.as_str(),
-            &outputs,
-            &error,
-            &end.at,
-        ],
+        &[&end.run_id, &end.status.as_str(), &outputs, &error, &end.at],
     )
     .await?;
     if changed == 0 {

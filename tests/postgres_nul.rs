@@ -127,3 +127,59 @@ async fn nul_characters_are_kept_end_to_end_on_postgres() {
     wait_for(&api, &served, &hooked, "rejected").await;
     assert_eq!(stub.count(), 1, "the rejected call was never made");
 }
+
+/// A downstream reply the database will not take (here a trigger refuses
+/// it, as a size limit or another program's constraint would) after an
+/// approved call: the run is not left `running` with its call made; it ends
+/// `failed`, saying its state could not be stored, and the call is not
+/// repeated.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_the_store_refuses_fails_the_run_visibly() {
+    let db = postgres::database();
+    let stub = StubServer::start(|_| Response::json(200, json!({"data": "poison-value"})));
+    let ws = Workspace::new(&spec(&stub.url("/ship")));
+    let served = Served::start_on_database(&ws.spec, &db.url, &[], &[]);
+    db.psql(
+        "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN \
+           IF to_jsonb(NEW)::text LIKE '%poison-value%' THEN \
+             RAISE EXCEPTION 'this value cannot be stored'; \
+           END IF; \
+           RETURN NEW; \
+         END $$; \
+         CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON tollgate_runs \
+           FOR EACH ROW EXECUTE FUNCTION refuse_marked(); \
+         CREATE TRIGGER refuse BEFORE INSERT ON tollgate_run_events \
+           FOR EACH ROW EXECUTE FUNCTION refuse_marked();",
+    );
+    let api = Api::new();
+    let (code, run) = api
+        .post(
+            &served.url("/runs?wait=true"),
+            json!({"input": {"note": "x"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{run}\n{}", served.logs());
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
+    let (code, body) = api
+        .post(
+            &served.url(&format!("/approvals/{key}/approve?wait=true")),
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}\n{}", served.logs());
+    let failed = wait_for(&api, &served, &run_id, "failed").await;
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(error.contains("could not be stored"), "{failed}");
+    assert!(
+        error.contains("this value cannot be stored"),
+        "the cause: {failed}"
+    );
+    assert_eq!(stub.count(), 1, "called once, never again");
+    assert!(
+        served.logs().contains("ending it failed"),
+        "{}",
+        served.logs()
+    );
+}

@@ -387,7 +387,8 @@ impl StateStore for PostgresStore {
     }
 
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
-        ops::get_approval(&self.client().await?, key).await
+        let read = async { ops::get_approval(&self.client().await?, key).await }.await;
+        self.context(&format!("reading approval {key}"), read)
     }
 
     async fn approvals_by_key(&self, keys: &[String]) -> StoreResult<Vec<ApprovalRecord>> {
@@ -402,18 +403,22 @@ impl StateStore for PostgresStore {
         run_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<ApprovalRecord>> {
-        ops::pending_for_run(&self.client().await?, run_id, &now).await
+        let read = async { ops::pending_for_run(&self.client().await?, run_id, &now).await }.await;
+        self.context(
+            &format!("reading the pending approval of run {run_id}"),
+            read,
+        )
     }
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
-        let page = ops::list_pending(&self.client().await?, query).await;
+        let page = async { ops::list_pending(&self.client().await?, query).await }.await;
         let page = self.context("listing pending approvals", page)?;
         report_skipped(&self.description, "approval", &page.unreadable);
         Ok(page)
     }
 
     async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
-        let listed = ops::list_stuck(&self.client().await?, agent_id).await;
+        let listed = async { ops::list_stuck(&self.client().await?, agent_id).await }.await;
         let (stuck, unreadable) = self.context("listing stuck runs", listed)?;
         report_skipped(&self.description, "approval", &unreadable);
         Ok(stuck)
@@ -422,7 +427,8 @@ impl StateStore for PostgresStore {
     async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
         // Every CLI command sweeps first; a read spares them a write
         // transaction when nothing is due.
-        if !ops::any_due(&self.client().await?, &now).await? {
+        let due = async { ops::any_due(&self.client().await?, &now).await }.await;
+        if !self.context("looking for overdue approvals", due)? {
             return Ok(Vec::new());
         }
         let result: StoreResult<_> =
@@ -433,11 +439,13 @@ impl StateStore for PostgresStore {
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
-        ops::get_run(&self.client().await?, run_id).await
+        let read = async { ops::get_run(&self.client().await?, run_id).await }.await;
+        self.context(&format!("reading run {run_id}"), read)
     }
 
     async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
-        ops::run_events(&self.client().await?, run_id, after_seq).await
+        let read = async { ops::run_events(&self.client().await?, run_id, after_seq).await }.await;
+        self.context(&format!("reading the events of run {run_id}"), read)
     }
 
     async fn claim_key(
@@ -448,17 +456,20 @@ impl StateStore for PostgresStore {
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
         check_storable("a claim's expires_at", expires_at)?;
-        let claimed = ops::claim_key(&self.client().await?, key, owner, &now, &expires_at).await;
+        let claimed =
+            async { ops::claim_key(&self.client().await?, key, owner, &now, &expires_at).await }
+                .await;
         self.context(&format!("claiming key {key}"), claimed)
     }
 
     async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
-        ops::release_key(&self.client().await?, key, owner).await
+        let released = async { ops::release_key(&self.client().await?, key, owner).await }.await;
+        self.context(&format!("releasing key {key}"), released)
     }
 
     async fn check_writable(&self) -> StoreResult<()> {
         // Reachable, and a primary that takes writes: nothing is written.
-        let client = self.client().await?;
+        let client = self.context("checking the store can take writes", self.client().await)?;
         let row = client
             .query_one(
                 "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'",

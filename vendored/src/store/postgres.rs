@@ -23,7 +23,7 @@
 //!   order, and a string holding `\u0000` is kept, as in SQLite (`jsonb` and
 //!   `text` cannot hold a NUL). For the same reason the text columns that
 //!   carry what people and downstreams wrote (`message`, `decided_by`, a
-//!   run's `error`) hold a JSON string.
+//!   run's `error`, a notification's `last_error`) hold a JSON string.
 //! - **Migrations** (`migrations/postgres/`, history in
 //!   `tollgate_schema_history`) run under a transaction-scoped advisory lock,
 //!   so nodes starting together migrate once; only `tollgate_` objects are

@@ -28,7 +28,7 @@ fn notification_at(row: &Row, from: usize) -> StoreResult<Notification> {
         ts: r.get(from + 2, "ts")?,
         posted_at: r.get(from + 3, "posted_at")?,
         attempts: u32::try_from(attempts).unwrap_or(0),
-        last_error: r.get(from + 5, "last_error")?,
+        last_error: r.text_opt(from + 5, "last_error")?,
         decision_posted_at: r.get(from + 6, "decision_posted_at")?,
         lease_until: r.get(from + 7, "lease_until")?,
     })
@@ -100,7 +100,11 @@ pub(super) async fn record<C: GenericClient>(
                 client,
                 "UPDATE tollgate_notifications SET attempts = attempts + 1, last_error = $2, \
                  lease_until = $3 WHERE key = $1",
-                &[&key, error, hold_until],
+                &[
+                    &key,
+                    &super::codec::text_json(Some(error.as_str())),
+                    hold_until,
+                ],
             )
             .await?
         }

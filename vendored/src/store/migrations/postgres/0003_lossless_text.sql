@@ -6,7 +6,7 @@
 -- be stored at all. `json` keeps the JSON text as written (\u0000 escaped),
 -- and object keys in their written order. The text columns that carry
 -- what people and downstreams wrote (a gate's message, who decided, a run's
--- error) now hold that text as a JSON string. The conversion keeps every
+-- error, a chat API's last error) now hold that text as a JSON string. The conversion keeps every
 -- existing value (a jsonb value as its JSON text, a text as a JSON string);
 -- it rewrites the three tables once, so on a large store it takes a while
 -- under an exclusive lock: run it (start one node) at a quiet time.
@@ -28,3 +28,6 @@ ALTER TABLE tollgate_approvals
     ALTER COLUMN "trigger" TYPE json USING "trigger"::json,
     ALTER COLUMN decision_data TYPE json USING decision_data::json,
     ALTER COLUMN decided_by TYPE json USING to_json(decided_by);
+
+ALTER TABLE tollgate_notifications
+    ALTER COLUMN last_error TYPE json USING to_json(last_error);

@@ -2,6 +2,8 @@
 //! marks it EXPIRED (and ends its run) exactly once across processes.
 
 mod common;
+#[path = "common/server.rs"]
+mod server;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -100,4 +102,51 @@ async fn an_expired_pending_record_is_refused_before_any_sweep() {
         ApprovalStatus::Pending,
         "refusal changes nothing"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_approval_never_reads_as_pending_even_before_a_sweep() {
+    // The server sweeps at start and every 30 s: the reads below come
+    // between two sweeps, so only the rule at read time can show EXPIRED.
+    let ws = Workspace::new(SHORT_TTL_SPEC);
+    let state = ws.state_db();
+    let served = server::Served::start(&ws.spec, &state, &[], &[]);
+    let api = server::Api::new();
+    let (code, run) = api
+        .post(
+            &served.url("/runs?wait=true"),
+            serde_json::json!({"input": {}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{run}");
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+
+    let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "EXPIRED", "{record}");
+    let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
+    assert_eq!(run["pending_approval"], serde_json::Value::Null, "{run}");
+    assert_eq!(run["status"], "expired", "{run}");
+    let (_, listed) = api.get(&served.url("/approvals")).await;
+    assert_eq!(listed["approvals"], serde_json::json!([]));
+    let shown = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec", ws.spec_arg(), "--json"])
+        .output()
+        .unwrap();
+    assert_success(&shown);
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    assert_eq!(shown["status"], "EXPIRED", "{shown}");
+
+    // No sweep has run yet: the row itself still says PENDING.
+    let conn = rusqlite::Connection::open(&state).unwrap();
+    let stored: String = conn
+        .query_row(
+            "SELECT status FROM tollgate_approvals WHERE key = ?1",
+            [&key],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, "PENDING");
 }

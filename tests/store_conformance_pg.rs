@@ -74,7 +74,7 @@ mod postgres_only {
         for _ in 0..2 {
             drop(connect(&db.url).await);
         }
-        assert_eq!(history(&db), "1:initial,2:notifications");
+        assert_eq!(history(&db), "1:initial,2:notifications,3:lossless_text");
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
         store.claim(&approve("k", "alice", 1)).await.expect("claim");
@@ -135,7 +135,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 2));
+                assert_eq!((found, supported), (99, 3));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),
@@ -334,5 +334,91 @@ mod postgres_only {
         b.claim(&approve("k", "bob", 1)).await.expect("claim on b");
         let run = a.get_run("run-k").await.expect("get").expect("run");
         assert_eq!(run.status, RunStatus::Running);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn unreadable_rows_are_skipped_by_listing_and_sweeping_and_named() {
+        let db = pg::database();
+        let store = connect(&db.url).await;
+        for key in ["k1", "k2", "k3"] {
+            paused_run(store.as_ref(), key, "agent", 0).await;
+        }
+        db.psql("UPDATE tollgate_approvals SET outputs = '[1]' WHERE key = 'k1'");
+        let page = store
+            .list_pending(&store::PendingQuery {
+                agent_id: None,
+                now: at(1),
+                limit: 10,
+                cursor: None,
+            })
+            .await
+            .expect("one bad row does not stop the listing");
+        let listed: Vec<_> = page.approvals.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(listed, ["k3", "k2"]);
+        assert_eq!(page.unreadable.len(), 1);
+        assert_eq!(page.unreadable[0].key, "k1");
+        let swept = store
+            .expire_due(at(TTL + 1))
+            .await
+            .expect("one bad row does not stop the sweep");
+        let swept: Vec<_> = swept.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(swept, ["k2", "k3"]);
+        let run = store.get_run("run-k2").await.expect("get").expect("run");
+        assert_eq!(run.status, RunStatus::Expired);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_version_2_database_is_converted_keeping_every_value() {
+        // A store written by the previous schema (jsonb and text columns),
+        // then opened by this build: migration 3 converts it in place.
+        let db = pg::database();
+        db.psql(include_str!(
+            "../vendored/src/store/migrations/postgres/0001_initial.sql"
+        ));
+        db.psql(include_str!(
+            "../vendored/src/store/migrations/postgres/0002_notifications.sql"
+        ));
+        db.psql(
+            "CREATE TABLE tollgate_schema_history (version bigint PRIMARY KEY, \
+             name text NOT NULL, applied_at timestamptz NOT NULL); \
+             INSERT INTO tollgate_schema_history VALUES (1, 'initial', now()), \
+             (2, 'notifications', now())",
+        );
+        db.psql(
+            "INSERT INTO tollgate_runs VALUES ('run-old', 'agent', 'h', 'awaiting_approval', \
+             '{\"n\": 1, \"s\": \"ünï\"}', '{\"kind\": \"cli\"}', '{\"a\": [1, 2]}', \
+             'an old error', '2026-01-01T00:00:00Z', '2026-01-01T00:00:01Z'); \
+             INSERT INTO tollgate_run_events VALUES ('run-old', 1, \
+             '{\"run_id\": \"run-old\", \"seq\": 1, \"at\": \"2026-01-01T00:00:00Z\", \
+             \"type\": \"run_completed\", \"outputs\": {}}'); \
+             INSERT INTO tollgate_approvals VALUES ('k-old', 'run-old', 'agent', 'h', 1, 'gate', \
+             'before', 'Ship it?', '{\"order\": \"A1\"}', '{\"a\": [1, 2]}', '{\"n\": 1}', \
+             '{\"kind\": \"cli\"}', 'APPROVED', '{\"reason\": \"ok\"}', 'alice', \
+             '2026-01-01T00:00:02Z', '2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z')",
+        );
+        let store = connect(&db.url).await;
+        assert_eq!(history(&db), "1:initial,2:notifications,3:lossless_text");
+        let record = store
+            .get_approval("k-old")
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(record.message.as_deref(), Some("Ship it?"));
+        assert_eq!(record.decided_by.as_deref(), Some("alice"));
+        assert_eq!(record.payload, serde_json::json!({"order": "A1"}));
+        assert_eq!(record.reason(), Some("ok"));
+        assert_eq!(record.status, ApprovalStatus::Approved);
+        let run = store.get_run("run-old").await.expect("get").expect("run");
+        assert_eq!(run.error.as_deref(), Some("an old error"));
+        assert_eq!(run.input, serde_json::json!({"n": 1, "s": "ünï"}));
+        let events = store.run_events("run-old", 0).await.expect("events");
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            db.psql(
+                "SELECT data_type FROM information_schema.columns \
+                     WHERE table_name = 'tollgate_approvals' AND column_name = 'message'"
+            ),
+            "json"
+        );
     }
 }

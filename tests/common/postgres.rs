@@ -144,18 +144,28 @@ impl Cluster {
                 "--no-sync",
             ],
         )?;
+        cluster.pg_ctl_start()?;
+        Ok(cluster)
+    }
+
+    fn data_dir(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), String> {
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={dir} \
              -c max_connections=200 -c fsync=off -c full_page_writes=off",
-            dir = cluster.dir.display()
+            port = self.port,
+            dir = self.dir.display()
         );
-        cluster.run(
+        self.run(
             "pg_ctl",
             &[
                 "-D",
-                &data.display().to_string(),
+                &self.data_dir(),
                 "-l",
-                &cluster.dir.join("server.log").display().to_string(),
+                &self.dir.join("server.log").display().to_string(),
                 "-w",
                 "-t",
                 "60",
@@ -163,8 +173,23 @@ impl Cluster {
                 &options,
                 "start",
             ],
-        )?;
-        Ok(cluster)
+        )
+    }
+
+    /// Stop the whole cluster at once (`-m immediate`: connections drop as
+    /// in a crash), for an outage. Every test of this binary sees it: use
+    /// it only in a test binary of its own.
+    pub fn stop(&self) {
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data_dir(), "-w", "stop", "-m", "immediate"],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Start the cluster again after [`Cluster::stop`], on the same port.
+    pub fn start_again(&self) {
+        self.pg_ctl_start().unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// A tool of the cluster, as the postgres user when we are root.

@@ -75,6 +75,8 @@ macro_rules! store_conformance_tests {
             a_run_stored_at_its_pause_is_one_atomic_write,
             a_run_stored_at_its_end_is_one_atomic_write,
             a_refused_first_write_stores_nothing,
+            nul_characters_are_kept_in_every_field,
+            a_time_past_the_year_9999_is_refused_before_any_write,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {
@@ -1111,4 +1113,160 @@ pub async fn a_refused_first_write_stores_nothing(store: SharedStore) {
         Some("run-key-x".to_string()),
         "the existing record is untouched"
     );
+}
+
+/// A NUL (`\u0000`) in anything a person or a downstream wrote: the run's
+/// input and trigger, a gate's message and payload, the decider, the reason,
+/// an edited payload, a run's outputs and error, its events. Every store
+/// keeps it as it was given (PostgreSQL's jsonb and text would refuse it).
+pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
+    let nul = "a\u{0}b";
+    let mut run = run_record("run-nul", "agent", 0);
+    run.input = json!({ "text": nul, nul: [nul] });
+    run.trigger = json!({ "body": nul });
+    store
+        .create_run(&run, &[event("run-nul", 1, 0, started(&run))])
+        .await
+        .expect("a run whose input holds a NUL");
+    assert_eq!(
+        store.get_run("run-nul").await.expect("get"),
+        Some(run.clone())
+    );
+
+    let mut record = pending_record("key-nul", "run-nul", "agent", 1);
+    record.message = Some(format!("Refund {nul}?"));
+    record.payload = json!({ "note": nul });
+    record.input = run.input.clone();
+    record.trigger = run.trigger.clone();
+    record.outputs.insert("echo".into(), json!(nul));
+    pause(&*store, &record, 2).await;
+    assert_eq!(
+        store.get_approval("key-nul").await.expect("get"),
+        Some(record.clone())
+    );
+    let listed = store
+        .list_pending(&PendingQuery {
+            agent_id: None,
+            now: at(2),
+            limit: 10,
+            cursor: None,
+        })
+        .await
+        .expect("list");
+    assert_eq!(listed.approvals, vec![record.clone()]);
+
+    let decision = Decision::Modify {
+        payload: json!({ "note": nul, "edited": true }),
+        reason: Some(format!("because {nul}")),
+    };
+    let claimed = store
+        .claim(&claim("key-nul", decision, nul, 3, SPEC))
+        .await
+        .expect("a decision whose decider, reason and payload hold a NUL");
+    let stored = store
+        .get_approval("key-nul")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(stored, claimed.record);
+    assert_eq!(stored.decided_by.as_deref(), Some(nul));
+    assert_eq!(stored.reason(), Some(format!("because {nul}").as_str()));
+    assert_eq!(
+        stored.effective_payload(),
+        &json!({ "note": nul, "edited": true })
+    );
+
+    let mut outputs = record.outputs.clone();
+    outputs.insert("reply".into(), json!({ "body": nul }));
+    let end = RunEnd {
+        run_id: "run-nul".into(),
+        status: RunStatus::Failed,
+        outputs: outputs.clone(),
+        error: Some(format!("downstream said {nul}")),
+        at: at(4),
+    };
+    let failed = event(
+        "run-nul",
+        claimed.event.seq + 1,
+        4,
+        EventKind::RunFailed {
+            error: format!("downstream said {nul}"),
+        },
+    );
+    store
+        .end_run(&end, std::slice::from_ref(&failed))
+        .await
+        .expect("an end whose outputs and error hold a NUL");
+    let run = store.get_run("run-nul").await.expect("get").expect("run");
+    assert_eq!(run.outputs, outputs);
+    assert_eq!(
+        run.error.as_deref(),
+        Some(format!("downstream said {nul}").as_str())
+    );
+    let events = store.run_events("run-nul", 0).await.expect("events");
+    assert_eq!(events.last(), Some(&failed));
+    assert_eq!(events.len(), 4, "run_started, awaiting, resolved, failed");
+}
+
+/// Stored times have a four-digit year: one past 9999 could not be read
+/// back (it would poison every listing and sweep), so every store refuses
+/// it with a typed error, and stores nothing.
+pub async fn a_time_past_the_year_9999_is_refused_before_any_write(store: SharedStore) {
+    // 300,000,000,000 s after 2026: the year 11,532.
+    let far: u64 = 300_000_000_000;
+    let run = run_record("run-far", "agent", 0);
+    let mut record = pending_record("key-far", "run-far", "agent", 0);
+    record.expires_at = at(far);
+    let pause = Pause {
+        record: record.clone(),
+        at: at(0),
+    };
+    let refused = store
+        .create_run_at(
+            &run,
+            FirstWrite::Pause(&pause),
+            &[event("run-far", 1, 0, started(&run))],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
+    assert!(refused.unwrap_err().to_string().contains("9999-12-31"));
+    assert_eq!(store.get_run("run-far").await.expect("get"), None);
+
+    store
+        .create_run(&run, &[event("run-far", 1, 0, started(&run))])
+        .await
+        .expect("create");
+    let refused = store.pause_run(&pause, &[]).await;
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
+    assert_eq!(store.get_approval("key-far").await.expect("get"), None);
+    let run_now = store.get_run("run-far").await.expect("get").expect("run");
+    assert_eq!(
+        run_now.status,
+        RunStatus::Running,
+        "the refused pause changed nothing"
+    );
+
+    let refused = store
+        .claim_key("dedupe:far", "run-far", at(0), at(far))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
+    assert!(
+        store
+            .claim_key("dedupe:far", "run-far", at(0), at(60))
+            .await
+            .expect("claim"),
+        "the refused claim took nothing"
+    );
+    // Listing and sweeping are unaffected.
+    assert_eq!(all_pending(&*store, 1, None).await, Vec::<String>::new());
+    store.expire_due(at(far / 2)).await.expect("sweep");
 }

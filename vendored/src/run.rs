@@ -169,7 +169,8 @@ impl AgentRun {
             .last()
             .map(|e| e.seq + 1)
             .unwrap_or(1);
-        let log = EventLog::new(run_id, next_seq, self.events.clone());
+        let mut log = EventLog::new(run_id, next_seq, self.events.clone());
+        log.stored_outputs = run.outputs.clone();
         self.drive(fresh_context(run), 0, None, log).await
     }
 
@@ -313,6 +314,8 @@ impl AgentRun {
         next_seq: u64,
     ) -> Result<RunOutcome, RunError> {
         let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone());
+        // The pause stored these as the run's outputs; the claim kept them.
+        log.stored_outputs = record.outputs.clone();
         let ctx = RunContext {
             run_id: record.run_id.clone(),
             agent: record.agent_id.clone(),
@@ -408,6 +411,13 @@ impl AgentRun {
                 }
                 StepOutcome::Failed(StepFailure::Store(e)) => {
                     // The store is unreachable: record what we can, report it.
+                    tracing::error!(
+                        run_id = %ctx.run_id,
+                        step = %step.id,
+                        store = %self.store.describe(),
+                        error = %e,
+                        "a step's store operation failed; ending the run failed"
+                    );
                     let error = e.to_string();
                     log.emit(EventKind::RunFailed {
                         error: error.clone(),
@@ -431,26 +441,133 @@ impl AgentRun {
     }
 
     async fn flush(&self, log: &mut EventLog) -> Result<(), RunError> {
-        if let Some(run) = log.unstored.take() {
-            self.store.create_run(&run, log.pending()).await?;
-            log.published();
+        let written = if let Some(run) = log.unstored.take() {
+            self.store.create_run(&run, log.pending()).await
         } else if !log.pending().is_empty() {
-            self.store.append_events(&log.run_id, log.pending()).await?;
-            log.published();
+            self.store.append_events(&log.run_id, log.pending()).await
+        } else {
+            return Ok(());
+        };
+        if let Err(e) = written {
+            // Nothing was called yet: the step is not run.
+            tracing::error!(
+                run_id = %log.run_id,
+                store = %self.store.describe(),
+                error = %e,
+                "could not store the run's progress before a call; the call is not made"
+            );
+            return Err(RunError::Store(e));
         }
+        log.published();
         Ok(())
     }
 
     /// Write a durable point (a pause or an end) with the buffered events,
     /// storing the run with it if it was never stored, then announce them.
-    async fn write_point(&self, point: FirstWrite<'_>, log: &mut EventLog) -> Result<(), RunError> {
-        match (log.unstored.take(), point) {
-            (Some(run), point) => self.store.create_run_at(&run, point, log.pending()).await?,
-            (None, FirstWrite::Pause(pause)) => self.store.pause_run(pause, log.pending()).await?,
-            (None, FirstWrite::End(end)) => self.store.end_run(end, log.pending()).await?,
+    ///
+    /// When the store refuses it (the state cannot be stored, the database
+    /// is down or full), the run is not left looking `running` with its
+    /// steps' side effects done: it is ended `failed` with what the store
+    /// already holds and an error saying why, and that outcome is returned
+    /// (`Some`). Only if that fails too is the store's error returned.
+    async fn write_point(
+        &self,
+        point: FirstWrite<'_>,
+        log: &mut EventLog,
+    ) -> Result<Option<RunOutcome>, RunError> {
+        let unstored = log.unstored.take();
+        let written = match (&unstored, point) {
+            (Some(run), point) => self.store.create_run_at(run, point, log.pending()).await,
+            (None, FirstWrite::Pause(pause)) => self.store.pause_run(pause, log.pending()).await,
+            (None, FirstWrite::End(end)) => self.store.end_run(end, log.pending()).await,
+        };
+        match written {
+            Ok(()) => {
+                log.published();
+                Ok(None)
+            }
+            Err(e) => self
+                .fail_unstorable(unstored, point, log, e)
+                .await
+                .map(Some),
         }
+    }
+
+    /// See [`AgentRun::write_point`]: end the run `failed` after its pause or
+    /// end could not be stored.
+    async fn fail_unstorable(
+        &self,
+        unstored: Option<RunRecord>,
+        point: FirstWrite<'_>,
+        log: &mut EventLog,
+        cause: StoreError,
+    ) -> Result<RunOutcome, RunError> {
+        let store = self.store.describe();
+        let what = match point {
+            FirstWrite::Pause(pause) => format!("pause at step {:?}", pause.record.step_id),
+            FirstWrite::End(end) => format!("end ({})", end.status.as_str()),
+        };
+        tracing::error!(
+            run_id = %log.run_id,
+            store = %store,
+            error = %cause,
+            "could not store the run's {what}; ending it failed"
+        );
+        let error = format!(
+            "the run's {what} could not be stored ({cause}); the run was ended failed \
+             instead. Calls its steps made since its last pause were made, and their \
+             results are not kept"
+        );
+        let now = crate::time::now();
+        // The buffered events were not stored: the failure takes their place.
+        let mut events: Vec<Event> = Vec::new();
+        let mut seq = log.first_unstored_seq();
+        // A run never stored keeps its `run_started` (its input and agent).
+        if let (Some(_), Some(started)) = (&unstored, log.pending().first()) {
+            events.push(started.clone());
+            seq = started.seq + 1;
+        }
+        events.push(Event {
+            run_id: log.run_id.clone(),
+            seq,
+            at: now,
+            kind: EventKind::RunFailed {
+                error: error.clone(),
+            },
+        });
+        let end = RunEnd {
+            run_id: log.run_id.clone(),
+            status: RunStatus::Failed,
+            outputs: log.stored_outputs.clone(),
+            error: Some(error.clone()),
+            at: now,
+        };
+        let fallback = match &unstored {
+            Some(run) => {
+                self.store
+                    .create_run_at(run, FirstWrite::End(&end), &events)
+                    .await
+            }
+            None => self.store.end_run(&end, &events).await,
+        };
+        if let Err(again) = fallback {
+            tracing::error!(
+                run_id = %log.run_id,
+                store = %store,
+                error = %again,
+                "could not record the run as failed either; it stays as last stored"
+            );
+            return Err(RunError::Store(cause));
+        }
+        log.buffer = events;
         log.published();
-        Ok(())
+        Ok(RunOutcome {
+            run_id: log.run_id.clone(),
+            status: RunStatus::Failed,
+            outputs: end.outputs,
+            error: Some(error),
+            pending: None,
+        })
     }
 
     async fn pause(
@@ -480,15 +597,30 @@ impl AgentRun {
             decided_by: None,
             decided_at: None,
             created_at: now,
-            expires_at: crate::time::add(now, gate.ttl),
+            expires_at: match crate::time::checked_add(now, gate.ttl) {
+                Ok(at) => at,
+                Err(e) => {
+                    // Never a row that no store could read back.
+                    let error = format!("step {:?}: cannot pause: {e}", step.id);
+                    self.release_dedupe_keys(ctx, index).await;
+                    log.emit(EventKind::RunFailed {
+                        error: error.clone(),
+                    });
+                    return self.finish(ctx, RunStatus::Failed, Some(error), log).await;
+                }
+            },
         };
         log.emit(EventKind::awaiting(&record));
         let pause = Pause {
             record: record.clone(),
             at: now,
         };
-        self.write_point(FirstWrite::Pause(&pause), &mut log)
-            .await?;
+        if let Some(failed) = self
+            .write_point(FirstWrite::Pause(&pause), &mut log)
+            .await?
+        {
+            return Ok(failed);
+        }
         Ok(RunOutcome {
             run_id: ctx.run_id.clone(),
             status: RunStatus::AwaitingApproval,
@@ -512,7 +644,9 @@ impl AgentRun {
             error: error.clone(),
             at: now_or(log.last_at()),
         };
-        self.write_point(FirstWrite::End(&end), &mut log).await?;
+        if let Some(failed) = self.write_point(FirstWrite::End(&end), &mut log).await? {
+            return Ok(failed);
+        }
         Ok(RunOutcome {
             run_id: ctx.run_id.clone(),
             status,
@@ -581,6 +715,10 @@ struct EventLog {
     /// A run started by [`AgentRun::start`] and not stored yet: the next
     /// write stores it together with the buffered events.
     unstored: Option<RunRecord>,
+    /// The run's outputs as the store holds them (written at its creation
+    /// and at each pause): what a run whose state could not be stored is
+    /// ended with.
+    stored_outputs: Map<String, Value>,
 }
 
 impl EventLog {
@@ -591,7 +729,13 @@ impl EventLog {
             buffer: Vec::new(),
             live,
             unstored: None,
+            stored_outputs: Map::new(),
         }
+    }
+
+    /// The seq of the first event not stored yet.
+    fn first_unstored_seq(&self) -> u64 {
+        self.buffer.first().map_or(self.next_seq, |e| e.seq)
     }
 
     fn emit(&mut self, kind: EventKind) {

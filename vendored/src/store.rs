@@ -44,6 +44,30 @@ pub enum StoreError {
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
 
+    /// The SQLite file itself is damaged (a failed quick check at open, or
+    /// SQLITE_CORRUPT / SQLITE_NOTADB at run time). The store refuses every
+    /// write from then on: writing to a damaged b-tree can spread the damage.
+    #[error(
+        "the SQLite file {path} is damaged ({detail}); tollgate will not write to it. \
+         Stop every process using it, then restore your last backup of the file \
+         (tollgate makes none itself: take them with `sqlite3 {path} \".backup COPY.db\"`), \
+         or salvage what is readable: `sqlite3 {path} .recover | sqlite3 RECOVERED.db`, \
+         check it with `sqlite3 RECOVERED.db \"PRAGMA integrity_check\"`, and move it into \
+         place of {path} (removing {path}-wal and {path}-shm)"
+    )]
+    CorruptFile { path: String, detail: String },
+
+    /// The store cannot be written (a read-only file or filesystem, a
+    /// read-only `-shm`, a read-only PostgreSQL server). Says which file or
+    /// setting to fix.
+    #[error("the store {path} is not writable: {detail}")]
+    NotWritable { path: String, detail: String },
+
+    /// A value no store can hold and read back (a timestamp past the year
+    /// 9999): refused before anything is written.
+    #[error("cannot store {0}")]
+    OutOfRange(String),
+
     #[error("invalid store location {location:?}: {reason}")]
     InvalidLocation { location: String, reason: String },
 
@@ -120,6 +144,53 @@ pub struct PendingQuery {
 pub struct PendingPage {
     pub approvals: Vec<ApprovalRecord>,
     pub next_cursor: Option<String>,
+    /// Rows of this page that could not be decoded (a damaged or foreign
+    /// row): skipped so that they cannot hide the others, and named here so
+    /// that someone can look at them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// A stored approval this build could not decode, by its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnreadableRow {
+    pub key: String,
+    pub error: String,
+}
+
+impl UnreadableRow {
+    pub(crate) fn new(key: &str, error: &StoreError) -> UnreadableRow {
+        UnreadableRow {
+            key: key.to_string(),
+            error: error.to_string(),
+        }
+    }
+}
+
+/// Report rows that a listing or a sweep skipped: one warning each, naming
+/// it, so one bad row never stops the others and is never silently lost.
+pub(crate) fn report_skipped(store: &str, what: &str, rows: &[UnreadableRow]) {
+    for row in rows {
+        tracing::warn!(store, key = %row.key, error = %row.error, "skipped an unreadable {what}");
+    }
+}
+
+/// Refuse a timestamp a store could not read back (see
+/// [`crate::time::is_storable`]), before any write.
+pub(crate) fn check_storable(what: &str, t: DateTime<Utc>) -> StoreResult<()> {
+    if crate::time::is_storable(t) {
+        Ok(())
+    } else {
+        Err(StoreError::OutOfRange(format!(
+            "{what} {t}: it lies past 9999-12-31T23:59:59Z, the latest time a store can hold"
+        )))
+    }
+}
+
+/// The timestamps of a pause, checked (see [`check_storable`]).
+pub(crate) fn check_pause(pause: &Pause) -> StoreResult<()> {
+    check_storable("expires_at", pause.record.expires_at)?;
+    check_storable("created_at", pause.record.created_at)
 }
 
 /// The chat message (Slack) announcing one approval, as stored.
@@ -271,6 +342,32 @@ pub trait StateStore: Send + Sync + 'static {
         Ok(found)
     }
 
+    /// The record of `key` as a reader at `now` must see it: a PENDING
+    /// record past its `expires_at` reads EXPIRED even before a sweep
+    /// marked it so (the claim refuses it either way).
+    async fn approval_as_of(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        Ok(self.get_approval(key).await?.map(|r| expired_as_of(r, now)))
+    }
+
+    /// Whether the store can take writes now, for a health check. Changes
+    /// nothing when all is well (GET never changes state): a store writes
+    /// a probe only after a write failed, to find out whether it recovered.
+    async fn check_writable(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// One real committed write that leaves no trace in the data: what a
+    /// server does before it starts, so that it never serves a store it
+    /// cannot write. Also runs the store's full integrity check where it has
+    /// one (SQLite's quick check, however large the file).
+    async fn verify_writable(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
     /// How this store pushes approval changes made by any process, if it
     /// can (PostgreSQL LISTEN/NOTIFY). `None`: watchers poll it.
     fn change_feed(&self) -> Option<Arc<dyn crate::watch::ChangeFeed>> {
@@ -307,6 +404,20 @@ pub trait StateStore: Send + Sync + 'static {
 }
 
 pub type SharedStore = Arc<dyn StateStore>;
+
+/// The expiry rule at read time: PENDING past `expires_at` is EXPIRED.
+pub fn expired_as_of(mut record: ApprovalRecord, now: DateTime<Utc>) -> ApprovalRecord {
+    if record.status == crate::pending_approval::ApprovalStatus::Pending
+        && record.is_expired_at(now)
+    {
+        record.status = crate::pending_approval::ApprovalStatus::Expired;
+    }
+    record
+}
+
+/// The key the write probes use in `tollgate_claims` (no dedupe or tick key
+/// has this form); the probe deletes it in the same transaction.
+pub(crate) const WRITE_PROBE_KEY: &str = "tollgate:write-probe";
 
 fn is_postgres_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")

@@ -24,12 +24,48 @@ pub fn parse_utc(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// `t + d`, saturating at the far future instead of overflowing.
-pub fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+/// The latest instant a store can hold: stored timestamps have a four-digit
+/// year (they sort as text in SQLite and parse back as RFC 3339), so
+/// 9999-12-31T23:59:59.999999Z is the end of time for tollgate.
+pub fn max_storable() -> DateTime<Utc> {
+    // 253402300799 s is 9999-12-31T23:59:59Z.
+    DateTime::from_timestamp(253_402_300_799, 999_999_000).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// True when `t` can be written and read back by every store.
+pub fn is_storable(t: DateTime<Utc>) -> bool {
+    use chrono::Datelike;
+    (0..=9999).contains(&t.year())
+}
+
+/// `now + ttl` would lie past [`max_storable`].
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "a duration of {seconds} s from {from} ends after 9999-12-31T23:59:59Z, the latest time a store can hold"
+)]
+pub struct OutOfRange {
+    pub seconds: u64,
+    pub from: String,
+}
+
+/// `t + d`, or [`OutOfRange`] when the result could not be stored: an
+/// approval's `expires_at` is computed with this, so a huge TTL is an error
+/// at the pause instead of a row nobody can read back.
+pub fn checked_add(t: DateTime<Utc>, d: Duration) -> Result<DateTime<Utc>, OutOfRange> {
     chrono::Duration::from_std(d)
         .ok()
         .and_then(|d| t.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        .filter(|end| is_storable(*end))
+        .ok_or_else(|| OutOfRange {
+            seconds: d.as_secs(),
+            from: format_utc(t),
+        })
+}
+
+/// `t + d`, saturating at [`max_storable`] instead of overflowing (leases,
+/// claims: a bound in the far future is as good as the end of time).
+pub fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    checked_add(t, d).unwrap_or_else(|_| max_storable())
 }
 
 /// Parse a duration such as `7d`, `24h`, `30m`, `90s`, `500ms` or `1h30m`.
@@ -112,6 +148,19 @@ mod tests {
                 .unwrap_err()
                 .contains("expected a number")
         );
+    }
+
+    #[test]
+    fn sums_past_the_year_9999_are_an_error_and_add_saturates_at_a_storable_time() {
+        let t = now();
+        let huge = Duration::from_millis(99_999_999_999_999_999);
+        let err = checked_add(t, huge).unwrap_err();
+        assert!(err.to_string().contains("9999-12-31"), "{err}");
+        assert_eq!(add(t, huge), max_storable());
+        let end = format_utc(max_storable());
+        assert_eq!(end, "9999-12-31T23:59:59.999999Z");
+        assert_eq!(parse_utc(&end), Some(max_storable()));
+        assert!(checked_add(t, Duration::from_secs(86_400)).is_ok());
     }
 
     #[test]

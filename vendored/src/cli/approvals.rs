@@ -97,6 +97,7 @@ async fn list(
         return Ok(exit::OK);
     }
     let mut approvals = Vec::new();
+    let mut unreadable = Vec::new();
     let mut cursor = None;
     let wanted = limit.unwrap_or(usize::MAX);
     loop {
@@ -109,12 +110,26 @@ async fn list(
             })
             .await?;
         approvals.extend(page.approvals);
+        unreadable.extend(page.unreadable);
         match page.next_cursor {
             Some(next) if approvals.len() < wanted => cursor = Some(next),
             _ => break,
         }
     }
-    if json {
+    // Rows that could not be decoded were skipped, not allowed to stop the
+    // listing; each is named so that someone can look at it.
+    for row in &unreadable {
+        eprintln!(
+            "note: skipped approval {} (its stored record is unreadable: {})",
+            row.key, row.error
+        );
+    }
+    if json && !unreadable.is_empty() {
+        say!(
+            "{}",
+            render::pretty(&json!({ "approvals": approvals, "unreadable": unreadable }))
+        );
+    } else if json {
         say!("{}", render::pretty(&json!({ "approvals": approvals })));
     } else {
         render::table(&approvals);
@@ -129,8 +144,9 @@ async fn show(
     json: bool,
 ) -> Result<i32, Failure> {
     let store = super::store_location::open(store_args, spec)?;
+    // As of now: overdue reads EXPIRED even before a sweep marked it.
     let record = store
-        .get_approval(key)
+        .approval_as_of(key, crate::time::now())
         .await?
         .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
     if json {

@@ -95,6 +95,13 @@ pub async fn run(
     // ever show a token.
     let tokens = ApiTokens::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
     let store = super::store_location::open(&args.store, Some(source))?;
+    // Never serve a store that cannot take writes (or a damaged SQLite
+    // file, checked in full here whatever its size): every run and decision
+    // would fail after the server said it was up.
+    store
+        .verify_writable()
+        .await
+        .map_err(|e| Failure::bad_input(format!("cannot serve {}: {e}", store.describe())))?;
     let agent = super::agent(spec, store, custom)?;
     let config = ServerConfig {
         listen: args.listen,

@@ -30,10 +30,16 @@ pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<Value, Ap
     } else {
         None
     };
+    // The expiry rule at read time: a run waiting on an approval that is
+    // no longer pending and unexpired has expired, swept or not.
+    let status = match (run.status, &pending) {
+        (RunStatus::AwaitingApproval, None) => RunStatus::Expired,
+        (status, _) => status,
+    };
     Ok(json!({
         "id": run.id,
         "agent": run.agent_id,
-        "status": run.status,
+        "status": status,
         "outputs": run.outputs,
         "error": run.error,
         "created_at": run.created_at,

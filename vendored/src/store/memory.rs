@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 
 use super::{
     Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, cursor, resolved_event,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, check_pause,
+    check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -131,6 +132,7 @@ impl StateStore for MemoryStore {
     }
 
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
+        check_pause(pause)?;
         let mut s = self.lock();
         s.check_new_approval(pause)?;
         s.run_mut(&pause.record.run_id)?;
@@ -155,6 +157,7 @@ impl StateStore for MemoryStore {
         let mut s = self.lock();
         // Every check before the first change, so a refusal changes nothing.
         if let FirstWrite::Pause(pause) = first {
+            check_pause(pause)?;
             s.check_new_approval(pause)?;
         }
         s.insert_run(run)?;
@@ -246,6 +249,8 @@ impl StateStore for MemoryStore {
         Ok(PendingPage {
             approvals: rows.into_iter().cloned().collect(),
             next_cursor,
+            // Every record here is a typed value: none can be unreadable.
+            unreadable: Vec::new(),
         })
     }
 
@@ -334,6 +339,7 @@ impl StateStore for MemoryStore {
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
+        check_storable("a claim's expires_at", expires_at)?;
         let mut s = self.lock();
         match s.claims.get(key) {
             Some((_, until)) if *until > now => Ok(false),
@@ -359,6 +365,7 @@ impl StateStore for MemoryStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Option<Notification>> {
+        check_storable("a lease's end", until)?;
         let mut s = self.lock();
         if !s.approvals.contains_key(key) {
             return Err(StoreError::Approval(ApprovalError::NotFound {

@@ -18,10 +18,12 @@
 //!   not missed.
 //! - **Times** are `timestamptz` and travel in binary: stored and returned
 //!   as UTC instants whatever the server's or session's `TimeZone`.
-//! - **JSON** columns are `jsonb`: values come back equal, but object keys
-//!   in jsonb's own order (by length, then bytes) rather than as written,
-//!   and a string containing `\u0000` is refused (PostgreSQL text cannot
-//!   hold NUL) where SQLite would store it.
+//! - **JSON** columns are `json` (schema version 3; `jsonb` before): the
+//!   text as written, so values come back as stored, object keys in their
+//!   order, and a string holding `\u0000` is kept, as in SQLite (`jsonb` and
+//!   `text` cannot hold a NUL). For the same reason the text columns that
+//!   carry what people and downstreams wrote (`message`, `decided_by`, a
+//!   run's `error`, a notification's `last_error`) hold a JSON string.
 //! - **Migrations** (`migrations/postgres/`, history in
 //!   `tollgate_schema_history`) run under a transaction-scoped advisory lock,
 //!   so nodes starting together migrate once; only `tollgate_` objects are
@@ -61,7 +63,8 @@ use tokio_postgres::NoTls;
 
 use super::{
     Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
+    check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -125,6 +128,16 @@ pub struct PostgresStore {
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
+        if e.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
+            return StoreError::NotWritable {
+                path: String::new(),
+                detail: format!(
+                    "{} (a read-only server or transaction: point the URL at the primary, \
+                     or clear default_transaction_read_only)",
+                    describe_error(&e)
+                ),
+            };
+        }
         StoreError::Database(describe_error(&e))
     }
 }
@@ -208,6 +221,24 @@ impl PostgresStore {
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
         Ok(self.pool.get().await?)
     }
+
+    /// Name the operation and the database in an error: a failure in a log
+    /// says what failed, where and why (the driver's own message, with the
+    /// OS error of a failed connect).
+    fn context<T>(&self, what: &str, result: StoreResult<T>) -> StoreResult<T> {
+        result.map_err(|e| match e {
+            StoreError::Database(m) => {
+                StoreError::Database(format!("{what} in {}: {m}", self.description))
+            }
+            StoreError::NotWritable { path, detail } if path.is_empty() => {
+                StoreError::NotWritable {
+                    path: self.description.clone(),
+                    detail,
+                }
+            }
+            other => other,
+        })
+    }
 }
 
 /// Run `$body` with `$tx` bound to a new READ COMMITTED transaction on a
@@ -264,43 +295,63 @@ impl StateStore for PostgresStore {
     }
 
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
-        in_transaction!(self, |tx| {
-            async {
-                ops::insert_run(&tx, run).await?;
-                ops::insert_events(&tx, &run.id, events).await
-            }
-            .await
-        })
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::insert_run(&tx, run).await?;
+                    ops::insert_events(&tx, &run.id, events).await
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(&format!("storing run {}", run.id), result)
     }
 
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
-        in_transaction!(self, |tx| {
-            async {
-                ops::require_run(&tx, run_id).await?;
-                ops::insert_events(&tx, run_id, events).await
-            }
-            .await
-        })
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::require_run(&tx, run_id).await?;
+                    ops::insert_events(&tx, run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(&format!("appending events of run {run_id}"), result)
     }
 
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
-        in_transaction!(self, |tx| {
-            async {
-                ops::pause_run(&tx, pause).await?;
-                ops::insert_events(&tx, &pause.record.run_id, events).await
-            }
-            .await
-        })
+        check_pause(pause)?;
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::pause_run(&tx, pause).await?;
+                    ops::insert_events(&tx, &pause.record.run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(
+            &format!("storing the pause of run {}", pause.record.run_id),
+            result,
+        )
     }
 
     async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
-        in_transaction!(self, |tx| {
-            async {
-                ops::end_run(&tx, end).await?;
-                ops::insert_events(&tx, &end.run_id, events).await
-            }
-            .await
-        })
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::end_run(&tx, end).await?;
+                    ops::insert_events(&tx, &end.run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(&format!("storing the end of run {}", end.run_id), result)
     }
 
     async fn create_run_at(
@@ -309,25 +360,35 @@ impl StateStore for PostgresStore {
         first: FirstWrite<'_>,
         events: &[Event],
     ) -> StoreResult<()> {
-        in_transaction!(self, |tx| {
-            async {
-                ops::insert_run(&tx, run).await?;
-                match first {
-                    FirstWrite::Pause(pause) => ops::pause_run(&tx, pause).await?,
-                    FirstWrite::End(end) => ops::end_run(&tx, end).await?,
+        if let FirstWrite::Pause(pause) = first {
+            check_pause(pause)?;
+        }
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::insert_run(&tx, run).await?;
+                    match first {
+                        FirstWrite::Pause(pause) => ops::pause_run(&tx, pause).await?,
+                        FirstWrite::End(end) => ops::end_run(&tx, end).await?,
+                    }
+                    ops::insert_events(&tx, &run.id, events).await
                 }
-                ops::insert_events(&tx, &run.id, events).await
-            }
-            .await
-        })
+                .await
+            })
+        }
+        .await;
+        self.context(&format!("storing run {}", run.id), result)
     }
 
     async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
-        in_transaction!(self, |tx| ops::claim(&tx, claim).await)
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::claim(&tx, claim).await) }.await;
+        self.context(&format!("deciding approval {}", claim.key), result)
     }
 
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
-        ops::get_approval(&self.client().await?, key).await
+        let read = async { ops::get_approval(&self.client().await?, key).await }.await;
+        self.context(&format!("reading approval {key}"), read)
     }
 
     async fn approvals_by_key(&self, keys: &[String]) -> StoreResult<Vec<ApprovalRecord>> {
@@ -342,36 +403,49 @@ impl StateStore for PostgresStore {
         run_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<ApprovalRecord>> {
-        ops::pending_for_run(&self.client().await?, run_id, &now).await
+        let read = async { ops::pending_for_run(&self.client().await?, run_id, &now).await }.await;
+        self.context(
+            &format!("reading the pending approval of run {run_id}"),
+            read,
+        )
     }
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
-        let (approvals, next_cursor) = ops::list_pending(&self.client().await?, query).await?;
-        Ok(PendingPage {
-            approvals,
-            next_cursor,
-        })
+        let page = async { ops::list_pending(&self.client().await?, query).await }.await;
+        let page = self.context("listing pending approvals", page)?;
+        report_skipped(&self.description, "approval", &page.unreadable);
+        Ok(page)
     }
 
     async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
-        ops::list_stuck(&self.client().await?, agent_id).await
+        let listed = async { ops::list_stuck(&self.client().await?, agent_id).await }.await;
+        let (stuck, unreadable) = self.context("listing stuck runs", listed)?;
+        report_skipped(&self.description, "approval", &unreadable);
+        Ok(stuck)
     }
 
     async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
         // Every CLI command sweeps first; a read spares them a write
         // transaction when nothing is due.
-        if !ops::any_due(&self.client().await?, &now).await? {
+        let due = async { ops::any_due(&self.client().await?, &now).await }.await;
+        if !self.context("looking for overdue approvals", due)? {
             return Ok(Vec::new());
         }
-        in_transaction!(self, |tx| ops::expire_due(&tx, &now).await)
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::expire_due(&tx, &now).await) }.await;
+        let (expired, unreadable) = self.context("expiring overdue approvals", result)?;
+        report_skipped(&self.description, "approval", &unreadable);
+        Ok(expired)
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
-        ops::get_run(&self.client().await?, run_id).await
+        let read = async { ops::get_run(&self.client().await?, run_id).await }.await;
+        self.context(&format!("reading run {run_id}"), read)
     }
 
     async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
-        ops::run_events(&self.client().await?, run_id, after_seq).await
+        let read = async { ops::run_events(&self.client().await?, run_id, after_seq).await }.await;
+        self.context(&format!("reading the events of run {run_id}"), read)
     }
 
     async fn claim_key(
@@ -381,11 +455,70 @@ impl StateStore for PostgresStore {
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        ops::claim_key(&self.client().await?, key, owner, &now, &expires_at).await
+        check_storable("a claim's expires_at", expires_at)?;
+        let claimed =
+            async { ops::claim_key(&self.client().await?, key, owner, &now, &expires_at).await }
+                .await;
+        self.context(&format!("claiming key {key}"), claimed)
     }
 
     async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
-        ops::release_key(&self.client().await?, key, owner).await
+        let released = async { ops::release_key(&self.client().await?, key, owner).await }.await;
+        self.context(&format!("releasing key {key}"), released)
+    }
+
+    async fn check_writable(&self) -> StoreResult<()> {
+        // Reachable, and a primary that takes writes: nothing is written.
+        let client = self.context("checking the store can take writes", self.client().await)?;
+        let row = client
+            .query_one(
+                "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'",
+                &[],
+            )
+            .await;
+        let read_only: bool = self
+            .context(
+                "checking the store can take writes",
+                row.map_err(Into::into),
+            )?
+            .try_get(0)
+            .map_err(StoreError::from)?;
+        if read_only {
+            return Err(StoreError::NotWritable {
+                path: self.description.clone(),
+                detail: "the server is read-only (a standby, or default_transaction_read_only \
+                         is on): point the URL at the primary"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn verify_writable(&self) -> StoreResult<()> {
+        let now = crate::time::now();
+        let result: StoreResult<()> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::execute(
+                    &tx,
+                    "INSERT INTO tollgate_claims (key, owner, expires_at) VALUES ($1, 'probe', $2) \
+                     ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at",
+                    &[&WRITE_PROBE_KEY, &now],
+                )
+                .await?;
+                    ops::execute(
+                        &tx,
+                        "DELETE FROM tollgate_claims WHERE key = $1",
+                        &[&WRITE_PROBE_KEY],
+                    )
+                    .await?;
+                    Ok(())
+                }
+                .await
+            })
+        }
+        .await;
+        self.context("probing the store with a write", result)
     }
 
     fn change_feed(&self) -> Option<Arc<dyn ChangeFeed>> {
@@ -398,6 +531,7 @@ impl StateStore for PostgresStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Option<Notification>> {
+        check_storable("a lease's end", until)?;
         notifications::lease(&self.client().await?, key, &now, &until).await
     }
 

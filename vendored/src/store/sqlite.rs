@@ -30,6 +30,22 @@
 //! `tollgate_` prefix so the file can be shared with other software. A file
 //! written by a newer tollgate is refused (`SchemaTooNew`), not guessed at.
 //!
+//! - **Damage is refused, not served.** At open, `PRAGMA quick_check` reads
+//!   the whole file (its cost grows with the file) when the file is at most
+//!   [`SqliteOptions::quick_check_up_to`] bytes (64 MiB by default: every CLI
+//!   command opens the store); `serve` runs it at start whatever the size
+//!   ([`StateStore::verify_writable`]). A damaged file, or SQLITE_CORRUPT /
+//!   SQLITE_NOTADB from any later operation, is [`StoreError::CorruptFile`],
+//!   which says how to restore, and from then on this store refuses every
+//!   write: writing into a damaged b-tree spreads the damage.
+//! - **Read-only files are refused at open.** SQLite would open a read-only
+//!   file read-only, and create its `-wal` and `-shm` with the file's
+//!   permissions, so that once the file is writable again every write still
+//!   fails on the read-only `-shm`. So the file is probed for writing first
+//!   and never opened when it is read-only; a `-wal`/`-shm` left read-only by
+//!   an earlier episode gets the main file's permissions back (or, if that is
+//!   not allowed, the error names it).
+//!
 //! SQLite calls block, so each operation runs on tokio's blocking pool with
 //! the connection behind a mutex: one connection writes, a second one reads,
 //! so listing and polling never queue behind a commit's fsync.
@@ -43,6 +59,7 @@ mod schema;
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -55,7 +72,8 @@ use self::group_commit::GroupWriter;
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
     Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
+    check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -88,13 +106,22 @@ pub struct SqliteOptions {
     /// How long a write waits for another connection's write lock before it
     /// fails. Generous by default: many CLI processes may decide at once.
     pub busy_timeout: Duration,
+    /// Run `PRAGMA quick_check` at open when the file is at most this many
+    /// bytes (`None`: never at open). Its cost grows with the file, and
+    /// every CLI command opens the store; `serve` checks whatever the size.
+    pub quick_check_up_to: Option<u64>,
 }
+
+/// [`SqliteOptions::quick_check_up_to`] by default: a check of a file this
+/// size takes well under a second.
+pub const DEFAULT_QUICK_CHECK_UP_TO: u64 = 64 * 1024 * 1024;
 
 impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(30),
+            quick_check_up_to: Some(DEFAULT_QUICK_CHECK_UP_TO),
         }
     }
 }
@@ -107,15 +134,52 @@ struct Connections {
     path: PathBuf,
     writer: GroupWriter,
     reader: Mutex<Connection>,
+    /// Set when SQLite reported the file damaged: every write is refused
+    /// from then on (with the detail), until the file is restored and the
+    /// process restarted.
+    corrupt: Mutex<Option<String>>,
+    /// Set when a write failed for want of space, permission or I/O; the
+    /// health check then probes with a real write until one succeeds.
+    unwritable: AtomicBool,
 }
 
 /// Statements each connection keeps prepared: every distinct query of the
 /// store fits, so the hot path never re-parses SQL.
 const STATEMENT_CACHE: usize = 64;
 
+/// Markers in [`StoreError::Database`] messages of failures that mean "this
+/// store cannot take writes now" (see `Connections::unwritable`).
+const FULL: &str = "SQLITE_FULL";
+const IOERR: &str = "SQLITE_IOERR";
+
 impl From<rusqlite::Error> for StoreError {
+    /// Classified by SQLite's result code; the path is filled in by the store
+    /// (see `SqliteStore::located`).
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Database(e.to_string())
+        use rusqlite::ErrorCode as C;
+        let code = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
+            _ => None,
+        };
+        match code {
+            Some(C::DatabaseCorrupt | C::NotADatabase) => StoreError::CorruptFile {
+                path: String::new(),
+                detail: e.to_string(),
+            },
+            Some(C::ReadOnly) => StoreError::NotWritable {
+                path: String::new(),
+                detail: format!(
+                    "{e} (SQLITE_READONLY: the file, its -wal or -shm, or its filesystem is read-only)"
+                ),
+            },
+            Some(C::DiskFull) => StoreError::Database(format!(
+                "{e} ({FULL}: no space left on the device, or the file reached its size limit)"
+            )),
+            Some(C::SystemIoFailure) => StoreError::Database(format!(
+                "{e} ({IOERR}: the operating system failed a read or write of the file)"
+            )),
+            _ => StoreError::Database(e.to_string()),
+        }
     }
 }
 
@@ -124,15 +188,27 @@ impl SqliteStore {
     /// up to date. Parent directories are created.
     pub fn open(path: &Path, options: SqliteOptions) -> StoreResult<SqliteStore> {
         create_parent_dir(path)?;
-        let mut writer = connect(path, &options)?;
-        enable_wal(&writer, path)?;
-        schema::migrate(&mut writer)?;
-        let reader = connect(path, &options)?;
+        // Before SQLite touches the file: it would create a read-only -shm.
+        check_files_writable(path)?;
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let opened = (|| {
+            let mut writer = connect(path, &options)?;
+            enable_wal(&writer, path)?;
+            if options.quick_check_up_to.is_some_and(|limit| size <= limit) {
+                quick_check(&writer)?;
+            }
+            schema::migrate(&mut writer)?;
+            let reader = connect(path, &options)?;
+            Ok((writer, reader))
+        })();
+        let (writer, reader) = opened.map_err(|e| located(e, path))?;
         Ok(SqliteStore {
             db: Arc::new(Connections {
                 path: path.to_path_buf(),
                 writer: GroupWriter::new(writer),
                 reader: Mutex::new(reader),
+                corrupt: Mutex::new(None),
+                unwritable: AtomicBool::new(false),
             }),
         })
     }
@@ -141,24 +217,174 @@ impl SqliteStore {
     /// connection, off the async runtime; concurrent writes share one commit
     /// (see `group_commit`). `op` returning an error rolls back its own
     /// changes only.
-    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    ///
+    /// `what` names the operation in errors ("pausing run R"), together with
+    /// the file: a failure in a log says what failed, where and why.
+    async fn write<T, F>(&self, what: impl Into<String>, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
+        if let Some(detail) = lock(&self.db.corrupt).clone() {
+            return Err(StoreError::CorruptFile {
+                path: self.db.path.display().to_string(),
+                detail,
+            });
+        }
         let db = Arc::clone(&self.db);
-        blocking(move || db.writer.write(op)).await
+        let result = blocking(move || db.writer.write(op)).await;
+        if result.is_ok() {
+            self.db.unwritable.store(false, Ordering::Relaxed);
+        }
+        result.map_err(|e| self.failed(e, &what.into()))
     }
 
     /// Run `op` on the reader connection, off the async runtime.
-    async fn read<T, F>(&self, op: F) -> StoreResult<T>
+    async fn read<T, F>(&self, what: impl Into<String>, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
         let db = Arc::clone(&self.db);
-        blocking(move || op(&lock(&db.reader))).await
+        blocking(move || op(&lock(&db.reader)))
+            .await
+            .map_err(|e| self.failed(e, &what.into()))
     }
+
+    /// An error of operation `what`, with the file named and the store's
+    /// state updated: damage stops all writes, a want of space or
+    /// permission makes the health check probe.
+    fn failed(&self, e: StoreError, what: &str) -> StoreError {
+        let e = located(e, &self.db.path);
+        match &e {
+            StoreError::CorruptFile { detail, .. } => {
+                let mut corrupt = lock(&self.db.corrupt);
+                if corrupt.is_none() {
+                    tracing::error!(
+                        store = %self.describe(),
+                        error = %detail,
+                        "the SQLite file is damaged: refusing every write from now on"
+                    );
+                    *corrupt = Some(detail.clone());
+                }
+            }
+            StoreError::NotWritable { .. } => self.db.unwritable.store(true, Ordering::Relaxed),
+            StoreError::Database(m) if m.contains(FULL) || m.contains(IOERR) => {
+                self.db.unwritable.store(true, Ordering::Relaxed)
+            }
+            _ => {}
+        }
+        match e {
+            StoreError::Database(m) => {
+                StoreError::Database(format!("{what} in {}: {m}", self.describe()))
+            }
+            other => other,
+        }
+    }
+
+    /// A committed write that leaves the data as it was: insert and delete
+    /// the probe key. Fails exactly as a real write would.
+    async fn probe_write(&self) -> StoreResult<()> {
+        let now = format_utc(crate::time::now());
+        self.write("probing the store with a write", move |conn| {
+            conn.execute(
+                "INSERT INTO tollgate_claims (key, owner, expires_at) VALUES (?1, 'probe', ?2) \
+                 ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at",
+                (WRITE_PROBE_KEY, &now),
+            )?;
+            conn.execute(
+                "DELETE FROM tollgate_claims WHERE key = ?1",
+                [WRITE_PROBE_KEY],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Fill in the file of an error that SQLite's result code classified.
+fn located(e: StoreError, path: &Path) -> StoreError {
+    let here = || path.display().to_string();
+    match e {
+        StoreError::CorruptFile { path: p, detail } if p.is_empty() => StoreError::CorruptFile {
+            path: here(),
+            detail,
+        },
+        StoreError::NotWritable { path: p, detail } if p.is_empty() => StoreError::NotWritable {
+            path: here(),
+            detail,
+        },
+        other => other,
+    }
+}
+
+/// `PRAGMA quick_check`: every page of the file is read (O(file size)), the
+/// b-trees and their records checked; the first few problems are reported.
+fn quick_check(conn: &Connection) -> StoreResult<()> {
+    let mut stmt = conn.prepare("PRAGMA quick_check(5)")?;
+    let found = stmt
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    if found.len() == 1 && found[0] == "ok" {
+        return Ok(());
+    }
+    Err(StoreError::CorruptFile {
+        path: String::new(),
+        detail: format!("PRAGMA quick_check found: {}", found.join("; ")),
+    })
+}
+
+/// Open `file` for writing (nothing is written or truncated).
+fn probe_writable(file: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new().write(true).open(file).map(drop)
+}
+
+/// Refuse a file that cannot be written, before SQLite opens it (which
+/// would open it read-only and create its `-wal` and `-shm` read-only too),
+/// and give a `-wal`/`-shm` left read-only by such an earlier open the main
+/// file's permissions back.
+fn check_files_writable(path: &Path) -> StoreResult<()> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(()); // a new file: SQLite creates it, or says why not
+    };
+    let shown = path.display().to_string();
+    if let Err(e) = probe_writable(path) {
+        return Err(StoreError::NotWritable {
+            path: shown,
+            detail: format!(
+                "it cannot be opened for writing ({e}). Make it writable (chmod u+w, or mount \
+                 its filesystem read-write) and start again; nothing was opened, so nothing \
+                 else needs fixing"
+            ),
+        });
+    }
+    for suffix in ["-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let companion = PathBuf::from(name);
+        if !companion.exists() || probe_writable(&companion).is_ok() {
+            continue;
+        }
+        // SQLite creates these with the main file's permissions: one that is
+        // read-only while the file is not is left from a read-only episode.
+        let _ = std::fs::set_permissions(&companion, meta.permissions());
+        if let Err(e) = probe_writable(&companion) {
+            return Err(StoreError::NotWritable {
+                path: companion.display().to_string(),
+                detail: format!(
+                    "it cannot be opened for writing ({e}) although {shown} can: it was left \
+                     read-only by an earlier open of a read-only {shown}. Make it writable \
+                     (chmod u+w {c}) or, while no process uses the database, remove it",
+                    c = companion.display()
+                ),
+            });
+        }
+        tracing::warn!(
+            file = %companion.display(),
+            "gave a read-only SQLite companion file the database's permissions back"
+        );
+    }
+    Ok(())
 }
 
 fn create_parent_dir(path: &Path) -> StoreResult<()> {
@@ -206,8 +432,8 @@ fn enable_wal(conn: &Connection, path: &Path) -> StoreResult<()> {
 
 /// A panic while holding a connection unwinds through its transaction,
 /// which rolls back: the connection is still sound, so keep serving.
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Run blocking SQLite work without stalling other tasks.
@@ -245,7 +471,7 @@ impl StateStore for SqliteStore {
         let row = RunRow::encode(run)?;
         let run_id = run.id.clone();
         let events = encode_events(events)?;
-        self.write(move |conn| {
+        self.write(format!("storing run {run_id}"), move |conn| {
             ops::insert_run(conn, &row)?;
             ops::insert_events(conn, &run_id, &events)
         })
@@ -255,7 +481,7 @@ impl StateStore for SqliteStore {
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
         let run_id = run_id.to_string();
         let events = encode_events(events)?;
-        self.write(move |conn| {
+        self.write(format!("appending events of run {run_id}"), move |conn| {
             ops::require_run(conn, &run_id)?;
             ops::insert_events(conn, &run_id, &events)
         })
@@ -263,10 +489,11 @@ impl StateStore for SqliteStore {
     }
 
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
+        check_pause(pause)?;
         let row = ApprovalRow::encode(pause)?;
         let run_id = pause.record.run_id.clone();
         let events = encode_events(events)?;
-        self.write(move |conn| {
+        self.write(format!("storing the pause of run {run_id}"), move |conn| {
             ops::pause_run(conn, &row)?;
             ops::insert_events(conn, &run_id, &events)
         })
@@ -277,7 +504,7 @@ impl StateStore for SqliteStore {
         let row = EndRow::encode(end)?;
         let run_id = end.run_id.clone();
         let events = encode_events(events)?;
-        self.write(move |conn| {
+        self.write(format!("storing the end of run {run_id}"), move |conn| {
             ops::end_run(conn, &row)?;
             ops::insert_events(conn, &run_id, &events)
         })
@@ -290,11 +517,14 @@ impl StateStore for SqliteStore {
         first: FirstWrite<'_>,
         events: &[Event],
     ) -> StoreResult<()> {
+        if let FirstWrite::Pause(pause) = first {
+            check_pause(pause)?;
+        }
         let run_row = RunRow::encode(run)?;
         let run_id = run.id.clone();
         let first = FirstRow::encode(first)?;
         let events = encode_events(events)?;
-        self.write(move |conn| {
+        self.write(format!("storing run {run_id}"), move |conn| {
             // The run row is inserted and then updated in one transaction:
             // the page is written to the WAL once, at the commit.
             ops::insert_run(conn, &run_row)?;
@@ -310,12 +540,18 @@ impl StateStore for SqliteStore {
     async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
         let row = ClaimRow::encode(claim)?;
         let claim = claim.clone();
-        self.write(move |conn| ops::claim(conn, &claim, &row)).await
+        self.write(format!("deciding approval {}", claim.key), move |conn| {
+            ops::claim(conn, &claim, &row)
+        })
+        .await
     }
 
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
         let key = key.to_string();
-        self.read(move |conn| ops::get_approval(conn, &key)).await
+        self.read(format!("reading approval {key}"), move |conn| {
+            ops::get_approval(conn, &key)
+        })
+        .await
     }
 
     async fn pending_for_run(
@@ -325,25 +561,33 @@ impl StateStore for SqliteStore {
     ) -> StoreResult<Option<ApprovalRecord>> {
         let run_id = run_id.to_string();
         let now = format_utc(now);
-        self.read(move |conn| ops::pending_for_run(conn, &run_id, &now))
-            .await
+        self.read(
+            format!("reading the pending approval of run {run_id}"),
+            move |conn| ops::pending_for_run(conn, &run_id, &now),
+        )
+        .await
     }
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
         let query = query.clone();
-        let (approvals, next_cursor) = self
-            .read(move |conn| ops::list_pending(conn, &query))
+        let page = self
+            .read("listing pending approvals", move |conn| {
+                ops::list_pending(conn, &query)
+            })
             .await?;
-        Ok(PendingPage {
-            approvals,
-            next_cursor,
-        })
+        report_skipped(&self.describe(), "approval", &page.unreadable);
+        Ok(page)
     }
 
     async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
         let agent_id = agent_id.map(str::to_string);
-        self.read(move |conn| ops::list_stuck(conn, agent_id.as_deref()))
-            .await
+        let (stuck, unreadable) = self
+            .read("listing stuck runs", move |conn| {
+                ops::list_stuck(conn, agent_id.as_deref())
+            })
+            .await?;
+        report_skipped(&self.describe(), "approval", &unreadable);
+        Ok(stuck)
     }
 
     async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
@@ -351,21 +595,37 @@ impl StateStore for SqliteStore {
         // Every CLI command sweeps first; a read on the reader connection
         // spares them the write lock (and a commit) when nothing is due.
         let probe = now.clone();
-        if !self.read(move |conn| ops::any_due(conn, &probe)).await? {
+        if !self
+            .read("looking for overdue approvals", move |conn| {
+                ops::any_due(conn, &probe)
+            })
+            .await?
+        {
             return Ok(Vec::new());
         }
-        self.write(move |conn| ops::expire_due(conn, &now)).await
+        let (expired, unreadable) = self
+            .write("expiring overdue approvals", move |conn| {
+                ops::expire_due(conn, &now)
+            })
+            .await?;
+        report_skipped(&self.describe(), "approval", &unreadable);
+        Ok(expired)
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
         let run_id = run_id.to_string();
-        self.read(move |conn| ops::get_run(conn, &run_id)).await
+        self.read(format!("reading run {run_id}"), move |conn| {
+            ops::get_run(conn, &run_id)
+        })
+        .await
     }
 
     async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
         let run_id = run_id.to_string();
-        self.read(move |conn| ops::run_events(conn, &run_id, after_seq))
-            .await
+        self.read(format!("reading the events of run {run_id}"), move |conn| {
+            ops::run_events(conn, &run_id, after_seq)
+        })
+        .await
     }
 
     async fn claim_key(
@@ -375,16 +635,46 @@ impl StateStore for SqliteStore {
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
+        check_storable("a claim's expires_at", expires_at)?;
         let (key, owner) = (key.to_string(), owner.to_string());
         let (now, expires_at) = (format_utc(now), format_utc(expires_at));
-        self.write(move |conn| ops::claim_key(conn, &key, &owner, &now, &expires_at))
-            .await
+        self.write(format!("claiming key {key}"), move |conn| {
+            ops::claim_key(conn, &key, &owner, &now, &expires_at)
+        })
+        .await
     }
 
     async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
         let (key, owner) = (key.to_string(), owner.to_string());
-        self.write(move |conn| ops::release_key(conn, &key, &owner))
-            .await
+        self.write(format!("releasing key {key}"), move |conn| {
+            ops::release_key(conn, &key, &owner)
+        })
+        .await
+    }
+
+    async fn check_writable(&self) -> StoreResult<()> {
+        if let Some(detail) = lock(&self.db.corrupt).clone() {
+            return Err(StoreError::CorruptFile {
+                path: self.db.path.display().to_string(),
+                detail,
+            });
+        }
+        let path = self.db.path.clone();
+        blocking(move || check_files_writable(&path)).await?;
+        if self.db.unwritable.load(Ordering::Relaxed) {
+            // A write failed (no space, no permission, an I/O error): only a
+            // real one tells whether that is over.
+            return self.probe_write().await;
+        }
+        // All well so far: nothing is written (GET never changes state), and
+        // nothing waits for another process's write lock.
+        Ok(())
+    }
+
+    async fn verify_writable(&self) -> StoreResult<()> {
+        self.read("checking the file (PRAGMA quick_check)", quick_check)
+            .await?;
+        self.probe_write().await
     }
 
     async fn lease_notification(
@@ -393,21 +683,29 @@ impl StateStore for SqliteStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Option<Notification>> {
+        check_storable("a lease's end", until)?;
         let key = key.to_string();
         let (now, until) = (format_utc(now), format_utc(until));
-        self.write(move |conn| notifications::lease(conn, &key, &now, &until))
-            .await
+        self.write(format!("leasing the message of {key}"), move |conn| {
+            notifications::lease(conn, &key, &now, &until)
+        })
+        .await
     }
 
     async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()> {
         let (key, write) = (key.to_string(), write.clone());
-        self.write(move |conn| notifications::record(conn, &key, &write))
-            .await
+        self.write(format!("recording the message of {key}"), move |conn| {
+            notifications::record(conn, &key, &write)
+        })
+        .await
     }
 
     async fn get_notification(&self, key: &str) -> StoreResult<Option<Notification>> {
         let key = key.to_string();
-        self.read(move |conn| notifications::get(conn, &key)).await
+        self.read(format!("reading the message of {key}"), move |conn| {
+            notifications::get(conn, &key)
+        })
+        .await
     }
 
     async fn notifications_due(
@@ -419,7 +717,7 @@ impl StateStore for SqliteStore {
         let agent_id = agent_id.to_string();
         let now = format_utc(now);
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
-        self.read(move |conn| {
+        self.read("listing message work", move |conn| {
             Ok(NotificationsDue {
                 to_post: notifications::due_to_post(conn, &agent_id, &now, limit)?,
                 to_settle: notifications::due_to_settle(conn, &agent_id, &now, limit)?,

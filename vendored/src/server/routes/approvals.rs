@@ -64,10 +64,11 @@ pub(super) async fn show(
     Extension(_caller): Extension<Caller>,
     PathParam(key): PathParam,
 ) -> Result<Json<Value>, ApiError> {
+    // As of now: overdue reads EXPIRED even before the sweeper marked it.
     let record = state
         .agent
         .store()
-        .get_approval(&key)
+        .approval_as_of(&key, crate::time::now())
         .await?
         .filter(|r| r.agent_id == state.agent_id())
         .ok_or(ApprovalError::NotFound { key })?;

@@ -60,11 +60,26 @@ impl<'a> RowReader<'a> {
             .map_err(|e| corrupt(self.table, column, &self.id, &e))
     }
 
-    /// A jsonb column decoded into `T`: the database guarantees JSON, not
+    /// A JSON column decoded into `T`: the database guarantees JSON, not
     /// its shape.
     pub fn json<T: DeserializeOwned>(&self, idx: usize, column: &'static str) -> StoreResult<T> {
         let value: Value = self.get(idx, column)?;
         serde_json::from_value(value).map_err(|e| corrupt(self.table, column, &self.id, &e))
+    }
+
+    /// A text a person or a downstream wrote, kept as a JSON string (a
+    /// `json` column: PostgreSQL text cannot hold NUL; see migration 3).
+    pub fn text_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>> {
+        match self.get::<Option<Value>>(idx, column)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(corrupt(
+                self.table,
+                column,
+                &self.id,
+                &format!("expected a JSON string, found {other}"),
+            )),
+        }
     }
 
     pub fn time(&self, idx: usize, column: &'static str) -> StoreResult<DateTime<Utc>> {
@@ -115,14 +130,14 @@ pub(super) fn approval_from_row(row: &Row) -> StoreResult<ApprovalRecord> {
         step_index: r.index(4, "step_index")?,
         step_id: r.get(5, "step_id")?,
         phase: r.parsed(6, "phase", Phase::parse)?,
-        message: r.get(7, "message")?,
+        message: r.text_opt(7, "message")?,
         payload: r.get(8, "payload")?,
         outputs: r.json::<Map<String, Value>>(9, "outputs")?,
         input: r.get(10, "input")?,
         trigger: r.get(11, "trigger")?,
         status: r.parsed(12, "status", ApprovalStatus::parse)?,
         decision_data: r.get(13, "decision_data")?,
-        decided_by: r.get(14, "decided_by")?,
+        decided_by: r.text_opt(14, "decided_by")?,
         decided_at: r.get(15, "decided_at")?,
         created_at: r.time(16, "created_at")?,
         expires_at: r.time(17, "expires_at")?,
@@ -139,7 +154,7 @@ pub(super) fn run_from_row(row: &Row) -> StoreResult<RunRecord> {
         input: r.get(4, "input")?,
         trigger: r.get(5, "trigger")?,
         outputs: r.json::<Map<String, Value>>(6, "outputs")?,
-        error: r.get(7, "error")?,
+        error: r.text_opt(7, "error")?,
         created_at: r.time(8, "created_at")?,
         updated_at: r.time(9, "updated_at")?,
     })
@@ -168,6 +183,12 @@ pub(super) fn event_from_row(row: &Row) -> StoreResult<Event> {
 pub(super) fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> StoreResult<Value> {
     serde_json::to_value(value)
         .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))
+}
+
+/// A text for a column that keeps it as a JSON string (see
+/// [`RowReader::text_opt`]).
+pub(super) fn text_json(text: Option<&str>) -> Option<Value> {
+    text.map(|t| Value::String(t.to_string()))
 }
 
 /// An in-memory count as a bigint.

@@ -7,7 +7,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::codec::{APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RowReader, approval_from_row};
-use super::ops::{execute, query_all, query_opt};
+use super::ops::{decode_skipping, execute, query_opt};
 use crate::pending_approval::{ApprovalError, ApprovalRecord};
 use crate::store::{Notification, NotificationWrite, StoreError, StoreResult};
 
@@ -28,7 +28,7 @@ fn notification_at(row: &Row, from: usize) -> StoreResult<Notification> {
         ts: r.get(from + 2, "ts")?,
         posted_at: r.get(from + 3, "posted_at")?,
         attempts: u32::try_from(attempts).unwrap_or(0),
-        last_error: r.get(from + 5, "last_error")?,
+        last_error: r.text_opt(from + 5, "last_error")?,
         decision_posted_at: r.get(from + 6, "decision_posted_at")?,
         lease_until: r.get(from + 7, "lease_until")?,
     })
@@ -100,7 +100,11 @@ pub(super) async fn record<C: GenericClient>(
                 client,
                 "UPDATE tollgate_notifications SET attempts = attempts + 1, last_error = $2, \
                  lease_until = $3 WHERE key = $1",
-                &[&key, error, hold_until],
+                &[
+                    &key,
+                    &super::codec::text_json(Some(error.as_str())),
+                    hold_until,
+                ],
             )
             .await?
         }
@@ -142,8 +146,8 @@ pub(super) async fn due_to_post<C: GenericClient>(
     now: &DateTime<Utc>,
     limit: i64,
 ) -> StoreResult<Vec<ApprovalRecord>> {
-    query_all(
-        client,
+    let rows = client
+        .query(
         &format!(
             "SELECT {cols} FROM tollgate_approvals a \
              LEFT JOIN tollgate_notifications n ON n.key = a.key \
@@ -153,9 +157,16 @@ pub(super) async fn due_to_post<C: GenericClient>(
             cols = prefixed("a", APPROVAL_COLUMNS)
         ),
         &[&agent_id, now, &limit],
-        approval_from_row,
     )
-    .await
+    .await?;
+    readable(decode_skipping(&rows, approval_from_row)?)
+}
+
+/// What the repair sweep can work on; rows that do not decode are logged
+/// and left out: one bad row must not stop every message's repair.
+fn readable<T>((good, bad): (Vec<T>, Vec<crate::store::UnreadableRow>)) -> StoreResult<Vec<T>> {
+    crate::store::report_skipped("postgres", "approval (notifications)", &bad);
+    Ok(good)
 }
 
 /// Settled (decided or expired) approvals of `agent_id` whose posted
@@ -166,27 +177,27 @@ pub(super) async fn due_to_settle<C: GenericClient>(
     now: &DateTime<Utc>,
     limit: i64,
 ) -> StoreResult<Vec<(ApprovalRecord, Notification)>> {
-    query_all(
-        client,
-        &format!(
-            "SELECT {a}, {n} FROM tollgate_notifications n \
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {a}, {n} FROM tollgate_notifications n \
              JOIN tollgate_approvals a ON a.key = n.key \
              WHERE n.ts IS NOT NULL AND n.decision_posted_at IS NULL \
                AND (n.lease_until IS NULL OR n.lease_until <= $2) \
                AND a.status <> 'PENDING' AND a.agent_id = $1 \
              ORDER BY a.created_at, a.key LIMIT $3",
-            a = prefixed("a", APPROVAL_COLUMNS),
-            n = prefixed("n", NOTIFICATION_COLUMNS),
-        ),
-        &[&agent_id, now, &limit],
-        |row| {
-            Ok((
-                approval_from_row(row)?,
-                notification_at(row, APPROVAL_COLUMN_COUNT)?,
-            ))
-        },
-    )
-    .await
+                a = prefixed("a", APPROVAL_COLUMNS),
+                n = prefixed("n", NOTIFICATION_COLUMNS),
+            ),
+            &[&agent_id, now, &limit],
+        )
+        .await?;
+    readable(decode_skipping(&rows, |row| {
+        Ok((
+            approval_from_row(row)?,
+            notification_at(row, APPROVAL_COLUMN_COUNT)?,
+        ))
+    })?)
 }
 
 fn prefixed(alias: &str, columns: &str) -> String {

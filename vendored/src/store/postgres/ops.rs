@@ -11,15 +11,15 @@ use tokio_postgres::types::ToSql;
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row,
-    event_from_row, run_from_row, to_i64, to_json,
+    event_from_row, run_from_row, text_json, to_i64, to_json,
 };
 use super::notify;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{
-    Claimed, Pause, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim, cursor,
-    resolved_event,
+    Claimed, Pause, PendingPage, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim,
+    UnreadableRow, cursor, resolved_event,
 };
 
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -58,6 +58,28 @@ pub(super) async fn query_all<C: GenericClient, T>(
         .collect()
 }
 
+/// Decode every row, setting aside those that do not decode (by their key,
+/// column 0) instead of failing on the first: one damaged row must not hide,
+/// or stop the sweep of, all the others.
+pub(super) fn decode_skipping<T>(
+    rows: &[Row],
+    decode: impl Fn(&Row) -> StoreResult<T>,
+) -> StoreResult<(Vec<T>, Vec<UnreadableRow>)> {
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    for row in rows {
+        match decode(row) {
+            Ok(value) => good.push(value),
+            Err(e @ StoreError::Corrupt(_)) => bad.push(UnreadableRow::new(&row_key(row), &e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((good, bad))
+}
+
+fn row_key(row: &Row) -> String {
+    row.try_get::<_, String>(0).unwrap_or_else(|_| "?".into())
+}
+
 pub(super) async fn execute<C: GenericClient>(
     client: &C,
     sql: &str,
@@ -72,6 +94,7 @@ pub(super) async fn execute<C: GenericClient>(
 pub(super) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) -> StoreResult<()> {
     let (input, trigger) = (&run.input, &run.trigger);
     let outputs = to_json(&run.outputs, "run outputs")?;
+    let error = text_json(run.error.as_deref());
     let stmt = client
         .prepare_cached(
             "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
@@ -87,7 +110,7 @@ pub(super) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) ->
         input,
         trigger,
         &outputs,
-        &run.error,
+        &error,
         &run.created_at,
         &run.updated_at,
     ];
@@ -167,6 +190,10 @@ async fn insert_approval<C: GenericClient>(
     outputs: &Value,
 ) -> StoreResult<()> {
     let step_index = to_i64(r.step_index, "step index")?;
+    let (message, decided_by) = (
+        text_json(r.message.as_deref()),
+        text_json(r.decided_by.as_deref()),
+    );
     let stmt = client
         .prepare_cached(&format!(
             "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}) VALUES \
@@ -181,14 +208,14 @@ async fn insert_approval<C: GenericClient>(
         &step_index,
         &r.step_id,
         &r.phase.as_str(),
-        &r.message,
+        &message,
         &r.payload,
         outputs,
         &r.input,
         &r.trigger,
         &r.status.as_str(),
         &r.decision_data,
-        &r.decided_by,
+        &decided_by,
         &r.decided_at,
         &r.created_at,
         &r.expires_at,
@@ -205,17 +232,12 @@ async fn insert_approval<C: GenericClient>(
 
 pub(super) async fn end_run<C: GenericClient>(client: &C, end: &RunEnd) -> StoreResult<()> {
     let outputs = to_json(&end.outputs, "run outputs")?;
+    let error = text_json(end.error.as_deref());
     let changed = execute(
         client,
         "UPDATE tollgate_runs SET status = $2, outputs = $3, error = $4, updated_at = $5 \
          WHERE id = $1",
-        &[
-            &end.run_id,
-            &end.status.as_str(),
-            &outputs,
-            &end.error,
-            &end.at,
-        ],
+        &[&end.run_id, &end.status.as_str(), &outputs, &error, &end.at],
     )
     .await?;
     if changed == 0 {
@@ -282,7 +304,8 @@ pub(super) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
         CLAIM_ANY_SPEC
     };
     let sql = format!("{head}{APPROVAL_COLUMNS}");
-    let common: [Param<'_>; 5] = [&status, &data, &claim.decided_by, &claim.now, &claim.key];
+    let decided_by = Value::String(claim.decided_by.clone());
+    let common: [Param<'_>; 5] = [&status, &data, &decided_by, &claim.now, &claim.key];
     let mut params = common.to_vec();
     if same_spec {
         params.push(&claim.spec_hash);
@@ -307,17 +330,33 @@ pub(super) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
 pub(super) async fn expire_due<C: GenericClient>(
     client: &C,
     now: &DateTime<Utc>,
-) -> StoreResult<Vec<ApprovalRecord>> {
-    let sql = format!(
-        "UPDATE tollgate_approvals SET status = 'EXPIRED' \
-         WHERE key IN (SELECT key FROM tollgate_approvals \
-                       WHERE status = 'PENDING' AND expires_at <= $1 \
-                       FOR UPDATE SKIP LOCKED) \
-           AND status = 'PENDING' \
-         RETURNING {APPROVAL_COLUMNS}"
-    );
-    let mut expired = query_all(client, &sql, &[now], approval_from_row).await?;
-    // RETURNING comes in no particular order; the sweep reports oldest first.
+) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
+    // Lock the due rows first and decode them: a row that does not decode
+    // is left as it is (and reported), so the others are still expired.
+    let select = client
+        .prepare_cached(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND expires_at <= $1 \
+             FOR UPDATE SKIP LOCKED"
+        ))
+        .await?;
+    let rows = client.query(&select, &[now]).await?;
+    let (due, unreadable) = decode_skipping(&rows, approval_from_row)?;
+    let mut expired = Vec::with_capacity(due.len());
+    for mut record in due {
+        let changed = execute(
+            client,
+            "UPDATE tollgate_approvals SET status = 'EXPIRED' \
+             WHERE key = $1 AND status = 'PENDING'",
+            &[&record.key],
+        )
+        .await?;
+        if changed == 1 {
+            record.status = ApprovalStatus::Expired;
+            expired.push(record);
+        }
+    }
+    // The sweep reports oldest first.
     expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
     for record in &expired {
         let event = Event {
@@ -332,7 +371,7 @@ pub(super) async fn expire_due<C: GenericClient>(
         insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
         notify::send(client, &record.key, &record.run_id, ApprovalStatus::Expired).await?;
     }
-    Ok(expired)
+    Ok((expired, unreadable))
 }
 
 /// True when some PENDING record is overdue (a cheap read before a sweep).
@@ -464,12 +503,12 @@ pub(super) async fn pending_for_run<C: GenericClient>(
     .await
 }
 
-/// One page of unexpired PENDING records, newest first, as
-/// `(records, next_cursor)`.
+/// One page of unexpired PENDING records, newest first. Rows that do not
+/// decode take their place in the page as `unreadable`, by key.
 pub(super) async fn list_pending<C: GenericClient>(
     client: &C,
     query: &PendingQuery,
-) -> StoreResult<(Vec<ApprovalRecord>, Option<String>)> {
+) -> StoreResult<PendingPage> {
     let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
     let limit = query.limit.max(1);
     // One row more than asked tells whether another page exists.
@@ -496,13 +535,35 @@ pub(super) async fn list_pending<C: GenericClient>(
         params.len()
     ));
 
-    let mut rows = query_all(client, &sql, &params, approval_from_row).await?;
-    let next_cursor = (rows.len() > limit).then(|| {
-        let last = &rows[limit - 1];
-        cursor::encode(last.created_at, &last.key)
-    });
-    rows.truncate(limit);
-    Ok((rows, next_cursor))
+    let stmt = client.prepare_cached(&sql).await?;
+    let rows = client.query(&stmt, &params).await?;
+    let mut page = PendingPage {
+        approvals: Vec::new(),
+        next_cursor: None,
+        unreadable: Vec::new(),
+    };
+    let mut last = None;
+    for (i, row) in rows.iter().enumerate() {
+        if i == limit {
+            page.next_cursor = last.take();
+            break;
+        }
+        match approval_from_row(row) {
+            Ok(record) => {
+                last = Some(cursor::encode(record.created_at, &record.key));
+                page.approvals.push(record);
+            }
+            Err(e @ StoreError::Corrupt(_)) => {
+                let key = row_key(row);
+                if let Ok(at) = row.try_get::<_, DateTime<Utc>>(16) {
+                    last = Some(cursor::encode(at, &key));
+                }
+                page.unreadable.push(UnreadableRow::new(&key, &e));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(page)
 }
 
 fn decode_cursor(text: &str) -> StoreResult<(DateTime<Utc>, String)> {
@@ -514,7 +575,7 @@ fn decode_cursor(text: &str) -> StoreResult<(DateTime<Utc>, String)> {
 pub(super) async fn list_stuck<C: GenericClient>(
     client: &C,
     agent_id: Option<&str>,
-) -> StoreResult<Vec<StuckClaim>> {
+) -> StoreResult<(Vec<StuckClaim>, Vec<UnreadableRow>)> {
     // Decided (not expired) records whose run is still `running` and that are
     // the run's latest record: the claim happened, the run never finished.
     let sql = format!(
@@ -532,7 +593,9 @@ pub(super) async fn list_stuck<C: GenericClient>(
             .collect::<Vec<_>>()
             .join(", "),
     );
-    query_all(client, &sql, &[&agent_id], |row| {
+    let stmt = client.prepare_cached(&sql).await?;
+    let rows = client.query(&stmt, &[&agent_id]).await?;
+    decode_skipping(&rows, |row| {
         let record = approval_from_row(row)?;
         let run = RowReader::with_id(row, "tollgate_runs", record.run_id.clone());
         Ok(StuckClaim {
@@ -541,5 +604,4 @@ pub(super) async fn list_stuck<C: GenericClient>(
             record,
         })
     })
-    .await
 }

@@ -23,6 +23,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "notifications",
         sql: include_str!("../migrations/postgres/0002_notifications.sql"),
     },
+    Migration {
+        version: 3,
+        name: "lossless_text",
+        sql: include_str!("../migrations/postgres/0003_lossless_text.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -70,13 +70,13 @@ impl GroupWriter {
                     conn,
                     shared: false,
                 }) => op(conn),
-                Err(e) => Err(StoreError::Database(e.to_string())),
+                Err(e) => Err(copy(e)),
             };
             Ran {
                 failed: result.is_err(),
                 complete: Box::new(move |commit_error| {
                     let outcome = match commit_error {
-                        Some(e) => Err(StoreError::Database(e.to_string())),
+                        Some(e) => Err(copy(e)),
                         None => result,
                     };
                     *lock(&filled) = Some(outcome);
@@ -100,6 +100,23 @@ impl GroupWriter {
                 "a write was lost by its group commit (a previous operation panicked)".into(),
             ))
         })
+    }
+}
+
+/// One error of a batch (a failed BEGIN or COMMIT) for each of its jobs:
+/// the kinds the store acts on (damage, no permission) stay what they are.
+fn copy(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::CorruptFile { path, detail } => StoreError::CorruptFile {
+            path: path.clone(),
+            detail: detail.clone(),
+        },
+        StoreError::NotWritable { path, detail } => StoreError::NotWritable {
+            path: path.clone(),
+            detail: detail.clone(),
+        },
+        StoreError::Database(m) => StoreError::Database(m.clone()),
+        other => StoreError::Database(other.to_string()),
     }
 }
 

@@ -121,7 +121,9 @@ pub(super) fn due_to_post(
     let mut rows = stmt.query((agent_id, now, limit))?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
-        out.push(approval_from_row(row)?);
+        if let Some(record) = readable(approval_from_row(row))? {
+            out.push(record);
+        }
     }
     Ok(out)
 }
@@ -148,12 +150,24 @@ pub(super) fn due_to_settle(
     let mut rows = stmt.query((agent_id, now, limit))?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
-        out.push((
-            approval_from_row(row)?,
-            notification_at(row, APPROVAL_COLUMN_COUNT)?,
-        ));
+        if let Some(record) = readable(approval_from_row(row))? {
+            out.push((record, notification_at(row, APPROVAL_COLUMN_COUNT)?));
+        }
     }
     Ok(out)
+}
+
+/// A record the repair sweep can work on, or `None` for one that does not
+/// decode (logged): one bad row must not stop every message's repair.
+fn readable(decoded: StoreResult<ApprovalRecord>) -> StoreResult<Option<ApprovalRecord>> {
+    match decoded {
+        Ok(record) => Ok(Some(record)),
+        Err(e @ StoreError::Corrupt(_)) => {
+            tracing::warn!(error = %e, "notifications: skipped an unreadable approval");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn prefixed(alias: &str, columns: &str) -> String {

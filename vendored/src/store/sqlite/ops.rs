@@ -15,8 +15,8 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{
-    Claimed, FirstWrite, Pause, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim, cursor,
-    resolved_event,
+    Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, StoreError, StoreResult,
+    StuckClaim, UnreadableRow, cursor, resolved_event,
 };
 use crate::time::format_utc;
 
@@ -184,6 +184,35 @@ fn query_all<T, P: Params>(
         out.push(decode(row)?);
     }
     Ok(out)
+}
+
+/// Decode every row, setting aside those that do not decode (named by the
+/// text of their first column, the key) instead of failing on the first:
+/// one damaged row must not hide, or stop the sweep of, all the others.
+fn query_skipping<T, P: Params>(
+    stmt: &mut Statement<'_>,
+    params: P,
+    decode: impl Fn(&Row<'_>) -> StoreResult<T>,
+) -> StoreResult<(Vec<T>, Vec<UnreadableRow>)> {
+    let mut rows = stmt.query(params)?;
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    while let Some(row) = rows.next()? {
+        match decode(row) {
+            Ok(value) => good.push(value),
+            Err(e @ StoreError::Corrupt(_)) => bad.push(UnreadableRow::new(&row_key(row), &e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((good, bad))
+}
+
+/// The key (column 0) of a row, however damaged, for a report.
+fn row_key(row: &Row<'_>) -> String {
+    match row.get_ref(0) {
+        Ok(rusqlite::types::ValueRef::Text(t)) => String::from_utf8_lossy(t).into_owned(),
+        Ok(other) => format!("{other:?}"),
+        Err(_) => "?".into(),
+    }
 }
 
 fn is_unique_violation(e: &rusqlite::Error) -> bool {
@@ -425,19 +454,34 @@ pub(super) fn any_due(conn: &Connection, now: &str) -> StoreResult<bool> {
     Ok(stmt.query_row([now], |row| row.get(0))?)
 }
 
-pub(super) fn expire_due(conn: &Connection, now: &str) -> StoreResult<Vec<ApprovalRecord>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "UPDATE tollgate_approvals SET status = 'EXPIRED' \
-         WHERE status = 'PENDING' AND expires_at <= ?1 \
-         RETURNING {APPROVAL_COLUMNS}"
+/// Every overdue PENDING record becomes EXPIRED, its run `expired`. A row
+/// that does not decode is left as it is and returned apart, so that the
+/// sweep goes on for all the others.
+pub(super) fn expire_due(
+    conn: &Connection,
+    now: &str,
+) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
+    let mut select = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= ?1"
     ))?;
-    let mut expired = query_all(&mut stmt, [now], approval_from_row)?;
-    // RETURNING comes in no particular order; the sweep reports oldest first.
+    let (due, unreadable) = query_skipping(&mut select, [now], approval_from_row)?;
+    let mut update = conn.prepare_cached(
+        "UPDATE tollgate_approvals SET status = 'EXPIRED' WHERE key = ?1 AND status = 'PENDING'",
+    )?;
+    let mut expired = Vec::with_capacity(due.len());
+    for mut record in due {
+        if update.execute([&record.key])? == 1 {
+            record.status = crate::pending_approval::ApprovalStatus::Expired;
+            expired.push(record);
+        }
+    }
+    // The sweep reports oldest first.
     expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
     for record in &expired {
         end_expired_run(conn, record, now)?;
     }
-    Ok(expired)
+    Ok((expired, unreadable))
 }
 
 fn end_expired_run(conn: &Connection, record: &ApprovalRecord, now: &str) -> StoreResult<()> {
@@ -524,12 +568,9 @@ pub(super) fn pending_for_run(
     query_opt(&mut stmt, (run_id, now), approval_from_row)
 }
 
-/// One page of unexpired PENDING records, newest first, as
-/// `(records, next_cursor)`.
-pub(super) fn list_pending(
-    conn: &Connection,
-    query: &PendingQuery,
-) -> StoreResult<(Vec<ApprovalRecord>, Option<String>)> {
+/// One page of unexpired PENDING records, newest first. Rows that do not
+/// decode take their place in the page as `unreadable`, by key.
+pub(super) fn list_pending(conn: &Connection, query: &PendingQuery) -> StoreResult<PendingPage> {
     let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
     let now = format_utc(query.now);
     let limit = query.limit.max(1);
@@ -548,13 +589,41 @@ pub(super) fn list_pending(
     params.push(&fetch);
 
     let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = query_all(&mut stmt, params.as_slice(), approval_from_row)?;
-    let next_cursor = (rows.len() > limit).then(|| {
-        let last = &rows[limit - 1];
-        cursor::encode(last.created_at, &last.key)
-    });
-    rows.truncate(limit);
-    Ok((rows, next_cursor))
+    let mut rows = stmt.query(params.as_slice())?;
+    let mut page = PendingPage {
+        approvals: Vec::new(),
+        next_cursor: None,
+        unreadable: Vec::new(),
+    };
+    let (mut taken, mut last) = (0, None);
+    while let Some(row) = rows.next()? {
+        if taken == limit {
+            page.next_cursor = last.take();
+            break;
+        }
+        taken += 1;
+        match approval_from_row(row) {
+            Ok(record) => {
+                last = Some(cursor::encode(record.created_at, &record.key));
+                page.approvals.push(record);
+            }
+            Err(e @ StoreError::Corrupt(_)) => {
+                let key = row_key(row);
+                // Its own position when its time reads, so the next page
+                // starts after it; otherwise the last good one's.
+                let created = row
+                    .get::<_, String>(16)
+                    .ok()
+                    .and_then(|t| crate::time::parse_utc(&t));
+                if let Some(at) = created {
+                    last = Some(cursor::encode(at, &key));
+                }
+                page.unreadable.push(UnreadableRow::new(&key, &e));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(page)
 }
 
 /// The page query. Parameters, in order: now, [agent_id], [cursor time,
@@ -564,9 +633,12 @@ pub(super) fn list_pending_sql(by_agent: bool, after_cursor: bool) -> String {
     // partial indexes on pending rows. `+expires_at` keeps the planner off
     // the expiry index: nearly every pending row is unexpired, so that index
     // filters nothing and would leave a sort of every pending row per page.
+    // A row whose expires_at is not in the stored form (it would compare
+    // wrongly as text) is listed too, so that it is reported, not hidden.
     let mut sql = format!(
         "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
-         WHERE status = 'PENDING' AND +expires_at > ?"
+         WHERE status = 'PENDING' \
+           AND (+expires_at > ? OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*')"
     );
     if by_agent {
         sql.push_str(" AND agent_id = ?");
@@ -591,7 +663,7 @@ fn decode_cursor(text: &str) -> StoreResult<(String, String)> {
 pub(super) fn list_stuck(
     conn: &Connection,
     agent_id: Option<&str>,
-) -> StoreResult<Vec<StuckClaim>> {
+) -> StoreResult<(Vec<StuckClaim>, Vec<UnreadableRow>)> {
     // Decided (not expired) records whose run is still `running` and that are
     // the run's latest record: the claim happened, the run never finished.
     let mut stmt = conn.prepare_cached(&format!(
@@ -605,7 +677,7 @@ pub(super) fn list_stuck(
          ORDER BY a.decided_at DESC, a.key DESC",
         cols = prefixed_approval_columns("a"),
     ))?;
-    query_all(&mut stmt, [agent_id], stuck_from_row)
+    query_skipping(&mut stmt, [agent_id], stuck_from_row)
 }
 
 fn prefixed_approval_columns(alias: &str) -> String {

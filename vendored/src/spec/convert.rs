@@ -18,6 +18,7 @@ use super::{
     SlackNotifySpec, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind, ToolKind, ToolSpec,
     TriggerSpec, WebhookTrigger,
 };
+use super::{MAX_DURATION, MAX_DURATION_TEXT};
 
 type Result<T> = std::result::Result<T, SpecError>;
 
@@ -357,8 +358,20 @@ impl<'a> Cx<'a> {
 
     fn duration(&self, node: &Node, label: &str) -> Result<Duration> {
         let text = self.string(node, label)?;
-        crate::time::parse_duration(&text)
-            .map_err(|e| self.err(node.pos, format!("bad {label}: {e}")))
+        let duration = crate::time::parse_duration(&text)
+            .map_err(|e| self.err(node.pos, format!("bad {label}: {e}")))?;
+        // parse_duration saturates, so a huge number lands here too, never
+        // as an overflow.
+        if duration > MAX_DURATION {
+            return Err(self.err(
+                node.pos,
+                format!(
+                    "bad {label}: {:?} is longer than the limit of {MAX_DURATION_TEXT} (about 10 years)",
+                    text.trim()
+                ),
+            ));
+        }
+        Ok(duration)
     }
 
     fn bool(&self, node: &Node, label: &str) -> Result<bool> {

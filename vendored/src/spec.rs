@@ -301,8 +301,9 @@ impl Spec {
                 ),
             ));
         }
-        let tree = marked::parse(source, origin)?;
-        let spec = convert::to_spec(&tree, origin)?;
+        let mut tree = marked::parse(source, origin)?;
+        let document = std::mem::take(&mut tree.document);
+        let spec = convert::to_spec(&tree, document, origin)?;
         validate::check(&spec, &tree, origin)?;
         Ok(spec)
     }

@@ -78,7 +78,9 @@ const MAX_RETRY_ATTEMPTS: i64 = 10;
 /// DNS label length: agent ids end up in hostnames and database rows.
 const MAX_ID_LEN: usize = 63;
 
-pub fn to_spec(tree: &Tree, origin: &str) -> Result<Spec> {
+/// `document` is the tree as JSON, moved in rather than copied: a spec near
+/// the size limits should not hold one more copy of itself.
+pub fn to_spec(tree: &Tree, document: Value, origin: &str) -> Result<Spec> {
     let cx = Cx { origin };
     let top = cx.mapping(&tree.root, &Place::Top, TOP_KEYS, "the spec")?;
 
@@ -148,8 +150,8 @@ pub fn to_spec(tree: &Tree, origin: &str) -> Result<Spec> {
         model,
         tools,
         steps,
-        hash: SpecHash::of_document(&tree.document),
-        document: tree.document.clone(),
+        hash: SpecHash::of_document(&document),
+        document,
     })
 }
 

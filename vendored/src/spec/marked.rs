@@ -24,13 +24,15 @@ use super::{SpecError, SpecErrorKind};
 
 /// Deeper than any real spec; keeps recursive walks over the tree safe.
 const MAX_DEPTH: usize = 64;
-/// Caps the tree size, aliases included ("billion laughs").
-pub const MAX_NODES: usize = 100_000;
+/// Caps the tree size, aliases included ("billion laughs"). A parsed spec
+/// holds a few copies of its document at about 150 bytes a node, so this
+/// keeps a spec at the limits within a few tens of MiB.
+pub const MAX_NODES: usize = 50_000;
 /// Caps the expanded document's size in bytes, aliases included: about its
 /// size as JSON (the text of every scalar and key, plus a few bytes a
 /// node). A spec file is at most 1 MiB; this lets aliases grow it a little
 /// and no further, so a few KB of anchors cannot become gigabytes.
-pub const MAX_EXPANDED_BYTES: usize = 4 * 1024 * 1024;
+pub const MAX_EXPANDED_BYTES: usize = 2 * 1024 * 1024;
 /// What a node adds to the expanded size besides its text.
 const NODE_BYTES: usize = 4;
 
@@ -447,7 +449,7 @@ impl<'a> Builder<'a> {
             return Err(self.invalid(
                 pos,
                 format!(
-                    "the spec is too large: more than {MAX_EXPANDED_BYTES} bytes (4 MiB) with its aliases expanded"
+                    "the spec is too large: more than {MAX_EXPANDED_BYTES} bytes (2 MiB) with its aliases expanded"
                 ),
             ));
         }

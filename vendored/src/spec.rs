@@ -376,21 +376,24 @@ pub fn utf8<'a>(source: &'a [u8], origin: &str) -> Result<&'a str, SpecError> {
 }
 
 /// 1-based line and column (in characters) of byte offset `at`, counting
-/// only the valid UTF-8 before it.
+/// lines as YAML does (LF, CRLF or a lone CR) and only the text before it.
 fn line_col(source: &[u8], at: usize) -> (usize, usize) {
-    let before = &source[..at.min(source.len())];
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-    let text = String::from_utf8_lossy(&before[line_start..]);
+    let before = String::from_utf8_lossy(&source[..at.min(source.len())]);
     // A byte-order mark is not a column (as in the YAML parser).
-    let text = match line_start {
-        0 => text.strip_prefix('\u{feff}').unwrap_or(&text),
-        _ => &text,
-    };
-    (line, text.chars().count() + 1)
+    let before = before.strip_prefix('\u{feff}').unwrap_or(&before);
+    let (mut line, mut column) = (1, 1);
+    let mut chars = before.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\r' | '\n' => {
+                line += 1;
+                column = 1;
+            }
+            _ => column += 1,
+        }
+    }
+    (line, column)
 }
 
 fn collect_secret_names(value: &Value, out: &mut std::collections::BTreeSet<String>) {

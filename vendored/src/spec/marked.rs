@@ -275,6 +275,48 @@ pub fn parse(source: &str, origin: &str) -> Result<Tree, SpecError> {
     Ok(Tree { root, document })
 }
 
+/// The width in characters of each line of `source`, as YAML counts lines
+/// (LF, CRLF or a lone CR).
+fn line_widths(source: &str) -> Vec<usize> {
+    let mut widths = vec![0];
+    let mut chars = source.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                if chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                widths.push(0);
+            }
+            '\n' => widths.push(0),
+            _ => *widths.last_mut().unwrap_or(&mut 0) += 1,
+        }
+    }
+    widths
+}
+
+/// `pos` moved inside the text: at the end of input the scanner marks the
+/// line after the last one, which an editor cannot go to.
+fn within(widths: &[usize], pos: Pos) -> Pos {
+    let n = widths.len().max(1);
+    if pos.line <= n {
+        let width = widths.get(pos.line - 1).copied().unwrap_or(0);
+        return Pos {
+            line: pos.line,
+            column: pos.column.clamp(1, width + 1),
+        };
+    }
+    // Past the end: the end of the last line that has text.
+    let line = (1..=n)
+        .rev()
+        .find(|&l| widths.get(l - 1).is_some_and(|w| *w > 0))
+        .unwrap_or(n);
+    Pos {
+        line,
+        column: widths.get(line - 1).copied().unwrap_or(0) + 1,
+    }
+}
+
 enum Frame {
     Mapping {
         pos: Pos,
@@ -321,15 +363,16 @@ impl<'a> Builder<'a> {
 
     fn run(mut self, source: &str) -> Result<Node, SpecError> {
         let mut parser = Parser::new_from_str(source);
+        let widths = line_widths(source);
         loop {
             let (event, mark) = parser.next_token().map_err(|e| {
                 self.error(
                     SpecErrorKind::Syntax,
-                    Pos::of(*e.marker()),
+                    within(&widths, Pos::of(*e.marker())),
                     format!("invalid YAML: {}", e.info()),
                 )
             })?;
-            let pos = Pos::of(mark);
+            let pos = within(&widths, Pos::of(mark));
             match event {
                 Event::StreamEnd => break,
                 Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}

@@ -98,7 +98,9 @@ fn with_step(step: &str) -> String {
 /// Every hostile spec from review, each a whole file.
 fn hostile_corpus() -> Vec<(&'static str, Vec<u8>)> {
     let sum = |n: usize| vec!["1"; n].join(" + ");
-    let mut laughs = String::from("version: 1\nagent: desk\nsteps:\n  - id: a\n    set:\n      l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    let mut laughs = String::from(
+        "version: 1\nagent: desk\nsteps:\n  - id: a\n    set:\n      l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
     for i in 1..12 {
         let refs = vec![format!("*l{}", i - 1); 10].join(", ");
         laughs.push_str(&format!("      l{i}: &l{i} [{refs}]\n"));
@@ -215,20 +217,22 @@ fn mutated_specs_never_panic_and_errors_are_positioned() {
             .filter(|(_, b)| b.len() < 64 * 1024)
             .map(|(_, b)| b),
     );
-    let seed = fuzz::seed();
+    let start = fuzz::seed();
+    let seed = start;
     let cases = fuzz::cases(1_500);
     for case in 0..cases {
         let case_seed = seed.wrapping_add(case as u64);
         let mut rng = Rng::new(case_seed);
         let base = rng.pick(&corpus).clone();
         let source = fuzz::mutate_spec(&mut rng, &base);
-        parse_case(source, format!("seed {case_seed}"));
+        parse_case(source, format!("case {case} of TOLLGATE_FUZZ_SEED={start}"));
     }
 }
 
 #[test]
 fn random_yaml_never_panics_and_errors_are_positioned() {
-    let seed = fuzz::seed() ^ 0x5eed;
+    let start = fuzz::seed();
+    let seed = start ^ 0x5eed;
     for case in 0..fuzz::cases(1_500) {
         let case_seed = seed.wrapping_add(case as u64);
         let mut rng = Rng::new(case_seed);
@@ -239,13 +243,26 @@ fn random_yaml_never_panics_and_errors_are_positioned() {
                 0 => format!("{indent}k{}: {}", rng.below(5), rng.pick(fuzz::HUGE)),
                 1 => format!("{indent}- {}", fuzz::template(&mut rng)),
                 2 => format!("{indent}{}", rng.pick(fuzz::ODD)),
-                3 => format!("{indent}k{}: &a{} [x, *a{}]", rng.below(5), rng.below(3), rng.below(3)),
-                4 => format!("{indent}{}:", rng.pick(&["version", "agent", "steps", "tools", "id", "set", "approval", "ttl"])),
+                3 => format!(
+                    "{indent}k{}: &a{} [x, *a{}]",
+                    rng.below(5),
+                    rng.below(3),
+                    rng.below(3)
+                ),
+                4 => format!(
+                    "{indent}{}:",
+                    rng.pick(&[
+                        "version", "agent", "steps", "tools", "id", "set", "approval", "ttl"
+                    ])
+                ),
                 _ => format!("{indent}\"{}\": {{ a: [1, {{b: *a0}}] }}", rng.below(9)),
             };
             text.push_str(&piece);
             text.push('\n');
         }
-        parse_case(text.into_bytes(), format!("seed {case_seed}"));
+        parse_case(
+            text.into_bytes(),
+            format!("case {case} of TOLLGATE_FUZZ_SEED={start}"),
+        );
     }
 }

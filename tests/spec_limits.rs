@@ -94,21 +94,15 @@ fn every_duration_is_bounded_at_3650_days() {
             ":5:28: bad \"ttl\" in the dedupe of step \"a\"",
         ),
         (
-            format!(
-                "version: 1\nagent: desk\ntools:\n  t:\n    http: {{ url: https://x.example, timeout: 3651d }}\nsteps:\n  - id: a\n    tool: t\n"
-            ),
+            "version: 1\nagent: desk\ntools:\n  t:\n    http: { url: https://x.example, timeout: 3651d }\nsteps:\n  - id: a\n    tool: t\n".to_string(),
             ":5:46: bad \"timeout\" in tool \"t\"",
         ),
         (
-            format!(
-                "version: 1\nagent: desk\ntools:\n  t:\n    http: {{ url: https://x.example, retry: {{ attempts: 2, backoff: 522w }} }}\nsteps:\n  - id: a\n    tool: t\n"
-            ),
+            "version: 1\nagent: desk\ntools:\n  t:\n    http: { url: https://x.example, retry: { attempts: 2, backoff: 522w } }\nsteps:\n  - id: a\n    tool: t\n".to_string(),
             ":5:68: bad \"backoff\"",
         ),
         (
-            format!(
-                "version: 1\nagent: desk\ntools:\n  t:\n    rust: {{}}\n    approval: required\n    ttl: 87601h\nsteps:\n  - id: a\n    tool: t\n"
-            ),
+            "version: 1\nagent: desk\ntools:\n  t:\n    rust: {}\n    approval: required\n    ttl: 87601h\nsteps:\n  - id: a\n    tool: t\n".to_string(),
             ":7:10: bad \"ttl\" in tool \"t\"",
         ),
     ];

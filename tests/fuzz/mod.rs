@@ -56,10 +56,48 @@ pub fn seed() -> u64 {
 /// Odd text to splice in: controls, byte-order marks, bidi overrides,
 /// combining marks, astral characters, YAML indicators.
 pub const ODD: &[&str] = &[
-    "\u{feff}", "\u{202e}", "\u{0}", "\u{7}", "\r", "\r\n", "\t", "é", "e\u{301}", "😀",
-    "\u{10ffff}", "\u{2028}", "&", "*", "!", "!!", "%", "@", "`", "|", ">", "?", ":", "- ", "#",
-    "{", "}", "[", "]", "'", "\"", "\\", "---", "...", "<<: ", "${", "$${", "{{", "}}", "{%",
-    "%}", "{#",
+    "\u{feff}",
+    "\u{202e}",
+    "\u{0}",
+    "\u{7}",
+    "\r",
+    "\r\n",
+    "\t",
+    "é",
+    "e\u{301}",
+    "😀",
+    "\u{10ffff}",
+    "\u{2028}",
+    "&",
+    "*",
+    "!",
+    "!!",
+    "%",
+    "@",
+    "`",
+    "|",
+    ">",
+    "?",
+    ":",
+    "- ",
+    "#",
+    "{",
+    "}",
+    "[",
+    "]",
+    "'",
+    "\"",
+    "\\",
+    "---",
+    "...",
+    "<<: ",
+    "${",
+    "$${",
+    "{{",
+    "}}",
+    "{%",
+    "%}",
+    "{#",
 ];
 
 /// Numbers a parser might choke on.
@@ -132,13 +170,7 @@ pub const EXPR_FILTERS: &[&str] = &[
     "items",
 ];
 pub const EXPR_TESTS: &[&str] = &[
-    "defined",
-    "none",
-    "number",
-    "string",
-    "odd",
-    "nmber",
-    "mapping",
+    "defined", "none", "number", "string", "odd", "nmber", "mapping",
 ];
 
 /// A random expression of about `budget` pieces, nesting freely.
@@ -157,10 +189,22 @@ pub fn expression(rng: &mut Rng, budget: usize) -> String {
             )
         }
         2 => format!("({})", expression(rng, budget - 1)),
-        3 => format!("{} | {}", expression(rng, budget - 1), rng.pick(EXPR_FILTERS)),
-        4 => format!("{} is {}", expression(rng, budget - 1), rng.pick(EXPR_TESTS)),
+        3 => format!(
+            "{} | {}",
+            expression(rng, budget - 1),
+            rng.pick(EXPR_FILTERS)
+        ),
+        4 => format!(
+            "{} is {}",
+            expression(rng, budget - 1),
+            rng.pick(EXPR_TESTS)
+        ),
         5 => format!("not {}", expression(rng, budget - 1)),
-        6 => format!("[{}, {}]", expression(rng, budget / 2), expression(rng, budget / 2)),
+        6 => format!(
+            "[{}, {}]",
+            expression(rng, budget / 2),
+            expression(rng, budget / 2)
+        ),
         _ => format!(
             "{} if {} else {}",
             expression(rng, budget / 3),

@@ -646,11 +646,7 @@ fn scan_code<'a>(
                     match prev {
                         Prev::Pipe => out.filters.push(name),
                         Prev::Name(_) if filter_tag && tokens == 2 => out.filters.push(name),
-                        Prev::Is => {
-                            if name != "not" {
-                                out.tests.push(name);
-                            }
-                        }
+                        Prev::Is if name != "not" => out.tests.push(name),
                         _ => {}
                     }
                     match (prev, name) {

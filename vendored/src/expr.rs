@@ -929,6 +929,11 @@ mod tests {
         let deep = Context::new().with("input", nested(MAX_DATA_DEPTH + 5));
         let err = evaluate_str("{{ input }}", &deep).unwrap_err().message;
         assert!(err.contains("nests deeper than 256"), "{err}");
+        // Shallow enough data, wrapped deeper by the expression itself.
+        let near = Context::new().with("input", nested(MAX_DATA_DEPTH - 10));
+        let wrap = format!("{{{{ {}input{} }}}}", "[".repeat(20), "]".repeat(20));
+        let err = evaluate_str(&wrap, &near).unwrap_err().message;
+        assert!(err.contains("the result nests deeper than 256"), "{err}");
         // A literal is not a template: no limit but the spec's size.
         assert!(evaluate_str(&"x".repeat(MAX_TEMPLATE_BYTES + 1), &ctx()).is_ok());
     }

@@ -53,8 +53,8 @@ pub fn plan_for(spec_path: &Path) -> Result<Plan, ExportError> {
     let origin = spec_path.display().to_string();
     let source =
         std::fs::read(spec_path).map_err(|e| tollgate_runtime::SpecError::io(&origin, e))?;
-    let text = String::from_utf8_lossy(&source);
-    let spec = Spec::parse(&text, &origin)?;
+    // Not lossy: a non-UTF-8 spec is refused here exactly as by validate.
+    let spec = Spec::parse_bytes(&source, &origin)?;
     plan(&spec, &source)
 }
 

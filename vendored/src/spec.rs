@@ -102,6 +102,17 @@ impl Default for ApprovalDefaults {
 /// Seven days.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// The longest duration a spec may give (every `ttl`, `timeout` and
+/// `backoff`): 3650 days, about ten years. Longer is never meant, and an
+/// expiry far in the future is a timestamp a store may not read back.
+pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
+/// `MAX_DURATION` as a spec writes it, for messages.
+pub const MAX_DURATION_TEXT: &str = "3650d";
+
+/// The largest spec file: 1 MiB. Real specs are a few KB; the bound keeps
+/// parsing (and its memory) small whatever the file holds.
+pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NotifySpec {
     pub slack: Option<SlackNotifySpec>,
@@ -277,17 +288,37 @@ pub struct DedupeStep {
 impl Spec {
     /// Parse and validate spec text. `origin` names the file in error messages.
     pub fn parse(source: &str, origin: &str) -> Result<Spec, SpecError> {
-        let tree = marked::parse(source, origin)?;
-        let spec = convert::to_spec(&tree, origin)?;
+        if source.len() > MAX_SPEC_BYTES {
+            let (line, column) = line_col(source.as_bytes(), MAX_SPEC_BYTES);
+            return Err(SpecError::at(
+                SpecErrorKind::Invalid,
+                origin,
+                line,
+                column,
+                format!(
+                    "the spec is {} bytes, more than the limit of {MAX_SPEC_BYTES} bytes (1 MiB)",
+                    source.len()
+                ),
+            ));
+        }
+        let mut tree = marked::parse(source, origin)?;
+        let document = std::mem::take(&mut tree.document);
+        let spec = convert::to_spec(&tree, document, origin)?;
         validate::check(&spec, &tree, origin)?;
         Ok(spec)
+    }
+
+    /// Parse spec bytes as read from a file: they must be UTF-8, and the
+    /// first byte that is not gets its line and column.
+    pub fn parse_bytes(source: &[u8], origin: &str) -> Result<Spec, SpecError> {
+        Spec::parse(utf8(source, origin)?, origin)
     }
 
     /// Read and parse a spec file.
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
         let origin = path.display().to_string();
-        let source = std::fs::read_to_string(path).map_err(|e| SpecError::io(&origin, e))?;
-        Spec::parse(&source, &origin)
+        let source = std::fs::read(path).map_err(|e| SpecError::io(&origin, e))?;
+        Spec::parse_bytes(&source, &origin)
     }
 
     pub fn step_index(&self, id: &str) -> Option<usize> {
@@ -318,6 +349,51 @@ impl Spec {
         collect_secret_names(&self.document, &mut names);
         names.into_iter().collect()
     }
+}
+
+/// The spec text as UTF-8, or a positioned error at the first bad byte.
+/// Never lossy: a replacement character would change what the spec says.
+pub fn utf8<'a>(source: &'a [u8], origin: &str) -> Result<&'a str, SpecError> {
+    std::str::from_utf8(source).map_err(|e| {
+        let at = e.valid_up_to();
+        let (line, column) = line_col(source, at);
+        let bad: Vec<String> = source[at..]
+            .iter()
+            .take(e.error_len().unwrap_or(source.len() - at).max(1))
+            .map(|b| format!("0x{b:02x}"))
+            .collect();
+        SpecError::at(
+            SpecErrorKind::Syntax,
+            origin,
+            line,
+            column,
+            format!(
+                "the spec is not valid UTF-8: {} at byte offset {at} (save the file as UTF-8)",
+                bad.join(" ")
+            ),
+        )
+    })
+}
+
+/// 1-based line and column (in characters) of byte offset `at`, counting
+/// lines as YAML does (LF, CRLF or a lone CR) and only the text before it.
+fn line_col(source: &[u8], at: usize) -> (usize, usize) {
+    let before = String::from_utf8_lossy(&source[..at.min(source.len())]);
+    // A byte-order mark is not a column (as in the YAML parser).
+    let before = before.strip_prefix('\u{feff}').unwrap_or(&before);
+    let (mut line, mut column) = (1, 1);
+    let mut chars = before.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\r' | '\n' => {
+                line += 1;
+                column = 1;
+            }
+            _ => column += 1,
+        }
+    }
+    (line, column)
 }
 
 fn collect_secret_names(value: &Value, out: &mut std::collections::BTreeSet<String>) {

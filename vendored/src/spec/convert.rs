@@ -18,6 +18,7 @@ use super::{
     SlackNotifySpec, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind, ToolKind, ToolSpec,
     TriggerSpec, WebhookTrigger,
 };
+use super::{MAX_DURATION, MAX_DURATION_TEXT};
 
 type Result<T> = std::result::Result<T, SpecError>;
 
@@ -77,7 +78,9 @@ const MAX_RETRY_ATTEMPTS: i64 = 10;
 /// DNS label length: agent ids end up in hostnames and database rows.
 const MAX_ID_LEN: usize = 63;
 
-pub fn to_spec(tree: &Tree, origin: &str) -> Result<Spec> {
+/// `document` is the tree as JSON, moved in rather than copied: a spec near
+/// the size limits should not hold one more copy of itself.
+pub fn to_spec(tree: &Tree, document: Value, origin: &str) -> Result<Spec> {
     let cx = Cx { origin };
     let top = cx.mapping(&tree.root, &Place::Top, TOP_KEYS, "the spec")?;
 
@@ -147,8 +150,8 @@ pub fn to_spec(tree: &Tree, origin: &str) -> Result<Spec> {
         model,
         tools,
         steps,
-        hash: SpecHash::of_document(&tree.document),
-        document: tree.document.clone(),
+        hash: SpecHash::of_document(&document),
+        document,
     })
 }
 
@@ -357,8 +360,20 @@ impl<'a> Cx<'a> {
 
     fn duration(&self, node: &Node, label: &str) -> Result<Duration> {
         let text = self.string(node, label)?;
-        crate::time::parse_duration(&text)
-            .map_err(|e| self.err(node.pos, format!("bad {label}: {e}")))
+        let duration = crate::time::parse_duration(&text)
+            .map_err(|e| self.err(node.pos, format!("bad {label}: {e}")))?;
+        // parse_duration saturates, so a huge number lands here too, never
+        // as an overflow.
+        if duration > MAX_DURATION {
+            return Err(self.err(
+                node.pos,
+                format!(
+                    "bad {label}: {:?} is longer than the limit of {MAX_DURATION_TEXT} (about 10 years)",
+                    text.trim()
+                ),
+            ));
+        }
+        Ok(duration)
     }
 
     fn bool(&self, node: &Node, label: &str) -> Result<bool> {

@@ -11,10 +11,11 @@ pub struct SpecHash(String);
 
 impl SpecHash {
     pub fn of_document(document: &Value) -> SpecHash {
-        let mut canonical = String::new();
-        write_canonical(document, &mut canonical);
-        let digest = Sha256::digest(canonical.as_bytes());
-        SpecHash(crate::hex::encode(&digest))
+        // Streamed into the digest: the canonical text of a large spec is
+        // never held whole in memory.
+        let mut hasher = Sha256::new();
+        write_canonical(document, &mut hasher);
+        SpecHash(crate::hex::encode(&hasher.finalize()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -40,33 +41,33 @@ impl std::fmt::Display for SpecHash {
 
 /// Compact JSON with object keys sorted (by their UTF-8 bytes), whatever the
 /// map's own order.
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
+            out.update(b"{");
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.update(b",");
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
+                out.update(Value::String(k.clone()).to_string().as_bytes());
+                out.update(b":");
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.update(b"}");
         }
         Value::Array(items) => {
-            out.push('[');
+            out.update(b"[");
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.update(b",");
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.update(b"]");
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => out.update(scalar.to_string().as_bytes()),
     }
 }
 

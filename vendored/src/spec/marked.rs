@@ -9,8 +9,10 @@
 //! tags beyond the core schema.
 //!
 //! The tree is built without recursion over the event stream, nesting is
-//! capped, and alias expansion is capped, so no input can exhaust the stack
-//! or memory.
+//! capped, and the expanded document (aliases included) is capped both in
+//! nodes and in bytes, checked before an alias is copied, so no input can
+//! exhaust the stack or memory ("billion laughs", or one long string
+//! repeated through aliases).
 
 use std::collections::HashMap;
 
@@ -22,8 +24,17 @@ use super::{SpecError, SpecErrorKind};
 
 /// Deeper than any real spec; keeps recursive walks over the tree safe.
 const MAX_DEPTH: usize = 64;
-/// Caps the tree size, aliases included ("billion laughs").
-const MAX_NODES: usize = 100_000;
+/// Caps the tree size, aliases included ("billion laughs"). A parsed spec
+/// holds a few copies of its document at about 150 bytes a node, so this
+/// keeps a spec at the limits within a few tens of MiB.
+pub const MAX_NODES: usize = 50_000;
+/// Caps the expanded document's size in bytes, aliases included: about its
+/// size as JSON (the text of every scalar and key, plus a few bytes a
+/// node). A spec file is at most 1 MiB; this lets aliases grow it a little
+/// and no further, so a few KB of anchors cannot become gigabytes.
+pub const MAX_EXPANDED_BYTES: usize = 2 * 1024 * 1024;
+/// What a node adds to the expanded size besides its text.
+const NODE_BYTES: usize = 4;
 
 /// A 1-based line and column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -232,18 +243,25 @@ impl Node {
         }
     }
 
-    fn count(&self) -> usize {
-        let mut n = 0;
+    /// Nodes and expanded bytes under this node, as `Builder::count` adds them up.
+    fn weight(&self) -> (usize, usize) {
+        let (mut nodes, mut bytes) = (0usize, 0usize);
         let mut todo = vec![self];
         while let Some(node) = todo.pop() {
-            n += 1;
+            nodes += 1;
+            bytes = bytes.saturating_add(NODE_BYTES);
             match &node.value {
-                NodeValue::Mapping(entries) => todo.extend(entries.iter().map(|e| &e.value)),
+                NodeValue::Mapping(entries) => {
+                    for e in entries {
+                        bytes = bytes.saturating_add(e.key.len());
+                        todo.push(&e.value);
+                    }
+                }
                 NodeValue::Sequence(items) => todo.extend(items.iter()),
-                NodeValue::Scalar(_) => {}
+                NodeValue::Scalar(s) => bytes = bytes.saturating_add(s.text.len()),
             }
         }
-        n
+        (nodes, bytes)
     }
 }
 
@@ -255,6 +273,48 @@ pub fn parse(source: &str, origin: &str) -> Result<Tree, SpecError> {
     let root = Builder::new(origin).run(source)?;
     let document = root.to_value();
     Ok(Tree { root, document })
+}
+
+/// The width in characters of each line of `source`, as YAML counts lines
+/// (LF, CRLF or a lone CR).
+fn line_widths(source: &str) -> Vec<usize> {
+    let mut widths = vec![0];
+    let mut chars = source.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                if chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                widths.push(0);
+            }
+            '\n' => widths.push(0),
+            _ => *widths.last_mut().unwrap_or(&mut 0) += 1,
+        }
+    }
+    widths
+}
+
+/// `pos` moved inside the text: at the end of input the scanner marks the
+/// line after the last one, which an editor cannot go to.
+fn within(widths: &[usize], pos: Pos) -> Pos {
+    let n = widths.len().max(1);
+    if pos.line <= n {
+        let width = widths.get(pos.line - 1).copied().unwrap_or(0);
+        return Pos {
+            line: pos.line,
+            column: pos.column.clamp(1, width + 1),
+        };
+    }
+    // Past the end: the end of the last line that has text.
+    let line = (1..=n)
+        .rev()
+        .find(|&l| widths.get(l - 1).is_some_and(|w| *w > 0))
+        .unwrap_or(n);
+    Pos {
+        line,
+        column: widths.get(line - 1).copied().unwrap_or(0) + 1,
+    }
 }
 
 enum Frame {
@@ -274,10 +334,11 @@ enum Frame {
 struct Builder<'a> {
     origin: &'a str,
     stack: Vec<Frame>,
-    /// Anchor id -> the finished node and its size.
-    anchors: HashMap<usize, (Node, usize)>,
+    /// Anchor id -> the finished node and its weight (nodes, bytes).
+    anchors: HashMap<usize, (Node, (usize, usize))>,
     root: Option<Node>,
     nodes: usize,
+    bytes: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -288,6 +349,7 @@ impl<'a> Builder<'a> {
             anchors: HashMap::new(),
             root: None,
             nodes: 0,
+            bytes: 0,
         }
     }
 
@@ -301,15 +363,16 @@ impl<'a> Builder<'a> {
 
     fn run(mut self, source: &str) -> Result<Node, SpecError> {
         let mut parser = Parser::new_from_str(source);
+        let widths = line_widths(source);
         loop {
             let (event, mark) = parser.next_token().map_err(|e| {
                 self.error(
                     SpecErrorKind::Syntax,
-                    Pos::of(*e.marker()),
+                    within(&widths, Pos::of(*e.marker())),
                     format!("invalid YAML: {}", e.info()),
                 )
             })?;
-            let pos = Pos::of(mark);
+            let pos = within(&widths, Pos::of(mark));
             match event {
                 Event::StreamEnd => break,
                 Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
@@ -322,20 +385,25 @@ impl<'a> Builder<'a> {
                     }
                 }
                 Event::Alias(id) => {
-                    let Some((node, size)) = self.anchors.get(&id) else {
+                    let Some((_, weight)) = self.anchors.get(&id) else {
                         return Err(self.invalid(
                             pos,
                             "alias refers to an anchor that is not complete yet (recursive alias)",
                         ));
                     };
+                    // Counted before the copy is made: the copy is what
+                    // would exhaust memory.
+                    let (nodes, bytes) = *weight;
+                    self.count(nodes, bytes, pos)?;
+                    let Some((node, _)) = self.anchors.get(&id) else {
+                        continue;
+                    };
                     let mut node = node.clone();
-                    let size = *size;
                     node.pos = pos;
-                    self.count(size, pos)?;
                     self.finish(node, 0)?;
                 }
                 Event::Scalar(text, style, anchor, tag) => {
-                    self.count(1, pos)?;
+                    self.count(1, NODE_BYTES.saturating_add(text.len()), pos)?;
                     let node = self.scalar(text, style, tag.as_ref(), pos)?;
                     self.finish(node, anchor)?;
                 }
@@ -409,8 +477,9 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn count(&mut self, n: usize, pos: Pos) -> Result<(), SpecError> {
-        self.nodes = self.nodes.saturating_add(n);
+    fn count(&mut self, nodes: usize, bytes: usize, pos: Pos) -> Result<(), SpecError> {
+        self.nodes = self.nodes.saturating_add(nodes);
+        self.bytes = self.bytes.saturating_add(bytes);
         if self.nodes > MAX_NODES {
             return Err(self.invalid(
                 pos,
@@ -419,11 +488,19 @@ impl<'a> Builder<'a> {
                 ),
             ));
         }
+        if self.bytes > MAX_EXPANDED_BYTES {
+            return Err(self.invalid(
+                pos,
+                format!(
+                    "the spec is too large: more than {MAX_EXPANDED_BYTES} bytes (2 MiB) with its aliases expanded"
+                ),
+            ));
+        }
         Ok(())
     }
 
     fn open(&mut self, frame: Frame, pos: Pos) -> Result<(), SpecError> {
-        self.count(1, pos)?;
+        self.count(1, NODE_BYTES, pos)?;
         if self.stack.len() >= MAX_DEPTH {
             return Err(self.invalid(
                 pos,
@@ -437,8 +514,8 @@ impl<'a> Builder<'a> {
     /// Attach a finished node to its parent (or make it the root).
     fn finish(&mut self, node: Node, anchor: usize) -> Result<(), SpecError> {
         if anchor != 0 {
-            let size = node.count();
-            self.anchors.insert(anchor, (node.clone(), size));
+            let weight = node.weight();
+            self.anchors.insert(anchor, (node.clone(), weight));
         }
         let origin = self.origin;
         match self.stack.last_mut() {

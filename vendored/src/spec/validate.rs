@@ -15,8 +15,6 @@ use crate::expr;
 
 /// Names every template can read.
 const BASE_ROOTS: &[&str] = &["input", "trigger", "steps", "run"];
-/// minijinja's global functions.
-const GLOBALS: &[&str] = &["range", "dict", "debug", "namespace"];
 
 pub fn check(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
     let mut checker = Checker {
@@ -207,8 +205,7 @@ impl<'a> Checker<'a> {
         let names = match expr::check(text) {
             Ok(names) => names,
             Err(e) => {
-                let prefix = format!("in {text:?}: ");
-                let detail = e.message.strip_prefix(&prefix).unwrap_or(&e.message);
+                let detail = e.detail(text);
                 self.error(pos, format!("bad template in {}: {detail}", scope.owner));
                 return;
             }
@@ -216,7 +213,7 @@ impl<'a> Checker<'a> {
         for name in &names {
             let mut parts = name.split('.');
             let root = parts.next().unwrap_or_default();
-            if GLOBALS.contains(&root) {
+            if expr::FUNCTIONS.contains(&root) {
                 continue;
             }
             if !BASE_ROOTS.contains(&root) && scope.extra_root != Some(root) {
@@ -232,8 +229,11 @@ impl<'a> Checker<'a> {
                     _ => {
                         let mut available: Vec<&str> = BASE_ROOTS.to_vec();
                         available.extend(scope.extra_root);
+                        let near = expr::closest(root, expr::FUNCTIONS)
+                            .map(|f| format!("; did you mean the function {f:?}?"))
+                            .unwrap_or_default();
                         format!(
-                            "{} reads {name:?}: unknown name {root:?} (available here: {})",
+                            "{} reads {name:?}: unknown name {root:?} (available here: {}{near})",
                             scope.owner,
                             available.join(", ")
                         )

@@ -390,13 +390,21 @@ fn reject_help_offers_no_payload() {
         .output()
         .unwrap();
     assert_success(&reject);
-    assert!(!stdout(&reject).contains("--payload"), "{}", stdout(&reject));
+    assert!(
+        !stdout(&reject).contains("--payload"),
+        "{}",
+        stdout(&reject)
+    );
     let approve = ws
         .tollgate()
         .args(["approvals", "approve", "--help"])
         .output()
         .unwrap();
-    assert!(stdout(&approve).contains("--payload"), "{}", stdout(&approve));
+    assert!(
+        stdout(&approve).contains("--payload"),
+        "{}",
+        stdout(&approve)
+    );
 
     let refused = ws
         .decide("reject", "some-key")
@@ -480,7 +488,11 @@ fn a_decider_not_among_the_approvers_exits_6_and_the_record_stays_pending() {
         .output()
         .unwrap();
     assert_exit(&out, 6);
-    assert!(stderr(&out).contains("error: forbidden: "), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("error: forbidden: "),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(ws.list_json()["approvals"][0]["key"], json!(key));
 }
 
@@ -532,14 +544,18 @@ fn time_words(text: &str) -> Vec<String> {
 
 #[test]
 fn the_cli_prints_every_time_as_rfc3339_utc_seconds() {
-    let ws = Workspace::new(&GATED_SPEC.replace(
-        "    approval:\n",
-        "    approval:\n      ttl: 1s\n",
-    ));
+    let ws =
+        Workspace::new(&GATED_SPEC.replace("    approval:\n", "    approval:\n      ttl: 1s\n"));
     let key = ws.pause_run(r#"{"order_id": "T-1"}"#);
     let paused = ws
         .tollgate()
-        .args(["run", ws.spec_arg(), "--persist", "--input", r#"{"order_id": "T-2"}"#])
+        .args([
+            "run",
+            ws.spec_arg(),
+            "--persist",
+            "--input",
+            r#"{"order_id": "T-2"}"#,
+        ])
         .output()
         .unwrap();
     let list = ws
@@ -573,5 +589,9 @@ fn the_cli_prints_every_time_as_rfc3339_utc_seconds() {
         }
     }
     assert!(seen >= 6);
-    assert!(stderr(&expired).contains("approval_expired"), "{}", stderr(&expired));
+    assert!(
+        stderr(&expired).contains("approval_expired"),
+        "{}",
+        stderr(&expired)
+    );
 }

@@ -117,9 +117,11 @@ fn interactive_reject_exits_5_and_edit_replaces_the_payload() {
     let out = run_interactive(&ws, "n\nnot now\n", &[]);
     assert_exit(&out, 5);
 
+    // After invalid JSON the prompt asks for the JSON again, so the retyped
+    // payload is taken as such (not as an answer to y/n/e).
     let out = run_interactive(
         &ws,
-        "maybe\ne\n{broken\ne\n{\"order\": \"EDITED\"}\n",
+        "maybe\ne\n{broken\n{\"order\": \"EDITED\"}\n",
         &["--json"],
     );
     assert_success(&out);
@@ -348,4 +350,248 @@ fn a_closed_stdout_is_not_a_panic() {
     let out = child.wait_with_output().unwrap();
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert_exit(&out, 0);
+}
+
+#[test]
+fn an_empty_line_while_editing_goes_back_to_the_question() {
+    let ws = Workspace::new(GATED_SPEC);
+    let out = run_interactive(&ws, "e\n\ny\n", &["--json"]);
+    assert_success(&out);
+    let events = events(&stdout(&out));
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "run_completed")
+        .unwrap();
+    assert_eq!(completed["outputs"]["act"]["shipped"], json!("I-1"));
+}
+
+#[test]
+fn a_winning_reject_exits_5_and_a_lost_one_4() {
+    let ws = Workspace::new(GATED_SPEC);
+    let key = ws.pause_run(r#"{"order_id": "R-1"}"#);
+    let reject = ws
+        .decide("reject", &key)
+        .args(["--reason", "no stock"])
+        .output()
+        .unwrap();
+    assert_exit(&reject, 5);
+    assert!(stdout(&reject).contains("rejected"), "{}", stdout(&reject));
+
+    let again = ws.decide("reject", &key).output().unwrap();
+    assert_exit(&again, 4);
+}
+
+#[test]
+fn reject_help_offers_no_payload() {
+    let ws = Workspace::new(GATED_SPEC);
+    let reject = ws
+        .tollgate()
+        .args(["approvals", "reject", "--help"])
+        .output()
+        .unwrap();
+    assert_success(&reject);
+    assert!(
+        !stdout(&reject).contains("--payload"),
+        "{}",
+        stdout(&reject)
+    );
+    let approve = ws
+        .tollgate()
+        .args(["approvals", "approve", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&approve).contains("--payload"),
+        "{}",
+        stdout(&approve)
+    );
+
+    let refused = ws
+        .decide("reject", "some-key")
+        .args(["--payload", "{}"])
+        .output()
+        .unwrap();
+    assert_exit(&refused, 2);
+}
+
+#[test]
+fn read_and_decide_commands_never_create_a_store() {
+    let ws = Workspace::new(GATED_SPEC);
+    let elsewhere = ws.path().join("elsewhere").join("state.db");
+    let elsewhere = elsewhere.to_str().unwrap();
+    let url = format!("sqlite://{elsewhere}");
+    let key = "00000000-0000-4000-8000-000000000000";
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["approvals", "list", "--spec", ws.spec_arg()],
+            ws.state_db().display().to_string(),
+        ),
+        (
+            vec!["approvals", "list", "--stuck", "--spec", ws.spec_arg()],
+            ws.state_db().display().to_string(),
+        ),
+        (
+            vec!["approvals", "show", key, "--spec", ws.spec_arg()],
+            ws.state_db().display().to_string(),
+        ),
+        (
+            vec!["approvals", "list", "--state", elsewhere],
+            elsewhere.to_string(),
+        ),
+        (
+            vec!["approvals", "list", "--database-url", &url],
+            elsewhere.to_string(),
+        ),
+        (
+            vec!["approvals", "approve", key, "--spec", ws.spec_arg()],
+            ws.state_db().display().to_string(),
+        ),
+        (
+            vec!["approvals", "reject", key, "--spec", ws.spec_arg()],
+            ws.state_db().display().to_string(),
+        ),
+    ];
+    for (args, looked_at) in cases {
+        let out = ws.tollgate().args(&args).output().unwrap();
+        assert_exit(&out, 3);
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("no state store at {looked_at}")),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!ws.path().join(".tollgate").exists());
+    assert!(!ws.path().join("elsewhere").exists());
+}
+
+const GUARDED_SPEC: &str = r#"version: 1
+agent: guarded-desk
+approvals:
+  approvers: [alice]
+tools:
+  ship:
+    http: { url: "http://127.0.0.1:9/ship" }
+    approval: required
+steps:
+  - id: act
+    tool: ship
+    with: { order: "{{ input.order_id }}" }
+"#;
+
+#[test]
+fn a_decider_not_among_the_approvers_exits_6_and_the_record_stays_pending() {
+    let ws = Workspace::new(GUARDED_SPEC);
+    let key = ws.pause_run(r#"{"order_id": "G-1"}"#);
+    let out = ws
+        .decide("approve", &key)
+        .args(["--by", "mallory"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 6);
+    assert!(
+        stderr(&out).contains("error: forbidden: "),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(ws.list_json()["approvals"][0]["key"], json!(key));
+}
+
+#[test]
+fn a_decided_record_answers_already_resolved_whatever_the_payload() {
+    let ws = Workspace::new(GUARDED_SPEC);
+    let key = ws.pause_run(r#"{"order_id": "G-2"}"#);
+    let reject = ws
+        .decide("reject", &key)
+        .args(["--by", "alice"])
+        .output()
+        .unwrap();
+    assert_exit(&reject, 5);
+    // Not an object, so not valid tool arguments: but the record is decided,
+    // and that is the answer.
+    let late = ws
+        .decide("approve", &key)
+        .args(["--by", "alice", "--payload", "[1,2]"])
+        .output()
+        .unwrap();
+    assert_exit(&late, 4);
+    assert!(
+        stderr(&late).contains("error: already_resolved: "),
+        "{}",
+        stderr(&late)
+    );
+}
+
+/// `2026-12-01T09:08:00Z`: RFC 3339, UTC, to the second.
+fn is_cli_time(word: &str) -> bool {
+    let b = word.as_bytes();
+    b.len() == 20
+        && word.ends_with('Z')
+        && b[10] == b'T'
+        && [4, 7].iter().all(|&i| b[i] == b'-')
+        && [13, 16].iter().all(|&i| b[i] == b':')
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| [4, 7, 10, 13, 16, 19].contains(&i) || c.is_ascii_digit())
+}
+
+/// Every word that looks like part of a time (starts with a year, or `UTC`).
+fn time_words(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|w| w.starts_with("20") && w.len() > 4 && w.as_bytes()[4] == b'-' || *w == "UTC")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_cli_prints_every_time_as_rfc3339_utc_seconds() {
+    let ws =
+        Workspace::new(&GATED_SPEC.replace("    approval:\n", "    approval:\n      ttl: 1s\n"));
+    let key = ws.pause_run(r#"{"order_id": "T-1"}"#);
+    let paused = ws
+        .tollgate()
+        .args([
+            "run",
+            ws.spec_arg(),
+            "--persist",
+            "--input",
+            r#"{"order_id": "T-2"}"#,
+        ])
+        .output()
+        .unwrap();
+    let list = ws
+        .tollgate()
+        .args(["approvals", "list", "--spec", ws.spec_arg()])
+        .output()
+        .unwrap();
+    let show = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec", ws.spec_arg()])
+        .output()
+        .unwrap();
+    // Past its one-second ttl: deciding now names when it expired.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let expired = ws.decide("approve", &key).output().unwrap();
+    assert_exit(&expired, 3);
+    let shown_after = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec", ws.spec_arg()])
+        .output()
+        .unwrap();
+
+    let mut seen = 0;
+    for out in [&paused, &list, &show, &expired, &shown_after] {
+        let text = format!("{}{}", stdout(out), stderr(out));
+        let words = time_words(&text);
+        assert!(!words.is_empty(), "no time printed in:\n{text}");
+        for word in words {
+            assert!(is_cli_time(&word), "{word:?} in:\n{text}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 6);
+    assert!(
+        stderr(&expired).contains("approval_expired"),
+        "{}",
+        stderr(&expired)
+    );
 }

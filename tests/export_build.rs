@@ -51,11 +51,73 @@ fn cargo(dir: &Path, args: &[&str]) {
     );
 }
 
+/// Rust keywords `validate` accepts as tool names (`^[a-z_][a-z0-9_]*$`),
+/// strict, reserved and weak.
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "union", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// `CallContext` -> `call_context`.
+fn snake_case(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// A spec whose `rust:` tools are named after every name the generated code
+/// imports or relies on (`result`, `value`, `custom_tool`, `tool_error`,
+/// `call_context`, the prelude), every keyword, and `_`: each must export to
+/// a crate that compiles.
+fn clashing_names_spec() -> String {
+    let mut names: Vec<String> = export::names::RESERVED_TYPE_NAMES
+        .iter()
+        .map(|n| snake_case(n))
+        .chain(KEYWORDS.iter().map(|k| k.to_string()))
+        .chain(["_".to_string(), "_1".to_string()])
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut spec = String::from("version: 1\nagent: clashing-names\ntools:\n");
+    for name in &names {
+        // Quoted: `true` and `false` are YAML booleans.
+        spec.push_str(&format!("  \"{name}\":\n    rust: {{}}\n"));
+    }
+    spec.push_str("steps:\n");
+    for (i, name) in names.iter().enumerate() {
+        spec.push_str(&format!("  - id: s{i}\n    tool: \"{name}\"\n"));
+    }
+    spec
+}
+
 #[test]
 fn every_example_export_passes_clippy_and_fmt() {
     let tmp = tempfile::tempdir().unwrap();
+    // Tool names that clash with generated code build too; checked here, in
+    // the examples' shared build, to cost no build of its own.
+    let clashing = tmp.path().join("clashing-names.yaml");
+    std::fs::write(&clashing, clashing_names_spec()).unwrap();
+    let plan = export::command::plan_for(&clashing).unwrap();
+    let out = tmp.path().join("clashing-names");
+    export::export(&plan, &out, &ExportOptions::default()).unwrap();
+    let generated = std::fs::read_to_string(out.join("src/generated.rs")).unwrap();
+    assert!(
+        generated.contains("crate::custom_tools::ToolResult"),
+        "{generated}"
+    );
+    let mut dirs = vec![out];
     for name in ["refund-desk", "no-gate", "with-rust-tools"] {
-        let (out, _) = export_example(name, tmp.path());
+        dirs.push(export_example(name, tmp.path()).0);
+    }
+    for out in dirs {
         cargo(
             &out,
             &[
@@ -237,6 +299,25 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
         "{stderr}"
     );
     assert!(!stderr.contains("s3cret"), "{stderr}");
+
+    // Read commands share tollgate's code: pointed at no store, they create
+    // none, say where they looked, and exit 3 (the Docker image's
+    // `approvals list` in the wrong directory).
+    let nowhere = tmp.path().join("nowhere");
+    std::fs::create_dir(&nowhere).unwrap();
+    let listed = Command::new(&binary)
+        .args(["approvals", "list"])
+        .current_dir(&nowhere)
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&listed.stderr);
+    assert_eq!(listed.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no state store at .tollgate/state.db"),
+        "{stderr}"
+    );
+    assert!(!nowhere.join(".tollgate").exists());
 
     // A webhook starts the run; it pauses at the review step.
     let server = serve(&binary, &state);

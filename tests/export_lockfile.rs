@@ -6,6 +6,12 @@
 //! needs (same versions, the export's own dependency edges), and requires
 //! the shipped lockfile to be exactly that. When the runtime's dependencies
 //! change it fails and says how to regenerate the template.
+//!
+//! cargo resolves with `cargo update --workspace`: it keeps every locked
+//! version and needs only the registry index, not the crates themselves, so
+//! the test passes on a fresh machine with an empty CARGO_HOME (no `cargo
+//! fetch` first). Offline, with a warm cache, set CARGO_NET_OFFLINE=true as
+//! for any cargo command.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,18 +41,18 @@ fn shipped_lockfile_is_what_cargo_writes_for_an_export() {
     export::export(&plan, &out, &ExportOptions::default()).unwrap();
     let shipped = plan.text("Cargo.lock").unwrap().to_string();
 
-    // cargo accepts the shipped lockfile as it is.
-    let accepted = cargo(
-        &out,
-        &["metadata", "--locked", "--offline", "--format-version", "1"],
-    );
+    // cargo accepts the shipped lockfile as it is: `--locked` refuses any
+    // change it would make.
+    let accepted = cargo(&out, &["update", "--workspace", "--locked"]);
 
-    // What cargo writes, starting from this repository's versions.
+    // What cargo writes, starting from this repository's versions: the
+    // workspace members are re-resolved, every other locked version kept,
+    // and what the export does not use is pruned.
     std::fs::copy(repo().join("Cargo.lock"), out.join("Cargo.lock")).unwrap();
-    let pruned = cargo(&out, &["metadata", "--offline", "--format-version", "1"]);
+    let pruned = cargo(&out, &["update", "--workspace"]);
     assert!(
         pruned.status.success(),
-        "cargo metadata: {}",
+        "cargo update --workspace: {}",
         String::from_utf8_lossy(&pruned.stderr)
     );
     let written = std::fs::read_to_string(out.join("Cargo.lock")).unwrap();
@@ -74,7 +80,7 @@ fn shipped_lockfile_is_what_cargo_writes_for_an_export() {
     );
     assert!(
         accepted.status.success(),
-        "cargo metadata --locked refused the shipped lockfile: {}",
+        "cargo update --workspace --locked refused the shipped lockfile: {}",
         String::from_utf8_lossy(&accepted.stderr)
     );
 }

@@ -241,3 +241,70 @@ fn exporting_into_a_directory_without_a_manifest_respects_what_is_there() {
         "nothing was written"
     );
 }
+
+/// Move `DIR/sub` elsewhere and leave a symbolic link to it in its place.
+#[cfg(unix)]
+fn link_out(out: &Path, sub: &str, elsewhere: &Path) {
+    fs::rename(out.join(sub), elsewhere).unwrap();
+    std::os::unix::fs::symlink(elsewhere, out.join(sub)).unwrap();
+}
+
+/// Every file under `dir` with its bytes.
+#[cfg(unix)]
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().to_path_buf(), fs::read(e.path()).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_directory_inside_the_export_is_never_written_through() {
+    for sub in ["vendored", "vendored/src", "src", ".tollgate"] {
+        let (tmp, out) = exported(SPEC);
+        let elsewhere = tmp.path().join("elsewhere");
+        link_out(&out, sub, &elsewhere);
+        // Something to write into it: an edit to force over (vendored,
+        // src) or a manifest to replace (.tollgate).
+        let changed = SPEC.replace("ok?", "sure?");
+        if sub.starts_with("vendored") {
+            append(&out, "vendored/src/lib.rs", "// patched\n");
+        }
+        let before = snapshot(&elsewhere);
+
+        let err = reexport(&changed, &out, true).unwrap_err();
+        assert!(
+            matches!(&err, ExportError::LinkInside { path } if path == &out.join(sub)),
+            "{sub}: {err}"
+        );
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(snapshot(&elsewhere), before, "{sub}: nothing written there");
+        let mut leftovers = fs::read_dir(&elsewhere).unwrap().map(|e| e.unwrap().path());
+        assert!(
+            leftovers.all(|p| !p.to_string_lossy().contains("tollgate-tmp")),
+            "{sub}: no temporary file left there"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_file_replaced_by_a_symlink_is_replaced_not_written_through() {
+    let (tmp, out) = exported(SPEC);
+    let target = tmp.path().join("precious.txt");
+    fs::write(&target, "keep me\n").unwrap();
+    fs::remove_file(out.join("src/generated.rs")).unwrap();
+    std::os::unix::fs::symlink(&target, out.join("src/generated.rs")).unwrap();
+
+    let changed = SPEC.replace("ok?", "sure?");
+    reexport(&changed, &out, true).unwrap();
+    assert_eq!(fs::read_to_string(&target).unwrap(), "keep me\n");
+    let generated = fs::symlink_metadata(out.join("src/generated.rs")).unwrap();
+    assert!(generated.is_file(), "the link was replaced by the file");
+}

@@ -107,7 +107,8 @@ async fn reject_makes_no_call() {
         .args(["--reason", "too much"])
         .output()
         .unwrap();
-    assert_success(&out);
+    // A winning reject that ends the run exits 5 (rejected).
+    assert_exit(&out, 5);
     assert_eq!(stub.count(), 0);
     assert_eq!(run_status(&ws, &key).await.0, RunStatus::Rejected);
 }

@@ -204,7 +204,8 @@ fn reject_ends_the_run_and_runs_nothing_after_the_step() {
     let (ws, key, _) = paused_workspace(&stub);
 
     let out = decide(&ws, &stub, "reject", &key, &["--reason", "looks wrong"]);
-    assert_success(&out);
+    // A winning reject that ends the run exits 5 (rejected).
+    assert_exit(&out, 5);
     assert_eq!(stub.count(), 1);
     let types = event_types(&out);
     assert!(types.contains(&"run_rejected".to_string()), "{types:?}");

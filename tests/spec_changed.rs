@@ -57,7 +57,8 @@ async fn reject_is_accepted_under_a_changed_spec() {
         .args(["--reason", "not today", "--by", "bob"])
         .output()
         .unwrap();
-    assert_success(&rejected);
+    // A winning reject that ends the run exits 5 (rejected).
+    assert_exit(&rejected, 5);
 
     let store = open_store(&ws.state_db());
     let record = store.get_approval(&key).await.unwrap().unwrap();

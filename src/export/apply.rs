@@ -42,6 +42,8 @@ pub fn export(
     out: &Path,
     options: &ExportOptions,
 ) -> Result<ExportReport, ExportError> {
+    // Held until the export is done: a concurrent export into `out` waits.
+    let _lock = super::lock::ExportLock::acquire(out)?;
     let manifest = Manifest::of(plan);
     let manifest_bytes = manifest.to_bytes();
     let mut report = ExportReport {
@@ -112,6 +114,8 @@ pub fn export(
         path: super::MANIFEST_PATH.to_string(),
         bytes: &manifest_bytes,
     });
+    let touched = outputs.iter().map(|o| o.path.as_str());
+    refuse_links(out, touched.chain(removals.iter().map(String::as_str)))?;
     writer::write_in_place(out, &outputs, &removals)?;
     Ok(report)
 }
@@ -166,6 +170,33 @@ fn on_disk(out: &Path, path: &str) -> OnDisk {
         },
         Err(_) => OnDisk::Missing,
     }
+}
+
+/// Refuse to write or remove anything whose path runs through a symbolic
+/// link inside `out` (a linked `vendored/`, say): the write would land
+/// wherever the link points, outside the export. The last component may be
+/// a link: a write renames over it, and a removal removes the link itself.
+fn refuse_links<'a>(out: &Path, paths: impl Iterator<Item = &'a str>) -> Result<(), ExportError> {
+    let mut checked = std::collections::BTreeSet::new();
+    for path in paths {
+        let relative = Path::new(path);
+        let mut dir = out.to_path_buf();
+        for component in relative.parent().into_iter().flat_map(Path::components) {
+            dir.push(component);
+            if !checked.insert(dir.clone()) {
+                continue;
+            }
+            match fs::symlink_metadata(&dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(ExportError::LinkInside { path: dir });
+                }
+                Ok(_) => {}
+                // Nothing there yet: the export creates it as a directory.
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Creating (and removing) a file is the only reliable test: permission

@@ -31,6 +31,12 @@ pub enum ExportError {
     )]
     EditedFiles { paths: Vec<String> },
 
+    #[error(
+        "{}: is a symbolic link; an export writes only inside its own directory, never through a link: replace the link with a directory of its own (or remove it) and export again",
+        .path.display()
+    )]
+    LinkInside { path: PathBuf },
+
     #[error("{path}: is a directory, but the export writes a file there")]
     DirectoryInTheWay { path: String },
 
@@ -71,6 +77,7 @@ impl ExportError {
             | ExportError::OutIsFile(_)
             | ExportError::Unwritable { .. }
             | ExportError::DirectoryInTheWay { .. }
+            | ExportError::LinkInside { .. }
             | ExportError::Manifest { .. }
             | ExportError::ToolTypeClash { .. } => 2,
             ExportError::EditedFiles { .. } => 4,

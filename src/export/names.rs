@@ -82,9 +82,70 @@ pub fn package_name(agent: &str, is_dependency: impl Fn(&str) -> bool) -> String
     }
 }
 
+/// Type names a tool's type must not take: `src/custom_tools.rs` declares
+/// each tool's type as a unit struct (a type *and* a value) next to what it
+/// imports, and next to the prelude its code (and `#[async_trait]`'s
+/// expansion: `Box::pin`) relies on. A tool named `result` or `value` must
+/// not shadow `Result` or `Value` there. `Self` is a keyword.
+pub const RESERVED_TYPE_NAMES: &[&str] = &[
+    // What templates/custom_tools.rs imports.
+    "Value",
+    "CallContext",
+    "CustomTool",
+    "ToolError",
+    // The Rust 2024 prelude (std::prelude::rust_2024), types, traits and
+    // variants alike: a unit struct named like a variant shadows it too.
+    "AsMut",
+    "AsRef",
+    "AsyncFn",
+    "AsyncFnMut",
+    "AsyncFnOnce",
+    "Box",
+    "Clone",
+    "Copy",
+    "Default",
+    "DoubleEndedIterator",
+    "Drop",
+    "Eq",
+    "Err",
+    "ExactSizeIterator",
+    "Extend",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "From",
+    "FromIterator",
+    "Future",
+    "Into",
+    "IntoFuture",
+    "IntoIterator",
+    "Iterator",
+    "None",
+    "Ok",
+    "Option",
+    "Ord",
+    "PartialEq",
+    "PartialOrd",
+    "Result",
+    "Send",
+    "Sized",
+    "Some",
+    "String",
+    "Sync",
+    "ToOwned",
+    "ToString",
+    "TryFrom",
+    "TryInto",
+    "Unpin",
+    "Vec",
+    "Self",
+];
+
 /// UpperCamelCase of a tool name (`score_risk` -> `ScoreRisk`). Tool names are
 /// `[a-z_][a-z0-9_]*`; a name that would not make a type of its own (`_`,
-/// `_1`, `self`) gets a `Tool` prefix.
+/// `_1`) or would clash with a name the generated code uses
+/// ([`RESERVED_TYPE_NAMES`]: `self`, `result`, `value`, ...) gets a `Tool`
+/// prefix, which no reserved name has.
 pub fn type_name(tool: &str) -> String {
     let camel: String = tool
         .split('_')
@@ -97,7 +158,10 @@ pub fn type_name(tool: &str) -> String {
             }
         })
         .collect();
-    if camel.is_empty() || camel == "Self" || camel.starts_with(|c: char| c.is_ascii_digit()) {
+    if camel.is_empty()
+        || RESERVED_TYPE_NAMES.contains(&camel.as_str())
+        || camel.starts_with(|c: char| c.is_ascii_digit())
+    {
         format!("Tool{camel}")
     } else {
         camel
@@ -144,6 +208,17 @@ mod tests {
         assert_eq!(type_name("v2_api"), "V2Api");
         assert_eq!(type_name("_1"), "Tool1");
         assert_eq!(type_name("self"), "ToolSelf");
+        assert_eq!(type_name("result"), "ToolResult");
+        assert_eq!(type_name("value"), "ToolValue");
+        assert_eq!(type_name("tool_error"), "ToolToolError");
+        assert_eq!(type_name("type"), "Type");
+        for reserved in RESERVED_TYPE_NAMES {
+            let prefixed = format!("Tool{reserved}");
+            assert!(
+                !RESERVED_TYPE_NAMES.contains(&prefixed.as_str()),
+                "the prefix must lead out of the reserved names: {prefixed}"
+            );
+        }
         assert!(type_names(["a_b", "a__b"]).is_err());
     }
 }

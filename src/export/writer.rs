@@ -129,8 +129,15 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
         fs::create_dir_all(parent).map_err(fail)?;
     }
     // No fsync: an export is regenerated from the spec at will, and syncing
-    // every file would cost more than the whole export.
-    let mut file = fs::File::create(path).map_err(fail)?;
+    // every file would cost more than the whole export. A fresh file only
+    // (create_new: a link left at the temporary name is never followed); a
+    // leftover of an interrupted export of the same pid goes first.
+    let _ = fs::remove_file(path);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(fail)?;
     file.write_all(bytes).map_err(fail)
 }
 

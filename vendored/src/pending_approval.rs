@@ -231,7 +231,7 @@ pub enum ApprovalError {
     #[error("no approval with key {key}")]
     NotFound { key: String },
 
-    #[error("approval {key} expired at {expired_at}")]
+    #[error("approval {key} expired at {}", fmt_time(&Some(*.expired_at)))]
     Expired {
         key: String,
         expired_at: DateTime<Utc>,
@@ -261,6 +261,8 @@ pub enum ApprovalError {
     InvalidPayload { key: String, reason: String },
 }
 
+/// RFC 3339 UTC to the second (`2026-12-01T09:08:00Z`): the one form the
+/// CLI prints times in, errors included.
 fn fmt_time(t: &Option<DateTime<Utc>>) -> String {
     t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| "an unknown time".into())
@@ -289,12 +291,15 @@ impl ApprovalError {
         }
     }
 
-    /// CLI exit status: 3 not found or expired, 4 conflict, 2 bad input.
+    /// CLI exit status: 3 not found or expired, 4 conflict, 2 bad input,
+    /// 6 forbidden (the decider is not in `approvals.approvers`: the input is
+    /// fine and the record still pending, only someone else may decide it).
     pub fn exit_code(&self) -> i32 {
         match self {
             ApprovalError::NotFound { .. } | ApprovalError::Expired { .. } => 3,
             ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => 4,
-            ApprovalError::Forbidden { .. } | ApprovalError::InvalidPayload { .. } => 2,
+            ApprovalError::InvalidPayload { .. } => 2,
+            ApprovalError::Forbidden { .. } => 6,
         }
     }
 

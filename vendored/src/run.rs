@@ -209,7 +209,6 @@ impl AgentRun {
                 expected: self.spec.agent.clone(),
             });
         }
-        self.check_payload(&record, &decision)?;
         let claim = Claim {
             key: key.to_string(),
             decision,
@@ -217,6 +216,13 @@ impl AgentRun {
             now: crate::time::now(),
             spec_hash: self.spec.hash.to_string(),
         };
+        // A record that is no longer pending answers for its state
+        // (`already_resolved`, `approval_expired`) whatever the decision
+        // looks like: a payload that would not fit is beside the point then.
+        if record.status != ApprovalStatus::Pending || record.is_expired_at(claim.now) {
+            return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
+        }
+        self.check_payload(&record, &claim.decision)?;
         let claimed = self.store.claim(&claim).await?;
         // The claim stored this event; announce it.
         let _ = self.events.send(claimed.event.clone());

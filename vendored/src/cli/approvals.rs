@@ -41,20 +41,15 @@ pub async fn run(
             let decision = match &args.payload {
                 Some(text) => Decision::Modify {
                     payload: super::common::parse_json_arg("--payload", text)?,
-                    reason: args.reason.clone(),
+                    reason: args.decide.reason.clone(),
                 },
                 None => Decision::Approve {
-                    reason: args.reason.clone(),
+                    reason: args.decide.reason.clone(),
                 },
             };
-            decide(args, decision, embedded, custom).await
+            decide(args.decide, decision, embedded, custom).await
         }
         ApprovalsCommand::Reject(args) => {
-            if args.payload.is_some() {
-                return Err(Failure::bad_input(
-                    "--payload goes with approve, not reject",
-                ));
-            }
             let decision = Decision::Reject {
                 reason: args.reason.clone(),
             };
@@ -63,10 +58,10 @@ pub async fn run(
     }
 }
 
-/// Open the store and expire what is overdue first, so nothing listed or
-/// decided here is past its time.
+/// Open an existing store (these commands never create one) and expire what
+/// is overdue first, so nothing listed or decided here is past its time.
 async fn open_swept(store: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
-    let store = super::store_location::open(store, spec)?;
+    let store = super::store_location::open_existing(store, spec)?;
     store.expire_due(crate::time::now()).await?;
     Ok(store)
 }
@@ -143,7 +138,7 @@ async fn show(
     store_args: &StoreArgs,
     json: bool,
 ) -> Result<i32, Failure> {
-    let store = super::store_location::open(store_args, spec)?;
+    let store = super::store_location::open_existing(store_args, spec)?;
     // As of now: overdue reads EXPIRED even before a sweep marked it.
     let record = store
         .approval_as_of(key, crate::time::now())
@@ -177,10 +172,7 @@ async fn decide(
     if !args.json {
         render::outcome(&outcome, &source);
     }
-    // The decision itself succeeded; a reject that ends the run is what the
-    // caller asked for, so only a failed run is an error here.
-    Ok(match outcome.status {
-        crate::RunStatus::Rejected => exit::OK,
-        status => exit::for_status(status),
-    })
+    // How the run stands now, as for `run`: a winning reject that ends the
+    // run exits 5 (DESIGN §6), so a script can tell it from an approval.
+    Ok(exit::for_status(outcome.status))
 }

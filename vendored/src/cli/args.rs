@@ -68,9 +68,21 @@ pub enum ApprovalsCommand {
         json: bool,
     },
     /// Approve (or, with --payload, modify) and resume the run here.
-    Approve(DecideArgs),
+    Approve(ApproveArgs),
     /// Reject; the run ends `rejected` (or goes on, for `on_reject: continue`).
     Reject(DecideArgs),
+}
+
+/// `approve` is a decision that may carry a payload; `reject` never does, so
+/// its help does not offer one.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub decide: DecideArgs,
+    /// Approve with this payload instead (JSON, or @FILE): edited tool
+    /// arguments, or a replacement output for an `after` gate.
+    #[arg(long)]
+    pub payload: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -89,10 +101,6 @@ pub struct DecideArgs {
     /// Who decides (default: $USER).
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
-    /// Approve with this payload instead (JSON, or @FILE): edited tool
-    /// arguments, or a replacement output for an `after` gate.
-    #[arg(long)]
-    pub payload: Option<String>,
     /// Print one JSON event per line.
     #[arg(long)]
     pub json: bool,

@@ -2,7 +2,8 @@
 //!
 //! 0 done (or paused and persisted), 1 run failed, 2 bad input or usage,
 //! 3 not found or expired, 4 conflict (already resolved, spec changed; set by
-//! `ApprovalError::exit_code`), 5 rejected.
+//! `ApprovalError::exit_code`), 5 rejected, 6 forbidden (the decider is not
+//! in the spec's `approvals.approvers`).
 
 use std::fmt;
 
@@ -13,6 +14,7 @@ pub const RUN_FAILED: i32 = 1;
 pub const BAD_INPUT: i32 = 2;
 pub const NOT_FOUND: i32 = 3;
 pub const REJECTED: i32 = 5;
+pub const FORBIDDEN: i32 = 6;
 
 /// An error that ends the command with a specific exit status.
 #[derive(Debug)]

@@ -103,7 +103,7 @@ pub fn table(records: &[ApprovalRecord]) {
         |r| {
             [
                 r.phase.as_str().to_string(),
-                r.expires_at.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+                timestamp(r.expires_at),
                 one_line(r.message.as_deref().unwrap_or("")),
             ]
         },
@@ -166,7 +166,9 @@ pub fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
-fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
+/// The one form the CLI prints times in: RFC 3339 UTC to the second
+/// (`2026-12-01T09:08:00Z`); `--json` keeps the stored microseconds.
+pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

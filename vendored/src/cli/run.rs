@@ -86,21 +86,34 @@ fn prompt(record: &ApprovalRecord) -> Result<Decision, Failure> {
                 return Ok(Decision::Reject { reason });
             }
             "e" | "edit" => {
-                let text = ask(&mut err, "new payload (JSON, one line): ")?;
-                match serde_json::from_str::<Value>(text.trim()) {
-                    Ok(payload) => {
-                        return Ok(Decision::Modify {
-                            payload,
-                            reason: None,
-                        });
-                    }
-                    Err(e) => {
-                        let _ = writeln!(err, "not valid JSON ({e}); try again");
-                    }
+                if let Some(payload) = ask_payload(&mut err)? {
+                    return Ok(Decision::Modify {
+                        payload,
+                        reason: None,
+                    });
                 }
             }
             _ => {
                 let _ = writeln!(err, "please answer y, n or e");
+            }
+        }
+    }
+}
+
+/// Ask for the edited payload until it is valid JSON: after a typo the
+/// person retypes the JSON, not the y/n/e answer. An empty line goes back
+/// to the question (`None`).
+fn ask_payload(err: &mut impl Write) -> Result<Option<Value>, Failure> {
+    loop {
+        let text = ask(err, "new payload (JSON, one line; empty to go back): ")?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(payload) => return Ok(Some(payload)),
+            Err(e) => {
+                let _ = writeln!(err, "not valid JSON ({e}); type it again");
             }
         }
     }

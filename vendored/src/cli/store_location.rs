@@ -17,20 +17,62 @@ pub fn default_state_path(spec: &Path) -> PathBuf {
 }
 
 /// Resolve and open the store named by the flags, falling back to the spec's
-/// default state file.
+/// default state file. Creates a SQLite file that is not there yet: for the
+/// commands that write (`run --persist`, `serve`).
 pub fn open(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
-    let location = if let Some(path) = &args.state {
-        path.display().to_string()
-    } else if let Some(url) = &args.database_url {
-        url.clone()
-    } else if let Some(spec) = spec {
-        spec.default_state_path().display().to_string()
-    } else {
-        return Err(Failure::bad_input(
-            "say where the state is: --spec SPEC, --state PATH or --database-url URL",
-        ));
-    };
+    let (location, _) = locate(args, spec)?;
     store::open(&location, sqlite_options()).map_err(|e| Failure::bad_input(e.to_string()))
+}
+
+/// [`open`] for commands that read or decide what is already stored
+/// (`approvals list|show|approve|reject`): a SQLite file that does not exist
+/// is not created (an empty new store would only answer "nothing pending"
+/// from the wrong place); it is exit 3, naming the path and why it was
+/// looked at. A PostgreSQL database must exist to be connected to at all.
+pub fn open_existing(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
+    let (location, why) = locate(args, spec)?;
+    if let Some(path) = sqlite_path(&location) {
+        if !path.exists() {
+            return Err(Failure::new(
+                super::exit::NOT_FOUND,
+                format!(
+                    "no state store at {} ({why}); nothing was created. Point at the store with --state PATH or --database-url URL",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    store::open(&location, sqlite_options()).map_err(|e| Failure::bad_input(e.to_string()))
+}
+
+/// The store location and which flag (or default) named it.
+fn locate(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<(String, &'static str), Failure> {
+    if let Some(path) = &args.state {
+        Ok((path.display().to_string(), "from --state"))
+    } else if let Some(url) = &args.database_url {
+        Ok((url.clone(), "from --database-url or TOLLGATE_DATABASE_URL"))
+    } else if let Some(spec) = spec {
+        let why = match spec {
+            SpecSource::File(_) => "the default next to the spec",
+            SpecSource::Embedded(_) => "the default in the working directory",
+        };
+        Ok((spec.default_state_path().display().to_string(), why))
+    } else {
+        Err(Failure::bad_input(
+            "say where the state is: --spec SPEC, --state PATH or --database-url URL",
+        ))
+    }
+}
+
+/// The file of a SQLite location, as `store::open` reads it; `None` for
+/// memory and PostgreSQL locations.
+fn sqlite_path(location: &str) -> Option<&Path> {
+    let is_other = location == "memory:"
+        || location == "memory://"
+        || location.starts_with("postgres://")
+        || location.starts_with("postgresql://");
+    let path = location.strip_prefix("sqlite://").unwrap_or(location);
+    (!is_other && !path.is_empty()).then(|| Path::new(path))
 }
 
 /// `TOLLGATE_SQLITE_SYNCHRONOUS=normal` trades the last commits before a

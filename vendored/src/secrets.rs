@@ -6,6 +6,11 @@
 
 use thiserror::Error;
 
+mod encodings;
+mod redact;
+
+pub use redact::{MIN_ENCODED_LEN, MIN_REDACTED_LEN, REDACTED, Redactor};
+
 /// One `${...}` reference found in a string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretRef<'a> {
@@ -92,9 +97,16 @@ pub fn resolve_with(
     Ok(out)
 }
 
-/// Resolve references from the process environment.
+/// Resolve references from the process environment; the values found are
+/// [`remember`]ed for redaction.
 pub fn resolve_env(text: &str) -> Result<String, SecretError> {
-    resolve_with(text, |name| std::env::var(name).ok())
+    resolve_with(text, |name| {
+        let value = std::env::var(name).ok();
+        if let Some(v) = &value {
+            remember(v);
+        }
+        value
+    })
 }
 
 // Sealing: how a call's templates use secrets without the secret ever
@@ -175,53 +187,53 @@ pub fn unseal_with(
     Ok(out)
 }
 
-/// Replaces secret values that a downstream echoed back (in a response
-/// body, an error) with `[redacted]`, so they never reach the store.
-#[derive(Debug, Default, Clone)]
-pub struct Redactor {
-    values: Vec<String>,
+/// Every secret value this process resolved from its environment (or was
+/// told about with [`remember`]): a reply to one call may echo a secret
+/// another call used, and a log line may quote any of them.
+static KNOWN: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// Add a secret value to those every redaction in this process looks for.
+pub fn remember(value: &str) {
+    if value.len() < redact::MIN_REDACTED_LEN {
+        return;
+    }
+    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+    if known.iter().any(|v| v == value) {
+        return;
+    }
+    drop(known);
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    if !known.iter().any(|v| v == value) {
+        known.push(value.to_string());
+        *CACHED.write().unwrap_or_else(|e| e.into_inner()) = None;
+    }
 }
 
-impl Redactor {
-    pub fn new(mut values: Vec<String>) -> Redactor {
-        // Short values would redact ordinary words; secrets are not that short.
-        values.retain(|v| v.len() >= 4);
-        // Longest first, so a secret containing another is replaced whole.
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        values.dedup();
-        Redactor { values }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    pub fn text(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for v in &self.values {
-            if out.contains(v.as_str()) {
-                out = out.replace(v.as_str(), "[redacted]");
-            }
-        }
-        out
-    }
-
-    pub fn value(&self, value: serde_json::Value) -> serde_json::Value {
-        use serde_json::Value;
-        if self.values.is_empty() {
-            return value;
-        }
-        match value {
-            Value::String(s) => Value::String(self.text(&s)),
-            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| (self.text(&k), self.value(v)))
-                    .collect(),
-            ),
-            other => other,
+/// Remember the values of these environment variables (the `${NAME}`s a
+/// spec references), so they are redacted before any call resolves them.
+pub fn remember_env<I: IntoIterator<Item = S>, S: AsRef<str>>(names: I) {
+    for name in names {
+        if let Ok(value) = std::env::var(name.as_ref()) {
+            remember(&value);
         }
     }
+}
+
+/// The values [`remember`]ed so far.
+pub fn known_values() -> Vec<String> {
+    KNOWN.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+static CACHED: std::sync::RwLock<Option<std::sync::Arc<Redactor>>> = std::sync::RwLock::new(None);
+
+/// A redactor for every value [`remember`]ed so far (built once per change).
+pub fn known() -> std::sync::Arc<Redactor> {
+    if let Some(r) = CACHED.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return r.clone();
+    }
+    let built = std::sync::Arc::new(Redactor::new(known_values()));
+    *CACHED.write().unwrap_or_else(|e| e.into_inner()) = Some(built.clone());
+    built
 }
 
 #[cfg(test)]

@@ -42,6 +42,10 @@ impl Pattern {
     /// most the number of distinct positions, never a backtracking blow-up.
     fn match_end(&self, text: &str, first: &Readings) -> Option<usize> {
         let (head, rest) = self.chars.split_first()?;
+        // Most positions fail here: decide before allocating anything.
+        if !first.iter().any(|(c, _)| same(c, *head, self.fold_case)) {
+            return None;
+        }
         let mut states: Vec<usize> = first
             .iter()
             .filter(|&(c, _)| same(c, *head, self.fold_case))

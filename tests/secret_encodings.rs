@@ -32,7 +32,10 @@ fn base64(bytes: &[u8], url_safe: bool, pad: bool) -> String {
     };
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(char::from(alphabet[(n >> (18 - 6 * i)) as usize & 63]));
@@ -107,7 +110,11 @@ fn forms(secret: &str) -> Vec<String> {
 
 fn all_forms() -> Vec<(String, String)> {
     let mut all = Vec::new();
-    for (name, secret) in [("SHOP_TOKEN", TOKEN), ("SHOP_PIN", PIN), ("MODEL_API_KEY", MODEL_KEY)] {
+    for (name, secret) in [
+        ("SHOP_TOKEN", TOKEN),
+        ("SHOP_PIN", PIN),
+        ("MODEL_API_KEY", MODEL_KEY),
+    ] {
         for form in forms(secret) {
             all.push((name.to_string(), form));
         }
@@ -243,7 +250,10 @@ async fn run_until(api: &Api, served: &Served, run_id: &str, status: &str) -> Va
         if run["status"] == status {
             return run;
         }
-        assert!(std::time::Instant::now() < deadline, "run never became {status}: {run}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run never became {status}: {run}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -289,9 +299,9 @@ async fn no_encoded_form_of_a_secret_reaches_any_sink() {
     assert_eq!(json_output["pin"], "[redacted]", "{json_output}");
     assert_eq!(json_output["pin_float"], "[redacted]", "{json_output}");
     assert!(
-        json_output["forms"]
-            .as_array()
-            .is_some_and(|f| f.iter().all(|v| v.as_str().is_some_and(|v| v.contains("[redacted]")))),
+        json_output["forms"].as_array().is_some_and(|f| f
+            .iter()
+            .all(|v| v.as_str().is_some_and(|v| v.contains("[redacted]")))),
         "every echoed form is redacted: {json_output}"
     );
     let (_, approvals) = api.get(&served.url("/approvals")).await;
@@ -310,17 +320,26 @@ async fn no_encoded_form_of_a_secret_reaches_any_sink() {
     assert!(status < 300, "{status} {body}");
     let failed = run_until(&api, &served, &run_id, "failed").await;
     assert!(
-        failed["error"].as_str().is_some_and(|e| e.contains("refused: [redacted]")),
+        failed["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused: [redacted]")),
         "{failed}"
     );
-    assert_no_form("GET /runs/{id} of the failed run", failed.to_string().as_bytes());
+    assert_no_form(
+        "GET /runs/{id} of the failed run",
+        failed.to_string().as_bytes(),
+    );
     let events = sse_text(&api, &served, &run_id, "run_failed").await;
     assert_no_form("the event stream", events.as_bytes());
 
     // The log line of the failure, and everything else logged.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !served.logs().contains("run failed") {
-        assert!(std::time::Instant::now() < deadline, "no run failed line:\n{}", served.logs());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no run failed line:\n{}",
+            served.logs()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_no_form("the server log", served.logs().as_bytes());

@@ -121,6 +121,8 @@ pub fn resolve_env(text: &str) -> Result<String, SecretError> {
 
 const SEAL_OPEN: char = '\u{E000}';
 const SEAL_CLOSE: char = '\u{E001}';
+/// Brackets an optional offset after the nonce (see [`seal_with_offsets`]).
+const SEAL_OFFSET: char = '\u{E002}';
 
 fn nonce() -> &'static str {
     static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -129,16 +131,32 @@ fn nonce() -> &'static str {
 
 /// Replace every reference in spec text with an inert placeholder.
 pub fn seal(text: &str) -> std::borrow::Cow<'_, str> {
+    seal_impl(text, false)
+}
+
+/// Like [`seal`], each placeholder also carrying the byte offset of its
+/// reference in `text`, so [`unseal_each`] can treat a value by where it
+/// was written (a URL's path or its origin) whatever the template did.
+pub fn seal_with_offsets(text: &str) -> std::borrow::Cow<'_, str> {
+    seal_impl(text, true)
+}
+
+fn seal_impl(text: &str, offsets: bool) -> std::borrow::Cow<'_, str> {
     let refs = references(text);
     if refs.is_empty() {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + refs.len() * 40);
+    let mut out = String::with_capacity(text.len() + refs.len() * 48);
     let mut last = 0;
     for r in refs {
         out.push_str(&text[last..r.start]);
         out.push(SEAL_OPEN);
         out.push_str(nonce());
+        if offsets {
+            out.push(SEAL_OFFSET);
+            out.push_str(&r.start.to_string());
+            out.push(SEAL_OFFSET);
+        }
         out.push_str(&text[r.start..r.end]);
         out.push(SEAL_CLOSE);
         last = r.end;
@@ -147,10 +165,46 @@ pub fn seal(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// One placeholder found in evaluated text.
+struct Placeholder<'a> {
+    /// Byte range of the whole placeholder.
+    start: usize,
+    end: usize,
+    offset: Option<usize>,
+    reference: &'a str,
+}
+
+fn next_placeholder(text: &str, from: usize) -> Option<Placeholder<'_>> {
+    let prefix = format!("{SEAL_OPEN}{}", nonce());
+    let start = from + text[from..].find(&prefix)?;
+    let mut inner = start + prefix.len();
+    let mut offset = None;
+    if text[inner..].starts_with(SEAL_OFFSET) {
+        let digits = inner + SEAL_OFFSET.len_utf8();
+        let close = digits + text[digits..].find(SEAL_OFFSET)?;
+        offset = text[digits..close].parse().ok();
+        inner = close + SEAL_OFFSET.len_utf8();
+    }
+    let close = inner + text[inner..].find(SEAL_CLOSE)?;
+    Some(Placeholder {
+        start,
+        end: close + SEAL_CLOSE.len_utf8(),
+        offset,
+        reference: &text[inner..close],
+    })
+}
+
 /// Undo [`seal`] without resolving: the text as written in the spec.
 pub fn unseal_as_written(text: &str) -> String {
-    let prefix = format!("{SEAL_OPEN}{}", nonce());
-    text.replace(&prefix, "").replace(SEAL_CLOSE, "")
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    while let Some(p) = next_placeholder(text, last) {
+        out.push_str(&text[last..p.start]);
+        out.push_str(p.reference);
+        last = p.end;
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// Replace the placeholders in an evaluated string with secret values from
@@ -161,29 +215,29 @@ pub fn unseal_with(
     lookup: &impl Fn(&str) -> Option<String>,
     used: &mut Vec<String>,
 ) -> Result<String, SecretError> {
-    let prefix = format!("{SEAL_OPEN}{}", nonce());
-    if !text.contains(&prefix) {
-        return Ok(text.to_string());
-    }
+    unseal_each(text, lookup, used, |_, value| value)
+}
+
+/// [`unseal_with`], passing each value through `place` with the offset its
+/// reference had in the sealed text (when sealed with offsets).
+pub fn unseal_each(
+    text: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+    used: &mut Vec<String>,
+    mut place: impl FnMut(Option<usize>, String) -> String,
+) -> Result<String, SecretError> {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(&prefix) {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + prefix.len()..];
-        let Some(end) = after.find(SEAL_CLOSE) else {
-            out.push_str(&rest[start..]);
-            rest = "";
-            break;
-        };
-        let reference = &after[..end];
-        let value = resolve_with(reference, lookup)?;
-        if !value.is_empty() && value != reference {
+    let mut last = 0;
+    while let Some(p) = next_placeholder(text, last) {
+        out.push_str(&text[last..p.start]);
+        let value = resolve_with(p.reference, lookup)?;
+        if !value.is_empty() && value != p.reference {
             used.push(value.clone());
         }
-        out.push_str(&value);
-        rest = &after[end + SEAL_CLOSE.len_utf8()..];
+        out.push_str(&place(p.offset, value));
+        last = p.end;
     }
-    out.push_str(rest);
+    out.push_str(&text[last..]);
     Ok(out)
 }
 
@@ -273,6 +327,21 @@ mod tests {
         assert_eq!(out, "Bearer s3cr3t-value for ${TOKEN}");
         assert_eq!(used, vec!["s3cr3t-value".to_string()]);
         assert_eq!(unseal_as_written(&sealed), "Bearer ${TOKEN}");
+    }
+
+    #[test]
+    fn offsets_survive_evaluation_and_reach_the_placer() {
+        let env = |n: &str| (n == "T").then(|| "v".to_string());
+        let sealed = seal_with_offsets("ab${T}cd${T}");
+        assert_eq!(unseal_as_written(&sealed), "ab${T}cd${T}");
+        let mut seen = Vec::new();
+        let out = unseal_each(&sealed, &env, &mut Vec::new(), |offset, v| {
+            seen.push(offset);
+            format!("<{v}>")
+        })
+        .unwrap();
+        assert_eq!(out, "ab<v>cd<v>");
+        assert_eq!(seen, vec![Some(2), Some(8)]);
     }
 
     #[test]

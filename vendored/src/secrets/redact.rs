@@ -165,7 +165,8 @@ impl Redactor {
             self.first_ascii[c as usize]
         } else {
             // A non-ASCII character may fold to an ASCII one (K, the Kelvin sign).
-            c.to_lowercase().any(|l| l.is_ascii() && self.first_ascii[l as usize])
+            c.to_lowercase()
+                .any(|l| l.is_ascii() && self.first_ascii[l as usize])
         }
     }
 
@@ -366,7 +367,10 @@ mod tests {
     #[test]
     fn short_values_are_redacted_as_written_only() {
         let r = Redactor::new(vec!["ab".into(), "Pin7".into(), "1234".into()]);
-        assert_eq!(r.text("ab Pin7 pin7 PIN7 50696e37 UGluNw=="), "ab [redacted] pin7 PIN7 50696e37 UGluNw==");
+        assert_eq!(
+            r.text("ab Pin7 pin7 PIN7 50696e37 UGluNw=="),
+            "ab [redacted] pin7 PIN7 50696e37 UGluNw=="
+        );
         assert_eq!(r.value(json!(1234)), json!("[redacted]"));
         assert_eq!(r.value(json!(12)), json!(12));
     }

@@ -78,6 +78,34 @@ impl CallSecrets {
         self.unseal_value(evaluated)
     }
 
+    /// Evaluate one spec string, handing each secret value to `place` with
+    /// the byte offset its `${...}` has in `template`.
+    pub fn string_placed(
+        &mut self,
+        template: &str,
+        ctx: &Context,
+        mut place: impl FnMut(usize, String) -> String,
+    ) -> Result<String, ToolError> {
+        let sealed = secrets::seal_with_offsets(template);
+        let evaluated = expr::evaluate_value(&Value::String(sealed.into_owned()), ctx)
+            .map_err(|e| ToolError::new(secrets::unseal_as_written(&e.message)))?;
+        let text = match evaluated {
+            Value::String(s) => s,
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        secrets::unseal_each(
+            &text,
+            &self.lookup,
+            &mut self.used,
+            |offset, value| match offset {
+                Some(offset) => place(offset, value),
+                None => value,
+            },
+        )
+        .map_err(secret_error)
+    }
+
     /// Resolve a plain spec string with no template syntax (a credential).
     pub fn literal(&mut self, text: &str) -> Result<String, ToolError> {
         let sealed = secrets::seal(text);

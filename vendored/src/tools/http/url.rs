@@ -30,8 +30,15 @@ pub fn evaluate(
     secrets: &mut CallSecrets,
 ) -> Result<String, ToolError> {
     let Some(pieces) = split(template) else {
-        // Statements and comments cannot be evaluated piece by piece.
-        return secrets.string(template, scope);
+        // Statements and comments cannot be evaluated piece by piece: the
+        // output is kept as it is, but secrets are still placed by where
+        // they are written.
+        return secrets.string_placed(template, scope, |offset, value| {
+            match part_at(template, offset) {
+                Part::Origin => value,
+                Part::Userinfo | Part::Rest => encode_component(&value),
+            }
+        });
     };
     let mut out = String::with_capacity(template.len());
     let mut offset = 0;
@@ -213,7 +220,11 @@ mod tests {
         let t = "a+b &c#d/e?f=%g ü";
         let enc = "a%2Bb%20%26c%23d%2Fe%3Ff%3D%25g%20%C3%BC";
         assert_eq!(
-            eval_with("https://shop/o/${TOKEN}/x?k=${TOKEN}&${TOKEN}=1#${TOKEN}", json!({}), t),
+            eval_with(
+                "https://shop/o/${TOKEN}/x?k=${TOKEN}&${TOKEN}=1#${TOKEN}",
+                json!({}),
+                t
+            ),
             format!("https://shop/o/{enc}/x?k={enc}&{enc}=1#{enc}")
         );
         assert_eq!(
@@ -222,7 +233,11 @@ mod tests {
             "user info"
         );
         assert_eq!(
-            eval_with("https://{{ args.u }}:x@shop/{{ args.u }}", json!({"u": "a@b"}), ""),
+            eval_with(
+                "https://{{ args.u }}:x@shop/{{ args.u }}",
+                json!({"u": "a@b"}),
+                ""
+            ),
             "https://a%40b:x@shop/a%40b",
             "expressions in the user info are encoded too"
         );
@@ -239,10 +254,26 @@ mod tests {
     }
 
     #[test]
+    fn secrets_in_templates_with_statements_are_placed_too() {
+        assert_eq!(
+            eval_with(
+                "${BASE}/{% if args.x %}o{% endif %}?t=${TOKEN}",
+                json!({"x": true}),
+                "a&b#c"
+            ),
+            "http://h:1/api/o?t=a%26b%23c"
+        );
+    }
+
+    #[test]
     fn the_position_comes_from_the_template_not_the_values() {
         // An argument holding '/' does not move the next secret out of the origin.
         assert_eq!(
-            eval_with("https://{{ args.host }}${TOKEN}", json!({"host": "h/"}), "a&b"),
+            eval_with(
+                "https://{{ args.host }}${TOKEN}",
+                json!({"host": "h/"}),
+                "a&b"
+            ),
             "https://h/a&b"
         );
         assert_eq!(part_at("https://h/x", 10), Part::Rest);

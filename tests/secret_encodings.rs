@@ -4,11 +4,15 @@
 //! none of those forms into any sink: the SQLite file (db and -wal), the
 //! event stream, `GET /runs/{id}`, `GET /approvals` and the server's log,
 //! including its `run failed` line. A model key echoed in a model's output
-//! never becomes an approval payload.
+//! never becomes an approval payload; Slack's answer quoting the bot token
+//! is not kept in the failure record; a custom tool's output is redacted
+//! like an HTTP reply.
 
 mod common;
 #[path = "common/server.rs"]
 mod server;
+#[path = "common/slack_stub.rs"]
+mod slack_stub;
 #[path = "common/stub_server.rs"]
 mod stub_server;
 
@@ -23,6 +27,8 @@ use stub_server::{Request, Response, StubServer};
 const TOKEN: &str = "Tk/9+q\"z\\Ünï 7&x=y#Qm%";
 const PIN: &str = "4815162342";
 const MODEL_KEY: &str = "sk-Mdl/key+With\"Odd\\chars";
+/// Header values are ASCII: the Slack token has the ASCII specials only.
+const SLACK_TOKEN: &str = "xoxb-Slk/tok+en\"q\\9 z&w=1";
 
 fn base64(bytes: &[u8], url_safe: bool, pad: bool) -> String {
     let alphabet: &[u8] = if url_safe {
@@ -346,4 +352,109 @@ async fn no_encoded_form_of_a_secret_reaches_any_sink() {
 
     // The SQLite file and its WAL, byte for byte.
     assert_no_form("the SQLite file", &sqlite_bytes(&ws.state_db()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slack_quoting_the_bot_token_leaves_no_form_in_the_failure_record_or_the_log() {
+    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
+    // Slack refuses the post and quotes the token it got, every way.
+    let slack = StubServer::start(|req| {
+        let token = req
+            .header("authorization")
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap_or("")
+            .to_string();
+        let quoted = echo_forms(&[&token]).join(" ");
+        Response::json(
+            200,
+            json!({"ok": false, "error": format!("invalid_auth {quoted}")}),
+        )
+    });
+    let ws = Workspace::new(&slack_stub::spec(&tool.url("")));
+    let db = ws.path().join("state.db");
+    let mut env = slack_stub::env(slack.port);
+    for (name, value) in &mut env {
+        if *name == "SLACK_BOT_TOKEN" {
+            *value = SLACK_TOKEN.to_string();
+        }
+    }
+    let served = Served::start(&ws.spec, &db, &slack_stub::env_refs(&env), &[]);
+    let api = Api::new();
+    let (status, body) = api
+        .post(
+            &served.url("/runs?wait=true"),
+            json!({"input": {"order_id": "S-1"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let key = body["pending_approval"]["key"]
+        .as_str()
+        .expect("key")
+        .to_string();
+    let error = slack_stub::eventually(30, "the failed post recorded", || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT last_error FROM tollgate_notifications WHERE key = ?1",
+                    [&key],
+                    |r| r.get::<_, Option<String>>(0),
+                )
+            })
+            .ok()
+            .flatten()
+    })
+    .await;
+    assert_eq!(
+        slack.requests()[0].header("authorization"),
+        Some(format!("Bearer {SLACK_TOKEN}").as_str())
+    );
+    assert!(error.contains("invalid_auth [redacted]"), "{error}");
+    assert_no_form("the Slack failure record", error.as_bytes());
+    slack_stub::eventually(30, "the failure logged", || {
+        served.logs().contains("Slack message").then_some(())
+    })
+    .await;
+    assert_no_form("the server log", served.logs().as_bytes());
+    assert_no_form("the SQLite file", &sqlite_bytes(&db));
+}
+
+/// A custom tool that returns what it read from the environment, encoded.
+struct Leaky;
+
+#[tollgate_runtime::async_trait]
+impl tollgate_runtime::tools::CustomTool for Leaky {
+    async fn call(
+        &self,
+        _args: Value,
+        _call: &tollgate_runtime::tools::CallContext,
+    ) -> Result<Value, tollgate_runtime::tools::ToolError> {
+        Ok(json!({"echo": echo_forms(&[TOKEN]), "pin": PIN.parse::<u64>().unwrap()}))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_custom_tools_output_is_redacted_like_an_http_reply() {
+    use std::sync::Arc;
+    use tollgate_runtime::store::MemoryStore;
+    use tollgate_runtime::tools::{CustomTools, Toolbox};
+    // What the process resolved for its `${NAME}`s (here told directly: this
+    // test process's environment is shared by its other tests).
+    tollgate_runtime::secrets::remember(TOKEN);
+    tollgate_runtime::secrets::remember(PIN);
+    let spec = tollgate_runtime::Spec::parse(
+        "version: 1\nagent: leaky\ntools:\n  leak:\n    rust: {}\nsteps:\n  - id: leak\n    tool: leak\n",
+        "agent.yaml",
+    )
+    .expect("valid spec");
+    let mut custom = CustomTools::new();
+    custom.register("leak", Arc::new(Leaky));
+    let agent = tollgate_runtime::AgentRun::new(Arc::new(spec), Arc::new(MemoryStore::new()))
+        .with_tools(Arc::new(Toolbox::new().unwrap().with_custom_tools(custom)));
+    let outcome = agent
+        .start(json!({}), json!({"kind": "test"}))
+        .await
+        .expect("run");
+    let output = serde_json::to_string(&outcome.outputs).unwrap();
+    assert!(output.contains("[redacted]"), "{output}");
+    assert_no_form("a custom tool's output", output.as_bytes());
 }

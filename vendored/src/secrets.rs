@@ -243,23 +243,37 @@ pub fn unseal_each(
 
 /// Every secret value this process resolved from its environment (or was
 /// told about with [`remember`]): a reply to one call may echo a secret
-/// another call used, and a log line may quote any of them.
-static KNOWN: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+/// another call used, and a log line may quote any of them. The redactor
+/// for them is built once per change, under the same lock, so it never
+/// misses a value added while it was being built.
+struct Known {
+    values: Vec<String>,
+    redactor: Option<std::sync::Arc<Redactor>>,
+}
+
+static KNOWN: std::sync::RwLock<Known> = std::sync::RwLock::new(Known {
+    values: Vec::new(),
+    redactor: None,
+});
 
 /// Add a secret value to those every redaction in this process looks for.
 pub fn remember(value: &str) {
     if value.len() < redact::MIN_REDACTED_LEN {
         return;
     }
-    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
-    if known.iter().any(|v| v == value) {
+    if KNOWN
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .values
+        .iter()
+        .any(|v| v == value)
+    {
         return;
     }
-    drop(known);
     let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
-    if !known.iter().any(|v| v == value) {
-        known.push(value.to_string());
-        *CACHED.write().unwrap_or_else(|e| e.into_inner()) = None;
+    if !known.values.iter().any(|v| v == value) {
+        known.values.push(value.to_string());
+        known.redactor = None;
     }
 }
 
@@ -275,19 +289,24 @@ pub fn remember_env<I: IntoIterator<Item = S>, S: AsRef<str>>(names: I) {
 
 /// The values [`remember`]ed so far.
 pub fn known_values() -> Vec<String> {
-    KNOWN.read().unwrap_or_else(|e| e.into_inner()).clone()
+    KNOWN
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .values
+        .clone()
 }
 
-static CACHED: std::sync::RwLock<Option<std::sync::Arc<Redactor>>> = std::sync::RwLock::new(None);
-
-/// A redactor for every value [`remember`]ed so far (built once per change).
+/// A redactor for every value [`remember`]ed so far.
 pub fn known() -> std::sync::Arc<Redactor> {
-    if let Some(r) = CACHED.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+    if let Some(r) = &KNOWN.read().unwrap_or_else(|e| e.into_inner()).redactor {
         return r.clone();
     }
-    let built = std::sync::Arc::new(Redactor::new(known_values()));
-    *CACHED.write().unwrap_or_else(|e| e.into_inner()) = Some(built.clone());
-    built
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    let values = known.values.clone();
+    known
+        .redactor
+        .get_or_insert_with(|| std::sync::Arc::new(Redactor::new(values)))
+        .clone()
 }
 
 #[cfg(test)]
@@ -351,6 +370,20 @@ mod tests {
         assert_eq!(
             r.value(v),
             serde_json::json!({"echo": "got [redacted]", "n": 1, "ab": "ab"})
+        );
+    }
+
+    #[test]
+    fn remembered_values_are_redacted_process_wide() {
+        remember("registry-test-value-1");
+        assert_eq!(known().text("a registry-test-value-1"), "a [redacted]");
+        remember("registry-test-value-2");
+        remember("abc");
+        let r = known();
+        assert_eq!(
+            r.text("registry-test-value-1 REGISTRY-TEST-VALUE-2 abc"),
+            "[redacted] [redacted] abc",
+            "a later value is seen, a too-short one is not kept"
         );
     }
 

@@ -191,3 +191,66 @@ async fn a_gated_call_resolves_its_secret_in_the_approving_process() {
     assert!(!stdout(&out).contains(TOKEN) && !stderr(&out).contains(TOKEN));
     assert!(!contains_bytes(&sqlite_bytes(&ws.state_db()), TOKEN));
 }
+
+/// `%HH` back to bytes, strictly: a `+` stays a `+` (it is not a space in
+/// a path, and tollgate must not send a bare one for a secret anyway).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+            out.push(u8::from_str_radix(hex, 16).expect("valid %HH"));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("UTF-8")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_in_the_url_arrives_intact_in_path_and_query() {
+    // Every character that reshapes a URL when inserted as it is.
+    let secret = "a+b c&d=e#f/g?h%i;j@k:l ü€";
+    let stub = StubServer::start(|_| Response::json(200, json!({"ok": true})));
+    let spec = one_tool_spec(
+        &format!(
+            "http: {{ method: GET, url: \"{}/o/${{SHOP_TOKEN}}/x?k=${{SHOP_TOKEN}}&${{SHOP_TOKEN}}=v&n=1#${{SHOP_TOKEN}}\" }}",
+            stub.url("")
+        ),
+        "{}",
+    );
+    let ws = Workspace::new(&spec);
+    let out = run_persisted(&ws, "{}", &[("SHOP_TOKEN", secret)]);
+    assert_success(&out);
+    let call = &stub.requests()[0];
+    // The exact request line: nothing but unreserved characters is literal.
+    let encoded = "a%2Bb%20c%26d%3De%23f%2Fg%3Fh%25i%3Bj%40k%3Al%20%C3%BC%E2%82%AC";
+    assert_eq!(
+        call.target,
+        format!("/o/{encoded}/x?k={encoded}&{encoded}=v&n=1"),
+        "the fragment is not sent; everything else is one component each"
+    );
+    let (path, query) = call.target.split_once('?').unwrap();
+    let segments: Vec<String> = path.split('/').map(percent_decode).collect();
+    assert_eq!(segments, ["", "o", secret, "x"]);
+    let pairs: Vec<(String, String)> = query
+        .split('&')
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap();
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("k".to_string(), secret.to_string()),
+            (secret.to_string(), "v".to_string()),
+            ("n".to_string(), "1".to_string()),
+        ]
+    );
+    assert!(!stdout(&out).contains(encoded) && !stderr(&out).contains(encoded));
+}

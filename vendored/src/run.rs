@@ -81,6 +81,9 @@ pub struct AgentRun {
 
 impl AgentRun {
     pub fn new(spec: Arc<Spec>, store: SharedStore) -> AgentRun {
+        // Redaction knows the spec's secrets before any call resolves one: a
+        // reply to one call may echo a secret only another call uses.
+        crate::secrets::remember_env(spec.secret_names());
         let (events, _) = broadcast::channel(1024);
         AgentRun {
             spec,

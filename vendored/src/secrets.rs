@@ -6,6 +6,11 @@
 
 use thiserror::Error;
 
+mod encodings;
+mod redact;
+
+pub use redact::{MIN_ENCODED_LEN, MIN_REDACTED_LEN, REDACTED, Redactor};
+
 /// One `${...}` reference found in a string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretRef<'a> {
@@ -92,9 +97,16 @@ pub fn resolve_with(
     Ok(out)
 }
 
-/// Resolve references from the process environment.
+/// Resolve references from the process environment; the values found are
+/// [`remember`]ed for redaction.
 pub fn resolve_env(text: &str) -> Result<String, SecretError> {
-    resolve_with(text, |name| std::env::var(name).ok())
+    resolve_with(text, |name| {
+        let value = std::env::var(name).ok();
+        if let Some(v) = &value {
+            remember(v);
+        }
+        value
+    })
 }
 
 // Sealing: how a call's templates use secrets without the secret ever
@@ -109,6 +121,8 @@ pub fn resolve_env(text: &str) -> Result<String, SecretError> {
 
 const SEAL_OPEN: char = '\u{E000}';
 const SEAL_CLOSE: char = '\u{E001}';
+/// Brackets an optional offset after the nonce (see [`seal_with_offsets`]).
+const SEAL_OFFSET: char = '\u{E002}';
 
 fn nonce() -> &'static str {
     static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -117,16 +131,32 @@ fn nonce() -> &'static str {
 
 /// Replace every reference in spec text with an inert placeholder.
 pub fn seal(text: &str) -> std::borrow::Cow<'_, str> {
+    seal_impl(text, false)
+}
+
+/// Like [`seal`], each placeholder also carrying the byte offset of its
+/// reference in `text`, so [`unseal_each`] can treat a value by where it
+/// was written (a URL's path or its origin) whatever the template did.
+pub fn seal_with_offsets(text: &str) -> std::borrow::Cow<'_, str> {
+    seal_impl(text, true)
+}
+
+fn seal_impl(text: &str, offsets: bool) -> std::borrow::Cow<'_, str> {
     let refs = references(text);
     if refs.is_empty() {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + refs.len() * 40);
+    let mut out = String::with_capacity(text.len() + refs.len() * 48);
     let mut last = 0;
     for r in refs {
         out.push_str(&text[last..r.start]);
         out.push(SEAL_OPEN);
         out.push_str(nonce());
+        if offsets {
+            out.push(SEAL_OFFSET);
+            out.push_str(&r.start.to_string());
+            out.push(SEAL_OFFSET);
+        }
         out.push_str(&text[r.start..r.end]);
         out.push(SEAL_CLOSE);
         last = r.end;
@@ -135,10 +165,46 @@ pub fn seal(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// One placeholder found in evaluated text.
+struct Placeholder<'a> {
+    /// Byte range of the whole placeholder.
+    start: usize,
+    end: usize,
+    offset: Option<usize>,
+    reference: &'a str,
+}
+
+fn next_placeholder(text: &str, from: usize) -> Option<Placeholder<'_>> {
+    let prefix = format!("{SEAL_OPEN}{}", nonce());
+    let start = from + text[from..].find(&prefix)?;
+    let mut inner = start + prefix.len();
+    let mut offset = None;
+    if text[inner..].starts_with(SEAL_OFFSET) {
+        let digits = inner + SEAL_OFFSET.len_utf8();
+        let close = digits + text[digits..].find(SEAL_OFFSET)?;
+        offset = text[digits..close].parse().ok();
+        inner = close + SEAL_OFFSET.len_utf8();
+    }
+    let close = inner + text[inner..].find(SEAL_CLOSE)?;
+    Some(Placeholder {
+        start,
+        end: close + SEAL_CLOSE.len_utf8(),
+        offset,
+        reference: &text[inner..close],
+    })
+}
+
 /// Undo [`seal`] without resolving: the text as written in the spec.
 pub fn unseal_as_written(text: &str) -> String {
-    let prefix = format!("{SEAL_OPEN}{}", nonce());
-    text.replace(&prefix, "").replace(SEAL_CLOSE, "")
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    while let Some(p) = next_placeholder(text, last) {
+        out.push_str(&text[last..p.start]);
+        out.push_str(p.reference);
+        last = p.end;
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// Replace the placeholders in an evaluated string with secret values from
@@ -149,79 +215,98 @@ pub fn unseal_with(
     lookup: &impl Fn(&str) -> Option<String>,
     used: &mut Vec<String>,
 ) -> Result<String, SecretError> {
-    let prefix = format!("{SEAL_OPEN}{}", nonce());
-    if !text.contains(&prefix) {
-        return Ok(text.to_string());
-    }
+    unseal_each(text, lookup, used, |_, value| value)
+}
+
+/// [`unseal_with`], passing each value through `place` with the offset its
+/// reference had in the sealed text (when sealed with offsets).
+pub fn unseal_each(
+    text: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+    used: &mut Vec<String>,
+    mut place: impl FnMut(Option<usize>, String) -> String,
+) -> Result<String, SecretError> {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(&prefix) {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + prefix.len()..];
-        let Some(end) = after.find(SEAL_CLOSE) else {
-            out.push_str(&rest[start..]);
-            rest = "";
-            break;
-        };
-        let reference = &after[..end];
-        let value = resolve_with(reference, lookup)?;
-        if !value.is_empty() && value != reference {
+    let mut last = 0;
+    while let Some(p) = next_placeholder(text, last) {
+        out.push_str(&text[last..p.start]);
+        let value = resolve_with(p.reference, lookup)?;
+        if !value.is_empty() && value != p.reference {
             used.push(value.clone());
         }
-        out.push_str(&value);
-        rest = &after[end + SEAL_CLOSE.len_utf8()..];
+        out.push_str(&place(p.offset, value));
+        last = p.end;
     }
-    out.push_str(rest);
+    out.push_str(&text[last..]);
     Ok(out)
 }
 
-/// Replaces secret values that a downstream echoed back (in a response
-/// body, an error) with `[redacted]`, so they never reach the store.
-#[derive(Debug, Default, Clone)]
-pub struct Redactor {
+/// Every secret value this process resolved from its environment (or was
+/// told about with [`remember`]): a reply to one call may echo a secret
+/// another call used, and a log line may quote any of them. The redactor
+/// for them is built once per change, under the same lock, so it never
+/// misses a value added while it was being built.
+struct Known {
     values: Vec<String>,
+    redactor: Option<std::sync::Arc<Redactor>>,
 }
 
-impl Redactor {
-    pub fn new(mut values: Vec<String>) -> Redactor {
-        // Short values would redact ordinary words; secrets are not that short.
-        values.retain(|v| v.len() >= 4);
-        // Longest first, so a secret containing another is replaced whole.
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        values.dedup();
-        Redactor { values }
-    }
+static KNOWN: std::sync::RwLock<Known> = std::sync::RwLock::new(Known {
+    values: Vec::new(),
+    redactor: None,
+});
 
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+/// Add a secret value to those every redaction in this process looks for.
+pub fn remember(value: &str) {
+    if value.len() < redact::MIN_REDACTED_LEN {
+        return;
     }
-
-    pub fn text(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for v in &self.values {
-            if out.contains(v.as_str()) {
-                out = out.replace(v.as_str(), "[redacted]");
-            }
-        }
-        out
+    if KNOWN
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .values
+        .iter()
+        .any(|v| v == value)
+    {
+        return;
     }
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    if !known.values.iter().any(|v| v == value) {
+        known.values.push(value.to_string());
+        known.redactor = None;
+    }
+}
 
-    pub fn value(&self, value: serde_json::Value) -> serde_json::Value {
-        use serde_json::Value;
-        if self.values.is_empty() {
-            return value;
-        }
-        match value {
-            Value::String(s) => Value::String(self.text(&s)),
-            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| (self.text(&k), self.value(v)))
-                    .collect(),
-            ),
-            other => other,
+/// Remember the values of these environment variables (the `${NAME}`s a
+/// spec references), so they are redacted before any call resolves them.
+pub fn remember_env<I: IntoIterator<Item = S>, S: AsRef<str>>(names: I) {
+    for name in names {
+        if let Ok(value) = std::env::var(name.as_ref()) {
+            remember(&value);
         }
     }
+}
+
+/// The values [`remember`]ed so far.
+pub fn known_values() -> Vec<String> {
+    KNOWN
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .values
+        .clone()
+}
+
+/// A redactor for every value [`remember`]ed so far.
+pub fn known() -> std::sync::Arc<Redactor> {
+    if let Some(r) = &KNOWN.read().unwrap_or_else(|e| e.into_inner()).redactor {
+        return r.clone();
+    }
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    let values = known.values.clone();
+    known
+        .redactor
+        .get_or_insert_with(|| std::sync::Arc::new(Redactor::new(values)))
+        .clone()
 }
 
 #[cfg(test)]
@@ -264,12 +349,41 @@ mod tests {
     }
 
     #[test]
+    fn offsets_survive_evaluation_and_reach_the_placer() {
+        let env = |n: &str| (n == "T").then(|| "v".to_string());
+        let sealed = seal_with_offsets("ab${T}cd${T}");
+        assert_eq!(unseal_as_written(&sealed), "ab${T}cd${T}");
+        let mut seen = Vec::new();
+        let out = unseal_each(&sealed, &env, &mut Vec::new(), |offset, v| {
+            seen.push(offset);
+            format!("<{v}>")
+        })
+        .unwrap();
+        assert_eq!(out, "ab<v>cd<v>");
+        assert_eq!(seen, vec![Some(2), Some(8)]);
+    }
+
+    #[test]
     fn redactor_replaces_echoed_secrets() {
         let r = Redactor::new(vec!["s3cr3t-value".into(), "ab".into()]);
         let v = serde_json::json!({"echo": "got s3cr3t-value", "n": 1, "ab": "ab"});
         assert_eq!(
             r.value(v),
             serde_json::json!({"echo": "got [redacted]", "n": 1, "ab": "ab"})
+        );
+    }
+
+    #[test]
+    fn remembered_values_are_redacted_process_wide() {
+        remember("registry-test-value-1");
+        assert_eq!(known().text("a registry-test-value-1"), "a [redacted]");
+        remember("registry-test-value-2");
+        remember("abc");
+        let r = known();
+        assert_eq!(
+            r.text("registry-test-value-1 REGISTRY-TEST-VALUE-2 abc"),
+            "[redacted] [redacted] abc",
+            "a later value is seen, a too-short one is not kept"
         );
     }
 

@@ -411,7 +411,8 @@ impl SlackNotifier {
             None => (hold_after(now, earlier_attempts + failures, error), None),
         };
         let write = NotificationWrite::Failed {
-            error: error.to_string(),
+            // Slack's answer is stored and served: redact what it may echo.
+            error: crate::secrets::known().text(&error.to_string()),
             hold_until,
         };
         if let Err(e) = self.store.record_notification(key, &write).await {

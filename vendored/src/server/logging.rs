@@ -1,6 +1,8 @@
 //! Logs: `tracing` to stderr, filtered by `RUST_LOG` (default `info`).
 //! Nothing logged carries a secret or a token: handlers log ids, keys,
-//! step names and who decided, never headers or bodies.
+//! step names and who decided, never headers or bodies; and every line
+//! passes the process's redactor on its way out (an error may quote what a
+//! downstream sent, in any encoding).
 //!
 //! `RUST_LOG` takes a default level and per-target levels, comma-separated:
 //! `debug`, `warn,tollgate_runtime=debug`, `tollgate_runtime::server=trace`,
@@ -27,7 +29,7 @@ pub fn init_logging() {
         .with(filter)
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                .with_writer(|| RedactedStderr)
                 .with_ansi(false),
         )
         .try_init()
@@ -38,6 +40,26 @@ pub fn init_logging() {
         } else {
             eprintln!("warning: {problem}");
         }
+    }
+}
+
+/// Stderr, through `secrets::known()`. The formatter writes one whole
+/// event per `write` call, so a secret is never split across two writes.
+struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let redactor = crate::secrets::known();
+        if redactor.is_empty() {
+            return std::io::stderr().write(buf);
+        }
+        let text = redactor.text(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
     }
 }
 

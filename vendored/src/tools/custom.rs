@@ -73,7 +73,15 @@ impl CustomTools {
         call: &CallContext,
     ) -> Result<Value, ToolError> {
         match self.tools.get(name) {
-            Some(tool) => tool.call(args.clone(), call).await,
+            // Whatever the tool returns is stored: it passes the process's
+            // redactor like every HTTP and model reply.
+            Some(tool) => {
+                let redactor = crate::secrets::known();
+                tool.call(args.clone(), call)
+                    .await
+                    .map(|output| redactor.value(output))
+                    .map_err(|e| ToolError::new(redactor.text(&e.message)))
+            }
             None => Err(ToolError::new(format!(
                 "tool {name:?} is implemented in Rust and not registered in this program"
             ))),

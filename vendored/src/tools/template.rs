@@ -29,8 +29,17 @@ impl Default for CallSecrets {
 
 impl CallSecrets {
     /// Values from the process environment (the normal case).
+    /// Every value found is also remembered process-wide
+    /// (`secrets::remember`), so any later reply or log line is redacted
+    /// of it, not only this call's.
     pub fn from_env() -> CallSecrets {
-        CallSecrets::with_lookup(|name| std::env::var(name).ok())
+        CallSecrets::with_lookup(|name| {
+            let value = std::env::var(name).ok();
+            if let Some(v) = &value {
+                secrets::remember(v);
+            }
+            value
+        })
     }
 
     pub fn with_lookup(
@@ -42,9 +51,12 @@ impl CallSecrets {
         }
     }
 
-    /// A redactor for every secret value this call used.
+    /// A redactor for every secret value this call used and every one the
+    /// process knows.
     pub fn redactor(&self) -> Redactor {
-        Redactor::new(self.used.clone())
+        let mut values = secrets::known_values();
+        values.extend(self.used.iter().cloned());
+        Redactor::new(values)
     }
 
     /// Evaluate one spec string for the call and resolve its secrets.
@@ -64,6 +76,34 @@ impl CallSecrets {
             ToolError::new(secrets::unseal_as_written(&e.message))
         })?;
         self.unseal_value(evaluated)
+    }
+
+    /// Evaluate one spec string, handing each secret value to `place` with
+    /// the byte offset its `${...}` has in `template`.
+    pub fn string_placed(
+        &mut self,
+        template: &str,
+        ctx: &Context,
+        mut place: impl FnMut(usize, String) -> String,
+    ) -> Result<String, ToolError> {
+        let sealed = secrets::seal_with_offsets(template);
+        let evaluated = expr::evaluate_value(&Value::String(sealed.into_owned()), ctx)
+            .map_err(|e| ToolError::new(secrets::unseal_as_written(&e.message)))?;
+        let text = match evaluated {
+            Value::String(s) => s,
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        secrets::unseal_each(
+            &text,
+            &self.lookup,
+            &mut self.used,
+            |offset, value| match offset {
+                Some(offset) => place(offset, value),
+                None => value,
+            },
+        )
+        .map_err(secret_error)
     }
 
     /// Resolve a plain spec string with no template syntax (a credential).

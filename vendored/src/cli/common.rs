@@ -99,8 +99,22 @@ pub fn parse_json_arg(flag: &str, text: &str) -> Result<Value, Failure> {
         ),
         None => (text.to_string(), "the argument".to_string()),
     };
+    check_depth(&source).map_err(|e| Failure::bad_input(format!("{flag}: {origin} {e}")))?;
     serde_json::from_str(&source)
         .map_err(|e| Failure::bad_input(format!("{flag}: {origin} is not valid JSON: {e}")))
+}
+
+/// JSON given to a run from outside nests at most
+/// [`crate::json_depth::MAX_JSON_DEPTH`] levels (what the run stores wraps
+/// it again and must stay readable); the error completes "X ...".
+pub fn check_depth(text: &str) -> Result<(), String> {
+    let limit = crate::json_depth::MAX_JSON_DEPTH;
+    if crate::json_depth::text_depth(text.as_bytes()) > limit {
+        return Err(format!(
+            "nests deeper than {limit} levels of objects and arrays, the most tollgate accepts"
+        ));
+    }
+    Ok(())
 }
 
 /// Who decides: --by, else $USER, else "cli".

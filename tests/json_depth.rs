@@ -55,7 +55,11 @@ tools:
     tool: fetch
     with: {{ n: "{{{{ input.n }}}}" }}
 "#,
-        gate = if gated { "    approval: required\n" } else { "" }
+        gate = if gated {
+            "    approval: required\n"
+        } else {
+            ""
+        }
     )
 }
 
@@ -82,7 +86,8 @@ async fn wait_for(api: &Api, served: &Served, run_id: &str, status: &str) -> Val
 
 /// The run's stored events, read to the end of its stream.
 async fn event_kinds(api: &Api, served: &Served, run_id: &str) -> Vec<String> {
-    let mut stream = SseStream::open(api, &served.url(&format!("/runs/{run_id}/events")), None).await;
+    let mut stream =
+        SseStream::open(api, &served.url(&format!("/runs/{run_id}/events")), None).await;
     let events = stream.collect_until_end(Duration::from_secs(30)).await;
     events.iter().map(|e| e.kind().to_string()).collect()
 }
@@ -120,7 +125,11 @@ async fn a_reply_nested_past_the_limit_fails_its_step_and_the_run_stays_readable
             );
             assert_eq!(failed["outputs"], json!({}), "the reply is not kept");
             let kinds = event_kinds(&api, &served, &run_id).await;
-            assert_eq!(kinds.last().map(String::as_str), Some("run_failed"), "{kinds:?}");
+            assert_eq!(
+                kinds.last().map(String::as_str),
+                Some("run_failed"),
+                "{kinds:?}"
+            );
             let (status, listed) = api.get(&served.url("/approvals")).await;
             assert_eq!(status, 200, "{listed}");
             assert_eq!(stub.count(), 1, "called once, never again");
@@ -145,7 +154,11 @@ async fn a_reply_at_the_limit_is_kept_and_read_back() {
     let stored = wait_for(&api, &served, run_id, "completed").await;
     assert_eq!(stored["outputs"]["fetch"]["body"], body);
     let kinds = event_kinds(&api, &served, run_id).await;
-    assert_eq!(kinds.last().map(String::as_str), Some("run_completed"), "{kinds:?}");
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("run_completed"),
+        "{kinds:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -212,7 +225,8 @@ async fn request_bodies_nested_past_the_limit_answer_400() {
     let (status, listed) = api.get(&served.url("/approvals")).await;
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["approvals"][0]["key"], key.as_str(), "{listed}");
-    let mut stream = SseStream::open(&api, &served.url(&format!("/runs/{run_id}/events")), None).await;
+    let mut stream =
+        SseStream::open(&api, &served.url(&format!("/runs/{run_id}/events")), None).await;
     let mut kinds = Vec::new();
     while let server::SseNext::Event(e) = stream.next(Duration::from_secs(2)).await {
         kinds.push(e.kind().to_string());
@@ -250,5 +264,9 @@ fn the_cli_refuses_input_and_payloads_nested_past_the_limit() {
     assert_exit(&out, 2);
     assert!(stderr(&out).contains("--payload"), "{}", stderr(&out));
     let listed = ws.list_json();
-    assert_eq!(listed["approvals"][0]["key"], key.as_str(), "still pending: {listed}");
+    assert_eq!(
+        listed["approvals"][0]["key"],
+        key.as_str(),
+        "still pending: {listed}"
+    );
 }

@@ -1318,7 +1318,10 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
         .create_run(&run, std::slice::from_ref(&first))
         .await
         .expect("JSON at the limit is stored");
-    assert_eq!(store.get_run("run-deep").await.expect("get"), Some(run.clone()));
+    assert_eq!(
+        store.get_run("run-deep").await.expect("get"),
+        Some(run.clone())
+    );
     assert_eq!(
         store.run_events("run-deep", 0).await.expect("events"),
         vec![first.clone()]
@@ -1379,7 +1382,11 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
         payload: nested(READABLE_DEPTH),
         reason: None,
     };
-    too_deep(store.claim(&claim("key-deep", decision, "ann", 3, SPEC)).await);
+    too_deep(
+        store
+            .claim(&claim("key-deep", decision, "ann", 3, SPEC))
+            .await,
+    );
     let still = store
         .get_approval("key-deep")
         .await

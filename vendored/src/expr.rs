@@ -939,7 +939,9 @@ mod tests {
             evaluate_str("{{ input }}", &at_limit).unwrap(),
             nested(MAX_DATA_DEPTH + 1)
         );
-        let err = evaluate_str("{{ [input] }}", &at_limit).unwrap_err().message;
+        let err = evaluate_str("{{ [input] }}", &at_limit)
+            .unwrap_err()
+            .message;
         let want = format!("the result nests deeper than {MAX_DATA_DEPTH} levels");
         assert!(err.contains(&want), "{err}");
         // Shallow enough data, wrapped deeper by the expression itself.

@@ -209,7 +209,8 @@ pub(crate) fn check_json_text(what: &str, text: &str) -> StoreResult<()> {
 }
 
 /// [`check_json_text`] for a value that is stored as it is (PostgreSQL's
-/// jsonb parameters, the memory store).
+/// json and jsonb parameters), without serialising it.
+#[cfg(feature = "postgres")]
 pub(crate) fn check_json_value(what: &str, value: &Value) -> StoreResult<()> {
     let limit = crate::json_depth::READABLE_DEPTH;
     if crate::json_depth::value_depth(value, limit) > limit {

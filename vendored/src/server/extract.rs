@@ -299,7 +299,10 @@ mod tests {
         let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
         let at_limit = format!(r#"{{"input": {}}}"#, nested(limit - 1));
         assert!(parse_json_object::<Body>(at_limit.as_bytes()).is_ok());
-        for deep in [nested(limit + 1), format!(r#"{{"input": {}}}"#, nested(limit))] {
+        for deep in [
+            nested(limit + 1),
+            format!(r#"{{"input": {}}}"#, nested(limit)),
+        ] {
             let err = parse_json::<Value>(deep.as_bytes()).unwrap_err();
             assert_eq!(err.code(), "invalid_request");
             assert!(err.to_string().contains("deeper than 100 levels"), "{err}");

@@ -130,7 +130,8 @@ mod tests {
         assert!(tools.call("ok", &json!({}), &call).await.is_ok());
         let err = tools.call("deep", &json!({}), &call).await.unwrap_err();
         assert!(
-            err.message.contains("\"deep\" returned JSON nested deeper than 100"),
+            err.message
+                .contains("\"deep\" returned JSON nested deeper than 100"),
             "{}",
             err.message
         );

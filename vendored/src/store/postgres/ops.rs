@@ -10,8 +10,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::codec::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row,
-    checked, event_from_row, run_from_row, text_json, to_i64, to_json,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row, checked,
+    event_from_row, run_from_row, text_json, to_i64, to_json,
 };
 use super::notify;
 use crate::events::{Event, EventKind};

@@ -187,8 +187,7 @@ mod tests {
         let object = |n: usize| format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n));
         assert!(json_object(&reply(&object(limit))).is_ok());
         for depth in [limit + 1, 127, 5_000] {
-            let err = json_object(&reply(&format!("```json\n{}\n```", object(depth))))
-                .unwrap_err();
+            let err = json_object(&reply(&format!("```json\n{}\n```", object(depth)))).unwrap_err();
             assert!(err.contains("deeper than 100 levels"), "{depth}: {err}");
         }
     }

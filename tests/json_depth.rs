@@ -270,3 +270,55 @@ fn the_cli_refuses_input_and_payloads_nested_past_the_limit() {
         "still pending: {listed}"
     );
 }
+
+/// The last line of defence: a spec's own mappings can wrap data that
+/// entered at the limit past what the store reads back. The store refuses
+/// that write, and the run ends `failed` saying so, before the next step's
+/// call is made; everything stays readable.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_output_the_store_cannot_read_back_fails_the_run_before_the_next_call() {
+    let stub = StubServer::start(|_| Response::json(200, json!({"ok": true})));
+    let wrap = 30;
+    let spec = format!(
+        r#"version: 1
+agent: deep-desk
+tools:
+  fetch:
+    http:
+      method: POST
+      url: "{url}"
+steps:
+  - id: wrap
+    set: {open}"{{{{ input.n }}}}"{close}
+  - id: fetch
+    tool: fetch
+"#,
+        url = stub.url("/fetch"),
+        open = "{ a: ".repeat(wrap),
+        close = " }".repeat(wrap),
+    );
+    let ws = Workspace::new(&spec);
+    let served = serve(&ws);
+    let api = Api::new();
+    let (status, run) = api
+        .post(
+            &served.url("/runs?wait=true"),
+            json!({"input": {"n": nested(MAX_JSON_DEPTH - 2)}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{run}\n{}", served.logs());
+    let run_id = run["id"].as_str().unwrap();
+    let failed = wait_for(&api, &served, run_id, "failed").await;
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("could not be stored") && error.contains("deeper than 127 levels"),
+        "{failed}"
+    );
+    let kinds = event_kinds(&api, &served, run_id).await;
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("run_failed"),
+        "{kinds:?}"
+    );
+    assert_eq!(stub.count(), 0, "the next step's call was not made");
+}

@@ -178,6 +178,10 @@ impl From<rusqlite::Error> for StoreError {
             Some(C::SystemIoFailure) => StoreError::Database(format!(
                 "{e} ({IOERR}: the operating system failed a read or write of the file)"
             )),
+            Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Database(format!(
+                "{e} ({}: another connection held the lock past the busy timeout)",
+                super::BUSY_MARKER
+            )),
             _ => StoreError::Database(e.to_string()),
         }
     }

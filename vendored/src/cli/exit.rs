@@ -102,3 +102,67 @@ pub fn for_status(status: RunStatus) -> i32 {
         RunStatus::Failed | RunStatus::Running => RUN_FAILED,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_decisions_map_to_their_exit_statuses_here() {
+        let key = || "k".to_string();
+        let cases = [
+            (ApprovalError::NotFound { key: key() }, NOT_FOUND),
+            (
+                ApprovalError::Expired {
+                    key: key(),
+                    expired_at: chrono::Utc::now(),
+                },
+                NOT_FOUND,
+            ),
+            (
+                ApprovalError::AlreadyResolved {
+                    key: key(),
+                    status: crate::ApprovalStatus::Rejected,
+                    decided_by: None,
+                    decided_at: None,
+                },
+                CONFLICT,
+            ),
+            (
+                ApprovalError::SpecChanged {
+                    key: key(),
+                    paused_with: "a".into(),
+                    current: "b".into(),
+                },
+                CONFLICT,
+            ),
+            (
+                ApprovalError::Forbidden {
+                    key: key(),
+                    decided_by: "m".into(),
+                },
+                FORBIDDEN,
+            ),
+            (
+                ApprovalError::InvalidPayload {
+                    key: key(),
+                    reason: "r".into(),
+                },
+                BAD_INPUT,
+            ),
+        ];
+        for (error, want) in cases {
+            let code = error.code();
+            let failure = Failure::from(error);
+            assert_eq!(failure.code, want, "{failure}");
+            assert!(failure.message.starts_with(code), "{failure}");
+        }
+        assert_eq!(
+            (
+                OK, RUN_FAILED, BAD_INPUT, NOT_FOUND, CONFLICT, REJECTED, FORBIDDEN
+            ),
+            (0, 1, 2, 3, 4, 5, 6),
+            "DESIGN §6"
+        );
+    }
+}

@@ -246,3 +246,95 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::slack::signature::SignatureError;
+    use std::error::Error as _;
+
+    fn approval(e: ApprovalError) -> (u16, &'static str) {
+        let e = ApiError::from(e);
+        (e.status().as_u16(), e.code())
+    }
+
+    #[test]
+    fn refused_decisions_map_to_their_statuses_here() {
+        let key = || "k".to_string();
+        let at = chrono::Utc::now();
+        assert_eq!(
+            approval(ApprovalError::NotFound { key: key() }),
+            (404, "approval_not_found")
+        );
+        assert_eq!(
+            approval(ApprovalError::Expired {
+                key: key(),
+                expired_at: at
+            }),
+            (410, "approval_expired")
+        );
+        assert_eq!(
+            approval(ApprovalError::AlreadyResolved {
+                key: key(),
+                status: crate::ApprovalStatus::Approved,
+                decided_by: None,
+                decided_at: None
+            }),
+            (409, "already_resolved")
+        );
+        assert_eq!(
+            approval(ApprovalError::SpecChanged {
+                key: key(),
+                paused_with: "a".into(),
+                current: "b".into()
+            }),
+            (409, "spec_changed")
+        );
+        assert_eq!(
+            approval(ApprovalError::Forbidden {
+                key: key(),
+                decided_by: "m".into()
+            }),
+            (403, "forbidden")
+        );
+        assert_eq!(
+            approval(ApprovalError::InvalidPayload {
+                key: key(),
+                reason: "r".into()
+            }),
+            (400, "invalid_request")
+        );
+    }
+
+    #[test]
+    fn a_slack_signature_error_is_kept_as_the_source() {
+        let e = ApiError::from(SignatureError::Stale);
+        assert_eq!((e.status().as_u16(), e.code()), (401, "unauthorized"));
+        assert_eq!(e.to_string(), SignatureError::Stale.to_string());
+        let source = e.source().and_then(|s| s.downcast_ref::<SignatureError>());
+        assert_eq!(source, Some(&SignatureError::Stale));
+    }
+
+    #[test]
+    fn only_a_busy_store_is_503_with_retry_after() {
+        let busy = StoreError::Database(format!(
+            "claiming k in x.db: database is locked ({})",
+            crate::store::BUSY_MARKER
+        ));
+        let response = ApiError::from(busy).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            response.headers().get(header::RETRY_AFTER),
+            Some(&HeaderValue::from(BUSY_RETRY_AFTER_SECS))
+        );
+        let other = ApiError::from(StoreError::Database("disk on fire".into()));
+        assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            other
+                .into_response()
+                .headers()
+                .get(header::RETRY_AFTER)
+                .is_none()
+        );
+    }
+}

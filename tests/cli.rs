@@ -646,6 +646,21 @@ fn bad_durations_and_json_arguments_fail_in_clap_with_exit_2() {
         stderr(&out)
     );
 
+    // An environment-only setting with a bad duration names the variable.
+    let out = ws
+        .tollgate()
+        .args(["run", spec, "--persist"])
+        .env(tollgate_runtime::env::SQLITE_BUSY_TIMEOUT, "soon")
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains(tollgate_runtime::env::SQLITE_BUSY_TIMEOUT),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!ws.state_db().exists(), "no store was created");
+
     std::fs::write(ws.path().join("input.json"), r#"{"order_id": "F-1"}"#).unwrap();
     let key = ws.pause_run("@input.json");
     let show = ws

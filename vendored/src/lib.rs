@@ -4,6 +4,7 @@
 //! depends on nothing in the generator and refers only to its own modules.
 
 pub mod cli;
+pub mod env;
 pub mod events;
 pub mod expr;
 pub mod gate;

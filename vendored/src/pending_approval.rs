@@ -226,6 +226,8 @@ pub struct Claim {
 }
 
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.
+/// What each means at an edge (an HTTP status, an exit status) is decided
+/// there: `server/error.rs` and `cli/exit.rs`.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ApprovalError {
     #[error("no approval with key {key}")]
@@ -278,28 +280,6 @@ impl ApprovalError {
             ApprovalError::SpecChanged { .. } => "spec_changed",
             ApprovalError::Forbidden { .. } => "forbidden",
             ApprovalError::InvalidPayload { .. } => "invalid_request",
-        }
-    }
-
-    pub fn http_status(&self) -> u16 {
-        match self {
-            ApprovalError::NotFound { .. } => 404,
-            ApprovalError::Expired { .. } => 410,
-            ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => 409,
-            ApprovalError::Forbidden { .. } => 403,
-            ApprovalError::InvalidPayload { .. } => 400,
-        }
-    }
-
-    /// CLI exit status: 3 not found or expired, 4 conflict, 2 bad input,
-    /// 6 forbidden (the decider is not in `approvals.approvers`: the input is
-    /// fine and the record still pending, only someone else may decide it).
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            ApprovalError::NotFound { .. } | ApprovalError::Expired { .. } => 3,
-            ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => 4,
-            ApprovalError::InvalidPayload { .. } => 2,
-            ApprovalError::Forbidden { .. } => 6,
         }
     }
 

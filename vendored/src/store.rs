@@ -91,6 +91,21 @@ pub enum StoreError {
     PostgresNotBuilt,
 }
 
+/// The marker a [`StoreError::Database`] message carries when SQLite gave
+/// up waiting for another connection's lock (SQLITE_BUSY / SQLITE_LOCKED,
+/// "database is locked"); set where the SQLite error is classified.
+pub(crate) const BUSY_MARKER: &str = "SQLITE_BUSY";
+
+impl StoreError {
+    /// True when the store is busy rather than broken: another connection
+    /// held the write lock past the busy timeout. Retrying later can
+    /// succeed, so an edge answers "try again" (HTTP 503 with Retry-After),
+    /// not "internal error".
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Database(m) if m.contains(BUSY_MARKER))
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The outcome of a successful claim.

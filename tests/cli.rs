@@ -616,6 +616,16 @@ fn bad_durations_and_json_arguments_fail_in_clap_with_exit_2() {
             "--payload",
             "[1,",
         ],
+        // null is refused as over HTTP: "no edit" or "replace with null"?
+        vec![
+            "approvals",
+            "approve",
+            "k",
+            "--spec",
+            spec,
+            "--payload",
+            "null",
+        ],
         vec!["serve", spec, "--shutdown-grace", "soon"],
         vec!["serve", spec, "--header-timeout", "10"],
         vec!["serve", spec, "--body-timeout", "1x"],

@@ -105,8 +105,20 @@ pub struct ApproveArgs {
     pub decide: DecideArgs,
     /// Approve with this payload instead (JSON, or @FILE): edited tool
     /// arguments, or a replacement output for an `after` gate.
-    #[arg(long, value_name = "JSON", value_parser = json_arg)]
+    #[arg(long, value_name = "JSON", value_parser = payload_arg)]
     pub payload: Option<Value>,
+}
+
+/// clap value parser for `--payload`: JSON, but not `null`, which could mean
+/// "no edit" or "replace with null" (the HTTP API refuses it the same way).
+pub fn payload_arg(text: &str) -> Result<Value, String> {
+    match json_arg(text)? {
+        Value::Null => Err(
+            "the payload is null: leave --payload out to approve as is, or give the edited payload"
+                .into(),
+        ),
+        payload => Ok(payload),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -672,7 +672,14 @@ impl<'a> Builder<'a> {
 const CORE_PREFIX: &str = "tag:yaml.org,2002:";
 
 fn core_tag(tag: &Tag) -> Option<&str> {
-    (tag.handle == CORE_PREFIX).then_some(tag.suffix.as_str())
+    if tag.handle == CORE_PREFIX {
+        return Some(tag.suffix.as_str());
+    }
+    // A verbatim tag, `!<tag:yaml.org,2002:str>`, is the same tag spelled out.
+    if tag.handle.is_empty() {
+        return tag.suffix.strip_prefix(CORE_PREFIX);
+    }
+    None
 }
 
 fn tag_text(tag: &Tag) -> String {
@@ -813,6 +820,13 @@ mod tests {
     fn tags_of_the_core_schema_apply() {
         let t = tree("a: !!str 12\nb: !!float 1\n");
         assert_eq!(t.document, json!({"a": "12", "b": 1.0}));
+        // Spelled out, the same tags.
+        let t = tree("a: !<tag:yaml.org,2002:str> 12\nb: !<tag:yaml.org,2002:map> {}\n");
+        assert_eq!(t.document, json!({"a": "12", "b": {}}));
+        assert_eq!(
+            err("a: !<tag:example.com,2024:x> 1\n"),
+            "t.yaml:1:30: unsupported tag tag:example.com,2024:x (a spec may use only !!str, !!int, !!float, !!bool, !!null, !!map and !!seq)"
+        );
         assert_eq!(
             err("a: !!binary abc\n"),
             "t.yaml:1:13: unsupported tag !!binary (a spec may use only !!str, !!int, !!float, !!bool, !!null, !!map and !!seq)"

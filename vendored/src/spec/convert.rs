@@ -29,7 +29,7 @@ const HTTP_METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 const REQUEST_HUMAN_APPROVAL: &str = "request_human_approval";
 pub const DEFAULT_CONFIDENCE: &str = "{{ output.confidence }}";
 const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_RETRY_ATTEMPTS: i64 = 10;
+const MAX_RETRY_ATTEMPTS: i128 = 10;
 /// DNS label length: agent ids end up in hostnames and database rows.
 const MAX_ID_LEN: usize = 63;
 
@@ -356,7 +356,7 @@ impl<'a> Cx<'a> {
         }
     }
 
-    fn int(&self, node: &Node, label: &str) -> Result<i64> {
+    fn int(&self, node: &Node, label: &str) -> Result<i128> {
         match node.scalar().map(|s| s.resolved) {
             Some(Resolved::Int(i)) => Ok(i),
             _ => Err(self.type_err(node, "an integer", label)),

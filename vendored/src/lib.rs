@@ -3,6 +3,7 @@
 //! This crate is copied byte for byte into every exported server, so it
 //! depends on nothing in the generator and refers only to its own modules.
 
+pub mod backoff;
 pub mod cli;
 pub mod events;
 pub mod expr;

@@ -9,6 +9,7 @@ pub mod events;
 pub mod expr;
 pub mod gate;
 pub mod hex;
+pub mod names;
 pub mod notify;
 pub mod pending_approval;
 pub mod run;

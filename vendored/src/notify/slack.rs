@@ -393,12 +393,8 @@ impl SlackNotifier {
     ) -> bool {
         let now = crate::time::now();
         let delay = match retries {
-            Retries::Backoff if error.is_transient() && failures <= RETRIES => {
-                let d = Backoff::new(RETRY_BASE, RETRY_CAP).wait_after(failures);
-                // Slack's Retry-After wins when it asks for longer.
-                Some(error.retry_after().map_or(d, |wait| wait.max(d)))
-            }
-            _ => None,
+            Retries::Backoff => retry_delay(failures, error),
+            Retries::Once => None,
         };
         let (hold_until, retry) = match delay {
             Some(delay) => (crate::time::add(now, delay + LEASE_MARGIN), Some(delay)),
@@ -426,6 +422,18 @@ impl SlackNotifier {
     }
 }
 
+/// The wait before retrying a live post or edit after its `failures`-th
+/// failure, or `None` when it is left to the repair sweep (a lasting error,
+/// or the retries are used up).
+fn retry_delay(failures: u32, error: &SlackError) -> Option<Duration> {
+    if !error.is_transient() || failures > RETRIES {
+        return None;
+    }
+    let d = Backoff::new(RETRY_BASE, RETRY_CAP).wait_after(failures);
+    // Slack's Retry-After wins when it asks for longer.
+    Some(error.retry_after().map_or(d, |wait| wait.max(d)))
+}
+
 /// How long the repair sweep leaves a failing message alone: doubling with
 /// every attempt, at most an hour; a configuration problem (bad token,
 /// unknown channel) waits longer from the start, since retrying cannot fix it.
@@ -447,4 +455,39 @@ fn resolve(field: &str, written: &str) -> Result<String, SlackError> {
         )));
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_retries_are_jittered_bounded_and_honour_retry_after() {
+        let outage = SlackError::Status {
+            method: "chat.postMessage",
+            status: 503,
+        };
+        let ceilings = Backoff::new(RETRY_BASE, RETRY_CAP);
+        for failures in 1..=RETRIES {
+            for _ in 0..50 {
+                let d = retry_delay(failures, &outage).expect("retried");
+                assert!(d <= ceilings.ceiling(failures), "{d:?} after {failures}");
+            }
+        }
+        assert_eq!(retry_delay(RETRIES + 1, &outage), None, "then the sweep");
+        let limited = SlackError::RateLimited {
+            method: "chat.update",
+            retry_after: Some(Duration::from_secs(300)),
+        };
+        assert_eq!(retry_delay(1, &limited), Some(Duration::from_secs(300)));
+        let refused = SlackError::Api {
+            method: "chat.postMessage",
+            error: "invalid_auth".into(),
+        };
+        assert_eq!(
+            retry_delay(1, &refused),
+            None,
+            "a lasting error waits for the sweep"
+        );
+    }
 }

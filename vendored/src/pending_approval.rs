@@ -11,39 +11,20 @@ use thiserror::Error;
 
 use crate::spec::SpecHash;
 
-/// Lifecycle of a record. Stored upper-case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ApprovalStatus {
-    Pending,
-    Approved,
-    Rejected,
-    Modified,
-    Expired,
+crate::named_enum! {
+    /// Lifecycle of a record. Stored upper-case.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum ApprovalStatus {
+        Pending = "PENDING",
+        Approved = "APPROVED",
+        Rejected = "REJECTED",
+        Modified = "MODIFIED",
+        Expired = "EXPIRED",
+    }
 }
 
 impl ApprovalStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalStatus::Pending => "PENDING",
-            ApprovalStatus::Approved => "APPROVED",
-            ApprovalStatus::Rejected => "REJECTED",
-            ApprovalStatus::Modified => "MODIFIED",
-            ApprovalStatus::Expired => "EXPIRED",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ApprovalStatus> {
-        Some(match s {
-            "PENDING" => ApprovalStatus::Pending,
-            "APPROVED" => ApprovalStatus::Approved,
-            "REJECTED" => ApprovalStatus::Rejected,
-            "MODIFIED" => ApprovalStatus::Modified,
-            "EXPIRED" => ApprovalStatus::Expired,
-            _ => return None,
-        })
-    }
-
     /// The verb a person would use in a sentence ("approved by alice").
     pub fn past_tense(self) -> &'static str {
         match self {
@@ -56,38 +37,17 @@ impl ApprovalStatus {
     }
 }
 
-impl std::fmt::Display for ApprovalStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Where a gate sits relative to its step's work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Nothing with side effects has happened in the step yet; resuming
-    /// re-enters the step and the gate takes the stored decision.
-    Before,
-    /// The step ran and its output is stored; resuming continues with the
-    /// next step.
-    After,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Before => "before",
-            Phase::After => "after",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Phase> {
-        match s {
-            "before" => Some(Phase::Before),
-            "after" => Some(Phase::After),
-            _ => None,
-        }
+crate::named_enum! {
+    /// Where a gate sits relative to its step's work.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Phase {
+        /// Nothing with side effects has happened in the step yet; resuming
+        /// re-enters the step and the gate takes the stored decision.
+        Before = "before",
+        /// The step ran and its output is stored; resuming continues with the
+        /// next step.
+        After = "after",
     }
 }
 

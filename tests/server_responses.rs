@@ -325,3 +325,51 @@ async fn a_decision_reports_running_while_the_resume_calls_out() {
     }
     assert_eq!(stub.count(), 1);
 }
+
+/// A run id decides the run's latest approval (found by the store, not in
+/// the run's events): each gate in turn, then the last one says it is
+/// resolved; a run that never paused has none.
+#[tokio::test]
+async fn a_decision_by_run_id_takes_the_runs_latest_approval() {
+    let two_gates = GATED_SPEC.replace(
+        "  - id: act\n",
+        "  - id: second\n    approval:\n      message: \"Really ship?\"\n  - id: act\n",
+    );
+    let served = InProcess::start(&two_gates).await;
+    let api = Api::new();
+    let started = body(
+        202,
+        api.post(&served.url("/runs"), json!({"input": {"order_id": "D-4"}}))
+            .await,
+    );
+    let run_id = started["run_id"].as_str().expect("run_id");
+    let approve_url = served.url(&format!("/runs/{run_id}/approve"));
+    let first = body(200, api.post(&approve_url, json!({"approved": true})).await);
+    assert_eq!(first["approval"]["step_id"], "gate", "{first}");
+    assert_eq!(first["status"], "awaiting_approval", "{first}");
+    let second = body(200, api.post(&approve_url, json!({"approved": true})).await);
+    assert_eq!(second["approval"]["step_id"], "second", "{second}");
+    assert_eq!(second["status"], "completed", "{second}");
+    let (status, again) = api.post(&approve_url, json!({"approved": true})).await;
+    assert_eq!((status, server::code(&again)), (409, "already_resolved"));
+    let second_key = second["approval"]["key"].as_str().expect("key");
+    let message = again["error"]["message"].as_str().expect("message");
+    assert!(message.contains(second_key), "{message}");
+
+    let ungated = InProcess::start(
+        "version: 1\nagent: no-gate\nsteps:\n  - id: only\n    set: { done: true }\n",
+    )
+    .await;
+    let started = body(202, api.post(&ungated.url("/runs"), json!({})).await);
+    let run_id = started["run_id"].as_str().expect("run_id");
+    let (status, refused) = api
+        .post(
+            &ungated.url(&format!("/runs/{run_id}/approve")),
+            json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(
+        (status, server::code(&refused)),
+        (404, "approval_not_found")
+    );
+}

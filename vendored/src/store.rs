@@ -316,6 +316,15 @@ pub trait StateStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<Option<ApprovalRecord>>;
 
+    /// The key of the run's latest approval, whatever its status: what a
+    /// decision addressed by run id decides. A run pauses at one gate at a
+    /// time, so its latest record is the pending one while it waits, and
+    /// otherwise the one that explains why nothing is pending (decided,
+    /// expired). Latest by `created_at`, then `step_index`, then key; one
+    /// read through the approvals-by-run index. `None` when the run never
+    /// paused (or does not exist).
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>>;
+
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
 
     async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>>;

@@ -410,6 +410,14 @@ impl StateStore for PostgresStore {
         )
     }
 
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
+        let read = async { ops::latest_approval_key(&self.client().await?, run_id).await }.await;
+        self.context(
+            &format!("finding the latest approval of run {run_id}"),
+            read,
+        )
+    }
+
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
         let page = async { ops::list_pending(&self.client().await?, query).await }.await;
         let page = self.context("listing pending approvals", page)?;

@@ -573,6 +573,15 @@ impl StateStore for SqliteStore {
         .await
     }
 
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
+        let run_id = run_id.to_string();
+        self.read(
+            format!("finding the latest approval of run {run_id}"),
+            move |conn| ops::latest_approval_key(conn, &run_id),
+        )
+        .await
+    }
+
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
         let query = query.clone();
         let page = self

@@ -26,20 +26,13 @@ fn main() {
         panic!("vendored/ has no files: the export would have no runtime to copy");
     }
 
-    // A new, removed or edited file (or ignore rule) must re-run this script;
-    // directories are listed so an added file is noticed too.
+    // A new, removed or edited file must re-run this script; directories are
+    // listed so an added file is noticed too.
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/export/walk.rs");
     for dir in &walk.dirs {
         println!("cargo:rerun-if-changed={}", dir.display());
     }
-    for file in &walk.ignore_files {
-        println!("cargo:rerun-if-changed={}", file.display());
-    }
-    println!(
-        "cargo:rerun-if-changed={}",
-        root.join(".gitignore").display()
-    );
 
     let mut code = String::from(
         "/// Every file of vendored/: (path relative to vendored/, '/'-separated; bytes), sorted by path.\n\

@@ -595,3 +595,93 @@ fn the_cli_prints_every_time_as_rfc3339_utc_seconds() {
         stderr(&expired)
     );
 }
+
+/// Durations and JSON arguments are parsed by clap: a bad one is a usage
+/// error in clap's own format (the flag, the value, why), exit 2, before
+/// anything runs or any store is opened; from the environment too. `@FILE`
+/// still reads the JSON from a file.
+#[test]
+fn bad_durations_and_json_arguments_fail_in_clap_with_exit_2() {
+    let ws = Workspace::new(GATED_SPEC);
+    let spec = ws.spec_arg();
+    for args in [
+        vec!["run", spec, "--input", "{oops"],
+        vec!["run", spec, "--persist", "--input", "@missing.json"],
+        vec![
+            "approvals",
+            "approve",
+            "k",
+            "--spec",
+            spec,
+            "--payload",
+            "[1,",
+        ],
+        // null is refused as over HTTP: "no edit" or "replace with null"?
+        vec![
+            "approvals",
+            "approve",
+            "k",
+            "--spec",
+            spec,
+            "--payload",
+            "null",
+        ],
+        vec!["serve", spec, "--shutdown-grace", "soon"],
+        vec!["serve", spec, "--header-timeout", "10"],
+        vec!["serve", spec, "--body-timeout", "1x"],
+        vec!["serve", spec, "--idle-timeout", ""],
+    ] {
+        let out = ws.tollgate().args(&args).output().unwrap();
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        let (flag, value) = (args[args.len() - 2], args[args.len() - 1]);
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag} <")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("try '--help'"), "{args:?}: {err}");
+    }
+    assert!(!ws.state_db().exists(), "no store was created");
+
+    let out = ws
+        .tollgate()
+        .args(["serve", spec])
+        .env(tollgate_runtime::env::SHUTDOWN_GRACE, "soon")
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("invalid value 'soon' for '--shutdown-grace <"),
+        "{}",
+        stderr(&out)
+    );
+
+    // An environment-only setting with a bad duration names the variable.
+    let out = ws
+        .tollgate()
+        .args(["run", spec, "--persist"])
+        .env(tollgate_runtime::env::SQLITE_BUSY_TIMEOUT, "soon")
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains(tollgate_runtime::env::SQLITE_BUSY_TIMEOUT),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!ws.state_db().exists(), "no store was created");
+
+    std::fs::write(ws.path().join("input.json"), r#"{"order_id": "F-1"}"#).unwrap();
+    let key = ws.pause_run("@input.json");
+    let show = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec", spec, "--json"])
+        .output()
+        .unwrap();
+    assert_success(&show);
+    assert!(
+        stdout(&show).contains("Ship order F-1?"),
+        "{}",
+        stdout(&show)
+    );
+}

@@ -502,3 +502,59 @@ async fn bodies_are_objects_and_a_null_payload_is_refused() {
         .await;
     assert_eq!(s, 202, "{b}");
 }
+
+/// A store another process holds the write lock of (SQLite's "database is
+/// locked") is busy, not broken: a decision answers 503 `store_busy` with
+/// `Retry-After` once the server's busy timeout is out, decides nothing, and
+/// the same request succeeds after the lock is released.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_store_answers_503_with_retry_after() {
+    let ws = Workspace::new(SPEC);
+    let state = ws.path().join("state.db");
+    let mut env = env();
+    env.push((tollgate_runtime::env::SQLITE_BUSY_TIMEOUT, "200ms"));
+    let served = Served::start(&ws.spec, &state, &env, &[]);
+    let alice = Api::with_token("alice-token");
+    let key = paused_key(&alice, &served).await;
+    let approve_url = served.url(&format!("/approvals/{key}/approve"));
+
+    // Another process takes the write lock and keeps it.
+    let holder = rusqlite::Connection::open(&state).expect("open the state file");
+    holder
+        .busy_timeout(Duration::from_secs(30))
+        .expect("busy timeout");
+    holder.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+
+    let response = alice
+        .http
+        .post(&approve_url)
+        .bearer_auth("alice-token")
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("POST");
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body: Value = response.json().await.expect("JSON body");
+    assert_error(status, &body, 503, "store_busy");
+    let seconds: u64 = retry_after
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("Retry-After in seconds, found {retry_after:?}"));
+    assert!(seconds >= 1, "{seconds}");
+    // The message names neither the file nor SQLite's text.
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("state.db"), "{message}");
+
+    // Readers do not wait for the writer (WAL): nothing was decided.
+    let (_, record) = alice.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "PENDING", "{record}");
+
+    holder.execute_batch("ROLLBACK").expect("unlock");
+    let (s, b) = alice.post(&approve_url, json!({})).await;
+    assert_eq!(s, 200, "{b}");
+}

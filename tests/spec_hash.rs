@@ -114,3 +114,32 @@ fn rotating_a_secret_does_not_change_the_hash() {
     assert_eq!(hash_with("old-secret"), SPEC_SHA256);
     assert_eq!(hash_with("new-secret"), SPEC_SHA256);
 }
+
+/// The examples' hashes, pinned: a change to how specs are read must not
+/// move the hash of a spec that already runs (a stored run records it).
+/// Computed independently, as `SPEC_SHA256` above, with PyYAML loading the file.
+#[test]
+fn the_examples_hashes_do_not_move() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    for (file, expected) in [
+        (
+            "hello-approval.yaml",
+            "ac2b6172d2163c8df7223ed3c17d7d04d1ec9f68ee8957994dce6e01e29ad3a1",
+        ),
+        (
+            "no-gate.yaml",
+            "7b3d9042c16b94ecb41a0d2b327ccc2ba8b4c1a1f1fb64c002f43737244e6e59",
+        ),
+        (
+            "refund-desk.yaml",
+            "3278ca3a69d5003dcc81347f821e04342abad54d0965813f457e96c533388c1a",
+        ),
+        (
+            "with-rust-tools.yaml",
+            "36d2942c50a34fada3062b3ff1d8f9de935a48f85a804bf872cc1406c91a5774",
+        ),
+    ] {
+        let spec = Spec::load(&dir.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(spec.hash.as_str(), expected, "{file}");
+    }
+}

@@ -13,6 +13,7 @@ macro_rules! say {
 use std::path::{Path, PathBuf};
 
 use tollgate_runtime::Spec;
+use tollgate_runtime::cli::exit;
 
 use super::{ExportError, ExportOptions, Plan, check, export, plan};
 
@@ -62,7 +63,7 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     let plan = plan_for(&args.spec)?;
     if args.dry_run {
         print_plan(&plan);
-        return Ok(0);
+        return Ok(exit::OK);
     }
     if args.check {
         let report = check(&plan, &args.out)?;
@@ -73,7 +74,7 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
                 args.spec.display(),
                 report.files
             );
-            return Ok(0);
+            return Ok(exit::OK);
         }
         for finding in &report.findings {
             say!(
@@ -92,7 +93,7 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
             args.spec.display(),
             args.out.display()
         );
-        return Ok(1);
+        return Ok(exit::RUN_FAILED);
     }
 
     let report = export(&plan, &args.out, &ExportOptions { force: args.force })?;
@@ -119,7 +120,7 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
         summary.push_str(&format!(", {kept} of yours kept as you edited them"));
     }
     say!("{summary}");
-    Ok(0)
+    Ok(exit::OK)
 }
 
 fn print_plan(plan: &Plan) {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 use tollgate_runtime::SpecError;
+use tollgate_runtime::cli::exit;
 
 #[derive(Debug, Error)]
 pub enum ExportError {
@@ -70,7 +71,9 @@ pub enum ExportError {
 }
 
 impl ExportError {
-    /// The CLI exit status (DESIGN §6): 2 bad input, 4 conflict, 1 otherwise.
+    /// The CLI exit status (DESIGN §6): bad input, conflict (edited files in
+    /// the way), else failed; the numbers are `cli::exit`'s, shared with
+    /// every other command.
     pub fn exit_code(&self) -> i32 {
         match self {
             ExportError::Spec(_)
@@ -79,10 +82,10 @@ impl ExportError {
             | ExportError::DirectoryInTheWay { .. }
             | ExportError::LinkInside { .. }
             | ExportError::Manifest { .. }
-            | ExportError::ToolTypeClash { .. } => 2,
-            ExportError::EditedFiles { .. } => 4,
+            | ExportError::ToolTypeClash { .. } => exit::BAD_INPUT,
+            ExportError::EditedFiles { .. } => exit::CONFLICT,
             ExportError::Read { .. } | ExportError::Write { .. } | ExportError::Internal { .. } => {
-                1
+                exit::RUN_FAILED
             }
         }
     }

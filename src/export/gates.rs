@@ -3,8 +3,6 @@
 //! The default messages mirror the ones the runtime uses when a gate has no
 //! `message:` (vendored/src/workflow.rs).
 
-use std::time::Duration;
-
 use tollgate_runtime::Spec;
 use tollgate_runtime::spec::{Step, StepKind};
 
@@ -89,46 +87,8 @@ fn gate(spec: &Spec, index: usize, step: &Step) -> Option<Gate> {
         phase,
         message_is_default: message.is_none(),
         message: message.unwrap_or(default_message),
-        ttl: format_duration(ttl.unwrap_or(spec.approvals.ttl)),
+        ttl: tollgate_runtime::time::format_duration(ttl.unwrap_or(spec.approvals.ttl)),
         ttl_is_default: ttl.is_none(),
         payload,
     })
-}
-
-/// `7d`, `2d`, `1h30m`, `90s` -> `1m30s`, `500ms`: the largest units first,
-/// in the units a spec is written in (days at most: `approvals.ttl: 7d`
-/// reads back as `7d`, not `1w`).
-pub fn format_duration(d: Duration) -> String {
-    const UNITS: &[(&str, u128)] = &[
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ];
-    let mut ms = d.as_millis();
-    if ms == 0 {
-        return "0s".to_string();
-    }
-    let mut out = String::new();
-    for (unit, size) in UNITS {
-        if ms >= *size {
-            out.push_str(&format!("{}{unit}", ms / size));
-            ms %= size;
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(format_duration(Duration::from_secs(7 * 86_400)), "7d");
-        assert_eq!(format_duration(Duration::from_secs(2 * 86_400)), "2d");
-        assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
-        assert_eq!(format_duration(Duration::from_millis(500)), "500ms");
-    }
 }

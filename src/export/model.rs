@@ -8,9 +8,10 @@ use tollgate_runtime::Spec;
 use tollgate_runtime::spec::{ModelOutput, StepKind, ToolKind};
 
 use super::env_refs::{EnvVar, env_vars};
-use super::gates::{Gate, format_duration, gates};
+use super::gates::{Gate, gates};
 use super::layout::{self, LayoutEntry};
 use super::{ExportError, lockfile, names, vendored};
+use tollgate_runtime::time::format_duration;
 
 pub struct Model<'a> {
     pub spec: &'a Spec,

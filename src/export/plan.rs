@@ -5,7 +5,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -15,36 +14,24 @@ use super::model::Model;
 use super::templates;
 use super::{ExportError, SPEC_FILE, codegen, layout, lockfile, vendored};
 
-/// Whose a file is, which decides what a re-export may do to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// A copy of the runtime: replaced on every export.
-    Vendored,
-    /// Derived from the spec: replaced on every export.
-    Generated,
-    /// The user's after the first export: written only when absent or
-    /// unchanged since the last export.
-    Yours,
+tollgate_runtime::named_enum! {
+    /// Whose a file is, which decides what a re-export may do to it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Role {
+        /// A copy of the runtime: replaced on every export.
+        Vendored = "vendored",
+        /// Derived from the spec: replaced on every export.
+        Generated = "generated",
+        /// The user's after the first export: written only when absent or
+        /// unchanged since the last export.
+        Yours = "yours",
+    }
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Vendored => "vendored",
-            Role::Generated => "generated",
-            Role::Yours => "yours",
-        }
-    }
-
     pub fn is_yours(self) -> bool {
         self == Role::Yours
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -147,7 +134,32 @@ fn render(
     Ok(Cow::Owned(text.into_bytes()))
 }
 
+/// Lower-case hex SHA-256, with the runtime's one hex encoder.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    tollgate_runtime::hex::encode(&Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_lower_case_hex_sha256() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn role_names_are_the_manifest_names() {
+        for role in Role::ALL {
+            assert_eq!(Role::parse(role.as_str()), Some(*role));
+            assert_eq!(serde_json::to_value(role).unwrap(), role.as_str());
+        }
+        assert_eq!(
+            Role::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+            ["vendored", "generated", "yours"]
+        );
+    }
 }

@@ -9,14 +9,14 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::common::tollgate_bin;
+use crate::common::serve_command;
 
 /// How long a (re)started server may take to print `listening on ...`.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -328,29 +328,10 @@ fn spawn(
     env: &[(String, String)],
     logs: &Arc<Mutex<Logs>>,
 ) -> Result<(Child, String), String> {
-    let mut cmd = Command::new(tollgate_bin());
-    cmd.arg("serve")
-        .arg(spec)
+    let mut child = serve_command(spec, env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .arg("--state")
         .arg(state)
-        .args(["--listen", "127.0.0.1:0"]);
-    for var in [
-        "TOLLGATE_DATABASE_URL",
-        "TOLLGATE_API_TOKENS",
-        "TOLLGATE_LISTEN",
-        "TOLLGATE_MAX_BODY_BYTES",
-        "TOLLGATE_SHUTDOWN_GRACE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("RUST_LOG", "info");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .args(["--listen", "127.0.0.1:0"])
         .spawn()
         .map_err(|e| format!("cannot spawn tollgate serve: {e}"))?;
     if let Some(mut stderr) = child.stderr.take() {

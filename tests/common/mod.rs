@@ -107,6 +107,36 @@ pub fn tollgate_bin() -> &'static str {
     env!("CARGO_BIN_EXE_tollgate")
 }
 
+/// `tollgate serve SPEC` with its output piped, none of the caller's
+/// `TOLLGATE_*` settings, `RUST_LOG=info`, then `env` on top: a test's
+/// server depends only on what the test says.
+pub fn serve_command<S: AsRef<std::ffi::OsStr>>(
+    spec: &std::path::Path,
+    env: impl IntoIterator<Item = (S, S)>,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(tollgate_bin());
+    cmd.arg("serve").arg(spec);
+    for var in [
+        "TOLLGATE_DATABASE_URL",
+        "TOLLGATE_API_TOKENS",
+        "TOLLGATE_LISTEN",
+        "TOLLGATE_MAX_BODY_BYTES",
+        "TOLLGATE_SHUTDOWN_GRACE",
+        "TOLLGATE_HEADER_TIMEOUT",
+        "TOLLGATE_BODY_TIMEOUT",
+        "TOLLGATE_IDLE_TIMEOUT",
+        "TOLLGATE_MAX_CONNECTIONS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("RUST_LOG", "info");
+    cmd.envs(env);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -7,13 +7,13 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::tollgate_bin;
+use crate::common::serve_command;
 
 /// A running `tollgate serve`.
 pub struct Served {
@@ -66,31 +66,12 @@ impl Served {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Result<Served, StartFailure> {
-        let mut cmd = Command::new(tollgate_bin());
-        cmd.arg("serve").arg(spec).args(store);
+        let mut cmd = serve_command(spec, env.iter().copied());
+        cmd.args(store);
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
-        cmd.args(args);
-        for var in [
-            "TOLLGATE_DATABASE_URL",
-            "TOLLGATE_API_TOKENS",
-            "TOLLGATE_LISTEN",
-            "TOLLGATE_MAX_BODY_BYTES",
-            "TOLLGATE_SHUTDOWN_GRACE",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("RUST_LOG", "info");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tollgate serve");
+        let mut child = cmd.args(args).spawn().expect("spawn tollgate serve");
         let logs = Arc::new(Mutex::new(String::new()));
         let mut stderr = child.stderr.take().expect("stderr");
         let sink = logs.clone();

@@ -65,6 +65,7 @@ macro_rules! store_conformance_tests {
             concurrent_claims_of_one_key_have_exactly_one_winner,
             expiry_sweep_expires_once_and_ends_the_run,
             expired_records_are_neither_listed_nor_claimable,
+            a_runs_latest_approval_key_is_found_whatever_its_status,
             pending_pages_are_newest_first_without_duplicates,
             pending_list_filters_by_agent,
             malformed_cursor_is_rejected,
@@ -646,6 +647,66 @@ pub async fn expired_records_are_neither_listed_nor_claimable(store: SharedStore
         "approval_expired"
     );
     assert!(store.list_stuck(None).await.expect("stuck").is_empty());
+}
+
+pub async fn a_runs_latest_approval_key_is_found_whatever_its_status(store: SharedStore) {
+    let latest = |run_id: &'static str| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .latest_approval_key(run_id)
+                .await
+                .expect("latest approval key")
+        }
+    };
+    // No such run, and a run that never paused.
+    assert_eq!(latest("run-nobody").await, None);
+    let run = run_record("run-calm", "agent", 0);
+    store
+        .create_run(&run, &[event("run-calm", 1, 0, started(&run))])
+        .await
+        .expect("create run");
+    assert_eq!(latest("run-calm").await, None);
+
+    // Waiting: its pending record. Another run's records are not its own.
+    paused_run(store.as_ref(), "first", "agent", 10).await;
+    paused_run(store.as_ref(), "elsewhere", "agent", 20).await;
+    assert_eq!(latest("run-first").await.as_deref(), Some("first"));
+
+    // Decided: still that record (a decision by run id is then refused as
+    // already resolved, not as "nothing to decide").
+    store
+        .claim(&approve("first", "alice", 30))
+        .await
+        .expect("claim");
+    assert_eq!(latest("run-first").await.as_deref(), Some("first"));
+
+    // Paused again at a later gate: the later record, found among the run's
+    // others (also when a clock gives two gates one created_at: the later
+    // step wins). Then expired: still it.
+    let mut second = pending_record("second", "run-first", "agent", 40);
+    second.step_index = 3;
+    pause(store.as_ref(), &second, 4).await;
+    assert_eq!(latest("run-first").await.as_deref(), Some("second"));
+    store
+        .claim(&approve("second", "alice", 41))
+        .await
+        .expect("claim second");
+    let mut third = pending_record("a-third", "run-first", "agent", 40);
+    third.step_index = 4;
+    pause(store.as_ref(), &third, 6).await;
+    assert_eq!(latest("run-first").await.as_deref(), Some("a-third"));
+    store.expire_due(at(40 + TTL)).await.expect("sweep");
+    assert_eq!(
+        store
+            .get_approval("a-third")
+            .await
+            .expect("get")
+            .map(|r| r.status),
+        Some(ApprovalStatus::Expired)
+    );
+    assert_eq!(latest("run-first").await.as_deref(), Some("a-third"));
+    assert_eq!(latest("run-elsewhere").await.as_deref(), Some("elsewhere"));
 }
 
 pub async fn pending_pages_are_newest_first_without_duplicates(store: SharedStore) {

@@ -25,7 +25,7 @@ pub mod serve;
 pub mod spec_commands;
 pub mod store_location;
 
-pub use common::{SpecSource, agent, decider, parse_json_arg};
+pub use common::{SpecSource, agent, decider};
 pub use exit::Failure;
 pub use exported::{Embedded, run_exported};
 
@@ -55,5 +55,8 @@ pub fn block_on_command(
 }
 
 fn exit_code(code: i32) -> std::process::ExitCode {
-    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+    match u8::try_from(code) {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(_) => std::process::ExitCode::FAILURE,
+    }
 }

@@ -31,6 +31,14 @@ pub struct ExprError {
 
 impl ExprError {
     fn from_minijinja(template: &str, err: &minijinja::Error) -> ExprError {
+        if err.kind() == minijinja::ErrorKind::OutOfFuel {
+            return ExprError::new(
+                template,
+                format!(
+                    "the template ran more than {MAX_INSTRUCTIONS} instructions, the limit for one evaluation (a loop over too many items?)"
+                ),
+            );
+        }
         let mut detail = err.kind().to_string();
         if let Some(more) = err.detail() {
             detail.push_str(": ");
@@ -93,6 +101,11 @@ pub const MAX_DATA_DEPTH: usize = crate::json_depth::MAX_JSON_DEPTH;
 pub const MAX_CONTEXT_DEPTH: usize = crate::json_depth::READABLE_DEPTH + 3;
 /// How deep macros and recursive loops may call themselves.
 const MAX_RECURSION: usize = 64;
+/// The most instructions one evaluation may run. A loop over 100,000 items
+/// with a few operations each fits; nested `range()` loops, which would keep
+/// a step busy for hours, do not. Running out fails the step, like any other
+/// expression error.
+pub const MAX_INSTRUCTIONS: u64 = 5_000_000;
 
 /// Declares a table of minijinja builtins once: the name list validation
 /// checks against, and the registration the runtime uses, from one source.
@@ -229,6 +242,7 @@ pub fn environment() -> &'static Environment<'static> {
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
         env.set_keep_trailing_newline(true);
         env.set_recursion_limit(MAX_RECURSION);
+        env.set_fuel(Some(MAX_INSTRUCTIONS));
         add_filters(&mut env);
         add_tests(&mut env);
         add_functions(&mut env);
@@ -1010,5 +1024,15 @@ mod tests {
     fn evaluates_nested_values() {
         let v = evaluate_value(&json!({"a": ["{{ input.amount }}", 3], "b": "x"}), &ctx()).unwrap();
         assert_eq!(v, json!({"a": [150, 3], "b": "x"}));
+    }
+
+    #[test]
+    fn a_loop_that_would_run_for_hours_runs_out_of_instructions() {
+        let hours =
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+        let err = evaluate_str(hours, &ctx()).unwrap_err().message;
+        assert!(err.contains("more than 5000000 instructions"), "{err}");
+        let lone = "{{ range(100000) | map('string') | join(',') | length }}";
+        assert!(evaluate_str(lone, &ctx()).is_ok(), "a long loop fits");
     }
 }

@@ -3,12 +3,15 @@
 //! This crate is copied byte for byte into every exported server, so it
 //! depends on nothing in the generator and refers only to its own modules.
 
+pub mod backoff;
 pub mod cli;
+pub mod env;
 pub mod events;
 pub mod expr;
 pub mod gate;
 pub mod hex;
 pub mod json_depth;
+pub mod names;
 pub mod notify;
 pub mod pending_approval;
 pub mod run;

@@ -11,39 +11,20 @@ use thiserror::Error;
 
 use crate::spec::SpecHash;
 
-/// Lifecycle of a record. Stored upper-case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ApprovalStatus {
-    Pending,
-    Approved,
-    Rejected,
-    Modified,
-    Expired,
+crate::named_enum! {
+    /// Lifecycle of a record. Stored upper-case.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum ApprovalStatus {
+        Pending = "PENDING",
+        Approved = "APPROVED",
+        Rejected = "REJECTED",
+        Modified = "MODIFIED",
+        Expired = "EXPIRED",
+    }
 }
 
 impl ApprovalStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalStatus::Pending => "PENDING",
-            ApprovalStatus::Approved => "APPROVED",
-            ApprovalStatus::Rejected => "REJECTED",
-            ApprovalStatus::Modified => "MODIFIED",
-            ApprovalStatus::Expired => "EXPIRED",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ApprovalStatus> {
-        Some(match s {
-            "PENDING" => ApprovalStatus::Pending,
-            "APPROVED" => ApprovalStatus::Approved,
-            "REJECTED" => ApprovalStatus::Rejected,
-            "MODIFIED" => ApprovalStatus::Modified,
-            "EXPIRED" => ApprovalStatus::Expired,
-            _ => return None,
-        })
-    }
-
     /// The verb a person would use in a sentence ("approved by alice").
     pub fn past_tense(self) -> &'static str {
         match self {
@@ -56,38 +37,17 @@ impl ApprovalStatus {
     }
 }
 
-impl std::fmt::Display for ApprovalStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Where a gate sits relative to its step's work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Nothing with side effects has happened in the step yet; resuming
-    /// re-enters the step and the gate takes the stored decision.
-    Before,
-    /// The step ran and its output is stored; resuming continues with the
-    /// next step.
-    After,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Before => "before",
-            Phase::After => "after",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Phase> {
-        match s {
-            "before" => Some(Phase::Before),
-            "after" => Some(Phase::After),
-            _ => None,
-        }
+crate::named_enum! {
+    /// Where a gate sits relative to its step's work.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Phase {
+        /// Nothing with side effects has happened in the step yet; resuming
+        /// re-enters the step and the gate takes the stored decision.
+        Before = "before",
+        /// The step ran and its output is stored; resuming continues with the
+        /// next step.
+        After = "after",
     }
 }
 
@@ -226,6 +186,8 @@ pub struct Claim {
 }
 
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.
+/// What each means at an edge (an HTTP status, an exit status) is decided
+/// there: `server/error.rs` and `cli/exit.rs`.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ApprovalError {
     #[error("no approval with key {key}")]
@@ -278,28 +240,6 @@ impl ApprovalError {
             ApprovalError::SpecChanged { .. } => "spec_changed",
             ApprovalError::Forbidden { .. } => "forbidden",
             ApprovalError::InvalidPayload { .. } => "invalid_request",
-        }
-    }
-
-    pub fn http_status(&self) -> u16 {
-        match self {
-            ApprovalError::NotFound { .. } => 404,
-            ApprovalError::Expired { .. } => 410,
-            ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => 409,
-            ApprovalError::Forbidden { .. } => 403,
-            ApprovalError::InvalidPayload { .. } => 400,
-        }
-    }
-
-    /// CLI exit status: 3 not found or expired, 4 conflict, 2 bad input,
-    /// 6 forbidden (the decider is not in `approvals.approvers`: the input is
-    /// fine and the record still pending, only someone else may decide it).
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            ApprovalError::NotFound { .. } | ApprovalError::Expired { .. } => 3,
-            ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => 4,
-            ApprovalError::InvalidPayload { .. } => 2,
-            ApprovalError::Forbidden { .. } => 6,
         }
     }
 

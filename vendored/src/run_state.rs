@@ -4,54 +4,25 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Running,
-    AwaitingApproval,
-    Completed,
-    Rejected,
-    Failed,
-    Expired,
-    /// Ended by a dedupe step whose key was already claimed.
-    Skipped,
+crate::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RunStatus {
+        Running = "running",
+        AwaitingApproval = "awaiting_approval",
+        Completed = "completed",
+        Rejected = "rejected",
+        Failed = "failed",
+        Expired = "expired",
+        /// Ended by a dedupe step whose key was already claimed.
+        Skipped = "skipped",
+    }
 }
 
 impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::AwaitingApproval => "awaiting_approval",
-            RunStatus::Completed => "completed",
-            RunStatus::Rejected => "rejected",
-            RunStatus::Failed => "failed",
-            RunStatus::Expired => "expired",
-            RunStatus::Skipped => "skipped",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<RunStatus> {
-        Some(match s {
-            "running" => RunStatus::Running,
-            "awaiting_approval" => RunStatus::AwaitingApproval,
-            "completed" => RunStatus::Completed,
-            "rejected" => RunStatus::Rejected,
-            "failed" => RunStatus::Failed,
-            "expired" => RunStatus::Expired,
-            "skipped" => RunStatus::Skipped,
-            _ => return None,
-        })
-    }
-
     /// A final status never changes again.
     pub fn is_final(self) -> bool {
         !matches!(self, RunStatus::Running | RunStatus::AwaitingApproval)
-    }
-}
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -5,6 +5,11 @@
 //! references to later steps, bad expressions) look positions up in the
 //! marked tree by path, never by searching the source text.
 //!
+//! Each type that a YAML mapping becomes declares that mapping's keys in a
+//! `SCHEMA` right after it (see `schema.rs`): the allowed keys and the
+//! template-bearing paths are derived from these tables, so adding a key
+//! means one line there plus the code that reads it.
+//!
 //! The canonical hash is SHA-256 over the canonical JSON of the parsed YAML
 //! (keys sorted, compact), so key order and comments do not change it, and
 //! `${NAME}` secret references are hashed as written.
@@ -13,6 +18,7 @@ mod convert;
 mod error;
 mod hash;
 mod marked;
+mod schema;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -23,6 +29,7 @@ use serde_json::Value;
 
 pub use error::{SpecError, SpecErrorKind};
 pub use hash::SpecHash;
+use schema::{Schema, mapping, template, value};
 
 /// A parsed and validated spec. Cheap to share behind an `Arc`.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,10 +50,33 @@ pub struct Spec {
     pub document: Value,
 }
 
+impl Spec {
+    /// The top level. `tools` and `steps` are walked per tool and per step
+    /// (`ToolSpec::SCHEMA`, `StepKind::SCHEMAS`).
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        value("version"),
+        value("agent"),
+        value("description"),
+        mapping("trigger", &TriggerSpec::SCHEMA),
+        mapping("approvals", &ApprovalDefaults::SCHEMA),
+        mapping("model", &ModelConfig::SCHEMA),
+        value("tools"),
+        value("steps"),
+    ]);
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TriggerSpec {
     pub webhook: Option<WebhookTrigger>,
     pub schedule: Vec<ScheduleTrigger>,
+}
+
+impl TriggerSpec {
+    /// `schedule` is a sequence of `ScheduleTrigger::SCHEMA` mappings.
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        mapping("webhook", &WebhookTrigger::SCHEMA),
+        value("schedule"),
+    ]);
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,11 +87,19 @@ pub struct WebhookTrigger {
     pub secret: Option<String>,
 }
 
+impl WebhookTrigger {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[value("path"), value("secret")]);
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleTrigger {
     pub cron: String,
     /// The run's `input` for each tick (default `{}`).
     pub input: Value,
+}
+
+impl ScheduleTrigger {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[value("cron"), value("input")]);
 }
 
 impl ScheduleTrigger {
@@ -87,6 +125,14 @@ pub struct ApprovalDefaults {
     /// When set, only these identities may decide.
     pub approvers: Option<Vec<String>>,
     pub notify: NotifySpec,
+}
+
+impl ApprovalDefaults {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        value("ttl"),
+        value("approvers"),
+        mapping("notify", &NotifySpec::SCHEMA),
+    ]);
 }
 
 impl Default for ApprovalDefaults {
@@ -118,12 +164,24 @@ pub struct NotifySpec {
     pub slack: Option<SlackNotifySpec>,
 }
 
+impl NotifySpec {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[mapping("slack", &SlackNotifySpec::SCHEMA)]);
+}
+
 /// Values as written: normally `${NAME}` references, resolved at call time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlackNotifySpec {
     pub bot_token: String,
     pub channel: String,
     pub signing_secret: String,
+}
+
+impl SlackNotifySpec {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        value("bot_token"),
+        value("channel"),
+        value("signing_secret"),
+    ]);
 }
 
 /// An OpenAI-compatible chat-completions endpoint. Values as written.
@@ -133,6 +191,15 @@ pub struct ModelConfig {
     pub api_key: Option<String>,
     pub name: Option<String>,
     pub timeout: Option<Duration>,
+}
+
+impl ModelConfig {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        value("base_url"),
+        value("api_key"),
+        value("name"),
+        value("timeout"),
+    ]);
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -145,6 +212,18 @@ pub struct ToolSpec {
     pub message: Option<String>,
     /// Gate TTL for this tool; falls back to `approvals.ttl`.
     pub ttl: Option<Duration>,
+}
+
+impl ToolSpec {
+    /// One entry of `tools:`. Its templates may read `args` too (the
+    /// checks give every tool's walk that root).
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        mapping("http", &HttpToolSpec::SCHEMA),
+        value("rust"),
+        value("approval"),
+        template("message"),
+        value("ttl"),
+    ]);
 }
 
 // Built once per spec load; the size difference between variants is irrelevant.
@@ -177,10 +256,29 @@ pub struct HttpToolSpec {
     pub idempotency: IdempotencySpec,
 }
 
+impl HttpToolSpec {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        value("method"),
+        template("url"),
+        template("headers"),
+        template("query"),
+        template("json"),
+        template("body"),
+        value("timeout"),
+        value("ok_status"),
+        mapping("retry", &RetrySpec::SCHEMA),
+        mapping("idempotency", &IdempotencySpec::SCHEMA),
+    ]);
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetrySpec {
     pub attempts: u32,
     pub backoff: Duration,
+}
+
+impl RetrySpec {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[value("attempts"), value("backoff")]);
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -189,6 +287,11 @@ pub enum IdempotencySpec {
     Header(String),
     /// `idempotency: false`.
     Off,
+}
+
+impl IdempotencySpec {
+    /// The mapping form; `idempotency: false` is the other.
+    pub(crate) const SCHEMA: Schema = Schema::new(&[value("header")]);
 }
 
 impl Default for IdempotencySpec {
@@ -221,6 +324,65 @@ pub enum StepKind {
     },
 }
 
+impl StepKind {
+    /// A step's keys, by the key that decides its kind (a step has exactly
+    /// one of them), in the order messages list the kinds.
+    pub(crate) const SCHEMAS: &'static [(&'static str, Schema)] = &[
+        (
+            "tool",
+            Schema::new(&[value("id"), value("tool"), template("with")]),
+        ),
+        (
+            "model",
+            Schema::new(&[
+                value("id"),
+                mapping("model", &ModelStep::SCHEMA),
+                mapping("guardrail", &Guardrail::SCHEMA),
+            ]),
+        ),
+        (
+            "approval",
+            Schema::new(&[value("id"), mapping("approval", &ApprovalStep::SCHEMA)]),
+        ),
+        (
+            "if",
+            Schema::new(&[
+                value("id"),
+                template("if"),
+                value("then"),
+                template("message"),
+                value("ttl"),
+                template("payload"),
+            ]),
+        ),
+        (
+            "dedupe",
+            Schema::new(&[value("id"), mapping("dedupe", &DedupeStep::SCHEMA)]),
+        ),
+        ("set", Schema::new(&[value("id"), template("set")])),
+    ];
+
+    /// The key that made this step this kind.
+    pub(crate) fn key(&self) -> &'static str {
+        match self {
+            StepKind::Tool { .. } => "tool",
+            StepKind::Model(_) => "model",
+            StepKind::Approval(_) => "approval",
+            StepKind::Gate(_) => "if",
+            StepKind::Dedupe(_) => "dedupe",
+            StepKind::Set { .. } => "set",
+        }
+    }
+
+    /// The keys of a step whose kind key is `kind`.
+    pub(crate) fn schema(kind: &str) -> Option<&'static Schema> {
+        StepKind::SCHEMAS
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, s)| s)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelStep {
     pub prompt: String,
@@ -232,6 +394,19 @@ pub struct ModelStep {
     pub api_key: Option<String>,
     pub timeout: Option<Duration>,
     pub guardrail: Option<Guardrail>,
+}
+
+impl ModelStep {
+    /// The step's `model:` mapping (`guardrail` is a key of the step).
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        template("prompt"),
+        template("system"),
+        value("output"),
+        value("name"),
+        value("base_url"),
+        value("api_key"),
+        value("timeout"),
+    ]);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -250,6 +425,19 @@ pub struct Guardrail {
     pub ttl: Option<Duration>,
 }
 
+impl Guardrail {
+    /// Its templates run after the model call, so they may read `output`.
+    pub(crate) const SCHEMA: Schema = Schema::reading(
+        "output",
+        &[
+            value("min_confidence"),
+            template("confidence"),
+            template("message"),
+            value("ttl"),
+        ],
+    );
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalStep {
     pub message: Option<String>,
@@ -257,6 +445,15 @@ pub struct ApprovalStep {
     /// Optional payload template shown to (and editable by) the decider.
     pub payload: Option<Value>,
     pub on_reject: OnReject,
+}
+
+impl ApprovalStep {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        template("message"),
+        value("ttl"),
+        template("payload"),
+        value("on_reject"),
+    ]);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -268,6 +465,7 @@ pub enum OnReject {
     Continue,
 }
 
+/// Its keys are the step's own (`StepKind::SCHEMAS`, kind `if`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateStep {
     /// Condition expression (template).
@@ -283,6 +481,11 @@ pub struct DedupeStep {
     pub key: String,
     pub ttl: Duration,
     pub release_on_failure: bool,
+}
+
+impl DedupeStep {
+    pub(crate) const SCHEMA: Schema =
+        Schema::new(&[template("key"), value("ttl"), value("release_on_failure")]);
 }
 
 impl Spec {

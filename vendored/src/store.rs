@@ -99,6 +99,21 @@ pub enum StoreError {
     PostgresNotBuilt,
 }
 
+/// The marker a [`StoreError::Database`] message carries when SQLite gave
+/// up waiting for another connection's lock (SQLITE_BUSY / SQLITE_LOCKED,
+/// "database is locked"); set where the SQLite error is classified.
+pub(crate) const BUSY_MARKER: &str = "SQLITE_BUSY";
+
+impl StoreError {
+    /// True when the store is busy rather than broken: another connection
+    /// held the write lock past the busy timeout. Retrying later can
+    /// succeed, so an edge answers "try again" (HTTP 503 with Retry-After),
+    /// not "internal error".
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Database(m) if m.contains(BUSY_MARKER))
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The outcome of a successful claim.
@@ -335,6 +350,15 @@ pub trait StateStore: Send + Sync + 'static {
         run_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<ApprovalRecord>>;
+
+    /// The key of the run's latest approval, whatever its status: what a
+    /// decision addressed by run id decides. A run pauses at one gate at a
+    /// time, so its latest record is the pending one while it waits, and
+    /// otherwise the one that explains why nothing is pending (decided,
+    /// expired). Latest by `created_at`, then `step_index`, then key; one
+    /// read through the approvals-by-run index. `None` when the run never
+    /// paused (or does not exist).
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>>;
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
 

@@ -118,9 +118,66 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// The inverse of [`parse_duration`] for whole milliseconds: `7d`, `2d`,
+/// `1h30m`, `90s` -> `1m30s`, `500ms`, largest units first, in the units a
+/// spec is written in (days at most: `approvals.ttl: 7d` reads back as `7d`,
+/// not `1w`). Sub-millisecond parts are dropped; zero is `0s`.
+pub fn format_duration(d: Duration) -> String {
+    const UNITS: &[(&str, u128)] = &[
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ];
+    let mut ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    let mut out = String::new();
+    for (unit, size) in UNITS {
+        if ms >= *size {
+            out.push_str(&format!("{}{unit}", ms / size));
+            ms %= size;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_in_spec_units_largest_first() {
+        assert_eq!(format_duration(Duration::from_secs(7 * 86_400)), "7d");
+        assert_eq!(format_duration(Duration::from_secs(14 * 86_400)), "14d");
+        assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(format_duration(Duration::from_millis(500)), "500ms");
+        assert_eq!(format_duration(Duration::from_millis(1_001)), "1s1ms");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn formatted_durations_parse_back_to_themselves() {
+        let mut samples = vec![1, 999, 1_000, 59_999, 60_000, 3_600_000, 86_400_000];
+        samples.extend([5_400_000, 604_800_000, 90_061_001, 315_360_000_000]);
+        // A spread of irregular values too.
+        let mut x: u64 = 1;
+        for _ in 0..500 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            samples.push(1 + x % 400_000_000_000);
+        }
+        for ms in samples {
+            let d = Duration::from_millis(ms);
+            let text = format_duration(d);
+            assert_eq!(parse_duration(&text), Ok(d), "{ms}ms formatted as {text}");
+        }
+        // And parsing then formatting is canonical: compounds normalise.
+        assert_eq!(format_duration(parse_duration("90m").unwrap()), "1h30m");
+        assert_eq!(format_duration(parse_duration("1w").unwrap()), "7d");
+    }
 
     #[test]
     fn parses_units_and_compounds() {

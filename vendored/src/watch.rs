@@ -17,7 +17,7 @@
 //!
 //! - **PostgreSQL pushes.** Every pause, decision and expiry sends `NOTIFY
 //!   tollgate_approvals` when it commits. The watcher keeps one dedicated
-//!   LISTEN connection, reconnects with exponential backoff when it drops,
+//!   LISTEN connection, reconnects with jittered exponential backoff when it drops,
 //!   and after every (re)connect re-reads the records someone is waiting for
 //!   (the catch-up), so a decision made while it was disconnected still
 //!   resolves its waiter. As a safety net against a connection that died
@@ -44,6 +44,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::backoff::Backoff;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
 use crate::store::{SharedStore, StoreError, StoreResult};
 
@@ -107,8 +108,9 @@ pub struct WatchOptions {
     /// With push: how often waited-on keys are re-read anyway, in case the
     /// connection died without the watcher noticing.
     pub recheck_interval: Duration,
-    /// First delay before reconnecting a lost push connection; doubled per
-    /// failed attempt up to `reconnect_max`.
+    /// Reconnecting a lost push connection waits a random time (full
+    /// jitter) under a ceiling that starts here and doubles per failed
+    /// attempt up to `reconnect_max`.
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
 }
@@ -166,8 +168,10 @@ struct Shared {
     state: watch::Sender<FeedState>,
 }
 
-/// Sent when a waiter's re-read fails for a reason that may pass (the
-/// database restarting): it retries with backoff up to this delay.
+/// When a waiter's re-read fails for a reason that may pass (the database
+/// restarting), it retries with jittered backoff (`crate::backoff`) whose
+/// ceiling doubles from the first to the second delay.
+const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 impl ApprovalWatcher {
@@ -223,20 +227,19 @@ impl ApprovalWatcher {
         // after that read is then either heard or caught up on.
         let mut changes = shared.changes.subscribe();
         let _registration = Registration::new(shared, key);
-        let mut retry = Duration::ZERO;
+        let mut retry = Backoff::new(MIN_RETRY_DELAY, MAX_RETRY_DELAY);
         let mut swept = false;
         loop {
             let record = match shared.store.get_approval(key).await {
                 Ok(Some(record)) => record,
                 Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
                 Err(StoreError::Database(_)) => {
-                    retry = (retry * 2).clamp(Duration::from_millis(100), MAX_RETRY_DELAY);
-                    tokio::time::sleep(retry).await;
+                    tokio::time::sleep(retry.next_wait()).await;
                     continue;
                 }
                 Err(other) => return Err(other),
             };
-            retry = Duration::ZERO;
+            retry.reset();
             if record.status != ApprovalStatus::Pending {
                 return Ok(record);
             }
@@ -353,13 +356,15 @@ async fn poll(shared: Arc<Shared>) {
 /// The push loop: connect, catch up, relay; on loss back off and repeat.
 async fn listen(shared: Arc<Shared>, feed: Arc<dyn ChangeFeed>) {
     let options = shared.options.clone();
-    let mut backoff = options.reconnect_min;
+    // Jittered, so the servers sharing a database that restarts do not all
+    // reconnect at the same instants.
+    let mut backoff = Backoff::new(options.reconnect_min, options.reconnect_max);
     let mut connects = 0u64;
     loop {
         match feed.connect().await {
             Ok(mut connection) => {
                 connects += 1;
-                backoff = options.reconnect_min;
+                backoff.reset();
                 shared.state.send_replace(FeedState::Listening { connects });
                 // Anything decided while no connection listened.
                 shared.recheck().await;
@@ -386,11 +391,10 @@ async fn listen(shared: Arc<Shared>, feed: Arc<dyn ChangeFeed>) {
                     connects,
                     error: Some(e.to_string()),
                 });
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(options.reconnect_max);
+                tokio::time::sleep(backoff.next_wait()).await;
                 continue;
             }
         }
-        tokio::time::sleep(backoff).await;
+        tokio::time::sleep(backoff.next_wait()).await;
     }
 }

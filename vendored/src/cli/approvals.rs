@@ -38,9 +38,9 @@ pub async fn run(
             show(&key, source.as_ref().or(embedded), &store, json).await
         }
         ApprovalsCommand::Approve(args) => {
-            let decision = match &args.payload {
-                Some(text) => Decision::Modify {
-                    payload: super::common::parse_json_arg("--payload", text)?,
+            let decision = match args.payload {
+                Some(payload) => Decision::Modify {
+                    payload,
                     reason: args.decide.reason.clone(),
                 },
                 None => Decision::Approve {

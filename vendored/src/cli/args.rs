@@ -1,17 +1,42 @@
 //! Command-line types shared by tollgate and exported servers. The doc
 //! comments are the help text.
+//!
+//! Values are parsed by clap (`value_parser`): a bad duration or JSON
+//! argument is a usage error in clap's own format, exit 2, before any
+//! command starts.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use crate::env;
+
+/// clap value parser for `JSON` or `@FILE` (the file's contents as JSON).
+pub fn json_arg(text: &str) -> Result<Value, String> {
+    let (source, origin) = match text.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?,
+            path,
+        ),
+        None => (text.to_string(), "the argument"),
+    };
+    super::common::check_depth(&source).map_err(|e| format!("{origin} {e}"))?;
+    serde_json::from_str(&source).map_err(|e| format!("{origin} is not valid JSON: {e}"))
+}
+
+/// clap value parser for a duration: `30s`, `5m`, `1h30m`, `250ms`.
+pub fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    crate::time::parse_duration(text)
+}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The spec file (YAML).
     pub spec: PathBuf,
     /// The run's input: inline JSON, or @FILE to read it from a file.
-    #[arg(long, default_value = "{}")]
-    pub input: String,
+    #[arg(long, value_name = "JSON", default_value = "{}", value_parser = json_arg)]
+    pub input: Value,
     /// Write pauses to the durable store and exit 0 with the approval key,
     /// instead of prompting on stdin.
     #[arg(long)]
@@ -33,7 +58,7 @@ pub struct StoreArgs {
     #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
     /// Database URL (`sqlite://PATH`, `memory:`; also TOLLGATE_DATABASE_URL).
-    #[arg(long, value_name = "URL", env = "TOLLGATE_DATABASE_URL")]
+    #[arg(long, value_name = "URL", env = env::DATABASE_URL)]
     pub database_url: Option<String>,
 }
 
@@ -81,8 +106,20 @@ pub struct ApproveArgs {
     pub decide: DecideArgs,
     /// Approve with this payload instead (JSON, or @FILE): edited tool
     /// arguments, or a replacement output for an `after` gate.
-    #[arg(long)]
-    pub payload: Option<String>,
+    #[arg(long, value_name = "JSON", value_parser = payload_arg)]
+    pub payload: Option<Value>,
+}
+
+/// clap value parser for `--payload`: JSON, but not `null`, which could mean
+/// "no edit" or "replace with null" (the HTTP API refuses it the same way).
+pub fn payload_arg(text: &str) -> Result<Value, String> {
+    match json_arg(text)? {
+        Value::Null => Err(
+            "the payload is null: leave --payload out to approve as is, or give the edited payload"
+                .into(),
+        ),
+        payload => Ok(payload),
+    }
 }
 
 #[derive(Debug, Args)]

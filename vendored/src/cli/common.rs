@@ -1,10 +1,8 @@
 //! Helpers shared by the commands: where the spec comes from, the agent with
-//! this process's tools, JSON arguments, who decides.
+//! this process's tools, who decides.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use serde_json::Value;
 
 use super::exit::Failure;
 use super::exported::Embedded;
@@ -89,21 +87,6 @@ pub fn agent(
     Ok(AgentRun::new(spec, store).with_tools(Arc::new(tools)))
 }
 
-/// Parse `JSON` or `@FILE` given on the command line.
-pub fn parse_json_arg(flag: &str, text: &str) -> Result<Value, Failure> {
-    let (source, origin) = match text.strip_prefix('@') {
-        Some(path) => (
-            std::fs::read_to_string(path)
-                .map_err(|e| Failure::bad_input(format!("{flag}: cannot read {path}: {e}")))?,
-            path.to_string(),
-        ),
-        None => (text.to_string(), "the argument".to_string()),
-    };
-    check_depth(&source).map_err(|e| Failure::bad_input(format!("{flag}: {origin} {e}")))?;
-    serde_json::from_str(&source)
-        .map_err(|e| Failure::bad_input(format!("{flag}: {origin} is not valid JSON: {e}")))
-}
-
 /// JSON given to a run from outside nests at most
 /// [`crate::json_depth::MAX_JSON_DEPTH`] levels (what the run stores wraps
 /// it again and must stay readable); the error completes "X ...".
@@ -120,6 +103,10 @@ pub fn check_depth(text: &str) -> Result<(), String> {
 /// Who decides: --by, else $USER, else "cli".
 pub fn decider(by: Option<&str>) -> String {
     by.map(str::to_string)
-        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .or_else(|| {
+            std::env::var(crate::env::USER)
+                .ok()
+                .filter(|u| !u.is_empty())
+        })
         .unwrap_or_else(|| "cli".to_string())
 }

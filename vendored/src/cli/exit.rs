@@ -1,19 +1,29 @@
 //! Exit statuses (DESIGN §6) and the error type that carries one.
 //!
-//! 0 done (or paused and persisted), 1 run failed, 2 bad input or usage,
-//! 3 not found or expired, 4 conflict (already resolved, spec changed; set by
-//! `ApprovalError::exit_code`), 5 rejected, 6 forbidden (the decider is not
-//! in the spec's `approvals.approvers`).
+//! This file alone names the numbers: every command (the exporter's too)
+//! uses these constants, and the domain's errors carry no exit status; the
+//! mapping from each typed error to its status is here (`From` impls).
 
 use std::fmt;
 
 use crate::{ApprovalError, RunError, RunStatus, SpecError};
 
+/// Done, or paused and persisted.
 pub const OK: i32 = 0;
+/// The run failed; or the command did (a store or write failure, `export
+/// --check` finding files out of date).
 pub const RUN_FAILED: i32 = 1;
+/// Bad input or usage (clap's own errors exit with this too).
 pub const BAD_INPUT: i32 = 2;
+/// Not found or expired.
 pub const NOT_FOUND: i32 = 3;
+/// Conflict: already resolved, spec changed, files edited since the last
+/// export.
+pub const CONFLICT: i32 = 4;
+/// The run ended rejected.
 pub const REJECTED: i32 = 5;
+/// The decider is not in the spec's `approvals.approvers`: the input is fine
+/// and the record still pending, only someone else may decide it.
 pub const FORBIDDEN: i32 = 6;
 
 /// An error that ends the command with a specific exit status.
@@ -50,9 +60,19 @@ impl From<SpecError> for Failure {
     }
 }
 
+/// The exit status of a refused decision.
+pub fn for_approval(e: &ApprovalError) -> i32 {
+    match e {
+        ApprovalError::NotFound { .. } | ApprovalError::Expired { .. } => NOT_FOUND,
+        ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => CONFLICT,
+        ApprovalError::InvalidPayload { .. } => BAD_INPUT,
+        ApprovalError::Forbidden { .. } => FORBIDDEN,
+    }
+}
+
 impl From<ApprovalError> for Failure {
     fn from(e: ApprovalError) -> Self {
-        Failure::new(e.exit_code(), format!("{}: {e}", e.code()))
+        Failure::new(for_approval(&e), format!("{}: {e}", e.code()))
     }
 }
 
@@ -80,5 +100,69 @@ pub fn for_status(status: RunStatus) -> i32 {
         RunStatus::Rejected => REJECTED,
         RunStatus::Expired => NOT_FOUND,
         RunStatus::Failed | RunStatus::Running => RUN_FAILED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_decisions_map_to_their_exit_statuses_here() {
+        let key = || "k".to_string();
+        let cases = [
+            (ApprovalError::NotFound { key: key() }, NOT_FOUND),
+            (
+                ApprovalError::Expired {
+                    key: key(),
+                    expired_at: chrono::Utc::now(),
+                },
+                NOT_FOUND,
+            ),
+            (
+                ApprovalError::AlreadyResolved {
+                    key: key(),
+                    status: crate::ApprovalStatus::Rejected,
+                    decided_by: None,
+                    decided_at: None,
+                },
+                CONFLICT,
+            ),
+            (
+                ApprovalError::SpecChanged {
+                    key: key(),
+                    paused_with: "a".into(),
+                    current: "b".into(),
+                },
+                CONFLICT,
+            ),
+            (
+                ApprovalError::Forbidden {
+                    key: key(),
+                    decided_by: "m".into(),
+                },
+                FORBIDDEN,
+            ),
+            (
+                ApprovalError::InvalidPayload {
+                    key: key(),
+                    reason: "r".into(),
+                },
+                BAD_INPUT,
+            ),
+        ];
+        for (error, want) in cases {
+            let code = error.code();
+            let failure = Failure::from(error);
+            assert_eq!(failure.code, want, "{failure}");
+            assert!(failure.message.starts_with(code), "{failure}");
+        }
+        assert_eq!(
+            (
+                OK, RUN_FAILED, BAD_INPUT, NOT_FOUND, CONFLICT, REJECTED, FORBIDDEN
+            ),
+            (0, 1, 2, 3, 4, 5, 6),
+            "DESIGN §6"
+        );
     }
 }

@@ -16,7 +16,6 @@ use crate::{ApprovalRecord, Decision, RunOutcome, RunStatus};
 pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, Failure> {
     let source = SpecSource::File(args.spec.clone());
     let spec = source.load()?;
-    let input = super::common::parse_json_arg("--input", &args.input)?;
     let store: SharedStore = if args.persist {
         super::store_location::open(&args.store, Some(&source))?
     } else {
@@ -29,7 +28,7 @@ pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, Failure> {
     let mut events = agent.subscribe();
     let trigger =
         json!({ "kind": "cli", "received_at": crate::time::format_utc(crate::time::now()) });
-    let mut outcome = agent.start(input, trigger).await?;
+    let mut outcome = agent.start(args.input, trigger).await?;
     if args.json {
         render::drain_events(&mut events);
     }

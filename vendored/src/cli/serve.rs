@@ -1,11 +1,14 @@
 //! `serve`: the HTTP server of DESIGN §5 (`crate::server`), as a command of
 //! tollgate (`tollgate serve SPEC`) and of every exported server.
 
+use std::time::Duration;
+
 use clap::Args;
 
-use super::args::StoreArgs;
+use super::args::{StoreArgs, duration_arg};
 use super::common::SpecSource;
 use super::exit::{self, Failure};
+use crate::env;
 use crate::server::{self, ApiTokens, Limits, Server, ServerConfig};
 use crate::tools::CustomTools;
 
@@ -17,7 +20,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         value_name = "ADDR",
-        env = "TOLLGATE_LISTEN",
+        env = env::LISTEN,
         default_value = server::DEFAULT_LISTEN
     )]
     pub listen: String,
@@ -27,7 +30,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         value_name = "N",
-        env = "TOLLGATE_MAX_BODY_BYTES",
+        env = env::MAX_BODY_BYTES,
         default_value_t = server::DEFAULT_MAX_BODY_BYTES
     )]
     pub max_body_bytes: usize,
@@ -35,41 +38,45 @@ pub struct ServeArgs {
     #[arg(
         long,
         value_name = "DURATION",
-        env = "TOLLGATE_SHUTDOWN_GRACE",
+        env = env::SHUTDOWN_GRACE,
+        value_parser = duration_arg,
         default_value = "30s"
     )]
-    pub shutdown_grace: String,
+    pub shutdown_grace: Duration,
     /// Longest wait for a request's line and headers, from the connection's
     /// start or the request's first byte; then the connection is closed.
     #[arg(
         long,
         value_name = "DURATION",
-        env = "TOLLGATE_HEADER_TIMEOUT",
+        env = env::HEADER_TIMEOUT,
+        value_parser = duration_arg,
         default_value = "10s"
     )]
-    pub header_timeout: String,
+    pub header_timeout: Duration,
     /// Longest wait for a request's whole body, from the end of its headers
     /// (later: 408 request_timeout).
     #[arg(
         long,
         value_name = "DURATION",
-        env = "TOLLGATE_BODY_TIMEOUT",
+        env = env::BODY_TIMEOUT,
+        value_parser = duration_arg,
         default_value = "30s"
     )]
-    pub body_timeout: String,
+    pub body_timeout: Duration,
     /// How long a kept-alive connection may wait for its next request.
     #[arg(
         long,
         value_name = "DURATION",
-        env = "TOLLGATE_IDLE_TIMEOUT",
+        env = env::IDLE_TIMEOUT,
+        value_parser = duration_arg,
         default_value = "60s"
     )]
-    pub idle_timeout: String,
+    pub idle_timeout: Duration,
     /// Most connections open at once; more wait until one closes.
     #[arg(
         long,
         value_name = "N",
-        env = "TOLLGATE_MAX_CONNECTIONS",
+        env = env::MAX_CONNECTIONS,
         default_value_t = server::DEFAULT_MAX_CONNECTIONS
     )]
     pub max_connections: usize,
@@ -84,11 +91,10 @@ pub async fn run(
 ) -> Result<i32, Failure> {
     server::init_logging();
     let spec = source.load()?;
-    let shutdown_grace = duration("--shutdown-grace", &args.shutdown_grace)?;
     let limits = Limits {
-        header_timeout: duration("--header-timeout", &args.header_timeout)?,
-        body_timeout: duration("--body-timeout", &args.body_timeout)?,
-        idle_timeout: duration("--idle-timeout", &args.idle_timeout)?,
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+        idle_timeout: args.idle_timeout,
         max_connections: args.max_connections,
     };
     // Read by hand, not through clap's `env`, so no help or error text can
@@ -107,7 +113,7 @@ pub async fn run(
         listen: args.listen,
         tokens,
         max_body_bytes: args.max_body_bytes,
-        shutdown_grace,
+        shutdown_grace: args.shutdown_grace,
         limits,
         ..ServerConfig::default()
     };
@@ -115,10 +121,6 @@ pub async fn run(
     server::announce(server.local_addr().map_err(failure)?);
     server.run().await.map_err(failure)?;
     Ok(exit::OK)
-}
-
-fn duration(flag: &str, text: &str) -> Result<std::time::Duration, Failure> {
-    crate::time::parse_duration(text).map_err(|e| Failure::bad_input(format!("{flag}: {e}")))
 }
 
 fn failure(e: server::ServerError) -> Failure {

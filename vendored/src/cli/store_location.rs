@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::Failure;
+use crate::env;
 use crate::store::{self, SharedStore, SqliteOptions, Synchronous};
 
 /// The default state file of a spec.
@@ -21,7 +22,7 @@ pub fn default_state_path(spec: &Path) -> PathBuf {
 /// commands that write (`run --persist`, `serve`).
 pub fn open(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
     let (location, _) = locate(args, spec)?;
-    store::open(&location, sqlite_options()).map_err(|e| Failure::bad_input(e.to_string()))
+    store::open(&location, sqlite_options()?).map_err(|e| Failure::bad_input(e.to_string()))
 }
 
 /// [`open`] for commands that read or decide what is already stored
@@ -42,7 +43,7 @@ pub fn open_existing(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<Shar
             ));
         }
     }
-    store::open(&location, sqlite_options()).map_err(|e| Failure::bad_input(e.to_string()))
+    store::open(&location, sqlite_options()?).map_err(|e| Failure::bad_input(e.to_string()))
 }
 
 /// The store location and which flag (or default) named it.
@@ -76,14 +77,23 @@ fn sqlite_path(location: &str) -> Option<&Path> {
 }
 
 /// `TOLLGATE_SQLITE_SYNCHRONOUS=normal` trades the last commits before a
-/// power loss for speed; FULL is the default.
-fn sqlite_options() -> SqliteOptions {
-    let synchronous = match std::env::var("TOLLGATE_SQLITE_SYNCHRONOUS") {
+/// power loss for speed; FULL is the default. `TOLLGATE_SQLITE_BUSY_TIMEOUT`
+/// (a duration) is how long a write waits for another process's lock before
+/// it fails as busy (`serve` then answers 503 with Retry-After).
+fn sqlite_options() -> Result<SqliteOptions, Failure> {
+    let synchronous = match std::env::var(env::SQLITE_SYNCHRONOUS) {
         Ok(v) if v.eq_ignore_ascii_case("normal") => Synchronous::Normal,
         _ => Synchronous::Full,
     };
-    SqliteOptions {
+    let defaults = SqliteOptions::default();
+    let busy_timeout = match std::env::var(env::SQLITE_BUSY_TIMEOUT) {
+        Ok(text) => crate::time::parse_duration(&text)
+            .map_err(|e| Failure::bad_input(format!("{}: {e}", env::SQLITE_BUSY_TIMEOUT)))?,
+        Err(_) => defaults.busy_timeout,
+    };
+    Ok(SqliteOptions {
         synchronous,
-        ..SqliteOptions::default()
-    }
+        busy_timeout,
+        ..defaults
+    })
 }

@@ -33,6 +33,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::{broadcast, watch};
 
+use crate::backoff::Backoff;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::spec::{SlackNotifySpec, Spec};
@@ -41,18 +42,13 @@ use crate::tools::template::CallSecrets;
 
 pub use api::{SlackApi, SlackError};
 
-/// Waits between attempts of one post or edit: about 4 minutes over 9
-/// attempts. After that the repair sweep takes over.
-const RETRY_DELAYS: [Duration; 8] = [
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-    Duration::from_secs(4),
-    Duration::from_secs(8),
-    Duration::from_secs(16),
-    Duration::from_secs(32),
-    Duration::from_secs(64),
-    Duration::from_secs(128),
-];
+/// Waits between attempts of one post or edit: jittered (see
+/// `crate::backoff`) under a ceiling doubling from 1s to 128s, at most about
+/// 4 minutes over 9 attempts. After that the repair sweep takes over.
+const RETRY_BASE: Duration = Duration::from_secs(1);
+const RETRY_CAP: Duration = Duration::from_secs(128);
+/// Retries (after the first attempt) before the repair sweep takes over.
+const RETRIES: u32 = 8;
 
 /// A lease outlives one call by this much, so a worker that crashed
 /// mid-call hands the message over soon after.
@@ -253,12 +249,11 @@ impl SlackNotifier {
     /// the click itself has been answered already.
     pub async fn tell(&self, response_url: &str, text: &str) {
         let body = message::ephemeral(text);
-        for delay in [
-            Duration::ZERO,
-            Duration::from_secs(1),
-            Duration::from_secs(2),
-        ] {
-            tokio::time::sleep(delay).await;
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(2));
+        for attempt in 0..3 {
+            if attempt > 0 {
+                tokio::time::sleep(backoff.next_wait()).await;
+            }
             match self.api.respond(response_url, &body).await {
                 Ok(()) => return,
                 Err(e) if e.is_transient() => continue,
@@ -398,13 +393,8 @@ impl SlackNotifier {
     ) -> bool {
         let now = crate::time::now();
         let delay = match retries {
-            Retries::Backoff if error.is_transient() => {
-                RETRY_DELAYS.get(failures as usize - 1).map(|d| {
-                    // Slack's Retry-After wins when it asks for longer.
-                    error.retry_after().map_or(*d, |wait| wait.max(*d))
-                })
-            }
-            _ => None,
+            Retries::Backoff => retry_delay(failures, error),
+            Retries::Once => None,
         };
         let (hold_until, retry) = match delay {
             Some(delay) => (crate::time::add(now, delay + LEASE_MARGIN), Some(delay)),
@@ -432,6 +422,18 @@ impl SlackNotifier {
     }
 }
 
+/// The wait before retrying a live post or edit after its `failures`-th
+/// failure, or `None` when it is left to the repair sweep (a lasting error,
+/// or the retries are used up).
+fn retry_delay(failures: u32, error: &SlackError) -> Option<Duration> {
+    if !error.is_transient() || failures > RETRIES {
+        return None;
+    }
+    let d = Backoff::new(RETRY_BASE, RETRY_CAP).wait_after(failures);
+    // Slack's Retry-After wins when it asks for longer.
+    Some(error.retry_after().map_or(d, |wait| wait.max(d)))
+}
+
 /// How long the repair sweep leaves a failing message alone: doubling with
 /// every attempt, at most an hour; a configuration problem (bad token,
 /// unknown channel) waits longer from the start, since retrying cannot fix it.
@@ -453,4 +455,39 @@ fn resolve(field: &str, written: &str) -> Result<String, SlackError> {
         )));
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_retries_are_jittered_bounded_and_honour_retry_after() {
+        let outage = SlackError::Status {
+            method: "chat.postMessage",
+            status: 503,
+        };
+        let ceilings = Backoff::new(RETRY_BASE, RETRY_CAP);
+        for failures in 1..=RETRIES {
+            for _ in 0..50 {
+                let d = retry_delay(failures, &outage).expect("retried");
+                assert!(d <= ceilings.ceiling(failures), "{d:?} after {failures}");
+            }
+        }
+        assert_eq!(retry_delay(RETRIES + 1, &outage), None, "then the sweep");
+        let limited = SlackError::RateLimited {
+            method: "chat.update",
+            retry_after: Some(Duration::from_secs(300)),
+        };
+        assert_eq!(retry_delay(1, &limited), Some(Duration::from_secs(300)));
+        let refused = SlackError::Api {
+            method: "chat.postMessage",
+            error: "invalid_auth".into(),
+        };
+        assert_eq!(
+            retry_delay(1, &refused),
+            None,
+            "a lasting error waits for the sweep"
+        );
+    }
 }

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::state::AppState;
@@ -191,9 +192,11 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// Equal digests, compared without an early exit.
+/// Equal digests, compared in constant time: `subtle` keeps the optimiser
+/// from turning the comparison back into an early exit, which a hand-written
+/// fold does not guarantee.
 fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    bool::from(a.ct_eq(b))
 }
 
 /// Middleware for every API route but /healthz and the webhook: resolve the
@@ -264,6 +267,19 @@ mod tests {
             assert!(said.contains(problem), "{text}: {said}");
             let message = err.to_string();
             assert!(!message.contains("samesecret"), "{message}");
+        }
+    }
+
+    #[test]
+    fn digests_compare_equal_only_when_every_byte_matches() {
+        let a = digest("s3cret");
+        assert!(digests_equal(&a, &digest("s3cret")));
+        // A difference in the first byte, the last byte or anywhere between
+        // is a mismatch.
+        for at in [0, 15, 31] {
+            let mut b = a;
+            b[at] ^= 1;
+            assert!(!digests_equal(&a, &b), "byte {at}");
         }
     }
 

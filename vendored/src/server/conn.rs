@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use axum::http::{HeaderValue, Request, Response, header};
 use axum::response::IntoResponse;
 use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
@@ -45,6 +45,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep};
+
+use super::error::ApiError;
+use crate::env;
 
 /// Default time for a request's line and headers.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,23 +99,21 @@ impl Limits {
     /// Every problem with these limits, one message each (empty: fine).
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        for (name, value) in [
-            (
-                "--header-timeout (TOLLGATE_HEADER_TIMEOUT)",
-                self.header_timeout,
-            ),
-            ("--body-timeout (TOLLGATE_BODY_TIMEOUT)", self.body_timeout),
-            ("--idle-timeout (TOLLGATE_IDLE_TIMEOUT)", self.idle_timeout),
+        for (flag, var, value) in [
+            ("--header-timeout", env::HEADER_TIMEOUT, self.header_timeout),
+            ("--body-timeout", env::BODY_TIMEOUT, self.body_timeout),
+            ("--idle-timeout", env::IDLE_TIMEOUT, self.idle_timeout),
         ] {
             if value < Duration::from_millis(1) || value > MAX_TIMEOUT {
                 problems.push(format!(
-                    "{name} must be between 1ms and 24h, found {value:?}"
+                    "{flag} ({var}) must be between 1ms and 24h, found {value:?}"
                 ));
             }
         }
         if self.max_connections == 0 || self.max_connections > Semaphore::MAX_PERMITS {
             problems.push(format!(
-                "--max-connections (TOLLGATE_MAX_CONNECTIONS) must be between 1 and {}, found {}",
+                "--max-connections ({}) must be between 1 and {}, found {}",
+                env::MAX_CONNECTIONS,
                 Semaphore::MAX_PERMITS,
                 self.max_connections
             ));
@@ -441,14 +442,10 @@ impl Service<Request<Incoming>> for Dispatch {
             let response = if late.load(Ordering::SeqCst) {
                 // Whatever the handler made of the failed read, the answer
                 // is the timeout; the rest of the body is not waited for.
-                let mut answer = json_error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "request_timeout",
-                    &format!(
-                        "the request body did not arrive within {} of the headers",
-                        describe(timeout)
-                    ),
-                );
+                let mut answer = ApiError::BodyTimeout {
+                    after: describe(timeout),
+                }
+                .into_response();
                 answer
                     .headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -551,38 +548,22 @@ impl HttpBody for TrackedBody {
     }
 }
 
-/// `{"error": {"code", "message"}}` with `status`: the API's error shape,
-/// for answers made below the router.
-pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
-    let body = serde_json::json!({ "error": { "code": code, "message": message } });
-    (status, axum::Json(body)).into_response()
-}
-
 /// hyper's own answer to a head it could not parse, as the API's JSON
 /// error: its status, a code and what to change.
 fn parse_error_answer(written: &[u8]) -> Option<Vec<u8>> {
     let status = written.strip_prefix(b"HTTP/1.1 ")?.get(..3)?;
-    let (status, code, message) = match status {
-        b"400" => (
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "the request is not valid HTTP/1.1 (request line or a header is malformed)".to_string(),
-        ),
-        b"414" => (
-            StatusCode::URI_TOO_LONG,
-            "uri_too_long",
-            "the request URI is too long".to_string(),
-        ),
-        b"431" => (
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "headers_too_large",
-            format!(
-                "the request line and headers must fit in {MAX_HEAD_BYTES} bytes and {MAX_HEADERS} header fields"
-            ),
-        ),
+    // Which of hyper's refusals this is; its status and code are the API's.
+    let error = match status {
+        b"400" => ApiError::MalformedHead,
+        b"414" => ApiError::UriTooLong,
+        b"431" => ApiError::HeadersTooLarge {
+            max_bytes: MAX_HEAD_BYTES,
+            max_headers: MAX_HEADERS,
+        },
         _ => return None,
     };
-    let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+    let status = error.status();
+    let body = error.body().to_string();
     let head = format!(
         "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         status.as_str(),

@@ -3,6 +3,8 @@
 //! Every handler returns `Result<_, ApiError>`; this file alone decides the
 //! status code and the stable `code` of each failure, so the codes are the
 //! same on every route (and the same as the CLI's, via `ApprovalError`).
+//! The domain's errors carry no HTTP status: what each means here is the
+//! one match in [`ApiError::status`].
 //! The body is always `{"error": {"code": "...", "message": "..."}}`.
 
 use axum::Json;
@@ -24,9 +26,10 @@ pub enum ApiError {
     #[error("a valid bearer token is required (Authorization: Bearer <token>)")]
     Unauthorized,
 
-    /// A Slack signature that is missing or does not match.
+    /// A Slack signature that is missing, stale or does not match: the
+    /// verifier's own error, kept as the source.
     #[error("{0}")]
-    BadSignature(&'static str),
+    SlackSignature(#[from] crate::notify::slack::signature::SignatureError),
 
     /// A webhook signature that is missing, malformed, stale or wrong.
     #[error(transparent)]
@@ -64,10 +67,44 @@ pub enum ApiError {
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
 
+    /// Without API tokens, a `Host` that is not a loopback name (DNS
+    /// rebinding), or a malformed or repeated `Host`.
+    #[error("{0}")]
+    BadHost(String),
+
+    /// An `Origin` that is not this server's own (a page of another site).
+    #[error("{0}")]
+    ForbiddenOrigin(String),
+
+    /// The body did not arrive within `--body-timeout` of the headers.
+    #[error("the request body did not arrive within {after} of the headers")]
+    BodyTimeout { after: String },
+
+    /// A request line or header hyper could not parse.
+    #[error("the request is not valid HTTP/1.1 (request line or a header is malformed)")]
+    MalformedHead,
+
+    #[error("the request URI is too long")]
+    UriTooLong,
+
+    #[error(
+        "the request line and headers must fit in {max_bytes} bytes and {max_headers} header fields"
+    )]
+    HeadersTooLarge {
+        max_bytes: usize,
+        max_headers: usize,
+    },
+
     /// The server cannot serve this request as configured (a webhook
     /// secret that is not set). The detail goes to the log, not the caller.
     #[error("{0}")]
     Unavailable(&'static str),
+
+    /// The store is busy: another connection held its write lock past the
+    /// busy timeout (SQLITE_BUSY). Not a failure of the request: 503 with
+    /// `Retry-After`. The detail (it names the file) goes to the log.
+    #[error("the store is busy: another process holds its write lock; retry shortly")]
+    StoreBusy(String),
 
     /// Anything else (the store failed). Logged in full; the caller gets a
     /// generic message, since store errors can name files and hosts.
@@ -75,24 +112,40 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// Seconds a client is told to wait before retrying a busy store: the
+/// server already waited out its busy timeout, so a short pause is enough
+/// for the other writer's transaction to end.
+pub const BUSY_RETRY_AFTER_SECS: u64 = 1;
+
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized | ApiError::BadSignature(_) | ApiError::WebhookSignature(_) => {
-                StatusCode::UNAUTHORIZED
-            }
-            ApiError::Approval(e) => {
-                StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-            }
+            ApiError::Unauthorized
+            | ApiError::SlackSignature(_)
+            | ApiError::WebhookSignature(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Approval(e) => match e {
+                ApprovalError::NotFound { .. } => StatusCode::NOT_FOUND,
+                ApprovalError::Expired { .. } => StatusCode::GONE,
+                ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => {
+                    StatusCode::CONFLICT
+                }
+                ApprovalError::Forbidden { .. } => StatusCode::FORBIDDEN,
+                ApprovalError::InvalidPayload { .. } => StatusCode::BAD_REQUEST,
+            },
             ApiError::RunNotFound(_)
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Replayed => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            ApiError::MalformedHead => StatusCode::BAD_REQUEST,
+            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::StoreBusy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -100,10 +153,10 @@ impl ApiError {
     /// Stable machine-readable code.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest(_) => "invalid_request",
-            ApiError::Unauthorized | ApiError::BadSignature(_) | ApiError::WebhookSignature(_) => {
-                "unauthorized"
-            }
+            ApiError::InvalidRequest(_) | ApiError::MalformedHead => "invalid_request",
+            ApiError::Unauthorized
+            | ApiError::SlackSignature(_)
+            | ApiError::WebhookSignature(_) => "unauthorized",
             ApiError::Approval(e) => e.code(),
             ApiError::RunNotFound(_) => "run_not_found",
             ApiError::RunHasNoApproval(_) => "approval_not_found",
@@ -111,14 +164,38 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Replayed => "replayed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::BadHost(_) => "bad_host",
+            ApiError::ForbiddenOrigin(_) => "forbidden_origin",
+            ApiError::BodyTimeout { .. } => "request_timeout",
+            ApiError::UriTooLong => "uri_too_long",
+            ApiError::HeadersTooLarge { .. } => "headers_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::StoreBusy(_) => "store_busy",
             ApiError::Internal(_) => "internal_error",
         }
     }
 
     pub fn invalid(message: impl Into<String>) -> ApiError {
         ApiError::InvalidRequest(message.into())
+    }
+
+    /// The JSON body: `{"error": {"code", "message"}}`. An internal error's
+    /// detail is logged, never sent (store errors can name files and hosts);
+    /// a busy store's detail likewise.
+    pub fn body(&self) -> serde_json::Value {
+        let message = match self {
+            ApiError::Internal(detail) => {
+                tracing::error!(error = %detail, "request failed");
+                "internal error; see the server log".to_string()
+            }
+            ApiError::StoreBusy(detail) => {
+                tracing::warn!(error = %detail, "store busy: answered 503 with Retry-After");
+                self.to_string()
+            }
+            other => other.to_string(),
+        };
+        json!({ "error": { "code": self.code(), "message": message } })
     }
 }
 
@@ -143,6 +220,7 @@ impl From<StoreError> for ApiError {
             StoreError::InvalidCursor(c) => ApiError::InvalidRequest(format!(
                 "malformed cursor {c:?}: pass next_cursor from a previous page"
             )),
+            busy if busy.is_busy() => ApiError::StoreBusy(busy.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -150,21 +228,113 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let message = match &self {
-            ApiError::Internal(detail) => {
-                tracing::error!(error = %detail, "request failed");
-                "internal error; see the server log".to_string()
+        let mut response = (self.status(), Json(self.body())).into_response();
+        match self {
+            ApiError::Unauthorized => {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            other => other.to_string(),
-        };
-        let body = json!({ "error": { "code": self.code(), "message": message } });
-        let mut response = (status, Json(body)).into_response();
-        if matches!(self, ApiError::Unauthorized) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            ApiError::StoreBusy(_) => {
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(BUSY_RETRY_AFTER_SECS),
+                );
+            }
+            _ => {}
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::slack::signature::SignatureError;
+    use std::error::Error as _;
+
+    fn approval(e: ApprovalError) -> (u16, &'static str) {
+        let e = ApiError::from(e);
+        (e.status().as_u16(), e.code())
+    }
+
+    #[test]
+    fn refused_decisions_map_to_their_statuses_here() {
+        let key = || "k".to_string();
+        let at = chrono::Utc::now();
+        assert_eq!(
+            approval(ApprovalError::NotFound { key: key() }),
+            (404, "approval_not_found")
+        );
+        assert_eq!(
+            approval(ApprovalError::Expired {
+                key: key(),
+                expired_at: at
+            }),
+            (410, "approval_expired")
+        );
+        assert_eq!(
+            approval(ApprovalError::AlreadyResolved {
+                key: key(),
+                status: crate::ApprovalStatus::Approved,
+                decided_by: None,
+                decided_at: None
+            }),
+            (409, "already_resolved")
+        );
+        assert_eq!(
+            approval(ApprovalError::SpecChanged {
+                key: key(),
+                paused_with: "a".into(),
+                current: "b".into()
+            }),
+            (409, "spec_changed")
+        );
+        assert_eq!(
+            approval(ApprovalError::Forbidden {
+                key: key(),
+                decided_by: "m".into()
+            }),
+            (403, "forbidden")
+        );
+        assert_eq!(
+            approval(ApprovalError::InvalidPayload {
+                key: key(),
+                reason: "r".into()
+            }),
+            (400, "invalid_request")
+        );
+    }
+
+    #[test]
+    fn a_slack_signature_error_is_kept_as_the_source() {
+        let e = ApiError::from(SignatureError::Stale);
+        assert_eq!((e.status().as_u16(), e.code()), (401, "unauthorized"));
+        assert_eq!(e.to_string(), SignatureError::Stale.to_string());
+        let source = e.source().and_then(|s| s.downcast_ref::<SignatureError>());
+        assert_eq!(source, Some(&SignatureError::Stale));
+    }
+
+    #[test]
+    fn only_a_busy_store_is_503_with_retry_after() {
+        let busy = StoreError::Database(format!(
+            "claiming k in x.db: database is locked ({})",
+            crate::store::BUSY_MARKER
+        ));
+        let response = ApiError::from(busy).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            response.headers().get(header::RETRY_AFTER),
+            Some(&HeaderValue::from(BUSY_RETRY_AFTER_SECS))
+        );
+        let other = ApiError::from(StoreError::Database("disk on fire".into()));
+        assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            other
+                .into_response()
+                .headers()
+                .get(header::RETRY_AFTER)
+                .is_none()
+        );
     }
 }

@@ -15,7 +15,7 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-const VARIABLE: &str = "RUST_LOG";
+const VARIABLE: &str = crate::env::LOG_FILTER;
 
 /// Install the subscriber once; later calls (or one installed by an
 /// embedding program) are left alone. A `RUST_LOG` that does not parse is

@@ -2,16 +2,24 @@
 //! (DESIGN §5): the router, auth, the webhook trigger, schedules, the
 //! expiry sweeper and graceful shutdown.
 //!
-//! An exported server's `main.rs` is, in essence:
+//! `tollgate serve` and an exported server's `serve` command (both
+//! `cli/serve.rs`) read the configuration from flags and the environment
+//! through clap, then, in essence:
 //!
 //! ```no_run
 //! # async fn example(agent: tollgate_runtime::AgentRun) -> Result<(), tollgate_runtime::server::ServerError> {
-//! tollgate_runtime::server::init_logging();
-//! let config = tollgate_runtime::server::ServerConfig::from_env()?;
-//! tollgate_runtime::server::serve(agent, config).await
+//! use tollgate_runtime::server::{self, ApiTokens, ServerConfig};
+//! server::init_logging();
+//! let config = ServerConfig {
+//!     listen: "127.0.0.1:8080".into(),
+//!     tokens: ApiTokens::from_env()?,
+//!     ..ServerConfig::default()
+//! };
+//! server::serve(agent, config).await
 //! # }
 //! ```
 
+mod api;
 mod auth;
 mod conn;
 mod error;
@@ -77,51 +85,6 @@ impl Default for ServerConfig {
             sweep_every: sweeper::DEFAULT_SWEEP_EVERY,
             limits: Limits::default(),
         }
-    }
-}
-
-impl ServerConfig {
-    /// The defaults, overridden by `TOLLGATE_LISTEN`, `TOLLGATE_API_TOKENS`,
-    /// `TOLLGATE_MAX_BODY_BYTES`, `TOLLGATE_SHUTDOWN_GRACE` (e.g. `30s`),
-    /// `TOLLGATE_HEADER_TIMEOUT`, `TOLLGATE_BODY_TIMEOUT`,
-    /// `TOLLGATE_IDLE_TIMEOUT` and `TOLLGATE_MAX_CONNECTIONS`.
-    pub fn from_env() -> Result<ServerConfig, ServerError> {
-        let mut config = ServerConfig {
-            tokens: ApiTokens::from_env()?,
-            ..ServerConfig::default()
-        };
-        if let Ok(listen) = std::env::var("TOLLGATE_LISTEN") {
-            config.listen = listen;
-        }
-        if let Ok(text) = std::env::var("TOLLGATE_MAX_BODY_BYTES") {
-            config.max_body_bytes = text.trim().parse().map_err(|_| {
-                ServerError::Config(format!(
-                    "TOLLGATE_MAX_BODY_BYTES must be a number of bytes, found {text:?}"
-                ))
-            })?;
-        }
-        if let Ok(text) = std::env::var("TOLLGATE_SHUTDOWN_GRACE") {
-            config.shutdown_grace = crate::time::parse_duration(&text)
-                .map_err(|e| ServerError::Config(format!("TOLLGATE_SHUTDOWN_GRACE: {e}")))?;
-        }
-        for (var, slot) in [
-            ("TOLLGATE_HEADER_TIMEOUT", &mut config.limits.header_timeout),
-            ("TOLLGATE_BODY_TIMEOUT", &mut config.limits.body_timeout),
-            ("TOLLGATE_IDLE_TIMEOUT", &mut config.limits.idle_timeout),
-        ] {
-            if let Ok(text) = std::env::var(var) {
-                *slot = crate::time::parse_duration(&text)
-                    .map_err(|e| ServerError::Config(format!("{var}: {e}")))?;
-            }
-        }
-        if let Ok(text) = std::env::var("TOLLGATE_MAX_CONNECTIONS") {
-            config.limits.max_connections = text.trim().parse().map_err(|_| {
-                ServerError::Config(format!(
-                    "TOLLGATE_MAX_CONNECTIONS must be a number of connections, found {text:?}"
-                ))
-            })?;
-        }
-        Ok(config)
     }
 }
 

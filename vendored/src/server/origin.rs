@@ -22,11 +22,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::uri::Authority;
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Uri, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
-use super::conn::json_error;
+use super::error::ApiError;
 
 /// Which checks apply.
 #[derive(Debug, Clone, Copy)]
@@ -56,32 +56,23 @@ async fn check_request(State(policy): State<Policy>, request: Request, next: Nex
             tracing::warn!(
                 method = %request.method(),
                 path = %request.uri().path(),
-                reason = %refusal.message,
+                reason = %refusal,
                 "refused a request from a browser page of another origin or host"
             );
-            json_error(StatusCode::FORBIDDEN, refusal.code, &refusal.message)
+            refusal.into_response()
         }
     }
 }
 
-#[derive(Debug)]
-struct Refusal {
-    code: &'static str,
-    message: String,
-}
+/// A refusal of this module: 403 with its code (see `ApiError::status`).
+type Refusal = ApiError;
 
 fn bad_host(message: String) -> Refusal {
-    Refusal {
-        code: "bad_host",
-        message,
-    }
+    ApiError::BadHost(message)
 }
 
 fn forbidden_origin(message: String) -> Refusal {
-    Refusal {
-        code: "forbidden_origin",
-        message,
-    }
+    ApiError::ForbiddenOrigin(message)
 }
 
 fn check(policy: Policy, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {

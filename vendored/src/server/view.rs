@@ -1,7 +1,6 @@
-//! The JSON a client sees of a run.
+//! A run as a client sees it (`api::RunView`), read from the store.
 
-use serde_json::{Value, json};
-
+use super::api::RunView;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::run_state::{RunRecord, RunStatus};
@@ -18,8 +17,8 @@ pub(crate) async fn load_run(state: &AppState, run_id: &str) -> Result<RunRecord
         .ok_or_else(|| ApiError::RunNotFound(run_id.to_string()))
 }
 
-/// `{id, agent, status, outputs, error, created_at, updated_at, pending_approval}`.
-pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<Value, ApiError> {
+/// The run with its pending approval and its status as of now.
+pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<RunView, ApiError> {
     let run = load_run(state, run_id).await?;
     let pending = if run.status == RunStatus::AwaitingApproval {
         state
@@ -36,14 +35,5 @@ pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<Value, Ap
         (RunStatus::AwaitingApproval, None) => RunStatus::Expired,
         (status, _) => status,
     };
-    Ok(json!({
-        "id": run.id,
-        "agent": run.agent_id,
-        "status": status,
-        "outputs": run.outputs,
-        "error": run.error,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-        "pending_approval": pending,
-    }))
+    Ok(RunView::new(run, status, pending))
 }

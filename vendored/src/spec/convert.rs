@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::marked::{Entry, Node, Pos, Resolved, Tree};
+use super::schema::Schema;
 use super::{
     ApprovalDefaults, ApprovalStep, DedupeStep, GateStep, Guardrail, HttpToolSpec, IdempotencySpec,
     ModelConfig, ModelOutput, ModelStep, NotifySpec, OnReject, RetrySpec, ScheduleTrigger,
@@ -22,59 +23,13 @@ use super::{MAX_DURATION, MAX_DURATION_TEXT};
 
 type Result<T> = std::result::Result<T, SpecError>;
 
-const TOP_KEYS: &[&str] = &[
-    "version",
-    "agent",
-    "description",
-    "trigger",
-    "approvals",
-    "model",
-    "tools",
-    "steps",
-];
-const TRIGGER_KEYS: &[&str] = &["webhook", "schedule"];
-const WEBHOOK_KEYS: &[&str] = &["path", "secret"];
-const SCHEDULE_KEYS: &[&str] = &["cron", "input"];
-const APPROVALS_KEYS: &[&str] = &["ttl", "approvers", "notify"];
-const NOTIFY_KEYS: &[&str] = &["slack"];
-const SLACK_KEYS: &[&str] = &["bot_token", "channel", "signing_secret"];
-const MODEL_KEYS: &[&str] = &["base_url", "api_key", "name", "timeout"];
-const TOOL_KEYS: &[&str] = &["http", "rust", "approval", "message", "ttl"];
-const HTTP_KEYS: &[&str] = &[
-    "method",
-    "url",
-    "headers",
-    "query",
-    "json",
-    "body",
-    "timeout",
-    "ok_status",
-    "retry",
-    "idempotency",
-];
 const HTTP_METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
-const RETRY_KEYS: &[&str] = &["attempts", "backoff"];
-const IDEMPOTENCY_KEYS: &[&str] = &["header"];
-/// The keys that decide a step's kind; a step has exactly one.
-const STEP_KINDS: &[&str] = &["tool", "model", "approval", "if", "dedupe", "set"];
-const TOOL_STEP_KEYS: &[&str] = &["id", "tool", "with"];
-const MODEL_STEP_KEYS: &[&str] = &["id", "model", "guardrail"];
-const APPROVAL_STEP_KEYS: &[&str] = &["id", "approval"];
-const GATE_STEP_KEYS: &[&str] = &["id", "if", "then", "message", "ttl", "payload"];
-const DEDUPE_STEP_KEYS: &[&str] = &["id", "dedupe"];
-const SET_STEP_KEYS: &[&str] = &["id", "set"];
-const MODEL_CALL_KEYS: &[&str] = &[
-    "prompt", "system", "output", "name", "base_url", "api_key", "timeout",
-];
-const GUARDRAIL_KEYS: &[&str] = &["min_confidence", "confidence", "message", "ttl"];
-const APPROVAL_KEYS: &[&str] = &["message", "ttl", "payload", "on_reject"];
-const DEDUPE_KEYS: &[&str] = &["key", "ttl", "release_on_failure"];
 
 /// The only action an `if` step can take.
 const REQUEST_HUMAN_APPROVAL: &str = "request_human_approval";
 pub const DEFAULT_CONFIDENCE: &str = "{{ output.confidence }}";
 const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_RETRY_ATTEMPTS: i64 = 10;
+const MAX_RETRY_ATTEMPTS: i128 = 10;
 /// DNS label length: agent ids end up in hostnames and database rows.
 const MAX_ID_LEN: usize = 63;
 
@@ -82,7 +37,7 @@ const MAX_ID_LEN: usize = 63;
 /// the size limits should not hold one more copy of itself.
 pub fn to_spec(tree: &Tree, document: Value, origin: &str) -> Result<Spec> {
     let cx = Cx { origin };
-    let top = cx.mapping(&tree.root, &Place::Top, TOP_KEYS, "the spec")?;
+    let top = cx.mapping(&tree.root, &Place::Top, &Spec::SCHEMA, "the spec")?;
 
     let version_node = top.required("version")?;
     let version = match version_node.scalar().map(|s| s.resolved) {
@@ -155,6 +110,15 @@ pub fn to_spec(tree: &Tree, document: Value, origin: &str) -> Result<Spec> {
     })
 }
 
+/// `tool, model, approval, if, dedupe, set`: the keys that decide a step's kind.
+fn step_kinds() -> String {
+    StepKind::SCHEMAS
+        .iter()
+        .map(|(kind, _)| *kind)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `^[a-z0-9][a-z0-9-]*$`, not ending with '-', at most 63 characters.
 fn is_agent_id(id: &str) -> bool {
     let mut chars = id.chars();
@@ -214,16 +178,24 @@ struct Cx<'a> {
     origin: &'a str,
 }
 
-/// A mapping whose keys have been checked against an allow-list.
+/// A mapping whose keys have been checked against its schema.
 struct Fields<'n> {
     node: &'n Node,
     entries: &'n [Entry],
     place: Place,
+    /// What the keys were checked against; reading a key it lacks is a bug
+    /// in this file (the key would be rejected before it is read).
+    schema: Option<&'n Schema>,
     cx: &'n Cx<'n>,
 }
 
 impl<'n> Fields<'n> {
     fn entry(&self, key: &str) -> Option<&'n Entry> {
+        debug_assert!(
+            self.schema.is_none_or(|s| s.allows(key)),
+            "{key:?} is read but not in the schema of {:?}",
+            self.place
+        );
         self.entries.iter().find(|e| e.key == key)
     }
 
@@ -311,26 +283,26 @@ impl<'a> Cx<'a> {
         )
     }
 
-    /// Check that `node` is a mapping whose keys are all in `allowed`.
+    /// Check that `node` is a mapping whose keys are all in `schema`.
     /// `what` names the node for a type error (`tool "lookup_order"`).
     fn mapping<'n>(
         &'n self,
         node: &'n Node,
         place: &Place,
-        allowed: &[&str],
+        schema: &'n Schema,
         what: &str,
     ) -> Result<Fields<'n>> {
         let Some(entries) = node.entries() else {
             return Err(self.type_err(node, "a mapping", what));
         };
         for e in entries {
-            if !allowed.contains(&e.key.as_str()) {
+            if !schema.allows(&e.key) {
                 return Err(self.err(
                     e.key_pos,
                     format!(
                         "{} (allowed: {})",
                         place.unknown_key(&e.key),
-                        allowed.join(", ")
+                        schema.allowed()
                     ),
                 ));
             }
@@ -339,6 +311,7 @@ impl<'a> Cx<'a> {
             node,
             entries,
             place: place.clone(),
+            schema: Some(schema),
             cx: self,
         })
     }
@@ -383,7 +356,7 @@ impl<'a> Cx<'a> {
         }
     }
 
-    fn int(&self, node: &Node, label: &str) -> Result<i64> {
+    fn int(&self, node: &Node, label: &str) -> Result<i128> {
         match node.scalar().map(|s| s.resolved) {
             Some(Resolved::Int(i)) => Ok(i),
             _ => Err(self.type_err(node, "an integer", label)),
@@ -418,11 +391,16 @@ impl<'a> Cx<'a> {
 
     fn trigger(&self, node: &Node) -> Result<TriggerSpec> {
         let place = Place::in_("trigger");
-        let fields = self.mapping(node, &place, TRIGGER_KEYS, "\"trigger\"")?;
+        let fields = self.mapping(node, &place, &TriggerSpec::SCHEMA, "\"trigger\"")?;
         let webhook = match fields.get("webhook") {
             Some(node) => {
                 let place = Place::in_("trigger.webhook");
-                let hook = self.mapping(node, &place, WEBHOOK_KEYS, &fields.label("webhook"))?;
+                let hook = self.mapping(
+                    node,
+                    &place,
+                    &WebhookTrigger::SCHEMA,
+                    &fields.label("webhook"),
+                )?;
                 let path_node = hook.required("path")?;
                 let path = self.string(path_node, &hook.label("path"))?;
                 if !path.starts_with('/') {
@@ -449,7 +427,7 @@ impl<'a> Cx<'a> {
                 let entry = self.mapping(
                     item,
                     &place,
-                    SCHEDULE_KEYS,
+                    &ScheduleTrigger::SCHEMA,
                     &format!("trigger.schedule entry {}", i + 1),
                 )?;
                 let cron_node = entry.required("cron")?;
@@ -469,7 +447,7 @@ impl<'a> Cx<'a> {
 
     fn approvals(&self, node: &Node) -> Result<ApprovalDefaults> {
         let place = Place::in_("approvals");
-        let fields = self.mapping(node, &place, APPROVALS_KEYS, "\"approvals\"")?;
+        let fields = self.mapping(node, &place, &ApprovalDefaults::SCHEMA, "\"approvals\"")?;
         let ttl = fields
             .opt_duration("ttl")?
             .unwrap_or(super::DEFAULT_APPROVAL_TTL);
@@ -499,12 +477,17 @@ impl<'a> Cx<'a> {
         let notify = match fields.get("notify") {
             Some(node) => {
                 let place = Place::in_("approvals.notify");
-                let notify = self.mapping(node, &place, NOTIFY_KEYS, &fields.label("notify"))?;
+                let notify =
+                    self.mapping(node, &place, &NotifySpec::SCHEMA, &fields.label("notify"))?;
                 let slack = match notify.get("slack") {
                     Some(node) => {
                         let place = Place::in_("approvals.notify.slack");
-                        let slack =
-                            self.mapping(node, &place, SLACK_KEYS, &notify.label("slack"))?;
+                        let slack = self.mapping(
+                            node,
+                            &place,
+                            &SlackNotifySpec::SCHEMA,
+                            &notify.label("slack"),
+                        )?;
                         Some(SlackNotifySpec {
                             bot_token: slack.required_string("bot_token")?,
                             channel: slack.required_string("channel")?,
@@ -526,7 +509,7 @@ impl<'a> Cx<'a> {
 
     fn model_config(&self, node: &Node) -> Result<ModelConfig> {
         let place = Place::in_("model");
-        let fields = self.mapping(node, &place, MODEL_KEYS, "\"model\"")?;
+        let fields = self.mapping(node, &place, &ModelConfig::SCHEMA, "\"model\"")?;
         Ok(ModelConfig {
             base_url: fields.opt_string("base_url")?,
             api_key: fields.opt_string("api_key")?,
@@ -557,7 +540,7 @@ impl<'a> Cx<'a> {
 
     fn tool(&self, name: &str, node: &Node) -> Result<ToolSpec> {
         let place = Place::in_(format!("tool {name:?}"));
-        let fields = self.mapping(node, &place, TOOL_KEYS, &format!("tool {name:?}"))?;
+        let fields = self.mapping(node, &place, &ToolSpec::SCHEMA, &format!("tool {name:?}"))?;
         if let Some(second) = fields.later_of("http", "rust") {
             return Err(self.err(
                 second.key_pos,
@@ -632,7 +615,7 @@ impl<'a> Cx<'a> {
         let fields = self.mapping(
             node,
             place,
-            HTTP_KEYS,
+            &HttpToolSpec::SCHEMA,
             &format!("\"http\" in tool {name:?}"),
         )?;
         let method = match fields.get("method") {
@@ -692,7 +675,8 @@ impl<'a> Cx<'a> {
         let retry = match fields.get("retry") {
             Some(node) => {
                 let place = Place::in_(format!("the retry of tool {name:?}"));
-                let retry = self.mapping(node, &place, RETRY_KEYS, &fields.label("retry"))?;
+                let retry =
+                    self.mapping(node, &place, &RetrySpec::SCHEMA, &fields.label("retry"))?;
                 let attempts_node = retry.required("attempts")?;
                 let attempts = self.int(attempts_node, &retry.label("attempts"))?;
                 if !(1..=MAX_RETRY_ATTEMPTS).contains(&attempts) {
@@ -720,8 +704,12 @@ impl<'a> Cx<'a> {
                 Some(Resolved::Bool(true)) => IdempotencySpec::default(),
                 _ if node.entries().is_some() => {
                     let place = Place::in_(format!("the idempotency of tool {name:?}"));
-                    let idem =
-                        self.mapping(node, &place, IDEMPOTENCY_KEYS, &fields.label("idempotency"))?;
+                    let idem = self.mapping(
+                        node,
+                        &place,
+                        &IdempotencySpec::SCHEMA,
+                        &fields.label("idempotency"),
+                    )?;
                     match idem.get("header") {
                         Some(h) => IdempotencySpec::Header(
                             self.non_empty_string(h, &idem.label("header"))?,
@@ -757,10 +745,12 @@ impl<'a> Cx<'a> {
         let Some(entries) = node.entries() else {
             return Err(self.type_err(node, "a mapping", &numbered));
         };
+        // The id is read before the kind (and so the schema) is known.
         let id_fields = Fields {
             node,
             entries,
             place: Place::in_(numbered.clone()),
+            schema: None,
             cx: self,
         };
         let id_node = id_fields.required("id")?;
@@ -778,14 +768,14 @@ impl<'a> Cx<'a> {
 
         let kinds: Vec<&Entry> = entries
             .iter()
-            .filter(|e| STEP_KINDS.contains(&e.key.as_str()))
+            .filter(|e| StepKind::schema(&e.key).is_some())
             .collect();
         let kind_key = match kinds.as_slice() {
             [] => {
                 if let Some(then) = entries.iter().find(|e| e.key == "then") {
                     return Err(self.then_without_if(then, &step_name));
                 }
-                let kinds = STEP_KINDS.join(", ");
+                let kinds = step_kinds();
                 return Err(match entries.iter().find(|e| e.key != "id") {
                     Some(stray) => self.err(
                         stray.key_pos,
@@ -808,18 +798,14 @@ impl<'a> Cx<'a> {
                         "{step_name} has two kinds, {:?} and {:?} (a step has exactly one of: {})",
                         first.key,
                         second.key,
-                        STEP_KINDS.join(", ")
+                        step_kinds()
                     ),
                 ));
             }
         };
-        let allowed = match kind_key.key.as_str() {
-            "tool" => TOOL_STEP_KEYS,
-            "model" => MODEL_STEP_KEYS,
-            "approval" => APPROVAL_STEP_KEYS,
-            "if" => GATE_STEP_KEYS,
-            "dedupe" => DEDUPE_STEP_KEYS,
-            _ => SET_STEP_KEYS,
+        let Some(allowed) = StepKind::schema(&kind_key.key) else {
+            // Unreachable: `kinds` holds only keys with a schema.
+            return Err(self.err(kind_key.key_pos, "unknown step kind"));
         };
         if kind_key.key != "if" {
             if let Some(then) = entries.iter().find(|e| e.key == "then") {
@@ -860,7 +846,7 @@ impl<'a> Cx<'a> {
 
     fn model_step(&self, step: &Fields<'_>, node: &Node, step_name: &str) -> Result<ModelStep> {
         let place = Place::in_(format!("the model of {step_name}"));
-        let fields = self.mapping(node, &place, MODEL_CALL_KEYS, &step.label("model"))?;
+        let fields = self.mapping(node, &place, &ModelStep::SCHEMA, &step.label("model"))?;
         let prompt = fields.required_string("prompt")?;
         let output = match fields.get("output") {
             Some(node) => match self.choice(node, &fields.label("output"), &["text", "json"])? {
@@ -873,7 +859,7 @@ impl<'a> Cx<'a> {
         let guardrail = match step.entry("guardrail").map(|e| &e.value) {
             Some(node) => {
                 let place = Place::in_(format!("the guardrail of {step_name}"));
-                let g = self.mapping(node, &place, GUARDRAIL_KEYS, &step.label("guardrail"))?;
+                let g = self.mapping(node, &place, &Guardrail::SCHEMA, &step.label("guardrail"))?;
                 let min_node = g.required("min_confidence")?;
                 let label = g.label("min_confidence");
                 let min_confidence = match min_node.scalar().map(|s| s.resolved) {
@@ -942,7 +928,7 @@ impl<'a> Cx<'a> {
             });
         }
         let place = Place::in_(format!("the approval of {step_name}"));
-        let fields = self.mapping(node, &place, APPROVAL_KEYS, &step.label("approval"))?;
+        let fields = self.mapping(node, &place, &ApprovalStep::SCHEMA, &step.label("approval"))?;
         let on_reject = match fields.get("on_reject") {
             Some(node) => {
                 match self.choice(node, &fields.label("on_reject"), &["fail", "continue"])? {
@@ -995,7 +981,7 @@ impl<'a> Cx<'a> {
 
     fn dedupe_step(&self, step: &Fields<'_>, node: &Node, step_name: &str) -> Result<DedupeStep> {
         let place = Place::in_(format!("the dedupe of {step_name}"));
-        let fields = self.mapping(node, &place, DEDUPE_KEYS, &step.label("dedupe"))?;
+        let fields = self.mapping(node, &place, &DedupeStep::SCHEMA, &step.label("dedupe"))?;
         let key_node = fields.required("key")?;
         let key = self.non_empty_string(key_node, &fields.label("key"))?;
         let ttl_node = fields.required("ttl")?;

@@ -95,7 +95,9 @@ pub enum ScalarStyle {
 pub enum Resolved {
     Null,
     Bool(bool),
-    Int(i64),
+    /// From `i64::MIN` to `u64::MAX`: every integer a JSON number holds
+    /// exactly (serde_json reads the same range exactly).
+    Int(i128),
     Float(f64),
     /// The text itself.
     Str,
@@ -236,7 +238,7 @@ impl Node {
             NodeValue::Scalar(s) => match s.resolved {
                 Resolved::Null => Value::Null,
                 Resolved::Bool(b) => Value::Bool(b),
-                Resolved::Int(i) => Value::Number(i.into()),
+                Resolved::Int(i) => int_value(i),
                 Resolved::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
                 Resolved::Str => Value::String(s.text.clone()),
             },
@@ -262,6 +264,18 @@ impl Node {
             }
         }
         (nodes, bytes)
+    }
+}
+
+/// An integer of `Resolved::Int`'s range as a JSON number.
+fn int_value(i: i128) -> Value {
+    if let Ok(i) = i64::try_from(i) {
+        Value::Number(i.into())
+    } else if let Ok(u) = u64::try_from(i) {
+        Value::Number(u.into())
+    } else {
+        // Outside the range resolve_plain gives: never built.
+        Number::from_f64(i as f64).map_or(Value::Null, Value::Number)
     }
 }
 
@@ -672,7 +686,14 @@ impl<'a> Builder<'a> {
 const CORE_PREFIX: &str = "tag:yaml.org,2002:";
 
 fn core_tag(tag: &Tag) -> Option<&str> {
-    (tag.handle == CORE_PREFIX).then_some(tag.suffix.as_str())
+    if tag.handle == CORE_PREFIX {
+        return Some(tag.suffix.as_str());
+    }
+    // A verbatim tag, `!<tag:yaml.org,2002:str>`, is the same tag spelled out.
+    if tag.handle.is_empty() {
+        return tag.suffix.strip_prefix(CORE_PREFIX);
+    }
+    None
 }
 
 fn tag_text(tag: &Tag) -> String {
@@ -698,22 +719,23 @@ fn resolve_plain(text: &str) -> Resolved {
     }
     if let Some(hex) = text.strip_prefix("0x") {
         if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return i64::from_str_radix(hex, 16).map_or(Resolved::Str, Resolved::Int);
+            return u64::from_str_radix(hex, 16).map_or(Resolved::Str, |u| Resolved::Int(u.into()));
         }
         return Resolved::Str;
     }
     if let Some(oct) = text.strip_prefix("0o") {
         if !oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-            return i64::from_str_radix(oct, 8).map_or(Resolved::Str, Resolved::Int);
+            return u64::from_str_radix(oct, 8).map_or(Resolved::Str, |u| Resolved::Int(u.into()));
         }
         return Resolved::Str;
     }
     let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
     if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
-        return match text.parse::<i64>() {
-            Ok(i) => Resolved::Int(i),
-            // Too large for an integer: keep the magnitude as a float.
-            Err(_) => text.parse::<f64>().map_or(Resolved::Str, Resolved::Float),
+        return match text.parse::<i128>() {
+            Ok(i) if (i64::MIN.into()..=u64::MAX.into()).contains(&i) => Resolved::Int(i),
+            // Past what a JSON number holds exactly: keep the magnitude as
+            // a float, as JSON readers do.
+            _ => text.parse::<f64>().map_or(Resolved::Str, Resolved::Float),
         };
     }
     if is_core_float(unsigned) {
@@ -771,6 +793,15 @@ mod tests {
             json!({"a": null, "b": true, "c": 12, "d": -1500.0, "e": "12", "f": "yes",
                    "g": 31, "h": 15, "i": null, "j": 1.0, "k": 0.5, "l": "1_000"})
         );
+        // Up to u64::MAX exactly, as serde_json reads JSON; past it, a float.
+        let t = tree(
+            "a: 9223372036854775808\nb: 18446744073709551615\nc: 0xFFFFFFFFFFFFFFFF\nd: 18446744073709551616\ne: -9223372036854775809\n",
+        );
+        assert_eq!(
+            t.document,
+            json!({"a": 9223372036854775808u64, "b": u64::MAX, "c": u64::MAX,
+                   "d": 18446744073709551616.0, "e": -9223372036854775809.0})
+        );
     }
 
     #[test]
@@ -813,6 +844,13 @@ mod tests {
     fn tags_of_the_core_schema_apply() {
         let t = tree("a: !!str 12\nb: !!float 1\n");
         assert_eq!(t.document, json!({"a": "12", "b": 1.0}));
+        // Spelled out, the same tags.
+        let t = tree("a: !<tag:yaml.org,2002:str> 12\nb: !<tag:yaml.org,2002:map> {}\n");
+        assert_eq!(t.document, json!({"a": "12", "b": {}}));
+        assert_eq!(
+            err("a: !<tag:example.com,2024:x> 1\n"),
+            "t.yaml:1:30: unsupported tag tag:example.com,2024:x (a spec may use only !!str, !!int, !!float, !!bool, !!null, !!map and !!seq)"
+        );
         assert_eq!(
             err("a: !!binary abc\n"),
             "t.yaml:1:13: unsupported tag !!binary (a spec may use only !!str, !!int, !!float, !!bool, !!null, !!map and !!seq)"

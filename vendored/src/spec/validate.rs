@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use super::convert::DEFAULT_CONFIDENCE;
 use super::marked::{Node, Pos, Seg, Tree};
-use super::{ModelOutput, Spec, SpecError, SpecErrorKind, StepKind, ToolKind};
+use super::schema::{Holds, Schema};
+use super::{ModelOutput, Spec, SpecError, SpecErrorKind, StepKind, ToolSpec};
 use crate::expr;
 
 /// Names every template can read.
@@ -112,20 +113,15 @@ impl<'a> Checker<'a> {
     }
 
     fn tool_templates(&mut self) {
-        for (name, tool) in &self.spec.tools {
+        for name in self.spec.tools.keys() {
             let scope = Scope {
                 owner: format!("tool {name:?}"),
                 reader: Reader::Tool(name),
                 extra_root: Some("args"),
             };
-            let base = [Seg::Key("tools"), Seg::Key(name)];
-            if let ToolKind::Http(_) = tool.kind {
-                for key in ["url", "headers", "query", "json", "body"] {
-                    let path = [base[0], base[1], Seg::Key("http"), Seg::Key(key)];
-                    self.templates_under(&path, &scope);
-                }
+            if let Some(node) = self.node(&[Seg::Key("tools"), Seg::Key(name)]) {
+                self.templates_in(node, &ToolSpec::SCHEMA, &scope);
             }
-            self.templates_under(&[base[0], base[1], Seg::Key("message")], &scope);
         }
     }
 
@@ -136,32 +132,40 @@ impl<'a> Checker<'a> {
                 reader: Reader::Step(i),
                 extra_root: None,
             };
-            let at = |keys: &[&'static str]| -> Vec<Seg<'static>> {
-                let mut path = vec![Seg::Key("steps"), Seg::Index(i)];
-                path.extend(keys.iter().map(|k| Seg::Key(k)));
-                path
-            };
-            let paths: Vec<Vec<Seg<'static>>> = match &step.kind {
-                StepKind::Tool { .. } => vec![at(&["with"])],
-                StepKind::Set { .. } => vec![at(&["set"])],
-                StepKind::Model(_) => vec![at(&["model", "prompt"]), at(&["model", "system"])],
-                StepKind::Approval(_) => {
-                    vec![at(&["approval", "message"]), at(&["approval", "payload"])]
-                }
-                StepKind::Gate(_) => vec![at(&["if"]), at(&["message"]), at(&["payload"])],
-                StepKind::Dedupe(_) => vec![at(&["dedupe", "key"])],
-            };
-            for path in &paths {
-                self.templates_under(path, &scope);
+            let node = self.node(&[Seg::Key("steps"), Seg::Index(i)]);
+            if let (Some(node), Some(schema)) = (node, StepKind::schema(step.kind.key())) {
+                self.templates_in(node, schema, &scope);
             }
-            if let StepKind::Model(_) = &step.kind {
-                let guardrail = Scope {
-                    extra_root: Some("output"),
-                    ..scope
-                };
-                for key in ["confidence", "message"] {
-                    self.templates_under(&at(&["guardrail", key]), &guardrail);
+        }
+    }
+
+    /// Check every template under `node`, a mapping of `schema`, in the
+    /// order the schema declares its keys (which decides the report when
+    /// two errors share a position, as inside an alias).
+    fn templates_in(&mut self, node: &'a Node, schema: &Schema, scope: &Scope<'_>) {
+        let scope = Scope {
+            owner: scope.owner.clone(),
+            reader: scope.reader,
+            extra_root: schema.extra_root.or(scope.extra_root),
+        };
+        let scope = &scope;
+        for field in schema.fields {
+            let Some(value) = node.get(field.key) else {
+                continue;
+            };
+            match field.holds {
+                Holds::Value => {}
+                Holds::Templates => {
+                    for (text, pos) in value.strings() {
+                        self.template(text, pos, scope);
+                    }
                 }
+                // Not a mapping (`idempotency: false`, an empty
+                // `approval:`): nothing to walk.
+                Holds::Mapping(inner) if value.entries().is_some() => {
+                    self.templates_in(value, inner, scope);
+                }
+                Holds::Mapping(_) => {}
             }
         }
     }
@@ -189,15 +193,6 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
-        }
-    }
-
-    fn templates_under(&mut self, path: &[Seg<'_>], scope: &Scope<'_>) {
-        let Some(node) = self.node(path) else {
-            return;
-        };
-        for (text, pos) in node.strings() {
-            self.template(text, pos, scope);
         }
     }
 

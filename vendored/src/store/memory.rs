@@ -263,6 +263,18 @@ impl StateStore for MemoryStore {
             .cloned())
     }
 
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
+        Ok(self
+            .lock()
+            .approvals
+            .values()
+            .filter(|r| r.run_id == run_id)
+            .max_by(|a, b| {
+                (a.created_at, a.step_index, &a.key).cmp(&(b.created_at, b.step_index, &b.key))
+            })
+            .map(|r| r.key.clone()))
+    }
+
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
         let after = query.cursor.as_deref().map(cursor::decode).transpose()?;
         let s = self.lock();

@@ -98,7 +98,7 @@ impl PostgresOptions {
     /// set to a positive number.
     pub fn from_env() -> StoreResult<PostgresOptions> {
         Ok(PostgresOptions {
-            pool_size: pool_size(std::env::var("TOLLGATE_DB_POOL_SIZE").ok().as_deref())?,
+            pool_size: pool_size(std::env::var(crate::env::DB_POOL_SIZE).ok().as_deref())?,
             ..PostgresOptions::default()
         })
     }
@@ -115,7 +115,7 @@ fn pool_size(var: Option<&str>) -> StoreResult<usize> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| StoreError::InvalidLocation {
-            location: "TOLLGATE_DB_POOL_SIZE".into(),
+            location: crate::env::DB_POOL_SIZE.into(),
             reason: format!("{text:?} is not a positive number of connections"),
         })
 }
@@ -406,6 +406,14 @@ impl StateStore for PostgresStore {
         let read = async { ops::pending_for_run(&self.client().await?, run_id, &now).await }.await;
         self.context(
             &format!("reading the pending approval of run {run_id}"),
+            read,
+        )
+    }
+
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
+        let read = async { ops::latest_approval_key(&self.client().await?, run_id).await }.await;
+        self.context(
+            &format!("finding the latest approval of run {run_id}"),
             read,
         )
     }

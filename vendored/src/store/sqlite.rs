@@ -11,8 +11,9 @@
 //!   approvals between machines.
 //! - **One writer at a time.** Every write is a `BEGIN IMMEDIATE`
 //!   transaction; writers in other processes queue on SQLite's lock for up
-//!   to [`SqliteOptions::busy_timeout`] and fail with a database error after
-//!   that. Within a process, concurrent writes share one transaction and one
+//!   to [`SqliteOptions::busy_timeout`] and fail after that with an error
+//!   that [`StoreError::is_busy`] tells from a broken store (the server
+//!   answers it 503 with Retry-After). Within a process, concurrent writes share one transaction and one
 //!   fsync (group commit), each in its own savepoint. Readers never wait for
 //!   writers (WAL).
 //! - **Durability.** `synchronous=FULL` (the default) syncs the WAL on every
@@ -177,6 +178,10 @@ impl From<rusqlite::Error> for StoreError {
             )),
             Some(C::SystemIoFailure) => StoreError::Database(format!(
                 "{e} ({IOERR}: the operating system failed a read or write of the file)"
+            )),
+            Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Database(format!(
+                "{e} ({}: another connection held the lock past the busy timeout)",
+                super::BUSY_MARKER
             )),
             _ => StoreError::Database(e.to_string()),
         }
@@ -564,6 +569,15 @@ impl StateStore for SqliteStore {
         self.read(
             format!("reading the pending approval of run {run_id}"),
             move |conn| ops::pending_for_run(conn, &run_id, &now),
+        )
+        .await
+    }
+
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
+        let run_id = run_id.to_string();
+        self.read(
+            format!("finding the latest approval of run {run_id}"),
+            move |conn| ops::latest_approval_key(conn, &run_id),
         )
         .await
     }

@@ -320,6 +320,7 @@ async fn send(
     ok_status: &[u16],
 ) -> (Result<Received, AttemptError>, u32) {
     let mut attempt = 1;
+    let mut backoff = policy.backoff();
     loop {
         let outcome = prepared.attempt(client).await;
         let (failure, retry_after) = match &outcome {
@@ -332,7 +333,7 @@ async fn send(
         };
         match failure {
             Some(f) if policy.should_retry(attempt, f) => {
-                tokio::time::sleep(policy.wait(attempt, retry_after)).await;
+                tokio::time::sleep(policy.wait(&mut backoff, attempt, retry_after)).await;
                 attempt += 1;
             }
             _ => return (outcome, attempt),

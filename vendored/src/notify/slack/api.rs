@@ -238,17 +238,12 @@ fn network(method: &'static str, e: &reqwest::Error) -> SlackError {
     }
 }
 
-/// `Retry-After: <seconds>`, capped so a broken header cannot park a retry
-/// for days.
+/// `Retry-After` (seconds or an HTTP date), capped so a broken header
+/// cannot park a retry for days.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let seconds: u64 = headers
-        .get("retry-after")?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(seconds.min(3600)))
+    let value = headers.get("retry-after")?.to_str().ok()?;
+    let wait = crate::backoff::retry_after(value, std::time::SystemTime::now())?;
+    Some(wait.min(Duration::from_secs(3600)))
 }
 
 #[cfg(test)]
@@ -287,5 +282,20 @@ mod tests {
             .is_transient()
         );
         assert!(!SlackError::Config("x".into()).is_transient());
+    }
+
+    #[test]
+    fn retry_after_takes_seconds_or_a_date_and_is_capped() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "30".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(30)));
+        headers.insert("retry-after", "999999".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(3600)));
+        let later = std::time::SystemTime::now() + Duration::from_secs(7200);
+        headers.insert(
+            "retry-after",
+            httpdate::fmt_http_date(later).parse().unwrap(),
+        );
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(3600)));
     }
 }

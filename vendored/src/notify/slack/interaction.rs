@@ -76,9 +76,11 @@ struct Action {
 
 /// Parse a verified request body.
 pub fn parse(body: &[u8]) -> Result<Interaction, InteractionError> {
-    let text =
-        std::str::from_utf8(body).map_err(|_| InteractionError("the body is not UTF-8".into()))?;
-    let payload = form_field(text, "payload")?
+    std::str::from_utf8(body).map_err(|_| InteractionError("the body is not UTF-8".into()))?;
+    let form: Form = serde_urlencoded::from_bytes(body)
+        .map_err(|e| InteractionError(format!("the body is not a form: {e}")))?;
+    let payload = form
+        .payload
         .ok_or_else(|| InteractionError("no payload field in the form".into()))?;
     let payload: Payload = serde_json::from_str(&payload)
         .map_err(|e| InteractionError(format!("the payload is not what Slack sends: {e}")))?;
@@ -123,39 +125,11 @@ pub fn parse(body: &[u8]) -> Result<Interaction, InteractionError> {
     }))
 }
 
-/// The value of `name` in an `application/x-www-form-urlencoded` body.
-fn form_field(body: &str, name: &str) -> Result<Option<String>, InteractionError> {
-    for pair in body.split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if percent_decode(k)? == name {
-            return percent_decode(v).map(Some);
-        }
-    }
-    Ok(None)
-}
-
-/// `+` is a space, `%XX` a byte; the bytes must be UTF-8.
-fn percent_decode(text: &str) -> Result<String, InteractionError> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| InteractionError("bad %-escape in the form".into()))?;
-                out.push(hex);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| InteractionError("the form is not UTF-8".into()))
+/// The fields of the `application/x-www-form-urlencoded` body tollgate
+/// reads; Slack's others are ignored.
+#[derive(Deserialize)]
+struct Form {
+    payload: Option<String>,
 }
 
 #[cfg(test)]
@@ -163,17 +137,9 @@ mod tests {
     use super::*;
 
     fn form(payload: &str) -> Vec<u8> {
-        let mut out = String::from("payload=");
-        for b in payload.bytes() {
-            if b.is_ascii_alphanumeric() {
-                out.push(b as char);
-            } else if b == b' ' {
-                out.push('+');
-            } else {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        }
-        out.into_bytes()
+        serde_urlencoded::to_string([("payload", payload)])
+            .unwrap()
+            .into_bytes()
     }
 
     #[test]
@@ -209,5 +175,23 @@ mod tests {
         assert!(parse(b"payload=%ZZ").is_err());
         assert!(parse(b"token=x").is_err());
         assert!(parse(b"payload=not-json").is_err());
+    }
+
+    #[test]
+    fn the_payload_is_found_among_other_fields_and_fully_decoded() {
+        let json = r#"{"type":"block_actions","user":{"id":"U1"},"actions":[{"action_id":"tollgate_reject","value":"k+1 &=%"}]}"#;
+        let body =
+            serde_urlencoded::to_string([("token", "x"), ("payload", json), ("z", "1")]).unwrap();
+        let Interaction::Click(click) = parse(body.as_bytes()).unwrap() else {
+            panic!("a click");
+        };
+        assert_eq!(click.key, "k+1 &=%");
+        assert_eq!(click.action, ClickAction::Reject);
+        // `+` is a space in a form body.
+        let plus = br#"payload={"type":"x+y"}"#;
+        assert_eq!(
+            parse(plus).unwrap(),
+            Interaction::Ignored("interaction type \"x y\"".into())
+        );
     }
 }

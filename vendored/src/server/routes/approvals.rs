@@ -7,10 +7,11 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::runs::answer_decision;
 use crate::pending_approval::{ApprovalError, Decision};
+use crate::server::api::{ApprovalView, ApprovalsPage};
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
 use crate::server::extract::{
@@ -35,7 +36,7 @@ pub(super) async fn list(
     State(state): State<AppState>,
     Extension(_caller): Extension<Caller>,
     QueryParams(params): QueryParams<ListParams>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalsPage>, ApiError> {
     let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(ApiError::invalid(format!(
@@ -52,10 +53,7 @@ pub(super) async fn list(
             cursor: params.cursor.filter(|c| !c.is_empty()),
         })
         .await?;
-    Ok(Json(json!({
-        "approvals": page.approvals,
-        "next_cursor": page.next_cursor,
-    })))
+    Ok(Json(page.into()))
 }
 
 /// GET /approvals/{key}: one record, whatever its status.
@@ -63,7 +61,7 @@ pub(super) async fn show(
     State(state): State<AppState>,
     Extension(_caller): Extension<Caller>,
     PathParam(key): PathParam,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalView>, ApiError> {
     // As of now: overdue reads EXPIRED even before the sweeper marked it.
     let record = state
         .agent
@@ -72,7 +70,7 @@ pub(super) async fn show(
         .await?
         .filter(|r| r.agent_id == state.agent_id())
         .ok_or(ApprovalError::NotFound { key })?;
-    Ok(Json(json!(record)))
+    Ok(Json(record.into()))
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,21 +5,30 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 
+use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
 
-pub(super) async fn check(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+pub(super) async fn check(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     match state.agent.store().check_writable().await {
-        Ok(()) => (StatusCode::OK, Json(json!({ "status": "ok" }))),
+        Ok(()) => (
+            StatusCode::OK,
+            Json(Health {
+                status: "ok",
+                error: None,
+            }),
+        ),
         Err(e) => {
             tracing::error!(error = %e, "health check: the store cannot take writes");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({
-                    "status": "unavailable",
-                    "error": { "code": "store_unavailable", "message": e.to_string() },
-                })),
+                Json(Health {
+                    status: "unavailable",
+                    error: Some(HealthError {
+                        code: "store_unavailable",
+                        message: e.to_string(),
+                    }),
+                }),
             )
         }
     }

@@ -7,9 +7,9 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::events::EventKind;
 use crate::pending_approval::Decision;
 use crate::run_state::RunStatus;
+use crate::server::api::{DecisionView, RunStarted, RunView, Trigger};
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
 use crate::server::extract::{
@@ -37,28 +37,27 @@ pub(super) async fn create(
     QueryParams(wait): QueryParams<WaitParam>,
     JsonBody(body): JsonBody<CreateBody>,
 ) -> Result<Response, ApiError> {
-    let trigger = json!({
-        "kind": "api",
-        "started_by": caller.0,
-        "received_at": crate::time::format_utc(crate::time::now()),
-    });
+    let trigger = Trigger::Api {
+        started_by: caller.0,
+        received_at: crate::time::format_utc(crate::time::now()),
+    }
+    .into_value()?;
     let (run_id, driving) =
         tasks::start_run(&state.agent, &state.background, body.input, trigger).await?;
     if !wait.wait {
-        return Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": run_id }))).into_response());
+        return Ok((StatusCode::ACCEPTED, Json(RunStarted { run_id })).into_response());
     }
     // The run goes on if this request is dropped: only the wait ends.
     let _ = driving.await;
     Ok(Json(view::run_view(&state, &run_id).await?).into_response())
 }
 
-/// GET /runs/{id}: `{id, agent, status, outputs, error, created_at,
-/// updated_at, pending_approval}`.
+/// GET /runs/{id}: the run view (`api::RunView`).
 pub(super) async fn show(
     State(state): State<AppState>,
     Extension(_caller): Extension<Caller>,
     PathParam(run_id): PathParam,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunView>, ApiError> {
     Ok(Json(view::run_view(&state, &run_id).await?))
 }
 
@@ -113,46 +112,55 @@ async fn key_for(state: &AppState, id_or_key: &str) -> Result<String, ApiError> 
         return Ok(id_or_key.to_string());
     }
     let run = view::load_run(state, id_or_key).await?;
-    if let Some(record) = store.pending_for_run(&run.id, crate::time::now()).await? {
-        return Ok(record.key);
-    }
-    let events = store.run_events(&run.id, 0).await?;
-    events
-        .iter()
-        .rev()
-        .find_map(|e| match &e.kind {
-            EventKind::AwaitingApproval { key, .. } => Some(key.clone()),
-            _ => None,
-        })
+    store
+        .latest_approval_key(&run.id)
+        .await?
         .ok_or(ApiError::RunHasNoApproval(run.id))
 }
 
 /// Claim the decision, answer with the decided record, and resume the run
-/// in the background. `{approval, run_id, status}`; with `wait`, also `run`
-/// (the run view at its next pause or end) and its status.
+/// in the background (`api::DecisionView`). `status` is the run's status in
+/// the store once the claim is made; with `wait`, the run view at its next
+/// pause or end, and its status.
 pub(super) async fn answer_decision(
     state: &AppState,
     caller: Caller,
     key: String,
     decision: Decision,
     wait: bool,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DecisionView>, ApiError> {
     let (record, resuming) =
         tasks::decide(&state.agent, &state.background, key, decision, caller.0).await?;
     let run_id = record.run_id.clone();
-    if !wait {
-        return Ok(Json(json!({
-            "approval": record,
-            "run_id": run_id,
-            "status": RunStatus::Running,
-        })));
+    let run = if wait {
+        let _ = resuming.await;
+        Some(view::run_view(state, &run_id).await?)
+    } else {
+        None
+    };
+    let status = match &run {
+        Some(run) => run.status,
+        None => status_after_claim(state, &run_id).await,
+    };
+    Ok(Json(DecisionView {
+        approval: record.into(),
+        run_id,
+        status,
+        run,
+    }))
+}
+
+/// What the store says of the run now that the claim is made: `running`
+/// while it resumes, or wherever the resume got to already. The decision
+/// is made whatever this read does, so a failed read must not turn it into
+/// an error answer (a client would retry and be told `already_resolved`):
+/// it answers with what the claim itself wrote, `running`.
+async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
+    match view::run_view(state, run_id).await {
+        Ok(run) => run.status,
+        Err(e) => {
+            tracing::warn!(run_id = %run_id, error = %e, "cannot read the run after its decision; answering with the claim's status");
+            RunStatus::Running
+        }
     }
-    let _ = resuming.await;
-    let run = view::run_view(state, &run_id).await?;
-    Ok(Json(json!({
-        "approval": record,
-        "run_id": run_id,
-        "status": run["status"],
-        "run": run,
-    })))
 }

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::notify::slack::interaction::{self, Click, Interaction};
-use crate::notify::slack::signature::{self, SIGNATURE_HEADER, SignatureError, TIMESTAMP_HEADER};
+use crate::notify::slack::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::pending_approval::ApprovalError;
 use crate::run::RunError;
 use crate::server::error::ApiError;
@@ -55,7 +55,7 @@ pub(super) async fn actions(
         &body,
         now,
     )
-    .map_err(|e| ApiError::BadSignature(signature_message(e)))?;
+    .map_err(ApiError::from)?;
 
     let click = match interaction::parse(&body).map_err(|e| ApiError::invalid(e.to_string()))? {
         Interaction::Click(click) => click,
@@ -122,16 +122,4 @@ fn refusal(e: &RunError) -> String {
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-fn signature_message(e: SignatureError) -> &'static str {
-    match e {
-        SignatureError::EmptySecret => "the Slack signing secret is empty",
-        SignatureError::MissingTimestamp => "missing X-Slack-Request-Timestamp",
-        SignatureError::InvalidTimestamp => "X-Slack-Request-Timestamp is not a number",
-        SignatureError::Stale => "X-Slack-Request-Timestamp is more than 5 minutes from now",
-        SignatureError::MissingSignature => "missing X-Slack-Signature",
-        SignatureError::UnsupportedVersion => "X-Slack-Signature is not a v0 signature",
-        SignatureError::Mismatch => "X-Slack-Signature does not match the request",
-    }
 }

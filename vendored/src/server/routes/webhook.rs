@@ -10,8 +10,9 @@ use axum::Json;
 use axum::extract::{FromRequest, Query, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
+use crate::server::api::{RunStarted, Trigger};
 use crate::server::error::ApiError;
 use crate::server::extract::{RawBody, json_content_type, parse_json};
 use crate::server::signature::{self, SIGNATURE_HEADER, Verified};
@@ -68,22 +69,19 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
     let query = Query::<BTreeMap<String, String>>::try_from_uri(&uri)
         .map(|Query(q)| q)
         .map_err(|e| ApiError::invalid(e.body_text()))?;
-    let mut trigger = json!({
-        "kind": "webhook",
-        "path": hook.path,
-        "headers": header_object(&headers),
-        "query": query,
-        "received_at": crate::time::format_utc(crate::time::now()),
-    });
-    // The store scrubs too; doing it here keeps credentials out of every
-    // copy from the first moment.
-    crate::pending_approval::scrub_trigger(&mut trigger);
+    let trigger = Trigger::Webhook {
+        path: hook.path.clone(),
+        headers: header_object(&headers),
+        query,
+        received_at: crate::time::format_utc(crate::time::now()),
+    }
+    .into_value()?;
     if let Some(key) = &replay_key {
         take_once(&state, key).await?;
     }
     match tasks::start_run(&state.agent, &state.background, input, trigger).await {
         Ok((run_id, _driving)) => {
-            Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": run_id }))).into_response())
+            Ok((StatusCode::ACCEPTED, Json(RunStarted { run_id })).into_response())
         }
         Err(e) => {
             // No run was started: the sender's retry of this very request
@@ -118,7 +116,7 @@ async fn take_once(state: &AppState, key: &str) -> Result<(), ApiError> {
 }
 
 /// Headers as a JSON object; repeated headers joined with ", ".
-fn header_object(headers: &HeaderMap) -> Value {
+fn header_object(headers: &HeaderMap) -> Map<String, Value> {
     let mut out = Map::new();
     for (name, value) in headers {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
@@ -132,5 +130,5 @@ fn header_object(headers: &HeaderMap) -> Value {
             }
         }
     }
-    Value::Object(out)
+    out
 }

@@ -513,6 +513,23 @@ pub(super) async fn pending_for_run<C: GenericClient>(
     .await
 }
 
+/// The key of the run's latest approval, whatever its status (see
+/// `StateStore::latest_approval_key`): `tollgate_approvals_run_idx` finds
+/// the run's few rows.
+pub(super) async fn latest_approval_key<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+) -> StoreResult<Option<String>> {
+    query_opt(
+        client,
+        "SELECT key FROM tollgate_approvals WHERE run_id = $1 \
+         ORDER BY created_at DESC, step_index DESC, key DESC LIMIT 1",
+        &[&run_id],
+        |row| Ok(row.try_get(0)?),
+    )
+    .await
+}
+
 /// One page of unexpired PENDING records, newest first. Rows that do not
 /// decode take their place in the page as `unreadable`, by key.
 pub(super) async fn list_pending<C: GenericClient>(

@@ -568,6 +568,17 @@ pub(super) fn pending_for_run(
     query_opt(&mut stmt, (run_id, now), approval_from_row)
 }
 
+/// The key of the run's latest approval, whatever its status (see
+/// `StateStore::latest_approval_key`): `tollgate_approvals_run_idx` finds
+/// the run's few rows.
+pub(super) fn latest_approval_key(conn: &Connection, run_id: &str) -> StoreResult<Option<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT key FROM tollgate_approvals WHERE run_id = ?1 \
+         ORDER BY created_at DESC, step_index DESC, key DESC LIMIT 1",
+    )?;
+    query_opt(&mut stmt, [run_id], |row| Ok(row.get(0)?))
+}
+
 /// One page of unexpired PENDING records, newest first. Rows that do not
 /// decode take their place in the page as `unreadable`, by key.
 pub(super) fn list_pending(conn: &Connection, query: &PendingQuery) -> StoreResult<PendingPage> {

@@ -5,10 +5,12 @@
 //! repeating a POST could repeat its side effect. `retry: {attempts,
 //! backoff}` opts any method in, also for timeouts, 429 and every 5xx; a
 //! call made after an approval carries the same Idempotency-Key on every
-//! attempt, so a downstream that honours it applies it once.
+//! attempt, so a downstream that honours it applies it once. Waits are
+//! jittered (`crate::backoff`) so many runs retrying one service spread out.
 
 use std::time::Duration;
 
+use crate::backoff::Backoff;
 use crate::spec::HttpToolSpec;
 
 /// Attempts (the first call included) for GET/HEAD without `retry:`.
@@ -74,28 +76,33 @@ impl RetryPolicy {
         }
     }
 
-    /// The wait before attempt `attempt + 1`: exponential from the backoff,
-    /// or the server's Retry-After when it asks for longer.
-    pub fn wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-        let exponential = self.backoff.saturating_mul(factor).min(MAX_WAIT);
+    /// The jittered schedule for one call's attempts: the ceiling doubles
+    /// from the backoff, at most [`MAX_WAIT`].
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(self.backoff, MAX_WAIT)
+    }
+
+    /// The wait before attempt `attempt + 1`: a jittered exponential wait
+    /// from `backoff` (see [`crate::backoff`]), or the server's Retry-After
+    /// when it asks for longer.
+    pub fn wait(
+        &self,
+        backoff: &mut Backoff,
+        attempt: u32,
+        retry_after: Option<Duration>,
+    ) -> Duration {
+        let jittered = backoff.wait_after(attempt);
         match retry_after {
-            Some(asked) => exponential.max(asked.min(MAX_WAIT)),
-            None => exponential,
+            Some(asked) => jittered.max(asked.min(MAX_WAIT)),
+            None => jittered,
         }
     }
 }
 
-/// `Retry-After` in seconds (the HTTP-date form is not worth a date parser here).
+/// `Retry-After`, in seconds or as an HTTP date.
 pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    crate::backoff::retry_after(value, std::time::SystemTime::now())
 }
 
 #[cfg(test)]
@@ -154,7 +161,7 @@ mod tests {
     }
 
     #[test]
-    fn waits_grow_exponentially_and_are_capped() {
+    fn waits_are_jittered_under_a_doubling_ceiling_and_capped() {
         let p = RetryPolicy::for_tool(&spec(
             "GET",
             Some(RetrySpec {
@@ -162,13 +169,36 @@ mod tests {
                 backoff: Duration::from_millis(10),
             }),
         ));
-        assert_eq!(p.wait(1, None), Duration::from_millis(10));
-        assert_eq!(p.wait(3, None), Duration::from_millis(40));
-        assert_eq!(
-            p.wait(1, Some(Duration::from_secs(2))),
-            Duration::from_secs(2)
+        let mut b = p.backoff();
+        for _ in 0..100 {
+            assert!(p.wait(&mut b, 1, None) <= Duration::from_millis(10));
+            assert!(p.wait(&mut b, 3, None) <= Duration::from_millis(40));
+            assert!(p.wait(&mut b, 40, None) <= MAX_WAIT);
+            // Retry-After is a floor: never retried sooner than asked.
+            assert_eq!(
+                p.wait(&mut b, 1, Some(Duration::from_secs(2))),
+                Duration::from_secs(2)
+            );
+            assert_eq!(p.wait(&mut b, 1, Some(Duration::from_secs(3600))), MAX_WAIT);
+        }
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_or_as_an_http_date() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "7".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(7)));
+        let soon = std::time::SystemTime::now() + Duration::from_secs(600);
+        headers.insert(
+            "retry-after",
+            httpdate::fmt_http_date(soon).parse().unwrap(),
         );
-        assert_eq!(p.wait(1, Some(Duration::from_secs(3600))), MAX_WAIT);
-        assert_eq!(p.wait(40, None), MAX_WAIT);
+        let wait = retry_after(&headers).unwrap();
+        assert!(
+            wait > Duration::from_secs(500) && wait <= Duration::from_secs(600),
+            "{wait:?}"
+        );
+        headers.insert("retry-after", "later".parse().unwrap());
+        assert_eq!(retry_after(&headers), None);
     }
 }

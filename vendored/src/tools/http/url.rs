@@ -9,6 +9,8 @@
 //! (`{{ args.path | safe }}` keeps its slashes). The position is decided by
 //! the template as written, never by the values inserted.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
 use crate::expr::Context;
 use crate::secrets;
 use crate::tools::ToolError;
@@ -150,17 +152,18 @@ fn is_marked_safe(block: &str) -> bool {
         .is_some_and(|(_, filter)| filter.trim() == "safe")
 }
 
-/// Percent-encode everything but RFC 3986 unreserved characters.
+/// Everything but RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`):
+/// a value encoded with it is one component wherever it lands.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encode everything but RFC 3986 unreserved characters (upper-case
+/// hex, UTF-8 bytes of non-ASCII characters).
 pub fn encode_component(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(value, COMPONENT).to_string()
 }
 
 #[cfg(test)]
@@ -280,6 +283,22 @@ mod tests {
         assert_eq!(part_at("https://u:p@h", 10), Part::Userinfo);
         assert_eq!(part_at("https://h:1", 10), Part::Origin);
         assert_eq!(part_at("https://h#f", 10), Part::Rest);
+    }
+
+    #[test]
+    fn only_unreserved_characters_stay_as_they_are() {
+        let every_ascii: String = (0u8..128).map(char::from).collect();
+        let encoded = encode_component(&every_ascii);
+        let kept: String = encoded
+            .split('%')
+            .enumerate()
+            .map(|(i, part)| if i == 0 { part } else { &part[2..] })
+            .collect();
+        assert_eq!(
+            kept,
+            "-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~"
+        );
+        assert_eq!(encode_component("a b/ü"), "a%20b%2F%C3%BC");
     }
 
     #[test]

@@ -1,0 +1,34 @@
+//! The environment variables tollgate reads, each named once.
+//!
+//! clap's `env = ...` attributes, every `std::env::var` and every message
+//! that names a variable use these constants, so the name in the help text,
+//! in an error and in the code cannot drift apart. Two live next to their
+//! only reader and are re-exported here.
+
+pub use crate::notify::slack::api::API_BASE_ENV as SLACK_API_BASE;
+/// `name:token,name2:token2`: read by hand (never through clap), so no help
+/// or error text can show a token.
+pub use crate::server::TOKENS_ENV as API_TOKENS;
+
+/// Where the state lives (`sqlite://PATH`, `postgres://...`, `memory:`).
+pub const DATABASE_URL: &str = "TOLLGATE_DATABASE_URL";
+/// PostgreSQL pool size.
+pub const DB_POOL_SIZE: &str = "TOLLGATE_DB_POOL_SIZE";
+/// `normal` trades the last commits before a power loss for speed.
+pub const SQLITE_SYNCHRONOUS: &str = "TOLLGATE_SQLITE_SYNCHRONOUS";
+/// How long a SQLite write waits for another connection's lock.
+pub const SQLITE_BUSY_TIMEOUT: &str = "TOLLGATE_SQLITE_BUSY_TIMEOUT";
+
+/// `serve` settings, each also a flag of the same name.
+pub const LISTEN: &str = "TOLLGATE_LISTEN";
+pub const MAX_BODY_BYTES: &str = "TOLLGATE_MAX_BODY_BYTES";
+pub const SHUTDOWN_GRACE: &str = "TOLLGATE_SHUTDOWN_GRACE";
+pub const HEADER_TIMEOUT: &str = "TOLLGATE_HEADER_TIMEOUT";
+pub const BODY_TIMEOUT: &str = "TOLLGATE_BODY_TIMEOUT";
+pub const IDLE_TIMEOUT: &str = "TOLLGATE_IDLE_TIMEOUT";
+pub const MAX_CONNECTIONS: &str = "TOLLGATE_MAX_CONNECTIONS";
+
+/// The log filter (the `tracing` convention's name).
+pub const LOG_FILTER: &str = "RUST_LOG";
+/// Who decides at the command line when `--by` is not given.
+pub const USER: &str = "USER";

@@ -1,0 +1,120 @@
+//! Enums whose variants have one fixed name each (statuses, phases, roles):
+//! the name as stored, served and printed, declared once next to the variant.
+//!
+//! [`named_enum!`](crate::named_enum) writes the enum with `as_str`,
+//! `parse` (its inverse), `ALL` and `Display` from one table. A small macro
+//! rather than `strum`: strum reaches exports only through croner, and its
+//! derive would tie every export's build to that proc-macro chain.
+
+/// Declare a field-less enum and its name table:
+///
+/// ```
+/// tollgate_runtime::named_enum! {
+///     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///     pub enum Light {
+///         Red = "red",
+///         Green = "green",
+///     }
+/// }
+/// assert_eq!(Light::Red.as_str(), "red");
+/// assert_eq!(Light::parse("green"), Some(Light::Green));
+/// assert_eq!(Light::parse("blue"), None);
+/// assert_eq!(Light::ALL, [Light::Red, Light::Green]);
+/// assert_eq!(Light::Green.to_string(), "green");
+/// ```
+///
+/// Attributes (docs, derives, serde) pass through to the enum and its
+/// variants. A serde `rename_all` must produce the same names: each user
+/// tests that against `ALL`.
+#[macro_export]
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant ),+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The variant's name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $text ),+
+                }
+            }
+
+            /// The variant with this exact name.
+            pub fn parse(s: &str) -> Option<$name> {
+                match s {
+                    $( $text => Some($name::$variant), )+
+                    _ => None,
+                }
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pending_approval::{ApprovalStatus, Phase};
+    use crate::run_state::RunStatus;
+
+    /// The names are stored and served: the table, serde's names and
+    /// `parse` agree, and none of them moved.
+    #[test]
+    fn every_name_round_trips_and_matches_serde() {
+        fn check<T>(all: &[T], as_str: fn(&T) -> &'static str, parse: fn(&str) -> Option<T>)
+        where
+            T: serde::Serialize + PartialEq + std::fmt::Debug + std::fmt::Display,
+        {
+            for v in all {
+                assert_eq!(parse(as_str(v)).as_ref(), Some(v));
+                assert_eq!(serde_json::to_value(v).unwrap(), as_str(v));
+                assert_eq!(v.to_string(), as_str(v));
+            }
+            assert_eq!(parse(""), None);
+        }
+        check(RunStatus::ALL, |v| v.as_str(), RunStatus::parse);
+        check(ApprovalStatus::ALL, |v| v.as_str(), ApprovalStatus::parse);
+        check(Phase::ALL, |v| v.as_str(), Phase::parse);
+
+        let names = |all: &[&str]| all.join(",");
+        assert_eq!(
+            names(
+                &RunStatus::ALL
+                    .iter()
+                    .map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+            ),
+            "running,awaiting_approval,completed,rejected,failed,expired,skipped"
+        );
+        assert_eq!(
+            names(
+                &ApprovalStatus::ALL
+                    .iter()
+                    .map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+            ),
+            "PENDING,APPROVED,REJECTED,MODIFIED,EXPIRED"
+        );
+        assert_eq!(
+            names(&Phase::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>()),
+            "before,after"
+        );
+        assert_eq!(RunStatus::parse("Running"), None, "names are exact");
+        assert_eq!(ApprovalStatus::parse("pending"), None, "names are exact");
+    }
+}

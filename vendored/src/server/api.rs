@@ -1,0 +1,196 @@
+//! The bodies the HTTP API answers with, one type per shape (DESIGN §5).
+//!
+//! Handlers build these and nothing else, so the contract is read here, in
+//! one place, rather than pieced together from `json!` literals; a field
+//! changes only by an edit to this file (tests/server_responses.rs pins
+//! every shape). A view takes the store's records apart (moves, no
+//! copies), so what a record holds reaches a client only through a field
+//! named here. Fields serialize in declaration order, the order clients
+//! have always seen.
+//!
+//! Errors are not here: `server/error.rs` alone maps them to a status and
+//! `{"error": {"code", "message"}}`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::run_state::{RunRecord, RunStatus};
+use crate::store::PendingPage;
+
+/// GET /runs/{id}, and POST /runs?wait=true: a run as a client sees it.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunView {
+    pub id: String,
+    pub agent: String,
+    /// The stored status under the expiry rule at read time (see
+    /// `view::run_view`).
+    pub status: RunStatus,
+    pub outputs: Map<String, Value>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The unexpired PENDING record the run waits on; `null` otherwise.
+    pub pending_approval: Option<ApprovalView>,
+}
+
+impl RunView {
+    pub fn new(run: RunRecord, status: RunStatus, pending: Option<ApprovalRecord>) -> RunView {
+        RunView {
+            id: run.id,
+            agent: run.agent_id,
+            status,
+            outputs: run.outputs,
+            error: run.error,
+            created_at: run.created_at,
+            updated_at: run.updated_at,
+            pending_approval: pending.map(ApprovalView::from),
+        }
+    }
+}
+
+/// One approval record, whatever its status: GET /approvals/{key}, each
+/// entry of a page, a decision's `approval`, a run's `pending_approval`.
+/// Every field of the stored record, named as stored.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApprovalView {
+    pub key: String,
+    pub run_id: String,
+    pub agent_id: String,
+    pub spec_hash: String,
+    pub step_index: usize,
+    pub step_id: String,
+    pub phase: Phase,
+    pub message: Option<String>,
+    pub payload: Value,
+    pub outputs: Map<String, Value>,
+    pub input: Value,
+    pub trigger: Value,
+    pub status: ApprovalStatus,
+    pub decision_data: Option<Value>,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl From<ApprovalRecord> for ApprovalView {
+    fn from(r: ApprovalRecord) -> ApprovalView {
+        ApprovalView {
+            key: r.key,
+            run_id: r.run_id,
+            agent_id: r.agent_id,
+            spec_hash: r.spec_hash,
+            step_index: r.step_index,
+            step_id: r.step_id,
+            phase: r.phase,
+            message: r.message,
+            payload: r.payload,
+            outputs: r.outputs,
+            input: r.input,
+            trigger: r.trigger,
+            status: r.status,
+            decision_data: r.decision_data,
+            decided_by: r.decided_by,
+            decided_at: r.decided_at,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+        }
+    }
+}
+
+/// GET /approvals: one page, newest first.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApprovalsPage {
+    pub approvals: Vec<ApprovalView>,
+    /// Pass as `?cursor=` for the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
+}
+
+impl From<PendingPage> for ApprovalsPage {
+    /// Rows the store could not read are logged by the store, not listed.
+    fn from(page: PendingPage) -> ApprovalsPage {
+        ApprovalsPage {
+            approvals: page.approvals.into_iter().map(ApprovalView::from).collect(),
+            next_cursor: page.next_cursor,
+        }
+    }
+}
+
+/// The answer to a decision (POST /runs/{id_or_key}/approve,
+/// /approvals/{key}/approve and /reject).
+#[derive(Debug, Serialize)]
+pub(crate) struct DecisionView {
+    /// The record as decided.
+    pub approval: ApprovalView,
+    pub run_id: String,
+    /// The run's status in the store when the answer is made: `running`
+    /// while it resumes, or wherever the resume got to by then; with
+    /// `?wait=true`, `run.status`.
+    pub status: RunStatus,
+    /// With `?wait=true` only: the run at its next pause or its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunView>,
+}
+
+/// 202 to POST /runs and to a webhook: the run is stored and starting.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunStarted {
+    pub run_id: String,
+}
+
+/// GET /healthz.
+#[derive(Debug, Serialize)]
+pub(crate) struct Health {
+    /// `ok`, or `unavailable` (with 503) when the store cannot take writes.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<HealthError>,
+}
+
+/// Why the store is unavailable, in the API's error shape.
+#[derive(Debug, Serialize)]
+pub(crate) struct HealthError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// A run's `trigger` when the API starts it: how it was started, stored
+/// with the run and its approvals (scrubbed of credentials first, see
+/// `pending_approval::scrub_trigger`) and shown to the person deciding.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Trigger {
+    /// POST /runs.
+    Api {
+        /// The name of the caller's token (`local` without tokens).
+        started_by: String,
+        received_at: String,
+    },
+    /// A POST to the spec's `trigger.webhook.path`.
+    Webhook {
+        path: String,
+        /// The request's headers; a repeated header's values joined by ", ".
+        headers: Map<String, Value>,
+        query: BTreeMap<String, String>,
+        received_at: String,
+    },
+}
+
+impl Trigger {
+    /// As stored: a JSON object, credentials removed. The store scrubs
+    /// too; doing it here keeps credentials out of every copy from the
+    /// first moment.
+    pub fn into_value(self) -> Result<Value, ApiError> {
+        // Strings and string-keyed maps always serialize; the error is
+        // handled rather than assumed away.
+        let mut value = serde_json::to_value(self)
+            .map_err(|e| ApiError::Internal(format!("cannot encode the trigger: {e}")))?;
+        crate::pending_approval::scrub_trigger(&mut value);
+        Ok(value)
+    }
+}

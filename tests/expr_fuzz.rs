@@ -9,7 +9,7 @@ mod fuzz;
 
 use fuzz::Rng;
 use serde_json::{Value, json};
-use tollgate_runtime::expr::{self, Context, MAX_DATA_DEPTH};
+use tollgate_runtime::expr::{self, Context, MAX_CONTEXT_DEPTH};
 
 fn nested(depth: usize) -> Value {
     let mut v = json!([1, "x"]);
@@ -29,7 +29,7 @@ fn context() -> &'static Context {
     CTX.get_or_init(|| Context::new()
         .with(
             "input",
-            json!({"amount": 150, "items": [1, 2, 3], "text": "a\u{0}b\u{202e}", "deep": nested(MAX_DATA_DEPTH - 3)}),
+            json!({"amount": 150, "items": [1, 2, 3], "text": "a\u{0}b\u{202e}", "deep": nested(MAX_CONTEXT_DEPTH - 3)}),
         )
         .with("steps", json!({"a": {"output": {"ok": true, "v": nested(50)}}}))
         .with("trigger", json!({"kind": "cli"}))

@@ -177,9 +177,7 @@ async fn a_reply_the_store_refuses_fails_the_run_visibly() {
         "the cause: {failed}"
     );
     assert_eq!(stub.count(), 1, "called once, never again");
-    assert!(
-        served.logs().contains("ending it failed"),
-        "{}",
-        served.logs()
-    );
+    served
+        .log_line("ending it failed", Duration::from_secs(30))
+        .await;
 }

@@ -41,8 +41,7 @@ fn no_tokens_means_loopback_only() {
     );
     // Without tokens on loopback: a warning, and the caller is `local`.
     let local = Served::start(&ws.spec, &ws.path().join("state2.db"), &[], &[]);
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(local.logs().contains("no API tokens"), "{}", local.logs());
+    local.log_line_blocking("no API tokens", Duration::from_secs(30));
 }
 
 #[test]

@@ -249,8 +249,10 @@ async fn no_bot_token_or_signing_secret_in_the_store_logs_or_events() {
     for event in store.run_events(&run_id, 0).await.expect("events") {
         seen.push_str(&serde_json::to_string(&event).expect("json"));
     }
+    served
+        .log_line("Slack message posted", Duration::from_secs(30))
+        .await;
     let logs = served.logs();
-    assert!(logs.contains("Slack message posted"), "{logs}");
     let bytes = sqlite_bytes(&db);
     for secret in [BOT_TOKEN, SIGNING_SECRET] {
         assert!(

@@ -417,14 +417,15 @@ fn alias_bombs_stay_under_64_mib() {
 
 /// Deeply nested input reaches every kind of template (lone expression,
 /// filter, interpolation, comparison) in a real run without overflowing
-/// the stack: as deep as JSON input can be (serde_json's 128 levels) runs,
-/// one level more is refused as bad input. Either way, an exit code.
+/// the stack: as deep as JSON input may be (`MAX_JSON_DEPTH`) runs, one
+/// level more is refused as bad input. Either way, an exit code.
 #[test]
 fn deep_input_cannot_overflow_a_run() {
     let (dir, path) = spec_file(with_step(
         "  - id: a\n    set: { a: \"{{ input }}\", b: \"{{ input | tojson }}\", c: \"x {{ input }}\", d: \"{{ input == input }}\" }\n",
     ));
-    for (depth, code) in [(127, 0), (5_000, 2)] {
+    let limit = tollgate_runtime::MAX_JSON_DEPTH;
+    for (depth, code) in [(limit, 0), (limit + 1, 2), (127, 2), (5_000, 2)] {
         let input = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
         let input_path = dir.path().join("input.json");
         std::fs::write(&input_path, input).expect("write input");

@@ -11,7 +11,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use common::*;
 use rusqlite::Connection;
@@ -411,11 +411,9 @@ async fn a_full_disk_fails_writes_clearly_and_recovers_once_space_is_back() {
         .await;
     assert_eq!(code, 500, "{body}");
     // The log says which operation, which store, and why.
-    let logs = served.logs();
-    let line = logs
-        .lines()
-        .find(|l| l.contains(&format!("deciding approval {key}")))
-        .unwrap_or_else(|| panic!("no log line for the failed decision:\n{logs}"));
+    let line = served
+        .log_line(&format!("deciding approval {key}"), Duration::from_secs(30))
+        .await;
     assert!(line.contains(&state.display().to_string()), "{line}");
     assert!(line.contains("SQLITE_FULL"), "{line}");
     let (code, health) = status_of(&api, &served.url("/healthz")).await;

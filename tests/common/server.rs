@@ -141,6 +141,38 @@ impl Served {
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().clone()
     }
+
+    /// The first log line containing `needle`, waiting up to `within` for
+    /// it: a line the server wrote before it answered may still be on its
+    /// way through the stderr pipe when the answer arrives.
+    pub async fn log_line(&self, needle: &str, within: Duration) -> String {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let logs = self.logs();
+            if let Some(line) = logs.lines().find(|l| l.contains(needle)) {
+                return line.to_string();
+            }
+            if std::time::Instant::now() >= deadline {
+                panic!("no log line with {needle:?} within {within:?}:\n{logs}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// [`Served::log_line`] for a test without a runtime.
+    pub fn log_line_blocking(&self, needle: &str, within: Duration) -> String {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let logs = self.logs();
+            if let Some(line) = logs.lines().find(|l| l.contains(needle)) {
+                return line.to_string();
+            }
+            if std::time::Instant::now() >= deadline {
+                panic!("no log line with {needle:?} within {within:?}:\n{logs}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Drop for Served {

@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, json};
 use tollgate_runtime::events::{Event, EventKind};
+use tollgate_runtime::json_depth::READABLE_DEPTH;
 use tollgate_runtime::pending_approval::{
     ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
@@ -78,6 +79,7 @@ macro_rules! store_conformance_tests {
             a_refused_first_write_stores_nothing,
             nul_characters_are_kept_in_every_field,
             a_time_past_the_year_9999_is_refused_before_any_write,
+            json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {
@@ -1330,4 +1332,127 @@ pub async fn a_time_past_the_year_9999_is_refused_before_any_write(store: Shared
     // Listing and sweeping are unaffected.
     assert_eq!(all_pending(&*store, 1, None).await, Vec::<String>::new());
     store.expire_due(at(far / 2)).await.expect("sweep");
+}
+
+/// `n` arrays, one in the other, around `1`: JSON nested `n` levels deep.
+fn nested(n: usize) -> serde_json::Value {
+    let mut v = json!(1);
+    for _ in 0..n {
+        v = serde_json::Value::Array(vec![v]);
+    }
+    v
+}
+
+fn too_deep(result: Result<impl std::fmt::Debug, StoreError>) {
+    match result {
+        Err(StoreError::TooDeep { limit, .. }) => assert_eq!(limit, READABLE_DEPTH),
+        other => panic!("expected TooDeep, got {other:?}"),
+    }
+}
+
+/// Every store reads its JSON back with serde_json, which stops at 127
+/// levels: a row nested deeper could never be read again (the run, its
+/// events or its approval lost to every reader). So every store refuses to
+/// write one, with a typed error, and writes nothing; at exactly the limit
+/// everything round-trips.
+pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write(
+    store: SharedStore,
+) {
+    // At the limit: a run's input, and an event around an output.
+    let mut run = run_record("run-deep", "agent", 0);
+    run.input = nested(READABLE_DEPTH);
+    let completed = |seq: u64, depth: usize| {
+        event(
+            "run-deep",
+            seq,
+            1,
+            EventKind::StepCompleted {
+                step: "s".into(),
+                index: 0,
+                output: nested(depth),
+                replayed: false,
+            },
+        )
+    };
+    let first = completed(1, READABLE_DEPTH - 1);
+    store
+        .create_run(&run, std::slice::from_ref(&first))
+        .await
+        .expect("JSON at the limit is stored");
+    assert_eq!(
+        store.get_run("run-deep").await.expect("get"),
+        Some(run.clone())
+    );
+    assert_eq!(
+        store.run_events("run-deep", 0).await.expect("events"),
+        vec![first.clone()]
+    );
+
+    // One level more, in each kind of write: refused, nothing changes.
+    let mut deeper = run_record("run-deeper", "agent", 0);
+    deeper.input = nested(READABLE_DEPTH + 1);
+    too_deep(store.create_run(&deeper, &[]).await);
+    let shallow = run_record("run-deeper", "agent", 0);
+    too_deep(
+        store
+            .create_run(&shallow, &[event("run-deeper", 1, 0, started(&deeper))])
+            .await,
+    );
+    assert_eq!(store.get_run("run-deeper").await.expect("get"), None);
+    too_deep(
+        store
+            .append_events("run-deep", &[completed(2, READABLE_DEPTH)])
+            .await,
+    );
+    let mut outputs = Map::new();
+    outputs.insert("s".into(), nested(READABLE_DEPTH));
+    let end = RunEnd {
+        run_id: "run-deep".into(),
+        status: RunStatus::Completed,
+        outputs,
+        error: None,
+        at: at(2),
+    };
+    too_deep(store.end_run(&end, &[]).await);
+    too_deep(
+        store
+            .create_run_at(&shallow, FirstWrite::End(&end), &[])
+            .await,
+    );
+    let mut record = pending_record("key-deep", "run-deep", "agent", 1);
+    record.payload = nested(READABLE_DEPTH + 1);
+    let refused = Pause {
+        record: record.clone(),
+        at: at(1),
+    };
+    too_deep(store.pause_run(&refused, &[]).await);
+    assert_eq!(store.get_approval("key-deep").await.expect("get"), None);
+    let run_now = store.get_run("run-deep").await.expect("get").expect("run");
+    assert_eq!(run_now, run, "the refused writes changed nothing");
+    assert_eq!(
+        store.run_events("run-deep", 0).await.expect("events"),
+        vec![first.clone()]
+    );
+
+    // A decision whose edited payload would nest too deep in decision_data.
+    // (Its `awaiting_approval` event wraps the payload once more.)
+    let mut record = pending_record("key-deep", "run-deep", "agent", 1);
+    record.payload = nested(READABLE_DEPTH - 1);
+    pause(&*store, &record, 2).await;
+    let decision = Decision::Modify {
+        payload: nested(READABLE_DEPTH),
+        reason: None,
+    };
+    too_deep(
+        store
+            .claim(&claim("key-deep", decision, "ann", 3, SPEC))
+            .await,
+    );
+    let still = store
+        .get_approval("key-deep")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(still, record, "the refused claim left the record pending");
+    assert_eq!(all_pending(&*store, 3, None).await, vec!["key-deep"]);
 }

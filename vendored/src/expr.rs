@@ -87,9 +87,18 @@ pub const MAX_EXPRESSION_NESTING: usize = 32;
 /// The most `{% %}` tags one template may hold: an `elif` chain nests in
 /// minijinja's parser, and 500 of them is near what a 2 MiB stack holds.
 pub const MAX_TEMPLATE_TAGS: usize = 250;
-/// The deepest the data an expression reads or produces may nest (objects
-/// and arrays). JSON parsed from a request or a reply nests at most 128.
-pub const MAX_DATA_DEPTH: usize = 256;
+/// The deepest the result of an expression may nest (objects and arrays):
+/// results are stored (step outputs, tool arguments, payloads) and wrapped
+/// again there, so they are held to the limit of anything from outside a
+/// run ([`crate::json_depth::MAX_JSON_DEPTH`]).
+pub const MAX_DATA_DEPTH: usize = crate::json_depth::MAX_JSON_DEPTH;
+/// The deepest the data an expression reads may nest, counted from the
+/// context's root: anything a store can hold
+/// ([`crate::json_depth::READABLE_DEPTH`]) under the context's own levels
+/// (the root, then `steps.<id>.output` puts a stored output two levels
+/// deeper than the `outputs` map it is stored in). Deeper cannot come from
+/// a run; the bound keeps minijinja's recursion far from the stack's end.
+pub const MAX_CONTEXT_DEPTH: usize = crate::json_depth::READABLE_DEPTH + 3;
 /// How deep macros and recursive loops may call themselves.
 const MAX_RECURSION: usize = 64;
 /// The most instructions one evaluation may run. A loop over 100,000 items
@@ -320,7 +329,7 @@ pub fn evaluate_str(template: &str, ctx: &Context) -> Result<Value, ExprError> {
             return Err(ExprError::new(
                 template,
                 format!(
-                    "the data in {name:?} nests deeper than {MAX_DATA_DEPTH} levels (the limit for expressions)"
+                    "the data in {name:?} nests deeper than {MAX_CONTEXT_DEPTH} levels (the limit for expressions)"
                 ),
             ));
         }
@@ -415,51 +424,44 @@ fn to_json(template: &str, value: &minijinja::Value) -> Result<Value, ExprError>
     })
 }
 
-/// The first context root whose data nests deeper than `MAX_DATA_DEPTH`.
-/// Iterative, so the check itself cannot overflow.
+/// The first context root whose data nests deeper than `MAX_CONTEXT_DEPTH`
+/// (objects and arrays, as [`crate::json_depth`] counts them). Iterative,
+/// so the check itself cannot overflow.
 fn too_deep(root: &Map<String, Value>) -> Option<&str> {
-    for (name, value) in root {
-        // The root object itself is one level.
-        let mut todo: Vec<(&Value, usize)> = vec![(value, 2)];
-        while let Some((v, depth)) = todo.pop() {
-            if depth > MAX_DATA_DEPTH {
-                return Some(name);
-            }
-            match v {
-                Value::Array(items) => todo.extend(items.iter().map(|i| (i, depth + 1))),
-                Value::Object(map) => todo.extend(map.values().map(|i| (i, depth + 1))),
-                _ => {}
-            }
-        }
-    }
-    None
+    // The root object itself is one level.
+    let limit = MAX_CONTEXT_DEPTH - 1;
+    root.iter()
+        .find(|(_, value)| crate::json_depth::value_depth(value, limit) > limit)
+        .map(|(name, _)| name.as_str())
 }
 
-/// How deep a minijinja value nests, up to just past `MAX_DATA_DEPTH`.
-/// Iterative, and it stops at the limit.
+/// How deep a minijinja value nests (objects and arrays, as
+/// [`crate::json_depth`] counts them: a scalar is 0, `[[1]]` is 2), up to
+/// just past `MAX_DATA_DEPTH`. Iterative, and it stops at the limit.
 fn value_depth(value: &minijinja::Value) -> usize {
     let mut max = 0;
-    let mut todo: Vec<(minijinja::Value, usize)> = vec![(value.clone(), 1)];
+    let mut todo: Vec<(minijinja::Value, usize)> = vec![(value.clone(), 0)];
     while let Some((v, depth)) = todo.pop() {
+        let kind = v.kind();
+        if !matches!(
+            kind,
+            minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Map
+        ) {
+            continue;
+        }
+        let depth = depth + 1;
         max = max.max(depth);
         if depth > MAX_DATA_DEPTH {
             break;
         }
-        match v.kind() {
-            minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Map => {
-                if let Ok(iter) = v.try_iter() {
-                    for key in iter {
-                        let item = match v.kind() {
-                            minijinja::value::ValueKind::Map => {
-                                v.get_item(&key).unwrap_or_default()
-                            }
-                            _ => key,
-                        };
-                        todo.push((item, depth + 1));
-                    }
-                }
+        if let Ok(iter) = v.try_iter() {
+            for key in iter {
+                let item = match kind {
+                    minijinja::value::ValueKind::Map => v.get_item(&key).unwrap_or_default(),
+                    _ => key,
+                };
+                todo.push((item, depth));
             }
-            _ => {}
         }
     }
     max
@@ -940,14 +942,28 @@ mod tests {
         assert!(check(&big).unwrap_err().message.contains("bytes"));
         // Run time refuses the same, and data that nests too deep.
         assert!(evaluate_str(&tokens, &ctx()).is_err());
-        let deep = Context::new().with("input", nested(MAX_DATA_DEPTH + 5));
-        let err = evaluate_str("{{ input }}", &deep).unwrap_err().message;
-        assert!(err.contains("nests deeper than 256"), "{err}");
+        // `nested(n)` holds n - 1 objects; the context's root is one more.
+        let deep = Context::new().with("input", nested(MAX_CONTEXT_DEPTH + 1));
+        let err = evaluate_str("{{ input.a }}", &deep).unwrap_err().message;
+        let want = format!("the data in \"input\" nests deeper than {MAX_CONTEXT_DEPTH} levels");
+        assert!(err.contains(&want), "{err}");
+        // A result is stored: it may nest as deep as data from outside, no more.
+        let at_limit = Context::new().with("input", nested(MAX_DATA_DEPTH + 1));
+        assert_eq!(
+            evaluate_str("{{ input }}", &at_limit).unwrap(),
+            nested(MAX_DATA_DEPTH + 1)
+        );
+        let err = evaluate_str("{{ [input] }}", &at_limit)
+            .unwrap_err()
+            .message;
+        let want = format!("the result nests deeper than {MAX_DATA_DEPTH} levels");
+        assert!(err.contains(&want), "{err}");
         // Shallow enough data, wrapped deeper by the expression itself.
         let near = Context::new().with("input", nested(MAX_DATA_DEPTH - 10));
         let wrap = format!("{{{{ {}input{} }}}}", "[".repeat(20), "]".repeat(20));
         let err = evaluate_str(&wrap, &near).unwrap_err().message;
-        assert!(err.contains("the result nests deeper than 256"), "{err}");
+        assert!(err.contains(&want), "{err}");
+        assert_eq!(MAX_DATA_DEPTH, crate::json_depth::MAX_JSON_DEPTH);
         // A literal is not a template: no limit but the spec's size.
         assert!(evaluate_str(&"x".repeat(MAX_TEMPLATE_BYTES + 1), &ctx()).is_ok());
     }

@@ -10,6 +10,7 @@ pub mod events;
 pub mod expr;
 pub mod gate;
 pub mod hex;
+pub mod json_depth;
 pub mod names;
 pub mod notify;
 pub mod pending_approval;
@@ -28,6 +29,7 @@ pub use async_trait::async_trait;
 pub use serde_json;
 
 pub use events::{Event, EventKind};
+pub use json_depth::MAX_JSON_DEPTH;
 pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision, Phase};
 pub use run::{AgentRun, ClaimedDecision, RunError, RunOutcome};
 pub use run_state::{RunRecord, RunStatus};

@@ -390,7 +390,9 @@ impl AgentRun {
                         // A call may take long or have side effects: make
                         // the run's progress visible before it starts. A
                         // dedupe key's owner must be a stored run.
-                        self.flush(&mut log).await?;
+                        if let Some(failed) = self.flush(&step.id, &mut log).await? {
+                            return Ok(failed);
+                        }
                     }
                     workflow::execute_step(&env, step, &ctx, decision.as_ref()).await
                 }
@@ -449,13 +451,21 @@ impl AgentRun {
         self.finish(&ctx, RunStatus::Completed, None, log).await
     }
 
-    async fn flush(&self, log: &mut EventLog) -> Result<(), RunError> {
-        let written = if let Some(run) = log.unstored.take() {
-            self.store.create_run(&run, log.pending()).await
+    /// Store the run's progress before step `before` calls out. When the
+    /// store refuses it, the call is not made and the run is ended `failed`
+    /// like an unstorable pause or end (see [`AgentRun::write_point`]).
+    async fn flush(
+        &self,
+        before: &str,
+        log: &mut EventLog,
+    ) -> Result<Option<RunOutcome>, RunError> {
+        let unstored = log.unstored.take();
+        let written = if let Some(run) = &unstored {
+            self.store.create_run(run, log.pending()).await
         } else if !log.pending().is_empty() {
             self.store.append_events(&log.run_id, log.pending()).await
         } else {
-            return Ok(());
+            return Ok(None);
         };
         if let Err(e) = written {
             // Nothing was called yet: the step is not run.
@@ -465,10 +475,11 @@ impl AgentRun {
                 error = %e,
                 "could not store the run's progress before a call; the call is not made"
             );
-            return Err(RunError::Store(e));
+            let what = format!("progress before step {before:?}");
+            return self.fail_unstorable(unstored, what, log, e).await.map(Some);
         }
         log.published();
-        Ok(())
+        Ok(None)
     }
 
     /// Write a durable point (a pause or an end) with the buffered events,
@@ -495,27 +506,28 @@ impl AgentRun {
                 log.published();
                 Ok(None)
             }
-            Err(e) => self
-                .fail_unstorable(unstored, point, log, e)
-                .await
-                .map(Some),
+            Err(e) => {
+                let what = match point {
+                    FirstWrite::Pause(pause) => {
+                        format!("pause at step {:?}", pause.record.step_id)
+                    }
+                    FirstWrite::End(end) => format!("end ({})", end.status.as_str()),
+                };
+                self.fail_unstorable(unstored, what, log, e).await.map(Some)
+            }
         }
     }
 
-    /// See [`AgentRun::write_point`]: end the run `failed` after its pause or
-    /// end could not be stored.
+    /// See [`AgentRun::write_point`]: end the run `failed` after its pause,
+    /// its end or its progress (`what`) could not be stored.
     async fn fail_unstorable(
         &self,
         unstored: Option<RunRecord>,
-        point: FirstWrite<'_>,
+        what: String,
         log: &mut EventLog,
         cause: StoreError,
     ) -> Result<RunOutcome, RunError> {
         let store = self.store.describe();
-        let what = match point {
-            FirstWrite::Pause(pause) => format!("pause at step {:?}", pause.record.step_id),
-            FirstWrite::End(end) => format!("end ({})", end.status.as_str()),
-        };
         tracing::error!(
             run_id = %log.run_id,
             store = %store,

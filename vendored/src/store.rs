@@ -68,6 +68,14 @@ pub enum StoreError {
     #[error("cannot store {0}")]
     OutOfRange(String),
 
+    /// JSON nested deeper than the store's JSON reader takes back
+    /// ([`crate::json_depth::READABLE_DEPTH`]): refused before anything is
+    /// written, so no row is ever unreadable.
+    #[error(
+        "cannot store {what}: it nests deeper than {limit} levels, the most a store can read back"
+    )]
+    TooDeep { what: String, limit: usize },
+
     #[error("invalid store location {location:?}: {reason}")]
     InvalidLocation { location: String, reason: String },
 
@@ -200,6 +208,33 @@ pub(crate) fn check_storable(what: &str, t: DateTime<Utc>) -> StoreResult<()> {
             "{what} {t}: it lies past 9999-12-31T23:59:59Z, the latest time a store can hold"
         )))
     }
+}
+
+/// Refuse JSON text nested deeper than a store can read back (see
+/// [`crate::json_depth`]), before any write. A scan of the text, not a parse.
+pub(crate) fn check_json_text(what: &str, text: &str) -> StoreResult<()> {
+    let limit = crate::json_depth::READABLE_DEPTH;
+    if crate::json_depth::text_depth(text.as_bytes()) > limit {
+        return Err(StoreError::TooDeep {
+            what: what.to_string(),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// [`check_json_text`] for a value that is stored as it is (PostgreSQL's
+/// json and jsonb parameters), without serialising it.
+#[cfg(feature = "postgres")]
+pub(crate) fn check_json_value(what: &str, value: &Value) -> StoreResult<()> {
+    let limit = crate::json_depth::READABLE_DEPTH;
+    if crate::json_depth::value_depth(value, limit) > limit {
+        return Err(StoreError::TooDeep {
+            what: what.to_string(),
+            limit,
+        });
+    }
+    Ok(())
 }
 
 /// The timestamps of a pause, checked (see [`check_storable`]).

@@ -21,6 +21,7 @@ pub fn json_arg(text: &str) -> Result<Value, String> {
         ),
         None => (text.to_string(), "the argument"),
     };
+    super::common::check_depth(&source).map_err(|e| format!("{origin} {e}"))?;
     serde_json::from_str(&source).map_err(|e| format!("{origin} is not valid JSON: {e}"))
 }
 

@@ -87,6 +87,19 @@ pub fn agent(
     Ok(AgentRun::new(spec, store).with_tools(Arc::new(tools)))
 }
 
+/// JSON given to a run from outside nests at most
+/// [`crate::json_depth::MAX_JSON_DEPTH`] levels (what the run stores wraps
+/// it again and must stay readable); the error completes "X ...".
+pub fn check_depth(text: &str) -> Result<(), String> {
+    let limit = crate::json_depth::MAX_JSON_DEPTH;
+    if crate::json_depth::text_depth(text.as_bytes()) > limit {
+        return Err(format!(
+            "nests deeper than {limit} levels of objects and arrays, the most tollgate accepts"
+        ));
+    }
+    Ok(())
+}
+
 /// Who decides: --by, else $USER, else "cli".
 pub fn decider(by: Option<&str>) -> String {
     by.map(str::to_string)

@@ -109,6 +109,10 @@ fn ask_payload(err: &mut impl Write) -> Result<Option<Value>, Failure> {
         if text.is_empty() {
             return Ok(None);
         }
+        if let Err(e) = super::common::check_depth(text) {
+            let _ = writeln!(err, "the payload {e}; type it again");
+            continue;
+        }
         match serde_json::from_str::<Value>(text) {
             Ok(payload) => return Ok(Some(payload)),
             Err(e) => {

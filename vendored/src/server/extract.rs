@@ -150,12 +150,22 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
 }
 
 /// Parse a JSON body (empty = `{}`) into `T`, explaining what was wrong.
+/// Every JSON body goes through here; one nested deeper than a run accepts
+/// ([`crate::json_depth::MAX_JSON_DEPTH`]) is refused before it is parsed:
+/// what a run stores wraps it again and must stay readable.
 pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
         bytes
     };
+    let limit = crate::json_depth::MAX_JSON_DEPTH;
+    if crate::json_depth::text_depth(text) > limit {
+        return Err(ApiError::invalid(format!(
+            "the request body nests deeper than {limit} levels of objects and arrays, \
+             the most tollgate accepts"
+        )));
+    }
     serde_json::from_slice(text).map_err(|e| {
         let what = if e.is_data() {
             "the request body has the wrong shape"
@@ -285,6 +295,18 @@ mod tests {
             assert!(err.to_string().contains("must be a JSON object"), "{err}");
         }
         assert!(edited_payload(Some(Value::Null)).is_err());
+        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let at_limit = format!(r#"{{"input": {}}}"#, nested(limit - 1));
+        assert!(parse_json_object::<Body>(at_limit.as_bytes()).is_ok());
+        for deep in [
+            nested(limit + 1),
+            format!(r#"{{"input": {}}}"#, nested(limit)),
+        ] {
+            let err = parse_json::<Value>(deep.as_bytes()).unwrap_err();
+            assert_eq!(err.code(), "invalid_request");
+            assert!(err.to_string().contains("deeper than 100 levels"), "{err}");
+        }
         assert_eq!(edited_payload(None).unwrap(), None);
         assert_eq!(
             edited_payload(Some(serde_json::json!({}))).unwrap(),

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 
 use super::{
     Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, check_pause,
-    check_storable, cursor, resolved_event,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, check_json_text,
+    check_pause, check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -27,6 +27,34 @@ struct State {
     claims: BTreeMap<String, (String, DateTime<Utc>)>,
     /// Chat messages announcing approvals, by approval key.
     notifications: HashMap<String, Notification>,
+}
+
+/// The depth rule of the stores that keep JSON text (see
+/// [`check_json_text`]), applied to what this store keeps as values: the
+/// same writes are refused everywhere, and a run behaves alike on each.
+fn storable<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> StoreResult<()> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))?;
+    check_json_text(what, &text)
+}
+
+fn storable_run(run: &RunRecord) -> StoreResult<()> {
+    storable("run input", &run.input)?;
+    storable("run trigger", &run.trigger)?;
+    storable("run outputs", &run.outputs)
+}
+
+fn storable_pause(pause: &Pause) -> StoreResult<()> {
+    let r = &pause.record;
+    storable("approval payload", &r.payload)?;
+    storable("approval outputs", &r.outputs)?;
+    storable("approval input", &r.input)?;
+    storable("approval trigger", &r.trigger)?;
+    storable("decision data", &r.decision_data)
+}
+
+fn storable_events(events: &[Event]) -> StoreResult<()> {
+    events.iter().try_for_each(|e| storable("event", e))
 }
 
 #[derive(Default)]
@@ -118,6 +146,8 @@ impl StateStore for MemoryStore {
     }
 
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
+        storable_run(run)?;
+        storable_events(events)?;
         let mut s = self.lock();
         s.insert_run(run)?;
         s.push_events(&run.id, events);
@@ -125,6 +155,7 @@ impl StateStore for MemoryStore {
     }
 
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
+        storable_events(events)?;
         let mut s = self.lock();
         s.run_mut(run_id)?;
         s.push_events(run_id, events);
@@ -133,6 +164,8 @@ impl StateStore for MemoryStore {
 
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
+        storable_pause(pause)?;
+        storable_events(events)?;
         let mut s = self.lock();
         s.check_new_approval(pause)?;
         s.run_mut(&pause.record.run_id)?;
@@ -142,6 +175,8 @@ impl StateStore for MemoryStore {
     }
 
     async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
+        storable("run outputs", &end.outputs)?;
+        storable_events(events)?;
         let mut s = self.lock();
         s.end(end)?;
         s.push_events(&end.run_id, events);
@@ -154,6 +189,12 @@ impl StateStore for MemoryStore {
         first: FirstWrite<'_>,
         events: &[Event],
     ) -> StoreResult<()> {
+        storable_run(run)?;
+        storable_events(events)?;
+        match first {
+            FirstWrite::Pause(pause) => storable_pause(pause)?,
+            FirstWrite::End(end) => storable("run outputs", &end.outputs)?,
+        }
         let mut s = self.lock();
         // Every check before the first change, so a refusal changes nothing.
         if let FirstWrite::Pause(pause) = first {
@@ -170,6 +211,7 @@ impl StateStore for MemoryStore {
     }
 
     async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
+        storable("decision data", &claim.decision.data())?;
         let mut s = self.lock();
         let claimable = s.approvals.get(&claim.key).is_some_and(|r| {
             r.status == ApprovalStatus::Pending

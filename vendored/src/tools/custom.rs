@@ -77,14 +77,63 @@ impl CustomTools {
             // redactor like every HTTP and model reply.
             Some(tool) => {
                 let redactor = crate::secrets::known();
-                tool.call(args.clone(), call)
+                let output = tool
+                    .call(args.clone(), call)
                     .await
-                    .map(|output| redactor.value(output))
-                    .map_err(|e| ToolError::new(redactor.text(&e.message)))
+                    .map_err(|e| ToolError::new(redactor.text(&e.message)))?;
+                // Stored and wrapped again, like a reply from outside.
+                let limit = crate::json_depth::MAX_JSON_DEPTH;
+                if crate::json_depth::value_depth(&output, limit) > limit {
+                    return Err(ToolError::new(format!(
+                        "tool {name:?} returned JSON nested deeper than {limit} levels of objects and arrays, the most a run accepts; its output is not kept"
+                    )));
+                }
+                Ok(redactor.value(output))
             }
             None => Err(ToolError::new(format!(
                 "tool {name:?} is implemented in Rust and not registered in this program"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Nested(usize);
+
+    #[async_trait]
+    impl CustomTool for Nested {
+        async fn call(&self, _args: Value, _call: &CallContext) -> Result<Value, ToolError> {
+            let mut v = json!(1);
+            for _ in 0..self.0 {
+                v = json!([v]);
+            }
+            Ok(v)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_output_nested_past_max_json_depth_is_an_error() {
+        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let mut tools = CustomTools::new();
+        tools.register("ok", Arc::new(Nested(limit)));
+        tools.register("deep", Arc::new(Nested(limit + 1)));
+        let call = CallContext {
+            run_id: "r".into(),
+            step_id: "s".into(),
+            idempotency_key: None,
+            scope: crate::expr::Context::new(),
+        };
+        assert!(tools.call("ok", &json!({}), &call).await.is_ok());
+        let err = tools.call("deep", &json!({}), &call).await.unwrap_err();
+        assert!(
+            err.message
+                .contains("\"deep\" returned JSON nested deeper than 100"),
+            "{}",
+            err.message
+        );
     }
 }

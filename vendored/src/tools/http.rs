@@ -107,6 +107,16 @@ pub enum HttpError {
         origin: String,
         limit: usize,
     },
+    /// The call was made and answered; the answer is not kept (the step
+    /// fails, and nothing repeats the call).
+    #[error(
+        "{method} {origin}: the response body is JSON nested deeper than {limit} levels of objects and arrays, the most a run accepts; the call was made, its answer is not kept"
+    )]
+    TooDeep {
+        method: String,
+        origin: String,
+        limit: usize,
+    },
 }
 
 /// Call an HTTP tool. The output is `{status, headers, body}`.
@@ -131,9 +141,17 @@ pub async fn call(
     let policy = RetryPolicy::for_tool(spec);
     let (outcome, attempts) = send(client, &prepared, &policy, &spec.ok_status).await;
     match outcome {
-        Ok(received) if accepted(received.status, &spec.ok_status) => {
-            Ok(redactor.value(received.output()))
-        }
+        Ok(received) if accepted(received.status, &spec.ok_status) => match received.output() {
+            Ok(output) => Ok(redactor.value(output)),
+            Err(response::TooDeep { limit }) => Err(fail(
+                HttpError::TooDeep {
+                    method: prepared.method.to_string(),
+                    origin: prepared.origin(),
+                    limit,
+                },
+                attempts,
+            )),
+        },
         Ok(received) => Err(fail(prepared.status_error(&received, &redactor), attempts)),
         Err(e) => Err(fail(prepared.attempt_error(e), attempts)),
     }

@@ -179,10 +179,21 @@ pub(super) fn event_from_row(row: &Row) -> StoreResult<Event> {
 }
 
 /// A value as jsonb. Serialising our own values cannot fail in practice
-/// (every map key is a string), but it is reported, not unwrapped.
+/// (every map key is a string), but it is reported, not unwrapped. A value
+/// nested deeper than serde_json parses back is refused (see [`checked`]).
 pub(super) fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> StoreResult<Value> {
-    serde_json::to_value(value)
-        .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))
+    let value = serde_json::to_value(value)
+        .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))?;
+    checked(&value, what)?;
+    Ok(value)
+}
+
+/// A value for a json/jsonb column as it is, refused when it nests deeper
+/// than serde_json (which decodes every column read back) can parse: such
+/// a row would be lost to every reader ([`StoreError::TooDeep`]).
+pub(super) fn checked<'v>(value: &'v Value, what: &str) -> StoreResult<&'v Value> {
+    crate::store::check_json_value(what, value)?;
+    Ok(value)
 }
 
 /// A text for a column that keeps it as a JSON string (see

@@ -10,7 +10,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::codec::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row, checked,
     event_from_row, run_from_row, text_json, to_i64, to_json,
 };
 use super::notify;
@@ -92,7 +92,8 @@ pub(super) async fn execute<C: GenericClient>(
 // ------------------------------------------------------------------- writes
 
 pub(super) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) -> StoreResult<()> {
-    let (input, trigger) = (&run.input, &run.trigger);
+    let input = checked(&run.input, "run input")?;
+    let trigger = checked(&run.trigger, "run trigger")?;
     let outputs = to_json(&run.outputs, "run outputs")?;
     let error = text_json(run.error.as_deref());
     let stmt = client
@@ -190,6 +191,12 @@ async fn insert_approval<C: GenericClient>(
     outputs: &Value,
 ) -> StoreResult<()> {
     let step_index = to_i64(r.step_index, "step index")?;
+    let payload = checked(&r.payload, "approval payload")?;
+    let input = checked(&r.input, "approval input")?;
+    let trigger = checked(&r.trigger, "approval trigger")?;
+    if let Some(data) = &r.decision_data {
+        checked(data, "decision data")?;
+    }
     let (message, decided_by) = (
         text_json(r.message.as_deref()),
         text_json(r.decided_by.as_deref()),
@@ -209,10 +216,10 @@ async fn insert_approval<C: GenericClient>(
         &r.step_id,
         &r.phase.as_str(),
         &message,
-        &r.payload,
+        payload,
         outputs,
-        &r.input,
-        &r.trigger,
+        input,
+        trigger,
         &r.status.as_str(),
         &r.decision_data,
         &decided_by,
@@ -297,6 +304,9 @@ const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
 pub(super) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreResult<Claimed> {
     let status = claim.decision.status().as_str();
     let data = claim.decision.data();
+    if let Some(data) = &data {
+        checked(data, "decision data")?;
+    }
     let same_spec = claim.decision.requires_same_spec();
     let head = if same_spec {
         CLAIM_SAME_SPEC

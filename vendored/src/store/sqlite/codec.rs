@@ -193,9 +193,13 @@ pub(super) fn event_from_row(row: &Row<'_>) -> StoreResult<Event> {
 
 /// JSON text for a column. Serialising our own values cannot fail in
 /// practice (every map key is a string), but it is reported, not unwrapped.
+/// Text nested deeper than [`RowReader::json`] can parse back is refused
+/// ([`StoreError::TooDeep`]): such a row would be lost to every reader.
 pub(super) fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> StoreResult<String> {
-    serde_json::to_string(value)
-        .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))
+    let text = serde_json::to_string(value)
+        .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))?;
+    crate::store::check_json_text(what, &text)?;
+    Ok(text)
 }
 
 /// An in-memory count as an SQLite integer.

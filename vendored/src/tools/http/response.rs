@@ -16,23 +16,33 @@ pub struct Received {
     pub body: Vec<u8>,
 }
 
+/// A JSON body nested deeper than a run accepts
+/// ([`crate::json_depth::MAX_JSON_DEPTH`]): stored in the step's output and
+/// wrapped again, it could not be read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooDeep {
+    pub limit: usize,
+}
+
 impl Received {
     /// `{status, headers, body}`; credentials the downstream sent back
     /// (auth headers, cookies) are not kept: outputs are stored.
-    pub fn output(&self) -> Value {
-        json!({
+    pub fn output(&self) -> Result<Value, TooDeep> {
+        Ok(json!({
             "status": self.status,
             "headers": kept_headers(&self.headers),
-            "body": self.body_value(),
-        })
+            "body": self.body_value()?,
+        }))
     }
 
     /// JSON when the content type says so or the body is a JSON object or
     /// array; otherwise text. An empty body is null. (A bare `42` or `true`
-    /// under text/plain stays text: it is more likely prose than JSON.)
-    pub fn body_value(&self) -> Value {
+    /// under text/plain stays text: it is more likely prose than JSON.) A
+    /// JSON body nests at most `MAX_JSON_DEPTH` levels: deeper is refused,
+    /// not kept as text, which would quietly change its type.
+    pub fn body_value(&self) -> Result<Value, TooDeep> {
         if self.body.is_empty() {
-            return Value::Null;
+            return Ok(Value::Null);
         }
         let declared_json = self
             .headers
@@ -44,11 +54,17 @@ impl Received {
             Some(b'{' | b'[')
         );
         if declared_json || looks_like_json {
+            let limit = crate::json_depth::MAX_JSON_DEPTH;
+            if crate::json_depth::text_depth(&self.body) > limit {
+                return Err(TooDeep { limit });
+            }
             if let Ok(parsed) = serde_json::from_slice(&self.body) {
-                return parsed;
+                return Ok(parsed);
             }
         }
-        Value::String(String::from_utf8_lossy(&self.body).into_owned())
+        Ok(Value::String(
+            String::from_utf8_lossy(&self.body).into_owned(),
+        ))
     }
 
     /// The start of the body for an error message, on one line.
@@ -120,19 +136,36 @@ mod tests {
     fn bodies_are_json_when_declared_or_evident() {
         assert_eq!(
             received("application/problem+json", "{\"a\":1}").body_value(),
-            json!({"a": 1})
+            Ok(json!({"a": 1}))
         );
         assert_eq!(
             received("application/json; charset=utf-8", "7").body_value(),
-            json!(7)
+            Ok(json!(7))
         );
-        assert_eq!(received("text/plain", " [1] ").body_value(), json!([1]));
-        assert_eq!(received("text/plain", "42").body_value(), json!("42"));
+        assert_eq!(received("text/plain", " [1] ").body_value(), Ok(json!([1])));
+        assert_eq!(received("text/plain", "42").body_value(), Ok(json!("42")));
         assert_eq!(
             received("application/json", "{oops").body_value(),
-            json!("{oops")
+            Ok(json!("{oops"))
         );
-        assert_eq!(received("text/plain", "").body_value(), Value::Null);
+        assert_eq!(received("text/plain", "").body_value(), Ok(Value::Null));
+    }
+
+    #[test]
+    fn json_bodies_nest_at_most_max_json_depth() {
+        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let at_limit = received("application/json", &nested(limit));
+        assert!(at_limit.body_value().unwrap().is_array());
+        // Past it, whether serde_json could parse it or not.
+        for depth in [limit + 1, 127, 10_000] {
+            let deep = received("text/plain", &nested(depth));
+            assert_eq!(deep.body_value(), Err(TooDeep { limit }), "{depth}");
+            assert!(deep.output().is_err());
+        }
+        // Text that is not JSON is measured only when it looks like JSON.
+        let prose = received("text/plain", &format!("see {}", "[".repeat(500)));
+        assert!(prose.body_value().unwrap().is_string());
     }
 
     #[test]
@@ -147,7 +180,7 @@ mod tests {
             r.headers.append(n, HeaderValue::from_static(v));
         }
         r.headers.append("vary", HeaderValue::from_static("b"));
-        let out = r.output();
+        let out = r.output().unwrap();
         assert_eq!(
             out["headers"],
             json!({"content-type": "text/plain", "x-request-id": "r1", "vary": "a, b"})

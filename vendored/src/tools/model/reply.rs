@@ -80,6 +80,13 @@ pub fn json_object(reply: &Reply) -> Result<Value, String> {
         ""
     };
     let inner = strip_fence(&reply.content);
+    // The object becomes the step's output, stored and wrapped again.
+    let limit = crate::json_depth::MAX_JSON_DEPTH;
+    if crate::json_depth::text_depth(inner.as_bytes()) > limit {
+        return Err(format!(
+            "JSON nested deeper than {limit} levels of objects and arrays, the most a run accepts{cut_off}"
+        ));
+    }
     match serde_json::from_str::<Value>(inner) {
         Ok(Value::Object(map)) => Ok(Value::Object(map)),
         Ok(other) => Err(format!(
@@ -172,6 +179,17 @@ mod tests {
             r.usage,
             json!({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4})
         );
+    }
+
+    #[test]
+    fn a_json_answer_nests_at_most_max_json_depth() {
+        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let object = |n: usize| format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n));
+        assert!(json_object(&reply(&object(limit))).is_ok());
+        for depth in [limit + 1, 127, 5_000] {
+            let err = json_object(&reply(&format!("```json\n{}\n```", object(depth)))).unwrap_err();
+            assert!(err.contains("deeper than 100 levels"), "{depth}: {err}");
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::backoff::Backoff;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
-use crate::store::{SharedStore, StoreError, StoreResult};
+use crate::store::{SharedStore, StoreErrorKind, StoreResult};
 
 /// One change of one approval record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,8 +219,10 @@ impl ApprovalWatcher {
 
     /// Resolves with the record once it is no longer PENDING: decided by
     /// any process, or expired. A record already decided resolves at once;
-    /// an unknown key is `approval_not_found`. Transient database errors are
-    /// retried; drop the future to stop waiting.
+    /// an unknown key is `approval_not_found`. Errors that may pass
+    /// ([`StoreErrorKind::Unavailable`]: busy, no connection) are retried;
+    /// any other is returned, never retried forever. Drop the future to
+    /// stop waiting.
     pub async fn wait_for_decision(&self, key: &str) -> StoreResult<ApprovalRecord> {
         let shared = &self.handle.shared;
         // Subscribe and register before the first read: a change committed
@@ -233,7 +235,8 @@ impl ApprovalWatcher {
             let record = match shared.store.get_approval(key).await {
                 Ok(Some(record)) => record,
                 Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
-                Err(StoreError::Database(_)) => {
+                Err(e) if e.is_retryable() => {
+                    tracing::debug!(key, error = %e, "cannot read the approval; will retry");
                     tokio::time::sleep(retry.next_wait()).await;
                     continue;
                 }
@@ -386,13 +389,25 @@ async fn listen(shared: Arc<Shared>, feed: Arc<dyn ChangeFeed>) {
                     error: Some(error),
                 });
             }
-            Err(e) => {
+            Err(e) if e.kind() == StoreErrorKind::Unavailable => {
                 shared.state.send_replace(FeedState::Disconnected {
                     connects,
                     error: Some(e.to_string()),
                 });
                 tokio::time::sleep(backoff.next_wait()).await;
                 continue;
+            }
+            Err(e) => {
+                // Reconnecting cannot fix this (LISTEN refused, bad
+                // credentials for the listen connection): say so once and
+                // poll instead, so waiters still resolve.
+                tracing::error!(
+                    store = %shared.store.describe(),
+                    error = %e,
+                    "cannot listen for approval changes; polling instead"
+                );
+                shared.state.send_replace(FeedState::Polling);
+                return poll(shared).await;
             }
         }
         tokio::time::sleep(backoff.next_wait()).await;

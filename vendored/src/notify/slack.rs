@@ -159,7 +159,11 @@ impl SlackNotifier {
                         // Posted but not remembered: the sweep will post
                         // again once the lease runs out. Say so.
                         tracing::error!(key = %key, error = %e, "Slack message posted but not stored; it may be posted twice");
-                        return Progress::Failed { transient: true };
+                        // A store that may come back stops the repair pass;
+                        // one that refused this row lets it go on.
+                        return Progress::Failed {
+                            transient: e.is_retryable(),
+                        };
                     }
                     tracing::info!(run_id = %record.run_id, key = %key, channel = %posted.channel, ts = %posted.ts, "Slack message posted");
                     // A decision may have landed while the post was on its
@@ -211,7 +215,9 @@ impl SlackNotifier {
                 Err(e) => {
                     tracing::warn!(key = %key, error = %e, "cannot read the approval to update its Slack message");
                     self.release(key).await;
-                    return Progress::Failed { transient: true };
+                    return Progress::Failed {
+                        transient: e.is_retryable(),
+                    };
                 }
             };
             let body = message::settled(&channel, &ts, &record);
@@ -277,8 +283,14 @@ impl SlackNotifier {
             .await
         {
             Ok(due) => due,
-            Err(e) => {
+            Err(e) if e.is_retryable() => {
                 tracing::warn!(error = %e, "cannot look for unsent Slack messages; will retry");
+                return;
+            }
+            Err(e) => {
+                // The next pass runs anyway (the sweeper's schedule); say
+                // louder that it is not a passing outage.
+                tracing::error!(error = %e, kind = ?e.kind(), "cannot look for unsent Slack messages, and retrying will not help");
                 return;
             }
         };

@@ -77,7 +77,7 @@ impl MemoryStore {
 impl State {
     fn insert_run(&mut self, run: &RunRecord) -> StoreResult<()> {
         if self.runs.contains_key(&run.id) {
-            return Err(StoreError::Database(format!(
+            return Err(StoreError::Conflict(format!(
                 "run {} already exists",
                 run.id
             )));
@@ -89,7 +89,7 @@ impl State {
     fn check_new_approval(&self, pause: &Pause) -> StoreResult<()> {
         if self.approvals.contains_key(&pause.record.key) {
             // Never overwrite a record: it is the audit trail.
-            return Err(StoreError::Database(format!(
+            return Err(StoreError::Conflict(format!(
                 "approval {} already exists",
                 pause.record.key
             )));

@@ -63,8 +63,8 @@ use tokio_postgres::NoTls;
 
 use super::{
     Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_pause, check_storable, report_skipped,
+    PendingQuery, RunEnd, StateStore, StoreError, StoreErrorKind, StoreResult, StuckClaim,
+    WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -138,13 +138,47 @@ impl From<tokio_postgres::Error> for StoreError {
                 ),
             };
         }
-        StoreError::Database(describe_error(&e))
+        let text = describe_error(&e);
+        match classify(&e) {
+            StoreErrorKind::Unavailable => StoreError::Unavailable(text),
+            StoreErrorKind::Conflict => StoreError::Conflict(text),
+            _ => StoreError::Database(text),
+        }
+    }
+}
+
+/// Which driver errors may pass: a lost or refused connection, a server
+/// shutting down, short of resources or cancelling a statement that ran
+/// past its timeout, a lock timeout, a serialization failure or deadlock
+/// (SQLSTATE classes 08, 53, 57, 40 and 55P03); and which are constraint
+/// violations (class 23).
+fn classify(e: &tokio_postgres::Error) -> StoreErrorKind {
+    let Some(code) = e.code() else {
+        // No SQLSTATE: the connection itself failed (I/O, closed, timed out).
+        let io = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+        return if e.is_closed() || io {
+            StoreErrorKind::Unavailable
+        } else {
+            StoreErrorKind::Other
+        };
+    };
+    let code = code.code();
+    if code.starts_with("23") {
+        StoreErrorKind::Conflict
+    } else if ["08", "53", "57", "40", "55P03"]
+        .iter()
+        .any(|c| code.starts_with(c))
+    {
+        StoreErrorKind::Unavailable
+    } else {
+        StoreErrorKind::Other
     }
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        StoreError::Database(format!("no database connection: {}", describe_error(&e)))
+        // Timed out waiting for a pooled connection, or could not make one.
+        StoreError::Unavailable(format!("no database connection: {}", describe_error(&e)))
     }
 }
 
@@ -182,10 +216,7 @@ impl PostgresStore {
         let description = describe(&config);
 
         let (mut client, connection) = config.connect(NoTls).await.map_err(|e| {
-            StoreError::Database(format!(
-                "cannot connect to {description}: {}",
-                describe_error(&e)
-            ))
+            StoreError::from(e).reworded(|m| format!("cannot connect to {description}: {m}"))
         })?;
         let driver = tokio::spawn(connection);
         let migrated = schema::migrate(&mut client).await;
@@ -227,16 +258,13 @@ impl PostgresStore {
     /// OS error of a failed connect).
     fn context<T>(&self, what: &str, result: StoreResult<T>) -> StoreResult<T> {
         result.map_err(|e| match e {
-            StoreError::Database(m) => {
-                StoreError::Database(format!("{what} in {}: {m}", self.description))
-            }
             StoreError::NotWritable { path, detail } if path.is_empty() => {
                 StoreError::NotWritable {
                     path: self.description.clone(),
                     detail,
                 }
             }
-            other => other,
+            other => other.reworded(|m| format!("{what} in {}: {m}", self.description)),
         })
     }
 }

@@ -7,6 +7,7 @@
 //! Writes happen at durable points only: a run's creation, its pause, the
 //! claim of a decision, and its end. Each is one transaction.
 
+pub mod feed;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -496,7 +497,7 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// How this store pushes approval changes made by any process, if it
     /// can (PostgreSQL LISTEN/NOTIFY). `None`: watchers poll it.
-    fn change_feed(&self) -> Option<Arc<dyn crate::watch::ChangeFeed>> {
+    fn change_feed(&self) -> Option<Arc<dyn feed::ChangeFeed>> {
         None
     }
 

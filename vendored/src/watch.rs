@@ -35,66 +35,18 @@
 //! `expires_at` passes, the waiter runs the store's sweep (at most once
 //! across processes) and returns the record as EXPIRED.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 
 use crate::backoff::Backoff;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
 use crate::store::{SharedStore, StoreErrorKind, StoreResult};
-
-/// One change of one approval record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalChange {
-    pub key: String,
-    pub run_id: String,
-    /// The status it changed to: PENDING for a new pause, else the decision
-    /// or EXPIRED.
-    pub status: ApprovalStatus,
-}
-
-/// What a store's push connection delivers.
-#[derive(Debug, Clone)]
-pub enum FeedItem {
-    Change(ApprovalChange),
-    /// Something changed but the message could not be read (an oversized
-    /// or foreign payload): the watcher re-checks everything it waits for.
-    Unreadable,
-}
-
-/// A live push connection: items until the connection is lost, then `None`.
-pub struct FeedConnection {
-    items: mpsc::Receiver<FeedItem>,
-    /// Whatever keeps the connection open (a database client).
-    _hold: Box<dyn Any + Send>,
-}
-
-impl FeedConnection {
-    pub fn new(items: mpsc::Receiver<FeedItem>, hold: impl Any + Send) -> FeedConnection {
-        FeedConnection {
-            items,
-            _hold: Box::new(hold),
-        }
-    }
-
-    pub async fn next(&mut self) -> Option<FeedItem> {
-        self.items.recv().await
-    }
-}
-
-/// A store's way of pushing changes made by any process (PostgreSQL
-/// LISTEN/NOTIFY). Stores without one are polled.
-#[async_trait]
-pub trait ChangeFeed: Send + Sync + 'static {
-    /// Open a push connection. Returns once every change committed from now
-    /// on will be delivered on it.
-    async fn connect(&self) -> StoreResult<FeedConnection>;
-}
+// The change-feed types live with the store that implements them; they are
+// named here too, where watchers have always found them.
+pub use crate::store::feed::{ApprovalChange, ChangeFeed, FeedConnection, FeedItem};
 
 /// Timing of a watcher.
 #[derive(Debug, Clone)]

@@ -61,6 +61,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
+use super::feed::ChangeFeed;
 use super::{
     Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
     PendingQuery, RunEnd, StateStore, StoreError, StoreErrorKind, StoreResult, StuckClaim,
@@ -69,7 +70,6 @@ use super::{
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run_state::RunRecord;
-use crate::watch::ChangeFeed;
 
 /// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
 pub const DEFAULT_POOL_SIZE: usize = 5;

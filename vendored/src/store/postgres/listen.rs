@@ -8,8 +8,8 @@ use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::notify::{self, CHANNEL};
+use crate::store::feed::{ChangeFeed, FeedConnection, FeedItem};
 use crate::store::{StoreError, StoreResult};
-use crate::watch::{ChangeFeed, FeedConnection, FeedItem};
 
 /// `application_name` of the LISTEN connection, so an operator (or a test)
 /// can find it in `pg_stat_activity`.

@@ -501,9 +501,20 @@ pub trait StateStore: Send + Sync + 'static {
         None
     }
 
-    // Notifications (Slack): the message announcing each approval. Added in
-    // schema version 2.
+    /// Where this store keeps the chat messages announcing approvals
+    /// ([`NotificationStore`]); `None` for a store that keeps none, which
+    /// then cannot serve a spec with Slack notifications.
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        None
+    }
+}
 
+/// The chat messages (Slack) announcing each approval, kept beside the
+/// approvals (schema version 2). Only the notifier needs these, so they are
+/// not part of [`StateStore`]; a store offers them through
+/// [`StateStore::notifications`].
+#[async_trait]
+pub trait NotificationStore: Send + Sync + 'static {
     /// Take the lease on the message of approval `key` until `until`,
     /// creating its row if needed. `None` when another worker holds it
     /// (`lease_until > now`); otherwise the row as it is now leased. One
@@ -529,6 +540,8 @@ pub trait StateStore: Send + Sync + 'static {
         limit: usize,
     ) -> StoreResult<NotificationsDue>;
 }
+
+pub type SharedNotifications = Arc<dyn NotificationStore>;
 
 pub type SharedStore = Arc<dyn StateStore>;
 

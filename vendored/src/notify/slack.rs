@@ -37,7 +37,7 @@ use crate::backoff::Backoff;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::spec::{SlackNotifySpec, Spec};
-use crate::store::{NotificationWrite, SharedStore};
+use crate::store::{NotificationWrite, SharedNotifications, SharedStore};
 use crate::tools::template::CallSecrets;
 
 pub use api::{SlackApi, SlackError};
@@ -85,7 +85,9 @@ pub enum Progress {
 pub struct SlackNotifier {
     config: SlackNotifySpec,
     agent_id: String,
+    /// Approvals are read here; the messages kept in `notifications`.
     store: SharedStore,
+    notifications: SharedNotifications,
     api: SlackApi,
 }
 
@@ -100,12 +102,19 @@ impl SlackNotifier {
         let Some(config) = spec.approvals.notify.slack.clone() else {
             return Ok(None);
         };
+        let notifications = Arc::clone(&store).notifications().ok_or_else(|| {
+            SlackError::Config(format!(
+                "the store {} keeps no Slack messages: use a memory, SQLite or PostgreSQL store",
+                store.describe()
+            ))
+        })?;
         let http = crate::tools::http::client().map_err(|e| SlackError::Config(e.message))?;
         let api = SlackApi::new(http, &SlackApi::base_from_env());
         Ok(Some(Arc::new(SlackNotifier {
             config,
             agent_id: spec.agent.clone(),
             store,
+            notifications,
             api,
         })))
     }
@@ -155,7 +164,7 @@ impl SlackNotifier {
                         ts: posted.ts.clone(),
                         at: crate::time::now(),
                     };
-                    if let Err(e) = self.store.record_notification(key, &write).await {
+                    if let Err(e) = self.notifications.record_notification(key, &write).await {
                         // Posted but not remembered: the sweep will post
                         // again once the lease runs out. Say so.
                         tracing::error!(key = %key, error = %e, "Slack message posted but not stored; it may be posted twice");
@@ -230,7 +239,7 @@ impl SlackNotifier {
                     let write = NotificationWrite::DecisionPosted {
                         at: crate::time::now(),
                     };
-                    if let Err(e) = self.store.record_notification(key, &write).await {
+                    if let Err(e) = self.notifications.record_notification(key, &write).await {
                         tracing::warn!(key = %key, error = %e, "Slack message updated but not recorded; it may be updated again");
                     }
                     tracing::info!(run_id = %record.run_id, key = %key, status = %record.status.past_tense(), "Slack message updated");
@@ -278,7 +287,7 @@ impl SlackNotifier {
     /// message still shows buttons. Stops early while Slack is unreachable.
     pub async fn repair(&self) {
         let due = match self
-            .store
+            .notifications
             .notifications_due(&self.agent_id, crate::time::now(), REPAIR_BATCH)
             .await
         {
@@ -353,7 +362,7 @@ impl SlackNotifier {
     async fn lease(&self, key: &str) -> Option<crate::store::Notification> {
         let now = crate::time::now();
         match self
-            .store
+            .notifications
             .lease_notification(key, now, crate::time::add(now, LEASE_MARGIN))
             .await
         {
@@ -367,7 +376,7 @@ impl SlackNotifier {
 
     async fn release(&self, key: &str) {
         if let Err(e) = self
-            .store
+            .notifications
             .record_notification(key, &NotificationWrite::Release)
             .await
         {
@@ -417,7 +426,7 @@ impl SlackNotifier {
             error: crate::secrets::known().text(&error.to_string()),
             hold_until,
         };
-        if let Err(e) = self.store.record_notification(key, &write).await {
+        if let Err(e) = self.notifications.record_notification(key, &write).await {
             tracing::warn!(key = %key, error = %e, "cannot record a failed Slack call");
         }
         match retry {

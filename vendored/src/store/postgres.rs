@@ -63,9 +63,10 @@ use tokio_postgres::NoTls;
 
 use super::feed::ChangeFeed;
 use super::{
-    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreErrorKind, StoreResult, StuckClaim,
-    WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
+    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
+    StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable,
+    report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -561,6 +562,13 @@ impl StateStore for PostgresStore {
         Some(Arc::new(listen::Listener::new(self.config.clone())))
     }
 
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl NotificationStore for PostgresStore {
     async fn lease_notification(
         &self,
         key: &str,

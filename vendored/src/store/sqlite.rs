@@ -72,9 +72,9 @@ use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
-    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_pause, check_storable, report_skipped,
+    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
+    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -687,6 +687,13 @@ impl StateStore for SqliteStore {
         self.probe_write().await
     }
 
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl NotificationStore for SqliteStore {
     async fn lease_notification(
         &self,
         key: &str,

@@ -5,14 +5,21 @@
 //! Include after `store_cases.rs` (it uses its helpers).
 #![allow(dead_code)]
 
-use tollgate_runtime::store::{NotificationWrite, SharedStore};
+use tollgate_runtime::store::{NotificationWrite, SharedNotifications, SharedStore};
 use tollgate_runtime::{ApprovalError, ApprovalStatus, StoreError};
 
 use crate::store_cases::{TTL, approve, at, paused_run};
 
+/// The store's notification side: every store under test keeps one.
+fn notes(store: &SharedStore) -> SharedNotifications {
+    std::sync::Arc::clone(store)
+        .notifications()
+        .expect("the store keeps notifications")
+}
+
 pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
     paused_run(store.as_ref(), "k1", "agent", 0).await;
-    let first = store
+    let first = notes(&store)
         .lease_notification("k1", at(10), at(40))
         .await
         .expect("lease")
@@ -25,7 +32,7 @@ pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
     assert_eq!(first.attempts, 0);
     assert_eq!(first.lease_until, Some(at(40)));
     assert!(
-        store
+        notes(&store)
             .lease_notification("k1", at(20), at(50))
             .await
             .expect("lease")
@@ -33,12 +40,12 @@ pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
         "held until 40"
     );
     // Released: free at once.
-    store
+    notes(&store)
         .record_notification("k1", &NotificationWrite::Release)
         .await
         .expect("release");
     assert!(
-        store
+        notes(&store)
             .lease_notification("k1", at(21), at(51))
             .await
             .expect("lease")
@@ -46,7 +53,7 @@ pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
     );
     // Not released, but its time is up: free.
     assert!(
-        store
+        notes(&store)
             .lease_notification("k1", at(51), at(81))
             .await
             .expect("lease")
@@ -55,7 +62,10 @@ pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
 }
 
 pub async fn lease_of_an_unknown_key_is_not_found(store: SharedStore) {
-    match store.lease_notification("nope", at(0), at(30)).await {
+    match notes(&store)
+        .lease_notification("nope", at(0), at(30))
+        .await
+    {
         Err(StoreError::Approval(ApprovalError::NotFound { key })) => assert_eq!(key, "nope"),
         other => panic!("expected approval_not_found, got {other:?}"),
     }
@@ -63,12 +73,12 @@ pub async fn lease_of_an_unknown_key_is_not_found(store: SharedStore) {
 
 pub async fn the_holder_records_failures_the_message_and_the_decision(store: SharedStore) {
     paused_run(store.as_ref(), "k1", "agent", 0).await;
-    store
+    notes(&store)
         .lease_notification("k1", at(1), at(31))
         .await
         .expect("lease")
         .expect("free");
-    store
+    notes(&store)
         .record_notification(
             "k1",
             &NotificationWrite::Failed {
@@ -78,7 +88,7 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
         )
         .await
         .expect("failed");
-    let row = store
+    let row = notes(&store)
         .get_notification("k1")
         .await
         .expect("get")
@@ -91,19 +101,19 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
         "nobody retries before the hold"
     );
     assert!(
-        store
+        notes(&store)
             .lease_notification("k1", at(99), at(130))
             .await
             .expect("lease")
             .is_none()
     );
 
-    store
+    notes(&store)
         .lease_notification("k1", at(100), at(130))
         .await
         .expect("lease")
         .expect("free");
-    store
+    notes(&store)
         .record_notification(
             "k1",
             &NotificationWrite::Posted {
@@ -114,7 +124,7 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
         )
         .await
         .expect("posted");
-    let row = store
+    let row = notes(&store)
         .get_notification("k1")
         .await
         .expect("get")
@@ -127,16 +137,16 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
     assert_eq!(row.lease_until, None);
     assert_eq!(row.decision_posted_at, None);
 
-    store
+    notes(&store)
         .lease_notification("k1", at(200), at(230))
         .await
         .expect("lease")
         .expect("free");
-    store
+    notes(&store)
         .record_notification("k1", &NotificationWrite::DecisionPosted { at: at(201) })
         .await
         .expect("decision posted");
-    let row = store
+    let row = notes(&store)
         .get_notification("k1")
         .await
         .expect("get")
@@ -149,7 +159,7 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
     );
     assert_eq!(row.lease_until, None);
     assert!(
-        store
+        notes(&store)
             .get_notification("other")
             .await
             .expect("get")
@@ -168,7 +178,7 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
     }
     paused_run(store.as_ref(), "k5", "other", 5).await;
     for key in ["k2", "k3", "k4", "k5"] {
-        store
+        notes(&store)
             .lease_notification(key, at(10), at(40))
             .await
             .expect("lease")
@@ -178,7 +188,7 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
             ts: format!("ts-{key}"),
             at: at(10),
         };
-        store
+        notes(&store)
             .record_notification(key, &posted)
             .await
             .expect("posted");
@@ -189,16 +199,16 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
             .await
             .expect("claim");
     }
-    store
+    notes(&store)
         .lease_notification("k4", at(21), at(50))
         .await
         .expect("lease")
         .expect("free");
-    store
+    notes(&store)
         .record_notification("k4", &NotificationWrite::DecisionPosted { at: at(22) })
         .await
         .expect("decision posted");
-    store
+    notes(&store)
         .lease_notification("k6", at(21), at(50))
         .await
         .expect("lease")
@@ -207,12 +217,12 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
         error: "boom".into(),
         hold_until: at(300),
     };
-    store
+    notes(&store)
         .record_notification("k6", &failed)
         .await
         .expect("failed");
 
-    let due = store
+    let due = notes(&store)
         .notifications_due("agent", at(30), 10)
         .await
         .expect("due");
@@ -227,13 +237,13 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
     assert_eq!(due.to_settle[0].0.status, ApprovalStatus::Approved);
 
     // Once the hold is over, k6 is due again; expired records are not.
-    let due = store
+    let due = notes(&store)
         .notifications_due("agent", at(301), 10)
         .await
         .expect("due");
     let to_post: Vec<&str> = due.to_post.iter().map(|r| r.key.as_str()).collect();
     assert_eq!(to_post, ["k1", "k6"]);
-    let due = store
+    let due = notes(&store)
         .notifications_due("agent", at(TTL + 10), 10)
         .await
         .expect("due");
@@ -243,12 +253,12 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
     );
 
     // A held settle is left alone; the limit applies.
-    store
+    notes(&store)
         .lease_notification("k3", at(30), at(60))
         .await
         .expect("lease")
         .expect("free");
-    let due = store
+    let due = notes(&store)
         .notifications_due("agent", at(31), 1)
         .await
         .expect("due");

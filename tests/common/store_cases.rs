@@ -28,7 +28,7 @@ use tollgate_runtime::pending_approval::{
 };
 use tollgate_runtime::run_state::{RunRecord, RunStatus};
 use tollgate_runtime::store::{
-    FirstWrite, Pause, PendingQuery, RunEnd, SharedStore, StateStore, StoreError,
+    FirstWrite, Pause, PendingQuery, RunEnd, SharedStore, StateStore, StoreError, StoreErrorKind,
 };
 
 /// A store under test plus whatever must outlive it (a temp dir, a schema).
@@ -1055,7 +1055,10 @@ pub async fn creating_a_run_twice_is_refused(store: SharedStore) {
     let again = store
         .create_run(&run_record("run-d", "other", 5), &[])
         .await;
-    assert!(matches!(again, Err(StoreError::Database(_))), "{again:?}");
+    // A conflict, not a retryable failure: a watcher or retry loop must
+    // not try it again.
+    let kind = again.as_ref().err().map(StoreError::kind);
+    assert_eq!(kind, Some(StoreErrorKind::Conflict), "{again:?}");
     assert_eq!(
         store.get_run("run-d").await.expect("get"),
         Some(run),
@@ -1158,10 +1161,8 @@ pub async fn a_refused_first_write_stores_nothing(store: SharedStore) {
             &[event("run-new", 1, 5, started(&run))],
         )
         .await;
-    assert!(
-        matches!(refused, Err(StoreError::Database(_))),
-        "{refused:?}"
-    );
+    let kind = refused.as_ref().err().map(StoreError::kind);
+    assert_eq!(kind, Some(StoreErrorKind::Conflict), "{refused:?}");
     assert_eq!(store.get_run("run-new").await.expect("get"), None);
     assert_eq!(
         store.run_events("run-new", 0).await.expect("events"),

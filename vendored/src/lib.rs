@@ -34,4 +34,4 @@ pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decisi
 pub use run::{AgentRun, ClaimedDecision, RunError, RunOutcome};
 pub use run_state::{RunRecord, RunStatus};
 pub use spec::{Spec, SpecError, SpecHash};
-pub use store::{SharedStore, StateStore, StoreError};
+pub use store::{SharedStore, StateStore, StoreError, StoreErrorKind};

@@ -7,6 +7,7 @@
 //! Writes happen at durable points only: a run's creation, its pause, the
 //! claim of a decision, and its end. Each is one transaction.
 
+pub mod feed;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -40,6 +41,18 @@ pub enum StoreError {
 
     #[error("database error: {0}")]
     Database(String),
+
+    /// The database cannot serve this now but may soon: a lock held past
+    /// the busy timeout, no connection, no space, a failed I/O, a
+    /// serialization failure. Worth retrying with backoff.
+    #[error("database error: {0}")]
+    Unavailable(String),
+
+    /// The write contradicts what is stored (a unique or other constraint:
+    /// the run or approval already exists). Retrying the same write fails
+    /// the same way.
+    #[error("database error: {0}")]
+    Conflict(String),
 
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
@@ -104,13 +117,68 @@ pub enum StoreError {
 /// "database is locked"); set where the SQLite error is classified.
 pub(crate) const BUSY_MARKER: &str = "SQLITE_BUSY";
 
+/// What a caller can do about a [`StoreError`] (see [`StoreError::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The store cannot serve this now but may later (busy, no connection,
+    /// no space, read-only for now): retry with backoff.
+    Unavailable,
+    /// The request contradicts what is stored (a constraint violation, a
+    /// decision on an approval already decided, expired or under another
+    /// spec): retrying the same request cannot succeed.
+    Conflict,
+    /// Stored data or the store's file is damaged: retrying cannot help and
+    /// someone has to look.
+    Corrupt,
+    /// Anything else (a bad argument, a missing run, an unknown schema, a
+    /// failure of no known cause): not retried.
+    Other,
+}
+
 impl StoreError {
+    /// How this error should be handled: only [`StoreErrorKind::Unavailable`]
+    /// is worth retrying. Watchers and sweeps retry those and report the
+    /// others instead of retrying them forever.
+    pub fn kind(&self) -> StoreErrorKind {
+        match self {
+            // NotWritable may pass (a PostgreSQL failover, space or
+            // permission restored): the health check probes for it too.
+            StoreError::Unavailable(_) | StoreError::NotWritable { .. } => {
+                StoreErrorKind::Unavailable
+            }
+            StoreError::Conflict(_)
+            | StoreError::Approval(
+                ApprovalError::AlreadyResolved { .. }
+                | ApprovalError::Expired { .. }
+                | ApprovalError::SpecChanged { .. },
+            ) => StoreErrorKind::Conflict,
+            StoreError::Corrupt(_) | StoreError::CorruptFile { .. } => StoreErrorKind::Corrupt,
+            _ => StoreErrorKind::Other,
+        }
+    }
+
+    /// Whether retrying later can succeed ([`StoreErrorKind::Unavailable`]).
+    pub fn is_retryable(&self) -> bool {
+        self.kind() == StoreErrorKind::Unavailable
+    }
+
+    /// The same error with its database message rewritten by `f` (to say
+    /// which operation failed where); its kind is kept.
+    pub(crate) fn reworded(self, f: impl FnOnce(&str) -> String) -> StoreError {
+        match self {
+            StoreError::Database(m) => StoreError::Database(f(&m)),
+            StoreError::Unavailable(m) => StoreError::Unavailable(f(&m)),
+            StoreError::Conflict(m) => StoreError::Conflict(f(&m)),
+            other => other,
+        }
+    }
+
     /// True when the store is busy rather than broken: another connection
     /// held the write lock past the busy timeout. Retrying later can
     /// succeed, so an edge answers "try again" (HTTP 503 with Retry-After),
     /// not "internal error".
     pub fn is_busy(&self) -> bool {
-        matches!(self, StoreError::Database(m) if m.contains(BUSY_MARKER))
+        matches!(self, StoreError::Unavailable(m) if m.contains(BUSY_MARKER))
     }
 }
 
@@ -429,13 +497,24 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// How this store pushes approval changes made by any process, if it
     /// can (PostgreSQL LISTEN/NOTIFY). `None`: watchers poll it.
-    fn change_feed(&self) -> Option<Arc<dyn crate::watch::ChangeFeed>> {
+    fn change_feed(&self) -> Option<Arc<dyn feed::ChangeFeed>> {
         None
     }
 
-    // Notifications (Slack): the message announcing each approval. Added in
-    // schema version 2.
+    /// Where this store keeps the chat messages announcing approvals
+    /// ([`NotificationStore`]); `None` for a store that keeps none, which
+    /// then cannot serve a spec with Slack notifications.
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        None
+    }
+}
 
+/// The chat messages (Slack) announcing each approval, kept beside the
+/// approvals (schema version 2). Only the notifier needs these, so they are
+/// not part of [`StateStore`]; a store offers them through
+/// [`StateStore::notifications`].
+#[async_trait]
+pub trait NotificationStore: Send + Sync + 'static {
     /// Take the lease on the message of approval `key` until `until`,
     /// creating its row if needed. `None` when another worker holds it
     /// (`lease_until > now`); otherwise the row as it is now leased. One
@@ -461,6 +540,8 @@ pub trait StateStore: Send + Sync + 'static {
         limit: usize,
     ) -> StoreResult<NotificationsDue>;
 }
+
+pub type SharedNotifications = Arc<dyn NotificationStore>;
 
 pub type SharedStore = Arc<dyn StateStore>;
 

@@ -35,66 +35,18 @@
 //! `expires_at` passes, the waiter runs the store's sweep (at most once
 //! across processes) and returns the record as EXPIRED.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 
 use crate::backoff::Backoff;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
-use crate::store::{SharedStore, StoreError, StoreResult};
-
-/// One change of one approval record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalChange {
-    pub key: String,
-    pub run_id: String,
-    /// The status it changed to: PENDING for a new pause, else the decision
-    /// or EXPIRED.
-    pub status: ApprovalStatus,
-}
-
-/// What a store's push connection delivers.
-#[derive(Debug, Clone)]
-pub enum FeedItem {
-    Change(ApprovalChange),
-    /// Something changed but the message could not be read (an oversized
-    /// or foreign payload): the watcher re-checks everything it waits for.
-    Unreadable,
-}
-
-/// A live push connection: items until the connection is lost, then `None`.
-pub struct FeedConnection {
-    items: mpsc::Receiver<FeedItem>,
-    /// Whatever keeps the connection open (a database client).
-    _hold: Box<dyn Any + Send>,
-}
-
-impl FeedConnection {
-    pub fn new(items: mpsc::Receiver<FeedItem>, hold: impl Any + Send) -> FeedConnection {
-        FeedConnection {
-            items,
-            _hold: Box::new(hold),
-        }
-    }
-
-    pub async fn next(&mut self) -> Option<FeedItem> {
-        self.items.recv().await
-    }
-}
-
-/// A store's way of pushing changes made by any process (PostgreSQL
-/// LISTEN/NOTIFY). Stores without one are polled.
-#[async_trait]
-pub trait ChangeFeed: Send + Sync + 'static {
-    /// Open a push connection. Returns once every change committed from now
-    /// on will be delivered on it.
-    async fn connect(&self) -> StoreResult<FeedConnection>;
-}
+use crate::store::{SharedStore, StoreErrorKind, StoreResult};
+// The change-feed types live with the store that implements them; they are
+// named here too, where watchers have always found them.
+pub use crate::store::feed::{ApprovalChange, ChangeFeed, FeedConnection, FeedItem};
 
 /// Timing of a watcher.
 #[derive(Debug, Clone)]
@@ -219,8 +171,10 @@ impl ApprovalWatcher {
 
     /// Resolves with the record once it is no longer PENDING: decided by
     /// any process, or expired. A record already decided resolves at once;
-    /// an unknown key is `approval_not_found`. Transient database errors are
-    /// retried; drop the future to stop waiting.
+    /// an unknown key is `approval_not_found`. Errors that may pass
+    /// ([`StoreErrorKind::Unavailable`]: busy, no connection) are retried;
+    /// any other is returned, never retried forever. Drop the future to
+    /// stop waiting.
     pub async fn wait_for_decision(&self, key: &str) -> StoreResult<ApprovalRecord> {
         let shared = &self.handle.shared;
         // Subscribe and register before the first read: a change committed
@@ -233,7 +187,8 @@ impl ApprovalWatcher {
             let record = match shared.store.get_approval(key).await {
                 Ok(Some(record)) => record,
                 Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
-                Err(StoreError::Database(_)) => {
+                Err(e) if e.is_retryable() => {
+                    tracing::debug!(key, error = %e, "cannot read the approval; will retry");
                     tokio::time::sleep(retry.next_wait()).await;
                     continue;
                 }
@@ -386,13 +341,25 @@ async fn listen(shared: Arc<Shared>, feed: Arc<dyn ChangeFeed>) {
                     error: Some(error),
                 });
             }
-            Err(e) => {
+            Err(e) if e.kind() == StoreErrorKind::Unavailable => {
                 shared.state.send_replace(FeedState::Disconnected {
                     connects,
                     error: Some(e.to_string()),
                 });
                 tokio::time::sleep(backoff.next_wait()).await;
                 continue;
+            }
+            Err(e) => {
+                // Reconnecting cannot fix this (LISTEN refused, bad
+                // credentials for the listen connection): say so once and
+                // poll instead, so waiters still resolve.
+                tracing::error!(
+                    store = %shared.store.describe(),
+                    error = %e,
+                    "cannot listen for approval changes; polling instead"
+                );
+                shared.state.send_replace(FeedState::Polling);
+                return poll(shared).await;
             }
         }
         tokio::time::sleep(backoff.next_wait()).await;

@@ -37,7 +37,7 @@ use crate::backoff::Backoff;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::spec::{SlackNotifySpec, Spec};
-use crate::store::{NotificationWrite, SharedStore};
+use crate::store::{NotificationWrite, SharedNotifications, SharedStore};
 use crate::tools::template::CallSecrets;
 
 pub use api::{SlackApi, SlackError};
@@ -85,7 +85,9 @@ pub enum Progress {
 pub struct SlackNotifier {
     config: SlackNotifySpec,
     agent_id: String,
+    /// Approvals are read here; the messages kept in `notifications`.
     store: SharedStore,
+    notifications: SharedNotifications,
     api: SlackApi,
 }
 
@@ -100,12 +102,19 @@ impl SlackNotifier {
         let Some(config) = spec.approvals.notify.slack.clone() else {
             return Ok(None);
         };
+        let notifications = Arc::clone(&store).notifications().ok_or_else(|| {
+            SlackError::Config(format!(
+                "the store {} keeps no Slack messages: use a memory, SQLite or PostgreSQL store",
+                store.describe()
+            ))
+        })?;
         let http = crate::tools::http::client().map_err(|e| SlackError::Config(e.message))?;
         let api = SlackApi::new(http, &SlackApi::base_from_env());
         Ok(Some(Arc::new(SlackNotifier {
             config,
             agent_id: spec.agent.clone(),
             store,
+            notifications,
             api,
         })))
     }
@@ -155,11 +164,15 @@ impl SlackNotifier {
                         ts: posted.ts.clone(),
                         at: crate::time::now(),
                     };
-                    if let Err(e) = self.store.record_notification(key, &write).await {
+                    if let Err(e) = self.notifications.record_notification(key, &write).await {
                         // Posted but not remembered: the sweep will post
                         // again once the lease runs out. Say so.
                         tracing::error!(key = %key, error = %e, "Slack message posted but not stored; it may be posted twice");
-                        return Progress::Failed { transient: true };
+                        // A store that may come back stops the repair pass;
+                        // one that refused this row lets it go on.
+                        return Progress::Failed {
+                            transient: e.is_retryable(),
+                        };
                     }
                     tracing::info!(run_id = %record.run_id, key = %key, channel = %posted.channel, ts = %posted.ts, "Slack message posted");
                     // A decision may have landed while the post was on its
@@ -211,7 +224,9 @@ impl SlackNotifier {
                 Err(e) => {
                     tracing::warn!(key = %key, error = %e, "cannot read the approval to update its Slack message");
                     self.release(key).await;
-                    return Progress::Failed { transient: true };
+                    return Progress::Failed {
+                        transient: e.is_retryable(),
+                    };
                 }
             };
             let body = message::settled(&channel, &ts, &record);
@@ -224,7 +239,7 @@ impl SlackNotifier {
                     let write = NotificationWrite::DecisionPosted {
                         at: crate::time::now(),
                     };
-                    if let Err(e) = self.store.record_notification(key, &write).await {
+                    if let Err(e) = self.notifications.record_notification(key, &write).await {
                         tracing::warn!(key = %key, error = %e, "Slack message updated but not recorded; it may be updated again");
                     }
                     tracing::info!(run_id = %record.run_id, key = %key, status = %record.status.past_tense(), "Slack message updated");
@@ -272,13 +287,19 @@ impl SlackNotifier {
     /// message still shows buttons. Stops early while Slack is unreachable.
     pub async fn repair(&self) {
         let due = match self
-            .store
+            .notifications
             .notifications_due(&self.agent_id, crate::time::now(), REPAIR_BATCH)
             .await
         {
             Ok(due) => due,
-            Err(e) => {
+            Err(e) if e.is_retryable() => {
                 tracing::warn!(error = %e, "cannot look for unsent Slack messages; will retry");
+                return;
+            }
+            Err(e) => {
+                // The next pass runs anyway (the sweeper's schedule); say
+                // louder that it is not a passing outage.
+                tracing::error!(error = %e, kind = ?e.kind(), "cannot look for unsent Slack messages, and retrying will not help");
                 return;
             }
         };
@@ -341,7 +362,7 @@ impl SlackNotifier {
     async fn lease(&self, key: &str) -> Option<crate::store::Notification> {
         let now = crate::time::now();
         match self
-            .store
+            .notifications
             .lease_notification(key, now, crate::time::add(now, LEASE_MARGIN))
             .await
         {
@@ -355,7 +376,7 @@ impl SlackNotifier {
 
     async fn release(&self, key: &str) {
         if let Err(e) = self
-            .store
+            .notifications
             .record_notification(key, &NotificationWrite::Release)
             .await
         {
@@ -405,7 +426,7 @@ impl SlackNotifier {
             error: crate::secrets::known().text(&error.to_string()),
             hold_until,
         };
-        if let Err(e) = self.store.record_notification(key, &write).await {
+        if let Err(e) = self.notifications.record_notification(key, &write).await {
             tracing::warn!(key = %key, error = %e, "cannot record a failed Slack call");
         }
         match retry {

@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn only_a_busy_store_is_503_with_retry_after() {
-        let busy = StoreError::Database(format!(
+        let busy = StoreError::Unavailable(format!(
             "claiming k in x.db: database is locked ({})",
             crate::store::BUSY_MARKER
         ));

@@ -219,7 +219,7 @@ impl Server {
             let names: Vec<&str> = config.tokens.names().collect();
             tracing::info!(tokens = %names.join(","), "bearer tokens required");
         }
-        sweeper::sweep_once(&agent).await;
+        let swept = sweeper::sweep_once(&agent).await;
         if let Some(slack) = &state.slack {
             // After the startup sweep, so expiries it found are shown too.
             tokio::spawn(Arc::clone(slack).repair_once());
@@ -229,6 +229,7 @@ impl Server {
             config.sweep_every,
             stop_rx.clone(),
             state.slack.clone(),
+            swept != sweeper::Swept::Stop,
         ));
         for entry in schedule {
             tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");

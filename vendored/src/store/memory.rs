@@ -4,15 +4,15 @@
 //! lock), but everything is gone when the process ends.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, check_json_text,
-    check_pause, check_storable, cursor, resolved_event,
+    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
+    StoreResult, StuckClaim, check_json_text, check_pause, check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -77,7 +77,7 @@ impl MemoryStore {
 impl State {
     fn insert_run(&mut self, run: &RunRecord) -> StoreResult<()> {
         if self.runs.contains_key(&run.id) {
-            return Err(StoreError::Database(format!(
+            return Err(StoreError::Conflict(format!(
                 "run {} already exists",
                 run.id
             )));
@@ -89,7 +89,7 @@ impl State {
     fn check_new_approval(&self, pause: &Pause) -> StoreResult<()> {
         if self.approvals.contains_key(&pause.record.key) {
             // Never overwrite a record: it is the audit trail.
-            return Err(StoreError::Database(format!(
+            return Err(StoreError::Conflict(format!(
                 "approval {} already exists",
                 pause.record.key
             )));
@@ -413,6 +413,13 @@ impl StateStore for MemoryStore {
         Ok(())
     }
 
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl NotificationStore for MemoryStore {
     async fn lease_notification(
         &self,
         key: &str,

@@ -61,15 +61,16 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
+use super::feed::ChangeFeed;
 use super::{
-    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_pause, check_storable, report_skipped,
+    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
+    StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable,
+    report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run_state::RunRecord;
-use crate::watch::ChangeFeed;
 
 /// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
 pub const DEFAULT_POOL_SIZE: usize = 5;
@@ -138,13 +139,47 @@ impl From<tokio_postgres::Error> for StoreError {
                 ),
             };
         }
-        StoreError::Database(describe_error(&e))
+        let text = describe_error(&e);
+        match classify(&e) {
+            StoreErrorKind::Unavailable => StoreError::Unavailable(text),
+            StoreErrorKind::Conflict => StoreError::Conflict(text),
+            _ => StoreError::Database(text),
+        }
+    }
+}
+
+/// Which driver errors may pass: a lost or refused connection, a server
+/// shutting down, short of resources or cancelling a statement that ran
+/// past its timeout, a lock timeout, a serialization failure or deadlock
+/// (SQLSTATE classes 08, 53, 57, 40 and 55P03); and which are constraint
+/// violations (class 23).
+fn classify(e: &tokio_postgres::Error) -> StoreErrorKind {
+    let Some(code) = e.code() else {
+        // No SQLSTATE: the connection itself failed (I/O, closed, timed out).
+        let io = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+        return if e.is_closed() || io {
+            StoreErrorKind::Unavailable
+        } else {
+            StoreErrorKind::Other
+        };
+    };
+    let code = code.code();
+    if code.starts_with("23") {
+        StoreErrorKind::Conflict
+    } else if ["08", "53", "57", "40", "55P03"]
+        .iter()
+        .any(|c| code.starts_with(c))
+    {
+        StoreErrorKind::Unavailable
+    } else {
+        StoreErrorKind::Other
     }
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        StoreError::Database(format!("no database connection: {}", describe_error(&e)))
+        // Timed out waiting for a pooled connection, or could not make one.
+        StoreError::Unavailable(format!("no database connection: {}", describe_error(&e)))
     }
 }
 
@@ -182,10 +217,7 @@ impl PostgresStore {
         let description = describe(&config);
 
         let (mut client, connection) = config.connect(NoTls).await.map_err(|e| {
-            StoreError::Database(format!(
-                "cannot connect to {description}: {}",
-                describe_error(&e)
-            ))
+            StoreError::from(e).reworded(|m| format!("cannot connect to {description}: {m}"))
         })?;
         let driver = tokio::spawn(connection);
         let migrated = schema::migrate(&mut client).await;
@@ -227,16 +259,13 @@ impl PostgresStore {
     /// OS error of a failed connect).
     fn context<T>(&self, what: &str, result: StoreResult<T>) -> StoreResult<T> {
         result.map_err(|e| match e {
-            StoreError::Database(m) => {
-                StoreError::Database(format!("{what} in {}: {m}", self.description))
-            }
             StoreError::NotWritable { path, detail } if path.is_empty() => {
                 StoreError::NotWritable {
                     path: self.description.clone(),
                     detail,
                 }
             }
-            other => other,
+            other => other.reworded(|m| format!("{what} in {}: {m}", self.description)),
         })
     }
 }
@@ -533,6 +562,13 @@ impl StateStore for PostgresStore {
         Some(Arc::new(listen::Listener::new(self.config.clone())))
     }
 
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl NotificationStore for PostgresStore {
     async fn lease_notification(
         &self,
         key: &str,

@@ -72,9 +72,9 @@ use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
-    Claimed, FirstWrite, Notification, NotificationWrite, NotificationsDue, Pause, PendingPage,
-    PendingQuery, RunEnd, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_pause, check_storable, report_skipped,
+    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
+    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -173,16 +173,17 @@ impl From<rusqlite::Error> for StoreError {
                     "{e} (SQLITE_READONLY: the file, its -wal or -shm, or its filesystem is read-only)"
                 ),
             },
-            Some(C::DiskFull) => StoreError::Database(format!(
+            Some(C::DiskFull) => StoreError::Unavailable(format!(
                 "{e} ({FULL}: no space left on the device, or the file reached its size limit)"
             )),
-            Some(C::SystemIoFailure) => StoreError::Database(format!(
+            Some(C::SystemIoFailure) => StoreError::Unavailable(format!(
                 "{e} ({IOERR}: the operating system failed a read or write of the file)"
             )),
-            Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Database(format!(
+            Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Unavailable(format!(
                 "{e} ({}: another connection held the lock past the busy timeout)",
                 super::BUSY_MARKER
             )),
+            Some(C::ConstraintViolation) => StoreError::Conflict(e.to_string()),
             _ => StoreError::Database(e.to_string()),
         }
     }
@@ -274,17 +275,12 @@ impl SqliteStore {
                 }
             }
             StoreError::NotWritable { .. } => self.db.unwritable.store(true, Ordering::Relaxed),
-            StoreError::Database(m) if m.contains(FULL) || m.contains(IOERR) => {
+            StoreError::Unavailable(m) if m.contains(FULL) || m.contains(IOERR) => {
                 self.db.unwritable.store(true, Ordering::Relaxed)
             }
             _ => {}
         }
-        match e {
-            StoreError::Database(m) => {
-                StoreError::Database(format!("{what} in {}: {m}", self.describe()))
-            }
-            other => other,
-        }
+        e.reworded(|m| format!("{what} in {}: {m}", self.describe()))
     }
 
     /// A committed write that leaves the data as it was: insert and delete
@@ -691,6 +687,13 @@ impl StateStore for SqliteStore {
         self.probe_write().await
     }
 
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl NotificationStore for SqliteStore {
     async fn lease_notification(
         &self,
         key: &str,

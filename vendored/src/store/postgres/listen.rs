@@ -8,8 +8,8 @@ use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::notify::{self, CHANNEL};
+use crate::store::feed::{ChangeFeed, FeedConnection, FeedItem};
 use crate::store::{StoreError, StoreResult};
-use crate::watch::{ChangeFeed, FeedConnection, FeedItem};
 
 /// `application_name` of the LISTEN connection, so an operator (or a test)
 /// can find it in `pg_stat_activity`.
@@ -32,11 +32,10 @@ impl Listener {
 #[async_trait]
 impl ChangeFeed for Listener {
     async fn connect(&self) -> StoreResult<FeedConnection> {
+        // Classified as any driver error: a refused or lost connection is
+        // retried by the watcher, anything else is reported.
         let (client, mut connection) = self.config.connect(NoTls).await.map_err(|e| {
-            StoreError::Database(format!(
-                "cannot open the LISTEN connection: {}",
-                super::describe_error(&e)
-            ))
+            StoreError::from(e).reworded(|m| format!("cannot open the LISTEN connection: {m}"))
         })?;
         let (tx, rx) = mpsc::channel(BUFFER);
         // Drive the connection: its messages carry the notifications. Ends

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pending_approval::ApprovalStatus;
 use crate::store::StoreResult;
-use crate::watch::ApprovalChange;
+use crate::store::feed::ApprovalChange;
 
 /// The channel every tollgate node listens on.
 pub(crate) const CHANNEL: &str = "tollgate_approvals";

@@ -117,7 +117,7 @@ pub(super) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) ->
     ];
     client.execute(&stmt, &params).await.map_err(|e| {
         if is_unique_violation(&e) {
-            StoreError::Database(format!("run {} already exists", run.id))
+            StoreError::Conflict(format!("run {} already exists", run.id))
         } else {
             e.into()
         }
@@ -144,7 +144,7 @@ pub(super) async fn insert_events<C: GenericClient>(
             .await
             .map_err(|e| {
                 if is_unique_violation(&e) {
-                    StoreError::Database(format!("run {run_id} already has an event {seq}"))
+                    StoreError::Conflict(format!("run {run_id} already has an event {seq}"))
                 } else {
                     e.into()
                 }
@@ -229,7 +229,7 @@ async fn insert_approval<C: GenericClient>(
     ];
     client.execute(&stmt, &params).await.map_err(|e| {
         if is_unique_violation(&e) {
-            StoreError::Database(format!("an approval with key {} already exists", r.key))
+            StoreError::Conflict(format!("an approval with key {} already exists", r.key))
         } else {
             e.into()
         }

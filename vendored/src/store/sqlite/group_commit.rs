@@ -116,6 +116,9 @@ fn copy(e: &StoreError) -> StoreError {
             detail: detail.clone(),
         },
         StoreError::Database(m) => StoreError::Database(m.clone()),
+        // Busy or full stays retryable for every job of the batch.
+        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+        StoreError::Conflict(m) => StoreError::Conflict(m.clone()),
         other => StoreError::Database(other.to_string()),
     }
 }

@@ -244,7 +244,7 @@ pub(super) fn insert_run(conn: &Connection, run: &RunRow) -> StoreResult<()> {
     ))
     .map_err(|e| {
         if is_unique_violation(&e) {
-            StoreError::Database(format!("run {} already exists", run.id))
+            StoreError::Conflict(format!("run {} already exists", run.id))
         } else {
             e.into()
         }
@@ -267,7 +267,7 @@ pub(super) fn insert_events(
         stmt.execute((run_id, event.seq, &event.json))
             .map_err(|e| {
                 if is_unique_violation(&e) {
-                    StoreError::Database(format!("run {run_id} already has an event {}", event.seq))
+                    StoreError::Conflict(format!("run {run_id} already has an event {}", event.seq))
                 } else {
                     e.into()
                 }
@@ -328,7 +328,7 @@ fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
     ];
     stmt.execute(params.as_slice()).map_err(|e| {
         if is_unique_violation(&e) {
-            StoreError::Database(format!("an approval with key {} already exists", row.key))
+            StoreError::Conflict(format!("an approval with key {} already exists", row.key))
         } else {
             e.into()
         }

@@ -10,7 +10,7 @@ use serde_json::{Map, json};
 use super::{SqliteOptions, SqliteStore, ops, schema};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::{RunRecord, RunStatus};
-use crate::store::{Pause, StateStore, StoreError};
+use crate::store::{Pause, StateStore, StoreError, StoreErrorKind};
 use crate::time::{now, parse_duration};
 
 /// A fresh directory under the system temp dir, removed on drop (the
@@ -270,4 +270,94 @@ fn listing_pending_walks_the_partial_index() {
         "{plan}"
     );
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+}
+
+// ------------------------------------------------- what kind of error it is
+
+#[tokio::test]
+async fn a_constraint_violation_is_a_conflict() {
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    store
+        .create_run(&run_record("run-c"), &[])
+        .await
+        .expect("create");
+    // Through the store: a second run with the same id.
+    let again = store
+        .create_run(&run_record("run-c"), &[])
+        .await
+        .expect_err("the id is taken");
+    assert_eq!(again.kind(), StoreErrorKind::Conflict, "{again}");
+    assert!(!again.is_retryable());
+    // Straight from SQLite: any constraint (here NOT NULL) classifies so.
+    let raw_error = raw(&dir.db())
+        .execute("INSERT INTO tollgate_claims (key) VALUES ('k')", [])
+        .expect_err("owner and expires_at are NOT NULL");
+    let e = StoreError::from(raw_error);
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}");
+}
+
+#[tokio::test]
+async fn a_lock_held_past_the_busy_timeout_is_unavailable() {
+    let dir = TempDir::new();
+    let store = SqliteStore::open(
+        &dir.db(),
+        SqliteOptions {
+            busy_timeout: std::time::Duration::from_millis(50),
+            ..SqliteOptions::default()
+        },
+    )
+    .expect("open");
+    let holder = raw(&dir.db());
+    holder
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("take the lock");
+    let busy = store
+        .release_key("dedupe:x", "me")
+        .await
+        .expect_err("the write lock is held");
+    assert!(busy.is_busy(), "{busy}");
+    assert_eq!(busy.kind(), StoreErrorKind::Unavailable, "{busy}");
+    assert!(busy.is_retryable());
+    holder.execute_batch("ROLLBACK").expect("release the lock");
+    store
+        .release_key("dedupe:x", "me")
+        .await
+        .expect("the retry succeeds once the lock is free");
+}
+
+#[test]
+fn a_damaged_file_is_corrupt() {
+    let dir = TempDir::new();
+    std::fs::write(dir.db(), vec![0x5a; 8192]).expect("write junk");
+    let err = SqliteStore::open(&dir.db(), SqliteOptions::default())
+        .err()
+        .expect("not a database");
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+    assert!(!err.is_retryable());
+}
+
+#[tokio::test]
+async fn a_waiter_returns_an_error_retrying_cannot_fix() {
+    // Before errors had kinds, a waiter retried every database error
+    // forever. A missing table (someone dropped it) is no passing outage:
+    // the waiter must say so instead of spinning. The bound is generous; a
+    // waiter that loops never returns at all.
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    paused(&store, "k-wait").await;
+    raw(&dir.db())
+        .execute_batch("DROP TABLE tollgate_notifications; DROP TABLE tollgate_approvals")
+        .expect("drop the table");
+    let shared: crate::store::SharedStore = std::sync::Arc::new(store);
+    let watcher = crate::watch::ApprovalWatcher::start(shared, Default::default());
+    let waited = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        watcher.wait_for_decision("k-wait"),
+    )
+    .await
+    .expect("the waiter gave up instead of retrying forever");
+    let err = waited.expect_err("the table is gone");
+    assert_eq!(err.kind(), StoreErrorKind::Other, "{err}");
+    assert!(err.to_string().contains("tollgate_approvals"), "{err}");
 }

@@ -197,7 +197,7 @@ impl SqliteStore {
         // Before SQLite touches the file: it would create a read-only -shm.
         check_files_writable(path)?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let opened = (|| {
+        let open_once = || -> StoreResult<(Connection, Connection)> {
             let mut writer = connect(path, &options)?;
             enable_wal(&writer, path)?;
             if options.quick_check_up_to.is_some_and(|limit| size <= limit) {
@@ -206,7 +206,22 @@ impl SqliteStore {
             schema::migrate(&mut writer)?;
             let reader = connect(path, &options)?;
             Ok((writer, reader))
-        })();
+        };
+        // While other processes open the same new file, SQLite can answer
+        // SQLITE_BUSY without waiting in its busy handler (the switch to WAL
+        // and the first WAL recovery are not covered by it): try again, with
+        // jittered waits, for as long as the busy timeout allows.
+        let started = std::time::Instant::now();
+        let mut backoff =
+            crate::backoff::Backoff::new(Duration::from_millis(5), Duration::from_millis(200));
+        let opened = loop {
+            match open_once() {
+                Err(e) if e.is_busy() && started.elapsed() < options.busy_timeout => {
+                    std::thread::sleep(backoff.next_wait());
+                }
+                other => break other,
+            }
+        };
         let (writer, reader) = opened.map_err(|e| located(e, path))?;
         Ok(SqliteStore {
             db: Arc::new(Connections {

@@ -6,10 +6,10 @@
 //!
 //! Run: `cargo bench --bench postgres`.
 
-#[path = "../tests/common/postgres.rs"]
+#[path = "../tests/it/common/postgres.rs"]
 mod pg;
 #[allow(unused_macros)]
-#[path = "../tests/common/store_cases.rs"]
+#[path = "../tests/it/common/store_cases.rs"]
 mod store_cases;
 
 use std::sync::Arc;

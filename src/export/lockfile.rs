@@ -7,7 +7,7 @@
 //! this repository's `Cargo.lock`. Exporting inserts the crate's own entry at
 //! the place cargo sorts it to.
 //!
-//! `tests/export_lockfile.rs` keeps the template honest: it exports a spec,
+//! `tests/it/export/lockfile.rs` keeps the template honest: it exports a spec,
 //! lets cargo prune this repository's lockfile down to what the export
 //! needs, requires the result to equal the shipped lockfile, and checks
 //! `cargo metadata --locked` accepts it. When the runtime's dependencies

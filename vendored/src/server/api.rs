@@ -2,7 +2,7 @@
 //!
 //! Handlers build these and nothing else, so the contract is read here, in
 //! one place, rather than pieced together from `json!` literals; a field
-//! changes only by an edit to this file (tests/server_responses.rs pins
+//! changes only by an edit to this file (tests/it/server/responses.rs pins
 //! every shape). A view takes the store's records apart (moves, no
 //! copies), so what a record holds reaches a client only through a field
 //! named here. Fields serialize in declaration order, the order clients

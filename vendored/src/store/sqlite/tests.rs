@@ -1,6 +1,6 @@
 //! What only the SQLite store can get wrong, checked with raw SQL beside the
 //! store: bad data in the file, foreign tables, schema versions, query plans.
-//! The behaviour shared by every store is in `tests/store_conformance.rs`.
+//! The behaviour shared by every store is in `tests/it/store/conformance.rs`.
 
 use std::path::{Path, PathBuf};
 

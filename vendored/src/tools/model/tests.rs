@@ -1,6 +1,6 @@
 //! The parts of the model client that need no endpoint: settings, the
 //! request body, redaction. Calls over HTTP are tested end to end in the
-//! workspace's `tests/model_step.rs` against a loopback stub.
+//! workspace's `tests/it/runs/model_step.rs` against a loopback stub.
 
 use std::time::Duration;
 

@@ -1,0 +1,222 @@
+//! Shared helpers for the integration tests: temp workspaces with a spec,
+//! running the real `tollgate` binary, reading its output.
+#![allow(dead_code)]
+
+pub mod chaos;
+pub mod fuzz;
+pub mod http;
+pub mod model_stub;
+pub mod notification_cases;
+pub mod postgres;
+pub mod server;
+pub mod slack_stub;
+#[macro_use]
+pub mod store_cases;
+pub mod stub_server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The three-step spec used across the CLI tests: prepare -> approval -> act.
+pub const GATED_SPEC: &str = r#"version: 1
+agent: shipping-desk
+description: Ship an order once a person says so.
+steps:
+  - id: prepare
+    set:
+      order: "{{ input.order_id }}"
+  - id: gate
+    approval:
+      message: "Ship order {{ steps.prepare.output.order }}?"
+      payload: { order: "{{ steps.prepare.output.order }}" }
+  - id: act
+    set:
+      shipped: "{{ steps.gate.output.payload.order }}"
+      by: "{{ steps.gate.output.decided_by }}"
+"#;
+
+/// A temporary directory holding a spec file and its default state.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub spec: PathBuf,
+}
+
+impl Workspace {
+    pub fn new(spec_text: &str) -> Workspace {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spec = dir.path().join("agent.yaml");
+        std::fs::write(&spec, spec_text).expect("write spec");
+        Workspace { dir, spec }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The default state file next to the spec.
+    pub fn state_db(&self) -> PathBuf {
+        self.dir.path().join(".tollgate").join("state.db")
+    }
+
+    pub fn write_spec(&self, text: &str) {
+        std::fs::write(&self.spec, text).expect("write spec");
+    }
+
+    /// `tollgate ARGS...` run in the workspace directory.
+    pub fn tollgate(&self) -> Command {
+        let mut cmd = Command::new(tollgate_bin());
+        cmd.current_dir(self.dir.path());
+        cmd.env_remove("TOLLGATE_DATABASE_URL");
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// `tollgate approvals VERB KEY --spec SPEC` (add flags, then run it).
+    pub fn decide(&self, verb: &str, key: &str) -> Command {
+        let mut cmd = self.tollgate();
+        cmd.args(["approvals", verb, key, "--spec", self.spec_arg()]);
+        cmd
+    }
+
+    /// `tollgate approvals list --spec SPEC --json`, parsed.
+    pub fn list_json(&self) -> Value {
+        let out = self
+            .tollgate()
+            .args(["approvals", "list", "--spec", self.spec_arg(), "--json"])
+            .output()
+            .expect("run tollgate");
+        assert_success(&out);
+        serde_json::from_str(&stdout(&out)).expect("list prints JSON")
+    }
+
+    pub fn spec_arg(&self) -> &str {
+        self.spec.to_str().expect("utf-8 temp path")
+    }
+
+    /// `tollgate run SPEC --persist --json --input INPUT`: returns the key
+    /// of the pause it printed.
+    pub fn pause_run(&self, input: &str) -> String {
+        let out = self
+            .tollgate()
+            .args([
+                "run",
+                self.spec_arg(),
+                "--persist",
+                "--json",
+                "--input",
+                input,
+            ])
+            .output()
+            .expect("run tollgate");
+        assert_success(&out);
+        awaiting_key(&stdout(&out)).expect("an awaiting_approval event with a key")
+    }
+}
+
+pub fn tollgate_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tollgate")
+}
+
+/// `tollgate serve SPEC` with its output piped, none of the caller's
+/// `TOLLGATE_*` settings, `RUST_LOG=info`, then `env` on top: a test's
+/// server depends only on what the test says.
+pub fn serve_command<S: AsRef<std::ffi::OsStr>>(
+    spec: &std::path::Path,
+    env: impl IntoIterator<Item = (S, S)>,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(tollgate_bin());
+    cmd.arg("serve").arg(spec);
+    for var in [
+        "TOLLGATE_DATABASE_URL",
+        "TOLLGATE_API_TOKENS",
+        "TOLLGATE_LISTEN",
+        "TOLLGATE_MAX_BODY_BYTES",
+        "TOLLGATE_SHUTDOWN_GRACE",
+        "TOLLGATE_HEADER_TIMEOUT",
+        "TOLLGATE_BODY_TIMEOUT",
+        "TOLLGATE_IDLE_TIMEOUT",
+        "TOLLGATE_MAX_CONNECTIONS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("RUST_LOG", "info");
+    cmd.envs(env);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        stdout(out),
+        stderr(out)
+    );
+}
+
+pub fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// Parse `--json` output: one event per line.
+pub fn events(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The key of the first awaiting_approval event in `--json` output.
+pub fn awaiting_key(text: &str) -> Option<String> {
+    events(text)
+        .into_iter()
+        .find(|e| e["type"] == "awaiting_approval")
+        .and_then(|e| e["key"].as_str().map(str::to_string))
+}
+
+/// Open the workspace's SQLite store through the runtime's public API.
+pub fn open_store(path: &Path) -> tollgate_runtime::SharedStore {
+    tollgate_runtime::store::open(
+        path.to_str().expect("utf-8 path"),
+        tollgate_runtime::store::SqliteOptions::default(),
+    )
+    .expect("open store")
+}
+
+/// Every byte of a SQLite database, including its WAL and shared memory.
+pub fn sqlite_bytes(db: &Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        if let Ok(b) = std::fs::read(PathBuf::from(p)) {
+            bytes.extend(b);
+        }
+    }
+    bytes
+}
+
+pub fn contains_bytes(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}

@@ -1,0 +1,1459 @@
+//! The store contract (DESIGN §3-§4), written once and run against every
+//! store. A backend provides an async `open` returning a [`TestStore`] and
+//! calls [`store_conformance_tests!`] inside its own module:
+//!
+//! ```ignore
+//! mod sqlite {
+//!     async fn open() -> TestStore { ... }
+//!     store_conformance_tests!(open);
+//! }
+//! ```
+//!
+//! Every case drives the store through the `StateStore` trait only, with an
+//! explicit clock (every method takes `now`), so the cases are deterministic
+//! and never sleep.
+
+#![allow(dead_code)]
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, json};
+use tollgate_runtime::events::{Event, EventKind};
+use tollgate_runtime::json_depth::READABLE_DEPTH;
+use tollgate_runtime::pending_approval::{
+    ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+};
+use tollgate_runtime::run_state::{RunRecord, RunStatus};
+use tollgate_runtime::store::{
+    FirstWrite, Pause, PendingQuery, RunEnd, SharedStore, StateStore, StoreError, StoreErrorKind,
+};
+
+/// A store under test plus whatever must outlive it (a temp dir, a schema).
+pub struct TestStore {
+    pub store: SharedStore,
+    _keep: Option<Box<dyn Any + Send>>,
+}
+
+impl TestStore {
+    pub fn new(store: SharedStore) -> TestStore {
+        TestStore { store, _keep: None }
+    }
+
+    pub fn keeping(store: SharedStore, keep: impl Any + Send) -> TestStore {
+        TestStore {
+            store,
+            _keep: Some(Box::new(keep)),
+        }
+    }
+}
+
+/// One `#[tokio::test]` per case, each on a fresh store from `$open`.
+/// Include this file with `#[macro_use]` to use it.
+macro_rules! store_conformance_tests {
+    ($open:path) => {
+        store_conformance_tests!(@cases $open;
+            create_pause_claim_end_round_trip_keeps_every_field,
+            claim_of_an_unknown_key_is_not_found,
+            claim_after_expiry_is_approval_expired,
+            second_claim_is_already_resolved_saying_who_what_when,
+            approve_under_another_spec_is_spec_changed_and_stays_pending,
+            reject_is_allowed_under_another_spec,
+            modify_stores_the_new_payload_in_decision_data,
+            concurrent_claims_of_one_key_have_exactly_one_winner,
+            expiry_sweep_expires_once_and_ends_the_run,
+            expired_records_are_neither_listed_nor_claimable,
+            a_runs_latest_approval_key_is_found_whatever_its_status,
+            pending_pages_are_newest_first_without_duplicates,
+            pending_list_filters_by_agent,
+            malformed_cursor_is_rejected,
+            stuck_lists_decided_runs_that_never_finished,
+            claim_key_is_exclusive_until_released_or_expired,
+            events_come_back_in_seq_order_after_a_seq,
+            writes_to_an_unknown_run_are_run_not_found,
+            creating_a_run_twice_is_refused,
+            a_run_stored_at_its_pause_is_one_atomic_write,
+            a_run_stored_at_its_end_is_one_atomic_write,
+            a_refused_first_write_stores_nothing,
+            nul_characters_are_kept_in_every_field,
+            a_time_past_the_year_9999_is_refused_before_any_write,
+            json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write,
+        );
+    };
+    (@cases $open:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let under_test = $open().await;
+                $crate::common::store_cases::$case(under_test.store.clone()).await;
+            }
+        )*
+    };
+}
+
+// ------------------------------------------------------------------ fixtures
+
+pub const SPEC: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+pub const OTHER_SPEC: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+/// The test clock: `at(s)` is `s` seconds after a fixed instant
+/// (2026-03-01T09:00:00.123456Z). Generic because the root package does not
+/// depend on chrono: the record field being filled names the type
+/// (`DateTime<Utc>` converts from `SystemTime`).
+pub fn at<T: From<SystemTime>>(seconds: u64) -> T {
+    const BASE_SECS: u64 = 1_772_355_600;
+    let t = UNIX_EPOCH + Duration::from_secs(BASE_SECS + seconds) + Duration::from_micros(123_456);
+    T::from(t)
+}
+
+pub const TTL: u64 = 3600;
+
+pub fn run_record(run_id: &str, agent: &str, created: u64) -> RunRecord {
+    RunRecord {
+        id: run_id.into(),
+        agent_id: agent.into(),
+        spec_hash: SPEC.into(),
+        status: RunStatus::Running,
+        input: json!({"ticket": 42, "note": "ünïcode ✓"}),
+        trigger: json!({"kind": "webhook", "headers": {"Content-Type": "application/json"}}),
+        outputs: Map::new(),
+        error: None,
+        created_at: at(created),
+        updated_at: at(created),
+    }
+}
+
+pub fn pending_record(key: &str, run_id: &str, agent: &str, created: u64) -> ApprovalRecord {
+    let mut outputs = Map::new();
+    outputs.insert("lookup".into(), json!({"customer": "c-1", "balance": 12.5}));
+    ApprovalRecord {
+        key: key.into(),
+        run_id: run_id.into(),
+        agent_id: agent.into(),
+        spec_hash: SPEC.into(),
+        step_index: 2,
+        step_id: "refund".into(),
+        phase: Phase::Before,
+        message: Some("Refund 30 EUR to c-1?".into()),
+        payload: json!({"amount": 30, "currency": "EUR", "nested": [1, {"a": null}]}),
+        outputs,
+        input: json!({"ticket": 42, "note": "ünïcode ✓"}),
+        trigger: json!({"kind": "webhook", "headers": {"Content-Type": "application/json"}}),
+        status: ApprovalStatus::Pending,
+        decision_data: None,
+        decided_by: None,
+        decided_at: None,
+        created_at: at(created),
+        expires_at: at(created + TTL),
+    }
+}
+
+fn event(run_id: &str, seq: u64, when: u64, kind: EventKind) -> Event {
+    Event {
+        run_id: run_id.into(),
+        seq,
+        at: at(when),
+        kind,
+    }
+}
+
+fn started(run: &RunRecord) -> EventKind {
+    EventKind::RunStarted {
+        agent: run.agent_id.clone(),
+        spec_hash: run.spec_hash.clone(),
+        input: run.input.clone(),
+    }
+}
+
+fn awaiting(record: &ApprovalRecord) -> EventKind {
+    EventKind::awaiting(record)
+}
+
+/// A run created at `created` and paused at once with `key`: events 1
+/// (run_started) and 2 (awaiting_approval).
+pub async fn paused_run(
+    store: &dyn StateStore,
+    key: &str,
+    agent: &str,
+    created: u64,
+) -> ApprovalRecord {
+    let run_id = format!("run-{key}");
+    let run = run_record(&run_id, agent, created);
+    store
+        .create_run(&run, &[event(&run_id, 1, created, started(&run))])
+        .await
+        .expect("create run");
+    let record = pending_record(key, &run_id, agent, created);
+    pause(store, &record, 2).await;
+    record
+}
+
+async fn pause(store: &dyn StateStore, record: &ApprovalRecord, seq: u64) {
+    let when = record.created_at;
+    let pause = Pause {
+        record: record.clone(),
+        at: when,
+    };
+    let ev = Event {
+        run_id: record.run_id.clone(),
+        seq,
+        at: when,
+        kind: awaiting(record),
+    };
+    store.pause_run(&pause, &[ev]).await.expect("pause run");
+}
+
+pub fn approve(key: &str, by: &str, now: u64) -> Claim {
+    claim(
+        key,
+        Decision::Approve {
+            reason: Some("looks right".into()),
+        },
+        by,
+        now,
+        SPEC,
+    )
+}
+
+pub fn claim(key: &str, decision: Decision, by: &str, now: u64, spec: &str) -> Claim {
+    Claim {
+        key: key.into(),
+        decision,
+        decided_by: by.into(),
+        now: at(now),
+        spec_hash: spec.into(),
+    }
+}
+
+fn approval_error(result: Result<impl std::fmt::Debug, StoreError>) -> ApprovalError {
+    match result {
+        Err(StoreError::Approval(e)) => e,
+        other => panic!("expected an approval error, got {other:?}"),
+    }
+}
+
+fn keys(records: &[ApprovalRecord]) -> Vec<String> {
+    records.iter().map(|r| r.key.clone()).collect()
+}
+
+async fn all_pending(store: &dyn StateStore, now: u64, agent: Option<&str>) -> Vec<String> {
+    let page = store
+        .list_pending(&PendingQuery {
+            agent_id: agent.map(str::to_string),
+            now: at(now),
+            limit: 1000,
+            cursor: None,
+        })
+        .await
+        .expect("list pending");
+    keys(&page.approvals)
+}
+
+// --------------------------------------------------------------------- cases
+
+pub async fn create_pause_claim_end_round_trip_keeps_every_field(store: SharedStore) {
+    let run = run_record("run-1", "billing", 0);
+    let first = event("run-1", 1, 0, started(&run));
+    store
+        .create_run(&run, std::slice::from_ref(&first))
+        .await
+        .expect("create");
+    assert_eq!(
+        store.get_run("run-1").await.expect("get run"),
+        Some(run.clone())
+    );
+
+    let record = pending_record("key-1", "run-1", "billing", 5);
+    let paused_at = event("run-1", 2, 5, awaiting(&record));
+    store
+        .pause_run(
+            &Pause {
+                record: record.clone(),
+                at: at(5),
+            },
+            std::slice::from_ref(&paused_at),
+        )
+        .await
+        .expect("pause");
+    assert_eq!(
+        store.get_approval("key-1").await.expect("get"),
+        Some(record.clone())
+    );
+    assert_eq!(
+        store
+            .pending_for_run("run-1", at(6))
+            .await
+            .expect("pending for run"),
+        Some(record.clone())
+    );
+    let waiting = store.get_run("run-1").await.expect("get run").expect("run");
+    assert_eq!(waiting.status, RunStatus::AwaitingApproval);
+    assert_eq!(waiting.outputs, record.outputs);
+    assert_eq!(Some(waiting.updated_at), Some(at(5)));
+
+    let claimed = store
+        .claim(&approve("key-1", "alice", 60))
+        .await
+        .expect("claim");
+    let decided = ApprovalRecord {
+        status: ApprovalStatus::Approved,
+        decision_data: Some(json!({"reason": "looks right"})),
+        decided_by: Some("alice".into()),
+        decided_at: Some(at(60)),
+        ..record.clone()
+    };
+    assert_eq!(claimed.record, decided);
+    let resolved = event(
+        "run-1",
+        3,
+        60,
+        EventKind::ApprovalResolved {
+            key: "key-1".into(),
+            decision: "approve".into(),
+            decided_by: "alice".into(),
+            reason: Some("looks right".into()),
+        },
+    );
+    assert_eq!(claimed.event, resolved);
+    assert_eq!(
+        store.get_approval("key-1").await.expect("get"),
+        Some(decided)
+    );
+    let resumed = store.get_run("run-1").await.expect("get run").expect("run");
+    assert_eq!(
+        (resumed.status, resumed.updated_at),
+        (RunStatus::Running, at(60))
+    );
+    assert_eq!(
+        store
+            .pending_for_run("run-1", at(61))
+            .await
+            .expect("pending"),
+        None
+    );
+
+    let mut outputs = record.outputs.clone();
+    outputs.insert("refund".into(), json!({"ok": true}));
+    let completed = event(
+        "run-1",
+        4,
+        61,
+        EventKind::RunCompleted {
+            outputs: outputs.clone(),
+        },
+    );
+    store
+        .end_run(
+            &RunEnd {
+                run_id: "run-1".into(),
+                status: RunStatus::Completed,
+                outputs: outputs.clone(),
+                error: None,
+                at: at(61),
+            },
+            std::slice::from_ref(&completed),
+        )
+        .await
+        .expect("end");
+    let ended = RunRecord {
+        status: RunStatus::Completed,
+        outputs,
+        updated_at: at(61),
+        ..run
+    };
+    assert_eq!(store.get_run("run-1").await.expect("get run"), Some(ended));
+    assert_eq!(
+        store.run_events("run-1", 0).await.expect("events"),
+        vec![first, paused_at, resolved, completed]
+    );
+}
+
+pub async fn claim_of_an_unknown_key_is_not_found(store: SharedStore) {
+    let err = approval_error(store.claim(&approve("no-such-key", "alice", 1)).await);
+    assert_eq!(
+        err,
+        ApprovalError::NotFound {
+            key: "no-such-key".into()
+        }
+    );
+    assert_eq!(err.code(), "approval_not_found");
+}
+
+pub async fn claim_after_expiry_is_approval_expired(store: SharedStore) {
+    let record = paused_run(store.as_ref(), "k", "agent", 0).await;
+    // Exactly at expires_at the record is already expired.
+    let err = approval_error(store.claim(&approve("k", "alice", TTL)).await);
+    assert_eq!(
+        err,
+        ApprovalError::Expired {
+            key: "k".into(),
+            expired_at: record.expires_at
+        }
+    );
+    assert_eq!(err.code(), "approval_expired");
+    let still = store.get_approval("k").await.expect("get").expect("record");
+    assert_eq!(still.status, ApprovalStatus::Pending);
+}
+
+pub async fn second_claim_is_already_resolved_saying_who_what_when(store: SharedStore) {
+    paused_run(store.as_ref(), "k", "agent", 0).await;
+    let reject = claim(
+        "k",
+        Decision::Reject {
+            reason: Some("too much".into()),
+        },
+        "bob",
+        10,
+        SPEC,
+    );
+    let first = store.claim(&reject).await.expect("first claim");
+    assert_eq!(first.record.status, ApprovalStatus::Rejected);
+    assert_eq!(first.record.reason(), Some("too much"));
+
+    let err = approval_error(store.claim(&approve("k", "alice", 20)).await);
+    assert_eq!(
+        err,
+        ApprovalError::AlreadyResolved {
+            key: "k".into(),
+            status: ApprovalStatus::Rejected,
+            decided_by: Some("bob".into()),
+            decided_at: Some(at(10)),
+        }
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("rejected") && message.contains("bob"),
+        "{message}"
+    );
+    // The loser changed nothing: still bob's decision, one resolved event.
+    assert_eq!(
+        store.get_approval("k").await.expect("get"),
+        Some(first.record)
+    );
+    let resolved = store
+        .run_events("run-k", 0)
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|e| e.kind.name() == "approval_resolved")
+        .count();
+    assert_eq!(resolved, 1);
+}
+
+pub async fn approve_under_another_spec_is_spec_changed_and_stays_pending(store: SharedStore) {
+    let record = paused_run(store.as_ref(), "k", "agent", 0).await;
+    let changed = claim(
+        "k",
+        Decision::Approve { reason: None },
+        "alice",
+        10,
+        OTHER_SPEC,
+    );
+    let err = approval_error(store.claim(&changed).await);
+    assert_eq!(
+        err,
+        ApprovalError::SpecChanged {
+            key: "k".into(),
+            paused_with: SPEC[..12].to_string(),
+            current: OTHER_SPEC[..12].to_string(),
+        }
+    );
+    let modify = claim(
+        "k",
+        Decision::Modify {
+            payload: json!({}),
+            reason: None,
+        },
+        "alice",
+        10,
+        OTHER_SPEC,
+    );
+    assert_eq!(
+        approval_error(store.claim(&modify).await).code(),
+        "spec_changed"
+    );
+    // Untouched: restoring the spec makes it approvable again.
+    assert_eq!(store.get_approval("k").await.expect("get"), Some(record));
+    store
+        .claim(&approve("k", "alice", 11))
+        .await
+        .expect("approve under the paused spec");
+}
+
+pub async fn reject_is_allowed_under_another_spec(store: SharedStore) {
+    paused_run(store.as_ref(), "k", "agent", 0).await;
+    let reject = claim(
+        "k",
+        Decision::Reject { reason: None },
+        "carol",
+        10,
+        OTHER_SPEC,
+    );
+    let claimed = store.claim(&reject).await.expect("reject under any spec");
+    assert_eq!(claimed.record.status, ApprovalStatus::Rejected);
+    assert_eq!(claimed.record.decision_data, None);
+    assert_eq!(
+        claimed.record.spec_hash, SPEC,
+        "the record keeps the spec it paused with"
+    );
+}
+
+pub async fn modify_stores_the_new_payload_in_decision_data(store: SharedStore) {
+    paused_run(store.as_ref(), "k", "agent", 0).await;
+    let modify = claim(
+        "k",
+        Decision::Modify {
+            payload: json!({"amount": 20, "currency": "EUR"}),
+            reason: Some("partial refund".into()),
+        },
+        "dana",
+        10,
+        SPEC,
+    );
+    store.claim(&modify).await.expect("modify");
+    let record = store.get_approval("k").await.expect("get").expect("record");
+    assert_eq!(record.status, ApprovalStatus::Modified);
+    assert_eq!(
+        record.decision_data,
+        Some(json!({"reason": "partial refund", "payload": {"amount": 20, "currency": "EUR"}}))
+    );
+    assert_eq!(
+        record.effective_payload(),
+        &json!({"amount": 20, "currency": "EUR"})
+    );
+    assert_eq!(
+        record.payload,
+        json!({"amount": 30, "currency": "EUR", "nested": [1, {"a": null}]}),
+        "the original payload stays for the audit trail"
+    );
+}
+
+pub async fn concurrent_claims_of_one_key_have_exactly_one_winner(store: SharedStore) {
+    paused_run(store.as_ref(), "k", "agent", 0).await;
+    let contenders: Vec<_> = (0..32)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.claim(&approve("k", &format!("user-{i}"), 10)).await })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for handle in contenders {
+        match handle.await.expect("claim task") {
+            Ok(claimed) => winners.push(claimed),
+            Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {}
+            Err(other) => panic!("a losing claim must be already_resolved, got {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one winner");
+    let record = store.get_approval("k").await.expect("get").expect("record");
+    assert_eq!(record.decided_by, winners[0].record.decided_by);
+    let events = store.run_events("run-k", 0).await.expect("events");
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3], "one approval_resolved event");
+}
+
+pub async fn expiry_sweep_expires_once_and_ends_the_run(store: SharedStore) {
+    let due = paused_run(store.as_ref(), "due", "agent", 0).await;
+    paused_run(store.as_ref(), "fresh", "agent", 100).await;
+    let now = TTL + 50; // past "due", before "fresh"
+
+    let sweeps: Vec<_> = (0..2)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.expire_due(at(now)).await })
+        })
+        .collect();
+    let mut expired = Vec::new();
+    for sweep in sweeps {
+        expired.extend(sweep.await.expect("sweep task").expect("sweep"));
+    }
+    assert_eq!(
+        keys(&expired),
+        vec!["due"],
+        "expired exactly once across sweeps"
+    );
+    assert_eq!(
+        expired[0],
+        ApprovalRecord {
+            status: ApprovalStatus::Expired,
+            ..due
+        }
+    );
+    assert!(
+        store
+            .expire_due(at(now))
+            .await
+            .expect("sweep again")
+            .is_empty()
+    );
+
+    let run = store
+        .get_run("run-due")
+        .await
+        .expect("get run")
+        .expect("run");
+    assert_eq!((run.status, run.updated_at), (RunStatus::Expired, at(now)));
+    let events = store.run_events("run-due", 2).await.expect("events");
+    assert_eq!(
+        events,
+        vec![event(
+            "run-due",
+            3,
+            now,
+            EventKind::RunExpired { key: "due".into() }
+        )]
+    );
+    let fresh = store
+        .get_approval("fresh")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(fresh.status, ApprovalStatus::Pending);
+    let fresh_run = store.get_run("run-fresh").await.expect("get").expect("run");
+    assert_eq!(fresh_run.status, RunStatus::AwaitingApproval);
+}
+
+pub async fn expired_records_are_neither_listed_nor_claimable(store: SharedStore) {
+    paused_run(store.as_ref(), "old", "agent", 0).await;
+    paused_run(store.as_ref(), "new", "agent", 1000).await;
+    let now = TTL + 1;
+
+    // Overdue but not yet swept: already invisible and refused.
+    assert_eq!(all_pending(store.as_ref(), now, None).await, vec!["new"]);
+    assert_eq!(
+        store
+            .pending_for_run("run-old", at(now))
+            .await
+            .expect("pending"),
+        None
+    );
+    assert_eq!(
+        approval_error(store.claim(&approve("old", "alice", now)).await).code(),
+        "approval_expired"
+    );
+    let reject = claim("old", Decision::Reject { reason: None }, "alice", now, SPEC);
+    assert_eq!(
+        approval_error(store.claim(&reject).await).code(),
+        "approval_expired"
+    );
+
+    // Swept: the same.
+    store.expire_due(at(now)).await.expect("sweep");
+    assert_eq!(all_pending(store.as_ref(), now, None).await, vec!["new"]);
+    assert_eq!(
+        approval_error(store.claim(&approve("old", "alice", now)).await).code(),
+        "approval_expired"
+    );
+    assert!(store.list_stuck(None).await.expect("stuck").is_empty());
+}
+
+pub async fn a_runs_latest_approval_key_is_found_whatever_its_status(store: SharedStore) {
+    let latest = |run_id: &'static str| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .latest_approval_key(run_id)
+                .await
+                .expect("latest approval key")
+        }
+    };
+    // No such run, and a run that never paused.
+    assert_eq!(latest("run-nobody").await, None);
+    let run = run_record("run-calm", "agent", 0);
+    store
+        .create_run(&run, &[event("run-calm", 1, 0, started(&run))])
+        .await
+        .expect("create run");
+    assert_eq!(latest("run-calm").await, None);
+
+    // Waiting: its pending record. Another run's records are not its own.
+    paused_run(store.as_ref(), "first", "agent", 10).await;
+    paused_run(store.as_ref(), "elsewhere", "agent", 20).await;
+    assert_eq!(latest("run-first").await.as_deref(), Some("first"));
+
+    // Decided: still that record (a decision by run id is then refused as
+    // already resolved, not as "nothing to decide").
+    store
+        .claim(&approve("first", "alice", 30))
+        .await
+        .expect("claim");
+    assert_eq!(latest("run-first").await.as_deref(), Some("first"));
+
+    // Paused again at a later gate: the later record, found among the run's
+    // others (also when a clock gives two gates one created_at: the later
+    // step wins). Then expired: still it.
+    let mut second = pending_record("second", "run-first", "agent", 40);
+    second.step_index = 3;
+    pause(store.as_ref(), &second, 4).await;
+    assert_eq!(latest("run-first").await.as_deref(), Some("second"));
+    store
+        .claim(&approve("second", "alice", 41))
+        .await
+        .expect("claim second");
+    let mut third = pending_record("a-third", "run-first", "agent", 40);
+    third.step_index = 4;
+    pause(store.as_ref(), &third, 6).await;
+    assert_eq!(latest("run-first").await.as_deref(), Some("a-third"));
+    store.expire_due(at(40 + TTL)).await.expect("sweep");
+    assert_eq!(
+        store
+            .get_approval("a-third")
+            .await
+            .expect("get")
+            .map(|r| r.status),
+        Some(ApprovalStatus::Expired)
+    );
+    assert_eq!(latest("run-first").await.as_deref(), Some("a-third"));
+    assert_eq!(latest("run-elsewhere").await.as_deref(), Some("elsewhere"));
+}
+
+pub async fn pending_pages_are_newest_first_without_duplicates(store: SharedStore) {
+    // Three records share each created_at, so the key breaks the tie.
+    let mut expected = Vec::new();
+    for i in 0..25u64 {
+        let key = format!("key-{i:02}");
+        paused_run(store.as_ref(), &key, "agent", i / 3).await;
+        expected.push((i / 3, key));
+    }
+    expected.sort_by(|a, b| b.cmp(a));
+    let expected: Vec<String> = expected.into_iter().map(|(_, k)| k).collect();
+
+    let mut seen = Vec::new();
+    let mut sizes = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .list_pending(&PendingQuery {
+                agent_id: None,
+                now: at(100),
+                limit: 10,
+                cursor: cursor.clone(),
+            })
+            .await
+            .expect("page");
+        sizes.push(page.approvals.len());
+        seen.extend(keys(&page.approvals));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(sizes, vec![10, 10, 5]);
+    assert_eq!(
+        seen.iter().collect::<HashSet<_>>().len(),
+        25,
+        "no duplicates"
+    );
+    assert_eq!(seen, expected, "newest first by (created_at, key)");
+}
+
+pub async fn pending_list_filters_by_agent(store: SharedStore) {
+    paused_run(store.as_ref(), "a1", "alpha", 1).await;
+    paused_run(store.as_ref(), "b1", "beta", 2).await;
+    paused_run(store.as_ref(), "a2", "alpha", 3).await;
+    assert_eq!(
+        all_pending(store.as_ref(), 10, Some("alpha")).await,
+        vec!["a2", "a1"]
+    );
+    assert_eq!(
+        all_pending(store.as_ref(), 10, Some("beta")).await,
+        vec!["b1"]
+    );
+    assert!(
+        all_pending(store.as_ref(), 10, Some("gamma"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        all_pending(store.as_ref(), 10, None).await,
+        vec!["a2", "b1", "a1"]
+    );
+
+    // A cursor keeps the filter's order too.
+    let first = store
+        .list_pending(&PendingQuery {
+            agent_id: Some("alpha".into()),
+            now: at(10),
+            limit: 1,
+            cursor: None,
+        })
+        .await
+        .expect("page 1");
+    let second = store
+        .list_pending(&PendingQuery {
+            agent_id: Some("alpha".into()),
+            now: at(10),
+            limit: 1,
+            cursor: first.next_cursor.clone(),
+        })
+        .await
+        .expect("page 2");
+    assert_eq!(
+        (keys(&first.approvals), keys(&second.approvals)),
+        (vec!["a2".into()], vec!["a1".into()])
+    );
+    assert_eq!(second.next_cursor, None);
+}
+
+pub async fn malformed_cursor_is_rejected(store: SharedStore) {
+    let result = store
+        .list_pending(&PendingQuery {
+            agent_id: None,
+            now: at(0),
+            limit: 10,
+            cursor: Some("not-a-cursor".into()),
+        })
+        .await;
+    assert!(
+        matches!(result, Err(StoreError::InvalidCursor(_))),
+        "{result:?}"
+    );
+}
+
+pub async fn stuck_lists_decided_runs_that_never_finished(store: SharedStore) {
+    // Claimed, never ended: stuck.
+    paused_run(store.as_ref(), "stuck", "alpha", 0).await;
+    store
+        .claim(&approve("stuck", "alice", 10))
+        .await
+        .expect("claim");
+    // Claimed and ended: fine.
+    paused_run(store.as_ref(), "done", "alpha", 0).await;
+    store
+        .claim(&approve("done", "alice", 11))
+        .await
+        .expect("claim");
+    store
+        .end_run(
+            &RunEnd {
+                run_id: "run-done".into(),
+                status: RunStatus::Completed,
+                outputs: Map::new(),
+                error: None,
+                at: at(12),
+            },
+            &[],
+        )
+        .await
+        .expect("end");
+    // Still waiting: fine.
+    paused_run(store.as_ref(), "waiting", "alpha", 0).await;
+    // Claimed, then paused again at a later gate which was claimed too and
+    // never finished: only the latest record is stuck.
+    let first = paused_run(store.as_ref(), "twice-1", "beta", 0).await;
+    store
+        .claim(&approve("twice-1", "bob", 20))
+        .await
+        .expect("claim");
+    let second = pending_record("twice-2", &first.run_id, "beta", 30);
+    pause(store.as_ref(), &second, 4).await;
+    store
+        .claim(&approve("twice-2", "bob", 40))
+        .await
+        .expect("claim");
+    // Claimed, then paused again and waiting: the run is not running.
+    paused_run(store.as_ref(), "again-1", "beta", 0).await;
+    store
+        .claim(&approve("again-1", "bob", 20))
+        .await
+        .expect("claim");
+    let again = pending_record("again-2", "run-again-1", "beta", 30);
+    pause(store.as_ref(), &again, 4).await;
+
+    let stuck = store.list_stuck(None).await.expect("stuck");
+    let found: Vec<(String, RunStatus)> = stuck
+        .iter()
+        .map(|s| (s.record.key.clone(), s.run_status))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            ("twice-2".into(), RunStatus::Running),
+            ("stuck".into(), RunStatus::Running)
+        ],
+        "most recently decided first"
+    );
+    assert_eq!(Some(stuck[1].run_updated_at), Some(at(10)));
+    assert_eq!(stuck[1].record.decided_by.as_deref(), Some("alice"));
+
+    let alpha = store.list_stuck(Some("alpha")).await.expect("stuck");
+    assert_eq!(
+        alpha
+            .iter()
+            .map(|s| s.record.key.as_str())
+            .collect::<Vec<_>>(),
+        ["stuck"]
+    );
+}
+
+pub async fn claim_key_is_exclusive_until_released_or_expired(store: SharedStore) {
+    assert!(
+        store
+            .claim_key("dedupe:1", "run-a", at(0), at(60))
+            .await
+            .expect("first")
+    );
+    assert!(
+        !store
+            .claim_key("dedupe:1", "run-b", at(10), at(70))
+            .await
+            .expect("live claim")
+    );
+    assert!(
+        store
+            .claim_key("dedupe:2", "run-b", at(10), at(70))
+            .await
+            .expect("other key")
+    );
+    // Expiry is inclusive: at 60 the first claim is over and can be taken.
+    assert!(
+        store
+            .claim_key("dedupe:1", "run-c", at(60), at(120))
+            .await
+            .expect("takeover")
+    );
+    assert!(
+        !store
+            .claim_key("dedupe:1", "run-d", at(100), at(200))
+            .await
+            .expect("taken over")
+    );
+    // The first owner's claim expired and was taken over: its release must
+    // not free run-c's claim.
+    store
+        .release_key("dedupe:1", "run-a")
+        .await
+        .expect("stale release");
+    assert!(
+        !store
+            .claim_key("dedupe:1", "run-d", at(100), at(200))
+            .await
+            .expect("still held by run-c")
+    );
+    store
+        .release_key("dedupe:1", "run-c")
+        .await
+        .expect("release");
+    assert!(
+        store
+            .claim_key("dedupe:1", "run-d", at(101), at(200))
+            .await
+            .expect("after release")
+    );
+    store
+        .release_key("never-claimed", "run-a")
+        .await
+        .expect("releasing a free key is fine");
+
+    let racers: Vec<_> = (0..16)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.claim_key("tick", "node", at(0), at(60)).await })
+        })
+        .collect();
+    let mut won = 0;
+    for racer in racers {
+        won += usize::from(racer.await.expect("task").expect("claim key"));
+    }
+    assert_eq!(won, 1, "exactly one racer gets a free key");
+}
+
+pub async fn events_come_back_in_seq_order_after_a_seq(store: SharedStore) {
+    let run = run_record("run-e", "agent", 0);
+    store
+        .create_run(&run, &[event("run-e", 1, 0, started(&run))])
+        .await
+        .expect("create");
+    let steps: Vec<Event> = (2..=6)
+        .map(|seq| {
+            event(
+                "run-e",
+                seq,
+                seq,
+                EventKind::StepCompleted {
+                    step: format!("s{seq}"),
+                    index: seq as usize,
+                    output: json!({"n": seq}),
+                    replayed: seq == 3,
+                },
+            )
+        })
+        .collect();
+    store
+        .append_events("run-e", &steps[..2])
+        .await
+        .expect("append");
+    store
+        .append_events("run-e", &steps[2..])
+        .await
+        .expect("append");
+    store
+        .append_events("run-e", &[])
+        .await
+        .expect("append nothing");
+
+    let all = store.run_events("run-e", 0).await.expect("events");
+    assert_eq!(
+        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
+    assert_eq!(&all[1..], &steps[..]);
+    let tail = store.run_events("run-e", 4).await.expect("tail");
+    assert_eq!(tail, &steps[3..]);
+    assert!(store.run_events("run-e", 6).await.expect("none").is_empty());
+    assert!(
+        store
+            .run_events("run-e", u64::MAX)
+            .await
+            .expect("none")
+            .is_empty()
+    );
+    assert!(
+        store
+            .run_events("no-such-run", 0)
+            .await
+            .expect("none")
+            .is_empty()
+    );
+}
+
+pub async fn writes_to_an_unknown_run_are_run_not_found(store: SharedStore) {
+    let missing =
+        |r: Result<(), StoreError>| matches!(r, Err(StoreError::RunNotFound(id)) if id == "ghost");
+    assert!(missing(store.append_events("ghost", &[]).await));
+    let record = pending_record("k", "ghost", "agent", 0);
+    assert!(missing(
+        store.pause_run(&Pause { record, at: at(0) }, &[]).await
+    ));
+    assert!(missing(
+        store
+            .end_run(
+                &RunEnd {
+                    run_id: "ghost".into(),
+                    status: RunStatus::Failed,
+                    outputs: Map::new(),
+                    error: Some("boom".into()),
+                    at: at(0),
+                },
+                &[],
+            )
+            .await
+    ));
+    assert_eq!(
+        store.get_approval("k").await.expect("get"),
+        None,
+        "nothing half-written"
+    );
+    assert_eq!(store.get_run("ghost").await.expect("get"), None);
+}
+
+pub async fn creating_a_run_twice_is_refused(store: SharedStore) {
+    let run = run_record("run-d", "agent", 0);
+    store.create_run(&run, &[]).await.expect("create");
+    let again = store
+        .create_run(&run_record("run-d", "other", 5), &[])
+        .await;
+    // A conflict, not a retryable failure: a watcher or retry loop must
+    // not try it again.
+    let kind = again.as_ref().err().map(StoreError::kind);
+    assert_eq!(kind, Some(StoreErrorKind::Conflict), "{again:?}");
+    assert_eq!(
+        store.get_run("run-d").await.expect("get"),
+        Some(run),
+        "first run untouched"
+    );
+}
+
+pub async fn a_run_stored_at_its_pause_is_one_atomic_write(store: SharedStore) {
+    let run = run_record("run-p", "agent", 0);
+    let record = pending_record("key-p", "run-p", "agent", 2);
+    let events = vec![
+        event("run-p", 1, 0, started(&run)),
+        event("run-p", 2, 2, awaiting(&record)),
+    ];
+    let pause = Pause {
+        record: record.clone(),
+        at: at(2),
+    };
+    store
+        .create_run_at(&run, FirstWrite::Pause(&pause), &events)
+        .await
+        .expect("create at pause");
+    let stored = store.get_run("run-p").await.expect("get run");
+    assert_eq!(
+        stored,
+        Some(RunRecord {
+            status: RunStatus::AwaitingApproval,
+            outputs: record.outputs.clone(),
+            updated_at: at(2),
+            ..run
+        })
+    );
+    assert_eq!(
+        store.get_approval("key-p").await.expect("get"),
+        Some(record.clone())
+    );
+    assert_eq!(
+        all_pending(&*store, 3, None).await,
+        vec!["key-p".to_string()]
+    );
+    assert_eq!(store.run_events("run-p", 0).await.expect("events"), events);
+    // It is an ordinary pause from here on.
+    store
+        .claim(&approve("key-p", "alice", 4))
+        .await
+        .expect("claim");
+}
+
+pub async fn a_run_stored_at_its_end_is_one_atomic_write(store: SharedStore) {
+    let run = run_record("run-e", "agent", 0);
+    let mut outputs = Map::new();
+    outputs.insert("greet".into(), json!({"text": "hi"}));
+    let events = vec![
+        event("run-e", 1, 0, started(&run)),
+        event(
+            "run-e",
+            2,
+            1,
+            EventKind::RunCompleted {
+                outputs: outputs.clone(),
+            },
+        ),
+    ];
+    let end = RunEnd {
+        run_id: "run-e".into(),
+        status: RunStatus::Completed,
+        outputs: outputs.clone(),
+        error: None,
+        at: at(1),
+    };
+    store
+        .create_run_at(&run, FirstWrite::End(&end), &events)
+        .await
+        .expect("create at end");
+    assert_eq!(
+        store.get_run("run-e").await.expect("get run"),
+        Some(RunRecord {
+            status: RunStatus::Completed,
+            outputs,
+            updated_at: at(1),
+            ..run
+        })
+    );
+    assert_eq!(store.run_events("run-e", 0).await.expect("events"), events);
+}
+
+pub async fn a_refused_first_write_stores_nothing(store: SharedStore) {
+    // The pause reuses a key that exists: the whole write is refused, and
+    // neither the new run nor its events are stored.
+    paused_run(&*store, "key-x", "agent", 0).await;
+    let run = run_record("run-new", "agent", 5);
+    let pause = Pause {
+        record: pending_record("key-x", "run-new", "agent", 5),
+        at: at(5),
+    };
+    let refused = store
+        .create_run_at(
+            &run,
+            FirstWrite::Pause(&pause),
+            &[event("run-new", 1, 5, started(&run))],
+        )
+        .await;
+    let kind = refused.as_ref().err().map(StoreError::kind);
+    assert_eq!(kind, Some(StoreErrorKind::Conflict), "{refused:?}");
+    assert_eq!(store.get_run("run-new").await.expect("get"), None);
+    assert_eq!(
+        store.run_events("run-new", 0).await.expect("events"),
+        Vec::<Event>::new()
+    );
+    assert_eq!(
+        store
+            .get_approval("key-x")
+            .await
+            .expect("get")
+            .map(|r| r.run_id),
+        Some("run-key-x".to_string()),
+        "the existing record is untouched"
+    );
+}
+
+/// A NUL (`\u0000`) in anything a person or a downstream wrote: the run's
+/// input and trigger, a gate's message and payload, the decider, the reason,
+/// an edited payload, a run's outputs and error, its events. Every store
+/// keeps it as it was given (PostgreSQL's jsonb and text would refuse it).
+pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
+    let nul = "a\u{0}b";
+    let mut run = run_record("run-nul", "agent", 0);
+    run.input = json!({ "text": nul, nul: [nul] });
+    run.trigger = json!({ "body": nul });
+    store
+        .create_run(&run, &[event("run-nul", 1, 0, started(&run))])
+        .await
+        .expect("a run whose input holds a NUL");
+    assert_eq!(
+        store.get_run("run-nul").await.expect("get"),
+        Some(run.clone())
+    );
+
+    let mut record = pending_record("key-nul", "run-nul", "agent", 1);
+    record.message = Some(format!("Refund {nul}?"));
+    record.payload = json!({ "note": nul });
+    record.input = run.input.clone();
+    record.trigger = run.trigger.clone();
+    record.outputs.insert("echo".into(), json!(nul));
+    pause(&*store, &record, 2).await;
+    assert_eq!(
+        store.get_approval("key-nul").await.expect("get"),
+        Some(record.clone())
+    );
+    let listed = store
+        .list_pending(&PendingQuery {
+            agent_id: None,
+            now: at(2),
+            limit: 10,
+            cursor: None,
+        })
+        .await
+        .expect("list");
+    assert_eq!(listed.approvals, vec![record.clone()]);
+
+    let decision = Decision::Modify {
+        payload: json!({ "note": nul, "edited": true }),
+        reason: Some(format!("because {nul}")),
+    };
+    let claimed = store
+        .claim(&claim("key-nul", decision, nul, 3, SPEC))
+        .await
+        .expect("a decision whose decider, reason and payload hold a NUL");
+    let stored = store
+        .get_approval("key-nul")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(stored, claimed.record);
+    assert_eq!(stored.decided_by.as_deref(), Some(nul));
+    assert_eq!(stored.reason(), Some(format!("because {nul}").as_str()));
+    assert_eq!(
+        stored.effective_payload(),
+        &json!({ "note": nul, "edited": true })
+    );
+
+    let mut outputs = record.outputs.clone();
+    outputs.insert("reply".into(), json!({ "body": nul }));
+    let end = RunEnd {
+        run_id: "run-nul".into(),
+        status: RunStatus::Failed,
+        outputs: outputs.clone(),
+        error: Some(format!("downstream said {nul}")),
+        at: at(4),
+    };
+    let failed = event(
+        "run-nul",
+        claimed.event.seq + 1,
+        4,
+        EventKind::RunFailed {
+            error: format!("downstream said {nul}"),
+        },
+    );
+    store
+        .end_run(&end, std::slice::from_ref(&failed))
+        .await
+        .expect("an end whose outputs and error hold a NUL");
+    let run = store.get_run("run-nul").await.expect("get").expect("run");
+    assert_eq!(run.outputs, outputs);
+    assert_eq!(
+        run.error.as_deref(),
+        Some(format!("downstream said {nul}").as_str())
+    );
+    let events = store.run_events("run-nul", 0).await.expect("events");
+    assert_eq!(events.last(), Some(&failed));
+    assert_eq!(events.len(), 4, "run_started, awaiting, resolved, failed");
+}
+
+/// Stored times have a four-digit year: one past 9999 could not be read
+/// back (it would poison every listing and sweep), so every store refuses
+/// it with a typed error, and stores nothing.
+pub async fn a_time_past_the_year_9999_is_refused_before_any_write(store: SharedStore) {
+    // 300,000,000,000 s after 2026: the year 11,532.
+    let far: u64 = 300_000_000_000;
+    let run = run_record("run-far", "agent", 0);
+    let mut record = pending_record("key-far", "run-far", "agent", 0);
+    record.expires_at = at(far);
+    let pause = Pause {
+        record: record.clone(),
+        at: at(0),
+    };
+    let refused = store
+        .create_run_at(
+            &run,
+            FirstWrite::Pause(&pause),
+            &[event("run-far", 1, 0, started(&run))],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
+    assert!(refused.unwrap_err().to_string().contains("9999-12-31"));
+    assert_eq!(store.get_run("run-far").await.expect("get"), None);
+
+    store
+        .create_run(&run, &[event("run-far", 1, 0, started(&run))])
+        .await
+        .expect("create");
+    let refused = store.pause_run(&pause, &[]).await;
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
+    assert_eq!(store.get_approval("key-far").await.expect("get"), None);
+    let run_now = store.get_run("run-far").await.expect("get").expect("run");
+    assert_eq!(
+        run_now.status,
+        RunStatus::Running,
+        "the refused pause changed nothing"
+    );
+
+    let refused = store
+        .claim_key("dedupe:far", "run-far", at(0), at(far))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::OutOfRange(_))),
+        "{refused:?}"
+    );
+    assert!(
+        store
+            .claim_key("dedupe:far", "run-far", at(0), at(60))
+            .await
+            .expect("claim"),
+        "the refused claim took nothing"
+    );
+    // Listing and sweeping are unaffected.
+    assert_eq!(all_pending(&*store, 1, None).await, Vec::<String>::new());
+    store.expire_due(at(far / 2)).await.expect("sweep");
+}
+
+/// `n` arrays, one in the other, around `1`: JSON nested `n` levels deep.
+fn nested(n: usize) -> serde_json::Value {
+    let mut v = json!(1);
+    for _ in 0..n {
+        v = serde_json::Value::Array(vec![v]);
+    }
+    v
+}
+
+fn too_deep(result: Result<impl std::fmt::Debug, StoreError>) {
+    match result {
+        Err(StoreError::TooDeep { limit, .. }) => assert_eq!(limit, READABLE_DEPTH),
+        other => panic!("expected TooDeep, got {other:?}"),
+    }
+}
+
+/// Every store reads its JSON back with serde_json, which stops at 127
+/// levels: a row nested deeper could never be read again (the run, its
+/// events or its approval lost to every reader). So every store refuses to
+/// write one, with a typed error, and writes nothing; at exactly the limit
+/// everything round-trips.
+pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write(
+    store: SharedStore,
+) {
+    // At the limit: a run's input, and an event around an output.
+    let mut run = run_record("run-deep", "agent", 0);
+    run.input = nested(READABLE_DEPTH);
+    let completed = |seq: u64, depth: usize| {
+        event(
+            "run-deep",
+            seq,
+            1,
+            EventKind::StepCompleted {
+                step: "s".into(),
+                index: 0,
+                output: nested(depth),
+                replayed: false,
+            },
+        )
+    };
+    let first = completed(1, READABLE_DEPTH - 1);
+    store
+        .create_run(&run, std::slice::from_ref(&first))
+        .await
+        .expect("JSON at the limit is stored");
+    assert_eq!(
+        store.get_run("run-deep").await.expect("get"),
+        Some(run.clone())
+    );
+    assert_eq!(
+        store.run_events("run-deep", 0).await.expect("events"),
+        vec![first.clone()]
+    );
+
+    // One level more, in each kind of write: refused, nothing changes.
+    let mut deeper = run_record("run-deeper", "agent", 0);
+    deeper.input = nested(READABLE_DEPTH + 1);
+    too_deep(store.create_run(&deeper, &[]).await);
+    let shallow = run_record("run-deeper", "agent", 0);
+    too_deep(
+        store
+            .create_run(&shallow, &[event("run-deeper", 1, 0, started(&deeper))])
+            .await,
+    );
+    assert_eq!(store.get_run("run-deeper").await.expect("get"), None);
+    too_deep(
+        store
+            .append_events("run-deep", &[completed(2, READABLE_DEPTH)])
+            .await,
+    );
+    let mut outputs = Map::new();
+    outputs.insert("s".into(), nested(READABLE_DEPTH));
+    let end = RunEnd {
+        run_id: "run-deep".into(),
+        status: RunStatus::Completed,
+        outputs,
+        error: None,
+        at: at(2),
+    };
+    too_deep(store.end_run(&end, &[]).await);
+    too_deep(
+        store
+            .create_run_at(&shallow, FirstWrite::End(&end), &[])
+            .await,
+    );
+    let mut record = pending_record("key-deep", "run-deep", "agent", 1);
+    record.payload = nested(READABLE_DEPTH + 1);
+    let refused = Pause {
+        record: record.clone(),
+        at: at(1),
+    };
+    too_deep(store.pause_run(&refused, &[]).await);
+    assert_eq!(store.get_approval("key-deep").await.expect("get"), None);
+    let run_now = store.get_run("run-deep").await.expect("get").expect("run");
+    assert_eq!(run_now, run, "the refused writes changed nothing");
+    assert_eq!(
+        store.run_events("run-deep", 0).await.expect("events"),
+        vec![first.clone()]
+    );
+
+    // A decision whose edited payload would nest too deep in decision_data.
+    // (Its `awaiting_approval` event wraps the payload once more.)
+    let mut record = pending_record("key-deep", "run-deep", "agent", 1);
+    record.payload = nested(READABLE_DEPTH - 1);
+    pause(&*store, &record, 2).await;
+    let decision = Decision::Modify {
+        payload: nested(READABLE_DEPTH),
+        reason: None,
+    };
+    too_deep(
+        store
+            .claim(&claim("key-deep", decision, "ann", 3, SPEC))
+            .await,
+    );
+    let still = store
+        .get_approval("key-deep")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(still, record, "the refused claim left the record pending");
+    assert_eq!(all_pending(&*store, 3, None).await, vec!["key-deep"]);
+}

@@ -1,0 +1,11 @@
+//! `tollgate export`: the generated crate, its vendored runtime, re-exports, and builds of the result.
+
+mod build;
+mod cli;
+mod concurrency;
+mod errors;
+mod generated_files;
+mod lockfile;
+mod parity;
+mod plan;
+mod reexport;

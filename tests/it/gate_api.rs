@@ -1,0 +1,506 @@
+//! The approval-gate API for Rust code (`tollgate_runtime::gate`): request,
+//! wait, decide, list, expire, typed payloads; across two store instances
+//! on PostgreSQL (pushed with NOTIFY, caught up after the LISTEN connection
+//! is killed) and on SQLite (polled).
+
+use crate::common::postgres as pg;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tollgate_runtime::gate::{GATE_AGENT_PREFIX, Gate, GateError};
+use tollgate_runtime::pending_approval::{ApprovalError, ApprovalStatus, Decision};
+use tollgate_runtime::run_state::RunStatus;
+use tollgate_runtime::store::{
+    PostgresOptions, PostgresStore, SharedStore, SqliteOptions, SqliteStore,
+};
+use tollgate_runtime::watch::{FeedState, WatchOptions};
+use tollgate_runtime::{AgentRun, RunError, Spec};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Payout {
+    account: String,
+    cents: u64,
+}
+
+fn payout() -> Payout {
+    Payout {
+        account: "acct-7".into(),
+        cents: 12_500,
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+/// Long enough that a test resolves only through what it exercises.
+const NEVER: Duration = Duration::from_secs(24 * 3600);
+const PATIENCE: Duration = Duration::from_secs(10);
+
+async fn pg_store(url: &str) -> SharedStore {
+    Arc::new(
+        PostgresStore::connect(url, PostgresOptions::default())
+            .await
+            .expect("connect"),
+    )
+}
+
+/// Push only: no periodic re-check, so a waiter resolves by NOTIFY or by
+/// the catch-up after a reconnect, nothing else.
+fn push_only(reconnect_min: Duration) -> WatchOptions {
+    WatchOptions {
+        recheck_interval: NEVER,
+        reconnect_min,
+        reconnect_max: reconnect_min,
+        ..WatchOptions::default()
+    }
+}
+
+async fn until_state(gate: &Gate, wanted: impl Fn(&FeedState) -> bool) -> FeedState {
+    let mut state = gate.watcher().state();
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let now = state.borrow_and_update().clone();
+            if wanted(&now) {
+                return now;
+            }
+            state.changed().await.expect("watcher alive");
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("watcher state never matched; it is {:?}", state.borrow()))
+}
+
+async fn listening(gate: &Gate) -> u64 {
+    match until_state(gate, |s| matches!(s, FeedState::Listening { .. })).await {
+        FeedState::Listening { connects } => connects,
+        _ => unreachable!(),
+    }
+}
+
+/// Give a spawned waiter time to register and read the record first.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(150)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_on_one_node_resolves_when_another_node_decides_via_notify() {
+    let db = pg::database();
+    let node_a = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let node_b = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    listening(&node_a).await;
+    let mut changes = node_a.watcher().changes();
+
+    let key = node_a
+        .request_with_message(
+            "payouts",
+            "send_payout",
+            Some("Pay acct-7?"),
+            &payout(),
+            HOUR,
+        )
+        .await
+        .expect("request");
+    let waiter = {
+        let gate = node_a.clone();
+        let key = key.clone();
+        tokio::spawn(async move { gate.wait(&key).await })
+    };
+    settle().await;
+    assert!(!waiter.is_finished(), "nothing decided yet");
+
+    node_b
+        .decide(
+            &key,
+            Decision::Approve {
+                reason: Some("known customer".into()),
+            },
+            "alice",
+        )
+        .await
+        .expect("decide on node b");
+    let outcome = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("the waiter resolved")
+        .expect("waiter task")
+        .expect("decided");
+    assert!(outcome.is_approved());
+    assert_eq!(outcome.status(), ApprovalStatus::Approved);
+    assert_eq!(outcome.decided_by(), Some("alice"));
+    assert_eq!(outcome.reason(), Some("known customer"));
+    assert_eq!(outcome.payload_as::<Payout>().expect("typed"), payout());
+
+    // Node a heard the pause and the decision, pushed.
+    let mut heard = Vec::new();
+    while let Ok(change) = changes.try_recv() {
+        heard.push((change.key == key, change.status, change.run_id == key));
+    }
+    assert!(
+        heard.contains(&(true, ApprovalStatus::Pending, true)),
+        "{heard:?}"
+    );
+    assert!(
+        heard.contains(&(true, ApprovalStatus::Approved, true)),
+        "{heard:?}"
+    );
+
+    // The request's own run ended with the decision.
+    let run = node_a
+        .store()
+        .get_run(&key)
+        .await
+        .expect("get")
+        .expect("run");
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.agent_id, format!("{GATE_AGENT_PREFIX}payouts"));
+    assert_eq!(
+        run.outputs["send_payout"],
+        json!({"approved": true, "decided_by": "alice", "reason": "known customer",
+               "payload": {"account": "acct-7", "cents": 12500}})
+    );
+    let events: Vec<String> = node_b
+        .store()
+        .run_events(&key, 0)
+        .await
+        .expect("events")
+        .iter()
+        .map(|e| e.kind.name().to_string())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "run_started",
+            "awaiting_approval",
+            "approval_resolved",
+            "run_completed"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_waiter() {
+    let db = pg::database();
+    // A reconnect delay long enough that the decision surely commits while
+    // nobody listens: only the catch-up after reconnecting can deliver it.
+    let node_a = Gate::with_options(pg_store(&db.url).await, push_only(Duration::from_secs(1)));
+    let deciding_store = pg_store(&db.url).await;
+    assert_eq!(listening(&node_a).await, 1);
+
+    let key = node_a
+        .request("payouts", "send_payout", &payout(), HOUR)
+        .await
+        .expect("request");
+    let waiter = {
+        let gate = node_a.clone();
+        let key = key.clone();
+        tokio::spawn(async move { gate.wait(&key).await })
+    };
+    settle().await;
+
+    let killed = db.psql(&format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = 'tollgate-listen' AND datname = '{}'",
+        db.name
+    ));
+    assert_eq!(killed, "1", "the watcher's LISTEN connection");
+    until_state(&node_a, |s| matches!(s, FeedState::Disconnected { .. })).await;
+
+    // Decided through another node's plain store, unheard.
+    let deciding = Gate::with_watcher(deciding_store, node_a.watcher().clone());
+    deciding
+        .decide(
+            &key,
+            Decision::Reject {
+                reason: Some("not today".into()),
+            },
+            "bob",
+        )
+        .await
+        .expect("decide while a is deaf");
+    assert!(!waiter.is_finished(), "nobody heard it yet");
+
+    let outcome = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("the catch-up resolved the waiter")
+        .expect("waiter task")
+        .expect("decided");
+    assert_eq!(outcome.status(), ApprovalStatus::Rejected);
+    assert_eq!(outcome.decided_by(), Some("bob"));
+    assert!(!outcome.is_approved());
+    assert_eq!(listening(&node_a).await, 2, "reconnected once");
+    let run = node_a
+        .store()
+        .get_run(&key)
+        .await
+        .expect("get")
+        .expect("run");
+    assert_eq!(run.status, RunStatus::Rejected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn expiry_resolves_the_waiter_as_expired() {
+    let db = pg::database();
+    let gate = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let key = gate
+        .request(
+            "payouts",
+            "send_payout",
+            &payout(),
+            Duration::from_millis(800),
+        )
+        .await
+        .expect("request");
+    let outcome = tokio::time::timeout(PATIENCE, gate.wait(&key))
+        .await
+        .expect("resolved by expiry")
+        .expect("expired, not an error");
+    assert_eq!(outcome.status(), ApprovalStatus::Expired);
+    assert!(!outcome.is_approved());
+    let run = gate.store().get_run(&key).await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Expired);
+
+    let late = gate
+        .decide(&key, Decision::Approve { reason: None }, "alice")
+        .await;
+    assert!(
+        matches!(
+            late,
+            Err(GateError::Approval(ApprovalError::Expired { .. }))
+        ),
+        "{late:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn payloads_read_back_typed_as_requested_or_as_edited() {
+    let db = pg::database();
+    let gate = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let plain = gate
+        .request("payouts", "send_payout", &payout(), HOUR)
+        .await
+        .expect("request");
+    let edited = gate
+        .request("payouts", "send_payout", &payout(), HOUR)
+        .await
+        .expect("request");
+    gate.request("other-desk", "x", &json!({}), HOUR)
+        .await
+        .expect("another agent's request");
+
+    let page = gate.list_pending("payouts", 10, None).await.expect("list");
+    let listed: Vec<&str> = page.approvals.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(listed, [edited.as_str(), plain.as_str()], "newest first");
+    let first: Payout =
+        tollgate_runtime::gate::payload_as(&page.approvals[0]).expect("typed listing");
+    assert_eq!(first, payout());
+
+    let smaller = Payout {
+        cents: 5_000,
+        ..payout()
+    };
+    let outcome = gate
+        .decide(
+            &edited,
+            Decision::Modify {
+                payload: serde_json::to_value(&smaller).expect("json"),
+                reason: Some("cap it".into()),
+            },
+            "carol",
+        )
+        .await
+        .expect("modify");
+    assert_eq!(outcome.status(), ApprovalStatus::Modified);
+    assert!(outcome.is_approved());
+    assert_eq!(outcome.payload_as::<Payout>().expect("typed"), smaller);
+    let waited = gate.wait(&edited).await.expect("already decided");
+    assert_eq!(waited.payload_as::<Payout>().expect("typed"), smaller);
+    assert_eq!(
+        outcome.record().payload,
+        serde_json::to_value(payout()).expect("json"),
+        "the original stays for the audit trail"
+    );
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Wrong {
+        iban: String,
+    }
+    match waited.payload_as::<Wrong>() {
+        Err(GateError::PayloadType { key, reason, .. }) => {
+            assert_eq!(key, edited);
+            assert!(reason.contains("iban"), "{reason}");
+        }
+        other => panic!("expected a PayloadType error, got {other:?}"),
+    }
+
+    let again = gate
+        .decide(&edited, Decision::Approve { reason: None }, "dave")
+        .await;
+    assert!(
+        matches!(
+            again,
+            Err(GateError::Approval(ApprovalError::AlreadyResolved { .. }))
+        ),
+        "{again:?}"
+    );
+    let unknown = gate.wait("no-such-key").await;
+    assert!(
+        matches!(
+            unknown,
+            Err(GateError::Approval(ApprovalError::NotFound { .. }))
+        ),
+        "{unknown:?}"
+    );
+}
+
+const WORKFLOW: &str = r#"version: 1
+agent: payouts
+steps:
+  - id: gate
+    approval: { message: "Pay?" }
+"#;
+
+/// Gate requests and workflow gates share the table but never each
+/// other's decision path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workflows_and_gates_refuse_each_others_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: SharedStore = Arc::new(
+        SqliteStore::open(&dir.path().join("state.db"), SqliteOptions::default()).expect("open"),
+    );
+    let gate = Gate::new(store.clone());
+    // The same agent name on purpose: the prefix still tells them apart.
+    let gate_key = gate
+        .request("payouts", "send_payout", &payout(), HOUR)
+        .await
+        .expect("request");
+    let spec = Arc::new(Spec::parse(WORKFLOW, "payouts.yaml").expect("spec"));
+    let agent = AgentRun::new(spec, store.clone());
+    let paused = agent.start(json!({}), json!({})).await.expect("start");
+    let workflow_key = paused.pending.expect("paused").key;
+
+    for decision in [
+        Decision::Approve { reason: None },
+        Decision::Reject { reason: None },
+    ] {
+        let refused = agent.resume_by_key(&gate_key, decision, "alice").await;
+        assert!(
+            matches!(&refused, Err(RunError::WrongAgent { found, .. }) if found == "gate:payouts"),
+            "{refused:?}"
+        );
+    }
+    let refused = gate
+        .decide(&workflow_key, Decision::Approve { reason: None }, "alice")
+        .await;
+    assert!(
+        matches!(&refused, Err(GateError::NotAGate { agent, .. }) if agent == "payouts"),
+        "{refused:?}"
+    );
+    for key in [&gate_key, &workflow_key] {
+        let record = store.get_approval(key).await.expect("get").expect("record");
+        assert_eq!(record.status, ApprovalStatus::Pending, "{key} untouched");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_api_works_on_sqlite_by_polling() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("state.db");
+    let open = || -> SharedStore {
+        Arc::new(SqliteStore::open(&path, SqliteOptions::default()).expect("open"))
+    };
+    let polling = WatchOptions {
+        poll_interval: Duration::from_millis(50),
+        ..WatchOptions::default()
+    };
+    // Two store instances on one file, as two processes would have.
+    let node_a = Gate::with_options(open(), polling.clone());
+    let node_b = Gate::with_options(open(), polling);
+    assert_eq!(*node_a.watcher().state().borrow(), FeedState::Polling);
+
+    let key = node_a
+        .request("payouts", "send_payout", &payout(), HOUR)
+        .await
+        .expect("request");
+    let waiter = {
+        let gate = node_a.clone();
+        let key = key.clone();
+        tokio::spawn(async move { gate.wait(&key).await })
+    };
+    settle().await;
+    node_b
+        .decide(&key, Decision::Approve { reason: None }, "alice")
+        .await
+        .expect("decide");
+    let outcome = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("polled")
+        .expect("waiter task")
+        .expect("decided");
+    assert_eq!(outcome.decided_by(), Some("alice"));
+    assert_eq!(outcome.payload_as::<Payout>().expect("typed"), payout());
+
+    // Expiry, and the sweep a waiter runs: it expires every overdue request.
+    let never_waited = node_a
+        .request(
+            "payouts",
+            "send_payout",
+            &payout(),
+            Duration::from_millis(200),
+        )
+        .await
+        .expect("request");
+    let short_lived = node_a
+        .request(
+            "payouts",
+            "send_payout",
+            &payout(),
+            Duration::from_millis(300),
+        )
+        .await
+        .expect("request");
+    let expired = tokio::time::timeout(PATIENCE, node_b.wait(&short_lived))
+        .await
+        .expect("resolved by expiry")
+        .expect("expired");
+    assert_eq!(expired.status(), ApprovalStatus::Expired);
+    let record = node_b
+        .store()
+        .get_approval(&never_waited)
+        .await
+        .expect("get");
+    assert_eq!(
+        record.map(|r| r.status),
+        Some(ApprovalStatus::Expired),
+        "the waiter's sweep expired every overdue request"
+    );
+    assert!(node_a.recover_expired().await.expect("sweep").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn recover_expired_at_startup_ends_overdue_requests_once() {
+    let db = pg::database();
+    let gate = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let key = gate
+        .request(
+            "payouts",
+            "send_payout",
+            &payout(),
+            Duration::from_millis(200),
+        )
+        .await
+        .expect("request");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let restarted = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let other_node = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let (a, b) = tokio::join!(restarted.recover_expired(), other_node.recover_expired());
+    let mut expired: Vec<String> = a.expect("sweep a").into_iter().map(|r| r.key).collect();
+    expired.extend(b.expect("sweep b").into_iter().map(|r| r.key));
+    assert_eq!(
+        expired,
+        std::slice::from_ref(&key),
+        "expired exactly once across nodes"
+    );
+    let outcome = gate.wait(&key).await.expect("already expired");
+    assert_eq!(outcome.status(), ApprovalStatus::Expired);
+}

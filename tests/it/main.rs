@@ -1,0 +1,25 @@
+//! The integration tests, as one binary: one module per capability, and
+//! shared helpers in `common`. One binary links tokio, axum, rusqlite and
+//! reqwest once instead of once per test file, which is most of the build
+//! time of `cargo test` on a cold cache.
+//!
+//! Run one capability or one file with a name filter:
+//! `cargo test --test it server::`, `cargo test --test it spec::errors`.
+
+#[macro_use]
+mod common;
+
+mod cli;
+mod export;
+mod gate_api;
+mod runs;
+mod secrets;
+mod server;
+mod slack;
+mod spec;
+mod store;
+
+// The export file walker is the generator's own (src/export/walk.rs): the
+// parity test reads vendored/ exactly as an export does.
+#[path = "../../src/export/walk.rs"]
+mod export_walk;

@@ -1,0 +1,11 @@
+//! Runs end to end through the real binary and the library: pauses, decisions, expiry, crashes and the side effects they may or may not repeat.
+
+mod chaos_sigkill;
+mod crash_recovery;
+mod dedupe;
+mod expiry;
+mod http_tools;
+mod model_step;
+mod race;
+mod spec_changed;
+mod two_phase;

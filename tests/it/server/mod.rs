@@ -1,0 +1,18 @@
+//! `tollgate serve` over real loopback HTTP: the API contract (DESIGN §5), its limits and its behaviour across restarts and processes.
+
+mod auth_config;
+mod connection_limits;
+mod errors;
+mod events;
+mod extractors_fuzz;
+mod json_depth;
+mod origin;
+mod postgres;
+mod race;
+mod read_only;
+mod responses;
+mod restart;
+mod schedule;
+mod startup;
+mod trigger_scrubbing;
+mod webhook;

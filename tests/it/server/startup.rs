@@ -1,0 +1,159 @@
+//! What `tollgate serve` refuses to start with, and how it stops.
+
+use crate::common;
+use crate::common::server;
+use crate::common::stub_server;
+
+use std::time::Duration;
+
+use common::{GATED_SPEC, Workspace, open_store};
+use serde_json::json;
+use server::{Api, Served};
+use stub_server::{Response, StubServer};
+use tollgate_runtime::RunStatus;
+
+fn refused(ws: &Workspace, env: &[(&str, &str)], args: &[&str]) -> String {
+    let failure = Served::try_start(&ws.spec, &ws.path().join("state.db"), env, args)
+        .err()
+        .expect("the server must refuse to start");
+    assert_eq!(failure.code, Some(2), "{}", failure.stderr);
+    failure.stderr
+}
+
+#[test]
+fn no_tokens_means_loopback_only() {
+    let ws = Workspace::new(GATED_SPEC);
+    let err = refused(&ws, &[], &["--listen", "0.0.0.0:0"]);
+    assert!(err.contains("TOLLGATE_API_TOKENS"), "{err}");
+    // With tokens the same address is fine.
+    let served = Served::start(
+        &ws.spec,
+        &ws.path().join("state.db"),
+        &[("TOLLGATE_API_TOKENS", "alice:a-token")],
+        &["--listen", "0.0.0.0:0"],
+    );
+    assert!(
+        served.base.starts_with("http://0.0.0.0:"),
+        "{}",
+        served.base
+    );
+    // Without tokens on loopback: a warning, and the caller is `local`.
+    let local = Served::start(&ws.spec, &ws.path().join("state2.db"), &[], &[]);
+    local.log_line_blocking("no API tokens", Duration::from_secs(30));
+}
+
+#[test]
+fn malformed_tokens_are_named_by_entry_never_by_value() {
+    let ws = Workspace::new(GATED_SPEC);
+    let err = refused(
+        &ws,
+        &[("TOLLGATE_API_TOKENS", "alice:very-secret-token,bob")],
+        &[],
+    );
+    assert!(err.contains("entry 2"), "{err}");
+    assert!(!err.contains("very-secret-token"), "{err}");
+}
+
+#[test]
+fn a_webhook_path_may_not_shadow_the_api() {
+    let ws = Workspace::new(&GATED_SPEC.replace(
+        "steps:",
+        "trigger:\n  webhook:\n    path: /approvals/hook\nsteps:",
+    ));
+    let err = refused(&ws, &[], &[]);
+    assert!(err.contains("clashes"), "{err}");
+}
+
+#[test]
+fn unregistered_rust_tools_are_refused() {
+    let ws = Workspace::new(
+        r#"version: 1
+agent: rusty
+tools:
+  score:
+    rust: {}
+steps:
+  - id: s
+    tool: score
+    with: {}
+"#,
+    );
+    let err = refused(&ws, &[], &[]);
+    assert!(err.contains("score"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_lets_a_running_step_finish_and_keeps_pauses() {
+    let stub = StubServer::start(|_| {
+        Response::json(200, json!({"ok": true})).delayed(Duration::from_millis(1500))
+    });
+    let ws = Workspace::new(&format!(
+        r#"version: 1
+agent: slow-desk
+tools:
+  slow:
+    http:
+      method: POST
+      url: "{}"
+      json: {{ n: "{{{{ input.n }}}}" }}
+steps:
+  - id: first
+    if: "{{{{ input.gate }}}}"
+    then: request_human_approval
+    message: "Go?"
+  - id: call
+    tool: slow
+    with: {{}}
+"#,
+        stub.url("/slow")
+    ));
+    let state = ws.path().join("state.db");
+    let mut served = Served::start(&ws.spec, &state, &[], &[]);
+    let api = Api::new();
+    let (_, paused) = api
+        .post(
+            &served.url("/runs?wait=true"),
+            json!({"input": {"gate": true, "n": 1}}),
+        )
+        .await;
+    assert_eq!(paused["status"], "awaiting_approval", "{paused}");
+    let (status, running) = api
+        .post(
+            &served.url("/runs"),
+            json!({"input": {"gate": false, "n": 2}}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    // Let the slow call start, then ask the server to stop.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while stub.count() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(served.terminate(), Some(0), "{}", served.logs());
+
+    let store = open_store(&state);
+    let run = store
+        .get_run(running["run_id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Completed,
+        "the running step finished"
+    );
+    let still = store
+        .get_run(paused["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        still.status,
+        RunStatus::AwaitingApproval,
+        "the pause is kept"
+    );
+}

@@ -1,0 +1,194 @@
+//! Clicks in Slack: the same click delivered five times at once decides
+//! once; a click that cannot decide (already resolved, not an approver,
+//! expired) changes nothing and the clicker is told why, only them.
+
+use crate::common;
+use crate::common::server;
+use crate::common::slack_stub;
+use crate::common::stub_server;
+
+use std::time::Duration;
+
+use common::Workspace;
+use serde_json::{Value, json};
+use server::{Api, Served};
+use slack_stub::*;
+use stub_server::{Response, StubServer};
+
+async fn pause(api: &Api, served: &Served, order: &str) -> (String, String) {
+    let (status, body) = api
+        .post(
+            &served.url("/runs"),
+            json!({ "input": { "order_id": order } }),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let run_id = body["run_id"].as_str().expect("run_id").to_string();
+    let run = wait_status(api, served, &run_id, "awaiting_approval").await;
+    let key = run["pending_approval"]["key"]
+        .as_str()
+        .expect("key")
+        .to_string();
+    (run_id, key)
+}
+
+async fn wait_status(api: &Api, served: &Served, run_id: &str, status: &str) -> Value {
+    for _ in 0..400 {
+        let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
+        if run["status"] == status {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("run {run_id} never reached {status}");
+}
+
+fn ephemeral_texts(replies: &StubServer) -> Vec<String> {
+    replies
+        .requests_to("/respond")
+        .iter()
+        .map(|r| {
+            let body = r.json();
+            assert_eq!(body["response_type"], "ephemeral", "{body}");
+            assert_eq!(body["replace_original"], false, "{body}");
+            body["text"].as_str().unwrap_or("").to_string()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_click_five_times_at_once_decides_once() {
+    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
+    let slack = start_api();
+    let replies = StubServer::start(|_| Response::text(200, "ok"));
+    let ws = Workspace::new(&spec(&tool.url("")));
+    let db = ws.path().join("state.db");
+    let env = env(slack.port);
+    let api = Api::new();
+    let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
+    let (run_id, key) = pause(&api, &served, "D-4").await;
+    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+
+    let http = reqwest::Client::new();
+    let body = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
+    let clicks: Vec<_> = (0..5)
+        .map(|_| {
+            let (http, base, body) = (http.clone(), served.base.clone(), body.clone());
+            tokio::spawn(async move { send_click(&http, &base, body).await })
+        })
+        .collect();
+    for click in clicks {
+        let (status, text) = click.await.expect("click task");
+        assert_eq!(status, 200, "every click is answered 200: {text}");
+    }
+
+    wait_status(&api, &served, &run_id, "completed").await;
+    eventually(15, "four ephemeral replies", || {
+        (replies.requests_to("/respond").len() >= 4).then_some(())
+    })
+    .await;
+    eventually(15, "the message updated", || {
+        decision_posted(&db, &key).then_some(())
+    })
+    .await;
+    // Give any stray second update time to show up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(tool.requests_to("/refunds").len(), 1, "one side effect");
+    assert_eq!(slack.requests_to(UPDATE_PATH).len(), 1, "one chat.update");
+    let texts = ephemeral_texts(&replies);
+    assert_eq!(texts.len(), 4, "the four losers are told: {texts:?}");
+    for text in &texts {
+        assert!(text.contains("already"), "{text}");
+        assert!(text.contains(&format!("slack:{USER}")), "says who: {text}");
+    }
+    let events = common::open_store(&db)
+        .run_events(&run_id, 0)
+        .await
+        .expect("events");
+    let resolved = events
+        .iter()
+        .filter(|e| e.kind.name() == "approval_resolved")
+        .count();
+    assert_eq!(resolved, 1, "one decision");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_listed_approvers_decide_from_slack() {
+    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
+    let slack = start_api();
+    let replies = StubServer::start(|_| Response::text(200, "ok"));
+    let text = spec(&tool.url("")).replace(
+        "approvals:\n",
+        "approvals:\n  approvers: [\"slack:U0APPROVER\"]\n",
+    );
+    let ws = Workspace::new(&text);
+    let db = ws.path().join("state.db");
+    let env = env(slack.port);
+    let api = Api::new();
+    let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
+    let (run_id, key) = pause(&api, &served, "E-5").await;
+    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+    let http = reqwest::Client::new();
+
+    let outsider = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
+    let (status, _) = send_click(&http, &served.base, outsider).await;
+    assert_eq!(status, 200);
+    eventually(15, "the outsider told", || {
+        (!replies.requests().is_empty()).then_some(())
+    })
+    .await;
+    let texts = ephemeral_texts(&replies);
+    assert!(texts[0].contains("not allowed"), "{texts:?}");
+    let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "PENDING");
+
+    let approver = click_body(
+        &key,
+        "tollgate_reject",
+        "U0APPROVER",
+        &replies.url("/respond"),
+    );
+    let (status, _) = send_click(&http, &served.base, approver).await;
+    assert_eq!(status, 200);
+    wait_status(&api, &served, &run_id, "rejected").await;
+    let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["decided_by"], "slack:U0APPROVER");
+    assert!(tool.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_click_on_an_expired_approval_is_refused_and_the_message_says_expired() {
+    let slack = start_api();
+    let replies = StubServer::start(|_| Response::text(200, "ok"));
+    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
+    let text = spec(&tool.url("")).replace("approvals:\n", "approvals:\n  ttl: 1s\n");
+    let ws = Workspace::new(&text);
+    let db = ws.path().join("state.db");
+    let env = env(slack.port);
+    let api = Api::new();
+    let mut served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
+    let (_run_id, key) = pause(&api, &served, "F-6").await;
+    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+
+    let http = reqwest::Client::new();
+    let click = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
+    let (status, _) = send_click(&http, &served.base, click).await;
+    assert_eq!(status, 200);
+    eventually(15, "the clicker told", || {
+        (!replies.requests().is_empty()).then_some(())
+    })
+    .await;
+    assert!(ephemeral_texts(&replies)[0].contains("expired"));
+
+    // The expiry sweep (at startup, then periodically) settles the message.
+    served.kill();
+    let _served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
+    eventually(15, "the message updated", || {
+        decision_posted(&db, &key).then_some(())
+    })
+    .await;
+    let update = slack.requests_to(UPDATE_PATH)[0].json();
+    assert!(update.to_string().contains("Expired"), "{update}");
+    assert!(tool.requests().is_empty());
+}

@@ -1,0 +1,7 @@
+//! Slack approvals against a local Slack stub: posting, clicks, signatures, outages and what the store keeps.
+
+mod approvals;
+mod clicks;
+mod outage;
+mod signatures;
+mod store;

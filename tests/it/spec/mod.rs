@@ -1,0 +1,8 @@
+//! The spec language (DESIGN §2): errors with positions, limits, the hash, and property tests of the reader and the expressions.
+
+mod errors;
+mod expr_fuzz;
+mod fuzz;
+mod hash;
+mod limits;
+mod oracle;

@@ -1,0 +1,421 @@
+//! The store contract (DESIGN §3-§4) against a real PostgreSQL server: every
+//! case of `common/store_cases.rs`, each in a fresh database of a throwaway
+//! cluster (`common/postgres.rs`), then what only a shared database can get
+//! wrong: migrations racing and sharing the database, time zones, claims
+//! racing across store instances, and opening by URL.
+
+use crate::common::store_cases;
+
+use crate::common::postgres as pg;
+
+use std::sync::Arc;
+
+use tollgate_runtime::store::{PostgresOptions, PostgresStore, SharedStore};
+
+async fn connect(url: &str) -> SharedStore {
+    Arc::new(
+        PostgresStore::connect(url, PostgresOptions::default())
+            .await
+            .expect("connect to the test database"),
+    )
+}
+
+mod postgres {
+    use super::store_cases::TestStore;
+
+    async fn open() -> TestStore {
+        let db = super::pg::database();
+        TestStore::keeping(super::connect(&db.url).await, db)
+    }
+
+    store_conformance_tests!(open);
+}
+
+mod postgres_only {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::store_cases::{SPEC, TTL, approve, at, paused_run};
+    use super::{connect, pg};
+    use tollgate_runtime::pending_approval::{ApprovalError, ApprovalStatus};
+    use tollgate_runtime::run_state::RunStatus;
+    use tollgate_runtime::store::{
+        self, PostgresOptions, PostgresStore, SharedStore, SqliteOptions, StoreError,
+    };
+
+    fn history(db: &pg::TestDb) -> String {
+        db.psql("SELECT string_agg(version || ':' || name, ',' ORDER BY version) FROM tollgate_schema_history")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn migrations_run_once_however_many_nodes_start_together_or_again() {
+        let db = pg::database();
+        // Four "nodes" start at once on an empty database.
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                let url = db.url.clone();
+                tokio::spawn(async move {
+                    PostgresStore::connect(&url, PostgresOptions::default())
+                        .await
+                        .map(drop)
+                })
+            })
+            .collect();
+        for start in starts {
+            start
+                .await
+                .expect("node task")
+                .expect("concurrent migration");
+        }
+        // And again, one after the other.
+        for _ in 0..2 {
+            drop(connect(&db.url).await);
+        }
+        assert_eq!(history(&db), "1:initial,2:notifications,3:lossless_text");
+        let store = connect(&db.url).await;
+        paused_run(store.as_ref(), "k", "agent", 0).await;
+        store.claim(&approve("k", "alice", 1)).await.expect("claim");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn other_software_in_the_same_database_is_left_alone() {
+        let db = pg::database();
+        db.psql(
+            "CREATE SCHEMA billing;
+             CREATE TABLE billing.invoices (id serial PRIMARY KEY, total numeric);
+             INSERT INTO billing.invoices (total) VALUES (10.5), (99);
+             CREATE TABLE app_users (id int PRIMARY KEY, name text);
+             INSERT INTO app_users VALUES (1, 'ada'), (2, 'grace');
+             CREATE TABLE schema_history (version int);  -- someone else's migrations
+             INSERT INTO schema_history VALUES (41);",
+        );
+        let before = db.psql(
+            "SELECT string_agg(schemaname || '.' || tablename, ',' ORDER BY 1) FROM pg_tables \
+             WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+        );
+
+        let store = connect(&db.url).await;
+        paused_run(store.as_ref(), "k", "agent", 0).await;
+        drop(store);
+        drop(connect(&db.url).await);
+
+        assert_eq!(
+            db.psql("SELECT string_agg(name, ',' ORDER BY id) FROM app_users"),
+            "ada,grace"
+        );
+        assert_eq!(
+            db.psql("SELECT string_agg(total::text, ',' ORDER BY id) FROM billing.invoices"),
+            "10.5,99"
+        );
+        assert_eq!(db.psql("SELECT version FROM schema_history"), "41");
+        let ours = db.psql(
+            "SELECT string_agg(schemaname || '.' || tablename, ',' ORDER BY 1) FROM pg_tables \
+             WHERE schemaname NOT IN ('pg_catalog', 'information_schema') \
+               AND tablename NOT LIKE 'tollgate\\_%'",
+        );
+        assert_eq!(ours, before, "no foreign table added, removed or renamed");
+        let indexes = db.psql(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = 'public' \
+             AND tablename LIKE 'tollgate\\_%' AND indexname NOT LIKE 'tollgate\\_%'",
+        );
+        // Primary keys are named by PostgreSQL after their table.
+        assert_eq!(indexes, "0", "every index of ours has the tollgate_ prefix");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_schema_newer_than_this_build_is_refused() {
+        let db = pg::database();
+        drop(connect(&db.url).await);
+        db.psql(
+            "INSERT INTO tollgate_schema_history (version, name, applied_at) \
+             VALUES (99, 'future', now())",
+        );
+        match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
+            Err(StoreError::SchemaTooNew { found, supported }) => {
+                assert_eq!((found, supported), (99, 3));
+            }
+            Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
+            Ok(_) => panic!("expected SchemaTooNew, the store opened"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn timestamps_are_utc_whatever_the_server_time_zone() {
+        let db = pg::database();
+        db.psql(&format!(
+            "ALTER DATABASE {} SET TimeZone = 'Asia/Kolkata'",
+            db.name
+        ));
+        assert_eq!(db.psql("SHOW TimeZone"), "Asia/Kolkata");
+        let store = connect(&db.url).await;
+        let record = paused_run(store.as_ref(), "k", "agent", 0).await;
+        assert_eq!(
+            store.get_approval("k").await.expect("get"),
+            Some(record.clone())
+        );
+        let claimed = store
+            .claim(&approve("k", "alice", 60))
+            .await
+            .expect("claim");
+        assert_eq!(claimed.record.decided_at, Some(at(60)));
+
+        // What is stored is the instant: read in UTC by psql, it is the
+        // fixture's clock (2026-03-01T09:00:00.123456Z + seconds).
+        let stored = db.psql(
+            "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US') || ' ' || \
+                    to_char(decided_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US') \
+             FROM tollgate_approvals WHERE key = 'k'",
+        );
+        assert_eq!(
+            stored,
+            "2026-03-01T09:00:00.123456 2026-03-01T09:01:00.123456"
+        );
+
+        // A session time zone set in the URL changes nothing either.
+        let other = connect(&format!(
+            "{}?options=-c%20TimeZone%3DAmerica/St_Johns",
+            db.url
+        ))
+        .await;
+        let again = other.get_approval("k").await.expect("get").expect("record");
+        assert_eq!(again, claimed.record);
+        // The expiry comparison happens in the database: still exact.
+        let expired = other.expire_due(at(TTL)).await.expect("sweep");
+        assert!(expired.is_empty(), "decided records never expire");
+        paused_run(other.as_ref(), "k2", "agent", 0).await;
+        assert!(
+            other
+                .expire_due(at(TTL - 1))
+                .await
+                .expect("sweep")
+                .is_empty()
+        );
+        assert_eq!(other.expire_due(at(TTL)).await.expect("sweep").len(), 1);
+    }
+
+    /// 64 claimers of one key spread over three store instances (three
+    /// pools, as three servers would have): one winner, one event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+    async fn sixty_four_claims_of_one_key_across_three_instances_have_one_winner() {
+        let db = pg::database();
+        let stores: Vec<SharedStore> = vec![
+            connect(&db.url).await,
+            connect(&db.url).await,
+            connect(&db.url).await,
+        ];
+        paused_run(stores[0].as_ref(), "k", "agent", 0).await;
+        let racers: Vec<_> = (0..64)
+            .map(|i| {
+                let store = Arc::clone(&stores[i % 3]);
+                tokio::spawn(async move { store.claim(&approve("k", &format!("u-{i}"), 10)).await })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for racer in racers {
+            match racer.await.expect("racer") {
+                Ok(claimed) => winners.push(claimed.record.decided_by),
+                Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {}
+                Err(other) => panic!("a losing claim must be already_resolved, got {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one winner: {winners:?}");
+        let record = stores[2]
+            .get_approval("k")
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(record.decided_by, winners[0]);
+        let events = stores[1].run_events("run-k", 0).await.expect("events");
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    }
+
+    /// Claims of different keys race across instances too: one winner each.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+    async fn claims_of_many_keys_race_across_instances_with_one_winner_each() {
+        let db = pg::database();
+        let stores: Vec<SharedStore> = vec![connect(&db.url).await, connect(&db.url).await];
+        let keys: Vec<String> = (0..20).map(|i| format!("key-{i}")).collect();
+        for key in &keys {
+            paused_run(stores[0].as_ref(), key, "agent", 0).await;
+        }
+        let mut racers = Vec::new();
+        for key in &keys {
+            for (i, store) in stores.iter().enumerate() {
+                let (store, key) = (Arc::clone(store), key.clone());
+                racers.push(tokio::spawn(async move {
+                    let won = store.claim(&approve(&key, &format!("node-{i}"), 10)).await;
+                    (key, won.is_ok())
+                }));
+            }
+        }
+        let mut winners = HashMap::<String, usize>::new();
+        for racer in racers {
+            let (key, won) = racer.await.expect("racer");
+            *winners.entry(key).or_default() += usize::from(won);
+        }
+        assert!(winners.values().all(|&n| n == 1), "{winners:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_postgres_url_opens_the_store_without_showing_the_password() {
+        let db = pg::database();
+        db.psql("ALTER USER postgres PASSWORD 'hunter2'");
+        let with_password = db.url.replace("postgres@", "postgres:hunter2@");
+        let opened = store::open_async(&with_password, SqliteOptions::default())
+            .await
+            .expect("open by url");
+        assert!(
+            !opened.describe().contains("hunter2"),
+            "{}",
+            opened.describe()
+        );
+        assert!(
+            opened
+                .describe()
+                .starts_with("postgres://postgres@127.0.0.1:")
+        );
+        paused_run(opened.as_ref(), "k", "agent", 0).await;
+
+        // The blocking form, as the CLI calls it from its runtime.
+        let url = with_password.replace("postgres://", "postgresql://");
+        let sync = store::open(&url, SqliteOptions::default()).expect("open by url, blocking");
+        let record = sync.get_approval("k").await.expect("get").expect("record");
+        assert_eq!(record.status, ApprovalStatus::Pending);
+        assert_eq!(record.spec_hash, SPEC);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_unreachable_server_is_a_clear_error() {
+        let url = format!(
+            "postgres://postgres@127.0.0.1:{}/nowhere?connect_timeout=2",
+            pg::cluster().port()
+        );
+        let err = store::open_async(&url, SqliteOptions::default())
+            .await
+            .err()
+            .expect("no such database");
+        let text = err.to_string();
+        assert!(
+            text.contains("cannot connect") && text.contains("nowhere"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn unreadable_rows_are_reported_as_corrupt_naming_the_row() {
+        let db = pg::database();
+        let store = connect(&db.url).await;
+        paused_run(store.as_ref(), "k1", "agent", 0).await;
+        db.psql("UPDATE tollgate_runs SET status = 'paused?' WHERE id = 'run-k1'");
+        let err = store.get_run("run-k1").await.expect_err("unknown status");
+        assert!(
+            matches!(&err, StoreError::Corrupt(m) if m.contains("tollgate_runs.status") && m.contains("paused?")),
+            "{err:?}"
+        );
+        db.psql("UPDATE tollgate_approvals SET outputs = '[1]' WHERE key = 'k1'");
+        let err = store
+            .get_approval("k1")
+            .await
+            .expect_err("outputs not an object");
+        assert!(
+            matches!(&err, StoreError::Corrupt(m) if m.contains("tollgate_approvals.outputs") && m.contains("k1")),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_claimed_run_is_running_for_every_node() {
+        let db = pg::database();
+        let (a, b) = (connect(&db.url).await, connect(&db.url).await);
+        paused_run(a.as_ref(), "k", "agent", 0).await;
+        b.claim(&approve("k", "bob", 1)).await.expect("claim on b");
+        let run = a.get_run("run-k").await.expect("get").expect("run");
+        assert_eq!(run.status, RunStatus::Running);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn unreadable_rows_are_skipped_by_listing_and_sweeping_and_named() {
+        let db = pg::database();
+        let store = connect(&db.url).await;
+        for key in ["k1", "k2", "k3"] {
+            paused_run(store.as_ref(), key, "agent", 0).await;
+        }
+        db.psql("UPDATE tollgate_approvals SET outputs = '[1]' WHERE key = 'k1'");
+        let page = store
+            .list_pending(&store::PendingQuery {
+                agent_id: None,
+                now: at(1),
+                limit: 10,
+                cursor: None,
+            })
+            .await
+            .expect("one bad row does not stop the listing");
+        let listed: Vec<_> = page.approvals.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(listed, ["k3", "k2"]);
+        assert_eq!(page.unreadable.len(), 1);
+        assert_eq!(page.unreadable[0].key, "k1");
+        let swept = store
+            .expire_due(at(TTL + 1))
+            .await
+            .expect("one bad row does not stop the sweep");
+        let swept: Vec<_> = swept.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(swept, ["k2", "k3"]);
+        let run = store.get_run("run-k2").await.expect("get").expect("run");
+        assert_eq!(run.status, RunStatus::Expired);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_version_2_database_is_converted_keeping_every_value() {
+        // A store written by the previous schema (jsonb and text columns),
+        // then opened by this build: migration 3 converts it in place.
+        let db = pg::database();
+        db.psql(include_str!(
+            "../../../vendored/src/store/migrations/postgres/0001_initial.sql"
+        ));
+        db.psql(include_str!(
+            "../../../vendored/src/store/migrations/postgres/0002_notifications.sql"
+        ));
+        db.psql(
+            "CREATE TABLE tollgate_schema_history (version bigint PRIMARY KEY, \
+             name text NOT NULL, applied_at timestamptz NOT NULL); \
+             INSERT INTO tollgate_schema_history VALUES (1, 'initial', now()), \
+             (2, 'notifications', now())",
+        );
+        db.psql(
+            "INSERT INTO tollgate_runs VALUES ('run-old', 'agent', 'h', 'awaiting_approval', \
+             '{\"n\": 1, \"s\": \"ünï\"}', '{\"kind\": \"cli\"}', '{\"a\": [1, 2]}', \
+             'an old error', '2026-01-01T00:00:00Z', '2026-01-01T00:00:01Z'); \
+             INSERT INTO tollgate_run_events VALUES ('run-old', 1, \
+             '{\"run_id\": \"run-old\", \"seq\": 1, \"at\": \"2026-01-01T00:00:00Z\", \
+             \"type\": \"run_completed\", \"outputs\": {}}'); \
+             INSERT INTO tollgate_approvals VALUES ('k-old', 'run-old', 'agent', 'h', 1, 'gate', \
+             'before', 'Ship it?', '{\"order\": \"A1\"}', '{\"a\": [1, 2]}', '{\"n\": 1}', \
+             '{\"kind\": \"cli\"}', 'APPROVED', '{\"reason\": \"ok\"}', 'alice', \
+             '2026-01-01T00:00:02Z', '2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z')",
+        );
+        let store = connect(&db.url).await;
+        assert_eq!(history(&db), "1:initial,2:notifications,3:lossless_text");
+        let record = store
+            .get_approval("k-old")
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(record.message.as_deref(), Some("Ship it?"));
+        assert_eq!(record.decided_by.as_deref(), Some("alice"));
+        assert_eq!(record.payload, serde_json::json!({"order": "A1"}));
+        assert_eq!(record.reason(), Some("ok"));
+        assert_eq!(record.status, ApprovalStatus::Approved);
+        let run = store.get_run("run-old").await.expect("get").expect("run");
+        assert_eq!(run.error.as_deref(), Some("an old error"));
+        assert_eq!(run.input, serde_json::json!({"n": 1, "s": "ünï"}));
+        let events = store.run_events("run-old", 0).await.expect("events");
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            db.psql(
+                "SELECT data_type FROM information_schema.columns \
+                     WHERE table_name = 'tollgate_approvals' AND column_name = 'message'"
+            ),
+            "json"
+        );
+    }
+}

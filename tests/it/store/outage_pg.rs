@@ -1,0 +1,153 @@
+//! A PostgreSQL outage in the middle of a run: the database goes away while
+//! an approved call is at the downstream. The failure is named in the log
+//! (which operation, which store, the driver's and the OS's error), the
+//! health check says so, nothing is corrupted or done twice, and once the
+//! database is back the server serves again with no manual step. (Carrying
+//! the interrupted run on is the durable-runs work: here it is left as last
+//! stored, `running`, and listed by `approvals list --stuck`.)
+//!
+//! It stops its database, so it runs on a PostgreSQL cluster of its own.
+
+use crate::common;
+use crate::common::postgres;
+use crate::common::server;
+use crate::common::stub_server;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::{Workspace, assert_success, stdout};
+use serde_json::json;
+use server::{Api, Served};
+use stub_server::{Response, StubServer};
+
+fn spec(stub_url: &str) -> String {
+    format!(
+        r#"version: 1
+agent: outage-desk
+tools:
+  ship:
+    http:
+      method: POST
+      url: "{stub_url}"
+      json: {{ n: "{{{{ input.n }}}}" }}
+steps:
+  - id: gate
+    approval:
+      message: "Ship {{{{ input.n }}}}?"
+  - id: ship
+    tool: ship
+    with: {{}}
+"#
+    )
+}
+
+/// Poll `check` every 100 ms for up to 60 s.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
+    let cluster = postgres::private_cluster();
+    let db = cluster.database();
+    // The downstream answers only once the database is down.
+    let outage = Arc::new(AtomicBool::new(false));
+    let down = outage.clone();
+    let stub = StubServer::start(move |_| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !down.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Response::json(200, json!({"shipped": true}))
+    });
+    let ws = Workspace::new(&spec(&stub.url("/ship")));
+    let served = Served::start_on_database(&ws.spec, &db.url, &[], &[]);
+    let api = Api::new();
+    let (code, run) = api
+        .post(&served.url("/runs?wait=true"), json!({"input": {"n": 1}}))
+        .await;
+    assert_eq!(code, 200, "{run}");
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
+
+    // Decided (stored), then the call starts; the database goes down.
+    let (code, body) = api
+        .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+        .await;
+    assert_eq!(code, 200, "{body}");
+    eventually("the call reaches the downstream", async || {
+        stub.count() == 1
+    })
+    .await;
+    cluster.stop();
+    outage.store(true, Ordering::SeqCst);
+
+    let store = format!(
+        "postgres://postgres@127.0.0.1:{}/{}",
+        cluster.port(),
+        db.name
+    );
+    eventually("the failed end is in the log", async || {
+        served
+            .logs()
+            .contains("could not store the run's end (completed)")
+    })
+    .await;
+    let logs = served.logs();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("could not store the run's end (completed)"))
+        .unwrap();
+    assert!(line.contains(&run_id), "{line}");
+    assert!(line.contains(&store), "names the store: {line}");
+    assert!(
+        line.contains(&format!("storing the end of run {run_id}")),
+        "names the operation: {line}"
+    );
+    assert!(
+        line.contains("onnection refused") || line.contains("error connecting"),
+        "the OS's or the driver's reason: {line}"
+    );
+    let (code, health) = api.get(&served.url("/healthz")).await;
+    assert_eq!(code, 503, "{health}");
+
+    cluster.start_again();
+    eventually("healthy again", async || {
+        api.get(&served.url("/healthz")).await.0 == 200
+    })
+    .await;
+    // The decision held; the call was made once; the run is where it was
+    // last stored, and listed as stuck for a person to look at.
+    let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "APPROVED");
+    let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
+    assert_eq!(run["status"], "running", "{run}");
+    assert_eq!(stub.count(), 1, "called exactly once");
+    let stuck = ws
+        .tollgate()
+        .args([
+            "approvals",
+            "list",
+            "--stuck",
+            "--json",
+            "--database-url",
+            &db.url,
+        ])
+        .output()
+        .unwrap();
+    assert_success(&stuck);
+    assert!(stdout(&stuck).contains(&key), "{}", stdout(&stuck));
+
+    // New work goes through.
+    let (code, run) = api
+        .post(&served.url("/runs?wait=true"), json!({"input": {"n": 2}}))
+        .await;
+    assert_eq!(code, 200, "{run}");
+    assert_eq!(run["status"], "awaiting_approval");
+}

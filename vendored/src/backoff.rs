@@ -54,7 +54,7 @@ impl Backoff {
         let ceiling = u64::try_from(self.ceiling(failures).as_nanos()).unwrap_or(u64::MAX);
         // Scale a 64-bit draw onto 0..=ceiling without modulo bias worth
         // speaking of.
-        let draw = (u128::from(self.rng.next()) * (u128::from(ceiling) + 1)) >> 64;
+        let draw = (u128::from(self.rng.next_u64()) * (u128::from(ceiling) + 1)) >> 64;
         Duration::from_nanos(u64::try_from(draw).unwrap_or(ceiling))
     }
 
@@ -83,12 +83,19 @@ pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast and well mixed, which
-/// is all jitter needs.
+/// is all jitter needs. Public because the same seed gives the same
+/// sequence on every machine, which is what a replayable test wants too
+/// (the workspace's property and chaos tests draw from it). Not for
+/// anything that must resist prediction.
 #[derive(Debug, Clone)]
-struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -109,7 +116,7 @@ fn fresh_seed() -> u64 {
     let pid = u64::from(std::process::id());
     let mut mix =
         SplitMix64(clock ^ pid.rotate_left(32) ^ instance.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    mix.next()
+    mix.next_u64()
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod expr;
 pub mod gate;
 pub mod hex;
 pub mod json_depth;
+mod json_kind;
 pub mod names;
 pub mod notify;
 pub mod pending_approval;

@@ -24,44 +24,7 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// The server logs kept for a failure report: the last this many bytes.
 const LOG_TAIL_BYTES: usize = 64 * 1024;
 
-/// SplitMix64: small, fast, and the same sequence for the same seed on every
-/// machine, so a failing seed can be replayed (the choices, not the timing).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// Uniform in `lo..=hi`.
-    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi.saturating_sub(lo) + 1)
-    }
-
-    /// True with probability `percent` / 100.
-    pub fn percent(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    /// A new generator for another stream of choices, derived from this one.
-    pub fn fork(&mut self) -> Rng {
-        Rng(self.next_u64())
-    }
-}
+pub use super::rng::Rng;
 
 /// A whole number from the environment, or `default` when unset. A value that
 /// is set but not a number stops the test with the variable's name.

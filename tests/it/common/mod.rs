@@ -8,6 +8,7 @@ pub mod http;
 pub mod model_stub;
 pub mod notification_cases;
 pub mod postgres;
+pub mod rng;
 pub mod server;
 pub mod slack_stub;
 #[macro_use]

@@ -75,16 +75,21 @@ fn hex(bytes: &[u8]) -> String {
 fn forms(secret: &str) -> Vec<String> {
     let bytes = secret.as_bytes();
     let serde = serde_json::to_string(secret).unwrap();
-    let ascii_json: String = secret
-        .chars()
-        .map(|c| match c {
-            '"' => "\\\"".to_string(),
-            '\\' => "\\\\".to_string(),
-            '/' => "\\/".to_string(),
-            c if c.is_ascii_alphanumeric() => c.to_string(),
-            c => format!("\\u{:04x}", c as u32),
-        })
-        .collect();
+    // JSON with every non-alphanumeric character escaped, in both cases of
+    // hex digit (serializers differ).
+    let ascii_json = |upper: bool| -> String {
+        secret
+            .chars()
+            .map(|c| match c {
+                '"' => "\\\"".to_string(),
+                '\\' => "\\\\".to_string(),
+                '/' => "\\/".to_string(),
+                c if c.is_ascii_alphanumeric() => c.to_string(),
+                c if upper => format!("\\u{:04X}", c as u32),
+                c => format!("\\u{:04x}", c as u32),
+            })
+            .collect()
+    };
     let mut forms = vec![
         secret.to_string(),
         secret.to_uppercase(),
@@ -93,8 +98,10 @@ fn forms(secret: &str) -> Vec<String> {
         percent(secret, "-._~", false, true),
         percent(secret, "*-._", true, false),
         percent(secret, "-._~!*'()", false, false),
+        percent(secret, "-._~!*'()", false, true),
         serde[1..serde.len() - 1].to_string(),
-        ascii_json,
+        ascii_json(false),
+        ascii_json(true),
         hex(bytes),
         hex(bytes).to_uppercase(),
     ];
@@ -103,12 +110,34 @@ fn forms(secret: &str) -> Vec<String> {
             forms.push(base64(bytes, url_safe, pad));
         }
     }
-    // Inside a longer blob, at each of the three alignments.
+    forms.dedup();
+    forms
+}
+
+/// [`forms`], plus the secret base64-encoded inside a longer blob (a
+/// `Basic` credential) at each of the three alignments.
+fn echoed_forms(secret: &str) -> Vec<String> {
+    let mut forms = forms(secret);
     for user in ["u", "us", "usr"] {
         forms.push(base64(format!("{user}:{secret}").as_bytes(), false, true));
     }
-    forms.dedup();
     forms
+}
+
+/// The redactor alone, before any sink: each form, inside other text, is
+/// replaced whole.
+#[test]
+fn the_redactor_replaces_every_form_inside_other_text() {
+    for secret in [TOKEN, PIN, MODEL_KEY, SLACK_TOKEN] {
+        let redactor = tollgate_runtime::secrets::Redactor::new(vec![secret.to_string()]);
+        for form in forms(secret) {
+            assert_eq!(
+                redactor.text(&format!("echo: <{form}> done")),
+                "echo: <[redacted]> done",
+                "{secret:?} as {form:?}"
+            );
+        }
+    }
 }
 
 fn all_forms() -> Vec<(String, String)> {
@@ -118,7 +147,7 @@ fn all_forms() -> Vec<(String, String)> {
         ("SHOP_PIN", PIN),
         ("MODEL_API_KEY", MODEL_KEY),
     ] {
-        for form in forms(secret) {
+        for form in echoed_forms(secret) {
             all.push((name.to_string(), form));
         }
     }
@@ -127,7 +156,7 @@ fn all_forms() -> Vec<(String, String)> {
 
 /// What the downstream echoes: every form of every secret it was sent.
 fn echo_forms(secrets: &[&str]) -> Vec<String> {
-    secrets.iter().flat_map(|s| forms(s)).collect()
+    secrets.iter().flat_map(|s| echoed_forms(s)).collect()
 }
 
 /// The echo API: it reads the secrets from the request (nothing is told to

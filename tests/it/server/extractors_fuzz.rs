@@ -17,6 +17,7 @@ use crate::common::server;
 use std::time::Duration;
 
 use common::Workspace;
+use common::rng::Rng;
 use serde_json::{Value, json};
 use server::{Api, Served};
 use tollgate_runtime::server::signature;
@@ -55,37 +56,6 @@ steps:
   - id: act
     set: { done: "{{ steps.gate.output.payload }}" }
 "#;
-
-/// splitmix64: small, fast, and the same sequence on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, in_100: usize) -> bool {
-        self.below(100) < in_100
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    /// Between `min` and `max` (exclusive) random bytes.
-    fn bytes(&mut self, min: usize, max: usize) -> Vec<u8> {
-        let n = min + self.below(max - min);
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// One request. `content_type` and friends are sent only when `Some`.
 #[derive(Debug, Clone, Default)]
@@ -359,9 +329,9 @@ const LAST_EVENT_IDS: [&str; 10] = [
 fn seed_body(rng: &mut Rng, route: &str) -> Value {
     match route {
         "runs" => json!({"input": {"order_id": format!("G{}", rng.below(1000))}}),
-        "decide" => json!({"approved": rng.chance(50), "reason": "fuzz"}),
+        "decide" => json!({"approved": rng.percent(50), "reason": "fuzz"}),
         "approve" => {
-            if rng.chance(30) {
+            if rng.percent(30) {
                 json!({"payload": {"order": "edited"}, "reason": "fuzz"})
             } else {
                 json!({"reason": "fuzz"})
@@ -520,15 +490,15 @@ fn generate(rng: &mut Rng, pool: &[Paused], now: i64) -> Case {
         }
         case.body = body;
         // Mostly JSON, so the parsing behind the check is reached.
-        for _ in 0..usize::from(!rng.chance(15)) + usize::from(rng.chance(5)) {
-            case.content_types.push(if rng.chance(60) {
+        for _ in 0..usize::from(!rng.percent(15)) + usize::from(rng.percent(5)) {
+            case.content_types.push(if rng.percent(60) {
                 "application/json".to_string()
             } else {
                 rng.pick(&CONTENT_TYPES).to_string()
             });
         }
     }
-    if (route == "events" || rng.chance(5)) && rng.chance(70) {
+    if (route == "events" || rng.percent(5)) && rng.percent(70) {
         case.last_event_id = Some(rng.pick(&LAST_EVENT_IDS).to_string());
     }
     if route == "hook" {
@@ -676,7 +646,7 @@ async fn hostile_and_random_requests_get_json_errors_and_never_a_5xx() {
 
     // Generated cases, with fresh paused runs now and then so some
     // decisions land on a real pending key.
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut pool = vec![first, pause(&api, &served, 1).await];
     let mut seen = std::collections::BTreeMap::<u16, usize>::new();
     for i in 0..cases {

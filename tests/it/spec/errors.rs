@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use tollgate_runtime::spec::{Spec, SpecErrorKind};
 
+use crate::common::rng::Rng;
+
 /// Every spec is parsed under this name, so a message does not depend on
 /// where the checkout lives (and reads as the CLI prints it for `spec.yaml`).
 const FILE: &str = "spec.yaml";
@@ -130,24 +132,6 @@ fn examples_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
 }
 
-/// A tiny deterministic generator, so failures reproduce without extra crates.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// Parse and require an answer, never a panic; name the input that panicked.
 fn must_not_panic(source: &str) {
     let result = std::panic::catch_unwind(|| {
@@ -160,7 +144,7 @@ fn must_not_panic(source: &str) {
 
 #[test]
 fn no_input_makes_the_parser_panic() {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut examples = Vec::new();
     for entry in std::fs::read_dir(examples_dir()).expect("examples/") {
         let path = entry.expect("dir entry").path();
@@ -194,7 +178,7 @@ fn no_input_makes_the_parser_panic() {
     // Plain garbage: random bytes of random lengths.
     for _ in 0..500 {
         let len = rng.below(200);
-        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         must_not_panic(&String::from_utf8_lossy(&bytes));
     }
 

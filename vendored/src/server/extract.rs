@@ -130,23 +130,11 @@ pub(crate) fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, 
     if !value.is_object() {
         return Err(ApiError::invalid(format!(
             "the request body must be a JSON object, found {}",
-            json_kind(&value)
+            crate::json_kind::json_kind(&value)
         )));
     }
     serde_json::from_value(value)
         .map_err(|e| ApiError::invalid(format!("the request body has the wrong shape: {e}")))
-}
-
-/// "an array", "a string", ... for messages.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// Parse a JSON body (empty = `{}`) into `T`, explaining what was wrong.

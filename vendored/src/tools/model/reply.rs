@@ -91,24 +91,13 @@ pub fn json_object(reply: &Reply) -> Result<Value, String> {
         Ok(Value::Object(map)) => Ok(Value::Object(map)),
         Ok(other) => Err(format!(
             "{}{cut_off}: {}",
-            kind(&other),
+            crate::json_kind::json_kind(&other),
             excerpt(&reply.content)
         )),
         Err(e) => Err(format!(
             "not JSON ({e}){cut_off}: {}",
             excerpt(&reply.content)
         )),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -7,6 +7,7 @@
 //! Writes happen at durable points only: a run's creation, its pause, the
 //! claim of a decision, and its end. Each is one transaction.
 
+mod columns;
 pub mod feed;
 mod memory;
 #[cfg(feature = "postgres")]

@@ -9,6 +9,7 @@ use tokio_postgres::Row;
 use super::codec::{APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RowReader, approval_from_row};
 use super::ops::{decode_skipping, execute, query_opt};
 use crate::pending_approval::{ApprovalError, ApprovalRecord};
+use crate::store::columns::Columns;
 use crate::store::{Notification, NotificationWrite, StoreError, StoreResult};
 
 /// The columns of `tollgate_notifications`, in the order [`notification_at`]

@@ -17,6 +17,7 @@ use super::notify;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{RunRecord, RunStatus};
+use crate::store::columns::Columns;
 use crate::store::{
     Claimed, Pause, PendingPage, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim,
     UnreadableRow, cursor, resolved_event,

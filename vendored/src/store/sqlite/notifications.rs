@@ -8,6 +8,7 @@ use rusqlite::{Connection, Row};
 
 use super::codec::{APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RowReader, approval_from_row};
 use crate::pending_approval::{ApprovalError, ApprovalRecord};
+use crate::store::columns::Columns;
 use crate::store::{Notification, NotificationWrite, StoreError, StoreResult};
 use crate::time::format_utc;
 

@@ -14,6 +14,7 @@ use super::codec::{
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{RunRecord, RunStatus};
+use crate::store::columns::Columns;
 use crate::store::{
     Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, StoreError, StoreResult,
     StuckClaim, UnreadableRow, cursor, resolved_event,

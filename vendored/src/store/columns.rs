@@ -1,0 +1,134 @@
+//! Rows -> records, once for every SQL store. Each dialect's row reader
+//! implements [`Columns`]: how it reads a column of each kind (SQLite keeps
+//! JSON and times as text; PostgreSQL has json and timestamptz columns and
+//! keeps free text as JSON strings). Which column holds which field, and
+//! the checks on what is read, live here. Everything read is checked: a
+//! value this build cannot understand (bad JSON, an unknown status, a
+//! malformed timestamp, a negative index) becomes [`StoreError::Corrupt`]
+//! naming table, column and row, never a panic.
+
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::events::Event;
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::run_state::{RunRecord, RunStatus};
+use crate::store::{StoreError, StoreResult};
+
+/// The columns of `tollgate_approvals`, in the order [`approval`] reads
+/// them. Used by SELECT and by RETURNING alike.
+pub(super) const APPROVAL_COLUMNS: &str = "key, run_id, agent_id, spec_hash, step_index, \
+     step_id, phase, message, payload, outputs, input, \"trigger\", status, decision_data, \
+     decided_by, decided_at, created_at, expires_at";
+
+/// The number of columns in [`APPROVAL_COLUMNS`]; a query that selects more
+/// finds them from this offset on.
+pub(super) const APPROVAL_COLUMN_COUNT: usize = 18;
+
+/// The columns of `tollgate_runs`, in the order [`run`] reads them.
+pub(super) const RUN_COLUMNS: &str =
+    "id, agent_id, spec_hash, status, input, \"trigger\", outputs, error, created_at, updated_at";
+
+/// One row as a dialect reads it. Every error names the table, the column
+/// and the row ([`Columns::corrupt`]).
+pub(super) trait Columns {
+    /// The table, for messages.
+    fn table(&self) -> &'static str;
+    /// The row's key, for messages.
+    fn id(&self) -> &str;
+    fn string(&self, idx: usize, column: &'static str) -> StoreResult<String>;
+    /// Text a person or a downstream wrote, absent when NULL.
+    fn text_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>>;
+    fn int(&self, idx: usize, column: &'static str) -> StoreResult<i64>;
+    /// A JSON column decoded into `T`.
+    fn json<T: DeserializeOwned>(&self, idx: usize, column: &'static str) -> StoreResult<T>;
+    fn json_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<Value>>;
+    fn time(&self, idx: usize, column: &'static str) -> StoreResult<DateTime<Utc>>;
+    fn time_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<DateTime<Utc>>>;
+
+    fn corrupt(&self, column: &str, cause: &dyn std::fmt::Display) -> StoreError {
+        corrupt(self.table(), column, self.id(), cause)
+    }
+
+    /// Text parsed with `parse`, or reported as an unknown value.
+    fn parsed<T>(
+        &self,
+        idx: usize,
+        column: &'static str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> StoreResult<T> {
+        let text = self.string(idx, column)?;
+        parse(&text).ok_or_else(|| self.corrupt(column, &format!("unknown value {text:?}")))
+    }
+
+    fn index(&self, idx: usize, column: &'static str) -> StoreResult<usize> {
+        let n = self.int(idx, column)?;
+        usize::try_from(n).map_err(|_| self.corrupt(column, &format!("negative index {n}")))
+    }
+}
+
+pub(super) fn corrupt(
+    table: &str,
+    column: &str,
+    id: &str,
+    cause: &dyn std::fmt::Display,
+) -> StoreError {
+    StoreError::Corrupt(format!("{table}.{column} of row {id:?}: {cause}"))
+}
+
+/// Decode [`APPROVAL_COLUMNS`].
+pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        key: r.id().to_string(),
+        run_id: r.string(1, "run_id")?,
+        agent_id: r.string(2, "agent_id")?,
+        spec_hash: r.string(3, "spec_hash")?,
+        step_index: r.index(4, "step_index")?,
+        step_id: r.string(5, "step_id")?,
+        phase: r.parsed(6, "phase", Phase::parse)?,
+        message: r.text_opt(7, "message")?,
+        payload: r.json(8, "payload")?,
+        outputs: r.json::<Map<String, Value>>(9, "outputs")?,
+        input: r.json(10, "input")?,
+        trigger: r.json(11, "trigger")?,
+        status: r.parsed(12, "status", ApprovalStatus::parse)?,
+        decision_data: r.json_opt(13, "decision_data")?,
+        decided_by: r.text_opt(14, "decided_by")?,
+        decided_at: r.time_opt(15, "decided_at")?,
+        created_at: r.time(16, "created_at")?,
+        expires_at: r.time(17, "expires_at")?,
+    })
+}
+
+/// Decode [`RUN_COLUMNS`].
+pub(super) fn run(r: &impl Columns) -> StoreResult<RunRecord> {
+    Ok(RunRecord {
+        id: r.id().to_string(),
+        agent_id: r.string(1, "agent_id")?,
+        spec_hash: r.string(2, "spec_hash")?,
+        status: r.parsed(3, "status", RunStatus::parse)?,
+        input: r.json(4, "input")?,
+        trigger: r.json(5, "trigger")?,
+        outputs: r.json::<Map<String, Value>>(6, "outputs")?,
+        error: r.text_opt(7, "error")?,
+        created_at: r.time(8, "created_at")?,
+        updated_at: r.time(9, "updated_at")?,
+    })
+}
+
+/// Decode `SELECT run_id, seq, event`. The columns are authoritative for
+/// where the event sits; the JSON carries what happened.
+pub(super) fn event(r: &impl Columns) -> StoreResult<Event> {
+    let seq = r.int(1, "seq")?;
+    let mut event: Event = r.json(2, "event")?;
+    event.run_id = r.id().to_string();
+    event.seq = u64::try_from(seq).map_err(|_| r.corrupt("seq", &format!("negative seq {seq}")))?;
+    Ok(event)
+}
+
+/// An in-memory count as a database integer.
+pub(super) fn to_i64<T: TryInto<i64>>(n: T, what: &str) -> StoreResult<i64> {
+    n.try_into()
+        .map_err(|_| StoreError::Database(format!("{what} is too large to store")))
+}

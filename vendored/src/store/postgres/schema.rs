@@ -9,7 +9,7 @@
 
 use tokio_postgres::Client;
 
-use crate::store::{Migration, StoreError, StoreResult};
+use crate::store::{Migration, StoreResult};
 
 /// Every migration this build knows, in version order. Append only.
 pub(super) const MIGRATIONS: &[Migration] = &[
@@ -42,7 +42,7 @@ const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history
 
 /// The newest schema version this build understands.
 pub(super) fn latest_version() -> i64 {
-    MIGRATIONS.last().map_or(0, |m| m.version)
+    Migration::latest(MIGRATIONS)
 }
 
 /// Bring the schema up to [`latest_version`], or refuse a newer one.
@@ -68,14 +68,9 @@ pub(super) async fn migrate(client: &mut Client) -> StoreResult<()> {
         .try_get(0)?;
     check_not_newer(found)?;
     for migration in MIGRATIONS.iter().filter(|m| m.version > found) {
-        tx.batch_execute(migration.sql).await.map_err(|e| {
-            StoreError::Database(format!(
-                "migration {:04}_{} failed: {}",
-                migration.version,
-                migration.name,
-                super::describe_error(&e)
-            ))
-        })?;
+        tx.batch_execute(migration.sql)
+            .await
+            .map_err(|e| migration.failed(&super::describe_error(&e)))?;
         tx.execute(
             "INSERT INTO tollgate_schema_history (version, name, applied_at) \
              VALUES ($1, $2, $3)",
@@ -111,11 +106,7 @@ async fn applied_version(client: &Client) -> StoreResult<Option<i64>> {
 }
 
 fn check_not_newer(found: i64) -> StoreResult<()> {
-    let supported = latest_version();
-    if found > supported {
-        return Err(StoreError::SchemaTooNew { found, supported });
-    }
-    Ok(())
+    Migration::check_not_newer(MIGRATIONS, found)
 }
 
 #[cfg(test)]
@@ -124,13 +115,6 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_from_one_without_gaps() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(
-                m.version,
-                i as i64 + 1,
-                "migration {} is out of order",
-                m.name
-            );
-        }
+        Migration::assert_numbered(MIGRATIONS);
     }
 }

@@ -8,7 +8,7 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use crate::store::{Migration, StoreError, StoreResult};
+use crate::store::{Migration, StoreResult};
 
 /// Every migration this build knows, in version order. Append only: a
 /// released migration never changes, a fix is a new file.
@@ -33,7 +33,7 @@ const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history
 
 /// The newest schema version this build understands.
 pub(super) fn latest_version() -> i64 {
-    MIGRATIONS.last().map_or(0, |m| m.version)
+    Migration::latest(MIGRATIONS)
 }
 
 /// Bring the database up to [`latest_version`], or refuse a newer schema.
@@ -79,20 +79,12 @@ fn applied_version(conn: &Connection) -> StoreResult<Option<i64>> {
 }
 
 fn check_not_newer(found: i64) -> StoreResult<()> {
-    let supported = latest_version();
-    if found > supported {
-        return Err(StoreError::SchemaTooNew { found, supported });
-    }
-    Ok(())
+    Migration::check_not_newer(MIGRATIONS, found)
 }
 
 fn apply(conn: &Connection, migration: &Migration) -> StoreResult<()> {
-    conn.execute_batch(migration.sql).map_err(|e| {
-        StoreError::Database(format!(
-            "migration {:04}_{} failed: {e}",
-            migration.version, migration.name
-        ))
-    })?;
+    conn.execute_batch(migration.sql)
+        .map_err(|e| migration.failed(&e))?;
     conn.execute(
         "INSERT INTO tollgate_schema_history (version, name, applied_at) VALUES (?1, ?2, ?3)",
         (
@@ -110,13 +102,6 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_from_one_without_gaps() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(
-                m.version,
-                i as i64 + 1,
-                "migration {} is out of order",
-                m.name
-            );
-        }
+        Migration::assert_numbered(MIGRATIONS);
     }
 }

@@ -1,6 +1,7 @@
 //! The CLI contract (DESIGN §6): commands, output and exit statuses.
 
 use crate::common;
+use crate::common::{assert_stderr_contains, assert_stdout_contains};
 
 use std::io::Write;
 use std::process::Stdio;
@@ -86,11 +87,7 @@ fn validate_reports_file_line_and_column_with_exit_2() {
         .output()
         .unwrap();
     assert_exit(&missing, 2);
-    assert!(
-        stderr(&missing).contains("nope.yaml"),
-        "{}",
-        stderr(&missing)
-    );
+    assert_stderr_contains(&missing, "nope.yaml");
 }
 
 #[test]
@@ -100,11 +97,7 @@ fn interactive_run_approves_on_stdin() {
     assert_success(&out);
     assert!(stderr(&out).contains("Ship order I-1?"), "{}", stderr(&out));
     assert!(stdout(&out).contains("completed"), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains(r#""by": "tester""#),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_contains(&out, r#""by": "tester""#);
     assert!(
         !ws.state_db().exists(),
         "the interactive run keeps nothing on disk"
@@ -227,11 +220,7 @@ fn persisted_pause_then_decisions_and_their_exit_codes() {
         .output()
         .unwrap();
     assert_success(&approve);
-    assert!(
-        stdout(&approve).contains("completed"),
-        "{}",
-        stdout(&approve)
-    );
+    assert_stdout_contains(&approve, "completed");
 
     let again = ws
         .tollgate()
@@ -400,11 +389,7 @@ fn reject_help_offers_no_payload() {
         .args(["approvals", "approve", "--help"])
         .output()
         .unwrap();
-    assert!(
-        stdout(&approve).contains("--payload"),
-        "{}",
-        stdout(&approve)
-    );
+    assert_stdout_contains(&approve, "--payload");
 
     let refused = ws
         .decide("reject", "some-key")
@@ -488,11 +473,7 @@ fn a_decider_not_among_the_approvers_exits_6_and_the_record_stays_pending() {
         .output()
         .unwrap();
     assert_exit(&out, 6);
-    assert!(
-        stderr(&out).contains("error: forbidden: "),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "error: forbidden: ");
     assert_eq!(ws.list_json()["approvals"][0]["key"], json!(key));
 }
 
@@ -514,11 +495,7 @@ fn a_decided_record_answers_already_resolved_whatever_the_payload() {
         .output()
         .unwrap();
     assert_exit(&late, 4);
-    assert!(
-        stderr(&late).contains("error: already_resolved: "),
-        "{}",
-        stderr(&late)
-    );
+    assert_stderr_contains(&late, "error: already_resolved: ");
 }
 
 /// `2026-12-01T09:08:00Z`: RFC 3339, UTC, to the second.
@@ -589,11 +566,7 @@ fn the_cli_prints_every_time_as_rfc3339_utc_seconds() {
         }
     }
     assert!(seen >= 6);
-    assert!(
-        stderr(&expired).contains("approval_expired"),
-        "{}",
-        stderr(&expired)
-    );
+    assert_stderr_contains(&expired, "approval_expired");
 }
 
 /// Durations and JSON arguments are parsed by clap: a bad one is a usage
@@ -650,11 +623,7 @@ fn bad_durations_and_json_arguments_fail_in_clap_with_exit_2() {
         .output()
         .unwrap();
     assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("invalid value 'soon' for '--shutdown-grace <"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "invalid value 'soon' for '--shutdown-grace <");
 
     // An environment-only setting with a bad duration names the variable.
     let out = ws
@@ -664,11 +633,7 @@ fn bad_durations_and_json_arguments_fail_in_clap_with_exit_2() {
         .output()
         .unwrap();
     assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains(tollgate_runtime::env::SQLITE_BUSY_TIMEOUT),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, tollgate_runtime::env::SQLITE_BUSY_TIMEOUT);
     assert!(!ws.state_db().exists(), "no store was created");
 
     std::fs::write(ws.path().join("input.json"), r#"{"order_id": "F-1"}"#).unwrap();
@@ -679,9 +644,5 @@ fn bad_durations_and_json_arguments_fail_in_clap_with_exit_2() {
         .output()
         .unwrap();
     assert_success(&show);
-    assert!(
-        stdout(&show).contains("Ship order F-1?"),
-        "{}",
-        stdout(&show)
-    );
+    assert_stdout_contains(&show, "Ship order F-1?");
 }

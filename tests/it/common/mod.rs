@@ -178,6 +178,18 @@ pub fn assert_exit(out: &Output, code: i32) {
     );
 }
 
+/// The process wrote `needle` to stderr; the failure shows all it wrote.
+pub fn assert_stderr_contains(out: &Output, needle: &str) {
+    let text = stderr(out);
+    assert!(text.contains(needle), "{needle:?} not in stderr:\n{text}");
+}
+
+/// The process wrote `needle` to stdout; the failure shows all it wrote.
+pub fn assert_stdout_contains(out: &Output, needle: &str) {
+    let text = stdout(out);
+    assert!(text.contains(needle), "{needle:?} not in stdout:\n{text}");
+}
+
 /// Parse `--json` output: one event per line.
 pub fn events(text: &str) -> Vec<Value> {
     text.lines()

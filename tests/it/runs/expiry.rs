@@ -2,6 +2,7 @@
 //! marks it EXPIRED (and ends its run) exactly once across processes.
 
 use crate::common;
+use crate::common::assert_stderr_contains;
 use crate::common::server;
 
 use std::process::Stdio;
@@ -56,11 +57,7 @@ async fn an_expired_approval_is_not_listed_not_claimable_and_swept_once() {
 
     let approve = ws.decide("approve", &key).output().unwrap();
     assert_exit(&approve, 3);
-    assert!(
-        stderr(&approve).contains("approval_expired"),
-        "{}",
-        stderr(&approve)
-    );
+    assert_stderr_contains(&approve, "approval_expired");
 
     let record = store.get_approval(&key).await.unwrap().unwrap();
     assert_eq!(record.status, ApprovalStatus::Expired);

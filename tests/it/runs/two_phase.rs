@@ -13,8 +13,8 @@ use tollgate_runtime::spec::ToolSpec;
 use tollgate_runtime::store::MemoryStore;
 use tollgate_runtime::tools::{CallContext, ModelRequest, ToolError, ToolInvoker};
 use tollgate_runtime::{
-    AgentRun, ApprovalError, ApprovalStatus, Decision, EventKind, Phase, RunError, RunStatus,
-    SharedStore, Spec,
+    AgentRun, ApprovalError, ApprovalRecord, ApprovalStatus, Decision, EventKind, Phase, RunError,
+    RunStatus, SharedStore, Spec,
 };
 
 const PAY_SPEC: &str = r#"version: 1
@@ -117,6 +117,15 @@ fn harness(spec: &str, durable: bool) -> Harness {
     }
 }
 
+impl Harness {
+    /// Start a run that must pause at a gate: its pending approval.
+    async fn pause(&self, input: Value) -> ApprovalRecord {
+        let outcome = self.agent.start(input, json!({})).await.unwrap();
+        assert_eq!(outcome.status, RunStatus::AwaitingApproval, "{outcome:?}");
+        outcome.pending.expect("a pending approval")
+    }
+}
+
 fn approve() -> Decision {
     Decision::Approve { reason: None }
 }
@@ -142,13 +151,7 @@ async fn event_types(store: &SharedStore, run_id: &str) -> Vec<String> {
 
 async fn tool_gate_approve_calls_once_with_reevaluated_inputs(durable: bool) {
     let h = harness(PAY_SPEC, durable);
-    let paused = h
-        .agent
-        .start(json!({"amount": 30, "to": "acme"}), json!({}))
-        .await
-        .unwrap();
-    assert_eq!(paused.status, RunStatus::AwaitingApproval);
-    let record = paused.pending.unwrap();
+    let record = h.pause(json!({"amount": 30, "to": "acme"})).await;
     assert_eq!(record.phase, Phase::Before);
     assert_eq!(record.step_id, "pay");
     assert_eq!(record.payload, json!({"amount": 30, "to": "acme"}));
@@ -164,7 +167,7 @@ async fn tool_gate_approve_calls_once_with_reevaluated_inputs(durable: bool) {
         .await
         .unwrap();
     assert_eq!(done.status, RunStatus::Completed);
-    assert_eq!(done.run_id, paused.run_id, "a resumed run keeps its id");
+    assert_eq!(done.run_id, record.run_id, "a resumed run keeps its id");
     assert_eq!(done.outputs["receipt"], json!({"paid": 30}));
     let calls = h.tools.tool_calls.lock().unwrap().clone();
     assert_eq!(calls.len(), 1);
@@ -209,12 +212,7 @@ async fn tool_gate_approve_sqlite() {
 
 async fn reject_runs_nothing_after_the_gate(durable: bool) {
     let h = harness(PAY_SPEC, durable);
-    let paused = h
-        .agent
-        .start(json!({"amount": 500, "to": "x"}), json!({}))
-        .await
-        .unwrap();
-    let key = paused.pending.unwrap().key;
+    let key = h.pause(json!({"amount": 500, "to": "x"})).await.key;
     let decision = Decision::Reject {
         reason: Some("too much".into()),
     };
@@ -253,12 +251,7 @@ async fn reject_sqlite() {
 
 async fn modify_calls_with_the_edited_arguments(durable: bool) {
     let h = harness(PAY_SPEC, durable);
-    let paused = h
-        .agent
-        .start(json!({"amount": 500, "to": "x"}), json!({}))
-        .await
-        .unwrap();
-    let key = paused.pending.unwrap().key;
+    let key = h.pause(json!({"amount": 500, "to": "x"})).await.key;
 
     let not_an_object = Decision::Modify {
         payload: json!([1, 2]),
@@ -317,12 +310,7 @@ async fn modify_sqlite() {
 #[tokio::test(flavor = "multi_thread")]
 async fn before_gate_reevaluates_inputs_instead_of_trusting_the_stored_payload() {
     let h = harness(PAY_SPEC, true);
-    let paused = h
-        .agent
-        .start(json!({"amount": 30, "to": "acme"}), json!({}))
-        .await
-        .unwrap();
-    let key = paused.pending.unwrap().key;
+    let key = h.pause(json!({"amount": 30, "to": "acme"})).await.key;
     let db = h._dir.as_ref().unwrap().path().join("state.db");
     let conn = rusqlite::Connection::open(&db).unwrap();
     let changed = conn
@@ -347,12 +335,7 @@ async fn before_gate_reevaluates_inputs_instead_of_trusting_the_stored_payload()
 
 async fn after_gate_never_reruns_the_step(durable: bool) {
     let h = harness(GUARDED_SPEC, durable);
-    let paused = h
-        .agent
-        .start(json!({"order": "O-9"}), json!({}))
-        .await
-        .unwrap();
-    let record = paused.pending.unwrap();
+    let record = h.pause(json!({"order": "O-9"})).await;
     assert_eq!(record.phase, Phase::After);
     assert_eq!(record.payload, json!({"amount": 42, "confidence": 0.4}));
     assert_eq!(
@@ -374,12 +357,7 @@ async fn after_gate_never_reruns_the_step(durable: bool) {
     );
 
     // Modify replaces the output the next step sees.
-    let paused = h
-        .agent
-        .start(json!({"order": "O-10"}), json!({}))
-        .await
-        .unwrap();
-    let key = paused.pending.unwrap().key;
+    let key = h.pause(json!({"order": "O-10"})).await.key;
     let edit = Decision::Modify {
         payload: json!({"amount": 7, "confidence": 1.0}),
         reason: None,
@@ -393,12 +371,7 @@ async fn after_gate_never_reruns_the_step(durable: bool) {
     assert_eq!(h.tools.model_calls.lock().unwrap().len(), 2);
 
     // Reject ends the run and the next step never runs.
-    let paused = h
-        .agent
-        .start(json!({"order": "O-11"}), json!({}))
-        .await
-        .unwrap();
-    let key = paused.pending.unwrap().key;
+    let key = h.pause(json!({"order": "O-11"})).await.key;
     let done = h
         .agent
         .resume_by_key(&key, Decision::Reject { reason: None }, "dan")
@@ -422,14 +395,9 @@ async fn after_gate_sqlite() {
 async fn if_gate_pauses_only_when_its_condition_holds() {
     let h = harness(BRANCH_SPEC, false);
     // Small amount: no pause at `large`, pause at `soft`.
-    let paused = h
-        .agent
-        .start(json!({"amount": 10}), json!({}))
-        .await
-        .unwrap();
-    let record = paused.pending.unwrap();
+    let record = h.pause(json!({"amount": 10})).await;
     assert_eq!(record.step_id, "soft");
-    assert_eq!(paused.outputs["large"], json!({"required": false}));
+    assert_eq!(record.outputs["large"], json!({"required": false}));
     // on_reject: continue -> the run goes on with approved = false.
     let done = h
         .agent
@@ -448,12 +416,7 @@ async fn if_gate_pauses_only_when_its_condition_holds() {
     assert_eq!(done.outputs["end"]["soft"], json!(false));
 
     // Large amount: pause at `large` first.
-    let paused = h
-        .agent
-        .start(json!({"amount": 150}), json!({}))
-        .await
-        .unwrap();
-    let record = paused.pending.unwrap();
+    let record = h.pause(json!({"amount": 150})).await;
     assert_eq!(record.step_id, "large");
     assert_eq!(record.message.as_deref(), Some("Large: 150"));
     let next = h
@@ -478,12 +441,7 @@ async fn if_gate_pauses_only_when_its_condition_holds() {
 async fn approvers_restrict_who_may_decide() {
     let spec = PAY_SPEC.replace("tools:", "approvals:\n  approvers: [alice]\ntools:");
     let h = harness(&spec, false);
-    let paused = h
-        .agent
-        .start(json!({"amount": 1, "to": "y"}), json!({}))
-        .await
-        .unwrap();
-    let key = paused.pending.unwrap().key;
+    let key = h.pause(json!({"amount": 1, "to": "y"})).await.key;
     let err = h
         .agent
         .resume_by_key(&key, approve(), "mallory")

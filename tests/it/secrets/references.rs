@@ -4,6 +4,7 @@
 //! A `${NAME}` that arrives in run data is text, never a reference.
 
 use crate::common;
+use crate::common::assert_stderr_contains;
 use crate::common::http;
 use crate::common::stub_server;
 
@@ -91,11 +92,7 @@ async fn an_echoed_secret_in_an_error_body_is_redacted() {
     let ws = Workspace::new(&shop_spec(&stub.url("/orders")));
     let out = run_persisted(&ws, r#"{"note": "hello"}"#, &[("SHOP_TOKEN", TOKEN)]);
     assert_exit(&out, 1);
-    assert!(
-        stderr(&out).contains("bad credentials: Bearer [redacted]"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "bad credentials: Bearer [redacted]");
     assert_token_nowhere(&ws, &out).await;
 }
 
@@ -108,11 +105,7 @@ async fn transport_and_url_errors_never_show_a_secret() {
         let ws = Workspace::new(&spec);
         let out = run_persisted(&ws, "{}", &[("SHOP_TOKEN", TOKEN)]);
         assert_exit(&out, 1);
-        assert!(
-            stderr(&out).contains("tool \"call_it\""),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, "tool \"call_it\"");
         assert_token_nowhere(&ws, &out).await;
     }
 }

@@ -10,6 +10,7 @@
 //! readable; a body past it is a 400; the CLI exits 2.
 
 use crate::common;
+use crate::common::assert_stderr_contains;
 use crate::common::server;
 use crate::common::stub_server;
 
@@ -245,11 +246,8 @@ fn the_cli_refuses_input_and_payloads_nested_past_the_limit() {
             .output()
             .expect("run tollgate");
         assert_exit(&out, 2);
-        assert!(
-            stderr(&out).contains("--input") && stderr(&out).contains("deeper than 100 levels"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, "--input");
+        assert_stderr_contains(&out, "deeper than 100 levels");
     }
     assert!(!ws.state_db().exists(), "no run was started");
 

@@ -4,6 +4,7 @@
 //! or corrupt the rest.
 
 use crate::common;
+use crate::common::assert_stderr_contains;
 use crate::common::server;
 
 use std::io::{Seek, SeekFrom, Write};
@@ -110,11 +111,7 @@ async fn an_unreadable_row_is_skipped_and_named_and_never_stops_the_others() {
         .output()
         .expect("run tollgate");
     assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains(bad_json.as_str()),
-        "{}",
-        stderr(&refused)
-    );
+    assert_stderr_contains(&refused, bad_json.as_str());
 
     // The store API: a sweep, and a page walk one row at a time, go past
     // them (the cursor moves on) and name them.

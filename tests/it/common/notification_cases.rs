@@ -1,11 +1,11 @@
 //! The notification contract every store keeps (schema version 2): the
 //! lease on a message, what its holder records, and what the repair sweep
-//! finds. Each case takes a fresh store; `tests/slack_store.rs` runs them
+//! finds. Each case takes a fresh store; `slack/store.rs` runs them
 //! against memory and SQLite (and a PostgreSQL store can run them too).
 //! Include after `store_cases.rs` (it uses its helpers).
 #![allow(dead_code)]
 
-use tollgate_runtime::store::{NotificationWrite, SharedNotifications, SharedStore};
+use tollgate_runtime::store::{Notification, NotificationWrite, SharedNotifications, SharedStore};
 use tollgate_runtime::{ApprovalError, ApprovalStatus, StoreError};
 
 use crate::common::store_cases::{TTL, approve, at, paused_run};
@@ -17,12 +17,33 @@ fn notes(store: &SharedStore) -> SharedNotifications {
         .expect("the store keeps notifications")
 }
 
-pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
-    paused_run(store.as_ref(), "k1", "agent", 0).await;
-    let first = notes(&store)
-        .lease_notification("k1", at(10), at(40))
+/// Lease `key`'s message at `now` until `until`: the notification when
+/// this caller got it, `None` while another holds it.
+async fn lease(
+    store: &SharedStore,
+    key: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    until: chrono::DateTime<chrono::Utc>,
+) -> Option<Notification> {
+    notes(store)
+        .lease_notification(key, now, until)
         .await
         .expect("lease")
+}
+
+/// The stored notification of `key`, which must exist.
+async fn stored(store: &SharedStore, key: &str) -> Notification {
+    notes(store)
+        .get_notification(key)
+        .await
+        .expect("get")
+        .expect("row")
+}
+
+pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
+    paused_run(store.as_ref(), "k1", "agent", 0).await;
+    let first = lease(&store, "k1", at(10), at(40))
+        .await
         .expect("a free message is leased");
     assert_eq!(first.key, "k1");
     assert_eq!(
@@ -32,11 +53,7 @@ pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
     assert_eq!(first.attempts, 0);
     assert_eq!(first.lease_until, Some(at(40)));
     assert!(
-        notes(&store)
-            .lease_notification("k1", at(20), at(50))
-            .await
-            .expect("lease")
-            .is_none(),
+        lease(&store, "k1", at(20), at(50)).await.is_none(),
         "held until 40"
     );
     // Released: free at once.
@@ -44,21 +61,9 @@ pub async fn lease_is_exclusive_until_released_or_expired(store: SharedStore) {
         .record_notification("k1", &NotificationWrite::Release)
         .await
         .expect("release");
-    assert!(
-        notes(&store)
-            .lease_notification("k1", at(21), at(51))
-            .await
-            .expect("lease")
-            .is_some()
-    );
+    assert!(lease(&store, "k1", at(21), at(51)).await.is_some());
     // Not released, but its time is up: free.
-    assert!(
-        notes(&store)
-            .lease_notification("k1", at(51), at(81))
-            .await
-            .expect("lease")
-            .is_some()
-    );
+    assert!(lease(&store, "k1", at(51), at(81)).await.is_some());
 }
 
 pub async fn lease_of_an_unknown_key_is_not_found(store: SharedStore) {
@@ -73,11 +78,7 @@ pub async fn lease_of_an_unknown_key_is_not_found(store: SharedStore) {
 
 pub async fn the_holder_records_failures_the_message_and_the_decision(store: SharedStore) {
     paused_run(store.as_ref(), "k1", "agent", 0).await;
-    notes(&store)
-        .lease_notification("k1", at(1), at(31))
-        .await
-        .expect("lease")
-        .expect("free");
+    lease(&store, "k1", at(1), at(31)).await.expect("free");
     notes(&store)
         .record_notification(
             "k1",
@@ -88,11 +89,7 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
         )
         .await
         .expect("failed");
-    let row = notes(&store)
-        .get_notification("k1")
-        .await
-        .expect("get")
-        .expect("row");
+    let row = stored(&store, "k1").await;
     assert_eq!(row.attempts, 1);
     assert_eq!(row.last_error.as_deref(), Some("cannot reach Slack"));
     assert_eq!(
@@ -100,19 +97,9 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
         Some(at(100)),
         "nobody retries before the hold"
     );
-    assert!(
-        notes(&store)
-            .lease_notification("k1", at(99), at(130))
-            .await
-            .expect("lease")
-            .is_none()
-    );
+    assert!(lease(&store, "k1", at(99), at(130)).await.is_none());
 
-    notes(&store)
-        .lease_notification("k1", at(100), at(130))
-        .await
-        .expect("lease")
-        .expect("free");
+    lease(&store, "k1", at(100), at(130)).await.expect("free");
     notes(&store)
         .record_notification(
             "k1",
@@ -124,11 +111,7 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
         )
         .await
         .expect("posted");
-    let row = notes(&store)
-        .get_notification("k1")
-        .await
-        .expect("get")
-        .expect("row");
+    let row = stored(&store, "k1").await;
     assert_eq!(row.channel.as_deref(), Some("C1"));
     assert_eq!(row.ts.as_deref(), Some("1700000000.000100"));
     assert_eq!(row.posted_at, Some(at(101)));
@@ -137,20 +120,12 @@ pub async fn the_holder_records_failures_the_message_and_the_decision(store: Sha
     assert_eq!(row.lease_until, None);
     assert_eq!(row.decision_posted_at, None);
 
-    notes(&store)
-        .lease_notification("k1", at(200), at(230))
-        .await
-        .expect("lease")
-        .expect("free");
+    lease(&store, "k1", at(200), at(230)).await.expect("free");
     notes(&store)
         .record_notification("k1", &NotificationWrite::DecisionPosted { at: at(201) })
         .await
         .expect("decision posted");
-    let row = notes(&store)
-        .get_notification("k1")
-        .await
-        .expect("get")
-        .expect("row");
+    let row = stored(&store, "k1").await;
     assert_eq!(row.decision_posted_at, Some(at(201)));
     assert_eq!(
         row.ts.as_deref(),
@@ -178,11 +153,7 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
     }
     paused_run(store.as_ref(), "k5", "other", 5).await;
     for key in ["k2", "k3", "k4", "k5"] {
-        notes(&store)
-            .lease_notification(key, at(10), at(40))
-            .await
-            .expect("lease")
-            .expect("free");
+        lease(&store, key, at(10), at(40)).await.expect("free");
         let posted = NotificationWrite::Posted {
             channel: "C1".into(),
             ts: format!("ts-{key}"),
@@ -199,20 +170,12 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
             .await
             .expect("claim");
     }
-    notes(&store)
-        .lease_notification("k4", at(21), at(50))
-        .await
-        .expect("lease")
-        .expect("free");
+    lease(&store, "k4", at(21), at(50)).await.expect("free");
     notes(&store)
         .record_notification("k4", &NotificationWrite::DecisionPosted { at: at(22) })
         .await
         .expect("decision posted");
-    notes(&store)
-        .lease_notification("k6", at(21), at(50))
-        .await
-        .expect("lease")
-        .expect("free");
+    lease(&store, "k6", at(21), at(50)).await.expect("free");
     let failed = NotificationWrite::Failed {
         error: "boom".into(),
         hold_until: at(300),
@@ -253,11 +216,7 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
     );
 
     // A held settle is left alone; the limit applies.
-    notes(&store)
-        .lease_notification("k3", at(30), at(60))
-        .await
-        .expect("lease")
-        .expect("free");
+    lease(&store, "k3", at(30), at(60)).await.expect("free");
     let due = notes(&store)
         .notifications_due("agent", at(31), 1)
         .await

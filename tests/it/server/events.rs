@@ -51,19 +51,16 @@ fn kinds(events: &[SseEvent]) -> Vec<&str> {
     events.iter().map(SseEvent::kind).collect()
 }
 
-async fn approve_and_watch(watch_on: &Served, approve_on: &Served) {
-    let api = Api::new();
-    let (run_id, key) = paused_run(&api, watch_on).await;
-    let mut stream =
-        SseStream::open(&api, &watch_on.url(&format!("/runs/{run_id}/events")), None).await;
-    let before = read_until_paused(&mut stream).await;
-    assert_eq!(kinds(&before)[0], "run_started");
-
+/// Approve `key` on `served`, then read `stream` to the run's end: the
+/// resume, from the decision to the run's completion.
+async fn approve_and_read_to_the_end(
+    api: &Api,
+    served: &Served,
+    key: &str,
+    stream: &mut SseStream,
+) -> Vec<SseEvent> {
     let (status, body) = api
-        .post(
-            &approve_on.url(&format!("/approvals/{key}/approve")),
-            json!({}),
-        )
+        .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
         .await;
     assert_eq!(status, 200, "{body}");
     let after = stream.collect_until_end(Duration::from_secs(10)).await;
@@ -78,6 +75,18 @@ async fn approve_and_watch(watch_on: &Served, approve_on: &Served) {
         Some(&"run_completed"),
         "{after_kinds:?}"
     );
+    after
+}
+
+async fn approve_and_watch(watch_on: &Served, approve_on: &Served) {
+    let api = Api::new();
+    let (run_id, key) = paused_run(&api, watch_on).await;
+    let mut stream =
+        SseStream::open(&api, &watch_on.url(&format!("/runs/{run_id}/events")), None).await;
+    let before = read_until_paused(&mut stream).await;
+    assert_eq!(kinds(&before)[0], "run_started");
+
+    let after = approve_and_read_to_the_end(&api, approve_on, &key, &mut stream).await;
     let all: Vec<&SseEvent> = before.iter().chain(after.iter()).collect();
     for (i, event) in all.iter().enumerate() {
         assert_eq!(
@@ -155,22 +164,7 @@ async fn a_last_event_id_beyond_the_run_still_ends_with_the_run() {
         SseNext::TimedOut => {}
         other => panic!("nothing new on a paused run, got {other:?}"),
     }
-    let (status, body) = api
-        .post(&a.url(&format!("/approvals/{key}/approve")), json!({}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let after = stream.collect_until_end(Duration::from_secs(10)).await;
-    let after_kinds = kinds(&after);
-    assert_eq!(
-        after_kinds.first(),
-        Some(&"approval_resolved"),
-        "{after_kinds:?}"
-    );
-    assert_eq!(
-        after_kinds.last(),
-        Some(&"run_completed"),
-        "{after_kinds:?}"
-    );
+    approve_and_read_to_the_end(&api, &a, &key, &mut stream).await;
 
     // Ended: nothing to send, and the stream closes.
     for id in [1_000_000, u64::MAX] {

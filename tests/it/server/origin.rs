@@ -77,6 +77,22 @@ async fn status_of(served: &Served, api: &Api, key: &str) -> String {
     body["status"].as_str().unwrap_or("").to_string()
 }
 
+/// `raw(...)` is refused as a request from another origin.
+fn assert_forbidden_origin(
+    served: &Served,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) {
+    let (status, answer) = raw(served, method, path, headers, body);
+    assert_eq!(
+        (status, code(&answer)),
+        (403, "forbidden_origin"),
+        "{method} {path}: {answer}"
+    );
+}
+
 #[tokio::test]
 async fn without_tokens_a_page_of_another_origin_can_start_list_or_decide_nothing() {
     let ws = Workspace::new(GATED_SPEC);
@@ -92,14 +108,13 @@ async fn without_tokens_a_page_of_another_origin_can_start_list_or_decide_nothin
         ("Origin", "http://evil.example"),
         ("Content-Type", "text/plain"),
     ];
-    let (status, body) = raw(
+    assert_forbidden_origin(
         &served,
         "POST",
         "/runs",
         &simple,
         r#"{"input": {"order_id": "B2"}}"#,
     );
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
     // The same through an ordinary HTTP client.
     let (status, body) = api
         .post_raw(
@@ -112,10 +127,8 @@ async fn without_tokens_a_page_of_another_origin_can_start_list_or_decide_nothin
         )
         .await;
     assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
-    let (status, body) = raw(&served, "GET", "/approvals", &evil, "");
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
-    let (status, body) = raw(&served, "GET", &format!("/approvals/{key}"), &evil, "");
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
+    assert_forbidden_origin(&served, "GET", "/approvals", &evil, "");
+    assert_forbidden_origin(&served, "GET", &format!("/approvals/{key}"), &evil, "");
     for path in [
         format!("/approvals/{key}/approve"),
         format!("/approvals/{key}/reject"),
@@ -130,8 +143,7 @@ async fn without_tokens_a_page_of_another_origin_can_start_list_or_decide_nothin
     }
     // Sandboxed frames and file: pages send `Origin: null`.
     let null = [("Host", host.as_str()), ("Origin", "null")];
-    let (status, body) = raw(&served, "GET", "/approvals", &null, "");
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
+    assert_forbidden_origin(&served, "GET", "/approvals", &null, "");
     // Another port on the same host is another origin.
     let other_port = format!(
         "http://127.0.0.1:{}",
@@ -288,16 +300,14 @@ async fn with_tokens_any_host_is_served_but_cross_origin_is_refused() {
         ("Authorization", auth),
         ("Content-Type", "application/json"),
     ];
-    let (status, body) = raw(
+    assert_forbidden_origin(
         &served,
         "POST",
         &format!("/approvals/{key}/approve"),
         &other,
         "{}",
     );
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
-    let (status, body) = raw(&served, "GET", "/approvals", &other, "");
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
+    assert_forbidden_origin(&served, "GET", "/approvals", &other, "");
     assert_eq!(status_of(&served, &api, &key).await, "PENDING");
 }
 
@@ -314,16 +324,14 @@ async fn the_webhook_and_slack_actions_refuse_a_cross_origin_page() {
         ("Origin", "http://evil.example"),
         ("Content-Type", "text/plain"),
     ];
-    let (status, body) = raw(
+    assert_forbidden_origin(
         &served,
         "POST",
         "/hooks/orders",
         &page,
         r#"{"order_id": "D4"}"#,
     );
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
-    let (status, body) = raw(&served, "POST", "/slack/actions", &page, "payload=%7B%7D");
-    assert_eq!((status, code(&body)), (403, "forbidden_origin"), "{body}");
+    assert_forbidden_origin(&served, "POST", "/slack/actions", &page, "payload=%7B%7D");
     // Server to server (no Origin), the webhook works as before.
     let sender = [
         ("Host", host.as_str()),

@@ -191,31 +191,15 @@ fn persisted_pause_then_decisions_and_their_exit_codes() {
     assert!(stdout(&list).contains(&key) && stdout(&list).contains("Ship order P-7?"));
 
     let bad_payload = ws
-        .tollgate()
-        .args([
-            "approvals",
-            "approve",
-            &key,
-            "--spec",
-            ws.spec_arg(),
-            "--payload",
-            "{nope",
-        ])
+        .decide("approve", &key)
+        .args(["--payload", "{nope"])
         .output()
         .unwrap();
     assert_exit(&bad_payload, 2);
 
     let approve = ws
-        .tollgate()
-        .args([
-            "approvals",
-            "approve",
-            &key,
-            "--spec",
-            ws.spec_arg(),
-            "--by",
-            "alice",
-        ])
+        .decide("approve", &key)
+        .args(["--by", "alice"])
         .args(["--reason", "looks right"])
         .output()
         .unwrap();
@@ -223,16 +207,8 @@ fn persisted_pause_then_decisions_and_their_exit_codes() {
     assert_stdout_contains(&approve, "completed");
 
     let again = ws
-        .tollgate()
-        .args([
-            "approvals",
-            "reject",
-            &key,
-            "--spec",
-            ws.spec_arg(),
-            "--by",
-            "bob",
-        ])
+        .decide("reject", &key)
+        .args(["--by", "bob"])
         .output()
         .unwrap();
     assert_exit(&again, 4);

@@ -55,16 +55,8 @@ async fn sigkill_after_the_key_is_printed_keeps_the_pause() {
     assert!(stdout(&listed).contains(&key), "listed after the crash");
 
     let approved = ws
-        .tollgate()
-        .args([
-            "approvals",
-            "approve",
-            &key,
-            "--spec",
-            ws.spec_arg(),
-            "--by",
-            "alice",
-        ])
+        .decide("approve", &key)
+        .args(["--by", "alice"])
         .output()
         .unwrap();
     assert_success(&approved);

@@ -162,15 +162,8 @@ async fn a_gated_call_resolves_its_secret_in_the_approving_process() {
     assert_success(&paused);
     let key = paused_key(&paused);
     let out = ws
-        .tollgate()
-        .args([
-            "approvals",
-            "approve",
-            &key,
-            "--spec",
-            ws.spec_arg(),
-            "--json",
-        ])
+        .decide("approve", &key)
+        .args(["--json"])
         .env("SHOP_TOKEN", TOKEN)
         .output()
         .unwrap();

@@ -227,6 +227,24 @@ impl Api {
         read(response).await
     }
 
+    /// Poll `GET /runs/{id}` on `served` until the run is `status` (for up
+    /// to a minute; every answer must be 200): the run as then served.
+    pub async fn wait_for_status(&self, served: &Served, run_id: &str, status: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (code, run) = self.get(&served.url(&format!("/runs/{run_id}"))).await;
+            assert_eq!(code, 200, "{run}\n{}", served.logs());
+            if run["status"] == status {
+                return run;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {run_id} never became {status}: {run}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// POST raw bytes (bad JSON, oversized bodies, signed webhooks).
     pub async fn post_raw(
         &self,

@@ -274,22 +274,6 @@ async fn sse_text(api: &Api, served: &Served, run_id: &str, until: &str) -> Stri
     }
 }
 
-async fn run_until(api: &Api, served: &Served, run_id: &str, status: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (code, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
-        assert_eq!(code, 200, "{run}");
-        if run["status"] == status {
-            return run;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "run never became {status}: {run}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn no_encoded_form_of_a_secret_reaches_any_sink() {
     let stub = StubServer::start(downstream);
@@ -350,7 +334,7 @@ async fn no_encoded_form_of_a_secret_reaches_any_sink() {
         .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
         .await;
     assert!(status < 300, "{status} {body}");
-    let failed = run_until(&api, &served, &run_id, "failed").await;
+    let failed = api.wait_for_status(&served, &run_id, "failed").await;
     assert!(
         failed["error"]
             .as_str()

@@ -66,23 +66,6 @@ fn serve(ws: &Workspace) -> Served {
     Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[])
 }
 
-/// Poll `GET /runs/{id}` (which must keep answering 200) until `status`.
-async fn wait_for(api: &Api, served: &Served, run_id: &str, status: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let (code, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
-        assert_eq!(code, 200, "{run}\n{}", served.logs());
-        if run["status"] == status {
-            return run;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run {run_id} never became {status}: {run}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The run's stored events, read to the end of its stream.
 async fn event_kinds(api: &Api, served: &Served, run_id: &str) -> Vec<String> {
     let mut stream =
@@ -116,7 +99,7 @@ async fn a_reply_nested_past_the_limit_fails_its_step_and_the_run_stays_readable
                     .await;
                 assert_eq!(status, 200, "{body}\n{}", served.logs());
             }
-            let failed = wait_for(&api, &served, &run_id, "failed").await;
+            let failed = api.wait_for_status(&served, &run_id, "failed").await;
             let error = failed["error"].as_str().unwrap_or_default();
             assert!(
                 error.contains("step \"fetch\"") && error.contains("deeper than 100 levels"),
@@ -150,7 +133,7 @@ async fn a_reply_at_the_limit_is_kept_and_read_back() {
     assert_eq!(status, 200, "{run}\n{}", served.logs());
     assert_eq!(run["status"], "completed", "{run}");
     let run_id = run["id"].as_str().unwrap();
-    let stored = wait_for(&api, &served, run_id, "completed").await;
+    let stored = api.wait_for_status(&served, run_id, "completed").await;
     assert_eq!(stored["outputs"]["fetch"]["body"], body);
     let kinds = event_kinds(&api, &served, run_id).await;
     assert_eq!(
@@ -304,7 +287,7 @@ steps:
         .await;
     assert_eq!(status, 200, "{run}\n{}", served.logs());
     let run_id = run["id"].as_str().unwrap();
-    let failed = wait_for(&api, &served, run_id, "failed").await;
+    let failed = api.wait_for_status(&served, run_id, "failed").await;
     let error = failed["error"].as_str().unwrap_or_default();
     assert!(
         error.contains("could not be stored") && error.contains("deeper than 127 levels"),

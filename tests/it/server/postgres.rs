@@ -49,22 +49,6 @@ fn calls_per_run(stub: &StubServer) -> BTreeMap<String, usize> {
     calls
 }
 
-async fn wait_for_status(api: &Api, node: &Served, run_id: &str, status: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let (code, run) = api.get(&node.url(&format!("/runs/{run_id}"))).await;
-        assert_eq!(code, 200, "{run}");
-        if run["status"] == status {
-            return run;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run {run_id} never became {status}: {run}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pause_on_one_node_is_decided_on_another_and_seen_finishing_on_a_third() {
     let db = postgres::database();
@@ -111,7 +95,7 @@ async fn a_pause_on_one_node_is_decided_on_another_and_seen_finishing_on_a_third
     assert!(kinds.contains(&"approval_resolved"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"run_completed"), "{kinds:?}");
 
-    let done = wait_for_status(&api, b, &run_id, "completed").await;
+    let done = api.wait_for_status(b, &run_id, "completed").await;
     assert_eq!(done["outputs"]["done"]["by"], "local");
     assert_eq!(
         calls_per_run(&stub).get(&run_id),
@@ -177,7 +161,7 @@ async fn sixty_four_requests_per_key_over_three_nodes_one_wins() {
     }
 
     for (_, run_id) in &paused {
-        wait_for_status(&api, &nodes[0], run_id, "completed").await;
+        api.wait_for_status(&nodes[0], run_id, "completed").await;
     }
     let calls = calls_per_run(&stub);
     assert_eq!(calls.len(), KEYS, "every run shipped");

@@ -28,23 +28,13 @@ async fn pause(api: &Api, served: &Served, order: &str) -> (String, String) {
         .await;
     assert_eq!(status, 202, "{body}");
     let run_id = body["run_id"].as_str().expect("run_id").to_string();
-    let key =
-        wait_status(api, served, &run_id, "awaiting_approval").await["pending_approval"]["key"]
-            .as_str()
-            .expect("key")
-            .to_string();
+    let key = api
+        .wait_for_status(served, &run_id, "awaiting_approval")
+        .await["pending_approval"]["key"]
+        .as_str()
+        .expect("key")
+        .to_string();
     (run_id, key)
-}
-
-async fn wait_status(api: &Api, served: &Served, run_id: &str, status: &str) -> Value {
-    for _ in 0..400 {
-        let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
-        if run["status"] == status {
-            return run;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("run {run_id} never reached {status}");
 }
 
 fn has_actions(body: &Value) -> bool {
@@ -121,7 +111,7 @@ async fn a_click_after_a_restart_resumes_the_run_once_and_updates_the_message() 
     .await;
     assert_eq!(status, 200, "{answer}");
 
-    let run = wait_status(&api, &second, &run_id, "completed").await;
+    let run = api.wait_for_status(&second, &run_id, "completed").await;
     assert!(
         run["outputs"]["refund"].to_string().contains("rf_1"),
         "the tool's reply is the step's output: {run}"
@@ -179,7 +169,7 @@ async fn a_decision_over_the_http_api_updates_the_slack_message() {
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    wait_status(&api, &served, &run_id, "rejected").await;
+    api.wait_for_status(&served, &run_id, "rejected").await;
 
     eventually(15, "the decision recorded on the message", || {
         decision_posted(&db, &key).then_some(())
@@ -231,7 +221,7 @@ async fn no_bot_token_or_signing_secret_in_the_store_logs_or_events() {
     let click = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
     let (status, _) = send_click(&http, &served.base, click.clone()).await;
     assert_eq!(status, 200);
-    wait_status(&api, &served, &run_id, "completed").await;
+    api.wait_for_status(&served, &run_id, "completed").await;
     // A refused click too (already resolved), and a forged one.
     let (status, _) = send_click(&http, &served.base, click).await;
     assert_eq!(status, 200);

@@ -12,7 +12,7 @@ use crate::common::stub_server;
 use std::time::Duration;
 
 use common::Workspace;
-use serde_json::{Value, json};
+use serde_json::json;
 use server::{Api, Served};
 use stub_server::{Response, StubServer};
 
@@ -39,22 +39,6 @@ steps:
     with: {{ note: "{{{{ input.note }}}}" }}
 "#
     )
-}
-
-async fn wait_for(api: &Api, node: &Served, run_id: &str, status: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let (code, run) = api.get(&node.url(&format!("/runs/{run_id}"))).await;
-        assert_eq!(code, 200, "{run}");
-        if run["status"] == status {
-            return run;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run {run_id} never became {status}: {run}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -91,7 +75,7 @@ async fn nul_characters_are_kept_end_to_end_on_postgres() {
         )
         .await;
     assert_eq!(code, 200, "{body}");
-    let done = wait_for(&api, &served, &run_id, "completed").await;
+    let done = api.wait_for_status(&served, &run_id, "completed").await;
     assert_eq!(done["outputs"]["ship"]["body"]["echo"], NUL, "{done}");
     assert_eq!(stub.count(), 1, "called once");
     assert_eq!(stub.requests()[0].json()["note"], format!("{NUL}!"));
@@ -109,7 +93,9 @@ async fn nul_characters_are_kept_end_to_end_on_postgres() {
         .await;
     assert_eq!(code, 202, "{body}");
     let hooked = body["run_id"].as_str().unwrap().to_string();
-    let paused = wait_for(&api, &served, &hooked, "awaiting_approval").await;
+    let paused = api
+        .wait_for_status(&served, &hooked, "awaiting_approval")
+        .await;
     let key = paused["pending_approval"]["key"]
         .as_str()
         .unwrap()
@@ -121,7 +107,7 @@ async fn nul_characters_are_kept_end_to_end_on_postgres() {
         )
         .await;
     assert_eq!(code, 200, "{body}");
-    wait_for(&api, &served, &hooked, "rejected").await;
+    api.wait_for_status(&served, &hooked, "rejected").await;
     assert_eq!(stub.count(), 1, "the rejected call was never made");
 }
 
@@ -166,7 +152,7 @@ async fn a_reply_the_store_refuses_fails_the_run_visibly() {
         )
         .await;
     assert_eq!(code, 200, "{body}\n{}", served.logs());
-    let failed = wait_for(&api, &served, &run_id, "failed").await;
+    let failed = api.wait_for_status(&served, &run_id, "failed").await;
     let error = failed["error"].as_str().unwrap_or_default();
     assert!(error.contains("could not be stored"), "{failed}");
     assert!(

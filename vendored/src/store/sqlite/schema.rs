@@ -93,6 +93,8 @@ fn apply(conn: &Connection, migration: &Migration) -> StoreResult<()> {
             migration.version, migration.name
         ))
     })?;
+    // When the migration really ran (an operator's audit trail, never
+    // compared with anything): the system clock, not a run's clock.
     conn.execute(
         "INSERT INTO tollgate_schema_history (version, name, applied_at) VALUES (?1, ?2, ?3)",
         (

@@ -123,9 +123,18 @@ impl Workspace {
         input: Value,
         clock: tollgate_runtime::time::SharedClock,
     ) -> tollgate_runtime::ApprovalRecord {
+        self.pause_run_in(&self.state_db(), input, clock).await
+    }
+
+    /// [`Workspace::pause_run_with_clock`] into the state file `state`.
+    pub async fn pause_run_in(
+        &self,
+        state: &Path,
+        input: Value,
+        clock: tollgate_runtime::time::SharedClock,
+    ) -> tollgate_runtime::ApprovalRecord {
         let spec = std::sync::Arc::new(tollgate_runtime::Spec::load(&self.spec).expect("spec"));
-        let agent =
-            tollgate_runtime::AgentRun::new(spec, open_store(&self.state_db())).with_clock(clock);
+        let agent = tollgate_runtime::AgentRun::new(spec, open_store(state)).with_clock(clock);
         let outcome = agent
             .start(input, serde_json::json!({"kind": "test"}))
             .await

@@ -498,8 +498,13 @@ fn time_words(text: &str) -> Vec<String> {
 #[test]
 fn the_cli_prints_every_time_as_rfc3339_utc_seconds() {
     let ws =
-        Workspace::new(&GATED_SPEC.replace("    approval:\n", "    approval:\n      ttl: 1s\n"));
-    let key = ws.pause_run(r#"{"order_id": "T-1"}"#);
+        Workspace::new(&GATED_SPEC.replace("    approval:\n", "    approval:\n      ttl: 1h\n"));
+    // Paused two hours ago (through the library, on a clock set back) with a
+    // one-hour TTL: expired for every command below, with no wait.
+    let key = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(ws.pause_run_with_clock(serde_json::json!({"order_id": "T-1"}), hours_ago(2)))
+        .key;
     let paused = ws
         .tollgate()
         .args([
@@ -521,8 +526,7 @@ fn the_cli_prints_every_time_as_rfc3339_utc_seconds() {
         .args(["approvals", "show", &key, "--spec", ws.spec_arg()])
         .output()
         .unwrap();
-    // Past its one-second ttl: deciding now names when it expired.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Past its one-hour ttl: deciding now names when it expired.
     let expired = ws.decide("approve", &key).output().unwrap();
     assert_exit(&expired, 3);
     let shown_after = ws

@@ -16,6 +16,7 @@ use tollgate_runtime::run_state::RunStatus;
 use tollgate_runtime::store::{
     PostgresOptions, PostgresStore, SharedStore, SqliteOptions, SqliteStore,
 };
+use tollgate_runtime::time::ManualClock;
 use tollgate_runtime::watch::{FeedState, WatchOptions};
 use tollgate_runtime::{AgentRun, RunError, Spec};
 
@@ -78,16 +79,33 @@ async fn listening(gate: &Gate) -> u64 {
     }
 }
 
-/// Give a spawned waiter time to register and read the record first.
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(150)).await;
+/// A clock that moves only when a test says so; gates built `.with_clock`
+/// it wait on it too.
+fn manual_clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::starting_now())
+}
+
+/// Until `n` waiters have registered, read their record (pending) and gone
+/// to sleep until its expiry on `clock`: what comes next (a decision, a
+/// lost connection, time passing) then happens while they wait.
+async fn asleep(clock: &ManualClock, n: usize) {
+    tokio::time::timeout(PATIENCE, async {
+        while clock.sleepers() < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{n} waiter(s) never went to sleep"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_waiter_on_one_node_resolves_when_another_node_decides_via_notify() {
     let db = pg::database();
-    let node_a = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
-    let node_b = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let clock = manual_clock();
+    let node_a =
+        Gate::with_options(pg_store(&db.url).await, push_only(HOUR)).with_clock(clock.clone());
+    let node_b =
+        Gate::with_options(pg_store(&db.url).await, push_only(HOUR)).with_clock(clock.clone());
     listening(&node_a).await;
     let mut changes = node_a.watcher().changes();
 
@@ -106,7 +124,7 @@ async fn a_waiter_on_one_node_resolves_when_another_node_decides_via_notify() {
         let key = key.clone();
         tokio::spawn(async move { gate.wait(&key).await })
     };
-    settle().await;
+    asleep(&clock, 1).await;
     assert!(!waiter.is_finished(), "nothing decided yet");
 
     node_b
@@ -182,7 +200,9 @@ async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_
     let db = pg::database();
     // A reconnect delay long enough that the decision surely commits while
     // nobody listens: only the catch-up after reconnecting can deliver it.
-    let node_a = Gate::with_options(pg_store(&db.url).await, push_only(Duration::from_secs(1)));
+    let clock = manual_clock();
+    let node_a = Gate::with_options(pg_store(&db.url).await, push_only(Duration::from_secs(1)))
+        .with_clock(clock.clone());
     let deciding_store = pg_store(&db.url).await;
     assert_eq!(listening(&node_a).await, 1);
 
@@ -195,7 +215,7 @@ async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_
         let key = key.clone();
         tokio::spawn(async move { gate.wait(&key).await })
     };
-    settle().await;
+    asleep(&clock, 1).await;
 
     let killed = db.psql(&format!(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
@@ -240,19 +260,25 @@ async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn expiry_resolves_the_waiter_as_expired() {
     let db = pg::database();
-    let gate = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let clock = manual_clock();
+    let gate =
+        Gate::with_options(pg_store(&db.url).await, push_only(HOUR)).with_clock(clock.clone());
     let key = gate
-        .request(
-            "payouts",
-            "send_payout",
-            &payout(),
-            Duration::from_millis(800),
-        )
+        .request("payouts", "send_payout", &payout(), HOUR)
         .await
         .expect("request");
-    let outcome = tokio::time::timeout(PATIENCE, gate.wait(&key))
+    let waiter = {
+        let (gate, key) = (gate.clone(), key.clone());
+        tokio::spawn(async move { gate.wait(&key).await })
+    };
+    asleep(&clock, 1).await;
+    // The hour passes on the gate's clock: the waiter wakes, sweeps, and
+    // resolves as expired.
+    clock.advance(HOUR);
+    let outcome = tokio::time::timeout(PATIENCE, waiter)
         .await
         .expect("resolved by expiry")
+        .expect("waiter task")
         .expect("expired, not an error");
     assert_eq!(outcome.status(), ApprovalStatus::Expired);
     assert!(!outcome.is_approved());
@@ -414,8 +440,9 @@ async fn the_same_api_works_on_sqlite_by_polling() {
         ..WatchOptions::default()
     };
     // Two store instances on one file, as two processes would have.
-    let node_a = Gate::with_options(open(), polling.clone());
-    let node_b = Gate::with_options(open(), polling);
+    let clock = manual_clock();
+    let node_a = Gate::with_options(open(), polling.clone()).with_clock(clock.clone());
+    let node_b = Gate::with_options(open(), polling).with_clock(clock.clone());
     assert_eq!(*node_a.watcher().state().borrow(), FeedState::Polling);
 
     let key = node_a
@@ -427,7 +454,7 @@ async fn the_same_api_works_on_sqlite_by_polling() {
         let key = key.clone();
         tokio::spawn(async move { gate.wait(&key).await })
     };
-    settle().await;
+    asleep(&clock, 1).await;
     node_b
         .decide(&key, Decision::Approve { reason: None }, "alice")
         .await
@@ -442,26 +469,23 @@ async fn the_same_api_works_on_sqlite_by_polling() {
 
     // Expiry, and the sweep a waiter runs: it expires every overdue request.
     let never_waited = node_a
-        .request(
-            "payouts",
-            "send_payout",
-            &payout(),
-            Duration::from_millis(200),
-        )
+        .request("payouts", "send_payout", &payout(), HOUR)
         .await
         .expect("request");
     let short_lived = node_a
-        .request(
-            "payouts",
-            "send_payout",
-            &payout(),
-            Duration::from_millis(300),
-        )
+        .request("payouts", "send_payout", &payout(), 2 * HOUR)
         .await
         .expect("request");
-    let expired = tokio::time::timeout(PATIENCE, node_b.wait(&short_lived))
+    let waiter = {
+        let (gate, key) = (node_b.clone(), short_lived.clone());
+        tokio::spawn(async move { gate.wait(&key).await })
+    };
+    asleep(&clock, 1).await;
+    clock.advance(2 * HOUR);
+    let expired = tokio::time::timeout(PATIENCE, waiter)
         .await
         .expect("resolved by expiry")
+        .expect("waiter task")
         .expect("expired");
     assert_eq!(expired.status(), ApprovalStatus::Expired);
     let record = node_b
@@ -480,19 +504,19 @@ async fn the_same_api_works_on_sqlite_by_polling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recover_expired_at_startup_ends_overdue_requests_once() {
     let db = pg::database();
-    let gate = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    let clock = manual_clock();
+    let gate =
+        Gate::with_options(pg_store(&db.url).await, push_only(HOUR)).with_clock(clock.clone());
     let key = gate
-        .request(
-            "payouts",
-            "send_payout",
-            &payout(),
-            Duration::from_millis(200),
-        )
+        .request("payouts", "send_payout", &payout(), HOUR)
         .await
         .expect("request");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let restarted = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
-    let other_node = Gate::with_options(pg_store(&db.url).await, push_only(HOUR));
+    // Down for two hours.
+    clock.advance(2 * HOUR);
+    let restarted =
+        Gate::with_options(pg_store(&db.url).await, push_only(HOUR)).with_clock(clock.clone());
+    let other_node =
+        Gate::with_options(pg_store(&db.url).await, push_only(HOUR)).with_clock(clock.clone());
     let (a, b) = tokio::join!(restarted.recover_expired(), other_node.recover_expired());
     let mut expired: Vec<String> = a.expect("sweep a").into_iter().map(|r| r.key).collect();
     expired.extend(b.expect("sweep b").into_iter().map(|r| r.key));

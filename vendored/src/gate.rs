@@ -56,6 +56,7 @@ use crate::pending_approval::{
 };
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
+use crate::time::SharedClock;
 use crate::watch::{ApprovalWatcher, WatchOptions};
 
 /// The prefix of a gate request's `agent_id`.
@@ -103,6 +104,9 @@ impl From<StoreError> for GateError {
 pub struct Gate {
     store: SharedStore,
     watcher: ApprovalWatcher,
+    /// What requests, decisions and expiry read the time from; the
+    /// watcher's waits use the same clock.
+    clock: SharedClock,
 }
 
 impl Gate {
@@ -114,12 +118,31 @@ impl Gate {
 
     pub fn with_options(store: SharedStore, options: WatchOptions) -> Gate {
         let watcher = ApprovalWatcher::start(store.clone(), options);
-        Gate { store, watcher }
+        Gate::with_watcher(store, watcher)
     }
 
-    /// A gate sharing an existing watcher (one per process is enough).
+    /// A gate sharing an existing watcher (one per process is enough), and
+    /// its clock.
     pub fn with_watcher(store: SharedStore, watcher: ApprovalWatcher) -> Gate {
-        Gate { store, watcher }
+        let clock = watcher.clock().clone();
+        Gate {
+            store,
+            watcher,
+            clock,
+        }
+    }
+
+    /// Read the time from `clock` instead of the system clock, here and in
+    /// this gate's waits (tests make requests expire with a
+    /// [`crate::time::ManualClock`]).
+    pub fn with_clock(mut self, clock: SharedClock) -> Gate {
+        self.watcher = self.watcher.with_clock(clock.clone());
+        self.clock = clock;
+        self
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     pub fn store(&self) -> &SharedStore {
@@ -167,7 +190,7 @@ impl Gate {
             GateError::InvalidRequest(format!("the payload cannot be encoded as JSON: {e}"))
         })?;
         let key = crate::pending_approval::new_key();
-        let now = crate::time::now();
+        let now = self.clock.now();
         let agent_id = format!("{GATE_AGENT_PREFIX}{agent}");
         let trigger = json!({"kind": "gate"});
         let input = json!({"action": action});
@@ -246,7 +269,7 @@ impl Gate {
     ) -> Result<PendingPage, GateError> {
         let query = PendingQuery {
             agent_id: Some(format!("{GATE_AGENT_PREFIX}{agent}")),
-            now: crate::time::now(),
+            now: self.clock.now(),
             limit,
             cursor,
         };
@@ -272,7 +295,7 @@ impl Gate {
                 agent: record.agent_id,
             });
         }
-        let now = crate::time::now();
+        let now = self.clock.now();
         let claimed = self
             .store
             .claim(&Claim {
@@ -300,7 +323,7 @@ impl Gate {
     /// store's) at most once across processes. Call at startup; waiters do
     /// it themselves when their own record's time is up.
     pub async fn recover_expired(&self) -> Result<Vec<ApprovalRecord>, GateError> {
-        Ok(self.store.expire_due(crate::time::now()).await?)
+        Ok(self.store.expire_due(self.clock.now()).await?)
     }
 }
 

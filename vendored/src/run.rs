@@ -21,6 +21,7 @@ use crate::pending_approval::{
 use crate::run_state::{RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
 use crate::store::{FirstWrite, Pause, RunEnd, SharedStore, StoreError};
+use crate::time::{Clock, SharedClock};
 use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
 
@@ -77,6 +78,8 @@ pub struct AgentRun {
     store: SharedStore,
     tools: Arc<dyn ToolInvoker>,
     events: broadcast::Sender<Event>,
+    /// What every timestamp, expiry and claim of these runs is read from.
+    clock: SharedClock,
 }
 
 impl AgentRun {
@@ -90,7 +93,19 @@ impl AgentRun {
             store,
             tools: Arc::new(Unavailable),
             events,
+            clock: crate::time::system(),
         }
+    }
+
+    /// Read the time from `clock` instead of the system clock (tests make
+    /// approvals expire with a [`crate::time::ManualClock`]).
+    pub fn with_clock(mut self, clock: SharedClock) -> AgentRun {
+        self.clock = clock;
+        self
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     pub fn with_tools(mut self, tools: Arc<dyn ToolInvoker>) -> AgentRun {
@@ -136,7 +151,7 @@ impl AgentRun {
     /// A new run and its `run_started` event, not stored yet.
     fn new_run(&self, input: Value, mut trigger: Value) -> (RunRecord, EventLog) {
         pending_approval::scrub_trigger(&mut trigger);
-        let now = crate::time::now();
+        let now = self.clock.now();
         let run = RunRecord {
             id: new_run_id(),
             agent_id: self.spec.agent.clone(),
@@ -149,7 +164,7 @@ impl AgentRun {
             created_at: now,
             updated_at: now,
         };
-        let mut log = EventLog::new(&run.id, 1, self.events.clone());
+        let mut log = EventLog::new(&run.id, 1, self.events.clone(), &self.clock);
         log.emit(EventKind::RunStarted {
             agent: run.agent_id.clone(),
             spec_hash: run.spec_hash.clone(),
@@ -172,7 +187,7 @@ impl AgentRun {
             .last()
             .map(|e| e.seq + 1)
             .unwrap_or(1);
-        let mut log = EventLog::new(run_id, next_seq, self.events.clone());
+        let mut log = EventLog::new(run_id, next_seq, self.events.clone(), &self.clock);
         log.stored_outputs = run.outputs.clone();
         self.drive(fresh_context(run), 0, None, log).await
     }
@@ -216,7 +231,7 @@ impl AgentRun {
             key: key.to_string(),
             decision,
             decided_by: decided_by.to_string(),
-            now: crate::time::now(),
+            now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
         };
         // A record that is no longer pending answers for its state
@@ -251,7 +266,7 @@ impl AgentRun {
     ) -> Result<RunOutcome, RunError> {
         let record = self
             .store
-            .pending_for_run(run_id, crate::time::now())
+            .pending_for_run(run_id, self.clock.now())
             .await?
             .ok_or_else(|| RunError::NoPendingApproval(run_id.to_string()))?;
         self.resume_by_key(&record.key, decision, decided_by).await
@@ -260,7 +275,7 @@ impl AgentRun {
     /// Mark overdue approvals EXPIRED and end their runs (at most once
     /// across processes). Returns what this call expired.
     pub async fn sweep_expired(&self) -> Result<Vec<ApprovalRecord>, RunError> {
-        let expired = self.store.expire_due(crate::time::now()).await?;
+        let expired = self.store.expire_due(self.clock.now()).await?;
         Ok(expired)
     }
 
@@ -322,7 +337,7 @@ impl AgentRun {
         record: ApprovalRecord,
         next_seq: u64,
     ) -> Result<RunOutcome, RunError> {
-        let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone());
+        let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone(), &self.clock);
         // The pause stored these as the run's outputs; the claim kept them.
         log.stored_outputs = record.outputs.clone();
         let ctx = RunContext {
@@ -370,6 +385,7 @@ impl AgentRun {
             spec: &self.spec,
             store: &self.store,
             tools: self.tools.as_ref(),
+            clock: self.clock.as_ref(),
         };
         while let Some(step) = self.spec.steps.get(index) {
             let decision = resumed.take().filter(|r| r.step_index == index);
@@ -539,7 +555,7 @@ impl AgentRun {
              instead. Calls its steps made since its last pause were made, and their \
              results are not kept"
         );
-        let now = crate::time::now();
+        let now = self.clock.now();
         // The buffered events were not stored: the failure takes their place.
         let mut events: Vec<Event> = Vec::new();
         let mut seq = log.first_unstored_seq();
@@ -598,7 +614,7 @@ impl AgentRun {
         gate: GateRequest,
         mut log: EventLog,
     ) -> Result<RunOutcome, RunError> {
-        let now = crate::time::now();
+        let now = self.clock.now();
         let step = &self.spec.steps[index];
         let record = ApprovalRecord {
             key: pending_approval::new_key(),
@@ -663,7 +679,7 @@ impl AgentRun {
             status,
             outputs: ctx.outputs.clone(),
             error: error.clone(),
-            at: now_or(log.last_at()),
+            at: now_or(log.last_at(), self.clock.as_ref()),
         };
         if let Some(failed) = self.write_point(FirstWrite::End(&end), &mut log).await? {
             return Ok(failed);
@@ -721,8 +737,8 @@ fn claims_key(step: &crate::spec::Step) -> bool {
     matches!(step.kind, StepKind::Dedupe(_))
 }
 
-fn now_or(at: Option<DateTime<Utc>>) -> DateTime<Utc> {
-    at.unwrap_or_else(crate::time::now)
+fn now_or(at: Option<DateTime<Utc>>, clock: &dyn Clock) -> DateTime<Utc> {
+    at.unwrap_or_else(|| clock.now())
 }
 
 /// Events of one run: numbered, buffered until the next durable write, and
@@ -740,10 +756,17 @@ struct EventLog {
     /// and at each pause): what a run whose state could not be stored is
     /// ended with.
     stored_outputs: Map<String, Value>,
+    /// The run's clock: each event is stamped when it is emitted.
+    clock: SharedClock,
 }
 
 impl EventLog {
-    fn new(run_id: &str, next_seq: u64, live: broadcast::Sender<Event>) -> EventLog {
+    fn new(
+        run_id: &str,
+        next_seq: u64,
+        live: broadcast::Sender<Event>,
+        clock: &SharedClock,
+    ) -> EventLog {
         EventLog {
             run_id: run_id.to_string(),
             next_seq,
@@ -751,6 +774,7 @@ impl EventLog {
             live,
             unstored: None,
             stored_outputs: Map::new(),
+            clock: Arc::clone(clock),
         }
     }
 
@@ -763,7 +787,7 @@ impl EventLog {
         self.buffer.push(Event {
             run_id: self.run_id.clone(),
             seq: self.next_seq,
-            at: crate::time::now(),
+            at: self.clock.now(),
             kind,
         });
         self.next_seq += 1;

@@ -3,9 +3,146 @@
 //! Stored timestamps use one fixed-width RFC 3339 form with microseconds and
 //! a `Z`, so they sort as text in SQLite and read well in an audit.
 
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use tokio::sync::watch;
+
+/// Where everything that decides by time reads it: a run's timestamps, an
+/// approval's expiry, a claim's deadline, the next schedule tick. A value
+/// passed to what reads time (never a global), so tests running side by
+/// side in one process can each hold their own [`ManualClock`].
+pub trait Clock: Send + Sync + Debug {
+    /// The current time, at microsecond precision (see [`now`]).
+    fn now(&self) -> DateTime<Utc>;
+
+    /// Resolves once [`Clock::now`] has reached `deadline`: a timer on the
+    /// system clock; on a [`ManualClock`], when it is set or advanced there.
+    fn sleep_until(
+        &self,
+        deadline: DateTime<Utc>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let wait = (deadline - self.now()).to_std().unwrap_or(Duration::ZERO);
+        Box::pin(tokio::time::sleep(wait))
+    }
+}
+
+/// A cheap shared handle to a clock.
+pub type SharedClock = Arc<dyn Clock>;
+
+/// The real time ([`now`]): what every run, gate and server uses unless
+/// given another clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        now()
+    }
+}
+
+/// The system clock as a [`SharedClock`].
+pub fn system() -> SharedClock {
+    Arc::new(SystemClock)
+}
+
+/// A clock that stands still until told otherwise, for tests: pass it (as
+/// a [`SharedClock`]) to an `AgentRun`, a `Gate` or a watcher, then
+/// [`ManualClock::advance`] it to make an approval expire or a schedule
+/// tick come without waiting. Whatever sleeps on it (`sleep_until`) wakes
+/// when the time it waits for is reached.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: watch::Sender<DateTime<Utc>>,
+    /// The deadline of every `sleep_until` future alive now.
+    sleeping: Mutex<Vec<DateTime<Utc>>>,
+}
+
+impl ManualClock {
+    /// A clock showing `start` (kept to the microsecond, like [`now`]).
+    pub fn new(start: DateTime<Utc>) -> ManualClock {
+        ManualClock {
+            now: watch::Sender::new(micros(start)),
+            sleeping: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A clock showing the current system time.
+    pub fn starting_now() -> ManualClock {
+        ManualClock::new(now())
+    }
+
+    /// Set the time (it may go backwards) and wake the sleepers it reaches.
+    pub fn set(&self, t: DateTime<Utc>) {
+        self.now.send_replace(micros(t));
+    }
+
+    /// Move the time forward by `d` (saturating at the latest storable
+    /// time) and wake the sleepers it reaches.
+    pub fn advance(&self, d: Duration) {
+        self.now.send_modify(|t| *t = add(*t, d));
+    }
+
+    /// How many tasks sleep on this clock until a time it has not reached
+    /// (one woken by the last `set` or `advance` but not run yet is not
+    /// counted): a test waits for a scheduler or a waiter to be asleep
+    /// before it moves the clock, or to be asleep again after.
+    pub fn sleepers(&self) -> usize {
+        let now = self.now();
+        self.sleeping().iter().filter(|d| **d > now).count()
+    }
+
+    fn sleeping(&self) -> std::sync::MutexGuard<'_, Vec<DateTime<Utc>>> {
+        // A list of instants, consistent after every statement.
+        self.sleeping.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.borrow()
+    }
+
+    fn sleep_until(
+        &self,
+        deadline: DateTime<Utc>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let mut rx = self.now.subscribe();
+        self.sleeping().push(deadline);
+        let asleep = Asleep {
+            clock: self,
+            deadline,
+        };
+        Box::pin(async move {
+            let _asleep = asleep;
+            // The sender lives as long as `self`, which outlives this future.
+            let _ = rx.wait_for(|t| *t >= deadline).await;
+        })
+    }
+}
+
+/// One entry of [`ManualClock::sleeping`], removed with its future.
+struct Asleep<'a> {
+    clock: &'a ManualClock,
+    deadline: DateTime<Utc>,
+}
+
+impl Drop for Asleep<'_> {
+    fn drop(&mut self) {
+        let mut sleeping = self.clock.sleeping();
+        if let Some(i) = sleeping.iter().position(|d| *d == self.deadline) {
+            sleeping.swap_remove(i);
+        }
+    }
+}
+
+fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
+}
 
 pub fn now() -> DateTime<Utc> {
     // Microsecond precision: what every store keeps, so a value read back
@@ -218,6 +355,43 @@ mod tests {
         assert_eq!(end, "9999-12-31T23:59:59.999999Z");
         assert_eq!(parse_utc(&end), Some(max_storable()));
         assert!(checked_add(t, Duration::from_secs(86_400)).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_manual_clock_moves_only_when_told_and_wakes_its_sleepers() {
+        let start = parse_utc("2026-01-05T09:00:00.123456789Z").unwrap();
+        let clock = Arc::new(ManualClock::new(start));
+        assert_eq!(format_utc(clock.now()), "2026-01-05T09:00:00.123456Z");
+        assert_eq!(clock.now(), clock.now(), "it stands still");
+        let deadline = clock.now() + chrono::TimeDelta::seconds(60);
+        let sleeper = {
+            let clock = Arc::clone(&clock);
+            tokio::spawn(async move { clock.sleep_until(deadline).await })
+        };
+        let mut asleep = false;
+        for _ in 0..500 {
+            if clock.sleepers() == 1 {
+                asleep = true;
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(asleep, "the sleeper subscribed");
+        clock.advance(Duration::from_secs(59));
+        tokio::task::yield_now().await;
+        assert!(!sleeper.is_finished(), "59 s is not 60 s");
+        clock.advance(Duration::from_secs(1));
+        tokio::time::timeout(Duration::from_secs(30), sleeper)
+            .await
+            .expect("woken when its time came")
+            .unwrap();
+        assert_eq!(clock.sleepers(), 0);
+        // A deadline already reached resolves at once; set goes anywhere.
+        clock.sleep_until(start).await;
+        clock.set(start);
+        assert_eq!(clock.now(), micros(start));
+        let system: SharedClock = system();
+        assert!(system.now() > start);
     }
 
     #[test]

@@ -44,6 +44,7 @@ use tokio::sync::{broadcast, watch};
 use crate::backoff::Backoff;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
 use crate::store::{SharedStore, StoreErrorKind, StoreResult};
+use crate::time::SharedClock;
 // The change-feed types live with the store that implements them; they are
 // named here too, where watchers have always found them.
 pub use crate::store::feed::{ApprovalChange, ChangeFeed, FeedConnection, FeedItem};
@@ -98,6 +99,8 @@ pub enum FeedState {
 #[derive(Clone)]
 pub struct ApprovalWatcher {
     handle: Arc<Handle>,
+    /// What waits decide expiry by (see [`ApprovalWatcher::with_clock`]).
+    clock: SharedClock,
 }
 
 struct Handle {
@@ -156,7 +159,20 @@ impl ApprovalWatcher {
                 shared,
                 task: task.abort_handle(),
             }),
+            clock: crate::time::system(),
         }
+    }
+
+    /// This watcher (the same background task) with waits that read the
+    /// time from `clock`: a record expires, and its waiter sweeps, when that
+    /// clock reaches its `expires_at`.
+    pub fn with_clock(mut self, clock: SharedClock) -> ApprovalWatcher {
+        self.clock = clock;
+        self
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     /// Every change this watcher learns of (see the module docs for which).
@@ -198,7 +214,7 @@ impl ApprovalWatcher {
             if record.status != ApprovalStatus::Pending {
                 return Ok(record);
             }
-            let now = crate::time::now();
+            let now = self.clock.now();
             if record.is_expired_at(now) && !swept {
                 // Overdue but not swept yet: sweep (once across processes)
                 // and re-read. Should another transaction hold the row (a
@@ -208,12 +224,18 @@ impl ApprovalWatcher {
                     continue;
                 }
             }
-            let until_expiry = (record.expires_at - now)
-                .to_std()
-                .unwrap_or(shared.options.poll_interval);
+            // Until the clock reaches the expiry; once there (swept, but
+            // still pending), a poll interval before looking again.
+            let until_expiry = async {
+                if record.expires_at > now {
+                    self.clock.sleep_until(record.expires_at).await
+                } else {
+                    tokio::time::sleep(shared.options.poll_interval).await
+                }
+            };
             tokio::select! {
                 _ = next_change_of(&mut changes, key) => {}
-                _ = tokio::time::sleep(until_expiry) => swept = false,
+                _ = until_expiry => swept = false,
             }
         }
     }

@@ -84,6 +84,8 @@ pub struct StepEnv<'a> {
     pub spec: &'a Spec,
     pub store: &'a SharedStore,
     pub tools: &'a dyn ToolInvoker,
+    /// The run's clock (dedupe claims are dated with it).
+    pub clock: &'a dyn crate::time::Clock,
 }
 
 /// Execute step `index`. `decision` is the decided record when a resumed run
@@ -232,7 +234,7 @@ async fn dedupe_step(
             "dedupe key evaluated to an empty string".into(),
         ));
     }
-    let now = crate::time::now();
+    let now = env.clock.now();
     let until = crate::time::add(now, dedupe.ttl);
     let claimed = env
         .store

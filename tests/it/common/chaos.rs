@@ -297,9 +297,10 @@ fn spawn(
         .args(["--listen", "127.0.0.1:0"])
         .spawn()
         .map_err(|e| format!("cannot spawn tollgate serve: {e}"))?;
+    let mut reader = None;
     if let Some(mut stderr) = child.stderr.take() {
         let sink = logs.clone();
-        std::thread::spawn(move || {
+        reader = Some(std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf) {
                 if n == 0 {
@@ -307,7 +308,7 @@ fn spawn(
                 }
                 lock(&sink).push(&String::from_utf8_lossy(&buf[..n]));
             }
-        });
+        }));
     }
     let Some(stdout) = child.stdout.take() else {
         let _ = child.kill();
@@ -335,7 +336,10 @@ fn spawn(
         None => {
             let _ = child.kill();
             let status = child.wait();
-            std::thread::sleep(Duration::from_millis(100));
+            // The process is gone, so its stderr ends: all of it read.
+            if let Some(reader) = reader {
+                let _ = reader.join();
+            }
             Err(format!(
                 "tollgate serve did not start (after {:?}; stdout {:?}; exit {:?}); log tail:\n{}",
                 started.elapsed(),

@@ -114,6 +114,40 @@ impl Workspace {
         assert_success(&out);
         awaiting_key(&stdout(&out)).expect("an awaiting_approval event with a key")
     }
+
+    /// Pause a run of the workspace's spec in its state file through the
+    /// library, reading every time from `clock`. A `tollgate` process reads
+    /// the system clock, so a pause dated [`hours_ago`] with a shorter TTL
+    /// is already expired for it: no test waits for a TTL to run out.
+    pub async fn pause_run_with_clock(
+        &self,
+        input: Value,
+        clock: tollgate_runtime::time::SharedClock,
+    ) -> tollgate_runtime::ApprovalRecord {
+        self.pause_run_in(&self.state_db(), input, clock).await
+    }
+
+    /// [`Workspace::pause_run_with_clock`] into the state file `state`.
+    pub async fn pause_run_in(
+        &self,
+        state: &Path,
+        input: Value,
+        clock: tollgate_runtime::time::SharedClock,
+    ) -> tollgate_runtime::ApprovalRecord {
+        let spec = std::sync::Arc::new(tollgate_runtime::Spec::load(&self.spec).expect("spec"));
+        let agent = tollgate_runtime::AgentRun::new(spec, open_store(state)).with_clock(clock);
+        let outcome = agent
+            .start(input, serde_json::json!({"kind": "test"}))
+            .await
+            .expect("start the run");
+        outcome.pending.expect("the run paused")
+    }
+}
+
+/// A clock standing `hours` hours before now.
+pub fn hours_ago(hours: u64) -> std::sync::Arc<tollgate_runtime::time::ManualClock> {
+    let then = tollgate_runtime::time::now() - chrono::TimeDelta::hours(hours as i64);
+    std::sync::Arc::new(tollgate_runtime::time::ManualClock::new(then))
 }
 
 pub fn tollgate_bin() -> &'static str {

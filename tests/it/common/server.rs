@@ -75,7 +75,7 @@ impl Served {
         let logs = Arc::new(Mutex::new(String::new()));
         let mut stderr = child.stderr.take().expect("stderr");
         let sink = logs.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf) {
                 if n == 0 {
@@ -104,8 +104,8 @@ impl Served {
             }
             _ => {
                 let status = child.wait().expect("wait");
-                // Let the stderr reader finish.
-                std::thread::sleep(Duration::from_millis(100));
+                // The process is gone, so its stderr ends: all of it read.
+                let _ = reader.join();
                 let stderr = logs.lock().unwrap().clone();
                 Err(StartFailure {
                     code: status.code(),

@@ -1,14 +1,21 @@
 //! TTL: an expired approval is never listed, never claimable, and the sweep
 //! marks it EXPIRED (and ends its run) exactly once across processes.
+//!
+//! Nothing here waits for a TTL to run out: pauses are made through the
+//! library with a clock set hours back (so the `tollgate` processes, on the
+//! system clock, see them expired at once), or in-process with a
+//! `ManualClock` that the test advances.
 
 use crate::common;
 use crate::common::assert_stderr_contains;
 use crate::common::server;
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use tollgate_runtime::time::ManualClock;
 use tollgate_runtime::{ApprovalStatus, EventKind, RunStatus};
 
 const SHORT_TTL_SPEC: &str = r#"version: 1
@@ -17,7 +24,7 @@ steps:
   - id: gate
     approval:
       message: "Quick, approve"
-      ttl: 1s
+      ttl: 1h
   - id: after
     set: { done: true }
 "#;
@@ -25,13 +32,19 @@ steps:
 #[tokio::test(flavor = "multi_thread")]
 async fn an_expired_approval_is_not_listed_not_claimable_and_swept_once() {
     let ws = Workspace::new(SHORT_TTL_SPEC);
-    let key = ws.pause_run("{}");
+    // Paused two hours ago with a one-hour TTL: expired an hour ago.
+    let key = ws
+        .pause_run_with_clock(serde_json::json!({}), hours_ago(2))
+        .await
+        .key;
     let store = open_store(&ws.state_db());
     let record = store.get_approval(&key).await.unwrap().unwrap();
-    assert!(record.expires_at > record.created_at);
-    assert!(record.expires_at - record.created_at <= chrono::Duration::seconds(1));
-
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(record.status, ApprovalStatus::Pending, "not swept yet");
+    assert_eq!(
+        record.expires_at - record.created_at,
+        chrono::Duration::hours(1)
+    );
+    assert!(record.expires_at < tollgate_runtime::time::now());
 
     // Four processes sweep at once (every approvals command sweeps first).
     let listers: Vec<_> = (0..4)
@@ -78,11 +91,16 @@ async fn an_expired_approval_is_not_listed_not_claimable_and_swept_once() {
 async fn an_expired_pending_record_is_refused_before_any_sweep() {
     // The claim itself checks expires_at: no sweep is needed to refuse it.
     let ws = Workspace::new(SHORT_TTL_SPEC);
-    let key = ws.pause_run("{}");
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let clock = Arc::new(ManualClock::starting_now());
+    let key = ws
+        .pause_run_with_clock(serde_json::json!({}), clock.clone())
+        .await
+        .key;
+    // Time passes on the run's clock only: a second past the one-hour TTL.
+    clock.advance(Duration::from_secs(3601));
     let store = open_store(&ws.state_db());
     let spec = std::sync::Arc::new(tollgate_runtime::Spec::load(&ws.spec).unwrap());
-    let agent = tollgate_runtime::AgentRun::new(spec, store.clone());
+    let agent = tollgate_runtime::AgentRun::new(spec, store.clone()).with_clock(clock.clone());
     let err = agent
         .resume_by_key(
             &key,
@@ -108,16 +126,15 @@ async fn an_expired_approval_never_reads_as_pending_even_before_a_sweep() {
     let state = ws.state_db();
     let served = server::Served::start(&ws.spec, &state, &[], &[]);
     let api = server::Api::new();
-    let (code, run) = api
-        .post(
-            &served.url("/runs?wait=true"),
-            serde_json::json!({"input": {}}),
-        )
+    // The server answers only once its startup sweep is done: the pause
+    // below comes after it.
+    let (code, listed) = api.get(&served.url("/approvals")).await;
+    assert_eq!(code, 200, "{listed}");
+    // Paused (into the server's file) two hours ago, with a one-hour TTL.
+    let pending = ws
+        .pause_run_with_clock(serde_json::json!({}), hours_ago(2))
         .await;
-    assert_eq!(code, 200, "{run}");
-    let run_id = run["id"].as_str().unwrap().to_string();
-    let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let (run_id, key) = (pending.run_id, pending.key);
 
     let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
     assert_eq!(record["status"], "EXPIRED", "{record}");

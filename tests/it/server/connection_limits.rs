@@ -139,6 +139,9 @@ fn a_kept_alive_connection_may_wait_longer_than_the_header_timeout() {
     stream.write_all(HEALTHZ).unwrap();
     assert_eq!(read_response(&mut stream, GENEROUS).expect("first").0, 200);
     // Idle for longer than the header timeout: the idle timeout applies.
+    // Kept as a sleep on purpose: what is tested is real time passing on
+    // the spawned server's own connection timers (not a clock it reads),
+    // and the assertion after it is that the connection is still served.
     std::thread::sleep(Duration::from_millis(2500));
     stream.write_all(HEALTHZ).unwrap();
     let second = read_response(&mut stream, GENEROUS).expect("the connection was kept");

@@ -324,13 +324,17 @@ async fn an_expired_key_is_gone() {
 agent: quick-desk
 steps:
   - id: gate
-    approval: { message: "Quick?", ttl: 1s }
+    approval: { message: "Quick?", ttl: 1h }
 "#,
     );
-    let served = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
+    let state = ws.path().join("state.db");
+    let served = Served::start(&ws.spec, &state, &[], &[]);
     let api = Api::new();
-    let key = paused_key(&api, &served).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Answered only after the startup sweep: the pause below comes later.
+    assert_eq!(api.get(&served.url("/approvals")).await.0, 200);
+    // Paused two hours ago (on a clock set back) with a one-hour TTL.
+    let clock = common::hours_ago(2);
+    let key = ws.pause_run_in(&state, json!({}), clock).await.key;
     let (s, b) = api
         .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
         .await;

@@ -51,7 +51,10 @@ async fn gets_leave_the_store_untouched() {
         .await;
     assert_eq!(status, 200);
     let (paused_run, paused_key) = paused[0].clone();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // `?wait=true` answers once the run's end is stored, the last write
+    // anything here makes: no wait for writes to settle.
+    let (_, done) = api.get(&served.url(&format!("/runs/{done_run}"))).await;
+    assert_eq!(done["status"], "completed", "{done}");
 
     let before = bytes(&state);
     for _ in 0..3 {

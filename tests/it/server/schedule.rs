@@ -1,5 +1,7 @@
 //! Schedules: a cron firing every second on two servers sharing a store
 //! starts exactly one run per tick; a bad expression is refused up front.
+//! (The scheduler's own rules, on a manual clock with no waiting, are unit
+//! tests in vendored/src/server/schedule.rs.)
 
 use crate::common;
 use crate::common::server;
@@ -54,8 +56,29 @@ async fn one_run_per_tick_across_two_servers() {
     let mut a = Served::start(&ws.spec, &state, &[], &[]);
     let mut b = Served::start(&ws.spec, &state, &[], &[]);
     let both_up = chrono::Utc::now();
-    tokio::time::sleep(Duration::from_millis(4500)).await;
-    let stopping = chrono::Utc::now();
+    // Until three ticks after both were up have their runs (both servers
+    // contend for each of them), with a generous deadline.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let contended = runs(&state)
+            .iter()
+            .filter_map(|(tick, _)| tollgate_runtime::time::parse_utc(tick))
+            .filter(|t| *t > both_up + chrono::TimeDelta::seconds(1))
+            .count();
+        if contended >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no three ticks within a minute: {:?}\n{}\n{}",
+            runs(&state),
+            a.logs(),
+            b.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A graceful stop drains the runs in flight: every run is finished and
+    // no tick can fire after both have exited.
     assert_eq!(a.terminate(), Some(0), "{}", a.logs());
     assert_eq!(b.terminate(), Some(0), "{}", b.logs());
 
@@ -67,22 +90,13 @@ async fn one_run_per_tick_across_two_servers() {
     }
     assert!(
         per_tick.values().all(|&n| n == 1),
-        "exactly one run per tick: {per_tick:?}"
+        "at most one run per tick: {per_tick:?}"
     );
-    // Every whole second while both servers were up has its run; the first
-    // and last (partial) seconds may or may not.
     let ticks: Vec<chrono::DateTime<chrono::Utc>> = per_tick
         .keys()
         .map(|t| tollgate_runtime::time::parse_utc(t).expect("tick time"))
         .collect();
-    let inner = ticks
-        .iter()
-        .filter(|t| {
-            **t > both_up + chrono::TimeDelta::seconds(1)
-                && **t < stopping - chrono::TimeDelta::seconds(1)
-        })
-        .count();
-    assert!(inner >= 2, "ticks: {per_tick:?}");
+    assert!(ticks.len() >= 3, "ticks: {per_tick:?}");
     for pair in ticks.windows(2) {
         assert_eq!(
             (pair[1] - pair[0]).num_seconds(),

@@ -129,7 +129,7 @@ async fn post_signed(api: &Api, served: &Served, body: &[u8], signature: &str) -
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timestamped_signature_is_taken_once_and_expires() {
     let ws = Workspace::new(&signed_spec());
-    let served = Served::start(
+    let mut served = Served::start(
         &ws.spec,
         &ws.path().join("state.db"),
         &[("HOOK_SECRET", SECRET)],
@@ -143,7 +143,7 @@ async fn a_timestamped_signature_is_taken_once_and_expires() {
     let (s, b) = post_signed(&api, &served, body, &fresh).await;
     assert_eq!(s, 202, "{b}");
     // The same request again, here and at another server on the store.
-    let other = Served::start(
+    let mut other = Served::start(
         &ws.spec,
         &ws.path().join("state.db"),
         &[("HOOK_SECRET", SECRET)],
@@ -226,7 +226,13 @@ async fn a_timestamped_signature_is_taken_once_and_expires() {
         assert!(std::time::Instant::now() < deadline, "{list}");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (_, list) = api.get(&served.url("/approvals?limit=50")).await;
-    assert_eq!(list["approvals"].as_array().unwrap().len(), 4, "{list}");
+    // A graceful stop drains every run either server started: after it, no
+    // fifth run can still appear.
+    assert_eq!(served.terminate(), Some(0), "{}", served.logs());
+    assert_eq!(other.terminate(), Some(0), "{}", other.logs());
+    let conn = rusqlite::Connection::open(ws.path().join("state.db")).unwrap();
+    let runs: i64 = conn
+        .query_row("SELECT count(*) FROM tollgate_runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 4, "only the four accepted requests started runs");
 }

@@ -91,8 +91,11 @@ async fn the_same_click_five_times_at_once_decides_once() {
         decision_posted(&db, &key).then_some(())
     })
     .await;
-    // Give any stray second update time to show up.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // No waiting for a stray second update: one decision (checked below,
+    // from the store) means one settle, and the message's decision is
+    // recorded only after that settle's update succeeded. Any other settle
+    // (a repair pass) finds it recorded and leaves the message alone. So
+    // the counts are final once `decision_posted` is set.
     assert_eq!(tool.requests_to("/refunds").len(), 1, "one side effect");
     assert_eq!(slack.requests_to(UPDATE_PATH).len(), 1, "one chat.update");
     let texts = ephemeral_texts(&replies);
@@ -161,15 +164,45 @@ async fn a_click_on_an_expired_approval_is_refused_and_the_message_says_expired(
     let slack = start_api();
     let replies = StubServer::start(|_| Response::text(200, "ok"));
     let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
-    let text = spec(&tool.url("")).replace("approvals:\n", "approvals:\n  ttl: 1s\n");
+    let text = spec(&tool.url("")).replace("approvals:\n", "approvals:\n  ttl: 1h\n");
     let ws = Workspace::new(&text);
     let db = ws.path().join("state.db");
     let env = env(slack.port);
     let api = Api::new();
     let mut served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
-    let (_run_id, key) = pause(&api, &served, "F-6").await;
-    eventually(15, "the message posted", || stored_message(&db, &key)).await;
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Answered only after the startup sweep and repair: what follows is
+    // the server's to find later.
+    assert_eq!(api.get(&served.url("/approvals")).await.0, 200);
+    // Paused two hours ago with a one-hour TTL (through the library, on a
+    // clock set back), its message posted then: what the server stores
+    // when it posts, written as it would have been. No TTL is waited out.
+    let clock = common::hours_ago(2);
+    let paused_at = tollgate_runtime::time::Clock::now(&*clock);
+    let key = ws
+        .pause_run_in(&db, json!({"order_id": "F-6"}), clock)
+        .await
+        .key;
+    let notifications = common::open_store(&db)
+        .notifications()
+        .expect("notifications");
+    let until = paused_at + chrono::TimeDelta::minutes(1);
+    notifications
+        .lease_notification(&key, paused_at, until)
+        .await
+        .expect("lease")
+        .expect("free");
+    notifications
+        .record_notification(
+            &key,
+            &tollgate_runtime::store::NotificationWrite::Posted {
+                channel: CHANNEL_ID.into(),
+                ts: "1700000000.000001".into(),
+                at: paused_at,
+            },
+        )
+        .await
+        .expect("record the post");
+    assert!(stored_message(&db, &key).is_some());
 
     let http = reqwest::Client::new();
     let click = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));

@@ -41,8 +41,23 @@ async fn a_pause_during_a_slack_outage_is_stored_listed_and_posted_once_slack_is
     let (_, list) = api.get(&served.url("/approvals")).await;
     assert_eq!(list["approvals"][0]["key"], key.as_str(), "listed: {list}");
 
-    // Slack stays down for a while: the post fails and is retried.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Slack stays down until the post has failed and been retried: two
+    // failed attempts recorded with the message.
+    let failed_attempts = || -> Option<i64> {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT attempts FROM tollgate_notifications WHERE key = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
+            })
+            .ok()
+    };
+    eventually(30, "two failed posts", || {
+        failed_attempts().filter(|n| *n >= 2)
+    })
+    .await;
     assert!(stored_message(&db, &key).is_none());
     let slack = StubServer::start_on(port, api_handler());
     eventually(30, "the message posted once Slack is back", || {
@@ -53,15 +68,7 @@ async fn a_pause_during_a_slack_outage_is_stored_listed_and_posted_once_slack_is
     served.log_line("will retry", Duration::from_secs(30)).await;
     let logs = served.logs();
     assert!(!logs.contains(BOT_TOKEN), "{logs}");
-    let attempts: i64 = rusqlite::Connection::open(&db)
-        .and_then(|c| {
-            c.query_row(
-                "SELECT attempts FROM tollgate_notifications WHERE key = ?1",
-                [&key],
-                |r| r.get(0),
-            )
-        })
-        .expect("attempts");
+    let attempts = failed_attempts().expect("attempts");
     assert!(attempts >= 2, "failed attempts are counted: {attempts}");
 }
 

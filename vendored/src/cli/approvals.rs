@@ -8,6 +8,7 @@ use super::exit::{self, Failure};
 use super::render;
 use crate::Decision;
 use crate::store::{PendingQuery, SharedStore};
+use crate::time::SharedClock;
 use crate::tools::CustomTools;
 
 /// Run an `approvals` subcommand. `embedded` is the spec built into an
@@ -17,6 +18,9 @@ pub async fn run(
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
 ) -> Result<i32, Failure> {
+    // A process of its own reads the system clock; what it decides by
+    // (expiry, "as of now") is read from this one value.
+    let clock = crate::time::system();
     match command {
         ApprovalsCommand::List {
             spec,
@@ -26,7 +30,15 @@ pub async fn run(
             limit,
         } => {
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
-            list(source.as_ref().or(embedded), &store, json, stuck, limit).await
+            list(
+                source.as_ref().or(embedded),
+                &store,
+                json,
+                stuck,
+                limit,
+                &clock,
+            )
+            .await
         }
         ApprovalsCommand::Show {
             key,
@@ -35,7 +47,7 @@ pub async fn run(
             json,
         } => {
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
-            show(&key, source.as_ref().or(embedded), &store, json).await
+            show(&key, source.as_ref().or(embedded), &store, json, &clock).await
         }
         ApprovalsCommand::Approve(args) => {
             let decision = match args.payload {
@@ -47,22 +59,26 @@ pub async fn run(
                     reason: args.decide.reason.clone(),
                 },
             };
-            decide(args.decide, decision, embedded, custom).await
+            decide(args.decide, decision, embedded, custom, &clock).await
         }
         ApprovalsCommand::Reject(args) => {
             let decision = Decision::Reject {
                 reason: args.reason.clone(),
             };
-            decide(args, decision, embedded, custom).await
+            decide(args, decision, embedded, custom, &clock).await
         }
     }
 }
 
 /// Open an existing store (these commands never create one) and expire what
 /// is overdue first, so nothing listed or decided here is past its time.
-async fn open_swept(store: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
+async fn open_swept(
+    store: &StoreArgs,
+    spec: Option<&SpecSource>,
+    clock: &SharedClock,
+) -> Result<SharedStore, Failure> {
     let store = super::store_location::open_existing(store, spec)?;
-    store.expire_due(crate::time::now()).await?;
+    store.expire_due(clock.now()).await?;
     Ok(store)
 }
 
@@ -72,12 +88,13 @@ async fn list(
     json: bool,
     stuck: bool,
     limit: Option<usize>,
+    clock: &SharedClock,
 ) -> Result<i32, Failure> {
     let agent_id = match spec {
         Some(source) => Some(source.load()?.agent.clone()),
         None => None,
     };
-    let store = open_swept(store_args, spec).await?;
+    let store = open_swept(store_args, spec, clock).await?;
     if stuck {
         let mut claims = store.list_stuck(agent_id.as_deref()).await?;
         if let Some(limit) = limit {
@@ -99,7 +116,7 @@ async fn list(
         let page = store
             .list_pending(&PendingQuery {
                 agent_id: agent_id.clone(),
-                now: crate::time::now(),
+                now: clock.now(),
                 limit: (wanted - approvals.len()).min(500),
                 cursor: cursor.take(),
             })
@@ -137,11 +154,12 @@ async fn show(
     spec: Option<&SpecSource>,
     store_args: &StoreArgs,
     json: bool,
+    clock: &SharedClock,
 ) -> Result<i32, Failure> {
     let store = super::store_location::open_existing(store_args, spec)?;
     // As of now: overdue reads EXPIRED even before a sweep marked it.
     let record = store
-        .approval_as_of(key, crate::time::now())
+        .approval_as_of(key, clock.now())
         .await?
         .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
     if json {
@@ -157,11 +175,12 @@ async fn decide(
     decision: Decision,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
+    clock: &SharedClock,
 ) -> Result<i32, Failure> {
     let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
     let spec = source.load()?;
-    let store = open_swept(&args.store, Some(&source)).await?;
-    let agent = super::common::agent(spec, store, custom)?;
+    let store = open_swept(&args.store, Some(&source), clock).await?;
+    let agent = super::common::agent(spec, store, custom)?.with_clock(clock.clone());
     let mut events = agent.subscribe();
     let decided_by = super::common::decider(args.by.as_deref());
     let outcome = agent.resume_by_key(&args.key, decision, &decided_by).await;

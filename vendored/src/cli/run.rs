@@ -27,7 +27,7 @@ pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, Failure> {
     }
     let mut events = agent.subscribe();
     let trigger =
-        json!({ "kind": "cli", "received_at": crate::time::format_utc(crate::time::now()) });
+        json!({ "kind": "cli", "received_at": crate::time::format_utc(agent.clock().now()) });
     let mut outcome = agent.start(args.input, trigger).await?;
     if args.json {
         render::drain_events(&mut events);

@@ -38,6 +38,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::spec::{SlackNotifySpec, Spec};
 use crate::store::{NotificationWrite, SharedNotifications, SharedStore};
+use crate::time::SharedClock;
 use crate::tools::template::CallSecrets;
 
 pub use api::{SlackApi, SlackError};
@@ -89,6 +90,8 @@ pub struct SlackNotifier {
     store: SharedStore,
     notifications: SharedNotifications,
     api: SlackApi,
+    /// Leases, holds and "still pending" are decided by this clock.
+    clock: SharedClock,
 }
 
 impl SlackNotifier {
@@ -98,6 +101,16 @@ impl SlackNotifier {
     pub fn for_spec(
         spec: &Spec,
         store: SharedStore,
+    ) -> Result<Option<Arc<SlackNotifier>>, SlackError> {
+        SlackNotifier::for_spec_with_clock(spec, store, crate::time::system())
+    }
+
+    /// [`SlackNotifier::for_spec`] reading the time from `clock` (the
+    /// server passes its agent's).
+    pub fn for_spec_with_clock(
+        spec: &Spec,
+        store: SharedStore,
+        clock: SharedClock,
     ) -> Result<Option<Arc<SlackNotifier>>, SlackError> {
         let Some(config) = spec.approvals.notify.slack.clone() else {
             return Ok(None);
@@ -116,6 +129,7 @@ impl SlackNotifier {
             store,
             notifications,
             api,
+            clock,
         })))
     }
 
@@ -162,7 +176,7 @@ impl SlackNotifier {
                     let write = NotificationWrite::Posted {
                         channel: posted.channel.clone(),
                         ts: posted.ts.clone(),
-                        at: crate::time::now(),
+                        at: self.clock.now(),
                     };
                     if let Err(e) = self.notifications.record_notification(key, &write).await {
                         // Posted but not remembered: the sweep will post
@@ -237,7 +251,7 @@ impl SlackNotifier {
             match result {
                 Ok(()) => {
                     let write = NotificationWrite::DecisionPosted {
-                        at: crate::time::now(),
+                        at: self.clock.now(),
                     };
                     if let Err(e) = self.notifications.record_notification(key, &write).await {
                         tracing::warn!(key = %key, error = %e, "Slack message updated but not recorded; it may be updated again");
@@ -288,7 +302,7 @@ impl SlackNotifier {
     pub async fn repair(&self) {
         let due = match self
             .notifications
-            .notifications_due(&self.agent_id, crate::time::now(), REPAIR_BATCH)
+            .notifications_due(&self.agent_id, self.clock.now(), REPAIR_BATCH)
             .await
         {
             Ok(due) => due,
@@ -360,7 +374,7 @@ impl SlackNotifier {
     }
 
     async fn lease(&self, key: &str) -> Option<crate::store::Notification> {
-        let now = crate::time::now();
+        let now = self.clock.now();
         match self
             .notifications
             .lease_notification(key, now, crate::time::add(now, LEASE_MARGIN))
@@ -388,7 +402,7 @@ impl SlackNotifier {
     async fn still_pending(&self, key: &str) -> Option<ApprovalRecord> {
         match self.store.get_approval(key).await {
             Ok(Some(r))
-                if r.status == ApprovalStatus::Pending && !r.is_expired_at(crate::time::now()) =>
+                if r.status == ApprovalStatus::Pending && !r.is_expired_at(self.clock.now()) =>
             {
                 Some(r)
             }
@@ -412,7 +426,7 @@ impl SlackNotifier {
         failures: u32,
         earlier_attempts: u32,
     ) -> bool {
-        let now = crate::time::now();
+        let now = self.clock.now();
         let delay = match retries {
             Retries::Backoff => retry_delay(failures, error),
             Retries::Once => None,

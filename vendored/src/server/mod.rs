@@ -208,6 +208,7 @@ impl Server {
                     agent.store().clone(),
                     crate::watch::WatchOptions::default(),
                 )
+                .with_clock(agent.clock().clone())
             }),
         };
         if config.tokens.is_empty() {
@@ -301,8 +302,12 @@ fn start_slack(
     agent: &AgentRun,
     stop: &watch::Receiver<bool>,
 ) -> Result<Option<Arc<SlackNotifier>>, ServerError> {
-    let slack = SlackNotifier::for_spec(agent.spec(), agent.store().clone())
-        .map_err(|e| ServerError::Config(e.to_string()))?;
+    let slack = SlackNotifier::for_spec_with_clock(
+        agent.spec(),
+        agent.store().clone(),
+        agent.clock().clone(),
+    )
+    .map_err(|e| ServerError::Config(e.to_string()))?;
     if let Some(slack) = &slack {
         // Checked now so a missing variable shows at startup, not at the
         // first pause. Not fatal: the API still decides without Slack.

@@ -58,7 +58,8 @@ pub fn tick_key(agent: &str, index: usize, tick: DateTime<Utc>) -> String {
 
 /// Fire `entry` at each of its ticks until shutdown.
 pub(crate) async fn run(state: AppState, entry: Entry, mut shutdown: watch::Receiver<bool>) {
-    let mut after = crate::time::now();
+    let clock = state.agent.clock().clone();
+    let mut after = clock.now();
     loop {
         let tick = match entry.cron.find_next_occurrence(&after, false) {
             Ok(tick) => tick,
@@ -67,24 +68,21 @@ pub(crate) async fn run(state: AppState, entry: Entry, mut shutdown: watch::Rece
                 return;
             }
         };
-        let wait = (tick - crate::time::now())
-            .to_std()
-            .unwrap_or(Duration::ZERO);
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            _ = clock.sleep_until(tick) => {}
             _ = shutdown.changed() => return,
         }
         if *shutdown.borrow() {
             return;
         }
         fire(&state, &entry, tick).await;
-        let now = crate::time::now();
+        let now = clock.now();
         after = if now - tick > MAX_CATCH_UP { now } else { tick };
     }
 }
 
 async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
-    let now = crate::time::now();
+    let now = state.agent.clock().now();
     let key = tick_key(state.agent_id(), entry.index, tick);
     let claimed = state
         .agent
@@ -167,6 +165,113 @@ mod tests {
             let err = parse(bad).unwrap_err();
             assert!(err.contains("invalid cron expression"), "{bad}: {err}");
         }
+    }
+
+    /// Polls `done` (a positive condition) every few milliseconds, failing
+    /// after a generous deadline.
+    async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The `scheduled_at` of every run completed so far, in order.
+    fn drain(
+        events: &mut [tokio::sync::broadcast::Receiver<crate::events::Event>],
+        fired: &mut Vec<String>,
+    ) {
+        for events in events {
+            while let Ok(event) = events.try_recv() {
+                if let crate::events::EventKind::RunCompleted { outputs } = event.kind {
+                    fired.push(outputs["note"]["at"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+
+    fn ticks(minutes: &[u32]) -> Vec<String> {
+        minutes
+            .iter()
+            .map(|m| format!("2026-01-05T09:{m:02}:00.000000Z"))
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_a_manual_clock_each_tick_fires_once_across_two_schedulers_and_a_jump_is_not_made_up()
+     {
+        use std::sync::Arc;
+
+        use crate::run::AgentRun;
+        use crate::server::auth::ApiTokens;
+        use crate::server::tasks::Background;
+        use crate::store::{MemoryStore, SharedStore};
+        use crate::time::{ManualClock, parse_utc};
+
+        let spec = crate::spec::Spec::parse(
+            "version: 1\nagent: minutely\ntrigger:\n  schedule:\n    - cron: \"* * * * *\"\n\
+             steps:\n  - id: note\n    set: { at: \"{{ trigger.scheduled_at }}\" }\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let spec = Arc::new(spec);
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let clock = Arc::new(ManualClock::new(parse_utc("2026-01-05T09:00:30Z").unwrap()));
+        let (stop, shutdown) = watch::channel(false);
+        let (mut servers, mut events) = (Vec::new(), Vec::new());
+        for _ in 0..2 {
+            // Two servers sharing a store and a clock.
+            let agent = AgentRun::new(spec.clone(), store.clone()).with_clock(clock.clone());
+            events.push(agent.subscribe());
+            let state = AppState {
+                agent,
+                tokens: Arc::new(ApiTokens::none()),
+                background: Background::default(),
+                shutdown: shutdown.clone(),
+                slack: None,
+                watcher: None,
+            };
+            let entry = entries(&spec).unwrap().remove(0);
+            let task = tokio::spawn(run(state.clone(), entry, shutdown.clone()));
+            servers.push((state, task));
+        }
+        let mut fired = Vec::new();
+
+        eventually("both schedulers asleep", || clock.sleepers() == 2).await;
+        for minute in 1..=3 {
+            clock.set(parse_utc(&format!("2026-01-05T09:{minute:02}:00Z")).unwrap());
+            eventually("the tick's run, and both asleep again", || {
+                drain(&mut events, &mut fired);
+                fired.len() == minute && clock.sleepers() == 2
+            })
+            .await;
+        }
+        assert_eq!(fired, ticks(&[1, 2, 3]));
+
+        // Ten minutes pass at once (a suspended host): the tick that was due
+        // fires, the nine missed after it are skipped, not fired in a burst.
+        clock.advance(Duration::from_secs(600));
+        eventually("the due tick's run, and both asleep again", || {
+            drain(&mut events, &mut fired);
+            fired.len() == 4 && clock.sleepers() == 2
+        })
+        .await;
+        assert_eq!(fired, ticks(&[1, 2, 3, 4]));
+        clock.set(parse_utc("2026-01-05T09:14:00Z").unwrap());
+        eventually("the next tick's run, and both asleep again", || {
+            drain(&mut events, &mut fired);
+            fired.len() == 5 && clock.sleepers() == 2
+        })
+        .await;
+
+        stop.send_replace(true);
+        for (state, task) in servers {
+            task.await.unwrap();
+            state.background.wait_idle().await;
+        }
+        drain(&mut events, &mut fired);
+        assert_eq!(fired, ticks(&[1, 2, 3, 4, 14]), "once per tick");
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<RunView, 
         state
             .agent
             .store()
-            .pending_for_run(run_id, crate::time::now())
+            .pending_for_run(run_id, state.agent.clock().now())
             .await?
     } else {
         None

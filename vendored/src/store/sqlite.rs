@@ -301,6 +301,8 @@ impl SqliteStore {
     /// A committed write that leaves the data as it was: insert and delete
     /// the probe key. Fails exactly as a real write would.
     async fn probe_write(&self) -> StoreResult<()> {
+        // Bookkeeping, not a decision: the probe row is deleted in the same
+        // transaction, so its time is never read (no clock needed).
         let now = format_utc(crate::time::now());
         self.write("probing the store with a write", move |conn| {
             conn.execute(

@@ -48,7 +48,7 @@ pub(super) async fn list(
         .store()
         .list_pending(&PendingQuery {
             agent_id: Some(state.agent_id().to_string()),
-            now: crate::time::now(),
+            now: state.agent.clock().now(),
             limit,
             cursor: params.cursor.filter(|c| !c.is_empty()),
         })
@@ -66,7 +66,7 @@ pub(super) async fn show(
     let record = state
         .agent
         .store()
-        .approval_as_of(&key, crate::time::now())
+        .approval_as_of(&key, state.agent.clock().now())
         .await?
         .filter(|r| r.agent_id == state.agent_id())
         .ok_or(ApprovalError::NotFound { key })?;

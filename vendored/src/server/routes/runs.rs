@@ -39,7 +39,7 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     let trigger = Trigger::Api {
         started_by: caller.0,
-        received_at: crate::time::format_utc(crate::time::now()),
+        received_at: crate::time::format_utc(state.agent.clock().now()),
     }
     .into_value()?;
     let (run_id, driving) =

@@ -47,7 +47,7 @@ pub(super) async fn actions(
         tracing::error!(error = %e, "cannot verify Slack requests; refusing them");
         ApiError::Unavailable("the Slack signing secret is not configured")
     })?;
-    let now = crate::time::now().timestamp();
+    let now = state.agent.clock().now().timestamp();
     signature::verify(
         &secret,
         header(&headers, TIMESTAMP_HEADER),

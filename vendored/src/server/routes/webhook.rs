@@ -49,7 +49,7 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
             }
         };
         let presented = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-        let now = crate::time::now().timestamp();
+        let now = state.agent.clock().now().timestamp();
         let verified = signature::check(secret.as_bytes(), &body, presented, now).map_err(|e| {
             tracing::debug!(path = %hook.path, reason = %e, "webhook refused: bad signature");
             ApiError::WebhookSignature(e)
@@ -73,7 +73,7 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
         path: hook.path.clone(),
         headers: header_object(&headers),
         query,
-        received_at: crate::time::format_utc(crate::time::now()),
+        received_at: crate::time::format_utc(state.agent.clock().now()),
     }
     .into_value()?;
     if let Some(key) = &replay_key {
@@ -101,7 +101,7 @@ const REPLAY_OWNER: &str = "webhook";
 /// The claim outlives the window (a `t` up to the window ahead of now, plus
 /// the window), after which the timestamp check alone refuses it.
 async fn take_once(state: &AppState, key: &str) -> Result<(), ApiError> {
-    let now = crate::time::now();
+    let now = state.agent.clock().now();
     let hold = std::time::Duration::from_secs(2 * signature::REPLAY_WINDOW_SECS.unsigned_abs() + 1);
     let fresh = state
         .agent

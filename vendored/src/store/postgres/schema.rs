@@ -71,6 +71,8 @@ pub(super) async fn migrate(client: &mut Client) -> StoreResult<()> {
         tx.batch_execute(migration.sql)
             .await
             .map_err(|e| migration.failed(&super::describe_error(&e)))?;
+        // When the migration really ran (an operator's audit trail, never
+        // compared with anything): the system clock, not a run's clock.
         tx.execute(
             "INSERT INTO tollgate_schema_history (version, name, applied_at) \
              VALUES ($1, $2, $3)",

@@ -85,6 +85,8 @@ fn check_not_newer(found: i64) -> StoreResult<()> {
 fn apply(conn: &Connection, migration: &Migration) -> StoreResult<()> {
     conn.execute_batch(migration.sql)
         .map_err(|e| migration.failed(&e))?;
+    // When the migration really ran (an operator's audit trail, never
+    // compared with anything): the system clock, not a run's clock.
     conn.execute(
         "INSERT INTO tollgate_schema_history (version, name, applied_at) VALUES (?1, ?2, ?3)",
         (

@@ -11,7 +11,7 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::serve_command;
 
@@ -182,6 +182,27 @@ impl Drop for Served {
 }
 
 /// A client for the tests: JSON in, `(status, JSON)` out.
+/// A run paused at a gate: its id and its approval key.
+#[derive(Debug, Clone)]
+pub struct Paused {
+    pub run_id: String,
+    pub key: String,
+}
+
+impl Paused {
+    /// From a run view (`GET /runs/{id}`, `POST /runs?wait=true`) that
+    /// must show a pending approval.
+    pub fn from_run(run: &Value) -> Paused {
+        Paused {
+            run_id: run["id"].as_str().expect("run id").to_string(),
+            key: run["pending_approval"]["key"]
+                .as_str()
+                .unwrap_or_else(|| panic!("not paused: {run}"))
+                .to_string(),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Api {
     pub http: reqwest::Client,
@@ -225,6 +246,33 @@ impl Api {
             .await
             .expect("POST");
         read(response).await
+    }
+
+    /// Start a run with `input` (`POST /runs?wait=true`) that pauses.
+    pub async fn pause(&self, served: &Served, input: Value) -> Paused {
+        let (status, run) = self
+            .post(&served.url("/runs?wait=true"), json!({ "input": input }))
+            .await;
+        assert_eq!(status, 200, "{run}");
+        Paused::from_run(&run)
+    }
+
+    /// POST `body` to a trigger at `path` (202, such as a webhook), then
+    /// wait for the run's pause.
+    pub async fn trigger_and_wait_for_pause(
+        &self,
+        served: &Served,
+        path: &str,
+        body: Value,
+    ) -> Paused {
+        let (status, answer) = self.post(&served.url(path), body).await;
+        assert_eq!(status, 202, "{answer}");
+        let run_id = answer["run_id"].as_str().expect("run_id");
+        Paused::from_run(
+            &self
+                .wait_for_status(served, run_id, "awaiting_approval")
+                .await,
+        )
     }
 
     /// Poll `GET /runs/{id}` on `served` until the run is `status` (for up

@@ -63,21 +63,6 @@ fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Start a run and return its pending key.
-async fn paused_key(api: &Api, served: &Served) -> String {
-    let (status, run) = api
-        .post(
-            &served.url("/runs?wait=true"),
-            json!({"input": {"amount": 5}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{run}");
-    run["pending_approval"]["key"]
-        .as_str()
-        .expect("paused")
-        .to_string()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn every_error_code_from_a_real_request() {
     let ws = Workspace::new(SPEC);
@@ -85,7 +70,7 @@ async fn every_error_code_from_a_real_request() {
     let mut served = Served::start(&ws.spec, &state, &env(), &[]);
     let alice = Api::with_token("alice-token");
     let mallory = Api::with_token("mallory-token");
-    let key = paused_key(&alice, &served).await;
+    let key = alice.pause(&served, json!({"amount": 5})).await.key;
     let approve_url = served.url(&format!("/approvals/{key}/approve"));
 
     // invalid_request: bad JSON, wrong types, unknown fields, a bad payload,
@@ -298,7 +283,7 @@ async fn every_error_code_from_a_real_request() {
 
     // spec_changed: a run paused under this spec, the server restarted
     // with an edited one. The record stays PENDING; a reject still works.
-    let key = paused_key(&alice, &served).await;
+    let key = alice.pause(&served, json!({"amount": 5})).await.key;
     assert_eq!(served.terminate(), Some(0), "SIGTERM exits cleanly");
     ws.write_spec(&SPEC.replace("Send {{ args.amount }}?", "Really send {{ args.amount }}?"));
     let served = Served::start(&ws.spec, &state, &env(), &[]);
@@ -356,7 +341,7 @@ async fn json_routes_need_a_json_content_type() {
     let ws = Workspace::new(SPEC);
     let served = Served::start(&ws.spec, &ws.path().join("state.db"), &env(), &[]);
     let alice = Api::with_token("alice-token");
-    let key = paused_key(&alice, &served).await;
+    let key = alice.pause(&served, json!({"amount": 5})).await.key;
     let routes = [
         served.url("/runs"),
         served.url(&format!("/approvals/{key}/approve")),
@@ -449,7 +434,7 @@ async fn bodies_are_objects_and_a_null_payload_is_refused() {
     let ws = Workspace::new(SPEC);
     let served = Served::start(&ws.spec, &ws.path().join("state.db"), &env(), &[]);
     let alice = Api::with_token("alice-token");
-    let key = paused_key(&alice, &served).await;
+    let key = alice.pause(&served, json!({"amount": 5})).await.key;
     let approve_url = served.url(&format!("/approvals/{key}/approve"));
     for body in [
         json!([{"input": {"amount": 3}}]),
@@ -518,7 +503,7 @@ async fn a_busy_store_answers_503_with_retry_after() {
     env.push((tollgate_runtime::env::SQLITE_BUSY_TIMEOUT, "200ms"));
     let served = Served::start(&ws.spec, &state, &env, &[]);
     let alice = Api::with_token("alice-token");
-    let key = paused_key(&alice, &served).await;
+    let key = alice.pause(&served, json!({"amount": 5})).await.key;
     let approve_url = served.url(&format!("/approvals/{key}/approve"));
 
     // Another process takes the write lock and keeps it.

@@ -10,21 +10,7 @@ use std::time::Duration;
 
 use common::{GATED_SPEC, Workspace};
 use serde_json::json;
-use server::{Api, Served, SseEvent, SseNext, SseStream};
-
-async fn paused_run(api: &Api, served: &Served) -> (String, String) {
-    let (status, run) = api
-        .post(
-            &served.url("/runs?wait=true"),
-            json!({"input": {"order_id": "E1"}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{run}");
-    (
-        run["id"].as_str().unwrap().to_string(),
-        run["pending_approval"]["key"].as_str().unwrap().to_string(),
-    )
-}
+use server::{Api, Paused, Served, SseEvent, SseNext, SseStream};
 
 /// Read the stored events up to the pause, then check the stream stays open.
 async fn read_until_paused(stream: &mut SseStream) -> Vec<SseEvent> {
@@ -80,7 +66,7 @@ async fn approve_and_read_to_the_end(
 
 async fn approve_and_watch(watch_on: &Served, approve_on: &Served) {
     let api = Api::new();
-    let (run_id, key) = paused_run(&api, watch_on).await;
+    let Paused { run_id, key } = api.pause(watch_on, json!({"order_id": "E1"})).await;
     let mut stream =
         SseStream::open(&api, &watch_on.url(&format!("/runs/{run_id}/events")), None).await;
     let before = read_until_paused(&mut stream).await;
@@ -120,7 +106,7 @@ async fn last_event_id_resumes_after_that_event() {
     let ws = Workspace::new(GATED_SPEC);
     let a = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
     let api = Api::new();
-    let (run_id, key) = paused_run(&api, &a).await;
+    let Paused { run_id, key } = api.pause(&a, json!({"order_id": "E1"})).await;
     api.post(
         &a.url(&format!("/approvals/{key}/approve?wait=true")),
         json!({}),
@@ -157,7 +143,7 @@ async fn a_last_event_id_beyond_the_run_still_ends_with_the_run() {
     let api = Api::new();
 
     // Paused: the stream is quiet, then shows the resume and ends.
-    let (run_id, key) = paused_run(&api, &a).await;
+    let Paused { run_id, key } = api.pause(&a, json!({"order_id": "E1"})).await;
     let url = a.url(&format!("/runs/{run_id}/events"));
     let mut stream = SseStream::open(&api, &url, Some(1_000_000)).await;
     match stream.next(Duration::from_millis(1500)).await {

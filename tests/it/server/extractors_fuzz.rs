@@ -19,7 +19,7 @@ use std::time::Duration;
 use common::Workspace;
 use common::rng::Rng;
 use serde_json::{Value, json};
-use server::{Api, Served};
+use server::{Api, Paused, Served};
 use tollgate_runtime::server::signature;
 
 const SECRET: &str = "fuzz-hook-secret";
@@ -114,30 +114,6 @@ impl Case {
             self.sign_body,
             self.body.len()
         )
-    }
-}
-
-/// A paused run to aim decisions at.
-#[derive(Debug, Clone)]
-struct Paused {
-    run_id: String,
-    key: String,
-}
-
-async fn pause(api: &Api, served: &Served, n: usize) -> Paused {
-    let (status, run) = api
-        .post(
-            &served.url("/runs?wait=true"),
-            json!({"input": {"order_id": format!("F{n}")}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{run}");
-    Paused {
-        run_id: run["id"].as_str().expect("run id").to_string(),
-        key: run["pending_approval"]["key"]
-            .as_str()
-            .expect("paused")
-            .to_string(),
     }
 }
 
@@ -638,7 +614,7 @@ async fn hostile_and_random_requests_get_json_errors_and_never_a_5xx() {
     };
 
     // The fixed corpus, aimed at one paused run.
-    let first = pause(&api, &served, 0).await;
+    let first = api.pause(&served, json!({"order_id": "F0"})).await;
     for (n, mut case) in corpus(&first, now()).into_iter().enumerate() {
         case.label = format!("corpus case {n}");
         send(&http, &served, &case, now()).await;
@@ -647,11 +623,12 @@ async fn hostile_and_random_requests_get_json_errors_and_never_a_5xx() {
     // Generated cases, with fresh paused runs now and then so some
     // decisions land on a real pending key.
     let mut rng = Rng::new(seed);
-    let mut pool = vec![first, pause(&api, &served, 1).await];
+    let mut pool = vec![first, api.pause(&served, json!({"order_id": "F1"})).await];
     let mut seen = std::collections::BTreeMap::<u16, usize>::new();
     for i in 0..cases {
         if i % 50 == 49 {
-            pool.push(pause(&api, &served, pool.len()).await);
+            let order = format!("F{}", pool.len());
+            pool.push(api.pause(&served, json!({ "order_id": order })).await);
         }
         let mut case = generate(&mut rng, &pool, now());
         case.label = format!("generated case {i}, TOLLGATE_FUZZ_SEED={seed}");

@@ -56,21 +56,6 @@ fn own_host(served: &Served) -> String {
     served.base.trim_start_matches("http://").to_string()
 }
 
-/// A paused run's approval key, started the ordinary way (no Origin).
-async fn pending_key(served: &Served, api: &Api) -> String {
-    let (status, body) = api
-        .post(
-            &served.url("/runs?wait=true"),
-            json!({"input": {"order_id": "A1"}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body["pending_approval"]["key"]
-        .as_str()
-        .expect("key")
-        .to_string()
-}
-
 async fn status_of(served: &Served, api: &Api, key: &str) -> String {
     let (status, body) = api.get(&served.url(&format!("/approvals/{key}"))).await;
     assert_eq!(status, 200, "{body}");
@@ -98,7 +83,7 @@ async fn without_tokens_a_page_of_another_origin_can_start_list_or_decide_nothin
     let ws = Workspace::new(GATED_SPEC);
     let served = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
     let api = Api::new();
-    let key = pending_key(&served, &api).await;
+    let key = api.pause(&served, json!({"order_id": "A1"})).await.key;
     let host = own_host(&served);
     let evil = [("Host", host.as_str()), ("Origin", "http://evil.example")];
 
@@ -172,7 +157,7 @@ async fn without_tokens_a_rebound_host_name_is_refused() {
     let ws = Workspace::new(GATED_SPEC);
     let served = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
     let api = Api::new();
-    let key = pending_key(&served, &api).await;
+    let key = api.pause(&served, json!({"order_id": "A1"})).await.key;
     // After DNS rebinding the page is same-origin with the attacker's name.
     let rebound = format!("rebind.evil.example:{}", port(&served));
     let origin = format!("http://{rebound}");
@@ -279,7 +264,7 @@ async fn with_tokens_any_host_is_served_but_cross_origin_is_refused() {
         &[],
     );
     let api = Api::with_token("alice-token-1");
-    let key = pending_key(&served, &api).await;
+    let key = api.pause(&served, json!({"order_id": "A1"})).await.key;
     let auth = "Bearer alice-token-1";
     // Behind a proxy the Host is the public name.
     let public = [("Host", "approvals.example.com"), ("Authorization", auth)];

@@ -13,28 +13,12 @@ use std::time::Duration;
 
 use common::{Workspace, contains_bytes, sqlite_bytes};
 use serde_json::{Value, json};
-use server::{Api, Served};
+use server::{Api, Paused, Served};
 use slack_stub::*;
 use stub_server::{Response, StubServer};
 
 fn tool_stub() -> StubServer {
     StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})))
-}
-
-/// Start a run through the webhook and wait for its pause: `(run_id, key)`.
-async fn pause(api: &Api, served: &Served, order: &str) -> (String, String) {
-    let (status, body) = api
-        .post(&served.url("/hooks/refund"), json!({ "order_id": order }))
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let run_id = body["run_id"].as_str().expect("run_id").to_string();
-    let key = api
-        .wait_for_status(served, &run_id, "awaiting_approval")
-        .await["pending_approval"]["key"]
-        .as_str()
-        .expect("key")
-        .to_string();
-    (run_id, key)
 }
 
 fn has_actions(body: &Value) -> bool {
@@ -56,7 +40,9 @@ async fn a_click_after_a_restart_resumes_the_run_once_and_updates_the_message() 
     let api = Api::new();
 
     let mut first = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
-    let (run_id, key) = pause(&api, &first, "A-7").await;
+    let Paused { run_id, key } = api
+        .trigger_and_wait_for_pause(&first, "/hooks/refund", json!({ "order_id": "A-7" }))
+        .await;
 
     // Exactly one message, with both buttons carrying the key.
     let stored = eventually(15, "the message's channel and ts in the store", || {
@@ -160,7 +146,9 @@ async fn a_decision_over_the_http_api_updates_the_slack_message() {
     let api = Api::new();
     let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
 
-    let (run_id, key) = pause(&api, &served, "B-2").await;
+    let Paused { run_id, key } = api
+        .trigger_and_wait_for_pause(&served, "/hooks/refund", json!({ "order_id": "B-2" }))
+        .await;
     eventually(15, "the message posted", || stored_message(&db, &key)).await;
     let (status, body) = api
         .post(
@@ -207,7 +195,9 @@ async fn no_bot_token_or_signing_secret_in_the_store_logs_or_events() {
     let api = Api::new();
     let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
 
-    let (run_id, key) = pause(&api, &served, "C-3").await;
+    let Paused { run_id, key } = api
+        .trigger_and_wait_for_pause(&served, "/hooks/refund", json!({ "order_id": "C-3" }))
+        .await;
     eventually(15, "the message posted after a refusal", || {
         stored_message(&db, &key)
     })

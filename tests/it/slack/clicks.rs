@@ -7,41 +7,11 @@ use crate::common::server;
 use crate::common::slack_stub;
 use crate::common::stub_server;
 
-use std::time::Duration;
-
 use common::Workspace;
-use serde_json::{Value, json};
-use server::{Api, Served};
+use serde_json::json;
+use server::{Api, Paused, Served};
 use slack_stub::*;
 use stub_server::{Response, StubServer};
-
-async fn pause(api: &Api, served: &Served, order: &str) -> (String, String) {
-    let (status, body) = api
-        .post(
-            &served.url("/runs"),
-            json!({ "input": { "order_id": order } }),
-        )
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let run_id = body["run_id"].as_str().expect("run_id").to_string();
-    let run = wait_status(api, served, &run_id, "awaiting_approval").await;
-    let key = run["pending_approval"]["key"]
-        .as_str()
-        .expect("key")
-        .to_string();
-    (run_id, key)
-}
-
-async fn wait_status(api: &Api, served: &Served, run_id: &str, status: &str) -> Value {
-    for _ in 0..400 {
-        let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
-        if run["status"] == status {
-            return run;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("run {run_id} never reached {status}");
-}
 
 fn ephemeral_texts(replies: &StubServer) -> Vec<String> {
     replies
@@ -66,7 +36,9 @@ async fn the_same_click_five_times_at_once_decides_once() {
     let env = env(slack.port);
     let api = Api::new();
     let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
-    let (run_id, key) = pause(&api, &served, "D-4").await;
+    let Paused { run_id, key } = api
+        .trigger_and_wait_for_pause(&served, "/runs", json!({ "input": { "order_id": "D-4" } }))
+        .await;
     eventually(15, "the message posted", || stored_message(&db, &key)).await;
 
     let http = reqwest::Client::new();
@@ -82,7 +54,7 @@ async fn the_same_click_five_times_at_once_decides_once() {
         assert_eq!(status, 200, "every click is answered 200: {text}");
     }
 
-    wait_status(&api, &served, &run_id, "completed").await;
+    api.wait_for_status(&served, &run_id, "completed").await;
     eventually(15, "four ephemeral replies", || {
         (replies.requests_to("/respond").len() >= 4).then_some(())
     })
@@ -129,7 +101,9 @@ async fn only_listed_approvers_decide_from_slack() {
     let env = env(slack.port);
     let api = Api::new();
     let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
-    let (run_id, key) = pause(&api, &served, "E-5").await;
+    let Paused { run_id, key } = api
+        .trigger_and_wait_for_pause(&served, "/runs", json!({ "input": { "order_id": "E-5" } }))
+        .await;
     eventually(15, "the message posted", || stored_message(&db, &key)).await;
     let http = reqwest::Client::new();
 
@@ -153,7 +127,7 @@ async fn only_listed_approvers_decide_from_slack() {
     );
     let (status, _) = send_click(&http, &served.base, approver).await;
     assert_eq!(status, 200);
-    wait_status(&api, &served, &run_id, "rejected").await;
+    api.wait_for_status(&served, &run_id, "rejected").await;
     let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
     assert_eq!(record["decided_by"], "slack:U0APPROVER");
     assert!(tool.requests().is_empty());

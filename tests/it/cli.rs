@@ -40,11 +40,7 @@ fn run_interactive(ws: &Workspace, answers: &str, extra: &[&str]) -> std::proces
 #[test]
 fn validate_accepts_a_good_spec_and_hash_prints_64_hex() {
     let ws = Workspace::new(GATED_SPEC);
-    let out = ws
-        .tollgate()
-        .args(["validate", ws.spec_arg()])
-        .output()
-        .unwrap();
+    let out = ws.validate();
     assert_success(&out);
     assert!(stdout(&out).contains("ok"));
 
@@ -66,11 +62,7 @@ fn validate_accepts_a_good_spec_and_hash_prints_64_hex() {
 #[test]
 fn validate_reports_file_line_and_column_with_exit_2() {
     let ws = Workspace::new(&GATED_SPEC.replace("set:\n      order", "sett:\n      order"));
-    let out = ws
-        .tollgate()
-        .args(["validate", ws.spec_arg()])
-        .output()
-        .unwrap();
+    let out = ws.validate();
     assert_exit(&out, 2);
     let err = stderr(&out);
     let prefix = format!("error: {}:", ws.spec_arg());

@@ -75,6 +75,14 @@ impl Workspace {
     }
 
     /// `tollgate approvals VERB KEY --spec SPEC` (add flags, then run it).
+    /// `tollgate validate SPEC`, run.
+    pub fn validate(&self) -> Output {
+        self.tollgate()
+            .args(["validate", self.spec_arg()])
+            .output()
+            .expect("run tollgate")
+    }
+
     pub fn decide(&self, verb: &str, key: &str) -> Command {
         let mut cmd = self.tollgate();
         cmd.args(["approvals", verb, key, "--spec", self.spec_arg()]);

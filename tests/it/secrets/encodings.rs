@@ -9,6 +9,7 @@
 //! like an HTTP reply.
 
 use crate::common;
+use crate::common::model_stub;
 use crate::common::server;
 use crate::common::slack_stub;
 use crate::common::stub_server;
@@ -191,21 +192,7 @@ fn downstream(req: &Request) -> Response {
             )
         }
         "/v1/chat/completions" => {
-            let content = json!({"confidence": 0.1, "echo": echo_forms(&[&key])});
-            Response::json(
-                200,
-                json!({
-                    "id": "chatcmpl-stub",
-                    "object": "chat.completion",
-                    "model": "gpt-test",
-                    "choices": [{
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content.to_string()},
-                        "finish_reason": "stop",
-                    }],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }),
-            )
+            model_stub::json_reply(json!({"confidence": 0.1, "echo": echo_forms(&[&key])}))
         }
         _ => {
             // A failure quoting the secrets: the run's error and its log line.

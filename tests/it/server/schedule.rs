@@ -109,11 +109,7 @@ async fn one_run_per_tick_across_two_servers() {
 #[test]
 fn a_bad_cron_expression_is_a_spec_error() {
     let ws = Workspace::new(&EVERY_SECOND.replace("* * * * * *", "61 * * * *"));
-    let out = ws
-        .tollgate()
-        .args(["validate", ws.spec_arg()])
-        .output()
-        .unwrap();
+    let out = ws.validate();
     assert_exit(&out, 2);
     let err = stderr(&out);
     assert!(err.contains("agent.yaml:5:"), "names the line: {err}");

@@ -316,6 +316,33 @@ pub fn scrub_trigger(trigger: &mut Value) {
     }
 }
 
+/// A record for unit tests: pending at step 0 (`gate`) of `run_id`,
+/// created now, due in an hour; tests change the fields they are about.
+#[cfg(test)]
+pub(crate) fn sample_record(key: &str, run_id: &str) -> ApprovalRecord {
+    let now = crate::time::now();
+    ApprovalRecord {
+        key: key.into(),
+        run_id: run_id.into(),
+        agent_id: "agent".into(),
+        spec_hash: "a".repeat(64),
+        step_index: 0,
+        step_id: "gate".into(),
+        phase: Phase::Before,
+        message: None,
+        payload: Value::Object(Map::new()),
+        outputs: Map::new(),
+        input: Value::Object(Map::new()),
+        trigger: Value::Object(Map::new()),
+        status: ApprovalStatus::Pending,
+        decision_data: None,
+        decided_by: None,
+        decided_at: None,
+        created_at: now,
+        expires_at: crate::time::add(now, std::time::Duration::from_secs(3600)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

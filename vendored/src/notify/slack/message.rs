@@ -247,31 +247,16 @@ fn capitalize(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pending_approval::Phase;
-    use serde_json::Map;
+    use crate::pending_approval::sample_record;
 
     fn record() -> ApprovalRecord {
-        let now = crate::time::now();
-        ApprovalRecord {
-            key: "6f1c2f0e-0000-4000-8000-000000000001".into(),
-            run_id: "run-1".into(),
-            agent_id: "refund-desk".into(),
-            spec_hash: "a".repeat(64),
-            step_index: 0,
-            step_id: "refund".into(),
-            phase: Phase::Before,
-            message: Some("Refund <!channel> 250 & more?".into()),
-            payload: json!({ "order": "A-1", "note": "x".repeat(5000) }),
-            outputs: Map::new(),
-            input: json!({}),
-            trigger: json!({}),
-            status: ApprovalStatus::Pending,
-            decision_data: None,
-            decided_by: None,
-            decided_at: None,
-            created_at: now,
-            expires_at: now,
-        }
+        let mut r = sample_record("6f1c2f0e-0000-4000-8000-000000000001", "run-1");
+        r.agent_id = "refund-desk".into();
+        r.step_id = "refund".into();
+        r.message = Some("Refund <!channel> 250 & more?".into());
+        r.payload = json!({ "order": "A-1", "note": "x".repeat(5000) });
+        r.expires_at = r.created_at;
+        r
     }
 
     #[test]

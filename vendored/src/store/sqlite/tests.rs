@@ -8,10 +8,10 @@ use rusqlite::Connection;
 use serde_json::{Map, json};
 
 use super::{SqliteOptions, SqliteStore, ops, schema};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::pending_approval::{ApprovalRecord, sample_record};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{Pause, StateStore, StoreError, StoreErrorKind};
-use crate::time::{now, parse_duration};
+use crate::time::now;
 
 /// A fresh directory under the system temp dir, removed on drop (the
 /// runtime crate has no dev-dependencies: it is copied into every export).
@@ -56,27 +56,9 @@ fn run_record(id: &str) -> RunRecord {
 }
 
 fn pending(key: &str, run_id: &str) -> ApprovalRecord {
-    let t = now();
-    ApprovalRecord {
-        key: key.into(),
-        run_id: run_id.into(),
-        agent_id: "agent".into(),
-        spec_hash: "a".repeat(64),
-        step_index: 0,
-        step_id: "gate".into(),
-        phase: Phase::Before,
-        message: None,
-        payload: json!({"amount": 1}),
-        outputs: Map::new(),
-        input: json!({}),
-        trigger: json!({}),
-        status: ApprovalStatus::Pending,
-        decision_data: None,
-        decided_by: None,
-        decided_at: None,
-        created_at: t,
-        expires_at: crate::time::add(t, parse_duration("1h").expect("duration")),
-    }
+    let mut record = sample_record(key, run_id);
+    record.payload = json!({"amount": 1});
+    record
 }
 
 async fn paused(store: &SqliteStore, key: &str) {

@@ -331,6 +331,8 @@ impl AgentRun {
             input: record.input.clone(),
             trigger: record.trigger.clone(),
             outputs: record.outputs.clone(),
+            // Set by `drive` when it hands this decision to its step.
+            gate_key: None,
         };
         // A reject needs no step logic, and under a changed spec the steps
         // may no longer line up with the record: end the run here.
@@ -373,6 +375,11 @@ impl AgentRun {
         };
         while let Some(step) = self.spec.steps.get(index) {
             let decision = resumed.take().filter(|r| r.step_index == index);
+            if let Some(record) = &decision {
+                // From this gate on, every call's idempotency key derives
+                // from it (the gated tool's own call included).
+                ctx.gate_key = Some(record.key.clone());
+            }
             let outcome = match decision {
                 // The step ran before the pause; never run it again.
                 Some(record) if record.phase == Phase::After => {
@@ -709,6 +716,7 @@ fn fresh_context(run: RunRecord) -> RunContext {
         input: run.input,
         trigger: run.trigger,
         outputs: Map::new(),
+        gate_key: None,
     }
 }
 

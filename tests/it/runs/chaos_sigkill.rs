@@ -791,7 +791,8 @@ async fn check(world: &World, state: &Path, effects: &[Request]) -> Report {
                         review.status, ship.status
                     ));
                 }
-                let expected = tollgate_runtime::tools::idempotency_key(&ship.key, "ship");
+                let expected =
+                    tollgate_runtime::tools::idempotency_key(run_id, "ship", Some(&ship.key));
                 let keys: Vec<&str> = effects_by_run
                     .get(run_id.as_str())
                     .map(|c| {

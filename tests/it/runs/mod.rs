@@ -5,6 +5,7 @@ mod crash_recovery;
 mod dedupe;
 mod expiry;
 mod http_tools;
+mod idempotency_keys;
 mod model_step;
 mod race;
 mod spec_changed;

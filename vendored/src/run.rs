@@ -68,6 +68,27 @@ pub struct ClaimedDecision {
     /// The record as decided.
     pub record: ApprovalRecord,
     next_seq: u64,
+    /// The same decider repeated the decision that had already won (see
+    /// [`ApprovalRecord::was_decided_as`]): nothing was written, and
+    /// resuming does not drive the run again (its first claim did).
+    repeated: bool,
+}
+
+impl ClaimedDecision {
+    /// Whether this is a repeat of a decision that won earlier.
+    pub fn is_repeat(&self) -> bool {
+        self.repeated
+    }
+}
+
+impl ClaimedDecision {
+    fn repeat(record: ApprovalRecord) -> ClaimedDecision {
+        ClaimedDecision {
+            record,
+            next_seq: 0,
+            repeated: true,
+        }
+    }
 }
 
 /// One agent (a spec) bound to a store and its tools.
@@ -219,6 +240,11 @@ impl AgentRun {
             now: crate::time::now(),
             spec_hash: self.spec.hash.to_string(),
         };
+        // The decider repeating the decision that won (a retry after a
+        // lost answer) gets that decision back, not `already_resolved`.
+        if record.was_decided_as(&claim.decision, decided_by) {
+            return Ok(ClaimedDecision::repeat(record));
+        }
         // A record that is no longer pending answers for its state
         // (`already_resolved`, `approval_expired`) whatever the decision
         // looks like: a payload that would not fit is beside the point then.
@@ -226,20 +252,69 @@ impl AgentRun {
             return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
         }
         self.check_payload(&record, &claim.decision)?;
-        let claimed = self.store.claim(&claim).await?;
+        let claimed = match self.store.claim(&claim).await {
+            Ok(claimed) => claimed,
+            Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+                // Lost the race since the read: to this decider's own
+                // earlier request (a retry sent while the first was in
+                // flight) it is a repeat; to anyone else, a conflict.
+                let now = self.store.get_approval(key).await?;
+                return match now {
+                    Some(won) if won.was_decided_as(&claim.decision, decided_by) => {
+                        Ok(ClaimedDecision::repeat(won))
+                    }
+                    other => {
+                        Err(ApprovalError::explain_failed_claim(key, other.as_ref(), &claim).into())
+                    }
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         // The claim stored this event; announce it.
         let _ = self.events.send(claimed.event.clone());
         Ok(ClaimedDecision {
             next_seq: claimed.event.seq + 1,
             record: claimed.record,
+            repeated: false,
         })
     }
 
     /// The second half of a resume: re-enter the run at its gate with the
     /// claimed decision and drive it to its next pause or its end.
+    ///
+    /// A repeated decision drives nothing (the claim that won did, or does):
+    /// it answers with the run as the store holds it now.
     pub async fn resume_claimed(&self, claimed: ClaimedDecision) -> Result<RunOutcome, RunError> {
+        if claimed.repeated {
+            return self.stored_outcome(&claimed.record.run_id).await;
+        }
         self.continue_after_claim(claimed.record, claimed.next_seq)
             .await
+    }
+
+    /// The run as stored: its status, outputs and error, and the approval
+    /// it waits on, if any.
+    pub async fn stored_outcome(&self, run_id: &str) -> Result<RunOutcome, RunError> {
+        let run = self
+            .store
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| RunError::Store(StoreError::RunNotFound(run_id.to_string())))?;
+        let pending = match run.status {
+            RunStatus::AwaitingApproval => {
+                self.store
+                    .pending_for_run(run_id, crate::time::now())
+                    .await?
+            }
+            _ => None,
+        };
+        Ok(RunOutcome {
+            run_id: run.id,
+            status: run.status,
+            outputs: run.outputs,
+            error: run.error,
+            pending,
+        })
     }
 
     /// Decide the pending approval of a run, by run id.

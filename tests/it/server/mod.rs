@@ -10,6 +10,7 @@ mod origin;
 mod postgres;
 mod race;
 mod read_only;
+mod repeated_decisions;
 mod responses;
 mod restart;
 mod schedule;

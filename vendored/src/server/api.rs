@@ -132,6 +132,11 @@ pub(crate) struct DecisionView {
     /// while it resumes, or wherever the resume got to by then; with
     /// `?wait=true`, `run.status`.
     pub status: RunStatus,
+    /// Present (`true`) only when the same decider repeated the decision
+    /// that had already won (a retry after a lost answer): nothing was
+    /// decided again, and this is the stored outcome.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub repeated: bool,
     /// With `?wait=true` only: the run at its next pause or its end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunView>,

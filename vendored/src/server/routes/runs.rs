@@ -119,7 +119,9 @@ async fn key_for(state: &AppState, id_or_key: &str) -> Result<String, ApiError> 
 }
 
 /// Claim the decision, answer with the decided record, and resume the run
-/// in the background (`api::DecisionView`). `status` is the run's status in
+/// in the background (`api::DecisionView`). The decider repeating the
+/// decision that won gets the same answer with `repeated: true` (200, not
+/// `already_resolved`). `status` is the run's status in
 /// the store once the claim is made; with `wait`, the run view at its next
 /// pause or end, and its status.
 pub(super) async fn answer_decision(
@@ -129,9 +131,14 @@ pub(super) async fn answer_decision(
     decision: Decision,
     wait: bool,
 ) -> Result<Json<DecisionView>, ApiError> {
-    let (record, resuming) =
-        tasks::decide(&state.agent, &state.background, key, decision, caller.0).await?;
+    let tasks::Decided {
+        record,
+        repeated,
+        resuming,
+    } = tasks::decide(&state.agent, &state.background, key, decision, caller.0).await?;
     let run_id = record.run_id.clone();
+    // A repeat waits for nothing: the resume belongs to the claim that won
+    // (here or in another process); it answers with the run as it is.
     let run = if wait {
         let _ = resuming.await;
         Some(view::run_view(state, &run_id).await?)
@@ -146,6 +153,7 @@ pub(super) async fn answer_decision(
         approval: record.into(),
         run_id,
         status,
+        repeated,
         run,
     }))
 }

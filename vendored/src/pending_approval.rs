@@ -21,6 +21,9 @@ crate::named_enum! {
         Rejected = "REJECTED",
         Modified = "MODIFIED",
         Expired = "EXPIRED",
+        /// Its run was cancelled while it waited (`decided_by` is who
+        /// cancelled, `decision_data` the reason).
+        Cancelled = "CANCELLED",
     }
 }
 
@@ -33,6 +36,7 @@ impl ApprovalStatus {
             ApprovalStatus::Rejected => "rejected",
             ApprovalStatus::Modified => "approved with changes",
             ApprovalStatus::Expired => "expired",
+            ApprovalStatus::Cancelled => "cancelled",
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::pending_approval::{
 };
 use crate::run_state::{RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
-use crate::store::{FirstWrite, Pause, RunEnd, SharedStore, StoreError};
+use crate::store::{CancelRun, Cancelled, FirstWrite, Pause, RunEnd, SharedStore, StoreError};
 use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
 
@@ -40,6 +40,8 @@ pub enum RunError {
     },
     #[error("run {0} has no pending approval")]
     NoPendingApproval(String),
+    #[error("{by} may not cancel run {run_id}: not in approvals.approvers")]
+    CancelForbidden { run_id: String, by: String },
 }
 
 impl From<StoreError> for RunError {
@@ -330,6 +332,45 @@ impl AgentRun {
             .await?
             .ok_or_else(|| RunError::NoPendingApproval(run_id.to_string()))?;
         self.resume_by_key(&record.key, decision, decided_by).await
+    }
+
+    /// Cancel a waiting or running run of this agent (see
+    /// [`crate::store::StateStore::cancel_run`]): `by` must be allowed to
+    /// decide (`approvals.approvers`), as for a decision.
+    ///
+    /// A running run's driver is not stopped by this: until its writes are
+    /// fenced (DESIGN §9), its current step finishes and its next durable
+    /// write (a pause or its end) records over `cancelled`.
+    pub async fn cancel(
+        &self,
+        run_id: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<Cancelled, RunError> {
+        if let Some(allowed) = &self.spec.approvals.approvers {
+            if !allowed.iter().any(|a| a == by) {
+                return Err(RunError::CancelForbidden {
+                    run_id: run_id.into(),
+                    by: by.into(),
+                });
+            }
+        }
+        // Another agent's run is not this agent's to cancel: not found here.
+        match self.store.get_run(run_id).await? {
+            Some(run) if run.agent_id == self.spec.agent => {}
+            _ => return Err(StoreError::RunNotFound(run_id.to_string()).into()),
+        }
+        let cancelled = self
+            .store
+            .cancel_run(&CancelRun {
+                run_id: run_id.to_string(),
+                by: by.to_string(),
+                reason,
+                now: crate::time::now(),
+            })
+            .await?;
+        let _ = self.events.send(cancelled.event.clone());
+        Ok(cancelled)
     }
 
     /// Mark overdue approvals EXPIRED and end their runs (at most once

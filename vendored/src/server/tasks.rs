@@ -192,6 +192,8 @@ pub(crate) fn log_outcome(run_id: &str, outcome: &Result<RunOutcome, RunError>) 
                 "run failed"
             ),
             RunStatus::Running => tracing::warn!(run_id = %run_id, "run stopped while running"),
+            RunStatus::Stuck => tracing::warn!(run_id = %run_id, "run stuck"),
+            RunStatus::Cancelled => tracing::info!(run_id = %run_id, "run cancelled"),
         },
         Err(e) => tracing::error!(run_id = %run_id, error = %e, "run could not continue"),
     }

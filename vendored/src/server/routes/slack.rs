@@ -129,6 +129,7 @@ fn refusal(e: &RunError) -> String {
         }
         RunError::Approval(ApprovalError::InvalidPayload { .. })
         | RunError::NoPendingApproval(_)
+        | RunError::CancelForbidden { .. }
         | RunError::Store(_) => {
             "Nothing changed: tollgate could not record your decision. Try again in a moment."
                 .to_string()

@@ -7,6 +7,7 @@ mod expiry;
 mod http_tools;
 mod idempotency_keys;
 mod model_step;
+mod operations;
 mod race;
 mod spec_changed;
 mod two_phase;

@@ -13,6 +13,7 @@ mod read_only;
 mod repeated_decisions;
 mod responses;
 mod restart;
+mod runs_endpoints;
 mod schedule;
 mod startup;
 mod trigger_scrubbing;

@@ -339,8 +339,10 @@ impl AgentRun {
     /// decide (`approvals.approvers`), as for a decision.
     ///
     /// A running run's driver is not stopped by this: until its writes are
-    /// fenced (DESIGN §9), its current step finishes and its next durable
-    /// write (a pause or its end) records over `cancelled`.
+    /// fenced (DESIGN §9), its current step finishes. Its next durable
+    /// write then carries an event number the cancel's `run_cancelled`
+    /// took, which SQLite and PostgreSQL refuse (the run stays
+    /// `cancelled`); the memory store does not check.
     pub async fn cancel(
         &self,
         run_id: &str,

@@ -427,7 +427,7 @@ async fn decider(
 
 /// Decide until the server answers: a 200 goes in the ledger, a 409 is a lost
 /// race. No answer means the outcome is unknown, so ask again (a decision
-/// that did land then answers 409, naming this decider).
+/// that did land then answers 200 with `repeated: true`, the same decision).
 async fn decide(world: &World, name: &str, job: &Job, rng: &mut Rng) {
     let (path, body) = match (job.by_run_route, job.verdict) {
         (true, verdict) => (

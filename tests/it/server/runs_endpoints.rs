@@ -353,3 +353,55 @@ fn order_of(paused: &[(String, String)], run_id: &str) -> usize {
         .position(|(id, _)| id == run_id)
         .expect("a paused run")
 }
+
+/// A running run cancelled while its call is in flight: the call finishes
+/// (the driver is not stopped), and its next write, numbered after events
+/// the cancel already took, is refused by the store, so the run stays
+/// `cancelled` on SQLite. What fencing (DESIGN §9) will make explicit.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_cancelled_while_its_call_is_in_flight_stays_cancelled() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let released = Arc::new(AtomicBool::new(false));
+    let gate = released.clone();
+    let stub = StubServer::start(move |_| {
+        // Hold the call until the test has cancelled the run.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !gate.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Response::json(200, json!({"ok": true}))
+    });
+    let (ws, served) = serve(&shipping_spec(&stub.url("/ship")));
+    let api = Api::with_token("tok-ops");
+    let (run_id, key) = pause(&api, &served, "F-1").await;
+    let (status, body) = api
+        .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stub.count() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never came"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, cancelled) = api
+        .post(
+            &served.url(&format!("/runs/{run_id}/cancel")),
+            json!({"reason": "stop"}),
+        )
+        .await;
+    released.store(true, Ordering::SeqCst);
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["was"], "running");
+    assert_eq!(cancelled["approval"], Value::Null);
+    served.log_line("could not", Duration::from_secs(60)).await;
+    let store = common::open_store(&ws.state_db());
+    let run = store.get_run(&run_id).await.unwrap().expect("run");
+    assert_eq!(run.status.as_str(), "cancelled", "{:?}", run.error);
+    let events = store.run_events(&run_id, 0).await.unwrap();
+    assert_eq!(events.last().map(|e| e.kind.name()), Some("run_cancelled"));
+    assert_eq!(stub.count(), 1, "the call in flight was made once");
+}

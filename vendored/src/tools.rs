@@ -213,7 +213,58 @@ pub fn gate_key_for_step(
 
 #[cfg(test)]
 mod tests {
-    use super::idempotency_key;
+    use super::{gate_key_for_step, idempotency_key};
+    use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+
+    fn record(key: &str, step_index: usize, status: ApprovalStatus) -> ApprovalRecord {
+        let now = crate::time::now();
+        ApprovalRecord {
+            key: key.into(),
+            run_id: "r".into(),
+            agent_id: "a".into(),
+            spec_hash: "h".into(),
+            step_index,
+            step_id: format!("s{step_index}"),
+            phase: Phase::Before,
+            message: None,
+            payload: serde_json::Value::Null,
+            outputs: serde_json::Map::new(),
+            input: serde_json::Value::Null,
+            trigger: serde_json::Value::Null,
+            status,
+            decision_data: None,
+            decided_by: Some("x".into()),
+            decided_at: Some(now),
+            created_at: now,
+            expires_at: now,
+        }
+    }
+
+    #[test]
+    fn the_gate_of_a_step_is_the_last_decided_one_at_or_before_it() {
+        let records = [
+            record("g1", 1, ApprovalStatus::Approved),
+            record("g3", 3, ApprovalStatus::Rejected),
+            record("g5", 5, ApprovalStatus::Pending),
+        ];
+        assert_eq!(gate_key_for_step(&records, 0), None);
+        assert_eq!(
+            gate_key_for_step(&records, 1),
+            Some("g1"),
+            "a tool's own gate"
+        );
+        assert_eq!(gate_key_for_step(&records, 2), Some("g1"));
+        assert_eq!(
+            gate_key_for_step(&records, 4),
+            Some("g3"),
+            "on_reject: continue"
+        );
+        assert_eq!(
+            gate_key_for_step(&records, 6),
+            Some("g3"),
+            "pending is no gate yet"
+        );
+    }
 
     #[test]
     fn the_key_depends_on_run_step_and_gate_only() {

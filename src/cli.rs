@@ -33,6 +33,9 @@ pub enum Command {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// List, show and cancel runs.
+    #[command(subcommand)]
+    Runs(tollgate_runtime::cli::runs::RunsCommand),
     /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.
     ///
     /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the

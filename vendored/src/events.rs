@@ -68,6 +68,11 @@ pub enum EventKind {
     RunFailed {
         error: String,
     },
+    /// An operator ended the run (DESIGN §3).
+    RunCancelled {
+        by: String,
+        reason: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -96,6 +101,7 @@ impl EventKind {
             EventKind::RunExpired { .. } => "run_expired",
             EventKind::RunSkipped { .. } => "run_skipped",
             EventKind::RunFailed { .. } => "run_failed",
+            EventKind::RunCancelled { .. } => "run_cancelled",
         }
     }
 
@@ -108,6 +114,7 @@ impl EventKind {
                 | EventKind::RunExpired { .. }
                 | EventKind::RunSkipped { .. }
                 | EventKind::RunFailed { .. }
+                | EventKind::RunCancelled { .. }
         )
     }
 }

@@ -295,17 +295,36 @@ impl Gate {
                 agent: record.agent_id,
             });
         }
+        // The decider repeating the decision that won gets it back
+        // (`ApprovalRecord::was_decided_as`), not `already_resolved`.
+        if record.was_decided_as(&decision, decided_by) {
+            return Ok(Outcome { record });
+        }
         let now = self.clock.now();
-        let claimed = self
-            .store
-            .claim(&Claim {
-                key: key.into(),
-                decision,
-                decided_by: decided_by.into(),
-                now,
-                spec_hash: GATE_SPEC_HASH.into(),
-            })
-            .await?;
+        let claim = Claim {
+            key: key.into(),
+            decision,
+            decided_by: decided_by.into(),
+            now,
+            spec_hash: GATE_SPEC_HASH.into(),
+        };
+        let claimed = match self.store.claim(&claim).await {
+            Ok(claimed) => claimed,
+            Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+                // Lost to a decision since the read: this decider's own
+                // (a retry in flight) is a repeat, anyone else's a conflict.
+                let won = self.store.get_approval(key).await?;
+                return match won {
+                    Some(won) if won.was_decided_as(&claim.decision, decided_by) => {
+                        Ok(Outcome { record: won })
+                    }
+                    other => {
+                        Err(ApprovalError::explain_failed_claim(key, other.as_ref(), &claim).into())
+                    }
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         // The decision is final once claimed. Should ending the request's
         // run fail, the run shows up in `approvals list --stuck` (decided,
         // never finished), which is what it is; the caller still gets the

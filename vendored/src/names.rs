@@ -99,7 +99,7 @@ mod tests {
                     .map(|v| v.as_str())
                     .collect::<Vec<_>>()
             ),
-            "running,awaiting_approval,completed,rejected,failed,expired,skipped"
+            "running,awaiting_approval,completed,rejected,failed,expired,skipped,stuck,cancelled"
         );
         assert_eq!(
             names(
@@ -108,7 +108,7 @@ mod tests {
                     .map(|v| v.as_str())
                     .collect::<Vec<_>>()
             ),
-            "PENDING,APPROVED,REJECTED,MODIFIED,EXPIRED"
+            "PENDING,APPROVED,REJECTED,MODIFIED,EXPIRED,CANCELLED"
         );
         assert_eq!(
             names(&Phase::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>()),

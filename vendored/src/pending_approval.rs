@@ -21,6 +21,9 @@ crate::named_enum! {
         Rejected = "REJECTED",
         Modified = "MODIFIED",
         Expired = "EXPIRED",
+        /// Its run was cancelled while it waited (`decided_by` is who
+        /// cancelled, `decision_data` the reason).
+        Cancelled = "CANCELLED",
     }
 }
 
@@ -33,6 +36,7 @@ impl ApprovalStatus {
             ApprovalStatus::Rejected => "rejected",
             ApprovalStatus::Modified => "approved with changes",
             ApprovalStatus::Expired => "expired",
+            ApprovalStatus::Cancelled => "cancelled",
         }
     }
 }
@@ -103,6 +107,26 @@ impl ApprovalRecord {
 
     pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
         self.expires_at <= now
+    }
+
+    /// Whether this record is already decided by `decided_by` with exactly
+    /// `decision`: a repeat (a retry after a lost answer) of the decision
+    /// that won, answered with the stored outcome instead of
+    /// `already_resolved`.
+    ///
+    /// "The same decision" is the same decider and the same stored
+    /// decision: the same kind (approve, modify, reject; an approve is not a
+    /// modify, even with a payload equal to the original), the same reason
+    /// (both absent, or equal text), and for a modify an equal payload (JSON
+    /// equality: key order and whitespace do not matter). Anything else,
+    /// including a reject with a different reason, is a different decision.
+    pub fn was_decided_as(&self, decision: &Decision, decided_by: &str) -> bool {
+        matches!(
+            self.status,
+            ApprovalStatus::Approved | ApprovalStatus::Rejected | ApprovalStatus::Modified
+        ) && self.status == decision.status()
+            && self.decided_by.as_deref() == Some(decided_by)
+            && self.decision_data == decision.data()
     }
 }
 
@@ -393,5 +417,82 @@ mod tests {
             json!({"reason": "smaller", "payload": {"amount": 5}})
         );
         assert_eq!(Decision::Approve { reason: None }.data(), None);
+    }
+
+    fn decided(status: ApprovalStatus, data: Option<Value>) -> ApprovalRecord {
+        let now = crate::time::now();
+        ApprovalRecord {
+            key: "k".into(),
+            run_id: "r".into(),
+            agent_id: "a".into(),
+            spec_hash: "h".into(),
+            step_index: 0,
+            step_id: "s".into(),
+            phase: Phase::Before,
+            message: None,
+            payload: json!({"amount": 5}),
+            outputs: Map::new(),
+            input: json!({}),
+            trigger: json!({}),
+            status,
+            decision_data: data,
+            decided_by: Some("alice".into()),
+            decided_at: Some(now),
+            created_at: now,
+            expires_at: now,
+        }
+    }
+
+    #[test]
+    fn the_same_decision_is_the_same_decider_kind_reason_and_payload() {
+        let approve = |reason: Option<&str>| Decision::Approve {
+            reason: reason.map(str::to_string),
+        };
+        let approved = decided(ApprovalStatus::Approved, approve(Some("ok")).data());
+        assert!(approved.was_decided_as(&approve(Some("ok")), "alice"));
+        assert!(!approved.was_decided_as(&approve(Some("ok")), "bob"));
+        assert!(!approved.was_decided_as(&approve(None), "alice"));
+        assert!(!approved.was_decided_as(&approve(Some("OK")), "alice"));
+        let modify_same = Decision::Modify {
+            payload: json!({"amount": 5}),
+            reason: Some("ok".into()),
+        };
+        assert!(
+            !approved.was_decided_as(&modify_same, "alice"),
+            "a modify is not an approve, even with the original payload"
+        );
+
+        let modify = Decision::Modify {
+            payload: json!({"amount": 3, "note": "x"}),
+            reason: None,
+        };
+        let modified = decided(ApprovalStatus::Modified, modify.data());
+        let reordered: Value = serde_json::from_str(r#"{"note":"x","amount":3}"#).unwrap();
+        assert!(modified.was_decided_as(
+            &Decision::Modify {
+                payload: reordered,
+                reason: None
+            },
+            "alice"
+        ));
+        assert!(!modified.was_decided_as(
+            &Decision::Modify {
+                payload: json!({"amount": 4, "note": "x"}),
+                reason: None
+            },
+            "alice"
+        ));
+        assert!(!modified.was_decided_as(&approve(None), "alice"));
+
+        let reject = |reason: &str| Decision::Reject {
+            reason: Some(reason.into()),
+        };
+        let rejected = decided(ApprovalStatus::Rejected, reject("too much").data());
+        assert!(rejected.was_decided_as(&reject("too much"), "alice"));
+        assert!(!rejected.was_decided_as(&reject("too big"), "alice"));
+        assert!(!rejected.was_decided_as(&approve(None), "alice"));
+
+        let expired = decided(ApprovalStatus::Expired, None);
+        assert!(!expired.was_decided_as(&approve(None), "alice"));
     }
 }

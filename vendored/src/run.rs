@@ -20,7 +20,7 @@ use crate::pending_approval::{
 };
 use crate::run_state::{RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
-use crate::store::{FirstWrite, Pause, RunEnd, SharedStore, StoreError};
+use crate::store::{CancelRun, Cancelled, FirstWrite, Pause, RunEnd, SharedStore, StoreError};
 use crate::time::{Clock, SharedClock};
 use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
@@ -41,6 +41,8 @@ pub enum RunError {
     },
     #[error("run {0} has no pending approval")]
     NoPendingApproval(String),
+    #[error("{by} may not cancel run {run_id}: not in approvals.approvers")]
+    CancelForbidden { run_id: String, by: String },
 }
 
 impl From<StoreError> for RunError {
@@ -69,6 +71,27 @@ pub struct ClaimedDecision {
     /// The record as decided.
     pub record: ApprovalRecord,
     next_seq: u64,
+    /// The same decider repeated the decision that had already won (see
+    /// [`ApprovalRecord::was_decided_as`]): nothing was written, and
+    /// resuming does not drive the run again (its first claim did).
+    repeated: bool,
+}
+
+impl ClaimedDecision {
+    /// Whether this is a repeat of a decision that won earlier.
+    pub fn is_repeat(&self) -> bool {
+        self.repeated
+    }
+}
+
+impl ClaimedDecision {
+    fn repeat(record: ApprovalRecord) -> ClaimedDecision {
+        ClaimedDecision {
+            record,
+            next_seq: 0,
+            repeated: true,
+        }
+    }
 }
 
 /// One agent (a spec) bound to a store and its tools.
@@ -234,6 +257,11 @@ impl AgentRun {
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
         };
+        // The decider repeating the decision that won (a retry after a
+        // lost answer) gets that decision back, not `already_resolved`.
+        if record.was_decided_as(&claim.decision, decided_by) {
+            return Ok(ClaimedDecision::repeat(record));
+        }
         // A record that is no longer pending answers for its state
         // (`already_resolved`, `approval_expired`) whatever the decision
         // looks like: a payload that would not fit is beside the point then.
@@ -241,20 +269,67 @@ impl AgentRun {
             return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
         }
         self.check_payload(&record, &claim.decision)?;
-        let claimed = self.store.claim(&claim).await?;
+        let claimed = match self.store.claim(&claim).await {
+            Ok(claimed) => claimed,
+            Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+                // Lost the race since the read: to this decider's own
+                // earlier request (a retry sent while the first was in
+                // flight) it is a repeat; to anyone else, a conflict.
+                let now = self.store.get_approval(key).await?;
+                return match now {
+                    Some(won) if won.was_decided_as(&claim.decision, decided_by) => {
+                        Ok(ClaimedDecision::repeat(won))
+                    }
+                    other => {
+                        Err(ApprovalError::explain_failed_claim(key, other.as_ref(), &claim).into())
+                    }
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         // The claim stored this event; announce it.
         let _ = self.events.send(claimed.event.clone());
         Ok(ClaimedDecision {
             next_seq: claimed.event.seq + 1,
             record: claimed.record,
+            repeated: false,
         })
     }
 
     /// The second half of a resume: re-enter the run at its gate with the
     /// claimed decision and drive it to its next pause or its end.
+    ///
+    /// A repeated decision drives nothing (the claim that won did, or does):
+    /// it answers with the run as the store holds it now.
     pub async fn resume_claimed(&self, claimed: ClaimedDecision) -> Result<RunOutcome, RunError> {
+        if claimed.repeated {
+            return self.stored_outcome(&claimed.record.run_id).await;
+        }
         self.continue_after_claim(claimed.record, claimed.next_seq)
             .await
+    }
+
+    /// The run as stored: its status, outputs and error, and the approval
+    /// it waits on, if any.
+    pub async fn stored_outcome(&self, run_id: &str) -> Result<RunOutcome, RunError> {
+        let run = self
+            .store
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| RunError::Store(StoreError::RunNotFound(run_id.to_string())))?;
+        let pending = match run.status {
+            RunStatus::AwaitingApproval => {
+                self.store.pending_for_run(run_id, self.clock.now()).await?
+            }
+            _ => None,
+        };
+        Ok(RunOutcome {
+            run_id: run.id,
+            status: run.status,
+            outputs: run.outputs,
+            error: run.error,
+            pending,
+        })
     }
 
     /// Decide the pending approval of a run, by run id.
@@ -270,6 +345,47 @@ impl AgentRun {
             .await?
             .ok_or_else(|| RunError::NoPendingApproval(run_id.to_string()))?;
         self.resume_by_key(&record.key, decision, decided_by).await
+    }
+
+    /// Cancel a waiting or running run of this agent (see
+    /// [`crate::store::StateStore::cancel_run`]): `by` must be allowed to
+    /// decide (`approvals.approvers`), as for a decision.
+    ///
+    /// A running run's driver is not stopped by this: until its writes are
+    /// fenced (DESIGN §9), its current step finishes. Its next durable
+    /// write then carries an event number the cancel's `run_cancelled`
+    /// took, which SQLite and PostgreSQL refuse (the run stays
+    /// `cancelled`); the memory store does not check.
+    pub async fn cancel(
+        &self,
+        run_id: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<Cancelled, RunError> {
+        if let Some(allowed) = &self.spec.approvals.approvers {
+            if !allowed.iter().any(|a| a == by) {
+                return Err(RunError::CancelForbidden {
+                    run_id: run_id.into(),
+                    by: by.into(),
+                });
+            }
+        }
+        // Another agent's run is not this agent's to cancel: not found here.
+        match self.store.get_run(run_id).await? {
+            Some(run) if run.agent_id == self.spec.agent => {}
+            _ => return Err(StoreError::RunNotFound(run_id.to_string()).into()),
+        }
+        let cancelled = self
+            .store
+            .cancel_run(&CancelRun {
+                run_id: run_id.to_string(),
+                by: by.to_string(),
+                reason,
+                now: self.clock.now(),
+            })
+            .await?;
+        let _ = self.events.send(cancelled.event.clone());
+        Ok(cancelled)
     }
 
     /// Mark overdue approvals EXPIRED and end their runs (at most once
@@ -346,6 +462,8 @@ impl AgentRun {
             input: record.input.clone(),
             trigger: record.trigger.clone(),
             outputs: record.outputs.clone(),
+            // Set by `drive` when it hands this decision to its step.
+            gate_key: None,
         };
         // A reject needs no step logic, and under a changed spec the steps
         // may no longer line up with the record: end the run here.
@@ -389,6 +507,11 @@ impl AgentRun {
         };
         while let Some(step) = self.spec.steps.get(index) {
             let decision = resumed.take().filter(|r| r.step_index == index);
+            if let Some(record) = &decision {
+                // From this gate on, every call's idempotency key derives
+                // from it (the gated tool's own call included).
+                ctx.gate_key = Some(record.key.clone());
+            }
             let outcome = match decision {
                 // The step ran before the pause; never run it again.
                 Some(record) if record.phase == Phase::After => {
@@ -725,6 +848,7 @@ fn fresh_context(run: RunRecord) -> RunContext {
         input: run.input,
         trigger: run.trigger,
         outputs: Map::new(),
+        gate_key: None,
     }
 }
 

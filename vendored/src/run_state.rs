@@ -16,13 +16,21 @@ crate::named_enum! {
         Expired = "expired",
         /// Ended by a dedupe step whose key was already claimed.
         Skipped = "skipped",
+        /// A step was in flight when its process died and its spec says
+        /// not to repeat it: waits for an operator (DESIGN §9).
+        Stuck = "stuck",
+        /// Ended by an operator (`runs cancel`, POST /runs/{id}/cancel).
+        Cancelled = "cancelled",
     }
 }
 
 impl RunStatus {
     /// A final status never changes again.
     pub fn is_final(self) -> bool {
-        !matches!(self, RunStatus::Running | RunStatus::AwaitingApproval)
+        !matches!(
+            self,
+            RunStatus::Running | RunStatus::AwaitingApproval | RunStatus::Stuck
+        )
     }
 }
 

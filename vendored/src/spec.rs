@@ -283,7 +283,7 @@ impl RetrySpec {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum IdempotencySpec {
-    /// Send the header (default name `Idempotency-Key`) on calls made after an approval.
+    /// Send the header (default name `Idempotency-Key`) on every call but GET, HEAD, OPTIONS and TRACE.
     Header(String),
     /// `idempotency: false`.
     Off,

@@ -96,6 +96,11 @@ pub enum StoreError {
     #[error("malformed cursor {0:?}")]
     InvalidCursor(String),
 
+    /// A cancel of a run that has already ended (or is stuck, which only
+    /// `runs retry` or `runs fail` handle).
+    #[error("run {run_id} is {} and cannot be cancelled", .status.as_str())]
+    RunNotCancellable { run_id: String, status: RunStatus },
+
     #[error(
         "the database schema is version {found}, newer than this build of tollgate understands (up to {supported}); upgrade tollgate"
     )]
@@ -229,6 +234,68 @@ pub struct PendingQuery {
     pub limit: usize,
     /// Opaque cursor from a previous page.
     pub cursor: Option<String>,
+}
+
+/// Which runs to list (GET /runs, `tollgate runs list`).
+#[derive(Debug, Clone)]
+pub struct RunQuery {
+    /// Only this agent's runs; `None` lists every agent sharing the store.
+    pub agent_id: Option<String>,
+    /// Only runs with this stored status.
+    pub status: Option<RunStatus>,
+    pub limit: usize,
+    /// Opaque cursor from a previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of runs, newest first (by `created_at`, then id).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunsPage {
+    pub runs: Vec<RunRecord>,
+    pub next_cursor: Option<String>,
+}
+
+/// An operator cancelling a run.
+#[derive(Debug, Clone)]
+pub struct CancelRun {
+    pub run_id: String,
+    /// Who cancels: `by` of the `run_cancelled` event, and `decided_by` of
+    /// the approval it cancels.
+    pub by: String,
+    pub reason: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+impl CancelRun {
+    /// `decision_data` of a cancelled approval: `{"reason": ...}`.
+    pub fn decision_data(&self) -> Option<Value> {
+        self.reason
+            .as_ref()
+            .map(|r| serde_json::json!({ "reason": r }))
+    }
+
+    pub(crate) fn event(&self, seq: u64) -> Event {
+        Event {
+            run_id: self.run_id.clone(),
+            seq,
+            at: self.now,
+            kind: EventKind::RunCancelled {
+                by: self.by.clone(),
+                reason: self.reason.clone(),
+            },
+        }
+    }
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone)]
+pub struct Cancelled {
+    /// The status the run had: `awaiting_approval` or `running`.
+    pub was: RunStatus,
+    /// The approval it waited on, now CANCELLED (a waiting run only).
+    pub approval: Option<ApprovalRecord>,
+    /// The `run_cancelled` event appended.
+    pub event: Event,
 }
 
 /// One page of pending approvals, newest first.
@@ -439,6 +506,17 @@ pub trait StateStore: Send + Sync + 'static {
     async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>>;
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
+
+    /// Runs newest first (`created_at`, then id), one page at a time.
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage>;
+
+    /// End a waiting or running run `cancelled`, with a `run_cancelled`
+    /// event, in one transaction. A waiting run's PENDING, unexpired
+    /// approval becomes CANCELLED (`decided_by` the canceller) in the same
+    /// conditional write that a decision's claim races: exactly one of
+    /// them wins. A run in any other state is
+    /// [`StoreError::RunNotCancellable`].
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled>;
 
     /// The run's events with `seq > after_seq`, in order.
     async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>>;

@@ -40,8 +40,9 @@ impl ToolError {
 pub struct CallContext {
     pub run_id: String,
     pub step_id: String,
-    /// Set when the call was approved by a person: derived from the approval
-    /// key and the step, stable across repeats of the same approved call.
+    /// The call's idempotency key, from [`idempotency_key`]: the same on
+    /// every attempt, retry and recovery of this step of this run. `None`
+    /// only where no run is behind the call (a unit test).
     pub idempotency_key: Option<String>,
     /// What the tool's own templates can read: the run's context plus `args`.
     pub scope: Context,
@@ -157,11 +158,118 @@ impl ToolInvoker for Toolbox {
     }
 }
 
-/// The `Idempotency-Key` for a call approved under `approval_key` at `step_id`:
-/// derived from both, never the approval key itself (which is a capability
-/// to decide).
-pub fn idempotency_key(approval_key: &str, step_id: &str) -> String {
+/// The `Idempotency-Key` of the call step `step_id` of run `run_id` makes.
+///
+/// A pure function of exactly three things: the run id, the step id, and
+/// `gate_key`, the key of the approval that most recently gated the run
+/// before (or at) this step, if any (see [`gate_key_for_step`]). Nothing
+/// else goes in: not the arguments (a modify may edit them, a retry
+/// re-evaluates them), not the attempt, not the process. So every attempt,
+/// retry and recovery of one step sends the same key, and two steps or two
+/// runs never share one. It is a digest, never the approval key itself
+/// (which is a capability to decide). Crash recovery re-sends an in-doubt
+/// call through this same function.
+pub fn idempotency_key(run_id: &str, step_id: &str, gate_key: Option<&str>) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("tollgate-idempotency\0{approval_key}\0{step_id}"));
+    let mut hasher = Sha256::new();
+    // Length-prefixed parts: no two inputs produce the same byte string.
+    for part in [
+        "tollgate-idempotency-v2",
+        run_id,
+        step_id,
+        gate_key.unwrap_or(""),
+    ] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.update([u8::from(gate_key.is_some())]);
+    let digest = hasher.finalize();
     format!("tg-{}", crate::hex::encode(&digest[..16]))
+}
+
+/// The approval that most recently gated a run before (or at) step
+/// `step_index`, from the run's approval records: the decided record
+/// (approved, modified, or rejected with `on_reject: continue`) with the
+/// highest step index not after `step_index`. Runs only move forward, so
+/// that is the last gate the run passed. What recovery passes to
+/// [`idempotency_key`] as `gate_key` to rebuild a step's key from the store.
+pub fn gate_key_for_step(
+    records: &[crate::pending_approval::ApprovalRecord],
+    step_index: usize,
+) -> Option<&str> {
+    use crate::pending_approval::ApprovalStatus;
+    records
+        .iter()
+        .filter(|r| r.step_index <= step_index)
+        .filter(|r| {
+            matches!(
+                r.status,
+                ApprovalStatus::Approved | ApprovalStatus::Modified | ApprovalStatus::Rejected
+            )
+        })
+        .max_by_key(|r| (r.step_index, r.decided_at))
+        .map(|r| r.key.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gate_key_for_step, idempotency_key};
+    use crate::pending_approval::{ApprovalRecord, ApprovalStatus, sample_record};
+
+    fn record(key: &str, step_index: usize, status: ApprovalStatus) -> ApprovalRecord {
+        let mut record = sample_record(key, "r");
+        record.step_index = step_index;
+        record.step_id = format!("s{step_index}");
+        record.status = status;
+        record.decided_by = Some("x".into());
+        record.decided_at = Some(record.created_at);
+        record
+    }
+
+    #[test]
+    fn the_gate_of_a_step_is_the_last_decided_one_at_or_before_it() {
+        let records = [
+            record("g1", 1, ApprovalStatus::Approved),
+            record("g3", 3, ApprovalStatus::Rejected),
+            record("g5", 5, ApprovalStatus::Pending),
+        ];
+        assert_eq!(gate_key_for_step(&records, 0), None);
+        assert_eq!(
+            gate_key_for_step(&records, 1),
+            Some("g1"),
+            "a tool's own gate"
+        );
+        assert_eq!(gate_key_for_step(&records, 2), Some("g1"));
+        assert_eq!(
+            gate_key_for_step(&records, 4),
+            Some("g3"),
+            "on_reject: continue"
+        );
+        assert_eq!(
+            gate_key_for_step(&records, 6),
+            Some("g3"),
+            "pending is no gate yet"
+        );
+    }
+
+    #[test]
+    fn the_key_depends_on_run_step_and_gate_only() {
+        let k = idempotency_key("r1", "s", Some("g"));
+        assert_eq!(k, idempotency_key("r1", "s", Some("g")));
+        assert_ne!(k, idempotency_key("r2", "s", Some("g")));
+        assert_ne!(k, idempotency_key("r1", "t", Some("g")));
+        assert_ne!(k, idempotency_key("r1", "s", Some("h")));
+        assert_ne!(k, idempotency_key("r1", "s", None));
+        assert_ne!(
+            idempotency_key("r1", "s", Some("")),
+            idempotency_key("r1", "s", None)
+        );
+        // No ambiguity where one part ends and the next begins.
+        assert_ne!(
+            idempotency_key("ab", "c", None),
+            idempotency_key("a", "bc", None)
+        );
+        assert!(!k.contains('g') || !k.contains("g\0"));
+        assert!(k.starts_with("tg-") && k.len() == 35);
+    }
 }

@@ -22,9 +22,18 @@ pub struct RunContext {
     pub input: Value,
     pub trigger: Value,
     pub outputs: Map<String, Value>,
+    /// The key of the approval that most recently gated this run, if any:
+    /// part of every call's idempotency key from that gate on.
+    pub gate_key: Option<String>,
 }
 
 impl RunContext {
+    /// The idempotency key of the call `step_id` makes (see
+    /// [`crate::tools::idempotency_key`]).
+    pub fn idempotency_key(&self, step_id: &str) -> String {
+        idempotency_key(&self.run_id, step_id, self.gate_key.as_deref())
+    }
+
     pub fn expr_context(&self) -> Context {
         let steps: Map<String, Value> = self
             .outputs
@@ -273,10 +282,11 @@ async fn tool_step(
     let ectx = ctx.expr_context();
     // Re-evaluated on every entry: a resumed gate calls with fresh inputs.
     let args = expr::evaluate_value(with, &ectx)?;
+    // The driver set `ctx.gate_key` to this step's own decision, if any.
     let mut call = CallContext {
         run_id: ctx.run_id.clone(),
         step_id: step.id.clone(),
-        idempotency_key: None,
+        idempotency_key: Some(ctx.idempotency_key(&step.id)),
         scope: Context::new(),
     };
     let args = if tool.approval_required {
@@ -296,13 +306,10 @@ async fn tool_step(
             }
             Some(record) => match verdict(record) {
                 Verdict::Stop { reason } => return Ok(StepOutcome::Rejected { reason }),
-                Verdict::Go { .. } => {
-                    call.idempotency_key = Some(idempotency_key(&record.key, &step.id));
-                    match record.modified_payload() {
-                        Some(edited) => edited.clone(),
-                        None => args,
-                    }
-                }
+                Verdict::Go { .. } => match record.modified_payload() {
+                    Some(edited) => edited.clone(),
+                    None => args,
+                },
             },
         }
     } else {
@@ -331,10 +338,11 @@ async fn model_step(
         .as_deref()
         .map(|s| expr::evaluate_to_string(s, &ectx))
         .transpose()?;
+    // Model calls are POSTs and carry the key too (see `tools::model`).
     let call = CallContext {
         run_id: ctx.run_id.clone(),
         step_id: step.id.clone(),
-        idempotency_key: None,
+        idempotency_key: Some(ctx.idempotency_key(&step.id)),
         scope: ectx.clone(),
     };
     let request = ModelRequest {

@@ -28,7 +28,8 @@ use tollgate_runtime::pending_approval::{
 };
 use tollgate_runtime::run_state::{RunRecord, RunStatus};
 use tollgate_runtime::store::{
-    FirstWrite, Pause, PendingQuery, RunEnd, SharedStore, StateStore, StoreError, StoreErrorKind,
+    CancelRun, FirstWrite, Pause, PendingQuery, RunEnd, RunQuery, SharedStore, StateStore,
+    StoreError, StoreErrorKind,
 };
 
 /// A store under test plus whatever must outlive it (a temp dir, a schema).
@@ -80,6 +81,12 @@ macro_rules! store_conformance_tests {
             nul_characters_are_kept_in_every_field,
             a_time_past_the_year_9999_is_refused_before_any_write,
             json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write,
+            runs_are_listed_newest_first_by_page_and_filtered_by_agent_and_status,
+            a_malformed_runs_cursor_is_rejected,
+            cancelling_a_waiting_run_cancels_its_approval_in_one_write,
+            cancelling_a_running_run_ends_it_cancelled,
+            a_final_run_cannot_be_cancelled_and_an_unknown_one_is_not_found,
+            a_cancel_racing_claims_has_exactly_one_winner,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {
@@ -1456,4 +1463,332 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
         .expect("record");
     assert_eq!(still, record, "the refused claim left the record pending");
     assert_eq!(all_pending(&*store, 3, None).await, vec!["key-deep"]);
+}
+
+// ------------------------------------------------------- runs: list, cancel
+
+fn cancel(run_id: &str, by: &str, now: u64) -> CancelRun {
+    CancelRun {
+        run_id: run_id.into(),
+        by: by.into(),
+        reason: Some("not needed".into()),
+        now: at(now),
+    }
+}
+
+async fn listed(store: &dyn StateStore, query: RunQuery) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut query = query;
+    loop {
+        let page = store.list_runs(&query).await.expect("list runs");
+        ids.extend(page.runs.iter().map(|r| r.id.clone()));
+        match page.next_cursor {
+            Some(next) => query.cursor = Some(next),
+            None => return ids,
+        }
+    }
+}
+
+pub async fn runs_are_listed_newest_first_by_page_and_filtered_by_agent_and_status(
+    store: SharedStore,
+) {
+    // Five running runs of "a" (two created in the same instant: the id
+    // orders them), one of "b", and one of "a" waiting on an approval.
+    for (id, agent, created) in [
+        ("r1", "a", 10),
+        ("r2", "a", 20),
+        ("r3b", "a", 30),
+        ("r3a", "a", 30),
+        ("r4", "b", 40),
+        ("r5", "a", 50),
+    ] {
+        let run = run_record(id, agent, created);
+        store
+            .create_run(&run, &[event(id, 1, created, started(&run))])
+            .await
+            .expect("create run");
+    }
+    paused_run(store.as_ref(), "k", "a", 60).await;
+    let query = |agent: Option<&str>, status: Option<RunStatus>, limit: usize| RunQuery {
+        agent_id: agent.map(str::to_string),
+        status,
+        limit,
+        cursor: None,
+    };
+    let everything = vec!["run-k", "r5", "r4", "r3b", "r3a", "r2", "r1"];
+    assert_eq!(
+        listed(store.as_ref(), query(None, None, 2)).await,
+        everything
+    );
+    assert_eq!(
+        listed(store.as_ref(), query(None, None, 100)).await,
+        everything
+    );
+    assert_eq!(
+        listed(store.as_ref(), query(Some("a"), None, 3)).await,
+        vec!["run-k", "r5", "r3b", "r3a", "r2", "r1"]
+    );
+    assert_eq!(
+        listed(
+            store.as_ref(),
+            query(Some("a"), Some(RunStatus::AwaitingApproval), 1)
+        )
+        .await,
+        vec!["run-k"]
+    );
+    assert_eq!(
+        listed(store.as_ref(), query(None, Some(RunStatus::Cancelled), 10)).await,
+        Vec::<String>::new()
+    );
+    let first = store
+        .list_runs(&query(Some("a"), Some(RunStatus::Running), 2))
+        .await
+        .expect("page");
+    assert_eq!(first.runs.len(), 2);
+    assert_eq!(first.runs[0], run_record("r5", "a", 50), "every field");
+    assert!(first.next_cursor.is_some());
+    let last = store
+        .list_runs(&query(Some("a"), Some(RunStatus::Running), 5))
+        .await
+        .expect("page");
+    assert_eq!(last.runs.len(), 5);
+    assert_eq!(last.next_cursor, None, "no cursor past the last page");
+}
+
+pub async fn a_malformed_runs_cursor_is_rejected(store: SharedStore) {
+    let result = store
+        .list_runs(&RunQuery {
+            agent_id: None,
+            status: None,
+            limit: 10,
+            cursor: Some("not-a-cursor".into()),
+        })
+        .await;
+    assert!(
+        matches!(result, Err(StoreError::InvalidCursor(_))),
+        "{result:?}"
+    );
+}
+
+pub async fn cancelling_a_waiting_run_cancels_its_approval_in_one_write(store: SharedStore) {
+    let record = paused_run(store.as_ref(), "k", "agent", 0).await;
+    let cancelled = store
+        .cancel_run(&cancel("run-k", "ops", 10))
+        .await
+        .expect("cancel");
+    assert_eq!(cancelled.was, RunStatus::AwaitingApproval);
+    let expected = ApprovalRecord {
+        status: ApprovalStatus::Cancelled,
+        decision_data: Some(json!({"reason": "not needed"})),
+        decided_by: Some("ops".into()),
+        decided_at: Some(at(10)),
+        ..record
+    };
+    assert_eq!(cancelled.approval.as_ref(), Some(&expected));
+    assert_eq!(
+        store.get_approval("k").await.expect("get"),
+        Some(expected),
+        "kept in the audit trail"
+    );
+    let run = store.get_run("run-k").await.expect("get").expect("run");
+    assert_eq!((run.status, run.updated_at), (RunStatus::Cancelled, at(10)));
+    let event_kinds: Vec<_> = store
+        .run_events("run-k", 0)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| (e.seq, e.kind))
+        .collect();
+    assert_eq!(
+        event_kinds.last(),
+        Some(&(
+            3,
+            EventKind::RunCancelled {
+                by: "ops".into(),
+                reason: Some("not needed".into())
+            }
+        ))
+    );
+    assert_eq!(cancelled.event.seq, 3);
+    assert!(all_pending(store.as_ref(), 11, None).await.is_empty());
+    // Nothing is left to decide, nor to expire.
+    let error = approval_error(store.claim(&approve("k", "alice", 20)).await);
+    assert!(
+        matches!(
+            error,
+            ApprovalError::AlreadyResolved {
+                status: ApprovalStatus::Cancelled,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        store
+            .expire_due(at(TTL + 10))
+            .await
+            .expect("sweep")
+            .is_empty()
+    );
+}
+
+pub async fn cancelling_a_running_run_ends_it_cancelled(store: SharedStore) {
+    let run = run_record("r", "agent", 0);
+    store
+        .create_run(&run, &[event("r", 1, 0, started(&run))])
+        .await
+        .expect("create");
+    let cancelled = store
+        .cancel_run(&CancelRun {
+            reason: None,
+            ..cancel("r", "ops", 5)
+        })
+        .await
+        .expect("cancel");
+    assert_eq!(cancelled.was, RunStatus::Running);
+    assert_eq!(cancelled.approval, None);
+    assert_eq!(
+        cancelled.event.kind,
+        EventKind::RunCancelled {
+            by: "ops".into(),
+            reason: None
+        }
+    );
+    let stored = store.get_run("r").await.expect("get").expect("run");
+    assert_eq!(stored.status, RunStatus::Cancelled);
+    let seqs: Vec<u64> = store
+        .run_events("r", 0)
+        .await
+        .expect("events")
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 2]);
+}
+
+pub async fn a_final_run_cannot_be_cancelled_and_an_unknown_one_is_not_found(store: SharedStore) {
+    let record = paused_run(store.as_ref(), "k", "agent", 0).await;
+    store.claim(&approve("k", "alice", 5)).await.expect("claim");
+    store
+        .end_run(
+            &RunEnd {
+                run_id: record.run_id.clone(),
+                status: RunStatus::Completed,
+                outputs: Map::new(),
+                error: None,
+                at: at(6),
+            },
+            &[],
+        )
+        .await
+        .expect("end");
+    let refused = store.cancel_run(&cancel("run-k", "ops", 10)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::RunNotCancellable {
+                status: RunStatus::Completed,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store
+            .get_run("run-k")
+            .await
+            .expect("get")
+            .expect("run")
+            .status,
+        RunStatus::Completed,
+        "unchanged"
+    );
+    // A waiting run whose approval ran out has expired: nothing to cancel.
+    paused_run(store.as_ref(), "old", "agent", 0).await;
+    let overdue = store.cancel_run(&cancel("run-old", "ops", TTL + 1)).await;
+    assert!(
+        matches!(
+            overdue,
+            Err(StoreError::RunNotCancellable {
+                status: RunStatus::Expired,
+                ..
+            })
+        ),
+        "{overdue:?}"
+    );
+    let unknown = store.cancel_run(&cancel("nope", "ops", 10)).await;
+    assert!(
+        matches!(unknown, Err(StoreError::RunNotFound(_))),
+        "{unknown:?}"
+    );
+}
+
+pub async fn a_cancel_racing_claims_has_exactly_one_winner(store: SharedStore) {
+    for round in 0..8 {
+        let key = format!("k{round}");
+        let record = paused_run(store.as_ref(), &key, "agent", 0).await;
+        let mut tasks = Vec::new();
+        for i in 0..12 {
+            let store = Arc::clone(&store);
+            let (key, run_id) = (key.clone(), record.run_id.clone());
+            tasks.push(tokio::spawn(async move {
+                if i % 3 == 0 {
+                    store
+                        .cancel_run(&cancel(&run_id, &format!("op-{i}"), 10))
+                        .await
+                        .map(|_| "cancel")
+                } else {
+                    store
+                        .claim(&approve(&key, &format!("user-{i}"), 10))
+                        .await
+                        .map(|_| "claim")
+                }
+            }));
+        }
+        let mut cancels = 0;
+        let mut claims = 0;
+        for task in tasks {
+            match task.await.expect("task") {
+                Ok("cancel") => cancels += 1,
+                Ok(_) => claims += 1,
+                Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. }))
+                | Err(StoreError::RunNotCancellable { .. }) => {}
+                Err(other) => panic!("a loser is told why, got {other:?}"),
+            }
+        }
+        let approval = store
+            .get_approval(&key)
+            .await
+            .expect("get")
+            .expect("record");
+        let run = store
+            .get_run(&record.run_id)
+            .await
+            .expect("get")
+            .expect("run");
+        match approval.status {
+            // The cancel took the approval: no decision won.
+            ApprovalStatus::Cancelled => {
+                assert_eq!((cancels, claims), (1, 0), "round {round}");
+                assert_eq!(run.status, RunStatus::Cancelled);
+            }
+            // A decision won the approval; at most one cancel then ended the
+            // running run (a run is cancellable while it runs).
+            ApprovalStatus::Approved => {
+                assert_eq!(claims, 1, "round {round}");
+                assert!(cancels <= 1, "round {round}: {cancels} cancels");
+                let want = if cancels == 1 {
+                    RunStatus::Cancelled
+                } else {
+                    RunStatus::Running
+                };
+                assert_eq!(run.status, want, "round {round}");
+            }
+            other => panic!("round {round}: the approval ended {other:?}"),
+        }
+        let events = store.run_events(&record.run_id, 0).await.expect("events");
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        let want: Vec<u64> = (1..=(2 + claims + cancels) as u64).collect();
+        assert_eq!(seqs, want, "round {round}: one event per winner, no gaps");
+    }
 }

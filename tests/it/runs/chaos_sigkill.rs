@@ -427,7 +427,7 @@ async fn decider(
 
 /// Decide until the server answers: a 200 goes in the ledger, a 409 is a lost
 /// race. No answer means the outcome is unknown, so ask again (a decision
-/// that did land then answers 409, naming this decider).
+/// that did land then answers 200 with `repeated: true`, the same decision).
 async fn decide(world: &World, name: &str, job: &Job, rng: &mut Rng) {
     let (path, body) = match (job.by_run_route, job.verdict) {
         (true, verdict) => (
@@ -791,7 +791,8 @@ async fn check(world: &World, state: &Path, effects: &[Request]) -> Report {
                         review.status, ship.status
                     ));
                 }
-                let expected = tollgate_runtime::tools::idempotency_key(&ship.key, "ship");
+                let expected =
+                    tollgate_runtime::tools::idempotency_key(run_id, "ship", Some(&ship.key));
                 let keys: Vec<&str> = effects_by_run
                     .get(run_id.as_str())
                     .map(|c| {

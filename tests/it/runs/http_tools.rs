@@ -1,7 +1,7 @@
 //! HTTP tools against a real loopback server: gates decide how many calls
 //! reach the downstream (approve 1, reject 0, modify 1 with the edits, a
-//! race of approvers still 1, a restart in between still 1), approved calls
-//! carry a derived Idempotency-Key, and responses become outputs or clear
+//! race of approvers still 1, a restart in between still 1), calls carry a
+//! derived Idempotency-Key, and responses become outputs or clear
 //! errors.
 
 use crate::common;
@@ -40,6 +40,14 @@ async fn run_status(
     (run.status, run.outputs)
 }
 
+/// The key a call at `step` carries after the gate `key`: derived from the
+/// run id, the step and the gate (the run id read from the store).
+async fn gated_key(ws: &Workspace, key: &str, step: &str) -> String {
+    let store = open_store(&ws.state_db());
+    let record = store.get_approval(key).await.unwrap().expect("record");
+    idempotency_key(&record.run_id, step, Some(key))
+}
+
 // ---- gates ----------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
@@ -60,7 +68,7 @@ async fn approve_makes_exactly_one_call_with_a_derived_idempotency_key() {
     let sent = call
         .header("idempotency-key")
         .expect("Idempotency-Key sent");
-    assert_eq!(sent, idempotency_key(&key, "refund"));
+    assert_eq!(sent, gated_key(&ws, &key, "refund").await);
     assert!(!sent.contains(&key), "the approval key itself never leaves");
 
     let (status, outputs) = run_status(&ws, &key).await;
@@ -87,8 +95,8 @@ async fn two_approvals_send_different_idempotency_keys() {
     assert_eq!(
         sent,
         vec![
-            idempotency_key(&first, "refund"),
-            idempotency_key(&second, "refund")
+            gated_key(&ws, &first, "refund").await,
+            gated_key(&ws, &second, "refund").await
         ]
     );
     assert_ne!(sent[0], sent[1]);
@@ -128,7 +136,7 @@ async fn modify_calls_once_with_the_edited_arguments() {
     assert_eq!(calls[0].json(), json!({"order": "A-7", "amount": 25}));
     assert_eq!(
         calls[0].header("idempotency-key"),
-        Some(idempotency_key(&key, "refund").as_str())
+        Some(gated_key(&ws, &key, "refund").await.as_str())
     );
 }
 
@@ -212,7 +220,7 @@ async fn a_custom_idempotency_header_name_is_used() {
     let call = &stub.requests()[0];
     assert_eq!(
         call.header("x-request-key"),
-        Some(idempotency_key(&key, "refund").as_str())
+        Some(gated_key(&ws, &key, "refund").await.as_str())
     );
     assert_eq!(call.header("idempotency-key"), None);
 }
@@ -233,7 +241,7 @@ async fn idempotency_false_sends_no_key() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_ungated_tool_sends_no_idempotency_key() {
+async fn an_ungated_post_carries_the_run_and_step_key() {
     let stub = refund_stub();
     let spec = one_tool_spec(
         &format!(
@@ -244,7 +252,10 @@ async fn an_ungated_tool_sends_no_idempotency_key() {
     );
     let outcome = run_in_process(&spec, json!({})).await;
     assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.error);
-    assert_eq!(stub.requests()[0].header("idempotency-key"), None);
+    assert_eq!(
+        stub.requests()[0].header("idempotency-key"),
+        Some(idempotency_key(&outcome.run_id, "call", None).as_str())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -257,7 +268,7 @@ async fn retries_of_an_approved_call_carry_the_same_idempotency_key() {
     let ws = gated_workspace(&stub, "retry: { attempts: 3, backoff: 10ms }");
     let key = ws.pause_run(ORDER);
     assert_success(&approve(&ws, &key, &[]));
-    let expected = idempotency_key(&key, "refund");
+    let expected = gated_key(&ws, &key, "refund").await;
     let sent: Vec<_> = stub
         .requests()
         .iter()

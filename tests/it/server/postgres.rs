@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::Workspace;
 use serde_json::{Value, json};
-use server::{Api, Served, SseStream, code};
+use server::{Api, Served, SseStream};
 use stub_server::{Response, StubServer};
 
 fn spec(stub_url: &str) -> String {
@@ -151,12 +151,21 @@ async fn sixty_four_requests_per_key_over_three_nodes_one_wins() {
             by_key.entry(key).or_default().push((status, body));
         }
         for (key, answers) in by_key {
-            let winners = answers.iter().filter(|(s, _)| *s == 200).count();
-            assert_eq!(winners, 1, "key {key}: exactly one 200");
-            for (status, body) in answers.iter().filter(|(s, _)| *s != 200) {
-                assert_eq!(*status, 409, "{body}");
-                assert_eq!(code(body), "already_resolved", "{body}");
+            // One caller decides every request the same way: one decision,
+            // the rest answered as its repeats (DESIGN §5).
+            let winners = answers
+                .iter()
+                .filter(|(s, b)| *s == 200 && b.get("repeated").is_none())
+                .count();
+            assert_eq!(winners, 1, "key {key}: exactly one decision");
+            for (status, body) in answers.iter().filter(|(_, b)| b.get("repeated").is_some()) {
+                assert_eq!(*status, 200, "{body}");
+                assert_eq!(body["repeated"], true, "{body}");
             }
+            assert!(
+                answers.iter().all(|(s, _)| *s == 200),
+                "key {key}: {answers:?}"
+            );
         }
     }
 

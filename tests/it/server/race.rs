@@ -1,7 +1,9 @@
 //! Exactly one decision wins over HTTP: two `tollgate serve` processes on
 //! one SQLite file, 32 concurrent approve requests per key spread over
-//! both, for 100 keys. One 200 per key, the rest 409 already_resolved, and
-//! the step after the gate ran once per run.
+//! both, for 100 keys, half from alice and half from bob. One decision per
+//! key: the winner's 200, its decider's other requests 200 `repeated`
+//! (the same decision, DESIGN §5), the other decider's 409
+//! already_resolved; and the step after the gate ran once per run.
 
 use crate::common;
 use crate::common::server;
@@ -78,31 +80,53 @@ async fn thirty_two_requests_per_key_over_two_servers_one_wins() {
         let mut racers = Vec::new();
         for (key, _) in batch {
             for n in 0..RACERS_PER_KEY {
-                let (url, api) = if n % 2 == 0 {
-                    (a.url(&format!("/approvals/{key}/approve")), alice.clone())
+                let (url, api, who) = if n % 2 == 0 {
+                    (
+                        a.url(&format!("/approvals/{key}/approve")),
+                        alice.clone(),
+                        "alice",
+                    )
                 } else {
-                    (b.url(&format!("/approvals/{key}/approve")), bob.clone())
+                    (
+                        b.url(&format!("/approvals/{key}/approve")),
+                        bob.clone(),
+                        "bob",
+                    )
                 };
                 let key = key.clone();
                 racers.push(tokio::spawn(async move {
                     let (status, body) = api.post(&url, json!({})).await;
-                    (key, status, body)
+                    (key, who, status, body)
                 }));
             }
         }
-        let mut by_key: BTreeMap<String, Vec<(u16, serde_json::Value)>> = BTreeMap::new();
+        type Answer = (&'static str, u16, serde_json::Value);
+        let mut by_key: BTreeMap<String, Vec<Answer>> = BTreeMap::new();
         for racer in racers {
-            let (key, status, body) = racer.await.expect("racer");
-            by_key.entry(key).or_default().push((status, body));
+            let (key, who, status, body) = racer.await.expect("racer");
+            by_key.entry(key).or_default().push((who, status, body));
         }
         for (key, answers) in by_key {
             assert_eq!(answers.len(), RACERS_PER_KEY);
-            let winners: Vec<_> = answers.iter().filter(|(s, _)| *s == 200).collect();
-            assert_eq!(winners.len(), 1, "key {key}: exactly one 200: {answers:?}");
-            assert_eq!(winners[0].1["approval"]["status"], "APPROVED");
-            for (status, body) in answers.iter().filter(|(s, _)| *s != 200) {
-                assert_eq!(*status, 409, "{body}");
-                assert_eq!(code(body), "already_resolved", "{body}");
+            let winners: Vec<_> = answers
+                .iter()
+                .filter(|(_, s, b)| *s == 200 && b.get("repeated").is_none())
+                .collect();
+            assert_eq!(
+                winners.len(),
+                1,
+                "key {key}: exactly one decision: {answers:?}"
+            );
+            let (winner, _, won) = winners[0];
+            assert_eq!(won["approval"]["status"], "APPROVED");
+            for (who, status, body) in &answers {
+                if *who == *winner {
+                    assert_eq!(*status, 200, "{body}");
+                    assert_eq!(body["approval"]["decided_by"], *winner, "{body}");
+                } else {
+                    assert_eq!(*status, 409, "{body}");
+                    assert_eq!(code(body), "already_resolved", "{body}");
+                }
             }
         }
     }

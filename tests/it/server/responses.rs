@@ -167,6 +167,18 @@ async fn every_response_body_keeps_its_shape() {
     );
     insta::assert_snapshot!("decision", redacted(&decided));
 
+    // The same decider repeating the same decision (a retry after a lost
+    // answer): 200, the stored decision, `repeated: true`.
+    let repeated = body(
+        200,
+        api.post(
+            &served.url(&format!("/approvals/{key}/approve")),
+            json!({"reason": "fine", "payload": {"order": "A-1", "note": "edited"}}),
+        )
+        .await,
+    );
+    insta::assert_snapshot!("decision_repeated", redacted(&repeated));
+
     let run = body(200, api.get(&served.url(&format!("/runs/{run_id}"))).await);
     insta::assert_snapshot!("run_completed", redacted(&run));
 
@@ -324,8 +336,9 @@ async fn a_decision_reports_running_while_the_resume_calls_out() {
 }
 
 /// A run id decides the run's latest approval (found by the store, not in
-/// the run's events): each gate in turn, then the last one says it is
-/// resolved; a run that never paused has none.
+/// the run's events): each gate in turn, then the last one answers a repeat
+/// with itself and another decision with `already_resolved`; a run that
+/// never paused has none.
 #[tokio::test]
 async fn a_decision_by_run_id_takes_the_runs_latest_approval() {
     let two_gates = GATED_SPEC.replace(
@@ -347,7 +360,12 @@ async fn a_decision_by_run_id_takes_the_runs_latest_approval() {
     let second = body(200, api.post(&approve_url, json!({"approved": true})).await);
     assert_eq!(second["approval"]["step_id"], "second", "{second}");
     assert_eq!(second["status"], "completed", "{second}");
-    let (status, again) = api.post(&approve_url, json!({"approved": true})).await;
+    // The same decision again is a repeat of the one that won the last gate;
+    // another decision is told that gate is resolved.
+    let repeated = body(200, api.post(&approve_url, json!({"approved": true})).await);
+    assert_eq!(repeated["repeated"], true, "{repeated}");
+    assert_eq!(repeated["approval"]["key"], second["approval"]["key"]);
+    let (status, again) = api.post(&approve_url, json!({"approved": false})).await;
     assert_eq!((status, server::code(&again)), (409, "already_resolved"));
     let second_key = second["approval"]["key"].as_str().expect("key");
     let message = again["error"]["message"].as_str().expect("message");

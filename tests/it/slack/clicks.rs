@@ -1,5 +1,5 @@
 //! Clicks in Slack: the same click delivered five times at once decides
-//! once; a click that cannot decide (already resolved, not an approver,
+//! once, and the repeats are told their decision stands; a click that cannot decide (already resolved, not an approver,
 //! expired) changes nothing and the clicker is told why, only them.
 
 use crate::common;
@@ -71,9 +71,12 @@ async fn the_same_click_five_times_at_once_decides_once() {
     assert_eq!(tool.requests_to("/refunds").len(), 1, "one side effect");
     assert_eq!(slack.requests_to(UPDATE_PATH).len(), 1, "one chat.update");
     let texts = ephemeral_texts(&replies);
-    assert_eq!(texts.len(), 4, "the four losers are told: {texts:?}");
+    assert_eq!(texts.len(), 4, "the four repeats are told: {texts:?}");
     for text in &texts {
-        assert!(text.contains("already"), "{text}");
+        // The same person's same decision: a repeat, not a conflict.
+        assert!(text.contains("already approved"), "{text}");
+        assert!(text.contains("your decision stands"), "{text}");
+        assert!(!text.contains("already resolved"), "{text}");
         assert!(text.contains(&format!("slack:{USER}")), "says who: {text}");
     }
     let events = common::open_store(&db)
@@ -198,4 +201,66 @@ async fn a_click_on_an_expired_approval_is_refused_and_the_message_says_expired(
     let update = slack.requests_to(UPDATE_PATH)[0].json();
     assert!(update.to_string().contains("Expired"), "{update}");
     assert!(tool.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_click_is_told_it_stands_another_decision_is_already_resolved() {
+    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
+    let slack = start_api();
+    let replies = StubServer::start(|_| Response::text(200, "ok"));
+    let ws = Workspace::new(&spec(&tool.url("")));
+    let db = ws.path().join("state.db");
+    let env = env(slack.port);
+    let api = Api::new();
+    let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
+    let Paused { run_id, key } = api
+        .trigger_and_wait_for_pause(&served, "/runs", json!({ "input": { "order_id": "R-1" } }))
+        .await;
+    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+    let http = reqwest::Client::new();
+    let respond = replies.url("/respond");
+
+    let first = click_body(&key, "tollgate_approve", USER, &respond);
+    assert_eq!(send_click(&http, &served.base, first.clone()).await.0, 200);
+    api.wait_for_status(&served, &run_id, "completed").await;
+    assert!(replies.requests().is_empty(), "the winner gets no reply");
+
+    // The same click again (Slack retried, or a double click).
+    assert_eq!(send_click(&http, &served.base, first).await.0, 200);
+    eventually(15, "the repeat told", || {
+        (replies.requests_to("/respond").len() == 1).then_some(())
+    })
+    .await;
+    // The same person, another decision; then another person.
+    let reject = click_body(&key, "tollgate_reject", USER, &respond);
+    assert_eq!(send_click(&http, &served.base, reject).await.0, 200);
+    eventually(15, "the reject told", || {
+        (replies.requests_to("/respond").len() == 2).then_some(())
+    })
+    .await;
+    let other = click_body(&key, "tollgate_approve", "U0SOMEONEELSE", &respond);
+    assert_eq!(send_click(&http, &served.base, other).await.0, 200);
+    eventually(15, "the other person told", || {
+        (replies.requests_to("/respond").len() == 3).then_some(())
+    })
+    .await;
+
+    let texts = ephemeral_texts(&replies);
+    assert!(
+        texts[0].contains("already approved") && texts[0].contains("your decision stands"),
+        "{texts:?}"
+    );
+    for text in &texts[1..] {
+        assert!(text.contains("already resolved"), "{texts:?}");
+    }
+    assert_eq!(tool.requests_to("/refunds").len(), 1, "one side effect");
+    let events = common::open_store(&db)
+        .run_events(&run_id, 0)
+        .await
+        .expect("events");
+    let resolved = events
+        .iter()
+        .filter(|e| e.kind.name() == "approval_resolved")
+        .count();
+    assert_eq!(resolved, 1, "one decision");
 }

@@ -183,7 +183,35 @@ async fn decide(
     let agent = super::common::agent(spec, store, custom)?.with_clock(clock.clone());
     let mut events = agent.subscribe();
     let decided_by = super::common::decider(args.by.as_deref());
-    let outcome = agent.resume_by_key(&args.key, decision, &decided_by).await;
+    let claimed = agent.claim(&args.key, decision, &decided_by).await?;
+    if claimed.is_repeat() {
+        // A retry of the decision that won (the first answer was lost):
+        // done, exit 0, whatever the run did since; nothing runs again.
+        let record = &claimed.record;
+        eprintln!(
+            "note: approval {} was already {} by {} at {}: the same decision, so nothing was done again",
+            record.key,
+            record.status.past_tense(),
+            decided_by,
+            record
+                .decided_at
+                .map(crate::time::format_utc)
+                .unwrap_or_default()
+        );
+        let record = record.clone();
+        let outcome = agent.resume_claimed(claimed).await?;
+        if args.json {
+            // No event happened; one line with the stored decision and run.
+            say!(
+                "{}",
+                json!({ "repeated": true, "approval": record, "run": outcome })
+            );
+        } else {
+            render::outcome(&outcome, &source);
+        }
+        return Ok(exit::OK);
+    }
+    let outcome = agent.resume_claimed(claimed).await;
     if args.json {
         render::drain_events(&mut events);
     }

@@ -82,6 +82,13 @@ impl From<RunError> for Failure {
             RunError::Approval(a) => a.into(),
             RunError::NoPendingApproval(_) => Failure::new(NOT_FOUND, e.to_string()),
             RunError::WrongAgent { .. } => Failure::bad_input(e.to_string()),
+            RunError::CancelForbidden { .. } => Failure::new(FORBIDDEN, format!("forbidden: {e}")),
+            RunError::Store(crate::StoreError::RunNotFound(_)) => {
+                Failure::new(NOT_FOUND, format!("run_not_found: {e}"))
+            }
+            RunError::Store(crate::StoreError::RunNotCancellable { .. }) => {
+                Failure::new(CONFLICT, format!("run_not_cancellable: {e}"))
+            }
             RunError::Store(_) => Failure::new(RUN_FAILED, e.to_string()),
         }
     }
@@ -99,7 +106,10 @@ pub fn for_status(status: RunStatus) -> i32 {
         RunStatus::Completed | RunStatus::AwaitingApproval | RunStatus::Skipped => OK,
         RunStatus::Rejected => REJECTED,
         RunStatus::Expired => NOT_FOUND,
-        RunStatus::Failed | RunStatus::Running => RUN_FAILED,
+        // Cancelled or stuck: the run did not finish its steps.
+        RunStatus::Failed | RunStatus::Running | RunStatus::Stuck | RunStatus::Cancelled => {
+            RUN_FAILED
+        }
     }
 }
 

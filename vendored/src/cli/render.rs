@@ -57,6 +57,11 @@ pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
         ),
         RunStatus::Expired => say!("run {} expired", outcome.run_id),
         RunStatus::Running => say!("run {} is still running", outcome.run_id),
+        RunStatus::Stuck => say!(
+            "run {} is stuck: a step was in flight when its process stopped",
+            outcome.run_id
+        ),
+        RunStatus::Cancelled => say!("run {} cancelled", outcome.run_id),
     }
 }
 

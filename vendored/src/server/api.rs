@@ -53,6 +53,62 @@ impl RunView {
     }
 }
 
+/// One entry of GET /runs: the run without its outputs (GET /runs/{id}
+/// has them, and the approval it waits on).
+#[derive(Debug, Serialize)]
+pub(crate) struct RunSummary {
+    pub id: String,
+    pub agent: String,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<RunRecord> for RunSummary {
+    fn from(run: RunRecord) -> RunSummary {
+        RunSummary {
+            id: run.id,
+            agent: run.agent_id,
+            status: run.status,
+            error: run.error,
+            created_at: run.created_at,
+            updated_at: run.updated_at,
+        }
+    }
+}
+
+/// GET /runs: one page, newest first.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunsPage {
+    pub runs: Vec<RunSummary>,
+    /// Pass as `?cursor=` for the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
+}
+
+impl From<crate::store::RunsPage> for RunsPage {
+    fn from(page: crate::store::RunsPage) -> RunsPage {
+        RunsPage {
+            runs: page.runs.into_iter().map(RunSummary::from).collect(),
+            next_cursor: page.next_cursor,
+        }
+    }
+}
+
+/// POST /runs/{id}/cancel: what the cancel did.
+#[derive(Debug, Serialize)]
+pub(crate) struct CancelView {
+    pub run_id: String,
+    /// Always `cancelled`.
+    pub status: RunStatus,
+    /// What the run was: `awaiting_approval` or `running`.
+    pub was: RunStatus,
+    pub cancelled_by: String,
+    pub reason: Option<String>,
+    /// The approval it waited on, now CANCELLED; `null` for a running run.
+    pub approval: Option<ApprovalView>,
+}
+
 /// One approval record, whatever its status: GET /approvals/{key}, each
 /// entry of a page, a decision's `approval`, a run's `pending_approval`.
 /// Every field of the stored record, named as stored.
@@ -132,6 +188,11 @@ pub(crate) struct DecisionView {
     /// while it resumes, or wherever the resume got to by then; with
     /// `?wait=true`, `run.status`.
     pub status: RunStatus,
+    /// Present (`true`) only when the same decider repeated the decision
+    /// that had already won (a retry after a lost answer): nothing was
+    /// decided again, and this is the stored outcome.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub repeated: bool,
     /// With `?wait=true` only: the run at its next pause or its end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunView>,

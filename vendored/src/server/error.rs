@@ -43,6 +43,17 @@ pub enum ApiError {
     #[error("no run with id {0}")]
     RunNotFound(String),
 
+    /// A cancel of a run that has ended (or is stuck).
+    #[error("run {run_id} is {status} and cannot be cancelled")]
+    RunNotCancellable {
+        run_id: String,
+        status: &'static str,
+    },
+
+    /// `by` is not in the spec's `approvals.approvers`.
+    #[error("{by} may not cancel run {run_id}: not in approvals.approvers")]
+    CancelForbidden { run_id: String, by: String },
+
     /// The run exists but never paused, so there is nothing to decide.
     #[error("run {0} has no approval to decide")]
     RunHasNoApproval(String),
@@ -137,7 +148,8 @@ impl ApiError {
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Replayed => StatusCode::CONFLICT,
+            ApiError::Replayed | ApiError::RunNotCancellable { .. } => StatusCode::CONFLICT,
+            ApiError::CancelForbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
@@ -163,6 +175,8 @@ impl ApiError {
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Replayed => "replayed",
+            ApiError::RunNotCancellable { .. } => "run_not_cancellable",
+            ApiError::CancelForbidden { .. } => "forbidden",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::BadHost(_) => "bad_host",
             ApiError::ForbiddenOrigin(_) => "forbidden_origin",
@@ -208,6 +222,7 @@ impl From<RunError> for ApiError {
             // not exist here.
             RunError::WrongAgent { key, .. } => ApiError::Approval(ApprovalError::NotFound { key }),
             RunError::NoPendingApproval(run_id) => ApiError::RunHasNoApproval(run_id),
+            RunError::CancelForbidden { run_id, by } => ApiError::CancelForbidden { run_id, by },
         }
     }
 }
@@ -217,6 +232,10 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Approval(a) => ApiError::Approval(a),
             StoreError::RunNotFound(id) => ApiError::RunNotFound(id),
+            StoreError::RunNotCancellable { run_id, status } => ApiError::RunNotCancellable {
+                run_id,
+                status: status.as_str(),
+            },
             StoreError::InvalidCursor(c) => ApiError::InvalidRequest(format!(
                 "malformed cursor {c:?}: pass next_cursor from a previous page"
             )),

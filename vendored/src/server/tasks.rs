@@ -101,15 +101,25 @@ pub(crate) async fn start_run(
     }
 }
 
+/// A decision that won its claim now, or earlier (a repeat).
+pub(crate) struct Decided {
+    /// The record as decided.
+    pub record: ApprovalRecord,
+    /// The same decider repeated the decision that had won: nothing was
+    /// written and nothing resumed here.
+    pub repeated: bool,
+    /// Resolves when the run pauses again or ends (at once for a repeat).
+    pub resuming: JoinHandle<()>,
+}
+
 /// Claim a decision (the answer), then resume the run in the background.
-/// The returned handle resolves when the run pauses again or ends.
 pub(crate) async fn decide(
     agent: &AgentRun,
     background: &Background,
     key: String,
     decision: Decision,
     decided_by: String,
-) -> Result<(ApprovalRecord, JoinHandle<()>), RunError> {
+) -> Result<Decided, RunError> {
     let (claimed_tx, claimed_rx) = oneshot::channel();
     let agent = agent.clone();
     let handle = background.spawn(async move {
@@ -121,6 +131,16 @@ pub(crate) async fn decide(
             }
         };
         let record = claimed.record.clone();
+        if claimed.is_repeat() {
+            tracing::info!(
+                run_id = %record.run_id,
+                key = %record.key,
+                decided_by = %decided_by,
+                "approval decision repeated by its decider; answered with the stored outcome"
+            );
+            let _ = claimed_tx.send(Ok((record, true)));
+            return;
+        }
         tracing::info!(
             run_id = %record.run_id,
             key = %record.key,
@@ -129,12 +149,16 @@ pub(crate) async fn decide(
             decided_by = %decided_by,
             "approval decided"
         );
-        let _ = claimed_tx.send(Ok(record.clone()));
+        let _ = claimed_tx.send(Ok((record.clone(), false)));
         let outcome = agent.resume_claimed(claimed).await;
         log_outcome(&record.run_id, &outcome);
     });
     match claimed_rx.await {
-        Ok(Ok(record)) => Ok((record, handle)),
+        Ok(Ok((record, repeated))) => Ok(Decided {
+            record,
+            repeated,
+            resuming: handle,
+        }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(RunError::Store(crate::store::StoreError::Database(
             "the task claiming the decision stopped before it answered".into(),
@@ -168,6 +192,8 @@ pub(crate) fn log_outcome(run_id: &str, outcome: &Result<RunOutcome, RunError>) 
                 "run failed"
             ),
             RunStatus::Running => tracing::warn!(run_id = %run_id, "run stopped while running"),
+            RunStatus::Stuck => tracing::warn!(run_id = %run_id, "run stuck"),
+            RunStatus::Cancelled => tracing::info!(run_id = %run_id, "run cancelled"),
         },
         Err(e) => tracing::error!(run_id = %run_id, error = %e, "run could not continue"),
     }

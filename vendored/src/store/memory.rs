@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
-    StoreResult, StuckClaim, check_json_text, check_pause, check_storable, cursor, resolved_event,
+    CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
+    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
+    SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim, check_json_text,
+    check_pause, check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -246,6 +247,89 @@ impl StateStore for MemoryStore {
 
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
         Ok(self.lock().approvals.get(key).cloned())
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
+        let after = match query.cursor.as_deref() {
+            Some(text) => {
+                let (at, id) = cursor::decode(text)?;
+                let at = crate::time::parse_utc(&at)
+                    .ok_or_else(|| StoreError::InvalidCursor(text.to_string()))?;
+                Some((at, id))
+            }
+            None => None,
+        };
+        let s = self.lock();
+        let mut runs: Vec<&RunRecord> = s
+            .runs
+            .values()
+            .filter(|r| query.agent_id.as_ref().is_none_or(|a| &r.agent_id == a))
+            .filter(|r| query.status.is_none_or(|st| r.status == st))
+            .filter(|r| {
+                after
+                    .as_ref()
+                    .is_none_or(|(at, id)| (r.created_at, &r.id) < (*at, id))
+            })
+            .collect();
+        runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        let limit = query.limit.max(1);
+        let next_cursor = (runs.len() > limit).then(|| {
+            let last = runs[limit - 1];
+            cursor::encode(last.created_at, &last.id)
+        });
+        Ok(RunsPage {
+            runs: runs.into_iter().take(limit).cloned().collect(),
+            next_cursor,
+        })
+    }
+
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
+        storable("cancel reason", &cancel.reason)?;
+        let mut s = self.lock();
+        let run = s
+            .runs
+            .get(&cancel.run_id)
+            .ok_or_else(|| StoreError::RunNotFound(cancel.run_id.clone()))?;
+        let was = run.status;
+        let approval = match was {
+            RunStatus::AwaitingApproval => {
+                let pending = s
+                    .approvals
+                    .values_mut()
+                    .find(|r| {
+                        r.run_id == cancel.run_id
+                            && r.status == ApprovalStatus::Pending
+                            && r.expires_at > cancel.now
+                    })
+                    .ok_or(StoreError::RunNotCancellable {
+                        run_id: cancel.run_id.clone(),
+                        status: RunStatus::Expired,
+                    })?;
+                pending.status = ApprovalStatus::Cancelled;
+                pending.decision_data = cancel.decision_data();
+                pending.decided_by = Some(cancel.by.clone());
+                pending.decided_at = Some(cancel.now);
+                Some(pending.clone())
+            }
+            RunStatus::Running => None,
+            status => {
+                return Err(StoreError::RunNotCancellable {
+                    run_id: cancel.run_id.clone(),
+                    status,
+                });
+            }
+        };
+        let event = cancel.event(s.next_seq(&cancel.run_id));
+        if let Some(run) = s.runs.get_mut(&cancel.run_id) {
+            run.status = RunStatus::Cancelled;
+            run.updated_at = cancel.now;
+        }
+        s.push_events(&cancel.run_id, std::slice::from_ref(&event));
+        Ok(Cancelled {
+            was,
+            approval,
+            event,
+        })
     }
 
     async fn pending_for_run(

@@ -63,10 +63,10 @@ use tokio_postgres::NoTls;
 
 use super::feed::ChangeFeed;
 use super::{
-    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
-    StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable,
-    report_skipped,
+    CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
+    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
+    SharedNotifications, StateStore, StoreError, StoreErrorKind, StoreResult, StuckClaim,
+    WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -478,6 +478,17 @@ impl StateStore for PostgresStore {
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
         let read = async { ops::get_run(&self.client().await?, run_id).await }.await;
         self.context(&format!("reading run {run_id}"), read)
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
+        let read = async { ops::list_runs(&self.client().await?, query).await }.await;
+        self.context("listing runs", read)
+    }
+
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::cancel_run(&tx, cancel).await) }.await;
+        self.context(&format!("cancelling run {}", cancel.run_id), result)
     }
 
     async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {

@@ -72,9 +72,10 @@ use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
-    Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
-    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
+    CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
+    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
+    SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
+    check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -643,6 +644,20 @@ impl StateStore for SqliteStore {
         let run_id = run_id.to_string();
         self.read(format!("reading run {run_id}"), move |conn| {
             ops::get_run(conn, &run_id)
+        })
+        .await
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
+        let query = query.clone();
+        self.read("listing runs", move |conn| ops::list_runs(conn, &query))
+            .await
+    }
+
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
+        let cancel = cancel.clone();
+        self.write(format!("cancelling run {}", cancel.run_id), move |conn| {
+            ops::cancel_run(conn, &cancel)
         })
         .await
     }

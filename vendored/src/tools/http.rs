@@ -209,7 +209,7 @@ fn prepare(
         headers.insert(header_name(name)?, header_value(name, &value)?);
     }
     let body = body(spec, call, secrets, &mut headers)?;
-    add_idempotency_key(spec, call, &mut headers)?;
+    add_idempotency_key(spec, &method, call, &mut headers)?;
     Ok(Prepared {
         method,
         url,
@@ -274,11 +274,15 @@ fn body(
     Ok(Some(bytes))
 }
 
-/// Calls made after an approval carry a key derived from it, the same on
-/// every attempt and every repeat of that approved call. A header the spec
-/// sets itself under that name wins: the author chose that key on purpose.
+/// Every call that may change something (any method but the safe GET,
+/// HEAD, OPTIONS and TRACE: POST, PUT, PATCH, DELETE and any custom one)
+/// carries the run's key for this step, the same on every attempt, retry
+/// and recovery (see [`crate::tools::idempotency_key`]). `idempotency:
+/// false` turns it off. A header the spec sets itself under that name wins:
+/// the author chose that key on purpose.
 fn add_idempotency_key(
     spec: &HttpToolSpec,
+    method: &reqwest::Method,
     call: &CallContext,
     headers: &mut HeaderMap,
 ) -> Result<(), HttpError> {
@@ -286,11 +290,20 @@ fn add_idempotency_key(
     else {
         return Ok(());
     };
+    if is_safe_method(method) {
+        return Ok(());
+    }
     let name = header_name(name)?;
     if !headers.contains_key(&name) {
         headers.insert(name.clone(), header_value(name.as_str(), key)?);
     }
     Ok(())
+}
+
+/// Methods RFC 9110 defines as safe: they change nothing, so need no key.
+fn is_safe_method(method: &reqwest::Method) -> bool {
+    use reqwest::Method;
+    [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method)
 }
 
 /// Why one attempt produced no response to judge.

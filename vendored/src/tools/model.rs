@@ -98,16 +98,20 @@ pub async fn call(
 }
 
 /// Ask the model with credentials from `secrets` (tests pass a table).
-/// The call context is unused: a model step never pauses before its call,
-/// so it carries no idempotency key.
+///
+/// The request carries the call's `Idempotency-Key`: a model call is a POST,
+/// and DESIGN §9 gives every POST a run makes one. Providers that do not
+/// know the header ignore it; gateways and providers that honour it answer
+/// a re-sent call (`on_crash: retry`) from their cache instead of billing it
+/// twice.
 pub async fn call_with_secrets(
     client: &reqwest::Client,
     request: &ModelRequest<'_>,
-    _call: &CallContext,
+    call: &CallContext,
     mut secrets: CallSecrets,
 ) -> Result<Value, ToolError> {
     let result = match Endpoint::resolve(request.step, request.defaults, &mut secrets) {
-        Ok(endpoint) => ask(client, &endpoint, request).await,
+        Ok(endpoint) => ask(client, &endpoint, request, call.idempotency_key.as_deref()).await,
         Err(e) => Err(e),
     };
     // Once more over the finished result: an output may hold the key in an
@@ -123,6 +127,7 @@ async fn ask(
     client: &reqwest::Client,
     endpoint: &Endpoint,
     request: &ModelRequest<'_>,
+    idempotency_key: Option<&str>,
 ) -> Result<Value, ModelError> {
     let output_kind = request.step.output;
     let body = request_body(&endpoint.model, request, output_kind);
@@ -134,6 +139,9 @@ async fn ask(
         .body(body.to_string());
     if let Some(key) = &endpoint.api_key {
         builder = builder.bearer_auth(key);
+    }
+    if let Some(key) = idempotency_key {
+        builder = builder.header("Idempotency-Key", key);
     }
     let response = builder.send().await.map_err(|e| endpoint.transport(&e))?;
     let status = response.status();

@@ -137,6 +137,7 @@ fn outcome_line(record: &ApprovalRecord) -> Outcome {
         ApprovalStatus::Approved => ":white_check_mark: *Approved*",
         ApprovalStatus::Modified => ":pencil2: *Approved with changes*",
         ApprovalStatus::Rejected => ":x: *Rejected*",
+        ApprovalStatus::Cancelled => ":no_entry_sign: *Cancelled*",
         ApprovalStatus::Expired => {
             return Outcome {
                 mrkdwn: format!(

@@ -23,7 +23,8 @@ pub(crate) const RESERVED_PREFIXES: [&str; 4] = ["/runs", "/approvals", "/health
 
 pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
     let api = Router::new()
-        .route("/runs", post(runs::create))
+        .route("/runs", post(runs::create).get(runs::list))
+        .route("/runs/{id}/cancel", post(runs::cancel))
         .route("/runs/{id}", get(runs::show))
         .route("/runs/{id}/events", get(events::stream))
         .route("/runs/{id_or_key}/approve", post(runs::decide))

@@ -7,9 +7,10 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::events::EventKind;
 use crate::pending_approval::Decision;
 use crate::run_state::RunStatus;
-use crate::server::api::{DecisionView, RunStarted, RunView, Trigger};
+use crate::server::api::{CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger};
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
 use crate::server::extract::{
@@ -17,6 +18,7 @@ use crate::server::extract::{
 };
 use crate::server::state::AppState;
 use crate::server::{tasks, view};
+use crate::store::RunQuery;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +61,82 @@ pub(super) async fn show(
     PathParam(run_id): PathParam,
 ) -> Result<Json<RunView>, ApiError> {
     Ok(Json(view::run_view(&state, &run_id).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListParams {
+    status: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// GET /runs: `{runs: [...], next_cursor}`, this agent's, newest first,
+/// `?status=` any run status.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(_caller): Extension<Caller>,
+    QueryParams(params): QueryParams<ListParams>,
+) -> Result<Json<RunsPage>, ApiError> {
+    use super::approvals::{DEFAULT_PAGE, MAX_PAGE};
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}, found {limit}"
+        )));
+    }
+    let status = match params.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
+            let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            ApiError::invalid(format!(
+                "status {text:?} is not a run status; use one of {}",
+                known.join(", ")
+            ))
+        })?),
+    };
+    let page = state
+        .agent
+        .store()
+        .list_runs(&RunQuery {
+            agent_id: Some(state.agent_id().to_string()),
+            status,
+            limit,
+            cursor: params.cursor.filter(|c| !c.is_empty()),
+        })
+        .await?;
+    Ok(Json(page.into()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CancelBody {
+    reason: Option<String>,
+}
+
+/// POST /runs/{id}/cancel `{reason?}`: a waiting or running run ends
+/// `cancelled` (its pending approval CANCELLED); the caller's token name is
+/// `by`, checked against `approvals.approvers` as for a decision.
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    PathParam(run_id): PathParam,
+    JsonBody(body): JsonBody<CancelBody>,
+) -> Result<Json<CancelView>, ApiError> {
+    let cancelled = state.agent.cancel(&run_id, &caller.0, body.reason).await?;
+    tracing::info!(run_id = %run_id, by = %caller.0, was = %cancelled.was, "run cancelled");
+    let (by, reason) = match cancelled.event.kind {
+        EventKind::RunCancelled { by, reason } => (by, reason),
+        _ => (caller.0, None),
+    };
+    Ok(Json(CancelView {
+        run_id,
+        status: RunStatus::Cancelled,
+        was: cancelled.was,
+        cancelled_by: by,
+        reason,
+        approval: cancelled.approval.map(Into::into),
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,7 +197,9 @@ async fn key_for(state: &AppState, id_or_key: &str) -> Result<String, ApiError> 
 }
 
 /// Claim the decision, answer with the decided record, and resume the run
-/// in the background (`api::DecisionView`). `status` is the run's status in
+/// in the background (`api::DecisionView`). The decider repeating the
+/// decision that won gets the same answer with `repeated: true` (200, not
+/// `already_resolved`). `status` is the run's status in
 /// the store once the claim is made; with `wait`, the run view at its next
 /// pause or end, and its status.
 pub(super) async fn answer_decision(
@@ -129,9 +209,14 @@ pub(super) async fn answer_decision(
     decision: Decision,
     wait: bool,
 ) -> Result<Json<DecisionView>, ApiError> {
-    let (record, resuming) =
-        tasks::decide(&state.agent, &state.background, key, decision, caller.0).await?;
+    let tasks::Decided {
+        record,
+        repeated,
+        resuming,
+    } = tasks::decide(&state.agent, &state.background, key, decision, caller.0).await?;
     let run_id = record.run_id.clone();
+    // A repeat waits for nothing: the resume belongs to the claim that won
+    // (here or in another process); it answers with the run as it is.
     let run = if wait {
         let _ = resuming.await;
         Some(view::run_view(state, &run_id).await?)
@@ -146,6 +231,7 @@ pub(super) async fn answer_decision(
         approval: record.into(),
         run_id,
         status,
+        repeated,
         run,
     }))
 }

@@ -75,7 +75,23 @@ pub(super) async fn actions(
     .await
     {
         // The notifier edits the message when it sees the decision.
-        Ok(_) => {}
+        Ok(decided) if !decided.repeated => {}
+        // The same person clicked the same button again (a retry, or a
+        // second click before the message was edited): their decision
+        // stands; say so rather than "already resolved".
+        Ok(decided) => {
+            let record = &decided.record;
+            let at = record
+                .decided_at
+                .map(crate::time::format_utc)
+                .unwrap_or_default();
+            let text = format!(
+                "Nothing changed: you ({}) already {} this request at {at}; your decision stands.",
+                record.decided_by.as_deref().unwrap_or("you"),
+                record.status.past_tense()
+            );
+            reply_later(&state, &click, text);
+        }
         Err(e) => {
             let text = refusal(&e);
             tracing::info!(key = %click.key, decided_by = %decided_by, reason = %e, "Slack click refused");
@@ -113,6 +129,7 @@ fn refusal(e: &RunError) -> String {
         }
         RunError::Approval(ApprovalError::InvalidPayload { .. })
         | RunError::NoPendingApproval(_)
+        | RunError::CancelForbidden { .. }
         | RunError::Store(_) => {
             "Nothing changed: tollgate could not record your decision. Try again in a moment."
                 .to_string()

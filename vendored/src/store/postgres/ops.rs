@@ -19,8 +19,8 @@ use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Cla
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    Claimed, Pause, PendingPage, PendingQuery, RunEnd, StoreError, StoreResult, StuckClaim,
-    UnreadableRow, cursor, resolved_event,
+    CancelRun, Cancelled, Claimed, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
+    StoreError, StoreResult, StuckClaim, UnreadableRow, cursor, resolved_event,
 };
 
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -592,6 +592,122 @@ pub(super) async fn list_pending<C: GenericClient>(
         }
     }
     Ok(page)
+}
+
+/// Runs newest first (see [`crate::store::StateStore::list_runs`]).
+pub(super) async fn list_runs<C: GenericClient>(
+    client: &C,
+    query: &RunQuery,
+) -> StoreResult<RunsPage> {
+    let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let limit = query.limit.max(1);
+    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+    let status = query.status.map(|s| s.as_str());
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM tollgate_runs WHERE true");
+    let mut params: Vec<Param<'_>> = Vec::new();
+    if let Some(agent) = &query.agent_id {
+        params.push(agent);
+        sql.push_str(&format!(" AND agent_id = ${}", params.len()));
+    }
+    if let Some(status) = &status {
+        params.push(status);
+        sql.push_str(&format!(" AND status = ${}", params.len()));
+    }
+    if let Some((at, id)) = &after {
+        params.push(at);
+        params.push(id);
+        let n = params.len();
+        sql.push_str(&format!(" AND (created_at, id) < (${}, ${n})", n - 1));
+    }
+    params.push(&fetch);
+    sql.push_str(&format!(
+        " ORDER BY created_at DESC, id DESC LIMIT ${}",
+        params.len()
+    ));
+    let mut runs = query_all(client, &sql, &params, run_from_row).await?;
+    let next_cursor = (runs.len() > limit).then(|| {
+        runs.truncate(limit);
+        let last = &runs[limit - 1];
+        cursor::encode(last.created_at, &last.id)
+    });
+    Ok(RunsPage { runs, next_cursor })
+}
+
+/// See [`crate::store::StateStore::cancel_run`]. Under READ COMMITTED the
+/// approval's conditional UPDATE races a claim's on the same row lock: the
+/// second re-checks `status = 'PENDING'` against the committed row and
+/// matches nothing. Locks are taken in the claim's order (the approval,
+/// then the run), so the two never deadlock. A run that changed state
+/// between the read and the write (decided, paused) is looked at again.
+pub(super) async fn cancel_run<C: GenericClient>(
+    client: &C,
+    cancel: &CancelRun,
+) -> StoreResult<Cancelled> {
+    let data = cancel.decision_data();
+    if let Some(data) = &data {
+        checked(data, "cancel reason")?;
+    }
+    let by = Value::String(cancel.by.clone());
+    for _ in 0..3 {
+        let run = get_run(client, &cancel.run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(cancel.run_id.clone()))?;
+        let approval = match run.status {
+            RunStatus::AwaitingApproval => {
+                let sql = format!(
+                    "UPDATE tollgate_approvals                      SET status = 'CANCELLED', decision_data = $1, decided_by = $2, decided_at = $3                      WHERE run_id = $4 AND status = 'PENDING' AND expires_at > $3                      RETURNING {APPROVAL_COLUMNS}"
+                );
+                let params: [Param<'_>; 4] = [&data, &by, &cancel.now, &cancel.run_id];
+                let cancelled = query_all(client, &sql, &params, approval_from_row).await?;
+                let Some(record) = cancelled.into_iter().next() else {
+                    // Decided since the read (look again), or overdue.
+                    match get_run(client, &cancel.run_id).await?.map(|r| r.status) {
+                        Some(RunStatus::AwaitingApproval) => {
+                            return Err(StoreError::RunNotCancellable {
+                                run_id: cancel.run_id.clone(),
+                                status: RunStatus::Expired,
+                            });
+                        }
+                        _ => continue,
+                    }
+                };
+                set_run_status(client, &cancel.run_id, RunStatus::Cancelled, &cancel.now).await?;
+                Some(record)
+            }
+            RunStatus::Running => {
+                let changed = execute(
+                    client,
+                    "UPDATE tollgate_runs SET status = 'cancelled', updated_at = $2                      WHERE id = $1 AND status = 'running'",
+                    &[&cancel.run_id, &cancel.now],
+                )
+                .await?;
+                if changed == 0 {
+                    continue;
+                }
+                None
+            }
+            status => {
+                return Err(StoreError::RunNotCancellable {
+                    run_id: cancel.run_id.clone(),
+                    status,
+                });
+            }
+        };
+        let event = cancel.event(next_seq(client, &cancel.run_id).await?);
+        insert_events(client, &cancel.run_id, std::slice::from_ref(&event)).await?;
+        if let Some(record) = &approval {
+            notify::send(client, &record.key, &record.run_id, record.status).await?;
+        }
+        return Ok(Cancelled {
+            was: run.status,
+            approval,
+            event,
+        });
+    }
+    Err(StoreError::Unavailable(format!(
+        "run {} kept changing state while it was being cancelled; try again",
+        cancel.run_id
+    )))
 }
 
 fn decode_cursor(text: &str) -> StoreResult<(DateTime<Utc>, String)> {

@@ -16,8 +16,8 @@ use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, StoreError, StoreResult,
-    StuckClaim, UnreadableRow, cursor, resolved_event,
+    CancelRun, Cancelled, Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
+    RunsPage, StoreError, StoreResult, StuckClaim, UnreadableRow, cursor, resolved_event,
 };
 use crate::time::format_utc;
 
@@ -540,6 +540,90 @@ pub(super) fn get_run(conn: &Connection, run_id: &str) -> StoreResult<Option<Run
         "SELECT {RUN_COLUMNS} FROM tollgate_runs WHERE id = ?1"
     ))?;
     query_opt(&mut stmt, [run_id], run_from_row)
+}
+
+/// Runs newest first. Parameters, in order: [agent_id], [status], [cursor
+/// time, cursor id], limit. (No index serves this order yet: each page
+/// scans the runs table; see the report of issue 14.)
+pub(super) fn list_runs(conn: &Connection, query: &RunQuery) -> StoreResult<RunsPage> {
+    let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let limit = query.limit.max(1);
+    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+    let status = query.status.map(|s| s.as_str());
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM tollgate_runs WHERE 1 = 1");
+    let mut params: Vec<&dyn ToSql> = Vec::new();
+    if let Some(agent) = &query.agent_id {
+        sql.push_str(" AND agent_id = ?");
+        params.push(agent);
+    }
+    if let Some(status) = &status {
+        sql.push_str(" AND status = ?");
+        params.push(status);
+    }
+    if let Some((at, id)) = &after {
+        sql.push_str(" AND (created_at, id) < (?, ?)");
+        params.push(at);
+        params.push(id);
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT ?");
+    params.push(&fetch);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut runs = query_all(&mut stmt, params.as_slice(), run_from_row)?;
+    let next_cursor = (runs.len() > limit).then(|| {
+        runs.truncate(limit);
+        let last = &runs[limit - 1];
+        cursor::encode(last.created_at, &last.id)
+    });
+    Ok(RunsPage { runs, next_cursor })
+}
+
+/// See [`crate::store::StateStore::cancel_run`]. Runs in the writer's
+/// `BEGIN IMMEDIATE` transaction, so it and a claim of the same approval
+/// are serialised: whichever comes second finds nothing PENDING.
+pub(super) fn cancel_run(conn: &Connection, cancel: &CancelRun) -> StoreResult<Cancelled> {
+    let now = format_utc(cancel.now);
+    let run = get_run(conn, &cancel.run_id)?
+        .ok_or_else(|| StoreError::RunNotFound(cancel.run_id.clone()))?;
+    let approval = match run.status {
+        RunStatus::AwaitingApproval => {
+            let data = cancel
+                .decision_data()
+                .map(|d| to_json(&d, "cancel reason"))
+                .transpose()?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "UPDATE tollgate_approvals                  SET status = 'CANCELLED', decision_data = ?1, decided_by = ?2, decided_at = ?3                  WHERE run_id = ?4 AND status = 'PENDING' AND expires_at > ?3                  RETURNING {APPROVAL_COLUMNS}"
+            ))?;
+            let cancelled = query_all(
+                &mut stmt,
+                (&data, &cancel.by, &now, &cancel.run_id),
+                approval_from_row,
+            )?;
+            // An awaiting run whose approval is overdue has expired (the
+            // sweep will say so): nothing left to cancel.
+            let Some(first) = cancelled.into_iter().next() else {
+                return Err(StoreError::RunNotCancellable {
+                    run_id: cancel.run_id.clone(),
+                    status: RunStatus::Expired,
+                });
+            };
+            Some(first)
+        }
+        RunStatus::Running => None,
+        status => {
+            return Err(StoreError::RunNotCancellable {
+                run_id: cancel.run_id.clone(),
+                status,
+            });
+        }
+    };
+    let event = cancel.event(next_seq(conn, &cancel.run_id)?);
+    set_run_status(conn, &cancel.run_id, RunStatus::Cancelled, &now)?;
+    append_one(conn, &event)?;
+    Ok(Cancelled {
+        was: run.status,
+        approval,
+        event,
+    })
 }
 
 pub(super) fn run_events(

@@ -4,7 +4,7 @@
 //! say nothing reached the application (connection errors, 502/503/504):
 //! repeating a POST could repeat its side effect. `retry: {attempts,
 //! backoff}` opts any method in, also for timeouts, 429 and every 5xx; a
-//! call made after an approval carries the same Idempotency-Key on every
+//! call that may change something carries the same Idempotency-Key on every
 //! attempt, so a downstream that honours it applies it once. Waits are
 //! jittered (`crate::backoff`) so many runs retrying one service spread out.
 

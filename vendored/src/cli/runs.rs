@@ -1,0 +1,308 @@
+//! `tollgate runs list|show|cancel` (DESIGN §6): see and handle runs.
+//!
+//! `list` and `show` only read: pointed at a place with no store they say
+//! where they looked and exit 3, creating nothing. `cancel` changes a run,
+//! so it needs the spec (its agent and its `approvals.approvers`). New
+//! subcommands (`retry`, `fail`) are new variants of [`RunsCommand`].
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::args::StoreArgs;
+use super::common::SpecSource;
+use super::exit::{self, Failure};
+use super::render::{self, timestamp};
+use crate::events::EventKind;
+use crate::run_state::{RunRecord, RunStatus};
+use crate::store::{RunQuery, SharedStore};
+use crate::tools::CustomTools;
+
+/// clap value parser for `--status`: any run status, by its stored name.
+fn status_arg(text: &str) -> Result<RunStatus, String> {
+    RunStatus::parse(text).ok_or_else(|| {
+        let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+        format!(
+            "{text:?} is not a run status; use one of {}",
+            known.join(", ")
+        )
+    })
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Only this spec's agent; its default state file is used.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only runs with this status (running, awaiting_approval,
+        /// completed, rejected, failed, expired, skipped, stuck, cancelled).
+        #[arg(long, value_name = "S", value_parser = status_arg)]
+        status: Option<RunStatus>,
+        /// At most this many runs.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run: its state, the approval it last paused at, its events.
+    Show {
+        run_id: String,
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a waiting or running run: it ends `cancelled`, and the
+    /// approval it waits on becomes CANCELLED (kept in the audit trail).
+    Cancel {
+        run_id: String,
+        /// The spec the run belongs to. Required by tollgate; an exported
+        /// server uses the spec built into it.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Why (kept in the `run_cancelled` event and on the approval).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who cancels (default: $USER); must be in `approvals.approvers`
+        /// when the spec sets it.
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(
+    command: RunsCommand,
+    embedded: Option<&SpecSource>,
+    custom: &CustomTools,
+) -> Result<i32, Failure> {
+    match command {
+        RunsCommand::List {
+            spec,
+            store,
+            status,
+            limit,
+            json,
+        } => {
+            let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
+            list(source.as_ref().or(embedded), &store, status, limit, json).await
+        }
+        RunsCommand::Show {
+            run_id,
+            spec,
+            store,
+            json,
+        } => {
+            let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
+            show(&run_id, source.as_ref().or(embedded), &store, json).await
+        }
+        RunsCommand::Cancel {
+            run_id,
+            spec,
+            store,
+            reason,
+            by,
+            json,
+        } => {
+            let source = SpecSource::resolve(spec.as_deref(), embedded)?;
+            cancel(&run_id, &source, &store, reason, by, json, custom).await
+        }
+    }
+}
+
+/// The store, with overdue approvals expired first (as `approvals` does),
+/// so that a run whose approval ran out reads `expired`.
+async fn open_swept(store: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
+    let store = super::store_location::open_existing(store, spec)?;
+    store.expire_due(crate::time::now()).await?;
+    Ok(store)
+}
+
+async fn list(
+    spec: Option<&SpecSource>,
+    store_args: &StoreArgs,
+    status: Option<RunStatus>,
+    limit: Option<usize>,
+    json: bool,
+) -> Result<i32, Failure> {
+    let agent_id = match spec {
+        Some(source) => Some(source.load()?.agent.clone()),
+        None => None,
+    };
+    let store = open_swept(store_args, spec).await?;
+    let wanted = limit.unwrap_or(usize::MAX);
+    let mut runs: Vec<RunRecord> = Vec::new();
+    let mut cursor = None;
+    while runs.len() < wanted {
+        let page = store
+            .list_runs(&RunQuery {
+                agent_id: agent_id.clone(),
+                status,
+                limit: (wanted - runs.len()).min(500),
+                cursor: cursor.take(),
+            })
+            .await?;
+        runs.extend(page.runs);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    if json {
+        say!("{}", render::pretty(&json!({ "runs": runs })));
+        return Ok(exit::OK);
+    }
+    if runs.is_empty() {
+        say!("no runs");
+        return Ok(exit::OK);
+    }
+    let row = |c: [&str; 5]| {
+        format!(
+            "{:<36}  {:<20}  {:<17}  {:<20}  {}",
+            c[0], c[1], c[2], c[3], c[4]
+        )
+    };
+    say!("{}", row(["RUN", "AGENT", "STATUS", "UPDATED", "ERROR"]));
+    for r in &runs {
+        let error = r.error.as_deref().map(one_line).unwrap_or_default();
+        say!(
+            "{}",
+            row([
+                &r.id,
+                &r.agent_id,
+                r.status.as_str(),
+                &timestamp(r.updated_at),
+                &error
+            ])
+        );
+    }
+    Ok(exit::OK)
+}
+
+async fn show(
+    run_id: &str,
+    spec: Option<&SpecSource>,
+    store_args: &StoreArgs,
+    json: bool,
+) -> Result<i32, Failure> {
+    let store = super::store_location::open_existing(store_args, spec)?;
+    let run = store.get_run(run_id).await?.ok_or_else(|| {
+        Failure::new(
+            exit::NOT_FOUND,
+            format!("run_not_found: no run with id {run_id}"),
+        )
+    })?;
+    let approval = match store.latest_approval_key(run_id).await? {
+        Some(key) => store.approval_as_of(&key, crate::time::now()).await?,
+        None => None,
+    };
+    let events = store.run_events(run_id, 0).await?;
+    if json {
+        say!(
+            "{}",
+            render::pretty(&json!({ "run": run, "approval": approval, "events": events }))
+        );
+        return Ok(exit::OK);
+    }
+    say!("run:         {}", run.id);
+    say!("status:      {}", run.status);
+    say!("agent:       {}", run.agent_id);
+    say!("created:     {}", timestamp(run.created_at));
+    say!("updated:     {}", timestamp(run.updated_at));
+    if let Some(error) = &run.error {
+        say!("error:       {error}");
+    }
+    for event in &events {
+        if let EventKind::RunCancelled { by, reason } = &event.kind {
+            say!("cancelled by {by}{}", reason_suffix(reason.as_deref()));
+        }
+    }
+    if let Some(record) = &approval {
+        say!(
+            "approval:    {} ({}, step {})",
+            record.key,
+            record.status,
+            record.step_id
+        );
+    }
+    say!("outputs:\n{}", indent(&render::pretty(&json!(run.outputs))));
+    say!("events:");
+    for event in &events {
+        say!(
+            "  {:>4}  {}  {}",
+            event.seq,
+            timestamp(event.at),
+            event.kind.name()
+        );
+    }
+    Ok(exit::OK)
+}
+
+async fn cancel(
+    run_id: &str,
+    source: &SpecSource,
+    store_args: &StoreArgs,
+    reason: Option<String>,
+    by: Option<String>,
+    json: bool,
+    custom: &CustomTools,
+) -> Result<i32, Failure> {
+    let spec = source.load()?;
+    let store = open_swept(store_args, Some(source)).await?;
+    let agent = super::common::agent(spec, store, custom)?;
+    let by = super::common::decider(by.as_deref());
+    let cancelled = agent.cancel(run_id, &by, reason.clone()).await?;
+    if json {
+        say!(
+            "{}",
+            serde_json::to_string(&cancelled.event).unwrap_or_default()
+        );
+        return Ok(exit::OK);
+    }
+    say!(
+        "run {run_id} cancelled by {by} (it was {}){}",
+        cancelled.was,
+        reason_suffix(reason.as_deref())
+    );
+    if let Some(record) = &cancelled.approval {
+        say!("approval {} is CANCELLED", record.key);
+    }
+    if cancelled.was == RunStatus::Running {
+        eprintln!(
+            "note: the run was running; the step it is in finishes in the process driving it"
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn reason_suffix(reason: Option<&str>) -> String {
+    reason.map(|r| format!(": {r}")).unwrap_or_default()
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn one_line(text: &str) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > 60 {
+        let cut: String = flat.chars().take(59).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}

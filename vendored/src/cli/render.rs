@@ -177,14 +177,15 @@ pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-fn indent(text: &str) -> String {
+pub(crate) fn indent(text: &str) -> String {
     text.lines()
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-fn one_line(text: &str) -> String {
+/// `text` on one line, cut to 60 characters.
+pub(crate) fn one_line(text: &str) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > 60 {
         let cut: String = flat.chars().take(59).collect();

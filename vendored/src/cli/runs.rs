@@ -13,7 +13,7 @@ use serde_json::json;
 use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::{self, Failure};
-use super::render::{self, timestamp};
+use super::render::{self, indent, one_line, timestamp};
 use crate::events::EventKind;
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{RunQuery, SharedStore};
@@ -288,21 +288,4 @@ async fn cancel(
 
 fn reason_suffix(reason: Option<&str>) -> String {
     reason.map(|r| format!(": {r}")).unwrap_or_default()
-}
-
-fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("  {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn one_line(text: &str) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > 60 {
-        let cut: String = flat.chars().take(59).collect();
-        format!("{cut}…")
-    } else {
-        flat
-    }
 }

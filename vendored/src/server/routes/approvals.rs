@@ -20,9 +20,6 @@ use crate::server::extract::{
 use crate::server::state::AppState;
 use crate::store::PendingQuery;
 
-pub(crate) const DEFAULT_PAGE: usize = 50;
-pub(crate) const MAX_PAGE: usize = 500;
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ListParams {
@@ -37,12 +34,7 @@ pub(super) async fn list(
     Extension(_caller): Extension<Caller>,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Result<Json<ApprovalsPage>, ApiError> {
-    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_PAGE}, found {limit}"
-        )));
-    }
+    let limit = super::page_limit(params.limit)?;
     let page = state
         .agent
         .store()

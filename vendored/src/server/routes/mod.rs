@@ -18,6 +18,20 @@ use super::error::ApiError;
 use super::extract::BodyLimit;
 use super::state::AppState;
 
+/// A page of a list (`GET /approvals`, `GET /runs`): `?limit=` entries,
+/// 50 unless asked, at most 500.
+pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
+    const DEFAULT_PAGE: usize = 50;
+    const MAX_PAGE: usize = 500;
+    let limit = asked.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}, found {limit}"
+        )));
+    }
+    Ok(limit)
+}
+
 /// Paths the API owns; a webhook path may not start with one of them.
 pub(crate) const RESERVED_PREFIXES: [&str; 4] = ["/runs", "/approvals", "/healthz", "/slack"];
 

@@ -78,13 +78,7 @@ pub(super) async fn list(
     Extension(_caller): Extension<Caller>,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Result<Json<RunsPage>, ApiError> {
-    use super::approvals::{DEFAULT_PAGE, MAX_PAGE};
-    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_PAGE}, found {limit}"
-        )));
-    }
+    let limit = super::page_limit(params.limit)?;
     let status = match params.status.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {

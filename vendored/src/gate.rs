@@ -182,6 +182,8 @@ impl Gate {
             error: None,
             created_at: now,
             updated_at: now,
+            owner: None,
+            lease_until: None,
         };
         let started = event(
             &key,
@@ -217,7 +219,14 @@ impl Gate {
         };
         let awaiting = event(&key, 2, now, EventKind::awaiting(&record));
         self.store
-            .pause_run(&Pause { record, at: now }, &[awaiting])
+            .pause_run(
+                &Pause {
+                    record,
+                    at: now,
+                    owner: None,
+                },
+                &[awaiting],
+            )
             .await?;
         Ok(key)
     }
@@ -281,6 +290,8 @@ impl Gate {
                 decided_by: decided_by.into(),
                 now,
                 spec_hash: GATE_SPEC_HASH.into(),
+                // The decision ends the request's run right here.
+                lease: None,
             })
             .await?;
         // The decision is final once claimed. Should ending the request's
@@ -341,6 +352,7 @@ fn run_end(record: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunEnd
         outputs,
         error: None,
         at,
+        owner: None,
     }
 }
 

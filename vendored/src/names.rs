@@ -99,7 +99,7 @@ mod tests {
                     .map(|v| v.as_str())
                     .collect::<Vec<_>>()
             ),
-            "running,awaiting_approval,completed,rejected,failed,expired,skipped"
+            "running,awaiting_approval,completed,rejected,failed,expired,skipped,stuck"
         );
         assert_eq!(
             names(

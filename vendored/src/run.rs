@@ -6,7 +6,9 @@
 //! task returns. Every resume, in this process or another after a restart,
 //! goes through the same path: load, check, claim, re-enter.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -18,7 +20,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{
     self, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
-use crate::run_state::{RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
 use crate::store::{FirstWrite, Pause, RunEnd, SharedStore, StoreError};
 use crate::tools::{ToolInvoker, Unavailable};
@@ -40,12 +42,25 @@ pub enum RunError {
     },
     #[error("run {0} has no pending approval")]
     NoPendingApproval(String),
+    /// This process stopped driving the run: another one recovered it, or
+    /// it was ended from outside (cancelled, failed by an operator). Its
+    /// last write changed nothing.
+    #[error("run {run_id} is no longer driven here: {detail}")]
+    NotDriven { run_id: String, detail: String },
 }
 
 impl From<StoreError> for RunError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Approval(a) => RunError::Approval(a),
+            StoreError::NotOwner {
+                run_id,
+                owner,
+                detail,
+            } => RunError::NotDriven {
+                run_id,
+                detail: format!("{detail} (this process is {owner})"),
+            },
             other => RunError::Store(other),
         }
     }
@@ -77,6 +92,22 @@ pub struct AgentRun {
     store: SharedStore,
     tools: Arc<dyn ToolInvoker>,
     events: broadcast::Sender<Event>,
+    /// How long this process holds a run it drives (see [`crate::durable`]).
+    lease: Duration,
+}
+
+/// A run stored by [`AgentRun::create`] and not executed yet: hand it to
+/// [`AgentRun::drive_created`]. It carries what the creation wrote, so the
+/// driver never reads back what this process just stored.
+pub struct CreatedRun {
+    run: RunRecord,
+    log: EventLog,
+}
+
+impl CreatedRun {
+    pub fn run_id(&self) -> &str {
+        &self.run.id
+    }
 }
 
 impl AgentRun {
@@ -90,6 +121,27 @@ impl AgentRun {
             store,
             tools: Arc::new(Unavailable),
             events,
+            lease: crate::durable::DEFAULT_LEASE,
+        }
+    }
+
+    /// Hold the runs this process drives for `lease` at a time (renewed
+    /// while a step is in flight); another process may recover a run whose
+    /// lease ran out.
+    pub fn with_lease(mut self, lease: Duration) -> AgentRun {
+        self.lease = lease.max(crate::durable::MIN_LEASE);
+        self
+    }
+
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// A lease on a run for this process, from now.
+    fn new_lease(&self) -> Lease {
+        Lease {
+            owner: crate::durable::node_id().to_string(),
+            until: crate::time::add(crate::time::now(), self.lease),
         }
     }
 
@@ -124,13 +176,19 @@ impl AgentRun {
         self.drive(fresh_context(run), 0, None, log).await
     }
 
-    /// Record a new run (durably) without executing it; `drive_new` executes
-    /// it. Lets a server answer with the run id before the steps run.
-    pub async fn create(&self, input: Value, trigger: Value) -> Result<String, RunError> {
-        let (run, mut log) = self.new_run(input, trigger);
+    /// Record a new run (durably, owned by this process) without executing
+    /// it; [`AgentRun::drive_created`] executes it. Lets a server answer
+    /// with the run id before the steps run: should this process die in
+    /// between, the run's lease runs out and a serving process recovers it.
+    pub async fn create(&self, input: Value, trigger: Value) -> Result<CreatedRun, RunError> {
+        let (mut run, mut log) = self.new_run(input, trigger);
+        let lease = self.new_lease();
+        run.owner = Some(lease.owner.clone());
+        run.lease_until = Some(lease.until);
         self.store.create_run(&run, log.pending()).await?;
         log.published();
-        Ok(run.id)
+        log.owner = Some(lease.owner);
+        Ok(CreatedRun { run, log })
     }
 
     /// A new run and its `run_started` event, not stored yet.
@@ -148,6 +206,8 @@ impl AgentRun {
             error: None,
             created_at: now,
             updated_at: now,
+            owner: None,
+            lease_until: None,
         };
         let mut log = EventLog::new(&run.id, 1, self.events.clone());
         log.emit(EventKind::RunStarted {
@@ -159,21 +219,8 @@ impl AgentRun {
     }
 
     /// Execute a run created with [`AgentRun::create`] from its first step.
-    pub async fn drive_new(&self, run_id: &str) -> Result<RunOutcome, RunError> {
-        let run = self
-            .store
-            .get_run(run_id)
-            .await?
-            .ok_or_else(|| RunError::Store(StoreError::RunNotFound(run_id.to_string())))?;
-        let next_seq = self
-            .store
-            .run_events(run_id, 0)
-            .await?
-            .last()
-            .map(|e| e.seq + 1)
-            .unwrap_or(1);
-        let mut log = EventLog::new(run_id, next_seq, self.events.clone());
-        log.stored_outputs = run.outputs.clone();
+    pub async fn drive_created(&self, created: CreatedRun) -> Result<RunOutcome, RunError> {
+        let CreatedRun { run, log } = created;
         self.drive(fresh_context(run), 0, None, log).await
     }
 
@@ -218,6 +265,7 @@ impl AgentRun {
             decided_by: decided_by.to_string(),
             now: crate::time::now(),
             spec_hash: self.spec.hash.to_string(),
+            lease: Some(self.new_lease()),
         };
         // A record that is no longer pending answers for its state
         // (`already_resolved`, `approval_expired`) whatever the decision
@@ -262,6 +310,109 @@ impl AgentRun {
     pub async fn sweep_expired(&self) -> Result<Vec<ApprovalRecord>, RunError> {
         let expired = self.store.expire_due(crate::time::now()).await?;
         Ok(expired)
+    }
+
+    /// Claim this agent's orphaned runs for this process (`running`, and
+    /// their driver's lease ran out or never existed): one conditional
+    /// write, so each orphan has one winner across every process sharing
+    /// the store. Resume each with [`AgentRun::resume_recovered`].
+    pub async fn claim_orphans(&self) -> Result<Vec<RunRecord>, RunError> {
+        let lease = self.new_lease();
+        let now = crate::time::now();
+        Ok(self
+            .store
+            .claim_orphans(&self.spec.agent, &lease, now, crate::durable::RECOVER_BATCH)
+            .await?)
+    }
+
+    /// Resume a run this process claimed with [`AgentRun::claim_orphans`]
+    /// from its last durable point: its latest decided gate (or its first
+    /// step), re-evaluating pure steps, taking journaled outputs of steps
+    /// that completed, and handling a step found in flight by its
+    /// `on_crash`. Emits `run_recovered`.
+    pub async fn resume_recovered(&self, run: RunRecord) -> Result<RunOutcome, RunError> {
+        let by = crate::durable::node_id().to_string();
+        self.redrive(run, by, false).await
+    }
+
+    /// Drive a run this process owns on from its last durable point (see
+    /// [`AgentRun::resume_recovered`]); `retry_in_doubt` re-sends a step
+    /// found in flight whatever its `on_crash`.
+    async fn redrive(
+        &self,
+        run: RunRecord,
+        by: String,
+        retry_in_doubt: bool,
+    ) -> Result<RunOutcome, RunError> {
+        let latest = match self.store.latest_approval_key(&run.id).await? {
+            Some(key) => self.store.get_approval(&key).await?,
+            None => None,
+        };
+        // A decided gate is where the run was last resumed from; a record
+        // still pending or expired cannot belong to a `running` run.
+        let gate = latest.filter(|r| {
+            matches!(
+                r.status,
+                ApprovalStatus::Approved | ApprovalStatus::Modified | ApprovalStatus::Rejected
+            )
+        });
+        let journal = self.store.run_journal(&run.id).await?;
+        let next_seq = self
+            .store
+            .run_events(&run.id, 0)
+            .await?
+            .last()
+            .map_or(1, |e| e.seq + 1);
+        let mut log = EventLog::new(&run.id, next_seq, self.events.clone());
+        log.owner = Some(crate::durable::node_id().to_string());
+        log.journal = journal.into_iter().map(|e| (e.step_index, e)).collect();
+        log.retry_in_doubt = retry_in_doubt;
+        log.stored_outputs = run.outputs.clone();
+        let same_spec = run.spec_hash == self.spec.hash.as_str();
+        let spec_hash = run.spec_hash.clone();
+        let (ctx, index) = match &gate {
+            Some(record) => (
+                RunContext {
+                    run_id: run.id.clone(),
+                    agent: run.agent_id.clone(),
+                    input: run.input.clone(),
+                    trigger: run.trigger.clone(),
+                    outputs: record.outputs.clone(),
+                },
+                record.step_index,
+            ),
+            None => (fresh_context(run), 0),
+        };
+        let from_step = self.spec.steps.get(index).map(|s| s.id.clone());
+        log.emit(EventKind::RunRecovered {
+            by,
+            from_step: from_step.clone(),
+        });
+        if !same_spec {
+            if let Some(record) = gate
+                .as_ref()
+                .filter(|r| r.status == ApprovalStatus::Rejected)
+            {
+                log.emit(EventKind::RunRejected {
+                    reason: record.reason().map(str::to_string),
+                });
+                return self.finish(&ctx, RunStatus::Rejected, None, log).await;
+            }
+            // The steps may no longer line up with what the run did.
+            let reason = format!(
+                "the spec changed since the run started (it ran under {}, this process serves {}): \
+                 it is not resumed under another spec. Serve that spec again and `runs retry`, \
+                 or `runs fail` it",
+                crate::SpecHash::short_of(&spec_hash),
+                self.spec.hash.short()
+            );
+            log.emit(EventKind::RunStuck {
+                step: from_step.unwrap_or_default(),
+                reason: reason.clone(),
+            });
+            return self.finish(&ctx, RunStatus::Stuck, Some(reason), log).await;
+        }
+        self.drive(ctx, index, gate, log).await
     }
 
     /// `approvals.approvers`, when set, lists who may decide.
@@ -325,6 +476,8 @@ impl AgentRun {
         let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone());
         // The pause stored these as the run's outputs; the claim kept them.
         log.stored_outputs = record.outputs.clone();
+        // The claim made this process the run's owner.
+        log.owner = Some(crate::durable::node_id().to_string());
         let ctx = RunContext {
             run_id: record.run_id.clone(),
             agent: record.agent_id.clone(),
@@ -381,18 +534,51 @@ impl AgentRun {
                         Err(reason) => StepOutcome::Rejected { reason },
                     }
                 }
+                // A side effect journaled as done is never repeated.
+                decision if journaled(step) && log.completed(index).is_some() => {
+                    let output = log.completed(index).cloned().unwrap_or(Value::Null);
+                    log.emit(EventKind::StepCompleted {
+                        step: step.id.clone(),
+                        index,
+                        output: output.clone(),
+                        replayed: true,
+                    });
+                    drop(decision);
+                    ctx.outputs.insert(step.id.clone(), output);
+                    index += 1;
+                    continue;
+                }
                 decision => {
+                    let in_doubt = journaled(step) && log.in_doubt(index);
+                    if in_doubt && !log.retry_in_doubt {
+                        match self.on_crash(step) {
+                            OnCrash::Retry => tracing::info!(
+                                run_id = %ctx.run_id,
+                                step = %step.id,
+                                "step was in flight when its process stopped; on_crash: retry, calling again with the same idempotency key"
+                            ),
+                            OnCrash::Stuck => return self.stuck(&ctx, step, log).await,
+                        }
+                    }
                     log.emit(EventKind::StepStarted {
                         step: step.id.clone(),
                         index,
                     });
-                    if calls_out(step) || (log.unstored.is_some() && claims_key(step)) {
-                        // A call may take long or have side effects: make
-                        // the run's progress visible before it starts. A
-                        // dedupe key's owner must be a stored run.
-                        if let Some(failed) = self.flush(&step.id, &mut log).await? {
+                    if journaled(step) {
+                        // A call may take long or have side effects: the
+                        // journal records its start (with the run's
+                        // progress) before it is made, so that a crash
+                        // leaves it in doubt, never forgotten. A dedupe
+                        // key's owner must be a stored run.
+                        if let Some(failed) = self.flush(step, index, &mut log).await? {
                             return Ok(failed);
                         }
+                    }
+                    if in_doubt && claims_key(step) {
+                        // The key may be this run's own from before the
+                        // crash: let go of it (only if it is ours) and
+                        // claim it again.
+                        self.release_dedupe_key_of(step, &ctx).await;
                     }
                     workflow::execute_step(&env, step, &ctx, decision.as_ref()).await
                 }
@@ -405,6 +591,13 @@ impl AgentRun {
                         output: output.clone(),
                         replayed: false,
                     });
+                    if journaled(step)
+                        && let Some(failed) = self
+                            .journal_completed(step, index, &output, &ctx, &mut log)
+                            .await?
+                    {
+                        return Ok(failed);
+                    }
                     ctx.outputs.insert(step.id.clone(), output);
                     index += 1;
                 }
@@ -451,22 +644,51 @@ impl AgentRun {
         self.finish(&ctx, RunStatus::Completed, None, log).await
     }
 
-    /// Store the run's progress before step `before` calls out. When the
-    /// store refuses it, the call is not made and the run is ended `failed`
-    /// like an unstorable pause or end (see [`AgentRun::write_point`]).
+    /// Store the run's progress and the journal entry of `step`'s start
+    /// before it calls out or claims (creating the run, owned by this
+    /// process, if it was never stored). When the store refuses it, the call
+    /// is not made and the run is ended `failed` like an unstorable pause or
+    /// end (see [`AgentRun::write_point`]).
     async fn flush(
         &self,
-        before: &str,
+        step: &crate::spec::Step,
+        index: usize,
         log: &mut EventLog,
     ) -> Result<Option<RunOutcome>, RunError> {
-        let unstored = log.unstored.take();
-        let written = if let Some(run) = &unstored {
-            self.store.create_run(run, log.pending()).await
-        } else if !log.pending().is_empty() {
-            self.store.append_events(&log.run_id, log.pending()).await
-        } else {
-            return Ok(None);
+        let before = step.id.as_str();
+        let mut unstored = log.unstored.take();
+        let entry = JournalEntry {
+            run_id: log.run_id.clone(),
+            step_index: index,
+            step_id: step.id.clone(),
+            output: None,
+            at: crate::time::now(),
         };
+        let written = if let Some(run) = &mut unstored {
+            let lease = self.new_lease();
+            run.owner = Some(lease.owner.clone());
+            run.lease_until = Some(lease.until);
+            log.owner = Some(lease.owner);
+            match self.store.create_run(run, log.pending()).await {
+                Ok(()) => {
+                    log.published();
+                    let owner = log.owner.clone().unwrap_or_default();
+                    self.store.record_step(&owner, &entry, &[]).await
+                }
+                Err(e) => {
+                    log.owner = None;
+                    Err(e)
+                }
+            }
+        } else if let Some(owner) = &log.owner {
+            self.store.record_step(owner, &entry, log.pending()).await
+        } else {
+            // Driven by no one (never expected): keep the old behaviour.
+            self.store.append_events(&log.run_id, log.pending()).await
+        };
+        if let Err(StoreError::NotOwner { .. }) = &written {
+            return Err(self.not_driven(written.err(), log));
+        }
         if let Err(e) = written {
             // Nothing was called yet: the step is not run.
             tracing::error!(
@@ -476,10 +698,152 @@ impl AgentRun {
                 "could not store the run's progress before a call; the call is not made"
             );
             let what = format!("progress before step {before:?}");
+            let unstored = unstored.filter(|_| log.owner.is_none());
             return self.fail_unstorable(unstored, what, log, e).await.map(Some);
         }
         log.published();
+        log.journal.insert(index, entry);
+        // The step may take long: keep the lease while it runs.
+        if log.renewer.is_none() {
+            log.renewer = Some(self.renew_while_driving(&log.run_id));
+        }
         Ok(None)
+    }
+
+    /// Journal `step`'s output once it completed, with the events so far
+    /// (one commit): from now on the side effect is never repeated. When
+    /// the store refuses it, the run is ended `failed`, saying the call was
+    /// made (see [`AgentRun::write_point`]).
+    async fn journal_completed(
+        &self,
+        step: &crate::spec::Step,
+        index: usize,
+        output: &Value,
+        ctx: &RunContext,
+        log: &mut EventLog,
+    ) -> Result<Option<RunOutcome>, RunError> {
+        let Some(owner) = log.owner.clone() else {
+            return Ok(None);
+        };
+        let entry = JournalEntry {
+            run_id: log.run_id.clone(),
+            step_index: index,
+            step_id: step.id.clone(),
+            output: Some(output.clone()),
+            at: crate::time::now(),
+        };
+        match self.store.record_step(&owner, &entry, log.pending()).await {
+            Ok(()) => {
+                log.published();
+                log.journal.insert(index, entry);
+                Ok(None)
+            }
+            Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
+            Err(e) => {
+                let _ = ctx;
+                let what = format!("result of step {:?}", step.id);
+                self.fail_unstorable(None, what, log, e).await.map(Some)
+            }
+        }
+    }
+
+    /// The driver lost its run (a fenced write changed nothing): say why,
+    /// once, and stop; the buffered events are dropped with the run's
+    /// continuation, which belongs to its new owner (or to nobody).
+    fn not_driven(&self, cause: Option<StoreError>, log: &mut EventLog) -> RunError {
+        log.buffer.clear();
+        log.renewer = None;
+        let error = match cause {
+            Some(e) => RunError::from(e),
+            None => RunError::NotDriven {
+                run_id: log.run_id.clone(),
+                detail: "unknown".into(),
+            },
+        };
+        tracing::info!(run_id = %log.run_id, reason = %error, "stopped driving the run");
+        error
+    }
+
+    /// Renew this process's lease on `run_id` every third of a lease until
+    /// dropped (the driver drops it when it stops), or until the run is no
+    /// longer ours.
+    fn renew_while_driving(&self, run_id: &str) -> Renewer {
+        let store = self.store.clone();
+        let lease = self.lease;
+        let run_id = run_id.to_string();
+        Renewer(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(crate::durable::renew_every(lease)).await;
+                let renewal = Lease {
+                    owner: crate::durable::node_id().to_string(),
+                    until: crate::time::add(crate::time::now(), lease),
+                };
+                match store.renew_lease(&run_id, &renewal).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(
+                            run_id = %run_id,
+                            "the run's lease is no longer this process's (recovered elsewhere, or ended); its driver stops at its next write"
+                        );
+                        return;
+                    }
+                    Err(e) => tracing::warn!(
+                        run_id = %run_id,
+                        error = %e,
+                        "could not renew the run's lease; will try again"
+                    ),
+                }
+            }
+        }))
+    }
+
+    /// What to do with `step` found in flight after a crash.
+    fn on_crash(&self, step: &crate::spec::Step) -> OnCrash {
+        match &step.kind {
+            // Claiming a dedupe key again is safe: see `drive`.
+            StepKind::Dedupe(_) => OnCrash::Retry,
+            StepKind::Tool { tool, .. } => self
+                .spec
+                .tools
+                .get(tool)
+                .map_or(OnCrash::Stuck, crate::spec::ToolSpec::on_crash),
+            StepKind::Model(model) => model.on_crash(),
+            _ => OnCrash::Retry,
+        }
+    }
+
+    /// End the run `stuck` at `step`, which was in flight when its process
+    /// stopped and must not be repeated without an operator.
+    async fn stuck(
+        &self,
+        ctx: &RunContext,
+        step: &crate::spec::Step,
+        mut log: EventLog,
+    ) -> Result<RunOutcome, RunError> {
+        let reason = format!(
+            "step {:?} was in flight when its process stopped, and its on_crash is stuck: \
+             it may or may not have taken effect. Check the downstream, then `runs retry` \
+             (calls again with the same idempotency key) or `runs fail`",
+            step.id
+        );
+        tracing::warn!(run_id = %ctx.run_id, step = %step.id, "run stuck: a step was in flight when its process stopped");
+        log.emit(EventKind::RunStuck {
+            step: step.id.clone(),
+            reason: reason.clone(),
+        });
+        self.finish(ctx, RunStatus::Stuck, Some(reason), log).await
+    }
+
+    /// Release the dedupe key `step` claims, if this run holds it.
+    async fn release_dedupe_key_of(&self, step: &crate::spec::Step, ctx: &RunContext) {
+        let StepKind::Dedupe(dedupe) = &step.kind else {
+            return;
+        };
+        let Ok(key) = crate::expr::evaluate_to_string(&dedupe.key, &ctx.expr_context()) else {
+            return;
+        };
+        let claim_key = workflow::dedupe_claim_key(&self.spec.agent, &key);
+        let _ = self.store.release_key(&claim_key, &ctx.run_id).await;
     }
 
     /// Write a durable point (a pause or an end) with the buffered events,
@@ -504,8 +868,10 @@ impl AgentRun {
         match written {
             Ok(()) => {
                 log.published();
+                log.renewer = None;
                 Ok(None)
             }
+            Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
             Err(e) => {
                 let what = match point {
                     FirstWrite::Pause(pause) => {
@@ -562,6 +928,7 @@ impl AgentRun {
             outputs: log.stored_outputs.clone(),
             error: Some(error.clone()),
             at: now,
+            owner: log.owner.clone(),
         };
         let fallback = match &unstored {
             Some(run) => {
@@ -582,6 +949,7 @@ impl AgentRun {
         }
         log.buffer = events;
         log.published();
+        log.renewer = None;
         Ok(RunOutcome {
             run_id: log.run_id.clone(),
             status: RunStatus::Failed,
@@ -635,6 +1003,7 @@ impl AgentRun {
         let pause = Pause {
             record: record.clone(),
             at: now,
+            owner: log.owner.clone(),
         };
         if let Some(failed) = self
             .write_point(FirstWrite::Pause(&pause), &mut log)
@@ -664,6 +1033,7 @@ impl AgentRun {
             outputs: ctx.outputs.clone(),
             error: error.clone(),
             at: now_or(log.last_at()),
+            owner: log.owner.clone(),
         };
         if let Some(failed) = self.write_point(FirstWrite::End(&end), &mut log).await? {
             return Ok(failed);
@@ -717,6 +1087,23 @@ fn calls_out(step: &crate::spec::Step) -> bool {
     matches!(step.kind, StepKind::Tool { .. } | StepKind::Model(_))
 }
 
+/// Steps whose start and output the journal records: those that call out
+/// or claim. Pure steps are re-evaluated on recovery and write nothing.
+fn journaled(step: &crate::spec::Step) -> bool {
+    calls_out(step) || claims_key(step)
+}
+
+pub use crate::spec::OnCrash;
+
+/// Renews a driven run's lease in the background until dropped.
+struct Renewer(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn claims_key(step: &crate::spec::Step) -> bool {
     matches!(step.kind, StepKind::Dedupe(_))
 }
@@ -740,6 +1127,16 @@ struct EventLog {
     /// and at each pause): what a run whose state could not be stored is
     /// ended with.
     stored_outputs: Map<String, Value>,
+    /// This process, once it owns the stored run: every write is fenced on
+    /// it. `None` while the run is not stored.
+    owner: Option<String>,
+    /// The run's journal of side effects, by step index.
+    journal: BTreeMap<usize, JournalEntry>,
+    /// Re-send steps found in flight whatever their `on_crash` (an
+    /// operator's `runs retry`).
+    retry_in_doubt: bool,
+    /// Keeps the lease while a step is in flight.
+    renewer: Option<Renewer>,
 }
 
 impl EventLog {
@@ -751,7 +1148,21 @@ impl EventLog {
             live,
             unstored: None,
             stored_outputs: Map::new(),
+            owner: None,
+            journal: BTreeMap::new(),
+            retry_in_doubt: false,
+            renewer: None,
         }
+    }
+
+    /// The journaled output of step `index`, if it completed.
+    fn completed(&self, index: usize) -> Option<&Value> {
+        self.journal.get(&index).and_then(|e| e.output.as_ref())
+    }
+
+    /// True when step `index`'s start was journaled and its end was not.
+    fn in_doubt(&self, index: usize) -> bool {
+        self.journal.get(&index).is_some_and(|e| e.output.is_none())
     }
 
     /// The seq of the first event not stored yet.

@@ -23,7 +23,7 @@ use thiserror::Error;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -38,6 +38,16 @@ pub enum StoreError {
 
     #[error("no run with id {0}")]
     RunNotFound(String),
+
+    /// A driver's write for a run it no longer drives: the run was
+    /// recovered by another process, or is no longer `running` (cancelled,
+    /// failed by an operator). The write changed nothing; the driver stops.
+    #[error("run {run_id} is no longer driven by {owner}: {detail}")]
+    NotOwner {
+        run_id: String,
+        owner: String,
+        detail: String,
+    },
 
     #[error("database error: {0}")]
     Database(String),
@@ -147,6 +157,7 @@ impl StoreError {
                 StoreErrorKind::Unavailable
             }
             StoreError::Conflict(_)
+            | StoreError::NotOwner { .. }
             | StoreError::Approval(
                 ApprovalError::AlreadyResolved { .. }
                 | ApprovalError::Expired { .. }
@@ -201,6 +212,10 @@ pub struct RunEnd {
     pub outputs: Map<String, Value>,
     pub error: Option<String>,
     pub at: DateTime<Utc>,
+    /// The driver that must still own the `running` run for the write to
+    /// apply (fencing, see [`Lease`]); `None` for a write made on behalf of
+    /// no driver (the gate API, a run never stored before).
+    pub owner: Option<String>,
 }
 
 /// Where a new run first becomes durable when it is stored only then
@@ -216,6 +231,8 @@ pub enum FirstWrite<'a> {
 pub struct Pause {
     pub record: ApprovalRecord,
     pub at: DateTime<Utc>,
+    /// As [`RunEnd::owner`]: the driver that must still own the run.
+    pub owner: Option<String>,
 }
 
 /// Which pending approvals to list.
@@ -263,6 +280,34 @@ impl UnreadableRow {
 pub(crate) fn report_skipped(store: &str, what: &str, rows: &[UnreadableRow]) {
     for row in rows {
         tracing::warn!(store, key = %row.key, error = %row.error, "skipped an unreadable {what}");
+    }
+}
+
+/// The error of a fenced write that found the run held otherwise.
+pub(crate) fn not_owner(
+    run_id: &str,
+    owner: &str,
+    status: &str,
+    holder: Option<&str>,
+) -> StoreError {
+    let detail = match (status, holder) {
+        ("running", Some(holder)) => format!("process {holder} recovered it"),
+        ("running", None) => "its lease was given up".to_string(),
+        (status, _) => format!("it is {status} now"),
+    };
+    StoreError::NotOwner {
+        run_id: run_id.to_string(),
+        owner: owner.to_string(),
+        detail,
+    }
+}
+
+/// How a journal entry's state is stored (`tollgate_run_steps.status`).
+pub(crate) fn journal_status(entry: &JournalEntry) -> &'static str {
+    if entry.output.is_some() {
+        "completed"
+    } else {
+        "started"
     }
 }
 
@@ -384,6 +429,39 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// Append events to a run that is executing.
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()>;
+
+    /// Atomically, if the run is still `running` and owned by `owner`
+    /// (else [`StoreError::NotOwner`], and nothing changes): record a
+    /// journal entry (a step's start, or its output once it completed;
+    /// the entry for that step is replaced) and append `events`.
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()>;
+
+    /// The run's journal, by step index.
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>>;
+
+    /// Extend the lease of a run its owner still drives (`running`, owned
+    /// by `lease.owner`). False when it does not own it any more.
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool>;
+
+    /// Claim up to `limit` orphaned runs of `agent_id` (`running`, with a
+    /// lease past at `now` or none) for `lease`, oldest first: one
+    /// conditional write per run, so each orphan has one winner across
+    /// every process. Returns the runs as claimed.
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>>;
+
+    /// How many of `agent_id`'s runs have `status` (for the start-up log).
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64>;
 
     /// Atomically: insert the pending record, set the run to
     /// `awaiting_approval` with its outputs so far, append `events`.

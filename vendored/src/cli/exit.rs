@@ -83,6 +83,7 @@ impl From<RunError> for Failure {
             RunError::NoPendingApproval(_) => Failure::new(NOT_FOUND, e.to_string()),
             RunError::WrongAgent { .. } => Failure::bad_input(e.to_string()),
             RunError::Store(_) => Failure::new(RUN_FAILED, e.to_string()),
+            RunError::NotDriven { .. } => Failure::new(CONFLICT, e.to_string()),
         }
     }
 }
@@ -99,7 +100,7 @@ pub fn for_status(status: RunStatus) -> i32 {
         RunStatus::Completed | RunStatus::AwaitingApproval | RunStatus::Skipped => OK,
         RunStatus::Rejected => REJECTED,
         RunStatus::Expired => NOT_FOUND,
-        RunStatus::Failed | RunStatus::Running => RUN_FAILED,
+        RunStatus::Failed | RunStatus::Running | RunStatus::Stuck => RUN_FAILED,
     }
 }
 

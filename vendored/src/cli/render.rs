@@ -57,6 +57,14 @@ pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
         ),
         RunStatus::Expired => say!("run {} expired", outcome.run_id),
         RunStatus::Running => say!("run {} is still running", outcome.run_id),
+        RunStatus::Stuck => eprintln!(
+            "run {} is stuck: {}",
+            outcome.run_id,
+            outcome
+                .error
+                .as_deref()
+                .unwrap_or("a step was in flight when its process stopped")
+        ),
     }
 }
 

@@ -43,6 +43,11 @@ pub enum ApiError {
     #[error("no run with id {0}")]
     RunNotFound(String),
 
+    /// The run is not in a state that allows this (retry a run that is
+    /// not stuck or failed; a driver that lost its run).
+    #[error("{0}")]
+    RunConflict(String),
+
     /// The run exists but never paused, so there is nothing to decide.
     #[error("run {0} has no approval to decide")]
     RunHasNoApproval(String),
@@ -137,7 +142,7 @@ impl ApiError {
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Replayed => StatusCode::CONFLICT,
+            ApiError::Replayed | ApiError::RunConflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
@@ -160,6 +165,7 @@ impl ApiError {
             ApiError::Approval(e) => e.code(),
             ApiError::RunNotFound(_) => "run_not_found",
             ApiError::RunHasNoApproval(_) => "approval_not_found",
+            ApiError::RunConflict(_) => "run_conflict",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Replayed => "replayed",
@@ -208,6 +214,7 @@ impl From<RunError> for ApiError {
             // not exist here.
             RunError::WrongAgent { key, .. } => ApiError::Approval(ApprovalError::NotFound { key }),
             RunError::NoPendingApproval(run_id) => ApiError::RunHasNoApproval(run_id),
+            e @ RunError::NotDriven { .. } => ApiError::RunConflict(e.to_string()),
         }
     }
 }

@@ -70,7 +70,7 @@ use super::{
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
-use crate::run_state::RunRecord;
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 
 /// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
 pub const DEFAULT_POOL_SIZE: usize = 5;
@@ -349,6 +349,60 @@ impl StateStore for PostgresStore {
         }
         .await;
         self.context(&format!("appending events of run {run_id}"), result)
+    }
+
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::record_step(&tx, owner, entry).await?;
+                    ops::insert_events(&tx, &entry.run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(
+            &format!("journaling step {} of run {}", entry.step_id, entry.run_id),
+            result,
+        )
+    }
+
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+        let read = async { ops::run_journal(&self.client().await?, run_id).await }.await;
+        self.context(&format!("reading the journal of run {run_id}"), read)
+    }
+
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
+        check_storable("a lease's end", lease.until)?;
+        let renewed = async { ops::renew_lease(&self.client().await?, run_id, lease).await }.await;
+        self.context(&format!("renewing the lease of run {run_id}"), renewed)
+    }
+
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>> {
+        check_storable("a lease's end", lease.until)?;
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let claimed =
+            async { ops::claim_orphans(&self.client().await?, agent_id, lease, &now, limit).await }
+                .await;
+        self.context("claiming orphaned runs", claimed)
+    }
+
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
+        let counted =
+            async { ops::count_runs(&self.client().await?, agent_id, status).await }.await;
+        self.context("counting runs", counted)
     }
 
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {

@@ -78,7 +78,7 @@ use super::{
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
-use crate::run_state::RunRecord;
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use crate::time::format_utc;
 
 /// How hard SQLite works to make a commit survive power loss.
@@ -500,6 +500,67 @@ impl StateStore for SqliteStore {
         self.write(format!("appending events of run {run_id}"), move |conn| {
             ops::require_run(conn, &run_id)?;
             ops::insert_events(conn, &run_id, &events)
+        })
+        .await
+    }
+
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        let row = ops::StepRow::encode(entry)?;
+        let (run_id, owner) = (entry.run_id.clone(), owner.to_string());
+        let events = encode_events(events)?;
+        let what = format!("journaling step {} of run {run_id}", entry.step_id);
+        self.write(what, move |conn| {
+            ops::record_step(conn, &owner, &row)?;
+            ops::insert_events(conn, &run_id, &events)
+        })
+        .await
+    }
+
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+        let run_id = run_id.to_string();
+        self.read(
+            format!("reading the journal of run {run_id}"),
+            move |conn| ops::run_journal(conn, &run_id),
+        )
+        .await
+    }
+
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
+        check_storable("a lease's end", lease.until)?;
+        let (run_id, owner) = (run_id.to_string(), lease.owner.clone());
+        let until = format_utc(lease.until);
+        self.write(format!("renewing the lease of run {run_id}"), move |conn| {
+            ops::renew_lease(conn, &run_id, &owner, &until)
+        })
+        .await
+    }
+
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>> {
+        check_storable("a lease's end", lease.until)?;
+        let (agent_id, owner) = (agent_id.to_string(), lease.owner.clone());
+        let (until, now) = (format_utc(lease.until), format_utc(now));
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        self.write("claiming orphaned runs", move |conn| {
+            ops::claim_orphans(conn, &agent_id, &owner, &until, &now, limit)
+        })
+        .await
+    }
+
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
+        let agent_id = agent_id.to_string();
+        self.read("counting runs", move |conn| {
+            ops::count_runs(conn, &agent_id, status.as_str())
         })
         .await
     }

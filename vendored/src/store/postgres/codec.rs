@@ -26,8 +26,8 @@ pub(super) const APPROVAL_COLUMNS: &str = "key, run_id, agent_id, spec_hash, ste
 pub(super) const APPROVAL_COLUMN_COUNT: usize = 18;
 
 /// The columns of `tollgate_runs`, in the order [`run_from_row`] reads them.
-pub(super) const RUN_COLUMNS: &str =
-    "id, agent_id, spec_hash, status, input, \"trigger\", outputs, error, created_at, updated_at";
+pub(super) const RUN_COLUMNS: &str = "id, agent_id, spec_hash, status, input, \"trigger\", \
+     outputs, error, created_at, updated_at, owner, lease_until";
 
 /// Reads the columns of one row, naming the row in every error.
 pub(super) struct RowReader<'a> {
@@ -157,6 +157,8 @@ pub(super) fn run_from_row(row: &Row) -> StoreResult<RunRecord> {
         error: r.text_opt(7, "error")?,
         created_at: r.time(8, "created_at")?,
         updated_at: r.time(9, "updated_at")?,
+        owner: r.get(10, "owner")?,
+        lease_until: r.get(11, "lease_until")?,
     })
 }
 

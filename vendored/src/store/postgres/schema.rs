@@ -28,6 +28,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "lossless_text",
         sql: include_str!("../migrations/postgres/0003_lossless_text.sql"),
     },
+    Migration {
+        version: 4,
+        name: "durable_runs",
+        sql: include_str!("../migrations/postgres/0004_durable_runs.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

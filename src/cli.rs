@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use tollgate_runtime::cli::args::{ApprovalsCommand, RunArgs};
+use tollgate_runtime::cli::args::{ApprovalsCommand, RunArgs, RunsCommand};
 use tollgate_runtime::cli::serve::ServeArgs;
 
 /// Agent workflows that stop and wait for a person.
@@ -33,6 +33,9 @@ pub enum Command {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Retry or fail a run that stopped between pauses.
+    #[command(subcommand)]
+    Runs(RunsCommand),
     /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.
     ///
     /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the

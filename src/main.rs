@@ -24,6 +24,7 @@ async fn dispatch(command: Command) -> Result<i32, Failure> {
         Command::Hash { spec } => shared::spec_commands::hash(&SpecSource::File(spec)),
         Command::Run(args) => shared::run::run(args, &custom).await,
         Command::Approvals(cmd) => shared::approvals::run(cmd, None, &custom).await,
+        Command::Runs(cmd) => shared::runs::run(cmd, None, &custom).await,
         Command::Serve { spec, args } => {
             shared::serve::run(args, &SpecSource::File(spec), &custom).await
         }

@@ -21,6 +21,7 @@ pub mod exit;
 mod exported;
 pub mod render;
 pub mod run;
+pub mod runs;
 pub mod serve;
 pub mod spec_commands;
 pub mod store_location;

@@ -22,7 +22,7 @@ use crate::pending_approval::{
 };
 use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
-use crate::store::{FirstWrite, Pause, RunEnd, SharedStore, StoreError};
+use crate::store::{FirstWrite, Pause, RunEnd, RunTransition, SharedStore, StoreError};
 use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
 
@@ -47,6 +47,10 @@ pub enum RunError {
     /// last write changed nothing.
     #[error("run {run_id} is no longer driven here: {detail}")]
     NotDriven { run_id: String, detail: String },
+    /// `approvals.approvers` is set and does not name who asked for an
+    /// operator's action (`runs retry`, `runs fail`).
+    #[error("{by} may not retry or fail run {run_id}: not in approvals.approvers")]
+    Forbidden { run_id: String, by: String },
 }
 
 impl From<StoreError> for RunError {
@@ -332,7 +336,102 @@ impl AgentRun {
     /// `on_crash`. Emits `run_recovered`.
     pub async fn resume_recovered(&self, run: RunRecord) -> Result<RunOutcome, RunError> {
         let by = crate::durable::node_id().to_string();
-        self.redrive(run, by, false).await
+        self.redrive(run, Some(by), false).await
+    }
+
+    /// `runs retry`, first half: take a `stuck` or `failed` run over for
+    /// this process (one conditional write: of two operators, one wins)
+    /// and record `run_recovered` with `by`. Pass the result to
+    /// [`AgentRun::resume_retried`] (a server answers in between).
+    pub async fn claim_retry(&self, run_id: &str, by: &str) -> Result<RunRecord, RunError> {
+        let run = self.operated_run(run_id, by).await?;
+        let (gate, index) = self.resume_point(&run.id).await?;
+        let _ = gate;
+        let change = RunTransition {
+            run_id: run.id.clone(),
+            from: vec![RunStatus::Stuck, RunStatus::Failed],
+            to: RunStatus::Running,
+            error: None,
+            lease: Some(self.new_lease()),
+            event: EventKind::RunRecovered {
+                by: by.to_string(),
+                from_step: self.spec.steps.get(index).map(|s| s.id.clone()),
+            },
+            at: crate::time::now(),
+        };
+        let (run, event) = self.store.transition_run(&change).await?;
+        let _ = self.events.send(event);
+        Ok(run)
+    }
+
+    /// `runs retry`, second half: drive the run from its last durable
+    /// point, re-sending a step found in flight with the same idempotency
+    /// key whatever its `on_crash` (the operator asked for it).
+    pub async fn resume_retried(&self, run: RunRecord) -> Result<RunOutcome, RunError> {
+        self.redrive(run, None, true).await
+    }
+
+    /// `runs fail`: end a `stuck` run `failed` with `reason`, recording
+    /// who did it. One conditional write.
+    pub async fn fail_stuck(
+        &self,
+        run_id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<RunRecord, RunError> {
+        let run = self.operated_run(run_id, by).await?;
+        let error = format!("failed by {by}: {reason}");
+        let change = RunTransition {
+            run_id: run.id,
+            from: vec![RunStatus::Stuck],
+            to: RunStatus::Failed,
+            error: Some(error.clone()),
+            lease: None,
+            event: EventKind::RunFailed { error },
+            at: crate::time::now(),
+        };
+        let (run, event) = self.store.transition_run(&change).await?;
+        let _ = self.events.send(event);
+        Ok(run)
+    }
+
+    /// The run an operator acts on: this agent's, and `by` allowed by
+    /// `approvals.approvers` as for a decision.
+    async fn operated_run(&self, run_id: &str, by: &str) -> Result<RunRecord, RunError> {
+        if let Some(allowed) = &self.spec.approvals.approvers
+            && !allowed.iter().any(|a| a == by)
+        {
+            return Err(RunError::Forbidden {
+                run_id: run_id.to_string(),
+                by: by.to_string(),
+            });
+        }
+        match self.store.get_run(run_id).await? {
+            Some(run) if run.agent_id == self.spec.agent => Ok(run),
+            // Another agent's run is not this one's business.
+            _ => Err(RunError::Store(StoreError::RunNotFound(run_id.to_string()))),
+        }
+    }
+
+    /// Where a run resumes: its latest decided gate (with the record) or
+    /// its first step. A record still pending or expired cannot belong to
+    /// a run being resumed.
+    async fn resume_point(
+        &self,
+        run_id: &str,
+    ) -> Result<(Option<ApprovalRecord>, usize), RunError> {
+        let latest = match self.store.latest_approval_key(run_id).await? {
+            Some(key) => self.store.get_approval(&key).await?,
+            None => None,
+        };
+        let gate = latest.filter(|r| {
+            matches!(
+                r.status,
+                ApprovalStatus::Approved | ApprovalStatus::Modified | ApprovalStatus::Rejected
+            )
+        });
+        let index = gate.as_ref().map_or(0, |r| r.step_index);
+        Ok((gate, index))
     }
 
     /// Drive a run this process owns on from its last durable point (see
@@ -341,21 +440,10 @@ impl AgentRun {
     async fn redrive(
         &self,
         run: RunRecord,
-        by: String,
+        recovered_by: Option<String>,
         retry_in_doubt: bool,
     ) -> Result<RunOutcome, RunError> {
-        let latest = match self.store.latest_approval_key(&run.id).await? {
-            Some(key) => self.store.get_approval(&key).await?,
-            None => None,
-        };
-        // A decided gate is where the run was last resumed from; a record
-        // still pending or expired cannot belong to a `running` run.
-        let gate = latest.filter(|r| {
-            matches!(
-                r.status,
-                ApprovalStatus::Approved | ApprovalStatus::Modified | ApprovalStatus::Rejected
-            )
-        });
+        let (gate, _) = self.resume_point(&run.id).await?;
         let journal = self.store.run_journal(&run.id).await?;
         let next_seq = self
             .store
@@ -384,10 +472,12 @@ impl AgentRun {
             None => (fresh_context(run), 0),
         };
         let from_step = self.spec.steps.get(index).map(|s| s.id.clone());
-        log.emit(EventKind::RunRecovered {
-            by,
-            from_step: from_step.clone(),
-        });
+        if let Some(by) = recovered_by {
+            log.emit(EventKind::RunRecovered {
+                by,
+                from_step: from_step.clone(),
+            });
+        }
         if !same_spec {
             if let Some(record) = gate
                 .as_ref()

@@ -86,6 +86,15 @@ pub enum StoreError {
     #[error("the store {path} is not writable: {detail}")]
     NotWritable { path: String, detail: String },
 
+    /// An operator's change of a run that is not in a status that allows
+    /// it (`runs retry` of a run that is not stuck or failed).
+    #[error("run {run_id} is {status}; {expected}")]
+    WrongRunStatus {
+        run_id: String,
+        status: RunStatus,
+        expected: String,
+    },
+
     /// A value no store can hold and read back (a timestamp past the year
     /// 9999): refused before anything is written.
     #[error("cannot store {0}")]
@@ -158,6 +167,7 @@ impl StoreError {
             }
             StoreError::Conflict(_)
             | StoreError::NotOwner { .. }
+            | StoreError::WrongRunStatus { .. }
             | StoreError::Approval(
                 ApprovalError::AlreadyResolved { .. }
                 | ApprovalError::Expired { .. }
@@ -216,6 +226,24 @@ pub struct RunEnd {
     /// apply (fencing, see [`Lease`]); `None` for a write made on behalf of
     /// no driver (the gate API, a run never stored before).
     pub owner: Option<String>,
+}
+
+/// An operator's change of a stopped run (`runs retry`, `runs fail`): one
+/// conditional write, so of two operators acting at once one wins.
+#[derive(Debug, Clone)]
+pub struct RunTransition {
+    pub run_id: String,
+    /// The statuses the run may have for the change to apply.
+    pub from: Vec<RunStatus>,
+    pub to: RunStatus,
+    /// The run's new `error` (`None` clears it).
+    pub error: Option<String>,
+    /// The new owner (a retry drives the run on); `None`: nobody.
+    pub lease: Option<Lease>,
+    /// The event recording the change; the store numbers it after the
+    /// run's last.
+    pub event: EventKind,
+    pub at: DateTime<Utc>,
 }
 
 /// Where a new run first becomes durable when it is stored only then
@@ -299,6 +327,19 @@ pub(crate) fn not_owner(
         run_id: run_id.to_string(),
         owner: owner.to_string(),
         detail,
+    }
+}
+
+/// The error of a transition whose run has another status.
+pub(crate) fn wrong_status(change: &RunTransition, status: RunStatus) -> StoreError {
+    let expected: Vec<&str> = change.from.iter().map(|s| s.as_str()).collect();
+    StoreError::WrongRunStatus {
+        run_id: change.run_id.clone(),
+        status,
+        expected: format!(
+            "this applies only to a run that is {}",
+            expected.join(" or ")
+        ),
     }
 }
 
@@ -460,6 +501,12 @@ pub trait StateStore: Send + Sync + 'static {
         limit: usize,
     ) -> StoreResult<Vec<RunRecord>>;
 
+    /// Apply `change` if the run's status is one of `change.from` (else
+    /// [`StoreError::WrongRunStatus`] or `RunNotFound`, and nothing
+    /// changes), appending its event. Returns the run as changed and the
+    /// event as stored.
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)>;
+
     /// How many of `agent_id`'s runs have `status` (for the start-up log).
     async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64>;
 
@@ -508,6 +555,9 @@ pub trait StateStore: Send + Sync + 'static {
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
 
+    /// Decided approvals whose run never reached a final state: still
+    /// `running` after the claim, or `stuck` (a step was in flight when its
+    /// process died), newest decision first.
     async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>>;
 
     /// Mark every overdue PENDING record EXPIRED and end its run `expired`

@@ -7,5 +7,6 @@ mod expiry;
 mod http_tools;
 mod model_step;
 mod race;
+mod recovery;
 mod spec_changed;
 mod two_phase;

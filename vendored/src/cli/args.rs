@@ -142,3 +142,38 @@ pub struct DecideArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// Act on a run that stopped between pauses (DESIGN §9).
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Drive a stuck or failed run on from its last durable point, here. A
+    /// step that was in flight is called again with the same
+    /// Idempotency-Key.
+    Retry(RunOpArgs),
+    /// End a stuck run `failed`, with a reason, in the audit trail.
+    Fail {
+        #[command(flatten)]
+        run: RunOpArgs,
+        /// Why the run is failed (kept in the run's error and its events).
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunOpArgs {
+    /// The run's id.
+    pub run_id: String,
+    /// The spec the run belongs to (a retry drives it under it). Required
+    /// by tollgate; an exported server uses the spec built into it.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Who acts (default: $USER); checked against approvals.approvers.
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Print one JSON event per line.
+    #[arg(long)]
+    pub json: bool,
+}

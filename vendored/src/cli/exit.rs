@@ -82,6 +82,13 @@ impl From<RunError> for Failure {
             RunError::Approval(a) => a.into(),
             RunError::NoPendingApproval(_) => Failure::new(NOT_FOUND, e.to_string()),
             RunError::WrongAgent { .. } => Failure::bad_input(e.to_string()),
+            RunError::Store(crate::StoreError::RunNotFound(_)) => {
+                Failure::new(NOT_FOUND, e.to_string())
+            }
+            RunError::Store(crate::StoreError::WrongRunStatus { .. }) => {
+                Failure::new(CONFLICT, e.to_string())
+            }
+            RunError::Forbidden { .. } => Failure::new(FORBIDDEN, e.to_string()),
             RunError::Store(_) => Failure::new(RUN_FAILED, e.to_string()),
             RunError::NotDriven { .. } => Failure::new(CONFLICT, e.to_string()),
         }

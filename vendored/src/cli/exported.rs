@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use super::args::ApprovalsCommand;
+use super::args::{ApprovalsCommand, RunsCommand};
 use super::common::SpecSource;
 use crate::tools::CustomTools;
 
@@ -32,6 +32,9 @@ enum ExportedCommand {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Retry or fail a run that stopped between pauses.
+    #[command(subcommand)]
+    Runs(RunsCommand),
     /// Check the built-in spec.
     Validate,
     /// Print the built-in spec's 64-hex canonical hash.
@@ -61,6 +64,7 @@ pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitC
             ExportedCommand::Approvals(cmd) => {
                 super::approvals::run(cmd, Some(&source), &custom).await
             }
+            ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
             ExportedCommand::Validate => super::spec_commands::validate(&source),
             ExportedCommand::Hash => super::spec_commands::hash(&source),
             ExportedCommand::Serve(args) => super::serve::run(args, &source, &custom).await,

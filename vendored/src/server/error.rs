@@ -48,6 +48,10 @@ pub enum ApiError {
     #[error("{0}")]
     RunConflict(String),
 
+    /// Not allowed by `approvals.approvers` (an operator's action on a run).
+    #[error("{0}")]
+    Forbidden(String),
+
     /// The run exists but never paused, so there is nothing to decide.
     #[error("run {0} has no approval to decide")]
     RunHasNoApproval(String),
@@ -144,7 +148,9 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Replayed | ApiError::RunConflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
+            ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) | ApiError::Forbidden(_) => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::MalformedHead => StatusCode::BAD_REQUEST,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -166,6 +172,7 @@ impl ApiError {
             ApiError::RunNotFound(_) => "run_not_found",
             ApiError::RunHasNoApproval(_) => "approval_not_found",
             ApiError::RunConflict(_) => "run_conflict",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Replayed => "replayed",
@@ -215,6 +222,7 @@ impl From<RunError> for ApiError {
             RunError::WrongAgent { key, .. } => ApiError::Approval(ApprovalError::NotFound { key }),
             RunError::NoPendingApproval(run_id) => ApiError::RunHasNoApproval(run_id),
             e @ RunError::NotDriven { .. } => ApiError::RunConflict(e.to_string()),
+            e @ RunError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
         }
     }
 }
@@ -224,6 +232,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Approval(a) => ApiError::Approval(a),
             StoreError::RunNotFound(id) => ApiError::RunNotFound(id),
+            e @ StoreError::WrongRunStatus { .. } => ApiError::RunConflict(e.to_string()),
             StoreError::InvalidCursor(c) => ApiError::InvalidRequest(format!(
                 "malformed cursor {c:?}: pass next_cursor from a previous page"
             )),

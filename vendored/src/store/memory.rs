@@ -11,8 +11,9 @@ use chrono::{DateTime, Utc};
 
 use super::{
     Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
-    StoreResult, StuckClaim, check_json_text, check_pause, check_storable, cursor, resolved_event,
+    Pause, PendingPage, PendingQuery, RunEnd, RunTransition, SharedNotifications, StateStore,
+    StoreError, StoreResult, StuckClaim, check_json_text, check_pause, check_storable, cursor,
+    resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -264,6 +265,33 @@ impl StateStore for MemoryStore {
             .collect())
     }
 
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
+        if let Some(lease) = &change.lease {
+            check_storable("a lease's end", lease.until)?;
+        }
+        let mut s = self.lock();
+        let status = s.run_mut(&change.run_id)?.status;
+        if !change.from.contains(&status) {
+            return Err(super::wrong_status(change, status));
+        }
+        let event = Event {
+            run_id: change.run_id.clone(),
+            seq: s.next_seq(&change.run_id),
+            at: change.at,
+            kind: change.event.clone(),
+        };
+        storable_events(std::slice::from_ref(&event))?;
+        let run = s.run_mut(&change.run_id)?;
+        run.status = change.to;
+        run.error = change.error.clone();
+        run.owner = change.lease.as_ref().map(|l| l.owner.clone());
+        run.lease_until = change.lease.as_ref().map(|l| l.until);
+        run.updated_at = change.at;
+        let run = run.clone();
+        s.push_events(&change.run_id, std::slice::from_ref(&event));
+        Ok((run, event))
+    }
+
     async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
         let s = self.lock();
         let n = s
@@ -437,7 +465,8 @@ impl StateStore for MemoryStore {
                     .values()
                     .filter(|o| o.run_id == r.run_id)
                     .max_by_key(|o| o.created_at)?;
-                (run.status == RunStatus::Running && latest.key == r.key).then(|| StuckClaim {
+                let unfinished = matches!(run.status, RunStatus::Running | RunStatus::Stuck);
+                (unfinished && latest.key == r.key).then(|| StuckClaim {
                     record: r.clone(),
                     run_status: run.status,
                     run_updated_at: run.updated_at,

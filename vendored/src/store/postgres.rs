@@ -64,9 +64,9 @@ use tokio_postgres::NoTls;
 use super::feed::ChangeFeed;
 use super::{
     Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
-    StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable,
-    report_skipped,
+    Pause, PendingPage, PendingQuery, RunEnd, RunTransition, SharedNotifications, StateStore,
+    StoreError, StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause,
+    check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -397,6 +397,15 @@ impl StateStore for PostgresStore {
             async { ops::claim_orphans(&self.client().await?, agent_id, lease, &now, limit).await }
                 .await;
         self.context("claiming orphaned runs", claimed)
+    }
+
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
+        if let Some(lease) = &change.lease {
+            check_storable("a lease's end", lease.until)?;
+        }
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::transition_run(&tx, change).await) }.await;
+        self.context(&format!("changing run {}", change.run_id), result)
     }
 
     async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {

@@ -73,8 +73,9 @@ use self::group_commit::GroupWriter;
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
     Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, RunEnd, SharedNotifications, StateStore, StoreError,
-    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
+    Pause, PendingPage, PendingQuery, RunEnd, RunTransition, SharedNotifications, StateStore,
+    StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable,
+    report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -553,6 +554,24 @@ impl StateStore for SqliteStore {
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
         self.write("claiming orphaned runs", move |conn| {
             ops::claim_orphans(conn, &agent_id, &owner, &until, &now, limit)
+        })
+        .await
+    }
+
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
+        if let Some(lease) = &change.lease {
+            check_storable("a lease's end", lease.until)?;
+        }
+        // Encoded here so that an unstorable event fails before the write.
+        encode_events(&[Event {
+            run_id: change.run_id.clone(),
+            seq: 0,
+            at: change.at,
+            kind: change.event.clone(),
+        }])?;
+        let change = change.clone();
+        self.write(format!("changing run {}", change.run_id), move |conn| {
+            ops::transition_run(conn, &change)
         })
         .await
     }

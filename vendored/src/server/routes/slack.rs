@@ -114,6 +114,7 @@ fn refusal(e: &RunError) -> String {
         RunError::Approval(ApprovalError::InvalidPayload { .. })
         | RunError::NoPendingApproval(_)
         | RunError::NotDriven { .. }
+        | RunError::Forbidden { .. }
         | RunError::Store(_) => {
             "Nothing changed: tollgate could not record your decision. Try again in a moment."
                 .to_string()

@@ -662,7 +662,7 @@ pub(super) async fn list_stuck<C: GenericClient>(
     let sql = format!(
         "SELECT {cols}, r.status, r.updated_at \
          FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
-         WHERE r.status = 'running' \
+         WHERE r.status IN ('running', 'stuck') \
            AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
            AND ($1::text IS NULL OR a.agent_id = $1) \
            AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
@@ -815,4 +815,54 @@ pub(super) async fn count_runs<C: GenericClient>(
     .await?
     .unwrap_or(0);
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// See [`crate::store::StateStore::transition_run`]; the row is locked
+/// first, so two operators acting at once take turns and the second sees
+/// the first's change.
+pub(super) async fn transition_run<C: GenericClient>(
+    client: &C,
+    change: &crate::store::RunTransition,
+) -> StoreResult<(RunRecord, Event)> {
+    let run = query_opt(
+        client,
+        &format!("SELECT {RUN_COLUMNS} FROM tollgate_runs WHERE id = $1 FOR UPDATE"),
+        &[&change.run_id],
+        run_from_row,
+    )
+    .await?
+    .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    if !change.from.contains(&run.status) {
+        return Err(crate::store::wrong_status(change, run.status));
+    }
+    let error = text_json(change.error.as_deref());
+    let (owner, until) = match &change.lease {
+        Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
+        None => (None, None),
+    };
+    execute(
+        client,
+        "UPDATE tollgate_runs SET status = $2, error = $3, owner = $4, lease_until = $5, \
+         updated_at = $6 WHERE id = $1",
+        &[
+            &change.run_id,
+            &change.to.as_str(),
+            &error,
+            &owner,
+            &until,
+            &change.at,
+        ],
+    )
+    .await?;
+    let event = Event {
+        run_id: change.run_id.clone(),
+        seq: next_seq(client, &change.run_id).await?,
+        at: change.at,
+        kind: change.event.clone(),
+    };
+    insert_events(client, &change.run_id, std::slice::from_ref(&event)).await?;
+    let run = get_run(client, &change.run_id)
+        .await?
+        .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    Ok((run, event))
 }

@@ -740,7 +740,7 @@ pub(super) fn list_stuck(
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {cols}, r.status, r.updated_at \
          FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
-         WHERE r.status = 'running' \
+         WHERE r.status IN ('running', 'stuck') \
            AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
            AND (?1 IS NULL OR a.agent_id = ?1) \
            AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
@@ -889,4 +889,40 @@ pub(super) fn count_runs(conn: &Connection, agent_id: &str, status: &str) -> Sto
         .prepare_cached("SELECT COUNT(*) FROM tollgate_runs WHERE agent_id = ?1 AND status = ?2")?;
     let n: i64 = stmt.query_row((agent_id, status), |row| row.get(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// See [`crate::store::StateStore::transition_run`]; under `BEGIN
+/// IMMEDIATE`, the read and the write see the same row.
+pub(super) fn transition_run(
+    conn: &Connection,
+    change: &crate::store::RunTransition,
+) -> StoreResult<(RunRecord, Event)> {
+    let run = get_run(conn, &change.run_id)?
+        .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    if !change.from.contains(&run.status) {
+        return Err(crate::store::wrong_status(change, run.status));
+    }
+    let at = format_utc(change.at);
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET status = ?2, error = ?3, owner = ?4, lease_until = ?5, \
+         updated_at = ?6 WHERE id = ?1",
+    )?;
+    stmt.execute((
+        &change.run_id,
+        change.to.as_str(),
+        &change.error,
+        change.lease.as_ref().map(|l| l.owner.as_str()),
+        change.lease.as_ref().map(|l| format_utc(l.until)),
+        &at,
+    ))?;
+    let event = Event {
+        run_id: change.run_id.clone(),
+        seq: next_seq(conn, &change.run_id)?,
+        at: change.at,
+        kind: change.event.clone(),
+    };
+    append_one(conn, &event)?;
+    let run = get_run(conn, &change.run_id)?
+        .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    Ok((run, event))
 }

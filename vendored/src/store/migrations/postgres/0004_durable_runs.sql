@@ -11,6 +11,11 @@ ALTER TABLE tollgate_runs
     ADD COLUMN owner text,
     ADD COLUMN lease_until timestamptz;
 
+-- Stuck runs wait for an operator; `approvals list --stuck` and the
+-- start-up count find them here.
+CREATE INDEX tollgate_runs_stuck_idx ON tollgate_runs (agent_id)
+    WHERE status = 'stuck';
+
 -- The journal of side effects: one row per step that calls out or claims,
 -- written when it starts and again with its output when it completes. A
 -- row still `started` after a crash is an in-doubt step. `output` is json

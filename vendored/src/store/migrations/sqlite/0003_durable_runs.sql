@@ -10,6 +10,11 @@
 ALTER TABLE tollgate_runs ADD COLUMN owner TEXT;
 ALTER TABLE tollgate_runs ADD COLUMN lease_until TEXT;
 
+-- Stuck runs (a step was in flight when its process died) wait for an
+-- operator; `approvals list --stuck` and the start-up count find them here.
+CREATE INDEX tollgate_runs_stuck_idx ON tollgate_runs (agent_id)
+    WHERE status = 'stuck';
+
 -- The journal of side effects: one row per step that calls out or claims
 -- (a tool, a model, a dedupe step), written when the step starts (in the
 -- commit that stores the run's progress before the call) and again with

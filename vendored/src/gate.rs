@@ -40,8 +40,11 @@
 //!   `approval_resolved` and `run_completed` (outputs `{<action>: {approved,
 //!   decided_by, reason, payload}}`) or `run_rejected`; or `run_expired`.
 //!
-//! A request is two store writes (the run, then its pause); a process dying
-//! in between leaves a `running` run with no record, which nothing lists.
+//! A request is one store write (the run with its pause), so a crash leaves
+//! the whole request or none of it. A decision is the claim, then the end of
+//! the request's run: a crash in between leaves the run `running` with its
+//! decision made, which `approvals list --stuck` shows (no workflow server
+//! recovers a gate's run: its agent is no spec's).
 
 use std::time::Duration;
 
@@ -55,7 +58,7 @@ use crate::pending_approval::{
     ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
 use crate::run_state::{RunRecord, RunStatus};
-use crate::store::{Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
+use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
 use crate::watch::{ApprovalWatcher, WatchOptions};
 
 /// The prefix of a gate request's `agent_id`.
@@ -195,8 +198,6 @@ impl Gate {
                 input: input.clone(),
             },
         );
-        self.store.create_run(&run, &[started]).await?;
-
         let record = ApprovalRecord {
             key: key.clone(),
             run_id: key.clone(),
@@ -218,15 +219,16 @@ impl Gate {
             expires_at: crate::time::add(now, ttl),
         };
         let awaiting = event(&key, 2, now, EventKind::awaiting(&record));
+        // One atomic write, as a workflow run stored at its first gate: a
+        // crash can leave the whole request or nothing, never a run without
+        // its record.
+        let pause = Pause {
+            record,
+            at: now,
+            owner: None,
+        };
         self.store
-            .pause_run(
-                &Pause {
-                    record,
-                    at: now,
-                    owner: None,
-                },
-                &[awaiting],
-            )
+            .create_run_at(&run, FirstWrite::Pause(&pause), &[started, awaiting])
             .await?;
         Ok(key)
     }

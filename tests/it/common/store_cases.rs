@@ -28,7 +28,8 @@ use tollgate_runtime::pending_approval::{
 };
 use tollgate_runtime::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use tollgate_runtime::store::{
-    FirstWrite, Pause, PendingQuery, RunEnd, SharedStore, StateStore, StoreError, StoreErrorKind,
+    FirstWrite, Pause, PendingQuery, RunEnd, RunTransition, SharedStore, StateStore, StoreError,
+    StoreErrorKind,
 };
 
 /// A store under test plus whatever must outlive it (a temp dir, a schema).
@@ -85,6 +86,7 @@ macro_rules! store_conformance_tests {
             the_journal_keeps_each_steps_start_then_its_output,
             a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,
             runs_are_counted_by_status,
+            an_operators_change_applies_only_from_the_statuses_it_names_once,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {
@@ -1795,4 +1797,66 @@ pub async fn runs_are_counted_by_status(store: SharedStore) {
     assert_eq!(count(RunStatus::Stuck).await, 2);
     assert_eq!(count(RunStatus::Failed).await, 1);
     assert_eq!(count(RunStatus::Running).await, 0);
+}
+
+pub async fn an_operators_change_applies_only_from_the_statuses_it_names_once(store: SharedStore) {
+    let run = run_record("r", "agent", 0);
+    store
+        .create_run(&run, &[event("r", 1, 0, started(&run))])
+        .await
+        .expect("create");
+    let stuck = RunEnd {
+        run_id: "r".into(),
+        status: RunStatus::Stuck,
+        outputs: Map::new(),
+        error: Some("in doubt".into()),
+        at: at(1),
+        owner: None,
+    };
+    store.end_run(&stuck, &[]).await.expect("stuck");
+    let retry = |owner: &str| RunTransition {
+        run_id: "r".into(),
+        from: vec![RunStatus::Stuck, RunStatus::Failed],
+        to: RunStatus::Running,
+        error: None,
+        lease: Some(lease(owner, 100)),
+        event: EventKind::RunRecovered {
+            by: owner.into(),
+            from_step: Some("ship".into()),
+        },
+        at: at(2),
+    };
+    // Two operators at once: one wins, the other is told the run's status.
+    let (alice, bob) = (retry("alice"), retry("bob"));
+    let (a, b) = tokio::join!(store.transition_run(&alice), store.transition_run(&bob));
+    let (winner, loser) = match (a, b) {
+        (Ok(won), Err(lost)) | (Err(lost), Ok(won)) => (won, lost),
+        other => panic!("expected one winner, got {other:?}"),
+    };
+    match loser {
+        StoreError::WrongRunStatus { status, .. } => assert_eq!(status, RunStatus::Running),
+        other => panic!("expected WrongRunStatus, got {other:?}"),
+    }
+    let (run, event) = winner;
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.error, None);
+    assert_eq!(run.owner, event_owner(&event));
+    assert_eq!(run.lease_until, Some(at(100)));
+    assert_eq!(event.seq, 2, "numbered after the run's last event");
+    assert_eq!(store.run_events("r", 1).await.expect("events"), [event]);
+    let missing = RunTransition {
+        run_id: "nope".into(),
+        ..retry("x")
+    };
+    match store.transition_run(&missing).await {
+        Err(StoreError::RunNotFound(id)) => assert_eq!(id, "nope"),
+        other => panic!("expected RunNotFound, got {other:?}"),
+    }
+}
+
+fn event_owner(event: &Event) -> Option<String> {
+    match &event.kind {
+        EventKind::RunRecovered { by, .. } => Some(by.clone()),
+        _ => None,
+    }
 }

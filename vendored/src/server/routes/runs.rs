@@ -165,6 +165,12 @@ async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
     }
 }
 
+/// A retry takes no options; the body is still JSON (see `JsonBody`), so
+/// that a page of another origin cannot retry with a plain form post.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RetryBody {}
+
 /// POST /runs/{id}/retry: take a `stuck` or `failed` run over and drive it
 /// on from its last durable point in the background (a step found in
 /// flight is re-sent with the same idempotency key). Answers with the run
@@ -175,6 +181,7 @@ pub(super) async fn retry(
     Extension(caller): Extension<Caller>,
     PathParam(run_id): PathParam,
     QueryParams(wait): QueryParams<WaitParam>,
+    JsonBody(RetryBody {}): JsonBody<RetryBody>,
 ) -> Result<Json<RunView>, ApiError> {
     view::load_run(&state, &run_id).await?;
     let run = state.agent.claim_retry(&run_id, &caller.0).await?;

@@ -345,8 +345,7 @@ impl AgentRun {
     /// [`AgentRun::resume_retried`] (a server answers in between).
     pub async fn claim_retry(&self, run_id: &str, by: &str) -> Result<RunRecord, RunError> {
         let run = self.operated_run(run_id, by).await?;
-        let (gate, index) = self.resume_point(&run.id).await?;
-        let _ = gate;
+        let (_, index) = self.resume_point(&run.id).await?;
         let change = RunTransition {
             run_id: run.id.clone(),
             from: vec![RunStatus::Stuck, RunStatus::Failed],
@@ -625,7 +624,7 @@ impl AgentRun {
                     }
                 }
                 // A side effect journaled as done is never repeated.
-                decision if journaled(step) && log.completed(index).is_some() => {
+                _ if journaled(step) && log.completed(index).is_some() => {
                     let output = log.completed(index).cloned().unwrap_or(Value::Null);
                     log.emit(EventKind::StepCompleted {
                         step: step.id.clone(),
@@ -633,13 +632,17 @@ impl AgentRun {
                         output: output.clone(),
                         replayed: true,
                     });
-                    drop(decision);
                     ctx.outputs.insert(step.id.clone(), output);
                     index += 1;
                     continue;
                 }
                 decision => {
-                    let in_doubt = journaled(step) && log.in_doubt(index);
+                    // A gated tool entered without its decision only pauses:
+                    // it calls nothing, so it journals nothing (a start
+                    // recorded now would read as a call in doubt after a
+                    // crash before the pause, or after the decision).
+                    let calls = journaled(step) && !(decision.is_none() && self.gated(step));
+                    let in_doubt = calls && log.in_doubt(index);
                     if in_doubt && !log.retry_in_doubt {
                         match self.on_crash(step) {
                             OnCrash::Retry => tracing::info!(
@@ -654,7 +657,7 @@ impl AgentRun {
                         step: step.id.clone(),
                         index,
                     });
-                    if journaled(step) {
+                    if calls {
                         // A call may take long or have side effects: the
                         // journal records its start (with the run's
                         // progress) before it is made, so that a crash
@@ -683,7 +686,7 @@ impl AgentRun {
                     });
                     if journaled(step)
                         && let Some(failed) = self
-                            .journal_completed(step, index, &output, &ctx, &mut log)
+                            .journal_completed(step, index, &output, &mut log)
                             .await?
                     {
                         return Ok(failed);
@@ -809,7 +812,6 @@ impl AgentRun {
         step: &crate::spec::Step,
         index: usize,
         output: &Value,
-        ctx: &RunContext,
         log: &mut EventLog,
     ) -> Result<Option<RunOutcome>, RunError> {
         let Some(owner) = log.owner.clone() else {
@@ -830,7 +832,6 @@ impl AgentRun {
             }
             Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
             Err(e) => {
-                let _ = ctx;
                 let what = format!("result of step {:?}", step.id);
                 self.fail_unstorable(None, what, log, e).await.map(Some)
             }
@@ -885,6 +886,12 @@ impl AgentRun {
                 }
             }
         }))
+    }
+
+    /// A tool step whose every call pauses first (`approval: required`).
+    fn gated(&self, step: &crate::spec::Step) -> bool {
+        matches!(&step.kind, StepKind::Tool { tool, .. }
+            if self.spec.tools.get(tool).is_some_and(|t| t.approval_required))
     }
 
     /// What to do with `step` found in flight after a crash.

@@ -1,6 +1,6 @@
 //! SIGKILL chaos against the real binary: one `tollgate serve` on a SQLite
 //! file, SIGKILLed and restarted every 1-3 s (seeded) while runs start and
-//! eight deciders, each with its own token, race approve against reject for
+//! sixteen deciders, each with its own token, race approve against reject for
 //! every key. Each run passes two gates: an approval step, then a POST tool
 //! with `approval: required` whose call to a loopback stub is the side effect.
 //!
@@ -44,9 +44,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tollgate_runtime::{ApprovalRecord, ApprovalStatus, EventKind};
 
-const DEFAULT_RUNS: u64 = 200;
+const DEFAULT_RUNS: u64 = 300;
 const DEFAULT_SECONDS: u64 = 40;
-const DECIDERS: usize = 8;
+const DECIDERS: usize = 16;
 const KILL_MIN: Duration = Duration::from_secs(1);
 const KILL_MAX: Duration = Duration::from_secs(3);
 /// How long the runs may take to settle once the kills stop.

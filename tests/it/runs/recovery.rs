@@ -463,3 +463,36 @@ async fn three_servers_on_postgresql_recover_each_others_orphans_once() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gated_tool_journals_its_call_only_once_decided_and_its_result_once_done() {
+    let stub = stub(0);
+    let ws = Workspace::new(&ship_spec(&stub.url("/ship"), None));
+    let state = ws.path().join("state.db");
+    let api = Api::new();
+    let served = start(&ws.spec, &state);
+    let (code, run) = api
+        .post(&served.url("/runs?wait=true"), json!({"input": {}}))
+        .await;
+    assert_eq!(code, 200, "{run}");
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
+    let store = common::open_store(&state);
+    // Paused at the gate: nothing was called, so nothing is in doubt.
+    assert!(store.run_journal(&run_id).await.unwrap().is_empty());
+    let (code, body) = api
+        .post(
+            &served.url(&format!("/approvals/{key}/approve?wait=true")),
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"], "completed", "{body}");
+    let journal = store.run_journal(&run_id).await.unwrap();
+    assert_eq!(journal.len(), 1, "{journal:?}");
+    assert_eq!(journal[0].step_id, "ship");
+    assert_eq!(
+        journal[0].output.as_ref().map(|o| o["body"]["id"].clone()),
+        Some(json!("call-0"))
+    );
+}

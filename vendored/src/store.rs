@@ -555,10 +555,16 @@ pub trait StateStore: Send + Sync + 'static {
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
 
-    /// Decided approvals whose run never reached a final state: still
-    /// `running` after the claim, or `stuck` (a step was in flight when its
-    /// process died), newest decision first.
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>>;
+    /// Decided approvals whose run never reached a final state: `stuck` (a
+    /// step was in flight when its process died), or still `running` after
+    /// the claim with no live lease at `now` (its driver stopped and no
+    /// process recovered it yet; one with a live lease is running, never
+    /// stuck), newest decision first.
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>>;
 
     /// Mark every overdue PENDING record EXPIRED and end its run `expired`
     /// (with a `run_expired` event). At most once across processes: returns

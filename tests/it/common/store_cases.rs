@@ -661,7 +661,13 @@ pub async fn expired_records_are_neither_listed_nor_claimable(store: SharedStore
         approval_error(store.claim(&approve("old", "alice", now)).await).code(),
         "approval_expired"
     );
-    assert!(store.list_stuck(None).await.expect("stuck").is_empty());
+    assert!(
+        store
+            .list_stuck(None, at(1_000))
+            .await
+            .expect("stuck")
+            .is_empty()
+    );
 }
 
 pub async fn a_runs_latest_approval_key_is_found_whatever_its_status(store: SharedStore) {
@@ -878,7 +884,7 @@ pub async fn stuck_lists_decided_runs_that_never_finished(store: SharedStore) {
     let again = pending_record("again-2", "run-again-1", "beta", 30);
     pause(store.as_ref(), &again, 4).await;
 
-    let stuck = store.list_stuck(None).await.expect("stuck");
+    let stuck = store.list_stuck(None, at(1_000)).await.expect("stuck");
     let found: Vec<(String, RunStatus)> = stuck
         .iter()
         .map(|s| (s.record.key.clone(), s.run_status))
@@ -894,7 +900,10 @@ pub async fn stuck_lists_decided_runs_that_never_finished(store: SharedStore) {
     assert_eq!(Some(stuck[1].run_updated_at), Some(at(10)));
     assert_eq!(stuck[1].record.decided_by.as_deref(), Some("alice"));
 
-    let alpha = store.list_stuck(Some("alpha")).await.expect("stuck");
+    let alpha = store
+        .list_stuck(Some("alpha"), at(1_000))
+        .await
+        .expect("stuck");
     assert_eq!(
         alpha
             .iter()
@@ -1754,6 +1763,16 @@ pub async fn a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go(store: Shar
         .await
         .expect("claim");
     assert!(got.is_empty(), "the claimer's lease is live");
+    // Running under a live lease is running, never stuck; once the lease
+    // is past, nobody drives it and it is listed.
+    let stuck = |now| {
+        let store = Arc::clone(&store);
+        async move { store.list_stuck(None, at(now)).await.expect("stuck") }
+    };
+    assert!(stuck(20).await.is_empty(), "executing, not stuck");
+    let listed = stuck(41).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].record.key, "k");
     // Its next pause is fenced on it, and lets go of the run.
     let pause = Pause {
         record: pending_record("k2", "run-k", "agent", 30),

@@ -75,7 +75,8 @@ pub enum ApprovalsCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        /// Show claims whose run never finished (a process stopped mid-step).
+        /// Show claims whose run never finished: stuck, or running with no live
+        /// lease (its process stopped mid-step).
         #[arg(long)]
         stuck: bool,
         /// At most this many records.

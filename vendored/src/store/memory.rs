@@ -451,7 +451,11 @@ impl StateStore for MemoryStore {
         })
     }
 
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>> {
         let s = self.lock();
         let mut stuck: Vec<StuckClaim> = s
             .approvals
@@ -465,7 +469,9 @@ impl StateStore for MemoryStore {
                     .values()
                     .filter(|o| o.run_id == r.run_id)
                     .max_by_key(|o| o.created_at)?;
-                let unfinished = matches!(run.status, RunStatus::Running | RunStatus::Stuck);
+                let orphaned = run.status == RunStatus::Running
+                    && run.lease_until.is_none_or(|until| until <= now);
+                let unfinished = orphaned || run.status == RunStatus::Stuck;
                 (unfinished && latest.key == r.key).then(|| StuckClaim {
                     record: r.clone(),
                     run_status: run.status,

@@ -517,8 +517,12 @@ impl StateStore for PostgresStore {
         Ok(page)
     }
 
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
-        let listed = async { ops::list_stuck(&self.client().await?, agent_id).await }.await;
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>> {
+        let listed = async { ops::list_stuck(&self.client().await?, agent_id, &now).await }.await;
         let (stuck, unreadable) = self.context("listing stuck runs", listed)?;
         report_skipped(&self.description, "approval", &unreadable);
         Ok(stuck)

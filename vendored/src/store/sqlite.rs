@@ -684,11 +684,16 @@ impl StateStore for SqliteStore {
         Ok(page)
     }
 
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>> {
         let agent_id = agent_id.map(str::to_string);
+        let now = format_utc(now);
         let (stuck, unreadable) = self
             .read("listing stuck runs", move |conn| {
-                ops::list_stuck(conn, agent_id.as_deref())
+                ops::list_stuck(conn, agent_id.as_deref(), &now)
             })
             .await?;
         report_skipped(&self.describe(), "approval", &unreadable);

@@ -656,13 +656,15 @@ fn decode_cursor(text: &str) -> StoreResult<(DateTime<Utc>, String)> {
 pub(super) async fn list_stuck<C: GenericClient>(
     client: &C,
     agent_id: Option<&str>,
+    now: &DateTime<Utc>,
 ) -> StoreResult<(Vec<StuckClaim>, Vec<UnreadableRow>)> {
     // Decided (not expired) records whose run is still `running` and that are
     // the run's latest record: the claim happened, the run never finished.
     let sql = format!(
         "SELECT {cols}, r.status, r.updated_at \
          FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
-         WHERE r.status IN ('running', 'stuck') \
+         WHERE (r.status = 'stuck' OR (r.status = 'running' \
+                AND (r.lease_until IS NULL OR r.lease_until <= $2))) \
            AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
            AND ($1::text IS NULL OR a.agent_id = $1) \
            AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
@@ -675,7 +677,7 @@ pub(super) async fn list_stuck<C: GenericClient>(
             .join(", "),
     );
     let stmt = client.prepare_cached(&sql).await?;
-    let rows = client.query(&stmt, &[&agent_id]).await?;
+    let rows = client.query(&stmt, &[&agent_id, now]).await?;
     decode_skipping(&rows, |row| {
         let record = approval_from_row(row)?;
         let run = RowReader::with_id(row, "tollgate_runs", record.run_id.clone());

@@ -734,13 +734,15 @@ fn decode_cursor(text: &str) -> StoreResult<(String, String)> {
 pub(super) fn list_stuck(
     conn: &Connection,
     agent_id: Option<&str>,
+    now: &str,
 ) -> StoreResult<(Vec<StuckClaim>, Vec<UnreadableRow>)> {
     // Decided (not expired) records whose run is still `running` and that are
     // the run's latest record: the claim happened, the run never finished.
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {cols}, r.status, r.updated_at \
          FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
-         WHERE r.status IN ('running', 'stuck') \
+         WHERE (r.status = 'stuck' OR (r.status = 'running' \
+                AND (r.lease_until IS NULL OR r.lease_until <= ?2))) \
            AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
            AND (?1 IS NULL OR a.agent_id = ?1) \
            AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
@@ -748,7 +750,7 @@ pub(super) fn list_stuck(
          ORDER BY a.decided_at DESC, a.key DESC",
         cols = prefixed_approval_columns("a"),
     ))?;
-    query_skipping(&mut stmt, [agent_id], stuck_from_row)
+    query_skipping(&mut stmt, (agent_id, now), stuck_from_row)
 }
 
 fn prefixed_approval_columns(alias: &str) -> String {

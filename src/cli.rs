@@ -33,7 +33,7 @@ pub enum Command {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
-    /// List, show and cancel runs.
+    /// List, show, cancel, retry or fail runs.
     #[command(subcommand)]
     Runs(tollgate_runtime::cli::runs::RunsCommand),
     /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.

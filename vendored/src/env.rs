@@ -27,6 +27,9 @@ pub const HEADER_TIMEOUT: &str = "TOLLGATE_HEADER_TIMEOUT";
 pub const BODY_TIMEOUT: &str = "TOLLGATE_BODY_TIMEOUT";
 pub const IDLE_TIMEOUT: &str = "TOLLGATE_IDLE_TIMEOUT";
 pub const MAX_CONNECTIONS: &str = "TOLLGATE_MAX_CONNECTIONS";
+/// How long a process holds a run it drives before another may recover it
+/// (also `serve --run-lease`; read by every command that drives runs).
+pub const RUN_LEASE: &str = "TOLLGATE_RUN_LEASE";
 
 /// The log filter (the `tracing` convention's name).
 pub const LOG_FILTER: &str = "RUST_LOG";

@@ -73,6 +73,20 @@ pub enum EventKind {
         by: String,
         reason: Option<String>,
     },
+    /// A process took over a run whose driver had stopped (its lease ran
+    /// out) and resumes it from its last durable point.
+    RunRecovered {
+        /// The recovering process ([`crate::durable::node_id`]).
+        by: String,
+        /// The step it resumes at; `None` when every step was done.
+        from_step: Option<String>,
+    },
+    /// A step was in flight when its process stopped, and its `on_crash`
+    /// says not to repeat it: the run waits for an operator.
+    RunStuck {
+        step: String,
+        reason: String,
+    },
 }
 
 impl EventKind {
@@ -102,6 +116,8 @@ impl EventKind {
             EventKind::RunSkipped { .. } => "run_skipped",
             EventKind::RunFailed { .. } => "run_failed",
             EventKind::RunCancelled { .. } => "run_cancelled",
+            EventKind::RunRecovered { .. } => "run_recovered",
+            EventKind::RunStuck { .. } => "run_stuck",
         }
     }
 

@@ -40,8 +40,11 @@
 //!   `approval_resolved` and `run_completed` (outputs `{<action>: {approved,
 //!   decided_by, reason, payload}}`) or `run_rejected`; or `run_expired`.
 //!
-//! A request is two store writes (the run, then its pause); a process dying
-//! in between leaves a `running` run with no record, which nothing lists.
+//! A request is one store write (the run with its pause), so a crash leaves
+//! the whole request or none of it. A decision is the claim, then the end of
+//! the request's run: a crash in between leaves the run `running` with its
+//! decision made, which `approvals list --stuck` shows (no workflow server
+//! recovers a gate's run: its agent is no spec's).
 
 use std::time::Duration;
 
@@ -55,7 +58,7 @@ use crate::pending_approval::{
     ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
 use crate::run_state::{RunRecord, RunStatus};
-use crate::store::{Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
+use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
 use crate::time::SharedClock;
 use crate::watch::{ApprovalWatcher, WatchOptions};
 
@@ -205,6 +208,8 @@ impl Gate {
             error: None,
             created_at: now,
             updated_at: now,
+            owner: None,
+            lease_until: None,
         };
         let started = event(
             &key,
@@ -216,8 +221,6 @@ impl Gate {
                 input: input.clone(),
             },
         );
-        self.store.create_run(&run, &[started]).await?;
-
         let record = ApprovalRecord {
             key: key.clone(),
             run_id: key.clone(),
@@ -239,8 +242,16 @@ impl Gate {
             expires_at: crate::time::add(now, ttl),
         };
         let awaiting = event(&key, 2, now, EventKind::awaiting(&record));
+        // One atomic write, as a workflow run stored at its first gate: a
+        // crash can leave the whole request or nothing, never a run without
+        // its record.
+        let pause = Pause {
+            record,
+            at: now,
+            owner: None,
+        };
         self.store
-            .pause_run(&Pause { record, at: now }, &[awaiting])
+            .create_run_at(&run, FirstWrite::Pause(&pause), &[started, awaiting])
             .await?;
         Ok(key)
     }
@@ -307,6 +318,8 @@ impl Gate {
             decided_by: decided_by.into(),
             now,
             spec_hash: GATE_SPEC_HASH.into(),
+            // The decision ends the request's run right here.
+            lease: None,
         };
         let claimed = match self.store.claim(&claim).await {
             Ok(claimed) => claimed,
@@ -383,6 +396,7 @@ fn run_end(record: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunEnd
         outputs,
         error: None,
         at,
+        owner: None,
     }
 }
 

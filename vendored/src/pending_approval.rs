@@ -207,6 +207,10 @@ pub struct Claim {
     pub now: DateTime<Utc>,
     /// The current spec's hash; checked for approve and modify.
     pub spec_hash: String,
+    /// The process that drives the run on from here (it owns the run from
+    /// the claim's commit on); `None` when nobody does (the gate API ends
+    /// the run itself).
+    pub lease: Option<crate::run_state::Lease>,
 }
 
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.

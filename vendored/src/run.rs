@@ -6,7 +6,9 @@
 //! task returns. Every resume, in this process or another after a restart,
 //! goes through the same path: load, check, claim, re-enter.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -18,9 +20,11 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{
     self, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
-use crate::run_state::{RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
-use crate::store::{CancelRun, Cancelled, FirstWrite, Pause, RunEnd, SharedStore, StoreError};
+use crate::store::{
+    CancelRun, Cancelled, FirstWrite, Pause, RunEnd, RunTransition, SharedStore, StoreError,
+};
 use crate::time::{Clock, SharedClock};
 use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
@@ -43,12 +47,29 @@ pub enum RunError {
     NoPendingApproval(String),
     #[error("{by} may not cancel run {run_id}: not in approvals.approvers")]
     CancelForbidden { run_id: String, by: String },
+    /// This process stopped driving the run: another one recovered it, or
+    /// it was ended from outside (cancelled, failed by an operator). Its
+    /// last write changed nothing.
+    #[error("run {run_id} is no longer driven here: {detail}")]
+    NotDriven { run_id: String, detail: String },
+    /// `approvals.approvers` is set and does not name who asked for an
+    /// operator's action (`runs retry`, `runs fail`).
+    #[error("{by} may not retry or fail run {run_id}: not in approvals.approvers")]
+    Forbidden { run_id: String, by: String },
 }
 
 impl From<StoreError> for RunError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Approval(a) => RunError::Approval(a),
+            StoreError::NotOwner {
+                run_id,
+                owner,
+                detail,
+            } => RunError::NotDriven {
+                run_id,
+                detail: format!("{detail} (this process is {owner})"),
+            },
             other => RunError::Store(other),
         }
     }
@@ -103,6 +124,22 @@ pub struct AgentRun {
     events: broadcast::Sender<Event>,
     /// What every timestamp, expiry and claim of these runs is read from.
     clock: SharedClock,
+    /// How long this process holds a run it drives (see [`crate::durable`]).
+    lease: Duration,
+}
+
+/// A run stored by [`AgentRun::create`] and not executed yet: hand it to
+/// [`AgentRun::drive_created`]. It carries what the creation wrote, so the
+/// driver never reads back what this process just stored.
+pub struct CreatedRun {
+    run: RunRecord,
+    log: EventLog,
+}
+
+impl CreatedRun {
+    pub fn run_id(&self) -> &str {
+        &self.run.id
+    }
 }
 
 impl AgentRun {
@@ -117,6 +154,27 @@ impl AgentRun {
             tools: Arc::new(Unavailable),
             events,
             clock: crate::time::system(),
+            lease: crate::durable::DEFAULT_LEASE,
+        }
+    }
+
+    /// Hold the runs this process drives for `lease` at a time (renewed
+    /// while a step is in flight); another process may recover a run whose
+    /// lease ran out.
+    pub fn with_lease(mut self, lease: Duration) -> AgentRun {
+        self.lease = lease.max(crate::durable::MIN_LEASE);
+        self
+    }
+
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// A lease on a run for this process, from now.
+    fn new_lease(&self) -> Lease {
+        Lease {
+            owner: crate::durable::node_id().to_string(),
+            until: crate::time::add(self.clock.now(), self.lease),
         }
     }
 
@@ -162,13 +220,19 @@ impl AgentRun {
         self.drive(fresh_context(run), 0, None, log).await
     }
 
-    /// Record a new run (durably) without executing it; `drive_new` executes
-    /// it. Lets a server answer with the run id before the steps run.
-    pub async fn create(&self, input: Value, trigger: Value) -> Result<String, RunError> {
-        let (run, mut log) = self.new_run(input, trigger);
+    /// Record a new run (durably, owned by this process) without executing
+    /// it; [`AgentRun::drive_created`] executes it. Lets a server answer
+    /// with the run id before the steps run: should this process die in
+    /// between, the run's lease runs out and a serving process recovers it.
+    pub async fn create(&self, input: Value, trigger: Value) -> Result<CreatedRun, RunError> {
+        let (mut run, mut log) = self.new_run(input, trigger);
+        let lease = self.new_lease();
+        run.owner = Some(lease.owner.clone());
+        run.lease_until = Some(lease.until);
         self.store.create_run(&run, log.pending()).await?;
         log.published();
-        Ok(run.id)
+        log.owner = Some(lease.owner);
+        Ok(CreatedRun { run, log })
     }
 
     /// A new run and its `run_started` event, not stored yet.
@@ -186,6 +250,8 @@ impl AgentRun {
             error: None,
             created_at: now,
             updated_at: now,
+            owner: None,
+            lease_until: None,
         };
         let mut log = EventLog::new(&run.id, 1, self.events.clone(), &self.clock);
         log.emit(EventKind::RunStarted {
@@ -197,21 +263,8 @@ impl AgentRun {
     }
 
     /// Execute a run created with [`AgentRun::create`] from its first step.
-    pub async fn drive_new(&self, run_id: &str) -> Result<RunOutcome, RunError> {
-        let run = self
-            .store
-            .get_run(run_id)
-            .await?
-            .ok_or_else(|| RunError::Store(StoreError::RunNotFound(run_id.to_string())))?;
-        let next_seq = self
-            .store
-            .run_events(run_id, 0)
-            .await?
-            .last()
-            .map(|e| e.seq + 1)
-            .unwrap_or(1);
-        let mut log = EventLog::new(run_id, next_seq, self.events.clone(), &self.clock);
-        log.stored_outputs = run.outputs.clone();
+    pub async fn drive_created(&self, created: CreatedRun) -> Result<RunOutcome, RunError> {
+        let CreatedRun { run, log } = created;
         self.drive(fresh_context(run), 0, None, log).await
     }
 
@@ -256,6 +309,7 @@ impl AgentRun {
             decided_by: decided_by.to_string(),
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
+            lease: Some(self.new_lease()),
         };
         // The decider repeating the decision that won (a retry after a
         // lost answer) gets that decision back, not `already_resolved`.
@@ -395,6 +449,197 @@ impl AgentRun {
         Ok(expired)
     }
 
+    /// Claim this agent's orphaned runs for this process (`running`, and
+    /// their driver's lease ran out or never existed): one conditional
+    /// write, so each orphan has one winner across every process sharing
+    /// the store. Resume each with [`AgentRun::resume_recovered`].
+    pub async fn claim_orphans(&self) -> Result<Vec<RunRecord>, RunError> {
+        let lease = self.new_lease();
+        let now = self.clock.now();
+        Ok(self
+            .store
+            .claim_orphans(&self.spec.agent, &lease, now, crate::durable::RECOVER_BATCH)
+            .await?)
+    }
+
+    /// Resume a run this process claimed with [`AgentRun::claim_orphans`]
+    /// from its last durable point: its latest decided gate (or its first
+    /// step), re-evaluating pure steps, taking journaled outputs of steps
+    /// that completed, and handling a step found in flight by its
+    /// `on_crash`. Emits `run_recovered`.
+    pub async fn resume_recovered(&self, run: RunRecord) -> Result<RunOutcome, RunError> {
+        let by = crate::durable::node_id().to_string();
+        self.redrive(run, Some(by), false).await
+    }
+
+    /// `runs retry`, first half: take a `stuck` or `failed` run over for
+    /// this process (one conditional write: of two operators, one wins)
+    /// and record `run_recovered` with `by`. Pass the result to
+    /// [`AgentRun::resume_retried`] (a server answers in between).
+    pub async fn claim_retry(&self, run_id: &str, by: &str) -> Result<RunRecord, RunError> {
+        let run = self.operated_run(run_id, by).await?;
+        let (_, index) = self.resume_point(&run.id).await?;
+        let change = RunTransition {
+            run_id: run.id.clone(),
+            from: vec![RunStatus::Stuck, RunStatus::Failed],
+            to: RunStatus::Running,
+            error: None,
+            lease: Some(self.new_lease()),
+            event: EventKind::RunRecovered {
+                by: by.to_string(),
+                from_step: self.spec.steps.get(index).map(|s| s.id.clone()),
+            },
+            at: self.clock.now(),
+        };
+        let (run, event) = self.store.transition_run(&change).await?;
+        let _ = self.events.send(event);
+        Ok(run)
+    }
+
+    /// `runs retry`, second half: drive the run from its last durable
+    /// point, re-sending a step found in flight with the same idempotency
+    /// key whatever its `on_crash` (the operator asked for it).
+    pub async fn resume_retried(&self, run: RunRecord) -> Result<RunOutcome, RunError> {
+        self.redrive(run, None, true).await
+    }
+
+    /// `runs fail`: end a `stuck` run `failed` with `reason`, recording
+    /// who did it. One conditional write.
+    pub async fn fail_stuck(
+        &self,
+        run_id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<RunRecord, RunError> {
+        let run = self.operated_run(run_id, by).await?;
+        let error = format!("failed by {by}: {reason}");
+        let change = RunTransition {
+            run_id: run.id,
+            from: vec![RunStatus::Stuck],
+            to: RunStatus::Failed,
+            error: Some(error.clone()),
+            lease: None,
+            event: EventKind::RunFailed { error },
+            at: self.clock.now(),
+        };
+        let (run, event) = self.store.transition_run(&change).await?;
+        let _ = self.events.send(event);
+        Ok(run)
+    }
+
+    /// The run an operator acts on: this agent's, and `by` allowed by
+    /// `approvals.approvers` as for a decision.
+    async fn operated_run(&self, run_id: &str, by: &str) -> Result<RunRecord, RunError> {
+        if let Some(allowed) = &self.spec.approvals.approvers
+            && !allowed.iter().any(|a| a == by)
+        {
+            return Err(RunError::Forbidden {
+                run_id: run_id.to_string(),
+                by: by.to_string(),
+            });
+        }
+        match self.store.get_run(run_id).await? {
+            Some(run) if run.agent_id == self.spec.agent => Ok(run),
+            // Another agent's run is not this one's business.
+            _ => Err(RunError::Store(StoreError::RunNotFound(run_id.to_string()))),
+        }
+    }
+
+    /// Where a run resumes: its latest decided gate (with the record) or
+    /// its first step. A record still pending or expired cannot belong to
+    /// a run being resumed.
+    async fn resume_point(
+        &self,
+        run_id: &str,
+    ) -> Result<(Option<ApprovalRecord>, usize), RunError> {
+        let latest = match self.store.latest_approval_key(run_id).await? {
+            Some(key) => self.store.get_approval(&key).await?,
+            None => None,
+        };
+        let gate = latest.filter(|r| {
+            matches!(
+                r.status,
+                ApprovalStatus::Approved | ApprovalStatus::Modified | ApprovalStatus::Rejected
+            )
+        });
+        let index = gate.as_ref().map_or(0, |r| r.step_index);
+        Ok((gate, index))
+    }
+
+    /// Drive a run this process owns on from its last durable point (see
+    /// [`AgentRun::resume_recovered`]); `retry_in_doubt` re-sends a step
+    /// found in flight whatever its `on_crash`.
+    async fn redrive(
+        &self,
+        run: RunRecord,
+        recovered_by: Option<String>,
+        retry_in_doubt: bool,
+    ) -> Result<RunOutcome, RunError> {
+        let (gate, _) = self.resume_point(&run.id).await?;
+        let journal = self.store.run_journal(&run.id).await?;
+        let next_seq = self
+            .store
+            .run_events(&run.id, 0)
+            .await?
+            .last()
+            .map_or(1, |e| e.seq + 1);
+        let mut log = EventLog::new(&run.id, next_seq, self.events.clone(), &self.clock);
+        log.owner = Some(crate::durable::node_id().to_string());
+        log.journal = journal.into_iter().map(|e| (e.step_index, e)).collect();
+        log.retry_in_doubt = retry_in_doubt;
+        log.stored_outputs = run.outputs.clone();
+        let same_spec = run.spec_hash == self.spec.hash.as_str();
+        let spec_hash = run.spec_hash.clone();
+        let (ctx, index) = match &gate {
+            Some(record) => (
+                RunContext {
+                    run_id: run.id.clone(),
+                    agent: run.agent_id.clone(),
+                    input: run.input.clone(),
+                    trigger: run.trigger.clone(),
+                    outputs: record.outputs.clone(),
+                    // Set by the driver when it re-enters the gate's step
+                    // with its decision, as on any resume.
+                    gate_key: None,
+                },
+                record.step_index,
+            ),
+            None => (fresh_context(run), 0),
+        };
+        let from_step = self.spec.steps.get(index).map(|s| s.id.clone());
+        if let Some(by) = recovered_by {
+            log.emit(EventKind::RunRecovered {
+                by,
+                from_step: from_step.clone(),
+            });
+        }
+        if !same_spec {
+            if let Some(record) = gate
+                .as_ref()
+                .filter(|r| r.status == ApprovalStatus::Rejected)
+            {
+                log.emit(EventKind::RunRejected {
+                    reason: record.reason().map(str::to_string),
+                });
+                return self.finish(&ctx, RunStatus::Rejected, None, log).await;
+            }
+            // The steps may no longer line up with what the run did.
+            let reason = format!(
+                "the spec changed since the run started (it ran under {}, this process serves {}): \
+                 it is not resumed under another spec. Serve that spec again and `runs retry`, \
+                 or `runs fail` it",
+                crate::SpecHash::short_of(&spec_hash),
+                self.spec.hash.short()
+            );
+            log.emit(EventKind::RunStuck {
+                step: from_step.unwrap_or_default(),
+                reason: reason.clone(),
+            });
+            return self.finish(&ctx, RunStatus::Stuck, Some(reason), log).await;
+        }
+        self.drive(ctx, index, gate, log).await
+    }
+
     /// `approvals.approvers`, when set, lists who may decide.
     fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
         match &self.spec.approvals.approvers {
@@ -456,6 +701,8 @@ impl AgentRun {
         let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone(), &self.clock);
         // The pause stored these as the run's outputs; the claim kept them.
         log.stored_outputs = record.outputs.clone();
+        // The claim made this process the run's owner.
+        log.owner = Some(crate::durable::node_id().to_string());
         let ctx = RunContext {
             run_id: record.run_id.clone(),
             agent: record.agent_id.clone(),
@@ -520,18 +767,55 @@ impl AgentRun {
                         Err(reason) => StepOutcome::Rejected { reason },
                     }
                 }
+                // A side effect journaled as done is never repeated.
+                _ if journaled(step) && log.completed(index).is_some() => {
+                    let output = log.completed(index).cloned().unwrap_or(Value::Null);
+                    log.emit(EventKind::StepCompleted {
+                        step: step.id.clone(),
+                        index,
+                        output: output.clone(),
+                        replayed: true,
+                    });
+                    ctx.outputs.insert(step.id.clone(), output);
+                    index += 1;
+                    continue;
+                }
                 decision => {
+                    // A gated tool entered without its decision only pauses:
+                    // it calls nothing, so it journals nothing (a start
+                    // recorded now would read as a call in doubt after a
+                    // crash before the pause, or after the decision).
+                    let calls = journaled(step) && !(decision.is_none() && self.gated(step));
+                    let in_doubt = calls && log.in_doubt(index);
+                    if in_doubt && !log.retry_in_doubt {
+                        match self.on_crash(step) {
+                            OnCrash::Retry => tracing::info!(
+                                run_id = %ctx.run_id,
+                                step = %step.id,
+                                "step was in flight when its process stopped; on_crash: retry, calling again with the same idempotency key"
+                            ),
+                            OnCrash::Stuck => return self.stuck(&ctx, step, log).await,
+                        }
+                    }
                     log.emit(EventKind::StepStarted {
                         step: step.id.clone(),
                         index,
                     });
-                    if calls_out(step) || (log.unstored.is_some() && claims_key(step)) {
-                        // A call may take long or have side effects: make
-                        // the run's progress visible before it starts. A
-                        // dedupe key's owner must be a stored run.
-                        if let Some(failed) = self.flush(&step.id, &mut log).await? {
+                    if calls {
+                        // A call may take long or have side effects: the
+                        // journal records its start (with the run's
+                        // progress) before it is made, so that a crash
+                        // leaves it in doubt, never forgotten. A dedupe
+                        // key's owner must be a stored run.
+                        if let Some(failed) = self.flush(step, index, &mut log).await? {
                             return Ok(failed);
                         }
+                    }
+                    if in_doubt && claims_key(step) {
+                        // The key may be this run's own from before the
+                        // crash: let go of it (only if it is ours) and
+                        // claim it again.
+                        self.release_dedupe_key_of(step, &ctx).await;
                     }
                     workflow::execute_step(&env, step, &ctx, decision.as_ref()).await
                 }
@@ -544,6 +828,13 @@ impl AgentRun {
                         output: output.clone(),
                         replayed: false,
                     });
+                    if journaled(step)
+                        && let Some(failed) = self
+                            .journal_completed(step, index, &output, &mut log)
+                            .await?
+                    {
+                        return Ok(failed);
+                    }
                     ctx.outputs.insert(step.id.clone(), output);
                     index += 1;
                 }
@@ -590,22 +881,51 @@ impl AgentRun {
         self.finish(&ctx, RunStatus::Completed, None, log).await
     }
 
-    /// Store the run's progress before step `before` calls out. When the
-    /// store refuses it, the call is not made and the run is ended `failed`
-    /// like an unstorable pause or end (see [`AgentRun::write_point`]).
+    /// Store the run's progress and the journal entry of `step`'s start
+    /// before it calls out or claims (creating the run, owned by this
+    /// process, if it was never stored). When the store refuses it, the call
+    /// is not made and the run is ended `failed` like an unstorable pause or
+    /// end (see [`AgentRun::write_point`]).
     async fn flush(
         &self,
-        before: &str,
+        step: &crate::spec::Step,
+        index: usize,
         log: &mut EventLog,
     ) -> Result<Option<RunOutcome>, RunError> {
-        let unstored = log.unstored.take();
-        let written = if let Some(run) = &unstored {
-            self.store.create_run(run, log.pending()).await
-        } else if !log.pending().is_empty() {
-            self.store.append_events(&log.run_id, log.pending()).await
-        } else {
-            return Ok(None);
+        let before = step.id.as_str();
+        let mut unstored = log.unstored.take();
+        let entry = JournalEntry {
+            run_id: log.run_id.clone(),
+            step_index: index,
+            step_id: step.id.clone(),
+            output: None,
+            at: self.clock.now(),
         };
+        let written = if let Some(run) = &mut unstored {
+            let lease = self.new_lease();
+            run.owner = Some(lease.owner.clone());
+            run.lease_until = Some(lease.until);
+            log.owner = Some(lease.owner);
+            match self.store.create_run(run, log.pending()).await {
+                Ok(()) => {
+                    log.published();
+                    let owner = log.owner.clone().unwrap_or_default();
+                    self.store.record_step(&owner, &entry, &[]).await
+                }
+                Err(e) => {
+                    log.owner = None;
+                    Err(e)
+                }
+            }
+        } else if let Some(owner) = &log.owner {
+            self.store.record_step(owner, &entry, log.pending()).await
+        } else {
+            // Driven by no one (never expected): keep the old behaviour.
+            self.store.append_events(&log.run_id, log.pending()).await
+        };
+        if let Err(StoreError::NotOwner { .. }) = &written {
+            return Err(self.not_driven(written.err(), log));
+        }
         if let Err(e) = written {
             // Nothing was called yet: the step is not run.
             tracing::error!(
@@ -615,10 +935,157 @@ impl AgentRun {
                 "could not store the run's progress before a call; the call is not made"
             );
             let what = format!("progress before step {before:?}");
+            let unstored = unstored.filter(|_| log.owner.is_none());
             return self.fail_unstorable(unstored, what, log, e).await.map(Some);
         }
         log.published();
+        log.journal.insert(index, entry);
+        // The step may take long: keep the lease while it runs.
+        if log.renewer.is_none() {
+            log.renewer = Some(self.renew_while_driving(&log.run_id));
+        }
         Ok(None)
+    }
+
+    /// Journal `step`'s output once it completed, with the events so far
+    /// (one commit): from now on the side effect is never repeated. When
+    /// the store refuses it, the run is ended `failed`, saying the call was
+    /// made (see [`AgentRun::write_point`]).
+    async fn journal_completed(
+        &self,
+        step: &crate::spec::Step,
+        index: usize,
+        output: &Value,
+        log: &mut EventLog,
+    ) -> Result<Option<RunOutcome>, RunError> {
+        let Some(owner) = log.owner.clone() else {
+            return Ok(None);
+        };
+        let entry = JournalEntry {
+            run_id: log.run_id.clone(),
+            step_index: index,
+            step_id: step.id.clone(),
+            output: Some(output.clone()),
+            at: self.clock.now(),
+        };
+        match self.store.record_step(&owner, &entry, log.pending()).await {
+            Ok(()) => {
+                log.published();
+                log.journal.insert(index, entry);
+                Ok(None)
+            }
+            Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
+            Err(e) => {
+                let what = format!("result of step {:?}", step.id);
+                self.fail_unstorable(None, what, log, e).await.map(Some)
+            }
+        }
+    }
+
+    /// The driver lost its run (a fenced write changed nothing): say why,
+    /// once, and stop; the buffered events are dropped with the run's
+    /// continuation, which belongs to its new owner (or to nobody).
+    fn not_driven(&self, cause: Option<StoreError>, log: &mut EventLog) -> RunError {
+        log.buffer.clear();
+        log.renewer = None;
+        let error = match cause {
+            Some(e) => RunError::from(e),
+            None => RunError::NotDriven {
+                run_id: log.run_id.clone(),
+                detail: "unknown".into(),
+            },
+        };
+        tracing::info!(run_id = %log.run_id, reason = %error, "stopped driving the run");
+        error
+    }
+
+    /// Renew this process's lease on `run_id` every third of a lease until
+    /// dropped (the driver drops it when it stops), or until the run is no
+    /// longer ours.
+    fn renew_while_driving(&self, run_id: &str) -> Renewer {
+        let store = self.store.clone();
+        let lease = self.lease;
+        let clock = Arc::clone(&self.clock);
+        let run_id = run_id.to_string();
+        Renewer(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(crate::durable::renew_every(lease)).await;
+                let renewal = Lease {
+                    owner: crate::durable::node_id().to_string(),
+                    until: crate::time::add(clock.now(), lease),
+                };
+                match store.renew_lease(&run_id, &renewal).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(
+                            run_id = %run_id,
+                            "the run's lease is no longer this process's (recovered elsewhere, or ended); its driver stops at its next write"
+                        );
+                        return;
+                    }
+                    Err(e) => tracing::warn!(
+                        run_id = %run_id,
+                        error = %e,
+                        "could not renew the run's lease; will try again"
+                    ),
+                }
+            }
+        }))
+    }
+
+    /// A tool step whose every call pauses first (`approval: required`).
+    fn gated(&self, step: &crate::spec::Step) -> bool {
+        matches!(&step.kind, StepKind::Tool { tool, .. }
+            if self.spec.tools.get(tool).is_some_and(|t| t.approval_required))
+    }
+
+    /// What to do with `step` found in flight after a crash.
+    fn on_crash(&self, step: &crate::spec::Step) -> OnCrash {
+        match &step.kind {
+            // Claiming a dedupe key again is safe: see `drive`.
+            StepKind::Dedupe(_) => OnCrash::Retry,
+            StepKind::Tool { tool, .. } => self
+                .spec
+                .tools
+                .get(tool)
+                .map_or(OnCrash::Stuck, crate::spec::ToolSpec::on_crash),
+            StepKind::Model(model) => model.on_crash(),
+            _ => OnCrash::Retry,
+        }
+    }
+
+    /// End the run `stuck` at `step`, which was in flight when its process
+    /// stopped and must not be repeated without an operator.
+    async fn stuck(
+        &self,
+        ctx: &RunContext,
+        step: &crate::spec::Step,
+        mut log: EventLog,
+    ) -> Result<RunOutcome, RunError> {
+        let reason = format!(
+            "step {:?} was in flight when its process stopped, and its on_crash is stuck: \
+             it may or may not have taken effect. Check the downstream, then `runs retry` \
+             (calls again with the same idempotency key) or `runs fail`",
+            step.id
+        );
+        tracing::warn!(run_id = %ctx.run_id, step = %step.id, "run stuck: a step was in flight when its process stopped");
+        log.emit(EventKind::RunStuck {
+            step: step.id.clone(),
+            reason: reason.clone(),
+        });
+        self.finish(ctx, RunStatus::Stuck, Some(reason), log).await
+    }
+
+    /// Release the dedupe key `step` claims, if this run holds it.
+    async fn release_dedupe_key_of(&self, step: &crate::spec::Step, ctx: &RunContext) {
+        let StepKind::Dedupe(dedupe) = &step.kind else {
+            return;
+        };
+        let Ok(key) = crate::expr::evaluate_to_string(&dedupe.key, &ctx.expr_context()) else {
+            return;
+        };
+        let claim_key = workflow::dedupe_claim_key(&self.spec.agent, &key);
+        let _ = self.store.release_key(&claim_key, &ctx.run_id).await;
     }
 
     /// Write a durable point (a pause or an end) with the buffered events,
@@ -643,8 +1110,10 @@ impl AgentRun {
         match written {
             Ok(()) => {
                 log.published();
+                log.renewer = None;
                 Ok(None)
             }
+            Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
             Err(e) => {
                 let what = match point {
                     FirstWrite::Pause(pause) => {
@@ -701,6 +1170,7 @@ impl AgentRun {
             outputs: log.stored_outputs.clone(),
             error: Some(error.clone()),
             at: now,
+            owner: log.owner.clone(),
         };
         let fallback = match &unstored {
             Some(run) => {
@@ -721,6 +1191,7 @@ impl AgentRun {
         }
         log.buffer = events;
         log.published();
+        log.renewer = None;
         Ok(RunOutcome {
             run_id: log.run_id.clone(),
             status: RunStatus::Failed,
@@ -774,6 +1245,7 @@ impl AgentRun {
         let pause = Pause {
             record: record.clone(),
             at: now,
+            owner: log.owner.clone(),
         };
         if let Some(failed) = self
             .write_point(FirstWrite::Pause(&pause), &mut log)
@@ -803,6 +1275,7 @@ impl AgentRun {
             outputs: ctx.outputs.clone(),
             error: error.clone(),
             at: now_or(log.last_at(), self.clock.as_ref()),
+            owner: log.owner.clone(),
         };
         if let Some(failed) = self.write_point(FirstWrite::End(&end), &mut log).await? {
             return Ok(failed);
@@ -857,6 +1330,23 @@ fn calls_out(step: &crate::spec::Step) -> bool {
     matches!(step.kind, StepKind::Tool { .. } | StepKind::Model(_))
 }
 
+/// Steps whose start and output the journal records: those that call out
+/// or claim. Pure steps are re-evaluated on recovery and write nothing.
+fn journaled(step: &crate::spec::Step) -> bool {
+    calls_out(step) || claims_key(step)
+}
+
+pub use crate::spec::OnCrash;
+
+/// Renews a driven run's lease in the background until dropped.
+struct Renewer(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn claims_key(step: &crate::spec::Step) -> bool {
     matches!(step.kind, StepKind::Dedupe(_))
 }
@@ -882,6 +1372,16 @@ struct EventLog {
     stored_outputs: Map<String, Value>,
     /// The run's clock: each event is stamped when it is emitted.
     clock: SharedClock,
+    /// This process, once it owns the stored run: every write is fenced on
+    /// it. `None` while the run is not stored.
+    owner: Option<String>,
+    /// The run's journal of side effects, by step index.
+    journal: BTreeMap<usize, JournalEntry>,
+    /// Re-send steps found in flight whatever their `on_crash` (an
+    /// operator's `runs retry`).
+    retry_in_doubt: bool,
+    /// Keeps the lease while a step is in flight.
+    renewer: Option<Renewer>,
 }
 
 impl EventLog {
@@ -899,7 +1399,21 @@ impl EventLog {
             unstored: None,
             stored_outputs: Map::new(),
             clock: Arc::clone(clock),
+            owner: None,
+            journal: BTreeMap::new(),
+            retry_in_doubt: false,
+            renewer: None,
         }
+    }
+
+    /// The journaled output of step `index`, if it completed.
+    fn completed(&self, index: usize) -> Option<&Value> {
+        self.journal.get(&index).and_then(|e| e.output.as_ref())
+    }
+
+    /// True when step `index`'s start was journaled and its end was not.
+    fn in_doubt(&self, index: usize) -> bool {
+        self.journal.get(&index).is_some_and(|e| e.output.is_none())
     }
 
     /// The seq of the first event not stored yet.

@@ -16,8 +16,9 @@ crate::named_enum! {
         Expired = "expired",
         /// Ended by a dedupe step whose key was already claimed.
         Skipped = "skipped",
-        /// A step was in flight when its process died and its spec says
-        /// not to repeat it: waits for an operator (DESIGN §9).
+        /// A step was in flight when its process died and its `on_crash`
+        /// says not to repeat it: waits for an operator (`runs retry` or
+        /// `runs fail`).
         Stuck = "stuck",
         /// Ended by an operator (`runs cancel`, POST /runs/{id}/cancel).
         Cancelled = "cancelled",
@@ -25,7 +26,8 @@ crate::named_enum! {
 }
 
 impl RunStatus {
-    /// A final status never changes again.
+    /// A final status never changes again (a stuck run waits for an
+    /// operator, so it is not final).
     pub fn is_final(self) -> bool {
         !matches!(
             self,
@@ -48,4 +50,35 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The process driving the run ([`crate::durable::node_id`]) while it
+    /// is `running`; `None` at a pause, an end, or for a run stored before
+    /// leases existed.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Until when `owner` holds the run. A `running` run whose lease is
+    /// past (or absent) is orphaned: any serving process may recover it.
+    #[serde(default)]
+    pub lease_until: Option<DateTime<Utc>>,
+}
+
+/// A driver's hold on a run: who, and until when. Every write a driver
+/// makes for its run is conditional on the run still being `running` and
+/// owned by `owner` (fencing), so exactly one process drives a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: String,
+    pub until: DateTime<Utc>,
+}
+
+/// One entry of a run's journal of side effects (`tollgate_run_steps`):
+/// a step that calls out or claims, started or completed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub run_id: String,
+    pub step_index: usize,
+    pub step_id: String,
+    /// `None` while the step is in flight (its start was recorded); its
+    /// output once it completed.
+    pub output: Option<Value>,
+    pub at: DateTime<Utc>,
 }

@@ -212,9 +212,49 @@ pub struct ToolSpec {
     pub message: Option<String>,
     /// Gate TTL for this tool; falls back to `approvals.ttl`.
     pub ttl: Option<Duration>,
+    /// `idempotent: true`: calling twice has the effect of calling once,
+    /// so a call found in flight after a crash is re-sent by default.
+    pub idempotent: bool,
+    /// `on_crash:` as written; see [`ToolSpec::on_crash`] for the default.
+    pub on_crash: Option<OnCrash>,
+}
+
+/// What recovery does with a call found in flight when its process died
+/// (its start was journaled, its result was not): DESIGN §9.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCrash {
+    /// Call again, with the same Idempotency-Key.
+    Retry,
+    /// End the run `stuck` for an operator to retry or fail.
+    Stuck,
+}
+
+impl OnCrash {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnCrash::Retry => "retry",
+            OnCrash::Stuck => "stuck",
+        }
+    }
 }
 
 impl ToolSpec {
+    /// `on_crash`, or its default: `retry` for GET and HEAD and for tools
+    /// marked `idempotent: true`, `stuck` for every other call (a POST
+    /// without a promise must not be sent twice silently).
+    pub fn on_crash(&self) -> OnCrash {
+        if let Some(chosen) = self.on_crash {
+            return chosen;
+        }
+        let safe_method =
+            matches!(&self.kind, ToolKind::Http(h) if matches!(h.method.as_str(), "GET" | "HEAD"));
+        if self.idempotent || safe_method {
+            OnCrash::Retry
+        } else {
+            OnCrash::Stuck
+        }
+    }
+
     /// One entry of `tools:`. Its templates may read `args` too (the
     /// checks give every tool's walk that root).
     pub(crate) const SCHEMA: Schema = Schema::new(&[
@@ -223,6 +263,8 @@ impl ToolSpec {
         value("approval"),
         template("message"),
         value("ttl"),
+        value("idempotent"),
+        value("on_crash"),
     ]);
 }
 
@@ -394,9 +436,16 @@ pub struct ModelStep {
     pub api_key: Option<String>,
     pub timeout: Option<Duration>,
     pub guardrail: Option<Guardrail>,
+    /// `on_crash:` as written; the default is `stuck` (model calls are
+    /// billed, and a second answer may differ from the first).
+    pub on_crash: Option<OnCrash>,
 }
 
 impl ModelStep {
+    pub fn on_crash(&self) -> OnCrash {
+        self.on_crash.unwrap_or(OnCrash::Stuck)
+    }
+
     /// The step's `model:` mapping (`guardrail` is a key of the step).
     pub(crate) const SCHEMA: Schema = Schema::new(&[
         template("prompt"),
@@ -406,6 +455,7 @@ impl ModelStep {
         value("base_url"),
         value("api_key"),
         value("timeout"),
+        value("on_crash"),
     ]);
 }
 

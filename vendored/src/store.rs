@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -39,6 +39,16 @@ pub enum StoreError {
 
     #[error("no run with id {0}")]
     RunNotFound(String),
+
+    /// A driver's write for a run it no longer drives: the run was
+    /// recovered by another process, or is no longer `running` (cancelled,
+    /// failed by an operator). The write changed nothing; the driver stops.
+    #[error("run {run_id} is no longer driven by {owner}: {detail}")]
+    NotOwner {
+        run_id: String,
+        owner: String,
+        detail: String,
+    },
 
     #[error("database error: {0}")]
     Database(String),
@@ -76,6 +86,15 @@ pub enum StoreError {
     /// setting to fix.
     #[error("the store {path} is not writable: {detail}")]
     NotWritable { path: String, detail: String },
+
+    /// An operator's change of a run that is not in a status that allows
+    /// it (`runs retry` of a run that is not stuck or failed).
+    #[error("run {run_id} is {status}; {expected}")]
+    WrongRunStatus {
+        run_id: String,
+        status: RunStatus,
+        expected: String,
+    },
 
     /// A value no store can hold and read back (a timestamp past the year
     /// 9999): refused before anything is written.
@@ -153,6 +172,8 @@ impl StoreError {
                 StoreErrorKind::Unavailable
             }
             StoreError::Conflict(_)
+            | StoreError::NotOwner { .. }
+            | StoreError::WrongRunStatus { .. }
             | StoreError::Approval(
                 ApprovalError::AlreadyResolved { .. }
                 | ApprovalError::Expired { .. }
@@ -207,6 +228,28 @@ pub struct RunEnd {
     pub outputs: Map<String, Value>,
     pub error: Option<String>,
     pub at: DateTime<Utc>,
+    /// The driver that must still own the `running` run for the write to
+    /// apply (fencing, see [`Lease`]); `None` for a write made on behalf of
+    /// no driver (the gate API, a run never stored before).
+    pub owner: Option<String>,
+}
+
+/// An operator's change of a stopped run (`runs retry`, `runs fail`): one
+/// conditional write, so of two operators acting at once one wins.
+#[derive(Debug, Clone)]
+pub struct RunTransition {
+    pub run_id: String,
+    /// The statuses the run may have for the change to apply.
+    pub from: Vec<RunStatus>,
+    pub to: RunStatus,
+    /// The run's new `error` (`None` clears it).
+    pub error: Option<String>,
+    /// The new owner (a retry drives the run on); `None`: nobody.
+    pub lease: Option<Lease>,
+    /// The event recording the change; the store numbers it after the
+    /// run's last.
+    pub event: EventKind,
+    pub at: DateTime<Utc>,
 }
 
 /// Where a new run first becomes durable when it is stored only then
@@ -222,6 +265,8 @@ pub enum FirstWrite<'a> {
 pub struct Pause {
     pub record: ApprovalRecord,
     pub at: DateTime<Utc>,
+    /// As [`RunEnd::owner`]: the driver that must still own the run.
+    pub owner: Option<String>,
 }
 
 /// Which pending approvals to list.
@@ -331,6 +376,47 @@ impl UnreadableRow {
 pub(crate) fn report_skipped(store: &str, what: &str, rows: &[UnreadableRow]) {
     for row in rows {
         tracing::warn!(store, key = %row.key, error = %row.error, "skipped an unreadable {what}");
+    }
+}
+
+/// The error of a fenced write that found the run held otherwise.
+pub(crate) fn not_owner(
+    run_id: &str,
+    owner: &str,
+    status: &str,
+    holder: Option<&str>,
+) -> StoreError {
+    let detail = match (status, holder) {
+        ("running", Some(holder)) => format!("process {holder} recovered it"),
+        ("running", None) => "its lease was given up".to_string(),
+        (status, _) => format!("it is {status} now"),
+    };
+    StoreError::NotOwner {
+        run_id: run_id.to_string(),
+        owner: owner.to_string(),
+        detail,
+    }
+}
+
+/// The error of a transition whose run has another status.
+pub(crate) fn wrong_status(change: &RunTransition, status: RunStatus) -> StoreError {
+    let expected: Vec<&str> = change.from.iter().map(|s| s.as_str()).collect();
+    StoreError::WrongRunStatus {
+        run_id: change.run_id.clone(),
+        status,
+        expected: format!(
+            "this applies only to a run that is {}",
+            expected.join(" or ")
+        ),
+    }
+}
+
+/// How a journal entry's state is stored (`tollgate_run_steps.status`).
+pub(crate) fn journal_status(entry: &JournalEntry) -> &'static str {
+    if entry.output.is_some() {
+        "completed"
+    } else {
+        "started"
     }
 }
 
@@ -453,6 +539,45 @@ pub trait StateStore: Send + Sync + 'static {
     /// Append events to a run that is executing.
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()>;
 
+    /// Atomically, if the run is still `running` and owned by `owner`
+    /// (else [`StoreError::NotOwner`], and nothing changes): record a
+    /// journal entry (a step's start, or its output once it completed;
+    /// the entry for that step is replaced) and append `events`.
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()>;
+
+    /// The run's journal, by step index.
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>>;
+
+    /// Extend the lease of a run its owner still drives (`running`, owned
+    /// by `lease.owner`). False when it does not own it any more.
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool>;
+
+    /// Claim up to `limit` orphaned runs of `agent_id` (`running`, with a
+    /// lease past at `now` or none) for `lease`, oldest first: one
+    /// conditional write per run, so each orphan has one winner across
+    /// every process. Returns the runs as claimed.
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>>;
+
+    /// Apply `change` if the run's status is one of `change.from` (else
+    /// [`StoreError::WrongRunStatus`] or `RunNotFound`, and nothing
+    /// changes), appending its event. Returns the run as changed and the
+    /// event as stored.
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)>;
+
+    /// How many of `agent_id`'s runs have `status` (for the start-up log).
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64>;
+
     /// Atomically: insert the pending record, set the run to
     /// `awaiting_approval` with its outputs so far, append `events`.
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()>;
@@ -498,7 +623,16 @@ pub trait StateStore: Send + Sync + 'static {
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
 
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>>;
+    /// Decided approvals whose run never reached a final state: `stuck` (a
+    /// step was in flight when its process died), or still `running` after
+    /// the claim with no live lease at `now` (its driver stopped and no
+    /// process recovered it yet; one with a live lease is running, never
+    /// stuck), newest decision first.
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>>;
 
     /// Mark every overdue PENDING record EXPIRED and end its run `expired`
     /// (with a `run_expired` event). At most once across processes: returns

@@ -181,6 +181,7 @@ pub fn serve_command<S: AsRef<std::ffi::OsStr>>(
         "TOLLGATE_BODY_TIMEOUT",
         "TOLLGATE_IDLE_TIMEOUT",
         "TOLLGATE_MAX_CONNECTIONS",
+        "TOLLGATE_RUN_LEASE",
     ] {
         cmd.env_remove(var);
     }

@@ -26,10 +26,10 @@ use tollgate_runtime::json_depth::READABLE_DEPTH;
 use tollgate_runtime::pending_approval::{
     ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
-use tollgate_runtime::run_state::{RunRecord, RunStatus};
+use tollgate_runtime::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use tollgate_runtime::store::{
-    CancelRun, FirstWrite, Pause, PendingQuery, RunEnd, RunQuery, SharedStore, StateStore,
-    StoreError, StoreErrorKind,
+    CancelRun, FirstWrite, Pause, PendingQuery, RunEnd, RunQuery, RunTransition, SharedStore,
+    StateStore, StoreError, StoreErrorKind,
 };
 
 /// A store under test plus whatever must outlive it (a temp dir, a schema).
@@ -87,6 +87,12 @@ macro_rules! store_conformance_tests {
             cancelling_a_running_run_ends_it_cancelled,
             a_final_run_cannot_be_cancelled_and_an_unknown_one_is_not_found,
             a_cancel_racing_claims_has_exactly_one_winner,
+            a_driver_keeps_its_run_until_its_lease_runs_out_then_loses_every_write,
+            runs_without_a_lease_are_orphans_with_one_winner_among_many_claimers,
+            the_journal_keeps_each_steps_start_then_its_output,
+            a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,
+            runs_are_counted_by_status,
+            an_operators_change_applies_only_from_the_statuses_it_names_once,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {
@@ -129,6 +135,8 @@ pub fn run_record(run_id: &str, agent: &str, created: u64) -> RunRecord {
         error: None,
         created_at: at(created),
         updated_at: at(created),
+        owner: None,
+        lease_until: None,
     }
 }
 
@@ -202,6 +210,7 @@ async fn pause(store: &dyn StateStore, record: &ApprovalRecord, seq: u64) {
     let pause = Pause {
         record: record.clone(),
         at: when,
+        owner: None,
     };
     let ev = Event {
         run_id: record.run_id.clone(),
@@ -231,6 +240,7 @@ pub fn claim(key: &str, decision: Decision, by: &str, now: u64, spec: &str) -> C
         decided_by: by.into(),
         now: at(now),
         spec_hash: spec.into(),
+        lease: None,
     }
 }
 
@@ -279,6 +289,7 @@ pub async fn create_pause_claim_end_round_trip_keeps_every_field(store: SharedSt
             &Pause {
                 record: record.clone(),
                 at: at(5),
+                owner: None,
             },
             std::slice::from_ref(&paused_at),
         )
@@ -359,6 +370,7 @@ pub async fn create_pause_claim_end_round_trip_keeps_every_field(store: SharedSt
                 outputs: outputs.clone(),
                 error: None,
                 at: at(61),
+                owner: None,
             },
             std::slice::from_ref(&completed),
         )
@@ -368,6 +380,8 @@ pub async fn create_pause_claim_end_round_trip_keeps_every_field(store: SharedSt
         status: RunStatus::Completed,
         outputs,
         updated_at: at(61),
+        owner: None,
+        lease_until: None,
         ..run
     };
     assert_eq!(store.get_run("run-1").await.expect("get run"), Some(ended));
@@ -653,7 +667,13 @@ pub async fn expired_records_are_neither_listed_nor_claimable(store: SharedStore
         approval_error(store.claim(&approve("old", "alice", now)).await).code(),
         "approval_expired"
     );
-    assert!(store.list_stuck(None).await.expect("stuck").is_empty());
+    assert!(
+        store
+            .list_stuck(None, at(1_000))
+            .await
+            .expect("stuck")
+            .is_empty()
+    );
 }
 
 pub async fn a_runs_latest_approval_key_is_found_whatever_its_status(store: SharedStore) {
@@ -840,6 +860,7 @@ pub async fn stuck_lists_decided_runs_that_never_finished(store: SharedStore) {
                 outputs: Map::new(),
                 error: None,
                 at: at(12),
+                owner: None,
             },
             &[],
         )
@@ -869,7 +890,7 @@ pub async fn stuck_lists_decided_runs_that_never_finished(store: SharedStore) {
     let again = pending_record("again-2", "run-again-1", "beta", 30);
     pause(store.as_ref(), &again, 4).await;
 
-    let stuck = store.list_stuck(None).await.expect("stuck");
+    let stuck = store.list_stuck(None, at(1_000)).await.expect("stuck");
     let found: Vec<(String, RunStatus)> = stuck
         .iter()
         .map(|s| (s.record.key.clone(), s.run_status))
@@ -885,7 +906,10 @@ pub async fn stuck_lists_decided_runs_that_never_finished(store: SharedStore) {
     assert_eq!(Some(stuck[1].run_updated_at), Some(at(10)));
     assert_eq!(stuck[1].record.decided_by.as_deref(), Some("alice"));
 
-    let alpha = store.list_stuck(Some("alpha")).await.expect("stuck");
+    let alpha = store
+        .list_stuck(Some("alpha"), at(1_000))
+        .await
+        .expect("stuck");
     assert_eq!(
         alpha
             .iter()
@@ -1032,7 +1056,16 @@ pub async fn writes_to_an_unknown_run_are_run_not_found(store: SharedStore) {
     assert!(missing(store.append_events("ghost", &[]).await));
     let record = pending_record("k", "ghost", "agent", 0);
     assert!(missing(
-        store.pause_run(&Pause { record, at: at(0) }, &[]).await
+        store
+            .pause_run(
+                &Pause {
+                    record,
+                    at: at(0),
+                    owner: None
+                },
+                &[]
+            )
+            .await
     ));
     assert!(missing(
         store
@@ -1043,6 +1076,7 @@ pub async fn writes_to_an_unknown_run_are_run_not_found(store: SharedStore) {
                     outputs: Map::new(),
                     error: Some("boom".into()),
                     at: at(0),
+                    owner: None,
                 },
                 &[],
             )
@@ -1083,6 +1117,7 @@ pub async fn a_run_stored_at_its_pause_is_one_atomic_write(store: SharedStore) {
     let pause = Pause {
         record: record.clone(),
         at: at(2),
+        owner: None,
     };
     store
         .create_run_at(&run, FirstWrite::Pause(&pause), &events)
@@ -1095,6 +1130,8 @@ pub async fn a_run_stored_at_its_pause_is_one_atomic_write(store: SharedStore) {
             status: RunStatus::AwaitingApproval,
             outputs: record.outputs.clone(),
             updated_at: at(2),
+            owner: None,
+            lease_until: None,
             ..run
         })
     );
@@ -1135,6 +1172,7 @@ pub async fn a_run_stored_at_its_end_is_one_atomic_write(store: SharedStore) {
         outputs: outputs.clone(),
         error: None,
         at: at(1),
+        owner: None,
     };
     store
         .create_run_at(&run, FirstWrite::End(&end), &events)
@@ -1146,6 +1184,8 @@ pub async fn a_run_stored_at_its_end_is_one_atomic_write(store: SharedStore) {
             status: RunStatus::Completed,
             outputs,
             updated_at: at(1),
+            owner: None,
+            lease_until: None,
             ..run
         })
     );
@@ -1160,6 +1200,7 @@ pub async fn a_refused_first_write_stores_nothing(store: SharedStore) {
     let pause = Pause {
         record: pending_record("key-x", "run-new", "agent", 5),
         at: at(5),
+        owner: None,
     };
     let refused = store
         .create_run_at(
@@ -1255,6 +1296,7 @@ pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
         outputs: outputs.clone(),
         error: Some(format!("downstream said {nul}")),
         at: at(4),
+        owner: None,
     };
     let failed = event(
         "run-nul",
@@ -1291,6 +1333,7 @@ pub async fn a_time_past_the_year_9999_is_refused_before_any_write(store: Shared
     let pause = Pause {
         record: record.clone(),
         at: at(0),
+        owner: None,
     };
     let refused = store
         .create_run_at(
@@ -1420,6 +1463,7 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
         outputs,
         error: None,
         at: at(2),
+        owner: None,
     };
     too_deep(store.end_run(&end, &[]).await);
     too_deep(
@@ -1432,6 +1476,7 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
     let refused = Pause {
         record: record.clone(),
         at: at(1),
+        owner: None,
     };
     too_deep(store.pause_run(&refused, &[]).await);
     assert_eq!(store.get_approval("key-deep").await.expect("get"), None);
@@ -1463,6 +1508,382 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
         .expect("record");
     assert_eq!(still, record, "the refused claim left the record pending");
     assert_eq!(all_pending(&*store, 3, None).await, vec!["key-deep"]);
+}
+
+// ------------------------------------------------------------ durable runs
+
+fn lease(owner: &str, until: u64) -> Lease {
+    Lease {
+        owner: owner.into(),
+        until: at(until),
+    }
+}
+
+/// A run created `running`, driven by `owner` until `until`.
+async fn driven_run(store: &dyn StateStore, run_id: &str, owner: &str, until: u64) -> RunRecord {
+    let mut run = run_record(run_id, "agent", 0);
+    run.owner = Some(owner.into());
+    run.lease_until = Some(at(until));
+    store
+        .create_run(&run, &[event(run_id, 1, 0, started(&run))])
+        .await
+        .expect("create run");
+    run
+}
+
+fn not_owner(result: Result<(), StoreError>) {
+    match result {
+        Err(e @ StoreError::NotOwner { .. }) => {
+            assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}");
+        }
+        other => panic!("expected NotOwner, got {other:?}"),
+    }
+}
+
+fn step(run_id: &str, index: usize, output: Option<serde_json::Value>, when: u64) -> JournalEntry {
+    JournalEntry {
+        run_id: run_id.into(),
+        step_index: index,
+        step_id: format!("s{index}"),
+        output,
+        at: at(when),
+    }
+}
+
+pub async fn a_driver_keeps_its_run_until_its_lease_runs_out_then_loses_every_write(
+    store: SharedStore,
+) {
+    driven_run(store.as_ref(), "r", "node-a", 30).await;
+    let got = store
+        .claim_orphans("agent", &lease("node-b", 100), at(10), 10)
+        .await
+        .expect("claim");
+    assert!(got.is_empty(), "a live lease is not an orphan: {got:?}");
+    assert!(
+        store
+            .renew_lease("r", &lease("node-a", 60))
+            .await
+            .expect("renew")
+    );
+    assert!(
+        !store
+            .renew_lease("r", &lease("node-b", 60))
+            .await
+            .expect("renew"),
+        "only the owner renews"
+    );
+    let got = store
+        .claim_orphans("agent", &lease("node-b", 100), at(59), 10)
+        .await
+        .expect("claim");
+    assert!(got.is_empty(), "renewed until 60");
+    let got = store
+        .claim_orphans("agent", &lease("node-b", 100), at(61), 10)
+        .await
+        .expect("claim");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].owner.as_deref(), Some("node-b"));
+    assert_eq!(got[0].lease_until, Some(at(100)));
+
+    // node-a's every write is refused now, and changes nothing.
+    assert!(
+        !store
+            .renew_lease("r", &lease("node-a", 200))
+            .await
+            .expect("renew")
+    );
+    let e = event("r", 2, 62, EventKind::RunFailed { error: "x".into() });
+    not_owner(
+        store
+            .record_step("node-a", &step("r", 0, None, 62), std::slice::from_ref(&e))
+            .await,
+    );
+    let end = |owner: &str| RunEnd {
+        run_id: "r".into(),
+        status: RunStatus::Completed,
+        outputs: Map::new(),
+        error: None,
+        at: at(63),
+        owner: Some(owner.into()),
+    };
+    not_owner(
+        store
+            .end_run(&end("node-a"), std::slice::from_ref(&e))
+            .await,
+    );
+    let pause = Pause {
+        record: pending_record("k", "r", "agent", 62),
+        at: at(62),
+        owner: Some("node-a".into()),
+    };
+    not_owner(store.pause_run(&pause, std::slice::from_ref(&e)).await);
+    assert!(store.get_approval("k").await.expect("get").is_none());
+    assert!(store.run_journal("r").await.expect("journal").is_empty());
+    assert_eq!(store.run_events("r", 0).await.expect("events").len(), 1);
+
+    // node-b drives it to its end, which lets go of it.
+    store
+        .end_run(&end("node-b"), std::slice::from_ref(&e))
+        .await
+        .expect("end by the new owner");
+    let run = store.get_run("r").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!((run.owner, run.lease_until), (None, None));
+    // An ended run is nobody's orphan.
+    let got = store
+        .claim_orphans("agent", &lease("node-c", 300), at(200), 10)
+        .await
+        .expect("claim");
+    assert!(got.is_empty());
+}
+
+pub async fn runs_without_a_lease_are_orphans_with_one_winner_among_many_claimers(
+    store: SharedStore,
+) {
+    // Stored before leases existed (or by a driver that never took one).
+    for i in 0..3 {
+        let run = run_record(&format!("old-{i}"), "agent", i);
+        store.create_run(&run, &[]).await.expect("create");
+    }
+    store
+        .create_run(&run_record("other-agent-run", "other", 0), &[])
+        .await
+        .expect("create");
+    let claimers: Vec<_> = (0..16)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                store
+                    .claim_orphans("agent", &lease(&format!("node-{i}"), 100), at(10), 10)
+                    .await
+            })
+        })
+        .collect();
+    let mut won: Vec<(String, String)> = Vec::new();
+    for claimer in claimers {
+        for run in claimer.await.expect("task").expect("claim") {
+            won.push((run.id.clone(), run.owner.clone().unwrap_or_default()));
+        }
+    }
+    won.sort();
+    let ids: Vec<&str> = won.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["old-0", "old-1", "old-2"],
+        "each orphan once: {won:?}"
+    );
+    for (id, owner) in &won {
+        let run = store.get_run(id).await.expect("get").expect("run");
+        assert_eq!(run.owner.as_ref(), Some(owner), "the winner owns it");
+    }
+    let other = store
+        .get_run("other-agent-run")
+        .await
+        .expect("get")
+        .expect("run");
+    assert_eq!(other.owner, None, "another agent's run is left alone");
+}
+
+pub async fn the_journal_keeps_each_steps_start_then_its_output(store: SharedStore) {
+    driven_run(store.as_ref(), "r", "node-a", 100).await;
+    let e2 = event(
+        "r",
+        2,
+        1,
+        EventKind::StepStarted {
+            step: "s0".into(),
+            index: 0,
+        },
+    );
+    store
+        .record_step("node-a", &step("r", 0, None, 1), std::slice::from_ref(&e2))
+        .await
+        .expect("start");
+    let journal = store.run_journal("r").await.expect("journal");
+    assert_eq!(journal, [step("r", 0, None, 1)], "in flight");
+    let output = json!({"status": 201, "body": {"id": "x\u{0}y", "n": [1, 2.5]}});
+    let e3 = event(
+        "r",
+        3,
+        2,
+        EventKind::StepCompleted {
+            step: "s0".into(),
+            index: 0,
+            output: output.clone(),
+            replayed: false,
+        },
+    );
+    store
+        .record_step("node-a", &step("r", 0, Some(output.clone()), 2), &[e3])
+        .await
+        .expect("complete");
+    store
+        .record_step("node-a", &step("r", 2, None, 3), &[])
+        .await
+        .expect("start another");
+    let journal = store.run_journal("r").await.expect("journal");
+    assert_eq!(
+        journal,
+        [step("r", 0, Some(output), 2), step("r", 2, None, 3)],
+        "by step index, the output as written"
+    );
+    let seqs: Vec<u64> = store
+        .run_events("r", 0)
+        .await
+        .expect("events")
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3], "the events went in with the entries");
+    not_owner(
+        store
+            .record_step("node-b", &step("r", 3, None, 4), &[])
+            .await,
+    );
+    match store
+        .record_step("node-a", &step("missing", 0, None, 4), &[])
+        .await
+    {
+        Err(StoreError::RunNotFound(id)) => assert_eq!(id, "missing"),
+        other => panic!("expected RunNotFound, got {other:?}"),
+    }
+}
+
+pub async fn a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go(store: SharedStore) {
+    paused_run(store.as_ref(), "k", "agent", 0).await;
+    let run = store.get_run("run-k").await.expect("get").expect("run");
+    assert_eq!(
+        (run.owner, run.lease_until),
+        (None, None),
+        "a pause holds nothing"
+    );
+    let mut claim = approve("k", "alice", 10);
+    claim.lease = Some(lease("node-a", 40));
+    store.claim(&claim).await.expect("claim");
+    let run = store.get_run("run-k").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.owner.as_deref(), Some("node-a"));
+    assert_eq!(run.lease_until, Some(at(40)));
+    let got = store
+        .claim_orphans("agent", &lease("node-b", 100), at(20), 10)
+        .await
+        .expect("claim");
+    assert!(got.is_empty(), "the claimer's lease is live");
+    // Running under a live lease is running, never stuck; once the lease
+    // is past, nobody drives it and it is listed.
+    let stuck = |now| {
+        let store = Arc::clone(&store);
+        async move { store.list_stuck(None, at(now)).await.expect("stuck") }
+    };
+    assert!(stuck(20).await.is_empty(), "executing, not stuck");
+    let listed = stuck(41).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].record.key, "k");
+    // Its next pause is fenced on it, and lets go of the run.
+    let pause = Pause {
+        record: pending_record("k2", "run-k", "agent", 30),
+        at: at(30),
+        owner: Some("node-a".into()),
+    };
+    store.pause_run(&pause, &[]).await.expect("pause");
+    let run = store.get_run("run-k").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::AwaitingApproval);
+    assert_eq!((run.owner, run.lease_until), (None, None));
+}
+
+pub async fn runs_are_counted_by_status(store: SharedStore) {
+    for (i, status) in [RunStatus::Stuck, RunStatus::Stuck, RunStatus::Failed]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("r{i}");
+        store
+            .create_run(&run_record(&id, "agent", 0), &[])
+            .await
+            .expect("create");
+        let end = RunEnd {
+            run_id: id,
+            status,
+            outputs: Map::new(),
+            error: Some("why".into()),
+            at: at(1),
+            owner: None,
+        };
+        store.end_run(&end, &[]).await.expect("end");
+    }
+    store
+        .create_run(&run_record("elsewhere", "other", 0), &[])
+        .await
+        .expect("create");
+    let count = |status| {
+        let store = Arc::clone(&store);
+        async move { store.count_runs("agent", status).await.expect("count") }
+    };
+    assert_eq!(count(RunStatus::Stuck).await, 2);
+    assert_eq!(count(RunStatus::Failed).await, 1);
+    assert_eq!(count(RunStatus::Running).await, 0);
+}
+
+pub async fn an_operators_change_applies_only_from_the_statuses_it_names_once(store: SharedStore) {
+    let run = run_record("r", "agent", 0);
+    store
+        .create_run(&run, &[event("r", 1, 0, started(&run))])
+        .await
+        .expect("create");
+    let stuck = RunEnd {
+        run_id: "r".into(),
+        status: RunStatus::Stuck,
+        outputs: Map::new(),
+        error: Some("in doubt".into()),
+        at: at(1),
+        owner: None,
+    };
+    store.end_run(&stuck, &[]).await.expect("stuck");
+    let retry = |owner: &str| RunTransition {
+        run_id: "r".into(),
+        from: vec![RunStatus::Stuck, RunStatus::Failed],
+        to: RunStatus::Running,
+        error: None,
+        lease: Some(lease(owner, 100)),
+        event: EventKind::RunRecovered {
+            by: owner.into(),
+            from_step: Some("ship".into()),
+        },
+        at: at(2),
+    };
+    // Two operators at once: one wins, the other is told the run's status.
+    let (alice, bob) = (retry("alice"), retry("bob"));
+    let (a, b) = tokio::join!(store.transition_run(&alice), store.transition_run(&bob));
+    let (winner, loser) = match (a, b) {
+        (Ok(won), Err(lost)) | (Err(lost), Ok(won)) => (won, lost),
+        other => panic!("expected one winner, got {other:?}"),
+    };
+    match loser {
+        StoreError::WrongRunStatus { status, .. } => assert_eq!(status, RunStatus::Running),
+        other => panic!("expected WrongRunStatus, got {other:?}"),
+    }
+    let (run, event) = winner;
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.error, None);
+    assert_eq!(run.owner, event_owner(&event));
+    assert_eq!(run.lease_until, Some(at(100)));
+    assert_eq!(event.seq, 2, "numbered after the run's last event");
+    assert_eq!(store.run_events("r", 1).await.expect("events"), [event]);
+    let missing = RunTransition {
+        run_id: "nope".into(),
+        ..retry("x")
+    };
+    match store.transition_run(&missing).await {
+        Err(StoreError::RunNotFound(id)) => assert_eq!(id, "nope"),
+        other => panic!("expected RunNotFound, got {other:?}"),
+    }
+}
+
+fn event_owner(event: &Event) -> Option<String> {
+    match &event.kind {
+        EventKind::RunRecovered { by, .. } => Some(by.clone()),
+        _ => None,
+    }
 }
 
 // ------------------------------------------------------- runs: list, cancel
@@ -1677,6 +2098,7 @@ pub async fn a_final_run_cannot_be_cancelled_and_an_unknown_one_is_not_found(sto
                 outputs: Map::new(),
                 error: None,
                 at: at(6),
+                owner: None,
             },
             &[],
         )

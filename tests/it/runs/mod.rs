@@ -9,5 +9,6 @@ mod idempotency_keys;
 mod model_step;
 mod operations;
 mod race;
+mod recovery;
 mod spec_changed;
 mod two_phase;

@@ -71,7 +71,10 @@ mod postgres_only {
         for _ in 0..2 {
             drop(connect(&db.url).await);
         }
-        assert_eq!(history(&db), "1:initial,2:notifications,3:lossless_text");
+        assert_eq!(
+            history(&db),
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs"
+        );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
         store.claim(&approve("k", "alice", 1)).await.expect("claim");
@@ -132,7 +135,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 3));
+                assert_eq!((found, supported), (99, 5));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),
@@ -394,7 +397,10 @@ mod postgres_only {
              '2026-01-01T00:00:02Z', '2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z')",
         );
         let store = connect(&db.url).await;
-        assert_eq!(history(&db), "1:initial,2:notifications,3:lossless_text");
+        assert_eq!(
+            history(&db),
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs"
+        );
         let record = store
             .get_approval("k-old")
             .await

@@ -2,9 +2,11 @@
 //! an approved call is at the downstream. The failure is named in the log
 //! (which operation, which store, the driver's and the OS's error), the
 //! health check says so, nothing is corrupted or done twice, and once the
-//! database is back the server serves again with no manual step. (Carrying
-//! the interrupted run on is the durable-runs work: here it is left as last
-//! stored, `running`, and listed by `approvals list --stuck`.)
+//! database is back the server serves again with no manual step. The
+//! interrupted run's call was made and its result could not be journaled,
+//! so once its lease runs out the server recovers it, finds the POST in
+//! doubt and ends the run `stuck` (listed by `approvals list --stuck`),
+//! never calling again.
 //!
 //! It stops its database, so it runs on a PostgreSQL cluster of its own.
 
@@ -67,7 +69,7 @@ async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
         Response::json(200, json!({"shipped": true}))
     });
     let ws = Workspace::new(&spec(&stub.url("/ship")));
-    let served = Served::start_on_database(&ws.spec, &db.url, &[], &[]);
+    let served = Served::start_on_database(&ws.spec, &db.url, &[("TOLLGATE_RUN_LEASE", "1s")], &[]);
     let api = Api::new();
     let (code, run) = api
         .post(&served.url("/runs?wait=true"), json!({"input": {"n": 1}}))
@@ -93,21 +95,17 @@ async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
         cluster.port(),
         db.name
     );
-    eventually("the failed end is in the log", async || {
-        served
-            .logs()
-            .contains("could not store the run's end (completed)")
+    let failed_write = "could not store the run's result of step \"ship\"";
+    eventually("the failed write is in the log", async || {
+        served.logs().contains(failed_write)
     })
     .await;
     let logs = served.logs();
-    let line = logs
-        .lines()
-        .find(|l| l.contains("could not store the run's end (completed)"))
-        .unwrap();
+    let line = logs.lines().find(|l| l.contains(failed_write)).unwrap();
     assert!(line.contains(&run_id), "{line}");
     assert!(line.contains(&store), "names the store: {line}");
     assert!(
-        line.contains(&format!("storing the end of run {run_id}")),
+        line.contains(&format!("journaling step ship of run {run_id}")),
         "names the operation: {line}"
     );
     assert!(
@@ -122,12 +120,15 @@ async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
         api.get(&served.url("/healthz")).await.0 == 200
     })
     .await;
-    // The decision held; the call was made once; the run is where it was
-    // last stored, and listed as stuck for a person to look at.
+    // The decision held; the call was made once; the run is recovered,
+    // found with its POST in doubt, and stuck for a person to look at.
     let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
     assert_eq!(record["status"], "APPROVED");
-    let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
-    assert_eq!(run["status"], "running", "{run}");
+    eventually("the run is recovered and stuck", async || {
+        let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
+        run["status"] == "stuck"
+    })
+    .await;
     assert_eq!(stub.count(), 1, "called exactly once");
     let stuck = ws
         .tollgate()

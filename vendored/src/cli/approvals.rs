@@ -96,7 +96,9 @@ async fn list(
     };
     let store = open_swept(store_args, spec, clock).await?;
     if stuck {
-        let mut claims = store.list_stuck(agent_id.as_deref()).await?;
+        let mut claims = store
+            .list_stuck(agent_id.as_deref(), crate::time::now())
+            .await?;
         if let Some(limit) = limit {
             claims.truncate(limit);
         }

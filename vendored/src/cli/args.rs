@@ -75,7 +75,8 @@ pub enum ApprovalsCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        /// Show claims whose run never finished (a process stopped mid-step).
+        /// Show claims whose run never finished: stuck, or running with no live
+        /// lease (its process stopped mid-step).
         #[arg(long)]
         stuck: bool,
         /// At most this many records.
@@ -136,6 +137,25 @@ pub struct DecideArgs {
     #[arg(long)]
     pub reason: Option<String>,
     /// Who decides (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Print one JSON event per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The run an operator acts on (`runs retry`, `runs fail`), and who acts.
+#[derive(Debug, Args)]
+pub struct RunOpArgs {
+    /// The run's id.
+    pub run_id: String,
+    /// The spec the run belongs to (a retry drives it under it). Required
+    /// by tollgate; an exported server uses the spec built into it.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Who acts (default: $USER); checked against approvals.approvers.
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     /// Print one JSON event per line.

@@ -84,7 +84,11 @@ pub fn agent(
     tools
         .check(&spec)
         .map_err(|e| Failure::bad_input(e.to_string()))?;
-    Ok(AgentRun::new(spec, store).with_tools(Arc::new(tools)))
+    // Every command that drives runs holds them under the same lease.
+    let lease = crate::durable::lease_from_env().map_err(Failure::bad_input)?;
+    Ok(AgentRun::new(spec, store)
+        .with_tools(Arc::new(tools))
+        .with_lease(lease))
 }
 
 /// JSON given to a run from outside nests at most

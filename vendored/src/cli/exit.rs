@@ -83,13 +83,18 @@ impl From<RunError> for Failure {
             RunError::NoPendingApproval(_) => Failure::new(NOT_FOUND, e.to_string()),
             RunError::WrongAgent { .. } => Failure::bad_input(e.to_string()),
             RunError::CancelForbidden { .. } => Failure::new(FORBIDDEN, format!("forbidden: {e}")),
+            RunError::Forbidden { .. } => Failure::new(FORBIDDEN, e.to_string()),
             RunError::Store(crate::StoreError::RunNotFound(_)) => {
                 Failure::new(NOT_FOUND, format!("run_not_found: {e}"))
             }
             RunError::Store(crate::StoreError::RunNotCancellable { .. }) => {
                 Failure::new(CONFLICT, format!("run_not_cancellable: {e}"))
             }
+            RunError::Store(crate::StoreError::WrongRunStatus { .. }) => {
+                Failure::new(CONFLICT, format!("run_conflict: {e}"))
+            }
             RunError::Store(_) => Failure::new(RUN_FAILED, e.to_string()),
+            RunError::NotDriven { .. } => Failure::new(CONFLICT, e.to_string()),
         }
     }
 }

@@ -32,7 +32,7 @@ enum ExportedCommand {
     /// List, show and decide pending approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
-    /// List, show and cancel runs.
+    /// List, show, cancel, retry or fail runs.
     #[command(subcommand)]
     Runs(super::runs::RunsCommand),
     /// Check the built-in spec.

@@ -57,9 +57,13 @@ pub fn outcome(outcome: &RunOutcome, spec: &SpecSource) {
         ),
         RunStatus::Expired => say!("run {} expired", outcome.run_id),
         RunStatus::Running => say!("run {} is still running", outcome.run_id),
-        RunStatus::Stuck => say!(
-            "run {} is stuck: a step was in flight when its process stopped",
-            outcome.run_id
+        RunStatus::Stuck => eprintln!(
+            "run {} is stuck: {}",
+            outcome.run_id,
+            outcome
+                .error
+                .as_deref()
+                .unwrap_or("a step was in flight when its process stopped")
         ),
         RunStatus::Cancelled => say!("run {} cancelled", outcome.run_id),
     }

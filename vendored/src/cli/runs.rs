@@ -1,19 +1,22 @@
-//! `tollgate runs list|show|cancel` (DESIGN §6): see and handle runs.
+//! `tollgate runs list|show|cancel|retry|fail` (DESIGN §6, §9): see and
+//! handle runs.
 //!
 //! `list` and `show` only read: pointed at a place with no store they say
-//! where they looked and exit 3, creating nothing. `cancel` changes a run,
-//! so it needs the spec (its agent and its `approvals.approvers`). New
-//! subcommands (`retry`, `fail`) are new variants of [`RunsCommand`].
+//! where they looked and exit 3, creating nothing. `cancel`, `retry` and
+//! `fail` change a run, so they need the spec (its agent and its
+//! `approvals.approvers`); `retry` and `fail` are an operator's way out for
+//! a run that stopped between pauses.
 
 use std::path::PathBuf;
 
 use clap::Subcommand;
 use serde_json::json;
 
-use super::args::StoreArgs;
+use super::args::{RunOpArgs, StoreArgs};
 use super::common::SpecSource;
 use super::exit::{self, Failure};
 use super::render::{self, indent, one_line, timestamp};
+use super::store_location;
 use crate::events::EventKind;
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{RunQuery, SharedStore};
@@ -80,6 +83,18 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Drive a stuck or failed run on from its last durable point, here. A
+    /// step that was in flight is called again with the same
+    /// Idempotency-Key.
+    Retry(RunOpArgs),
+    /// End a stuck run `failed`, with a reason, in the audit trail.
+    Fail {
+        #[command(flatten)]
+        run: RunOpArgs,
+        /// Why the run is failed (kept in the run's error and its events).
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 pub async fn run(
@@ -118,6 +133,8 @@ pub async fn run(
             let source = SpecSource::resolve(spec.as_deref(), embedded)?;
             cancel(&run_id, &source, &store, reason, by, json, custom).await
         }
+        RunsCommand::Retry(args) => retry(args, embedded, custom).await,
+        RunsCommand::Fail { run, reason } => fail(run, &reason, embedded, custom).await,
     }
 }
 
@@ -288,4 +305,58 @@ async fn cancel(
 
 fn reason_suffix(reason: Option<&str>) -> String {
     reason.map(|r| format!(": {r}")).unwrap_or_default()
+}
+
+/// Take the run over and drive it here to its next pause or its end.
+async fn retry(
+    args: RunOpArgs,
+    embedded: Option<&SpecSource>,
+    custom: &CustomTools,
+) -> Result<i32, Failure> {
+    let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
+    let spec = source.load()?;
+    let store = store_location::open_existing(&args.store, Some(&source))?;
+    let agent = super::common::agent(spec, store, custom)?;
+    let mut events = agent.subscribe();
+    let by = super::common::decider(args.by.as_deref());
+    let run = agent.claim_retry(&args.run_id, &by).await?;
+    let outcome = agent.resume_retried(run).await;
+    if args.json {
+        render::drain_events(&mut events);
+    }
+    let outcome = outcome?;
+    if !args.json {
+        render::outcome(&outcome, &source);
+    }
+    Ok(exit::for_status(outcome.status))
+}
+
+async fn fail(
+    args: RunOpArgs,
+    reason: &str,
+    embedded: Option<&SpecSource>,
+    custom: &CustomTools,
+) -> Result<i32, Failure> {
+    if reason.trim().is_empty() {
+        return Err(Failure::bad_input(
+            "--reason must say why the run is failed",
+        ));
+    }
+    let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
+    let spec = source.load()?;
+    let store = store_location::open_existing(&args.store, Some(&source))?;
+    let agent = super::common::agent(spec, store, custom)?;
+    let mut events = agent.subscribe();
+    let by = super::common::decider(args.by.as_deref());
+    let run = agent.fail_stuck(&args.run_id, reason, &by).await?;
+    if args.json {
+        render::drain_events(&mut events);
+    } else {
+        say!(
+            "run {} failed: {}",
+            run.id,
+            run.error.as_deref().unwrap_or(reason)
+        );
+    }
+    Ok(exit::OK)
 }

@@ -80,6 +80,21 @@ pub struct ServeArgs {
         default_value_t = server::DEFAULT_MAX_CONNECTIONS
     )]
     pub max_connections: usize,
+    /// How long this server holds a run it drives before another server
+    /// may recover it (renewed every third of it while a step runs). A
+    /// crashed server's runs resume within about one and a half leases.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = env::RUN_LEASE,
+        value_parser = run_lease_arg,
+        default_value = "30s"
+    )]
+    pub run_lease: Duration,
+}
+
+fn run_lease_arg(text: &str) -> Result<Duration, String> {
+    crate::durable::parse_lease(text)
 }
 
 /// Serve until SIGTERM or ctrl-c. Prints `listening on http://ADDR` (one
@@ -108,7 +123,7 @@ pub async fn run(
         .verify_writable()
         .await
         .map_err(|e| Failure::bad_input(format!("cannot serve {}: {e}", store.describe())))?;
-    let agent = super::agent(spec, store, custom)?;
+    let agent = super::agent(spec, store, custom)?.with_lease(args.run_lease);
     let config = ServerConfig {
         listen: args.listen,
         tokens,

@@ -53,6 +53,14 @@ pub enum ApiError {
     /// `by` is not in the spec's `approvals.approvers`.
     #[error("{by} may not cancel run {run_id}: not in approvals.approvers")]
     CancelForbidden { run_id: String, by: String },
+    /// The run is not in a state that allows this (retry a run that is
+    /// not stuck or failed; a driver that lost its run).
+    #[error("{0}")]
+    RunConflict(String),
+
+    /// Not allowed by `approvals.approvers` (an operator's action on a run).
+    #[error("{0}")]
+    Forbidden(String),
 
     /// The run exists but never paused, so there is nothing to decide.
     #[error("run {0} has no approval to decide")]
@@ -148,10 +156,14 @@ impl ApiError {
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Replayed | ApiError::RunNotCancellable { .. } => StatusCode::CONFLICT,
+            ApiError::Replayed | ApiError::RunNotCancellable { .. } | ApiError::RunConflict(_) => {
+                StatusCode::CONFLICT
+            }
             ApiError::CancelForbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
+            ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) | ApiError::Forbidden(_) => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::MalformedHead => StatusCode::BAD_REQUEST,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -172,6 +184,8 @@ impl ApiError {
             ApiError::Approval(e) => e.code(),
             ApiError::RunNotFound(_) => "run_not_found",
             ApiError::RunHasNoApproval(_) => "approval_not_found",
+            ApiError::RunConflict(_) => "run_conflict",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Replayed => "replayed",
@@ -223,6 +237,8 @@ impl From<RunError> for ApiError {
             RunError::WrongAgent { key, .. } => ApiError::Approval(ApprovalError::NotFound { key }),
             RunError::NoPendingApproval(run_id) => ApiError::RunHasNoApproval(run_id),
             RunError::CancelForbidden { run_id, by } => ApiError::CancelForbidden { run_id, by },
+            e @ RunError::NotDriven { .. } => ApiError::RunConflict(e.to_string()),
+            e @ RunError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
         }
     }
 }
@@ -236,6 +252,7 @@ impl From<StoreError> for ApiError {
                 run_id,
                 status: status.as_str(),
             },
+            e @ StoreError::WrongRunStatus { .. } => ApiError::RunConflict(e.to_string()),
             StoreError::InvalidCursor(c) => ApiError::InvalidRequest(format!(
                 "malformed cursor {c:?}: pass next_cursor from a previous page"
             )),

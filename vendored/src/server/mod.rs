@@ -221,6 +221,30 @@ impl Server {
             tracing::info!(tokens = %names.join(","), "bearer tokens required");
         }
         let swept = sweeper::sweep_once(&agent).await;
+        // Runs whose driver died (this process's predecessor, or another
+        // node): claimed now and resumed in the background.
+        let mut recovered = tasks::recover(&agent, &background).await.unwrap_or(0);
+        while recovered > 0 && recovered % crate::durable::RECOVER_BATCH == 0 {
+            match tasks::recover(&agent, &background).await {
+                Some(more) if more > 0 => recovered += more,
+                _ => break,
+            }
+        }
+        let stuck = agent
+            .store()
+            .count_runs(&agent.spec().agent, crate::run_state::RunStatus::Stuck)
+            .await;
+        tracing::info!(
+            recovered,
+            stuck = stuck.map_or_else(|e| format!("unknown ({e})"), |n| n.to_string()),
+            lease = ?agent.lease(),
+            "durable runs: recovered orphaned runs at start-up; stuck runs wait for `runs retry` or `runs fail`"
+        );
+        let recovering = tokio::spawn(tasks::recover_periodically(
+            agent.clone(),
+            background.clone(),
+            stop_rx.clone(),
+        ));
         if let Some(slack) = &state.slack {
             // After the startup sweep, so expiries it found are shown too.
             tokio::spawn(Arc::clone(slack).repair_once());
@@ -260,6 +284,7 @@ impl Server {
         })
         .await;
         sweeping.abort();
+        recovering.abort();
         match finished {
             Ok(Ok(Ok(()))) => {
                 tracing::info!("stopped; paused runs stay in the store");

@@ -80,16 +80,17 @@ pub(crate) async fn start_run(
             .and_then(Value::as_str)
             .unwrap_or("unknown")
             .to_string();
-        let run_id = match agent.create(input, trigger).await {
-            Ok(run_id) => run_id,
+        let created = match agent.create(input, trigger).await {
+            Ok(created) => created,
             Err(e) => {
                 let _ = created_tx.send(Err(e));
                 return;
             }
         };
+        let run_id = created.run_id().to_string();
         tracing::info!(run_id = %run_id, trigger = %kind, "run started");
         let _ = created_tx.send(Ok(run_id.clone()));
-        let outcome = agent.drive_new(&run_id).await;
+        let outcome = agent.drive_created(created).await;
         log_outcome(&run_id, &outcome);
     });
     match created_rx.await {
@@ -166,6 +167,53 @@ pub(crate) async fn decide(
     }
 }
 
+/// Claim the agent's orphaned runs and resume each in the background.
+/// Returns how many this process took over (`None`: the store refused).
+pub(crate) async fn recover(agent: &AgentRun, background: &Background) -> Option<usize> {
+    let orphans = match agent.claim_orphans().await {
+        Ok(orphans) => orphans,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not look for orphaned runs; will try again");
+            return None;
+        }
+    };
+    for run in &orphans {
+        tracing::info!(
+            run_id = %run.id,
+            previous_owner = ?run.owner,
+            "run recovered: its driver stopped; resuming it from its last durable point"
+        );
+    }
+    let n = orphans.len();
+    for run in orphans {
+        let agent = agent.clone();
+        background.spawn(async move {
+            let run_id = run.id.clone();
+            let outcome = agent.resume_recovered(run).await;
+            log_outcome(&run_id, &outcome);
+        });
+    }
+    Some(n)
+}
+
+/// Recover orphans every half lease or so (jittered) until shutdown.
+pub(crate) async fn recover_periodically(
+    agent: AgentRun,
+    background: Background,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let lease = agent.lease();
+    let mut jitter = crate::backoff::Backoff::new(lease, lease);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(crate::durable::next_recovery_in(lease, &mut jitter)) => {}
+            _ = shutdown.changed() => return,
+        }
+        // A full batch means more may be waiting: take them now.
+        while recover(&agent, &background).await == Some(crate::durable::RECOVER_BATCH) {}
+    }
+}
+
 /// One line per transition: paused, completed, rejected, failed, skipped.
 pub(crate) fn log_outcome(run_id: &str, outcome: &Result<RunOutcome, RunError>) {
     match outcome {
@@ -191,10 +239,16 @@ pub(crate) fn log_outcome(run_id: &str, outcome: &Result<RunOutcome, RunError>) 
                 error = %outcome.error.as_deref().unwrap_or("unknown error"),
                 "run failed"
             ),
+            RunStatus::Stuck => tracing::warn!(
+                run_id = %run_id,
+                reason = %outcome.error.as_deref().unwrap_or("unknown"),
+                "run stuck: waiting for an operator (runs retry or runs fail)"
+            ),
             RunStatus::Running => tracing::warn!(run_id = %run_id, "run stopped while running"),
-            RunStatus::Stuck => tracing::warn!(run_id = %run_id, "run stuck"),
             RunStatus::Cancelled => tracing::info!(run_id = %run_id, "run cancelled"),
         },
+        // Said once where it was found out (`AgentRun::not_driven`).
+        Err(RunError::NotDriven { .. }) => {}
         Err(e) => tracing::error!(run_id = %run_id, error = %e, "run could not continue"),
     }
 }

@@ -15,7 +15,7 @@ use super::marked::{Entry, Node, Pos, Resolved, Tree};
 use super::schema::Schema;
 use super::{
     ApprovalDefaults, ApprovalStep, DedupeStep, GateStep, Guardrail, HttpToolSpec, IdempotencySpec,
-    ModelConfig, ModelOutput, ModelStep, NotifySpec, OnReject, RetrySpec, ScheduleTrigger,
+    ModelConfig, ModelOutput, ModelStep, NotifySpec, OnCrash, OnReject, RetrySpec, ScheduleTrigger,
     SlackNotifySpec, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind, ToolKind, ToolSpec,
     TriggerSpec, WebhookTrigger,
 };
@@ -602,13 +602,32 @@ impl<'a> Cx<'a> {
                 }
             }
         }
+        let idempotent = match fields.get("idempotent") {
+            Some(node) => self.bool(node, &fields.label("idempotent"))?,
+            None => false,
+        };
         Ok(ToolSpec {
             name: name.to_string(),
             kind,
             approval_required,
             message,
             ttl,
+            idempotent,
+            on_crash: self.on_crash(&fields)?,
         })
+    }
+
+    /// `on_crash: retry | stuck` of a tool or a model step.
+    fn on_crash(&self, fields: &Fields<'_>) -> Result<Option<OnCrash>> {
+        let Some(node) = fields.get("on_crash") else {
+            return Ok(None);
+        };
+        Ok(Some(
+            match self.choice(node, &fields.label("on_crash"), &["retry", "stuck"])? {
+                "retry" => OnCrash::Retry,
+                _ => OnCrash::Stuck,
+            },
+        ))
     }
 
     fn http(&self, name: &str, node: &Node, place: &Place) -> Result<HttpToolSpec> {
@@ -910,6 +929,7 @@ impl<'a> Cx<'a> {
             api_key: fields.opt_string("api_key")?,
             timeout: fields.opt_duration("timeout")?,
             guardrail,
+            on_crash: self.on_crash(&fields)?,
         })
     }
 

@@ -27,8 +27,8 @@ pub(super) const APPROVAL_COLUMNS: &str = "key, run_id, agent_id, spec_hash, ste
 pub(super) const APPROVAL_COLUMN_COUNT: usize = 18;
 
 /// The columns of `tollgate_runs`, in the order [`run`] reads them.
-pub(super) const RUN_COLUMNS: &str =
-    "id, agent_id, spec_hash, status, input, \"trigger\", outputs, error, created_at, updated_at";
+pub(super) const RUN_COLUMNS: &str = "id, agent_id, spec_hash, status, input, \"trigger\", \
+     outputs, error, created_at, updated_at, owner, lease_until";
 
 /// One row as a dialect reads it. Every error names the table, the column
 /// and the row ([`Columns::corrupt`]).
@@ -38,6 +38,8 @@ pub(super) trait Columns {
     /// The row's key, for messages.
     fn id(&self) -> &str;
     fn string(&self, idx: usize, column: &'static str) -> StoreResult<String>;
+    /// A name this build wrote (an owner), absent when NULL.
+    fn string_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>>;
     /// Text a person or a downstream wrote, absent when NULL.
     fn text_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>>;
     fn int(&self, idx: usize, column: &'static str) -> StoreResult<i64>;
@@ -114,6 +116,8 @@ pub(super) fn run(r: &impl Columns) -> StoreResult<RunRecord> {
         error: r.text_opt(7, "error")?,
         created_at: r.time(8, "created_at")?,
         updated_at: r.time(9, "updated_at")?,
+        owner: r.string_opt(10, "owner")?,
+        lease_until: r.time_opt(11, "lease_until")?,
     })
 }
 

@@ -11,13 +11,13 @@ use chrono::{DateTime, Utc};
 
 use super::{
     CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
-    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
+    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim, check_json_text,
     check_pause, check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 
 #[derive(Default)]
 struct State {
@@ -28,6 +28,8 @@ struct State {
     claims: BTreeMap<String, (String, DateTime<Utc>)>,
     /// Chat messages announcing approvals, by approval key.
     notifications: HashMap<String, Notification>,
+    /// Each run's journal of side effects, by step index.
+    journal: HashMap<String, BTreeMap<usize, JournalEntry>>,
 }
 
 /// The depth rule of the stores that keep JSON text (see
@@ -105,17 +107,43 @@ impl State {
             run.status = RunStatus::AwaitingApproval;
             run.outputs = record.outputs.clone();
             run.updated_at = pause.at;
+            run.owner = None;
+            run.lease_until = None;
         }
         self.approvals.insert(record.key.clone(), record.clone());
     }
 
     fn end(&mut self, end: &RunEnd) -> StoreResult<()> {
+        self.check_fence(&end.run_id, end.owner.as_deref())?;
         let run = self.run_mut(&end.run_id)?;
         run.status = end.status;
         run.outputs = end.outputs.clone();
         run.error = end.error.clone();
         run.updated_at = end.at;
+        run.owner = None;
+        run.lease_until = None;
         Ok(())
+    }
+
+    /// With an owner: the run must still be `running` and owned by it.
+    fn check_fence(&self, run_id: &str, owner: Option<&str>) -> StoreResult<()> {
+        let run = self
+            .runs
+            .get(run_id)
+            .ok_or_else(|| StoreError::RunNotFound(run_id.to_string()))?;
+        match owner {
+            Some(owner)
+                if run.status != RunStatus::Running || run.owner.as_deref() != Some(owner) =>
+            {
+                Err(super::not_owner(
+                    run_id,
+                    owner,
+                    run.status.as_str(),
+                    run.owner.as_deref(),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn run_mut(&mut self, run_id: &str) -> StoreResult<&mut RunRecord> {
@@ -163,13 +191,124 @@ impl StateStore for MemoryStore {
         Ok(())
     }
 
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        if let Some(output) = &entry.output {
+            storable("step output", output)?;
+        }
+        storable_events(events)?;
+        let mut s = self.lock();
+        s.check_fence(&entry.run_id, Some(owner))?;
+        if let Some(run) = s.runs.get_mut(&entry.run_id) {
+            run.updated_at = entry.at;
+        }
+        s.journal
+            .entry(entry.run_id.clone())
+            .or_default()
+            .insert(entry.step_index, entry.clone());
+        s.push_events(&entry.run_id, events);
+        Ok(())
+    }
+
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+        Ok(self
+            .lock()
+            .journal
+            .get(run_id)
+            .map(|steps| steps.values().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
+        check_storable("a lease's end", lease.until)?;
+        let mut s = self.lock();
+        match s.runs.get_mut(run_id) {
+            Some(run)
+                if run.status == RunStatus::Running
+                    && run.owner.as_deref() == Some(lease.owner.as_str()) =>
+            {
+                run.lease_until = Some(lease.until);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>> {
+        check_storable("a lease's end", lease.until)?;
+        let mut s = self.lock();
+        let mut orphans: Vec<&mut RunRecord> = s
+            .runs
+            .values_mut()
+            .filter(|r| r.agent_id == agent_id && r.status == RunStatus::Running)
+            .filter(|r| r.lease_until.is_none_or(|until| until <= now))
+            .collect();
+        orphans.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(orphans
+            .into_iter()
+            .take(limit.max(1))
+            .map(|run| {
+                run.owner = Some(lease.owner.clone());
+                run.lease_until = Some(lease.until);
+                run.clone()
+            })
+            .collect())
+    }
+
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
+        if let Some(lease) = &change.lease {
+            check_storable("a lease's end", lease.until)?;
+        }
+        let mut s = self.lock();
+        let status = s.run_mut(&change.run_id)?.status;
+        if !change.from.contains(&status) {
+            return Err(super::wrong_status(change, status));
+        }
+        let event = Event {
+            run_id: change.run_id.clone(),
+            seq: s.next_seq(&change.run_id),
+            at: change.at,
+            kind: change.event.clone(),
+        };
+        storable_events(std::slice::from_ref(&event))?;
+        let run = s.run_mut(&change.run_id)?;
+        run.status = change.to;
+        run.error = change.error.clone();
+        run.owner = change.lease.as_ref().map(|l| l.owner.clone());
+        run.lease_until = change.lease.as_ref().map(|l| l.until);
+        run.updated_at = change.at;
+        let run = run.clone();
+        s.push_events(&change.run_id, std::slice::from_ref(&event));
+        Ok((run, event))
+    }
+
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
+        let s = self.lock();
+        let n = s
+            .runs
+            .values()
+            .filter(|r| r.agent_id == agent_id && r.status == status)
+            .count();
+        Ok(n as u64)
+    }
+
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
         storable_pause(pause)?;
         storable_events(events)?;
         let mut s = self.lock();
         s.check_new_approval(pause)?;
-        s.run_mut(&pause.record.run_id)?;
+        s.check_fence(&pause.record.run_id, pause.owner.as_deref())?;
         s.pause(pause);
         s.push_events(&pause.record.run_id, events);
         Ok(())
@@ -240,6 +379,9 @@ impl StateStore for MemoryStore {
         if let Some(run) = s.runs.get_mut(&record.run_id) {
             run.status = RunStatus::Running;
             run.updated_at = claim.now;
+            // The claimer drives the run on from here: it owns it.
+            run.owner = claim.lease.as_ref().map(|l| l.owner.clone());
+            run.lease_until = claim.lease.as_ref().map(|l| l.until);
         }
         s.push_events(&record.run_id, std::slice::from_ref(&event));
         Ok(Claimed { record, event })
@@ -392,7 +534,11 @@ impl StateStore for MemoryStore {
         })
     }
 
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>> {
         let s = self.lock();
         let mut stuck: Vec<StuckClaim> = s
             .approvals
@@ -406,7 +552,10 @@ impl StateStore for MemoryStore {
                     .values()
                     .filter(|o| o.run_id == r.run_id)
                     .max_by_key(|o| o.created_at)?;
-                (run.status == RunStatus::Running && latest.key == r.key).then(|| StuckClaim {
+                let orphaned = run.status == RunStatus::Running
+                    && run.lease_until.is_none_or(|until| until <= now);
+                let unfinished = orphaned || run.status == RunStatus::Stuck;
+                (unfinished && latest.key == r.key).then(|| StuckClaim {
                     record: r.clone(),
                     run_status: run.status,
                     run_updated_at: run.updated_at,

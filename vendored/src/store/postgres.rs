@@ -64,13 +64,13 @@ use tokio_postgres::NoTls;
 use super::feed::ChangeFeed;
 use super::{
     CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
-    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
+    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StateStore, StoreError, StoreErrorKind, StoreResult, StuckClaim,
     WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
-use crate::run_state::RunRecord;
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 
 /// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
 pub const DEFAULT_POOL_SIZE: usize = 5;
@@ -351,6 +351,69 @@ impl StateStore for PostgresStore {
         self.context(&format!("appending events of run {run_id}"), result)
     }
 
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    ops::record_step(&tx, owner, entry).await?;
+                    ops::insert_events(&tx, &entry.run_id, events).await
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(
+            &format!("journaling step {} of run {}", entry.step_id, entry.run_id),
+            result,
+        )
+    }
+
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+        let read = async { ops::run_journal(&self.client().await?, run_id).await }.await;
+        self.context(&format!("reading the journal of run {run_id}"), read)
+    }
+
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
+        check_storable("a lease's end", lease.until)?;
+        let renewed = async { ops::renew_lease(&self.client().await?, run_id, lease).await }.await;
+        self.context(&format!("renewing the lease of run {run_id}"), renewed)
+    }
+
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>> {
+        check_storable("a lease's end", lease.until)?;
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let claimed =
+            async { ops::claim_orphans(&self.client().await?, agent_id, lease, &now, limit).await }
+                .await;
+        self.context("claiming orphaned runs", claimed)
+    }
+
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
+        if let Some(lease) = &change.lease {
+            check_storable("a lease's end", lease.until)?;
+        }
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::transition_run(&tx, change).await) }.await;
+        self.context(&format!("changing run {}", change.run_id), result)
+    }
+
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
+        let counted =
+            async { ops::count_runs(&self.client().await?, agent_id, status).await }.await;
+        self.context("counting runs", counted)
+    }
+
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
         let result: StoreResult<_> = async {
@@ -454,8 +517,12 @@ impl StateStore for PostgresStore {
         Ok(page)
     }
 
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
-        let listed = async { ops::list_stuck(&self.client().await?, agent_id).await }.await;
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>> {
+        let listed = async { ops::list_stuck(&self.client().await?, agent_id, &now).await }.await;
         let (stuck, unreadable) = self.context("listing stuck runs", listed)?;
         report_skipped(&self.description, "approval", &unreadable);
         Ok(stuck)

@@ -73,13 +73,13 @@ use self::group_commit::GroupWriter;
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
     CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
-    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
+    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
     check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
-use crate::run_state::RunRecord;
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use crate::time::format_utc;
 
 /// How hard SQLite works to make a commit survive power loss.
@@ -507,6 +507,85 @@ impl StateStore for SqliteStore {
         .await
     }
 
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        let row = ops::StepRow::encode(entry)?;
+        let (run_id, owner) = (entry.run_id.clone(), owner.to_string());
+        let events = encode_events(events)?;
+        let what = format!("journaling step {} of run {run_id}", entry.step_id);
+        self.write(what, move |conn| {
+            ops::record_step(conn, &owner, &row)?;
+            ops::insert_events(conn, &run_id, &events)
+        })
+        .await
+    }
+
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+        let run_id = run_id.to_string();
+        self.read(
+            format!("reading the journal of run {run_id}"),
+            move |conn| ops::run_journal(conn, &run_id),
+        )
+        .await
+    }
+
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
+        check_storable("a lease's end", lease.until)?;
+        let (run_id, owner) = (run_id.to_string(), lease.owner.clone());
+        let until = format_utc(lease.until);
+        self.write(format!("renewing the lease of run {run_id}"), move |conn| {
+            ops::renew_lease(conn, &run_id, &owner, &until)
+        })
+        .await
+    }
+
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>> {
+        check_storable("a lease's end", lease.until)?;
+        let (agent_id, owner) = (agent_id.to_string(), lease.owner.clone());
+        let (until, now) = (format_utc(lease.until), format_utc(now));
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        self.write("claiming orphaned runs", move |conn| {
+            ops::claim_orphans(conn, &agent_id, &owner, &until, &now, limit)
+        })
+        .await
+    }
+
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
+        if let Some(lease) = &change.lease {
+            check_storable("a lease's end", lease.until)?;
+        }
+        // Encoded here so that an unstorable event fails before the write.
+        encode_events(&[Event {
+            run_id: change.run_id.clone(),
+            seq: 0,
+            at: change.at,
+            kind: change.event.clone(),
+        }])?;
+        let change = change.clone();
+        self.write(format!("changing run {}", change.run_id), move |conn| {
+            ops::transition_run(conn, &change)
+        })
+        .await
+    }
+
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
+        let agent_id = agent_id.to_string();
+        self.read("counting runs", move |conn| {
+            ops::count_runs(conn, &agent_id, status.as_str())
+        })
+        .await
+    }
+
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
         let row = ApprovalRow::encode(pause)?;
@@ -607,11 +686,16 @@ impl StateStore for SqliteStore {
         Ok(page)
     }
 
-    async fn list_stuck(&self, agent_id: Option<&str>) -> StoreResult<Vec<StuckClaim>> {
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>> {
         let agent_id = agent_id.map(str::to_string);
+        let now = format_utc(now);
         let (stuck, unreadable) = self
             .read("listing stuck runs", move |conn| {
-                ops::list_stuck(conn, agent_id.as_deref())
+                ops::list_stuck(conn, agent_id.as_deref(), &now)
             })
             .await?;
         report_skipped(&self.describe(), "approval", &unreadable);

@@ -42,6 +42,8 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/runs/{id}", get(runs::show))
         .route("/runs/{id}/events", get(events::stream))
         .route("/runs/{id_or_key}/approve", post(runs::decide))
+        .route("/runs/{id}/retry", post(runs::retry))
+        .route("/runs/{id}/fail", post(runs::fail))
         .route("/approvals", get(approvals::list))
         .route("/approvals/{key}", get(approvals::show))
         .route("/approvals/{key}/approve", post(approvals::approve))

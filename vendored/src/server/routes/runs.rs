@@ -244,3 +244,62 @@ async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
         }
     }
 }
+
+/// A retry takes no options; the body is still JSON (see `JsonBody`), so
+/// that a page of another origin cannot retry with a plain form post.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RetryBody {}
+
+/// POST /runs/{id}/retry: take a `stuck` or `failed` run over and drive it
+/// on from its last durable point in the background (a step found in
+/// flight is re-sent with the same idempotency key). Answers with the run
+/// as the retry left it (`running`), or with `?wait=true` at its next
+/// pause or end. `by` (the caller) is recorded in `run_recovered`.
+pub(super) async fn retry(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    PathParam(run_id): PathParam,
+    QueryParams(wait): QueryParams<WaitParam>,
+    JsonBody(RetryBody {}): JsonBody<RetryBody>,
+) -> Result<Json<RunView>, ApiError> {
+    view::load_run(&state, &run_id).await?;
+    let run = state.agent.claim_retry(&run_id, &caller.0).await?;
+    tracing::info!(run_id = %run_id, by = %caller.0, "run retried: driving it on from its last durable point");
+    let agent = state.agent.clone();
+    let driving = state.background.spawn(async move {
+        let run_id = run.id.clone();
+        let outcome = agent.resume_retried(run).await;
+        tasks::log_outcome(&run_id, &outcome);
+    });
+    if wait.wait {
+        let _ = driving.await;
+    }
+    Ok(Json(view::run_view(&state, &run_id).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FailBody {
+    reason: String,
+}
+
+/// POST /runs/{id}/fail `{reason}`: end a `stuck` run `failed`, recording
+/// the caller and the reason.
+pub(super) async fn fail(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    PathParam(run_id): PathParam,
+    JsonBody(body): JsonBody<FailBody>,
+) -> Result<Json<RunView>, ApiError> {
+    if body.reason.trim().is_empty() {
+        return Err(ApiError::invalid("reason must say why the run is failed"));
+    }
+    view::load_run(&state, &run_id).await?;
+    state
+        .agent
+        .fail_stuck(&run_id, &body.reason, &caller.0)
+        .await?;
+    tracing::info!(run_id = %run_id, by = %caller.0, reason = %body.reason, "stuck run failed by an operator");
+    Ok(Json(view::run_view(&state, &run_id).await?))
+}

@@ -130,6 +130,8 @@ fn refusal(e: &RunError) -> String {
         RunError::Approval(ApprovalError::InvalidPayload { .. })
         | RunError::NoPendingApproval(_)
         | RunError::CancelForbidden { .. }
+        | RunError::NotDriven { .. }
+        | RunError::Forbidden { .. }
         | RunError::Store(_) => {
             "Nothing changed: tollgate could not record your decision. Try again in a moment."
                 .to_string()

@@ -59,6 +59,10 @@ impl Columns for RowReader<'_> {
         self.get(idx, column)
     }
 
+    fn string_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>> {
+        self.get(idx, column)
+    }
+
     /// A text a person or a downstream wrote, kept as a JSON string (a
     /// `json` column: PostgreSQL text cannot hold NUL; see migration 3).
     fn text_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>> {

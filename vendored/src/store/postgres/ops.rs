@@ -16,7 +16,7 @@ use super::codec::{
 use super::notify;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
     CancelRun, Cancelled, Claimed, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
@@ -100,11 +100,11 @@ pub(super) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) ->
     let stmt = client
         .prepare_cached(
             "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
-             outputs, error, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             outputs, error, created_at, updated_at, owner, lease_until) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .await?;
-    let params: [Param<'_>; 10] = [
+    let params: [Param<'_>; 12] = [
         &run.id,
         &run.agent_id,
         &run.spec_hash,
@@ -115,6 +115,8 @@ pub(super) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) ->
         &error,
         &run.created_at,
         &run.updated_at,
+        &run.owner,
+        &run.lease_until,
     ];
     client.execute(&stmt, &params).await.map_err(|e| {
         if is_unique_violation(&e) {
@@ -168,19 +170,23 @@ pub(super) async fn require_run<C: GenericClient>(client: &C, run_id: &str) -> S
 pub(super) async fn pause_run<C: GenericClient>(client: &C, pause: &Pause) -> StoreResult<()> {
     let record = &pause.record;
     let outputs = to_json(&record.outputs, "approval outputs")?;
+    // A pause is a durable point: the driver lets go of the run.
     let changed = execute(
         client,
-        "UPDATE tollgate_runs SET status = $2, outputs = $3, updated_at = $4 WHERE id = $1",
+        "UPDATE tollgate_runs SET status = $2, outputs = $3, updated_at = $4, \
+         owner = NULL, lease_until = NULL \
+         WHERE id = $1 AND ($5::text IS NULL OR (status = 'running' AND owner = $5))",
         &[
             &record.run_id,
             &RunStatus::AwaitingApproval.as_str(),
             &outputs,
             &pause.at,
+            &pause.owner,
         ],
     )
     .await?;
     if changed == 0 {
-        return Err(StoreError::RunNotFound(record.run_id.clone()));
+        return Err(fence_failed(client, &record.run_id, pause.owner.as_deref()).await);
     }
     insert_approval(client, record, &outputs).await?;
     notify::send(client, &record.key, &record.run_id, record.status).await
@@ -241,17 +247,54 @@ async fn insert_approval<C: GenericClient>(
 pub(super) async fn end_run<C: GenericClient>(client: &C, end: &RunEnd) -> StoreResult<()> {
     let outputs = to_json(&end.outputs, "run outputs")?;
     let error = text_json(end.error.as_deref());
+    // An end is a durable point: the driver lets go of the run.
     let changed = execute(
         client,
-        "UPDATE tollgate_runs SET status = $2, outputs = $3, error = $4, updated_at = $5 \
-         WHERE id = $1",
-        &[&end.run_id, &end.status.as_str(), &outputs, &error, &end.at],
+        "UPDATE tollgate_runs SET status = $2, outputs = $3, error = $4, updated_at = $5, \
+         owner = NULL, lease_until = NULL \
+         WHERE id = $1 AND ($6::text IS NULL OR (status = 'running' AND owner = $6))",
+        &[
+            &end.run_id,
+            &end.status.as_str(),
+            &outputs,
+            &error,
+            &end.at,
+            &end.owner,
+        ],
     )
     .await?;
     if changed == 0 {
-        return Err(StoreError::RunNotFound(end.run_id.clone()));
+        return Err(fence_failed(client, &end.run_id, end.owner.as_deref()).await);
     }
     Ok(())
+}
+
+/// Why a fenced write changed nothing: no such run, or another driver (or
+/// none, or another status) holds it.
+async fn fence_failed<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    owner: Option<&str>,
+) -> StoreError {
+    let found = query_opt(
+        client,
+        "SELECT status, owner FROM tollgate_runs WHERE id = $1",
+        &[&run_id],
+        |row| {
+            Ok((
+                row.try_get::<_, String>(0)?,
+                row.try_get::<_, Option<String>>(1)?,
+            ))
+        },
+    )
+    .await;
+    match (found, owner) {
+        (Ok(Some((status, holder))), Some(owner)) => {
+            crate::store::not_owner(run_id, owner, &status, holder.as_deref())
+        }
+        (Ok(_), _) => StoreError::RunNotFound(run_id.to_string()),
+        (Err(e), _) => e,
+    }
 }
 
 async fn set_run_status<C: GenericClient>(
@@ -328,7 +371,18 @@ pub(super) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
         );
     };
     let event = resolved_event(&record, claim, next_seq(client, &record.run_id).await?);
-    set_run_status(client, &record.run_id, RunStatus::Running, &claim.now).await?;
+    // The claimer drives the run on from this commit: it owns it.
+    let (owner, until) = match &claim.lease {
+        Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
+        None => (None, None),
+    };
+    execute(
+        client,
+        "UPDATE tollgate_runs SET status = 'running', updated_at = $2, owner = $3, \
+         lease_until = $4 WHERE id = $1",
+        &[&record.run_id, &claim.now, &owner, &until],
+    )
+    .await?;
     insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
     notify::send(client, &record.key, &record.run_id, record.status).await?;
     Ok(Claimed { record, event })
@@ -719,13 +773,15 @@ fn decode_cursor(text: &str) -> StoreResult<(DateTime<Utc>, String)> {
 pub(super) async fn list_stuck<C: GenericClient>(
     client: &C,
     agent_id: Option<&str>,
+    now: &DateTime<Utc>,
 ) -> StoreResult<(Vec<StuckClaim>, Vec<UnreadableRow>)> {
     // Decided (not expired) records whose run is still `running` and that are
     // the run's latest record: the claim happened, the run never finished.
     let sql = format!(
         "SELECT {cols}, r.status, r.updated_at \
          FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
-         WHERE r.status = 'running' \
+         WHERE (r.status = 'stuck' OR (r.status = 'running' \
+                AND (r.lease_until IS NULL OR r.lease_until <= $2))) \
            AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
            AND ($1::text IS NULL OR a.agent_id = $1) \
            AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
@@ -738,7 +794,7 @@ pub(super) async fn list_stuck<C: GenericClient>(
             .join(", "),
     );
     let stmt = client.prepare_cached(&sql).await?;
-    let rows = client.query(&stmt, &[&agent_id]).await?;
+    let rows = client.query(&stmt, &[&agent_id, now]).await?;
     decode_skipping(&rows, |row| {
         let record = approval_from_row(row)?;
         let run = RowReader::with_id(row, "tollgate_runs", record.run_id.clone());
@@ -748,4 +804,184 @@ pub(super) async fn list_stuck<C: GenericClient>(
             record,
         })
     })
+}
+
+// ------------------------------------------------------------ durable runs
+
+/// The fence and the journal write of [`crate::store::StateStore::record_step`].
+/// The fence's UPDATE takes the run's row lock, so a recovery claiming the
+/// run waits for this transaction and then finds the lease renewed or not.
+pub(super) async fn record_step<C: GenericClient>(
+    client: &C,
+    owner: &str,
+    entry: &JournalEntry,
+) -> StoreResult<()> {
+    let changed = execute(
+        client,
+        "UPDATE tollgate_runs SET updated_at = $2 \
+         WHERE id = $1 AND status = 'running' AND owner = $3",
+        &[&entry.run_id, &entry.at, &owner],
+    )
+    .await?;
+    if changed == 0 {
+        return Err(fence_failed(client, &entry.run_id, Some(owner)).await);
+    }
+    let step_index = to_i64(entry.step_index, "step index")?;
+    let output = match &entry.output {
+        Some(output) => Some(checked(output, "step output")?),
+        None => None,
+    };
+    execute(
+        client,
+        "INSERT INTO tollgate_run_steps (run_id, step_index, step_id, status, output, at) \
+         VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (run_id, step_index) DO UPDATE SET step_id = excluded.step_id, \
+         status = excluded.status, output = excluded.output, at = excluded.at",
+        &[
+            &entry.run_id,
+            &step_index,
+            &entry.step_id,
+            &crate::store::journal_status(entry),
+            &output,
+            &entry.at,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn run_journal<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+) -> StoreResult<Vec<JournalEntry>> {
+    query_all(
+        client,
+        "SELECT run_id, step_index, step_id, status, output, at FROM tollgate_run_steps \
+         WHERE run_id = $1 ORDER BY step_index",
+        &[&run_id],
+        |row| {
+            let r = RowReader::new(row, "tollgate_run_steps", "run_id")?;
+            let status: String = r.get(3, "status")?;
+            Ok(JournalEntry {
+                run_id: r.id().to_string(),
+                step_index: r.index(1, "step_index")?,
+                step_id: r.get(2, "step_id")?,
+                output: match status.as_str() {
+                    "completed" => Some(r.get::<Value>(4, "output")?),
+                    _ => None,
+                },
+                at: r.time(5, "at")?,
+            })
+        },
+    )
+    .await
+}
+
+pub(super) async fn renew_lease<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    lease: &Lease,
+) -> StoreResult<bool> {
+    let changed = execute(
+        client,
+        "UPDATE tollgate_runs SET lease_until = $3 \
+         WHERE id = $1 AND status = 'running' AND owner = $2",
+        &[&run_id, &lease.owner, &lease.until],
+    )
+    .await?;
+    Ok(changed == 1)
+}
+
+/// One conditional write: orphaned runs become this owner's. Rows another
+/// transaction holds (a driver journaling, another node claiming) are
+/// skipped; the outer WHERE re-checks each chosen row after its lock, so
+/// under READ COMMITTED every orphan has one winner.
+pub(super) async fn claim_orphans<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    lease: &Lease,
+    now: &DateTime<Utc>,
+    limit: i64,
+) -> StoreResult<Vec<RunRecord>> {
+    query_all(
+        client,
+        &format!(
+            "UPDATE tollgate_runs SET owner = $2, lease_until = $3 \
+             WHERE id IN (SELECT id FROM tollgate_runs \
+                          WHERE agent_id = $1 AND status = 'running' \
+                            AND (lease_until IS NULL OR lease_until <= $4) \
+                          ORDER BY created_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
+               AND status = 'running' AND (lease_until IS NULL OR lease_until <= $4) \
+             RETURNING {RUN_COLUMNS}"
+        ),
+        &[&agent_id, &lease.owner, &lease.until, now, &limit],
+        run_from_row,
+    )
+    .await
+}
+
+pub(super) async fn count_runs<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    status: RunStatus,
+) -> StoreResult<u64> {
+    let n: i64 = query_opt(
+        client,
+        "SELECT COUNT(*) FROM tollgate_runs WHERE agent_id = $1 AND status = $2",
+        &[&agent_id, &status.as_str()],
+        |row| Ok(row.try_get(0)?),
+    )
+    .await?
+    .unwrap_or(0);
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// See [`crate::store::StateStore::transition_run`]; the row is locked
+/// first, so two operators acting at once take turns and the second sees
+/// the first's change.
+pub(super) async fn transition_run<C: GenericClient>(
+    client: &C,
+    change: &crate::store::RunTransition,
+) -> StoreResult<(RunRecord, Event)> {
+    let run = query_opt(
+        client,
+        &format!("SELECT {RUN_COLUMNS} FROM tollgate_runs WHERE id = $1 FOR UPDATE"),
+        &[&change.run_id],
+        run_from_row,
+    )
+    .await?
+    .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    if !change.from.contains(&run.status) {
+        return Err(crate::store::wrong_status(change, run.status));
+    }
+    let error = text_json(change.error.as_deref());
+    let (owner, until) = match &change.lease {
+        Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
+        None => (None, None),
+    };
+    execute(
+        client,
+        "UPDATE tollgate_runs SET status = $2, error = $3, owner = $4, lease_until = $5, \
+         updated_at = $6 WHERE id = $1",
+        &[
+            &change.run_id,
+            &change.to.as_str(),
+            &error,
+            &owner,
+            &until,
+            &change.at,
+        ],
+    )
+    .await?;
+    let event = Event {
+        run_id: change.run_id.clone(),
+        seq: next_seq(client, &change.run_id).await?,
+        at: change.at,
+        kind: change.event.clone(),
+    };
+    insert_events(client, &change.run_id, std::slice::from_ref(&event)).await?;
+    let run = get_run(client, &change.run_id)
+        .await?
+        .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    Ok((run, event))
 }

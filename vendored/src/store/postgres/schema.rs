@@ -28,6 +28,16 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "lossless_text",
         sql: include_str!("../migrations/postgres/0003_lossless_text.sql"),
     },
+    Migration {
+        version: 4,
+        name: "durable_runs",
+        sql: include_str!("../migrations/postgres/0004_durable_runs.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "runs_by_age",
+        sql: include_str!("../migrations/postgres/0005_runs_by_age.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -68,6 +68,10 @@ impl Columns for RowReader<'_, '_> {
         self.get(idx, column)
     }
 
+    fn string_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>> {
+        self.get(idx, column)
+    }
+
     fn text_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<String>> {
         self.get(idx, column)
     }

@@ -13,7 +13,7 @@ use super::codec::{
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
     CancelRun, Cancelled, Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
@@ -53,6 +53,8 @@ pub(super) struct RunRow {
     error: Option<String>,
     created_at: String,
     updated_at: String,
+    owner: Option<String>,
+    lease_until: Option<String>,
 }
 
 impl RunRow {
@@ -68,6 +70,8 @@ impl RunRow {
             error: run.error.clone(),
             created_at: format_utc(run.created_at),
             updated_at: format_utc(run.updated_at),
+            owner: run.owner.clone(),
+            lease_until: run.lease_until.map(format_utc),
         })
     }
 }
@@ -94,6 +98,8 @@ pub(super) struct ApprovalRow {
     expires_at: String,
     /// When the pause happened (the run's `updated_at`).
     paused_at: String,
+    /// The driver that must still own the run (see `Pause::owner`).
+    owner: Option<String>,
 }
 
 impl ApprovalRow {
@@ -123,6 +129,7 @@ impl ApprovalRow {
             created_at: format_utc(r.created_at),
             expires_at: format_utc(r.expires_at),
             paused_at: format_utc(pause.at),
+            owner: pause.owner.clone(),
         })
     }
 }
@@ -134,6 +141,7 @@ pub(super) struct EndRow {
     outputs: String,
     error: Option<String>,
     at: String,
+    owner: Option<String>,
 }
 
 impl EndRow {
@@ -144,6 +152,7 @@ impl EndRow {
             outputs: to_json(&end.outputs, "run outputs")?,
             error: end.error.clone(),
             at: format_utc(end.at),
+            owner: end.owner.clone(),
         })
     }
 }
@@ -228,8 +237,8 @@ fn is_unique_violation(e: &rusqlite::Error) -> bool {
 pub(super) fn insert_run(conn: &Connection, run: &RunRow) -> StoreResult<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
-         outputs, error, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         outputs, error, created_at, updated_at, owner, lease_until) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?;
     stmt.execute((
         &run.id,
@@ -242,6 +251,8 @@ pub(super) fn insert_run(conn: &Connection, run: &RunRow) -> StoreResult<()> {
         &run.error,
         &run.created_at,
         &run.updated_at,
+        &run.owner,
+        &run.lease_until,
     ))
     .map_err(|e| {
         if is_unique_violation(&e) {
@@ -286,20 +297,51 @@ pub(super) fn require_run(conn: &Connection, run_id: &str) -> StoreResult<()> {
     }
 }
 
+/// The fence of a driver's write: with an owner, the run must still be
+/// `running` and owned by it. `?5` is the owner (NULL: no fence).
+const FENCED: &str = "(?5 IS NULL OR (status = 'running' AND owner = ?5))";
+
 pub(super) fn pause_run(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
-    let mut stmt = conn.prepare_cached(
-        "UPDATE tollgate_runs SET status = ?2, outputs = ?3, updated_at = ?4 WHERE id = ?1",
-    )?;
+    // A pause is a durable point: the driver lets go of the run.
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE tollgate_runs SET status = ?2, outputs = ?3, updated_at = ?4, \
+         owner = NULL, lease_until = NULL WHERE id = ?1 AND {FENCED}"
+    ))?;
     let changed = stmt.execute((
         &row.run_id,
         RunStatus::AwaitingApproval.as_str(),
         &row.outputs,
         &row.paused_at,
+        &row.owner,
     ))?;
     if changed == 0 {
-        return Err(StoreError::RunNotFound(row.run_id.clone()));
+        return Err(fence_failed(conn, &row.run_id, row.owner.as_deref()));
     }
     insert_approval(conn, row)
+}
+
+/// Why a fenced write changed nothing: no such run, or another driver (or
+/// none, or another status) holds it.
+fn fence_failed(conn: &Connection, run_id: &str, owner: Option<&str>) -> StoreError {
+    let found = conn
+        .prepare_cached("SELECT status, owner FROM tollgate_runs WHERE id = ?1")
+        .and_then(|mut stmt| {
+            let mut rows = stmt.query([run_id])?;
+            match rows.next()? {
+                Some(row) => Ok(Some((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                ))),
+                None => Ok(None),
+            }
+        });
+    match (found, owner) {
+        (Ok(Some((status, holder))), Some(owner)) => {
+            crate::store::not_owner(run_id, owner, &status, holder.as_deref())
+        }
+        (Ok(_), _) => StoreError::RunNotFound(run_id.to_string()),
+        (Err(e), _) => e.into(),
+    }
 }
 
 fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
@@ -338,13 +380,22 @@ fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
 }
 
 pub(super) fn end_run(conn: &Connection, end: &EndRow) -> StoreResult<()> {
+    // An end is a durable point: the driver lets go of the run.
     let mut stmt = conn.prepare_cached(
-        "UPDATE tollgate_runs SET status = ?2, outputs = ?3, error = ?4, updated_at = ?5 \
-         WHERE id = ?1",
+        "UPDATE tollgate_runs SET status = ?2, outputs = ?3, error = ?4, updated_at = ?6, \
+         owner = NULL, lease_until = NULL \
+         WHERE id = ?1 AND (?5 IS NULL OR (status = 'running' AND owner = ?5))",
     )?;
-    let changed = stmt.execute((&end.run_id, end.status, &end.outputs, &end.error, &end.at))?;
+    let changed = stmt.execute((
+        &end.run_id,
+        end.status,
+        &end.outputs,
+        &end.error,
+        &end.owner,
+        &end.at,
+    ))?;
     if changed == 0 {
-        return Err(StoreError::RunNotFound(end.run_id.clone()));
+        return Err(fence_failed(conn, &end.run_id, end.owner.as_deref()));
     }
     Ok(())
 }
@@ -388,6 +439,8 @@ pub(super) struct ClaimRow {
     status: &'static str,
     decision_data: Option<String>,
     now: String,
+    owner: Option<String>,
+    lease_until: Option<String>,
 }
 
 impl ClaimRow {
@@ -400,6 +453,8 @@ impl ClaimRow {
                 .map(|d| to_json(&d, "decision data"))
                 .transpose()?,
             now: format_utc(claim.now),
+            owner: claim.lease.as_ref().map(|l| l.owner.clone()),
+            lease_until: claim.lease.as_ref().map(|l| format_utc(l.until)),
         })
     }
 }
@@ -412,7 +467,12 @@ pub(super) fn claim(conn: &Connection, claim: &Claim, row: &ClaimRow) -> StoreRe
         );
     };
     let event = resolved_event(&record, claim, next_seq(conn, &record.run_id)?);
-    set_run_status(conn, &record.run_id, RunStatus::Running, &row.now)?;
+    // The claimer drives the run on from this commit: it owns it.
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET status = 'running', updated_at = ?2, owner = ?3, \
+         lease_until = ?4 WHERE id = ?1",
+    )?;
+    stmt.execute((&record.run_id, &row.now, &row.owner, &row.lease_until))?;
     append_one(conn, &event)?;
     Ok(Claimed { record, event })
 }
@@ -759,13 +819,15 @@ fn decode_cursor(text: &str) -> StoreResult<(String, String)> {
 pub(super) fn list_stuck(
     conn: &Connection,
     agent_id: Option<&str>,
+    now: &str,
 ) -> StoreResult<(Vec<StuckClaim>, Vec<UnreadableRow>)> {
     // Decided (not expired) records whose run is still `running` and that are
     // the run's latest record: the claim happened, the run never finished.
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {cols}, r.status, r.updated_at \
          FROM tollgate_runs r JOIN tollgate_approvals a ON a.run_id = r.id \
-         WHERE r.status = 'running' \
+         WHERE (r.status = 'stuck' OR (r.status = 'running' \
+                AND (r.lease_until IS NULL OR r.lease_until <= ?2))) \
            AND a.decided_at IS NOT NULL AND a.status <> 'EXPIRED' \
            AND (?1 IS NULL OR a.agent_id = ?1) \
            AND a.key = (SELECT l.key FROM tollgate_approvals l WHERE l.run_id = r.id \
@@ -773,7 +835,7 @@ pub(super) fn list_stuck(
          ORDER BY a.decided_at DESC, a.key DESC",
         cols = prefixed_approval_columns("a"),
     ))?;
-    query_skipping(&mut stmt, [agent_id], stuck_from_row)
+    query_skipping(&mut stmt, (agent_id, now), stuck_from_row)
 }
 
 fn prefixed_approval_columns(alias: &str) -> String {
@@ -792,4 +854,162 @@ fn stuck_from_row(row: &Row<'_>) -> StoreResult<StuckClaim> {
         run_updated_at: run.time(APPROVAL_COLUMN_COUNT + 1, "updated_at")?,
         record,
     })
+}
+
+// ------------------------------------------------------------ durable runs
+
+/// A journal entry ready to write.
+pub(super) struct StepRow {
+    run_id: String,
+    step_index: i64,
+    step_id: String,
+    status: &'static str,
+    output: Option<String>,
+    at: String,
+}
+
+impl StepRow {
+    pub fn encode(entry: &JournalEntry) -> StoreResult<StepRow> {
+        Ok(StepRow {
+            run_id: entry.run_id.clone(),
+            step_index: to_i64(entry.step_index, "step index")?,
+            step_id: entry.step_id.clone(),
+            status: crate::store::journal_status(entry),
+            output: entry
+                .output
+                .as_ref()
+                .map(|o| to_json(o, "step output"))
+                .transpose()?,
+            at: format_utc(entry.at),
+        })
+    }
+}
+
+/// The fence and the journal write of [`crate::store::StateStore::record_step`].
+pub(super) fn record_step(conn: &Connection, owner: &str, row: &StepRow) -> StoreResult<()> {
+    let mut fence = conn.prepare_cached(
+        "UPDATE tollgate_runs SET updated_at = ?2 \
+         WHERE id = ?1 AND status = 'running' AND owner = ?3",
+    )?;
+    if fence.execute((&row.run_id, &row.at, owner))? == 0 {
+        return Err(fence_failed(conn, &row.run_id, Some(owner)));
+    }
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO tollgate_run_steps (run_id, step_index, step_id, status, output, at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT (run_id, step_index) DO UPDATE SET step_id = excluded.step_id, \
+         status = excluded.status, output = excluded.output, at = excluded.at",
+    )?;
+    stmt.execute((
+        &row.run_id,
+        row.step_index,
+        &row.step_id,
+        row.status,
+        &row.output,
+        &row.at,
+    ))?;
+    Ok(())
+}
+
+pub(super) fn run_journal(conn: &Connection, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_id, step_index, step_id, status, output, at FROM tollgate_run_steps \
+         WHERE run_id = ?1 ORDER BY step_index",
+    )?;
+    query_all(&mut stmt, [run_id], |row| {
+        let r = RowReader::new(row, "tollgate_run_steps", "run_id")?;
+        let status: String = r.get(3, "status")?;
+        Ok(JournalEntry {
+            run_id: r.id().to_string(),
+            step_index: r.index(1, "step_index")?,
+            step_id: r.get(2, "step_id")?,
+            output: match status.as_str() {
+                "completed" => Some(r.json(4, "output")?),
+                _ => None,
+            },
+            at: r.time(5, "at")?,
+        })
+    })
+}
+
+pub(super) fn renew_lease(
+    conn: &Connection,
+    run_id: &str,
+    owner: &str,
+    until: &str,
+) -> StoreResult<bool> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET lease_until = ?3 \
+         WHERE id = ?1 AND status = 'running' AND owner = ?2",
+    )?;
+    Ok(stmt.execute((run_id, owner, until))? == 1)
+}
+
+/// One conditional write: orphaned runs (running, lease past or absent)
+/// become this owner's. Under `BEGIN IMMEDIATE` no other writer, in any
+/// process, runs between the choice and the update.
+pub(super) fn claim_orphans(
+    conn: &Connection,
+    agent_id: &str,
+    owner: &str,
+    until: &str,
+    now: &str,
+    limit: i64,
+) -> StoreResult<Vec<RunRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE tollgate_runs SET owner = ?2, lease_until = ?3 \
+         WHERE id IN (SELECT id FROM tollgate_runs \
+                      WHERE agent_id = ?1 AND status = 'running' \
+                        AND (lease_until IS NULL OR lease_until <= ?4) \
+                      ORDER BY created_at LIMIT ?5) \
+         RETURNING {RUN_COLUMNS}"
+    ))?;
+    query_all(
+        &mut stmt,
+        (agent_id, owner, until, now, limit),
+        run_from_row,
+    )
+}
+
+pub(super) fn count_runs(conn: &Connection, agent_id: &str, status: &str) -> StoreResult<u64> {
+    let mut stmt = conn
+        .prepare_cached("SELECT COUNT(*) FROM tollgate_runs WHERE agent_id = ?1 AND status = ?2")?;
+    let n: i64 = stmt.query_row((agent_id, status), |row| row.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// See [`crate::store::StateStore::transition_run`]; under `BEGIN
+/// IMMEDIATE`, the read and the write see the same row.
+pub(super) fn transition_run(
+    conn: &Connection,
+    change: &crate::store::RunTransition,
+) -> StoreResult<(RunRecord, Event)> {
+    let run = get_run(conn, &change.run_id)?
+        .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    if !change.from.contains(&run.status) {
+        return Err(crate::store::wrong_status(change, run.status));
+    }
+    let at = format_utc(change.at);
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET status = ?2, error = ?3, owner = ?4, lease_until = ?5, \
+         updated_at = ?6 WHERE id = ?1",
+    )?;
+    stmt.execute((
+        &change.run_id,
+        change.to.as_str(),
+        &change.error,
+        change.lease.as_ref().map(|l| l.owner.as_str()),
+        change.lease.as_ref().map(|l| format_utc(l.until)),
+        &at,
+    ))?;
+    let event = Event {
+        run_id: change.run_id.clone(),
+        seq: next_seq(conn, &change.run_id)?,
+        at: change.at,
+        kind: change.event.clone(),
+    };
+    append_one(conn, &event)?;
+    let run = get_run(conn, &change.run_id)?
+        .ok_or_else(|| StoreError::RunNotFound(change.run_id.clone()))?;
+    Ok((run, event))
 }

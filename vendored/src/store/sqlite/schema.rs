@@ -23,6 +23,16 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "notifications",
         sql: include_str!("../migrations/sqlite/0002_notifications.sql"),
     },
+    Migration {
+        version: 3,
+        name: "durable_runs",
+        sql: include_str!("../migrations/sqlite/0003_durable_runs.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "runs_by_age",
+        sql: include_str!("../migrations/sqlite/0004_runs_by_age.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

@@ -52,6 +52,8 @@ fn run_record(id: &str) -> RunRecord {
         error: None,
         created_at: t,
         updated_at: t,
+        owner: None,
+        lease_until: None,
     }
 }
 
@@ -70,6 +72,7 @@ async fn paused(store: &SqliteStore, key: &str) {
     let pause = Pause {
         record: pending(key, &run_id),
         at: now(),
+        owner: None,
     };
     store.pause_run(&pause, &[]).await.expect("pause run");
 }

@@ -20,6 +20,7 @@ fn step() -> ModelStep {
         api_key: None,
         timeout: None,
         guardrail: None,
+        on_crash: None,
     }
 }
 

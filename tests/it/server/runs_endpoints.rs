@@ -355,9 +355,9 @@ fn order_of(paused: &[(String, String)], run_id: &str) -> usize {
 }
 
 /// A running run cancelled while its call is in flight: the call finishes
-/// (the driver is not stopped), and its next write, numbered after events
-/// the cancel already took, is refused by the store, so the run stays
-/// `cancelled` on SQLite. What fencing (DESIGN §9) will make explicit.
+/// (the driver is not interrupted), and its next write is fenced off (the
+/// run is no longer `running` and its own, DESIGN §9): the driver stops,
+/// nothing after the step runs, and the run stays `cancelled`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_cancelled_while_its_call_is_in_flight_stays_cancelled() {
     use std::sync::Arc;
@@ -397,7 +397,10 @@ async fn a_run_cancelled_while_its_call_is_in_flight_stays_cancelled() {
     assert_eq!(status, 200, "{cancelled}");
     assert_eq!(cancelled["was"], "running");
     assert_eq!(cancelled["approval"], Value::Null);
-    served.log_line("could not", Duration::from_secs(60)).await;
+    // The driver's next write is fenced off: it stops, and says why.
+    served
+        .log_line("stopped driving the run", Duration::from_secs(60))
+        .await;
     let store = common::open_store(&ws.state_db());
     let run = store.get_run(&run_id).await.unwrap().expect("run");
     assert_eq!(run.status.as_str(), "cancelled", "{:?}", run.error);

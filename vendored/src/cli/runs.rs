@@ -307,16 +307,27 @@ fn reason_suffix(reason: Option<&str>) -> String {
     reason.map(|r| format!(": {r}")).unwrap_or_default()
 }
 
+/// The spec an operator's command acts under, and an agent on the store
+/// that already holds the run (nothing is created).
+fn operator_agent(
+    args: &RunOpArgs,
+    embedded: Option<&SpecSource>,
+    custom: &CustomTools,
+) -> Result<(SpecSource, crate::AgentRun), Failure> {
+    let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
+    let spec = source.load()?;
+    let store = store_location::open_existing(&args.store, Some(&source))?;
+    let agent = super::common::agent(spec, store, custom)?;
+    Ok((source, agent))
+}
+
 /// Take the run over and drive it here to its next pause or its end.
 async fn retry(
     args: RunOpArgs,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
 ) -> Result<i32, Failure> {
-    let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
-    let spec = source.load()?;
-    let store = store_location::open_existing(&args.store, Some(&source))?;
-    let agent = super::common::agent(spec, store, custom)?;
+    let (source, agent) = operator_agent(&args, embedded, custom)?;
     let mut events = agent.subscribe();
     let by = super::common::decider(args.by.as_deref());
     let run = agent.claim_retry(&args.run_id, &by).await?;
@@ -342,10 +353,7 @@ async fn fail(
             "--reason must say why the run is failed",
         ));
     }
-    let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
-    let spec = source.load()?;
-    let store = store_location::open_existing(&args.store, Some(&source))?;
-    let agent = super::common::agent(spec, store, custom)?;
+    let (_, agent) = operator_agent(&args, embedded, custom)?;
     let mut events = agent.subscribe();
     let by = super::common::decider(args.by.as_deref());
     let run = agent.fail_stuck(&args.run_id, reason, &by).await?;

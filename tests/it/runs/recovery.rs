@@ -496,3 +496,52 @@ async fn a_gated_tool_journals_its_call_only_once_decided_and_its_result_once_do
         Some(json!("call-0"))
     );
 }
+
+/// `tollgate run --persist` stores its run before the first step, leased
+/// to itself, as `serve` does: killed while its first call is in flight, the
+/// run is recovered by the next server on the state file once the lease
+/// runs out, and reaches its pause once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persisted_cli_run_killed_mid_call_is_recovered_by_a_server() {
+    let stub = stub(1);
+    let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
+    let mut cli = ws
+        .tollgate()
+        .args(["run", ws.spec_arg(), "--persist", "--input", "{}"])
+        .env("TOLLGATE_RUN_LEASE", LEASE)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run tollgate");
+    eventually("the lookup is in flight", async || stub.count() == 1).await;
+    cli.kill().expect("SIGKILL");
+    cli.wait().expect("reaped");
+
+    let api = Api::new();
+    let served = start(&ws.spec, &ws.state_db());
+    let mut paused = Vec::new();
+    eventually("the run is recovered to its pause", async || {
+        let (code, page) = api.get(&served.url("/runs?status=awaiting_approval")).await;
+        assert_eq!(code, 200, "{page}");
+        paused = page["runs"].as_array().cloned().unwrap_or_default();
+        !paused.is_empty()
+    })
+    .await;
+    assert_eq!(paused.len(), 1, "{paused:?}");
+    let run_id = paused[0]["id"].as_str().expect("run id");
+    assert_eq!(stub.count(), 2, "the lookup was sent again, once");
+    let all = events(&api, &served, run_id).await;
+    let kinds = kinds(&all);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "run_recovered").count(),
+        1,
+        "{kinds:?}"
+    );
+    let (code, all_runs) = api.get(&served.url("/runs")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        all_runs["runs"].as_array().map(Vec::len),
+        Some(1),
+        "{all_runs}"
+    );
+}

@@ -28,7 +28,15 @@ pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, Failure> {
     let mut events = agent.subscribe();
     let trigger =
         json!({ "kind": "cli", "received_at": crate::time::format_utc(agent.clock().now()) });
-    let mut outcome = agent.start(args.input, trigger).await?;
+    // Persisted, the run is stored (and leased to this process) before its
+    // first step, as `serve` does: should this process die mid-step, a
+    // serving process recovers it. In memory there is nothing to recover.
+    let mut outcome = if args.persist {
+        let created = agent.create(args.input, trigger).await?;
+        agent.drive_created(created).await?
+    } else {
+        agent.start(args.input, trigger).await?
+    };
     if args.json {
         render::drain_events(&mut events);
     }

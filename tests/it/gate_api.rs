@@ -85,6 +85,19 @@ fn manual_clock() -> Arc<ManualClock> {
     Arc::new(ManualClock::starting_now())
 }
 
+/// A waiter on `key` in a task of its own, already asleep on `clock` (so a
+/// decision or the clock's advance is what wakes it).
+async fn waiting(
+    gate: &Gate,
+    key: &str,
+    clock: &ManualClock,
+) -> tokio::task::JoinHandle<Result<tollgate_runtime::gate::Outcome, GateError>> {
+    let (gate, key) = (gate.clone(), key.to_string());
+    let waiter = tokio::spawn(async move { gate.wait(&key).await });
+    asleep(clock, 1).await;
+    waiter
+}
+
 /// Until `n` waiters have registered, read their record (pending) and gone
 /// to sleep until its expiry on `clock`: what comes next (a decision, a
 /// lost connection, time passing) then happens while they wait.
@@ -119,12 +132,7 @@ async fn a_waiter_on_one_node_resolves_when_another_node_decides_via_notify() {
         )
         .await
         .expect("request");
-    let waiter = {
-        let gate = node_a.clone();
-        let key = key.clone();
-        tokio::spawn(async move { gate.wait(&key).await })
-    };
-    asleep(&clock, 1).await;
+    let waiter = waiting(&node_a, &key, &clock).await;
     assert!(!waiter.is_finished(), "nothing decided yet");
 
     node_b
@@ -210,12 +218,7 @@ async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_
         .request("payouts", "send_payout", &payout(), HOUR)
         .await
         .expect("request");
-    let waiter = {
-        let gate = node_a.clone();
-        let key = key.clone();
-        tokio::spawn(async move { gate.wait(&key).await })
-    };
-    asleep(&clock, 1).await;
+    let waiter = waiting(&node_a, &key, &clock).await;
 
     let killed = db.psql(&format!(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
@@ -267,11 +270,7 @@ async fn expiry_resolves_the_waiter_as_expired() {
         .request("payouts", "send_payout", &payout(), HOUR)
         .await
         .expect("request");
-    let waiter = {
-        let (gate, key) = (gate.clone(), key.clone());
-        tokio::spawn(async move { gate.wait(&key).await })
-    };
-    asleep(&clock, 1).await;
+    let waiter = waiting(&gate, &key, &clock).await;
     // The hour passes on the gate's clock: the waiter wakes, sweeps, and
     // resolves as expired.
     clock.advance(HOUR);
@@ -449,12 +448,7 @@ async fn the_same_api_works_on_sqlite_by_polling() {
         .request("payouts", "send_payout", &payout(), HOUR)
         .await
         .expect("request");
-    let waiter = {
-        let gate = node_a.clone();
-        let key = key.clone();
-        tokio::spawn(async move { gate.wait(&key).await })
-    };
-    asleep(&clock, 1).await;
+    let waiter = waiting(&node_a, &key, &clock).await;
     node_b
         .decide(&key, Decision::Approve { reason: None }, "alice")
         .await
@@ -476,11 +470,7 @@ async fn the_same_api_works_on_sqlite_by_polling() {
         .request("payouts", "send_payout", &payout(), 2 * HOUR)
         .await
         .expect("request");
-    let waiter = {
-        let (gate, key) = (node_b.clone(), short_lived.clone());
-        tokio::spawn(async move { gate.wait(&key).await })
-    };
-    asleep(&clock, 1).await;
+    let waiter = waiting(&node_b, &short_lived, &clock).await;
     clock.advance(2 * HOUR);
     let expired = tokio::time::timeout(PATIENCE, waiter)
         .await

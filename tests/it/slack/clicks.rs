@@ -13,6 +13,47 @@ use server::{Api, Paused, Served};
 use slack_stub::*;
 use stub_server::{Response, StubServer};
 
+/// A served spec with Slack, paused on one order with its message posted:
+/// the stubs (the tool, Slack's API, Slack's response_url), the server and
+/// the pause. `edit` changes the spec text first.
+struct Posted {
+    tool: StubServer,
+    slack: StubServer,
+    replies: StubServer,
+    _ws: Workspace,
+    db: std::path::PathBuf,
+    api: Api,
+    served: Served,
+    run_id: String,
+    key: String,
+}
+
+async fn posted(order: &str, edit: impl FnOnce(String) -> String) -> Posted {
+    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
+    let slack = start_api();
+    let replies = StubServer::start(|_| Response::text(200, "ok"));
+    let ws = Workspace::new(&edit(spec(&tool.url(""))));
+    let db = ws.path().join("state.db");
+    let env = env(slack.port);
+    let api = Api::new();
+    let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
+    let Paused { run_id, key } = api
+        .trigger_and_wait_for_pause(&served, "/runs", json!({ "input": { "order_id": order } }))
+        .await;
+    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+    Posted {
+        tool,
+        slack,
+        replies,
+        _ws: ws,
+        db,
+        api,
+        served,
+        run_id,
+        key,
+    }
+}
+
 fn ephemeral_texts(replies: &StubServer) -> Vec<String> {
     replies
         .requests_to("/respond")
@@ -28,18 +69,17 @@ fn ephemeral_texts(replies: &StubServer) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_click_five_times_at_once_decides_once() {
-    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
-    let slack = start_api();
-    let replies = StubServer::start(|_| Response::text(200, "ok"));
-    let ws = Workspace::new(&spec(&tool.url("")));
-    let db = ws.path().join("state.db");
-    let env = env(slack.port);
-    let api = Api::new();
-    let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
-    let Paused { run_id, key } = api
-        .trigger_and_wait_for_pause(&served, "/runs", json!({ "input": { "order_id": "D-4" } }))
-        .await;
-    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+    let Posted {
+        tool,
+        slack,
+        replies,
+        db,
+        api,
+        served,
+        run_id,
+        key,
+        _ws,
+    } = posted("D-4", |text| text).await;
 
     let http = reqwest::Client::new();
     let body = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
@@ -92,22 +132,23 @@ async fn the_same_click_five_times_at_once_decides_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn only_listed_approvers_decide_from_slack() {
-    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
-    let slack = start_api();
-    let replies = StubServer::start(|_| Response::text(200, "ok"));
-    let text = spec(&tool.url("")).replace(
-        "approvals:\n",
-        "approvals:\n  approvers: [\"slack:U0APPROVER\"]\n",
-    );
-    let ws = Workspace::new(&text);
-    let db = ws.path().join("state.db");
-    let env = env(slack.port);
-    let api = Api::new();
-    let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
-    let Paused { run_id, key } = api
-        .trigger_and_wait_for_pause(&served, "/runs", json!({ "input": { "order_id": "E-5" } }))
-        .await;
-    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+    let Posted {
+        tool,
+        slack: _slack,
+        replies,
+        db: _db,
+        api,
+        served,
+        run_id,
+        key,
+        _ws,
+    } = posted("E-5", |text| {
+        text.replace(
+            "approvals:\n",
+            "approvals:\n  approvers: [\"slack:U0APPROVER\"]\n",
+        )
+    })
+    .await;
     let http = reqwest::Client::new();
 
     let outsider = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
@@ -205,18 +246,17 @@ async fn a_click_on_an_expired_approval_is_refused_and_the_message_says_expired(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repeated_click_is_told_it_stands_another_decision_is_already_resolved() {
-    let tool = StubServer::start(|_| Response::json(200, json!({"id": "rf_1"})));
-    let slack = start_api();
-    let replies = StubServer::start(|_| Response::text(200, "ok"));
-    let ws = Workspace::new(&spec(&tool.url("")));
-    let db = ws.path().join("state.db");
-    let env = env(slack.port);
-    let api = Api::new();
-    let served = Served::start(&ws.spec, &db, &env_refs(&env), &[]);
-    let Paused { run_id, key } = api
-        .trigger_and_wait_for_pause(&served, "/runs", json!({ "input": { "order_id": "R-1" } }))
-        .await;
-    eventually(15, "the message posted", || stored_message(&db, &key)).await;
+    let Posted {
+        tool,
+        slack: _slack,
+        replies,
+        db,
+        api,
+        served,
+        run_id,
+        key,
+        _ws,
+    } = posted("R-1", |text| text).await;
     let http = reqwest::Client::new();
     let respond = replies.url("/respond");
 

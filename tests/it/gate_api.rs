@@ -206,8 +206,10 @@ async fn a_waiter_on_one_node_resolves_when_another_node_decides_via_notify() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_waiter() {
     let db = pg::database();
-    // A reconnect delay long enough that the decision surely commits while
-    // nobody listens: only the catch-up after reconnecting can deliver it.
+    // The database refuses new connections from before the LISTEN connection
+    // is cut until after the decision: the watcher cannot reconnect in
+    // between (its reconnect delay is jittered, so no delay is long enough
+    // for sure), and only the catch-up after reconnecting can deliver it.
     let clock = manual_clock();
     let node_a = Gate::with_options(pg_store(&db.url).await, push_only(Duration::from_secs(1)))
         .with_clock(clock.clone());
@@ -220,7 +222,20 @@ async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_
         .expect("request");
     let waiter = waiting(&node_a, &key, &clock).await;
 
-    let killed = db.psql(&format!(
+    // The deciding store opens its connection now, and keeps it.
+    deciding_store
+        .get_approval(&key)
+        .await
+        .expect("read")
+        .expect("the request");
+    // Run from the maintenance database: this one takes no new connection
+    // until it is allowed again. The stores keep the connections they hold.
+    let maintenance = |sql: String| pg::cluster().psql("postgres", &sql);
+    maintenance(format!(
+        "ALTER DATABASE {} WITH ALLOW_CONNECTIONS false",
+        db.name
+    ));
+    let killed = maintenance(format!(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
          WHERE application_name = 'tollgate-listen' AND datname = '{}'",
         db.name
@@ -241,6 +256,10 @@ async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_
         .await
         .expect("decide while a is deaf");
     assert!(!waiter.is_finished(), "nobody heard it yet");
+    maintenance(format!(
+        "ALTER DATABASE {} WITH ALLOW_CONNECTIONS true",
+        db.name
+    ));
 
     let outcome = tokio::time::timeout(PATIENCE, waiter)
         .await

@@ -20,7 +20,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{
     self, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
-use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
 use crate::store::{
     CancelRun, Cancelled, FirstWrite, Pause, RunEnd, RunTransition, SharedStore, StoreError,
@@ -453,7 +453,7 @@ impl AgentRun {
     /// their driver's lease ran out or never existed): one conditional
     /// write, so each orphan has one winner across every process sharing
     /// the store. Resume each with [`AgentRun::resume_recovered`].
-    pub async fn claim_orphans(&self) -> Result<Vec<RunRecord>, RunError> {
+    pub async fn claim_orphans(&self) -> Result<Vec<OwnedRun>, RunError> {
         let lease = self.new_lease();
         let now = self.clock.now();
         Ok(self
@@ -467,16 +467,16 @@ impl AgentRun {
     /// step), re-evaluating pure steps, taking journaled outputs of steps
     /// that completed, and handling a step found in flight by its
     /// `on_crash`. Emits `run_recovered`.
-    pub async fn resume_recovered(&self, run: RunRecord) -> Result<RunOutcome, RunError> {
+    pub async fn resume_recovered(&self, owned: OwnedRun) -> Result<RunOutcome, RunError> {
         let by = crate::durable::node_id().to_string();
-        self.redrive(run, Some(by), false).await
+        self.redrive(owned, Some(by), false).await
     }
 
     /// `runs retry`, first half: take a `stuck` or `failed` run over for
     /// this process (one conditional write: of two operators, one wins)
     /// and record `run_recovered` with `by`. Pass the result to
     /// [`AgentRun::resume_retried`] (a server answers in between).
-    pub async fn claim_retry(&self, run_id: &str, by: &str) -> Result<RunRecord, RunError> {
+    pub async fn claim_retry(&self, run_id: &str, by: &str) -> Result<OwnedRun, RunError> {
         let run = self.operated_run(run_id, by).await?;
         let (_, index) = self.resume_point(&run.id).await?;
         let change = RunTransition {
@@ -492,15 +492,16 @@ impl AgentRun {
             at: self.clock.now(),
         };
         let (run, event) = self.store.transition_run(&change).await?;
+        let next_seq = event.seq + 1;
         let _ = self.events.send(event);
-        Ok(run)
+        Ok(OwnedRun { run, next_seq })
     }
 
     /// `runs retry`, second half: drive the run from its last durable
     /// point, re-sending a step found in flight with the same idempotency
     /// key whatever its `on_crash` (the operator asked for it).
-    pub async fn resume_retried(&self, run: RunRecord) -> Result<RunOutcome, RunError> {
-        self.redrive(run, None, true).await
+    pub async fn resume_retried(&self, owned: OwnedRun) -> Result<RunOutcome, RunError> {
+        self.redrive(owned, None, true).await
     }
 
     /// `runs fail`: end a `stuck` run `failed` with `reason`, recording
@@ -571,18 +572,13 @@ impl AgentRun {
     /// found in flight whatever its `on_crash`.
     async fn redrive(
         &self,
-        run: RunRecord,
+        owned: OwnedRun,
         recovered_by: Option<String>,
         retry_in_doubt: bool,
     ) -> Result<RunOutcome, RunError> {
+        let OwnedRun { run, next_seq } = owned;
         let (gate, _) = self.resume_point(&run.id).await?;
         let journal = self.store.run_journal(&run.id).await?;
-        let next_seq = self
-            .store
-            .run_events(&run.id, 0)
-            .await?
-            .last()
-            .map_or(1, |e| e.seq + 1);
         let mut log = EventLog::new(&run.id, next_seq, self.events.clone(), &self.clock);
         log.owner = Some(crate::durable::node_id().to_string());
         log.journal = journal.into_iter().map(|e| (e.step_index, e)).collect();

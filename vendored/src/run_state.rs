@@ -70,6 +70,18 @@ pub struct Lease {
     pub until: DateTime<Utc>,
 }
 
+/// A run a process took over (an orphan it claimed, a run an operator
+/// retried), with the seq its next event gets. The store is the one
+/// allocator of a run's event seqs: it says where a new owner's numbering
+/// continues, and the owner numbers on from there while its lease holds
+/// (every write it makes is fenced on that lease, so nobody else numbers
+/// events of the run meanwhile).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedRun {
+    pub run: RunRecord,
+    pub next_seq: u64,
+}
+
 /// One entry of a run's journal of side effects (`tollgate_run_steps`):
 /// a step that calls out or claims, started or completed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

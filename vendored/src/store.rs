@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
-use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -560,14 +560,15 @@ pub trait StateStore: Send + Sync + 'static {
     /// Claim up to `limit` orphaned runs of `agent_id` (`running`, with a
     /// lease past at `now` or none) for `lease`, oldest first: one
     /// conditional write per run, so each orphan has one winner across
-    /// every process. Returns the runs as claimed.
+    /// every process. Returns the runs as claimed, each with the seq its
+    /// next event gets.
     async fn claim_orphans(
         &self,
         agent_id: &str,
         lease: &Lease,
         now: DateTime<Utc>,
         limit: usize,
-    ) -> StoreResult<Vec<RunRecord>>;
+    ) -> StoreResult<Vec<OwnedRun>>;
 
     /// Apply `change` if the run's status is one of `change.from` (else
     /// [`StoreError::WrongRunStatus`] or `RunNotFound`, and nothing

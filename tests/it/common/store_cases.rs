@@ -1582,8 +1582,11 @@ pub async fn a_driver_keeps_its_run_until_its_lease_runs_out_then_loses_every_wr
         .await
         .expect("claim");
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].owner.as_deref(), Some("node-b"));
-    assert_eq!(got[0].lease_until, Some(at(100)));
+    assert_eq!(got[0].run.owner.as_deref(), Some("node-b"));
+    assert_eq!(got[0].run.lease_until, Some(at(100)));
+    // The store numbers the run's events: the new owner's first event
+    // follows the one event the run has.
+    assert_eq!(got[0].next_seq, 2);
 
     // node-a's every write is refused now, and changes nothing.
     assert!(
@@ -1661,7 +1664,9 @@ pub async fn runs_without_a_lease_are_orphans_with_one_winner_among_many_claimer
         .collect();
     let mut won: Vec<(String, String)> = Vec::new();
     for claimer in claimers {
-        for run in claimer.await.expect("task").expect("claim") {
+        for owned in claimer.await.expect("task").expect("claim") {
+            assert_eq!(owned.next_seq, 1, "a run stored without events starts at 1");
+            let run = owned.run;
             won.push((run.id.clone(), run.owner.clone().unwrap_or_default()));
         }
     }
@@ -2054,11 +2059,7 @@ pub async fn cancelling_a_waiting_run_cancels_its_approval_in_one_write(store: S
 }
 
 pub async fn cancelling_a_running_run_ends_it_cancelled(store: SharedStore) {
-    let run = run_record("r", "agent", 0);
-    store
-        .create_run(&run, &[event("r", 1, 0, started(&run))])
-        .await
-        .expect("create");
+    driven_run(store.as_ref(), "r", "node-a", 30).await;
     let cancelled = store
         .cancel_run(&CancelRun {
             reason: None,
@@ -2077,6 +2078,8 @@ pub async fn cancelling_a_running_run_ends_it_cancelled(store: SharedStore) {
     );
     let stored = store.get_run("r").await.expect("get").expect("run");
     assert_eq!(stored.status, RunStatus::Cancelled);
+    // Nobody drives a cancelled run: its driver's lease goes with it.
+    assert_eq!((stored.owner, stored.lease_until), (None, None));
     let seqs: Vec<u64> = store
         .run_events("r", 0)
         .await

@@ -387,6 +387,24 @@ async fn a_run_cancelled_while_its_call_is_in_flight_stays_cancelled() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // While its call is in flight the run shows who drives it, and until
+    // when: a live lease, so nobody mistakes it for an orphan.
+    let (status, shown) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["status"], "running");
+    let owner = shown["lease"]["owner"].as_str().expect("a lease owner");
+    assert_eq!(
+        owner.split(':').count(),
+        3,
+        "owner is host:pid:random: {owner}"
+    );
+    let until = shown["lease"]["until"].as_str().expect("a lease end");
+    assert!(
+        chrono_after_now(until),
+        "a driven run's lease is live: {until}"
+    );
+    let (_, listed) = api.get(&served.url("/runs?status=running")).await;
+    assert_eq!(listed["runs"][0]["lease"]["owner"], owner);
     let (status, cancelled) = api
         .post(
             &served.url(&format!("/runs/{run_id}/cancel")),
@@ -407,4 +425,12 @@ async fn a_run_cancelled_while_its_call_is_in_flight_stays_cancelled() {
     let events = store.run_events(&run_id, 0).await.unwrap();
     assert_eq!(events.last().map(|e| e.kind.name()), Some("run_cancelled"));
     assert_eq!(stub.count(), 1, "the call in flight was made once");
+    let (_, shown) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
+    assert_eq!(shown["lease"], Value::Null, "an ended run has no driver");
+}
+
+/// An RFC 3339 time later than now.
+fn chrono_after_now(text: &str) -> bool {
+    let at = chrono::DateTime::parse_from_rfc3339(text).expect("an RFC 3339 time");
+    at.with_timezone(&chrono::Utc) > chrono::Utc::now()
 }

@@ -240,6 +240,19 @@ async fn show(
     if let Some(error) = &run.error {
         say!("error:       {error}");
     }
+    if let (Some(owner), Some(until)) = (&run.owner, run.lease_until) {
+        // A lease past its end means nobody drives the run: the next
+        // serving process recovers it (DESIGN §9).
+        let state = if until > crate::time::now() {
+            "live"
+        } else {
+            "expired: a serving process will recover the run"
+        };
+        say!(
+            "driver:      {owner}, lease until {} ({state})",
+            timestamp(until)
+        );
+    }
     for event in &events {
         if let EventKind::RunCancelled { by, reason } = &event.kind {
             say!("cancelled by {by}{}", reason_suffix(reason.as_deref()));
@@ -330,8 +343,8 @@ async fn retry(
     let (source, agent) = operator_agent(&args, embedded, custom)?;
     let mut events = agent.subscribe();
     let by = super::common::decider(args.by.as_deref());
-    let run = agent.claim_retry(&args.run_id, &by).await?;
-    let outcome = agent.resume_retried(run).await;
+    let owned = agent.claim_retry(&args.run_id, &by).await?;
+    let outcome = agent.resume_retried(owned).await;
     if args.json {
         render::drain_events(&mut events);
     }

@@ -34,8 +34,30 @@ pub(crate) struct RunView {
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Who executes the run (`host:pid:random`, one per process) and until
+    /// when, while a process
+    /// drives it; `null` at pauses and once it ended (DESIGN §9).
+    pub lease: Option<LeaseView>,
     /// The unexpired PENDING record the run waits on; `null` otherwise.
     pub pending_approval: Option<ApprovalView>,
+}
+
+/// A running run's driver: `owner` renews `until` while it executes. A
+/// `running` run whose lease is past is orphaned: a serving process
+/// recovers it.
+#[derive(Debug, Serialize)]
+pub(crate) struct LeaseView {
+    pub owner: String,
+    pub until: DateTime<Utc>,
+}
+
+impl LeaseView {
+    fn of(owner: Option<String>, until: Option<DateTime<Utc>>) -> Option<LeaseView> {
+        Some(LeaseView {
+            owner: owner?,
+            until: until?,
+        })
+    }
 }
 
 impl RunView {
@@ -48,6 +70,7 @@ impl RunView {
             error: run.error,
             created_at: run.created_at,
             updated_at: run.updated_at,
+            lease: LeaseView::of(run.owner, run.lease_until),
             pending_approval: pending.map(ApprovalView::from),
         }
     }
@@ -63,6 +86,8 @@ pub(crate) struct RunSummary {
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// As on GET /runs/{id}.
+    pub lease: Option<LeaseView>,
 }
 
 impl From<RunRecord> for RunSummary {
@@ -74,6 +99,7 @@ impl From<RunRecord> for RunSummary {
             error: run.error,
             created_at: run.created_at,
             updated_at: run.updated_at,
+            lease: LeaseView::of(run.owner, run.lease_until),
         }
     }
 }

@@ -177,19 +177,18 @@ pub(crate) async fn recover(agent: &AgentRun, background: &Background) -> Option
             return None;
         }
     };
-    for run in &orphans {
+    for owned in &orphans {
         tracing::info!(
-            run_id = %run.id,
-            previous_owner = ?run.owner,
+            run_id = %owned.run.id,
             "run recovered: its driver stopped; resuming it from its last durable point"
         );
     }
     let n = orphans.len();
-    for run in orphans {
+    for owned in orphans {
         let agent = agent.clone();
         background.spawn(async move {
-            let run_id = run.id.clone();
-            let outcome = agent.resume_recovered(run).await;
+            let run_id = owned.run.id.clone();
+            let outcome = agent.resume_recovered(owned).await;
             log_outcome(&run_id, &outcome);
         });
     }

@@ -30,6 +30,9 @@ pub(super) const APPROVAL_COLUMN_COUNT: usize = 18;
 pub(super) const RUN_COLUMNS: &str = "id, agent_id, spec_hash, status, input, \"trigger\", \
      outputs, error, created_at, updated_at, owner, lease_until";
 
+/// The number of columns in [`RUN_COLUMNS`].
+pub(super) const RUN_COLUMN_COUNT: usize = 12;
+
 /// One row as a dialect reads it. Every error names the table, the column
 /// and the row ([`Columns::corrupt`]).
 pub(super) trait Columns {

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
-use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 
 #[derive(Default)]
 struct State {
@@ -244,25 +244,31 @@ impl StateStore for MemoryStore {
         lease: &Lease,
         now: DateTime<Utc>,
         limit: usize,
-    ) -> StoreResult<Vec<RunRecord>> {
+    ) -> StoreResult<Vec<OwnedRun>> {
         check_storable("a lease's end", lease.until)?;
         let mut s = self.lock();
-        let mut orphans: Vec<&mut RunRecord> = s
+        let mut ids: Vec<(DateTime<Utc>, String)> = s
             .runs
-            .values_mut()
+            .values()
             .filter(|r| r.agent_id == agent_id && r.status == RunStatus::Running)
             .filter(|r| r.lease_until.is_none_or(|until| until <= now))
+            .map(|r| (r.created_at, r.id.clone()))
             .collect();
-        orphans.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(orphans
-            .into_iter()
-            .take(limit.max(1))
-            .map(|run| {
+        ids.sort();
+        ids.truncate(limit.max(1));
+        let mut owned = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            let next_seq = s.next_seq(&id);
+            if let Some(run) = s.runs.get_mut(&id) {
                 run.owner = Some(lease.owner.clone());
                 run.lease_until = Some(lease.until);
-                run.clone()
-            })
-            .collect())
+                owned.push(OwnedRun {
+                    run: run.clone(),
+                    next_seq,
+                });
+            }
+        }
+        Ok(owned)
     }
 
     async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
@@ -465,6 +471,8 @@ impl StateStore for MemoryStore {
         if let Some(run) = s.runs.get_mut(&cancel.run_id) {
             run.status = RunStatus::Cancelled;
             run.updated_at = cancel.now;
+            run.owner = None;
+            run.lease_until = None;
         }
         s.push_events(&cancel.run_id, std::slice::from_ref(&event));
         Ok(Cancelled {

@@ -70,7 +70,7 @@ use super::{
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
-use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 
 /// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
 pub const DEFAULT_POOL_SIZE: usize = 5;
@@ -390,7 +390,7 @@ impl StateStore for PostgresStore {
         lease: &Lease,
         now: DateTime<Utc>,
         limit: usize,
-    ) -> StoreResult<Vec<RunRecord>> {
+    ) -> StoreResult<Vec<OwnedRun>> {
         check_storable("a lease's end", lease.until)?;
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
         let claimed =

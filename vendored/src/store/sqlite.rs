@@ -79,7 +79,7 @@ use super::{
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
-use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::time::format_utc;
 
 /// How hard SQLite works to make a commit survive power loss.
@@ -549,7 +549,7 @@ impl StateStore for SqliteStore {
         lease: &Lease,
         now: DateTime<Utc>,
         limit: usize,
-    ) -> StoreResult<Vec<RunRecord>> {
+    ) -> StoreResult<Vec<OwnedRun>> {
         check_storable("a lease's end", lease.until)?;
         let (agent_id, owner) = (agent_id.to_string(), lease.owner.clone());
         let (until, now) = (format_utc(lease.until), format_utc(now));

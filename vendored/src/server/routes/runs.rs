@@ -264,12 +264,12 @@ pub(super) async fn retry(
     JsonBody(RetryBody {}): JsonBody<RetryBody>,
 ) -> Result<Json<RunView>, ApiError> {
     view::load_run(&state, &run_id).await?;
-    let run = state.agent.claim_retry(&run_id, &caller.0).await?;
+    let owned = state.agent.claim_retry(&run_id, &caller.0).await?;
     tracing::info!(run_id = %run_id, by = %caller.0, "run retried: driving it on from its last durable point");
     let agent = state.agent.clone();
     let driving = state.background.spawn(async move {
-        let run_id = run.id.clone();
-        let outcome = agent.resume_retried(run).await;
+        let run_id = owned.run.id.clone();
+        let outcome = agent.resume_retried(owned).await;
         tasks::log_outcome(&run_id, &outcome);
     });
     if wait.wait {

@@ -17,7 +17,7 @@ use crate::store::columns::{self, Columns};
 use crate::store::{StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, corrupt, to_i64,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, corrupt, to_i64,
 };
 
 /// Reads the columns of one row, naming the row in every error.

@@ -10,13 +10,13 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::codec::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row, checked,
-    event_from_row, run_from_row, text_json, to_i64, to_json,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
+    approval_from_row, checked, event_from_row, run_from_row, text_json, to_i64, to_json,
 };
 use super::notify;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
-use crate::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
     CancelRun, Cancelled, Claimed, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
@@ -297,6 +297,8 @@ async fn fence_failed<C: GenericClient>(
     }
 }
 
+/// A run's final status (expired, cancelled): nobody drives it any more,
+/// so its owner and lease go too.
 async fn set_run_status<C: GenericClient>(
     client: &C,
     run_id: &str,
@@ -305,7 +307,8 @@ async fn set_run_status<C: GenericClient>(
 ) -> StoreResult<()> {
     execute(
         client,
-        "UPDATE tollgate_runs SET status = $2, updated_at = $3 WHERE id = $1",
+        "UPDATE tollgate_runs SET status = $2, updated_at = $3, owner = NULL, lease_until = NULL \
+         WHERE id = $1",
         &[&run_id, &status.as_str(), at],
     )
     .await?;
@@ -731,7 +734,9 @@ pub(super) async fn cancel_run<C: GenericClient>(
             RunStatus::Running => {
                 let changed = execute(
                     client,
-                    "UPDATE tollgate_runs SET status = 'cancelled', updated_at = $2                      WHERE id = $1 AND status = 'running'",
+                    "UPDATE tollgate_runs SET status = 'cancelled', updated_at = $2, \
+                     owner = NULL, lease_until = NULL \
+                     WHERE id = $1 AND status = 'running'",
                     &[&cancel.run_id, &cancel.now],
                 )
                 .await?;
@@ -895,14 +900,16 @@ pub(super) async fn renew_lease<C: GenericClient>(
 /// One conditional write: orphaned runs become this owner's. Rows another
 /// transaction holds (a driver journaling, another node claiming) are
 /// skipped; the outer WHERE re-checks each chosen row after its lock, so
-/// under READ COMMITTED every orphan has one winner.
+/// under READ COMMITTED every orphan has one winner. Each comes with the
+/// seq its next event gets (a run's events are numbered by the store, see
+/// [`OwnedRun`]).
 pub(super) async fn claim_orphans<C: GenericClient>(
     client: &C,
     agent_id: &str,
     lease: &Lease,
     now: &DateTime<Utc>,
     limit: i64,
-) -> StoreResult<Vec<RunRecord>> {
+) -> StoreResult<Vec<OwnedRun>> {
     query_all(
         client,
         &format!(
@@ -912,10 +919,17 @@ pub(super) async fn claim_orphans<C: GenericClient>(
                             AND (lease_until IS NULL OR lease_until <= $4) \
                           ORDER BY created_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
                AND status = 'running' AND (lease_until IS NULL OR lease_until <= $4) \
-             RETURNING {RUN_COLUMNS}"
+             RETURNING {RUN_COLUMNS}, \
+               (SELECT COALESCE(MAX(e.seq), 0) FROM tollgate_run_events e \
+                WHERE e.run_id = tollgate_runs.id)"
         ),
         &[&agent_id, &lease.owner, &lease.until, now, &limit],
-        run_from_row,
+        |row| {
+            let run = run_from_row(row)?;
+            let last: i64 = row.try_get(RUN_COLUMN_COUNT)?;
+            let next_seq = u64::try_from(last).unwrap_or(0) + 1;
+            Ok(OwnedRun { run, next_seq })
+        },
     )
     .await
 }

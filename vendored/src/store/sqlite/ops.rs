@@ -8,12 +8,12 @@
 use rusqlite::{Connection, ErrorCode, Params, Row, Statement, ToSql};
 
 use super::codec::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMNS, RowReader, approval_from_row,
-    event_from_row, run_from_row, to_i64, to_json,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
+    approval_from_row, event_from_row, run_from_row, to_i64, to_json,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
-use crate::run_state::{JournalEntry, RunRecord, RunStatus};
+use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
     CancelRun, Cancelled, Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
@@ -400,12 +400,21 @@ pub(super) fn end_run(conn: &Connection, end: &EndRow) -> StoreResult<()> {
     Ok(())
 }
 
+/// A run's final status (expired, cancelled): nobody drives it any more,
+/// so its owner and lease go too.
 fn set_run_status(conn: &Connection, run_id: &str, status: RunStatus, at: &str) -> StoreResult<()> {
-    let mut stmt =
-        conn.prepare_cached("UPDATE tollgate_runs SET status = ?2, updated_at = ?3 WHERE id = ?1")?;
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET status = ?2, updated_at = ?3, owner = NULL, lease_until = NULL \
+         WHERE id = ?1",
+    )?;
     stmt.execute((run_id, status.as_str(), at))?;
     Ok(())
 }
+
+/// The last seq of the run on the row being returned, as a column: a run's
+/// events are numbered by the store (see [`OwnedRun`]).
+const NEXT_SEQ: &str = "(SELECT COALESCE(MAX(e.seq), 0) FROM tollgate_run_events e \
+     WHERE e.run_id = tollgate_runs.id)";
 
 fn next_seq(conn: &Connection, run_id: &str) -> StoreResult<u64> {
     let mut stmt = conn.prepare_cached(
@@ -946,8 +955,9 @@ pub(super) fn renew_lease(
 }
 
 /// One conditional write: orphaned runs (running, lease past or absent)
-/// become this owner's. Under `BEGIN IMMEDIATE` no other writer, in any
-/// process, runs between the choice and the update.
+/// become this owner's, each returned with the seq its next event gets.
+/// Under `BEGIN IMMEDIATE` no other writer, in any process, runs between
+/// the choice and the update.
 pub(super) fn claim_orphans(
     conn: &Connection,
     agent_id: &str,
@@ -955,20 +965,21 @@ pub(super) fn claim_orphans(
     until: &str,
     now: &str,
     limit: i64,
-) -> StoreResult<Vec<RunRecord>> {
+) -> StoreResult<Vec<OwnedRun>> {
     let mut stmt = conn.prepare_cached(&format!(
         "UPDATE tollgate_runs SET owner = ?2, lease_until = ?3 \
          WHERE id IN (SELECT id FROM tollgate_runs \
                       WHERE agent_id = ?1 AND status = 'running' \
                         AND (lease_until IS NULL OR lease_until <= ?4) \
                       ORDER BY created_at LIMIT ?5) \
-         RETURNING {RUN_COLUMNS}"
+         RETURNING {RUN_COLUMNS}, {NEXT_SEQ}"
     ))?;
-    query_all(
-        &mut stmt,
-        (agent_id, owner, until, now, limit),
-        run_from_row,
-    )
+    query_all(&mut stmt, (agent_id, owner, until, now, limit), |row| {
+        let run = run_from_row(row)?;
+        let last: i64 = row.get(RUN_COLUMN_COUNT)?;
+        let next_seq = u64::try_from(last).unwrap_or(0) + 1;
+        Ok(OwnedRun { run, next_seq })
+    })
 }
 
 pub(super) fn count_runs(conn: &Connection, agent_id: &str, status: &str) -> StoreResult<u64> {

@@ -102,7 +102,7 @@ async fn decision_to_waiter_latency() {
                     decided_by: "bench".into(),
                     now: tollgate_runtime::time::now(),
                     spec_hash: tollgate_runtime::gate::GATE_SPEC_HASH.into(),
-                    lease: None,
+                    then: tollgate_runtime::pending_approval::AfterClaim::EndRun,
                 })
                 .await
                 .expect("claim");

@@ -55,7 +55,7 @@ use thiserror::Error;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{
-    ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
@@ -318,8 +318,8 @@ impl Gate {
             decided_by: decided_by.into(),
             now,
             spec_hash: GATE_SPEC_HASH.into(),
-            // The decision ends the request's run right here.
-            lease: None,
+            // The decision ends the request's run, in the same write.
+            then: AfterClaim::EndRun,
         };
         let claimed = match self.store.claim(&claim).await {
             Ok(claimed) => claimed,
@@ -338,14 +338,6 @@ impl Gate {
             }
             Err(e) => return Err(e.into()),
         };
-        // The decision is final once claimed. Should ending the request's
-        // run fail, the run shows up in `approvals list --stuck` (decided,
-        // never finished), which is what it is; the caller still gets the
-        // decision rather than an error that invites a retry.
-        let _ = self
-            .store
-            .end_run(&run_end(&claimed.record, now), &[end_event(&claimed, now)])
-            .await;
         Ok(Outcome {
             record: claimed.record,
         })
@@ -375,6 +367,27 @@ fn approved(record: &ApprovalRecord) -> bool {
     )
 }
 
+/// How a decision ends a gate request's run ([`AfterClaim::EndRun`]):
+/// the run's end and its final event, numbered `seq`. Every store calls
+/// this inside the claim's write.
+pub(crate) fn decided_run_end(
+    record: &ApprovalRecord,
+    at: chrono::DateTime<chrono::Utc>,
+    seq: u64,
+) -> (RunEnd, Event) {
+    let end = run_end(record, at);
+    let kind = if approved(record) {
+        EventKind::RunCompleted {
+            outputs: end.outputs.clone(),
+        }
+    } else {
+        EventKind::RunRejected {
+            reason: record.reason().map(str::to_string),
+        }
+    };
+    (end, event(&record.run_id, seq, at, kind))
+}
+
 fn run_end(record: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunEnd {
     let mut outputs = Map::new();
     outputs.insert(
@@ -398,20 +411,6 @@ fn run_end(record: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunEnd
         at,
         owner: None,
     }
-}
-
-fn end_event(claimed: &crate::store::Claimed, at: chrono::DateTime<chrono::Utc>) -> Event {
-    let record = &claimed.record;
-    let kind = if approved(record) {
-        EventKind::RunCompleted {
-            outputs: run_end(record, at).outputs,
-        }
-    } else {
-        EventKind::RunRejected {
-            reason: record.reason().map(str::to_string),
-        }
-    };
-    event(&record.run_id, claimed.event.seq + 1, at, kind)
 }
 
 /// A request as decided (or expired, or still pending when read with

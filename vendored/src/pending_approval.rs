@@ -207,10 +207,34 @@ pub struct Claim {
     pub now: DateTime<Utc>,
     /// The current spec's hash; checked for approve and modify.
     pub spec_hash: String,
-    /// The process that drives the run on from here (it owns the run from
-    /// the claim's commit on); `None` when nobody does (the gate API ends
-    /// the run itself).
-    pub lease: Option<crate::run_state::Lease>,
+    /// What the claim's write does to the run besides deciding.
+    pub then: AfterClaim,
+}
+
+impl Claim {
+    /// The lease the claimer drives the run on under, if it does.
+    pub fn lease(&self) -> Option<&crate::run_state::Lease> {
+        match &self.then {
+            AfterClaim::Drive(lease) => Some(lease),
+            AfterClaim::Release | AfterClaim::EndRun => None,
+        }
+    }
+}
+
+/// What becomes of the run in the claim's write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterClaim {
+    /// The claimer drives the run on: it owns it under this lease from the
+    /// claim's commit on.
+    Drive(crate::run_state::Lease),
+    /// Nobody drives it yet: the run is `running` without a lease, an
+    /// orphan the next recovery round of a serving process resumes.
+    Release,
+    /// The decision ends the run in the same write (the gate API, whose run
+    /// is the request alone): approve and modify complete it with the
+    /// decision as its output, reject rejects it. A crash cannot leave a
+    /// decided request whose run still looks in progress.
+    EndRun,
 }
 
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.

@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{
-    self, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+    self, AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec::{Spec, StepKind};
@@ -309,7 +309,7 @@ impl AgentRun {
             decided_by: decided_by.to_string(),
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
-            lease: Some(self.new_lease()),
+            then: AfterClaim::Drive(self.new_lease()),
         };
         // The decider repeating the decision that won (a retry after a
         // lost answer) gets that decision back, not `already_resolved`.

@@ -24,7 +24,7 @@ use serde_json::{Map, json};
 use tollgate_runtime::events::{Event, EventKind};
 use tollgate_runtime::json_depth::READABLE_DEPTH;
 use tollgate_runtime::pending_approval::{
-    ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };
 use tollgate_runtime::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use tollgate_runtime::store::{
@@ -91,6 +91,7 @@ macro_rules! store_conformance_tests {
             runs_without_a_lease_are_orphans_with_one_winner_among_many_claimers,
             the_journal_keeps_each_steps_start_then_its_output,
             a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,
+            a_claim_that_ends_the_run_ends_it_in_the_same_write,
             runs_are_counted_by_status,
             an_operators_change_applies_only_from_the_statuses_it_names_once,
         );
@@ -240,7 +241,7 @@ pub fn claim(key: &str, decision: Decision, by: &str, now: u64, spec: &str) -> C
         decided_by: by.into(),
         now: at(now),
         spec_hash: spec.into(),
-        lease: None,
+        then: AfterClaim::Release,
     }
 }
 
@@ -1763,7 +1764,7 @@ pub async fn a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go(store: Shar
         "a pause holds nothing"
     );
     let mut claim = approve("k", "alice", 10);
-    claim.lease = Some(lease("node-a", 40));
+    claim.then = AfterClaim::Drive(lease("node-a", 40));
     store.claim(&claim).await.expect("claim");
     let run = store.get_run("run-k").await.expect("get").expect("run");
     assert_eq!(run.status, RunStatus::Running);
@@ -1794,6 +1795,61 @@ pub async fn a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go(store: Shar
     let run = store.get_run("run-k").await.expect("get").expect("run");
     assert_eq!(run.status, RunStatus::AwaitingApproval);
     assert_eq!((run.owner, run.lease_until), (None, None));
+}
+
+/// The gate API's decision (`AfterClaim::EndRun`): the claim, the run's end
+/// and both events in one write, so a crash cannot leave a decided request
+/// whose run looks in progress (an orphan nobody would recover).
+pub async fn a_claim_that_ends_the_run_ends_it_in_the_same_write(store: SharedStore) {
+    let record = paused_run(store.as_ref(), "k", "agent", 0).await;
+    let mut approved = approve("k", "alice", 10);
+    approved.then = AfterClaim::EndRun;
+    store.claim(&approved).await.expect("claim");
+    let run = store.get_run("run-k").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!((run.owner, run.lease_until), (None, None));
+    let output = &run.outputs[&record.step_id];
+    assert_eq!(output["approved"], true, "{output}");
+    assert_eq!(output["decided_by"], "alice", "{output}");
+    let kinds: Vec<(u64, &str)> = store
+        .run_events("run-k", 0)
+        .await
+        .expect("events")
+        .iter()
+        .map(|e| (e.seq, e.kind.name()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (1, "run_started"),
+            (2, "awaiting_approval"),
+            (3, "approval_resolved"),
+            (4, "run_completed")
+        ]
+    );
+
+    paused_run(store.as_ref(), "k2", "agent", 0).await;
+    let mut rejected = claim(
+        "k2",
+        Decision::Reject {
+            reason: Some("no".into()),
+        },
+        "bob",
+        10,
+        SPEC,
+    );
+    rejected.then = AfterClaim::EndRun;
+    store.claim(&rejected).await.expect("claim");
+    let run = store.get_run("run-k2").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Rejected);
+    let events = store.run_events("run-k2", 0).await.expect("events");
+    assert_eq!(events.last().map(|e| e.kind.name()), Some("run_rejected"));
+    // Nothing is left for recovery to find.
+    let orphans = store
+        .claim_orphans("agent", &lease("node-z", 100), at(20), 10)
+        .await
+        .expect("claim orphans");
+    assert!(orphans.is_empty(), "{orphans:?}");
 }
 
 pub async fn runs_are_counted_by_status(store: SharedStore) {

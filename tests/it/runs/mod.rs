@@ -4,6 +4,7 @@ mod chaos_sigkill;
 mod crash_recovery;
 mod dedupe;
 mod expiry;
+mod gate_crash;
 mod http_tools;
 mod idempotency_keys;
 mod model_step;

@@ -16,7 +16,7 @@ use super::{
     check_pause, check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
+use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 
 #[derive(Default)]
@@ -382,14 +382,25 @@ impl StateStore for MemoryStore {
         };
         let seq = s.next_seq(&record.run_id);
         let event = resolved_event(&record, claim, seq);
+        let mut events = vec![event.clone()];
         if let Some(run) = s.runs.get_mut(&record.run_id) {
-            run.status = RunStatus::Running;
             run.updated_at = claim.now;
-            // The claimer drives the run on from here: it owns it.
-            run.owner = claim.lease.as_ref().map(|l| l.owner.clone());
-            run.lease_until = claim.lease.as_ref().map(|l| l.until);
+            if claim.then == AfterClaim::EndRun {
+                let (end, ended) = crate::gate::decided_run_end(&record, claim.now, seq + 1);
+                run.status = end.status;
+                run.outputs = end.outputs;
+                run.error = end.error;
+                run.owner = None;
+                run.lease_until = None;
+                events.push(ended);
+            } else {
+                // The claimer (if any) drives the run on from here: it owns it.
+                run.status = RunStatus::Running;
+                run.owner = claim.lease().map(|l| l.owner.clone());
+                run.lease_until = claim.lease().map(|l| l.until);
+            }
         }
-        s.push_events(&record.run_id, std::slice::from_ref(&event));
+        s.push_events(&record.run_id, &events);
         Ok(Claimed { record, event })
     }
 

@@ -15,7 +15,7 @@ use super::codec::{
 };
 use super::notify;
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
+use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
@@ -374,19 +374,25 @@ pub(super) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
         );
     };
     let event = resolved_event(&record, claim, next_seq(client, &record.run_id).await?);
-    // The claimer drives the run on from this commit: it owns it.
-    let (owner, until) = match &claim.lease {
-        Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
-        None => (None, None),
-    };
-    execute(
-        client,
-        "UPDATE tollgate_runs SET status = 'running', updated_at = $2, owner = $3, \
-         lease_until = $4 WHERE id = $1",
-        &[&record.run_id, &claim.now, &owner, &until],
-    )
-    .await?;
-    insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+    if claim.then == AfterClaim::EndRun {
+        let (end, ended) = crate::gate::decided_run_end(&record, claim.now, event.seq + 1);
+        end_run(client, &end).await?;
+        insert_events(client, &record.run_id, &[event.clone(), ended]).await?;
+    } else {
+        // The claimer (if any) drives the run on from this commit: it owns it.
+        let (owner, until) = match claim.lease() {
+            Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
+            None => (None, None),
+        };
+        execute(
+            client,
+            "UPDATE tollgate_runs SET status = 'running', updated_at = $2, owner = $3, \
+             lease_until = $4 WHERE id = $1",
+            &[&record.run_id, &claim.now, &owner, &until],
+        )
+        .await?;
+        insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+    }
     notify::send(client, &record.key, &record.run_id, record.status).await?;
     Ok(Claimed { record, event })
 }

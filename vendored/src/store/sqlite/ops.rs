@@ -12,7 +12,7 @@ use super::codec::{
     approval_from_row, event_from_row, run_from_row, to_i64, to_json,
 };
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
+use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
@@ -462,8 +462,8 @@ impl ClaimRow {
                 .map(|d| to_json(&d, "decision data"))
                 .transpose()?,
             now: format_utc(claim.now),
-            owner: claim.lease.as_ref().map(|l| l.owner.clone()),
-            lease_until: claim.lease.as_ref().map(|l| format_utc(l.until)),
+            owner: claim.lease().map(|l| l.owner.clone()),
+            lease_until: claim.lease().map(|l| format_utc(l.until)),
         })
     }
 }
@@ -476,13 +476,19 @@ pub(super) fn claim(conn: &Connection, claim: &Claim, row: &ClaimRow) -> StoreRe
         );
     };
     let event = resolved_event(&record, claim, next_seq(conn, &record.run_id)?);
-    // The claimer drives the run on from this commit: it owns it.
-    let mut stmt = conn.prepare_cached(
-        "UPDATE tollgate_runs SET status = 'running', updated_at = ?2, owner = ?3, \
-         lease_until = ?4 WHERE id = ?1",
-    )?;
-    stmt.execute((&record.run_id, &row.now, &row.owner, &row.lease_until))?;
     append_one(conn, &event)?;
+    if claim.then == AfterClaim::EndRun {
+        let (end, ended) = crate::gate::decided_run_end(&record, claim.now, event.seq + 1);
+        end_run(conn, &EndRow::encode(&end)?)?;
+        append_one(conn, &ended)?;
+    } else {
+        // The claimer (if any) drives the run on from this commit: it owns it.
+        let mut stmt = conn.prepare_cached(
+            "UPDATE tollgate_runs SET status = 'running', updated_at = ?2, owner = ?3, \
+             lease_until = ?4 WHERE id = ?1",
+        )?;
+        stmt.execute((&record.run_id, &row.now, &row.owner, &row.lease_until))?;
+    }
     Ok(Claimed { record, event })
 }
 

@@ -545,3 +545,117 @@ async fn a_persisted_cli_run_killed_mid_call_is_recovered_by_a_server() {
         "{all_runs}"
     );
 }
+
+/// What a SIGKILL between a dedupe step's claim and its journaled output
+/// leaves (the claim committed, the step in doubt): the next server
+/// recovers the run, finds the key its own, and runs on; the key stays
+/// claimed, so a second run with it is still skipped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dedupe_claim_in_flight_at_a_crash_stays_the_runs_own_on_recovery() {
+    use tollgate_runtime::events::{Event, EventKind};
+    use tollgate_runtime::{JournalEntry, RunRecord, RunStatus, Spec};
+
+    let stub = stub(0);
+    let spec_text = format!(
+        r#"version: 1
+agent: once-only
+tools:
+  ship:
+    http: {{ method: POST, url: "{}" }}
+steps:
+  - id: once
+    dedupe: {{ key: "order-{{{{ input.order_id }}}}", ttl: 1h }}
+  - id: send
+    tool: ship
+    with: {{ order: "{{{{ input.order_id }}}}" }}
+"#,
+        stub.url("/ship")
+    );
+    let ws = Workspace::new(&spec_text);
+    let spec = Spec::load(&ws.spec).expect("spec");
+    let now = tollgate_runtime::time::now();
+    let run = RunRecord {
+        id: "run-crashed-in-dedupe".into(),
+        agent_id: "once-only".into(),
+        spec_hash: spec.hash.to_string(),
+        status: RunStatus::Running,
+        input: json!({"order_id": "D-1"}),
+        trigger: json!({"kind": "api"}),
+        outputs: Default::default(),
+        error: None,
+        created_at: now,
+        updated_at: now,
+        owner: Some("dead-node:1:0".into()),
+        lease_until: Some(now - chrono::TimeDelta::seconds(5)),
+    };
+    let event = |seq, kind| Event {
+        run_id: run.id.clone(),
+        seq,
+        at: now,
+        kind,
+    };
+    let store = common::open_store(&ws.state_db());
+    store
+        .create_run(
+            &run,
+            &[
+                event(
+                    1,
+                    EventKind::RunStarted {
+                        agent: run.agent_id.clone(),
+                        spec_hash: run.spec_hash.clone(),
+                        input: run.input.clone(),
+                    },
+                ),
+                event(
+                    2,
+                    EventKind::StepStarted {
+                        step: "once".into(),
+                        index: 0,
+                    },
+                ),
+            ],
+        )
+        .await
+        .expect("create run");
+    let started = JournalEntry {
+        run_id: run.id.clone(),
+        step_index: 0,
+        step_id: "once".into(),
+        output: None,
+        at: now,
+    };
+    store
+        .record_step("dead-node:1:0", &started, &[])
+        .await
+        .expect("journal the step's start");
+    let claim_key = tollgate_runtime::workflow::dedupe_claim_key("once-only", "order-D-1");
+    assert!(
+        store
+            .claim_key(&claim_key, &run.id, now, now + chrono::TimeDelta::hours(1))
+            .await
+            .expect("claim the key"),
+        "the crashed run held the key"
+    );
+    drop(store);
+
+    let served = start(&ws.spec, &ws.state_db());
+    let api = Api::new();
+    let done = api.wait_for_status(&served, &run.id, "completed").await;
+    assert_eq!(
+        done["outputs"]["once"]["key"], "order-D-1",
+        "claimed, not skipped: {done}"
+    );
+    assert_eq!(stub.count(), 1, "the step after the dedupe ran once");
+
+    // The key is still the recovered run's: the same order again is skipped.
+    let (code, second) = api
+        .post(
+            &served.url("/runs?wait=true"),
+            json!({"input": {"order_id": "D-1"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(second["status"], "skipped", "{second}");
+    assert_eq!(stub.count(), 1, "a skipped run calls nothing");
+}

@@ -140,6 +140,12 @@ impl CreatedRun {
     pub fn run_id(&self) -> &str {
         &self.run.id
     }
+
+    /// The run was written with its first events: announce them.
+    fn stored(run: RunRecord, mut log: EventLog) -> CreatedRun {
+        log.published();
+        CreatedRun { run, log }
+    }
 }
 
 impl AgentRun {
@@ -225,14 +231,40 @@ impl AgentRun {
     /// with the run id before the steps run: should this process die in
     /// between, the run's lease runs out and a serving process recovers it.
     pub async fn create(&self, input: Value, trigger: Value) -> Result<CreatedRun, RunError> {
+        let (run, log) = self.new_owned_run(input, trigger);
+        self.store.create_run(&run, log.pending()).await?;
+        Ok(CreatedRun::stored(run, log))
+    }
+
+    /// [`AgentRun::create`] if `once` can be claimed, in one write (see
+    /// [`crate::store::StateStore::create_run_once`]): how a schedule tick
+    /// or a signed webhook request starts at most one run, and never none
+    /// once claimed. `None` when the key is taken: no run was created.
+    pub async fn create_once(
+        &self,
+        input: Value,
+        trigger: Value,
+        once: &crate::store::KeyClaim,
+    ) -> Result<Option<CreatedRun>, RunError> {
+        let (run, log) = self.new_owned_run(input, trigger);
+        if !self
+            .store
+            .create_run_once(once, &run, log.pending())
+            .await?
+        {
+            return Ok(None);
+        }
+        Ok(Some(CreatedRun::stored(run, log)))
+    }
+
+    /// A new run owned by this process under a fresh lease, not stored yet.
+    fn new_owned_run(&self, input: Value, trigger: Value) -> (RunRecord, EventLog) {
         let (mut run, mut log) = self.new_run(input, trigger);
         let lease = self.new_lease();
         run.owner = Some(lease.owner.clone());
         run.lease_until = Some(lease.until);
-        self.store.create_run(&run, log.pending()).await?;
-        log.published();
         log.owner = Some(lease.owner);
-        Ok(CreatedRun { run, log })
+        (run, log)
     }
 
     /// A new run and its `run_started` event, not stored yet.

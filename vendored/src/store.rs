@@ -281,6 +281,17 @@ pub struct PendingQuery {
     pub cursor: Option<String>,
 }
 
+/// A key claimed at most once at a time (a schedule tick, a signed
+/// webhook request): see [`StateStore::claim_key`] and
+/// [`StateStore::create_run_once`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyClaim {
+    pub key: String,
+    pub owner: String,
+    pub now: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
 /// Which runs to list (GET /runs, `tollgate runs list`).
 #[derive(Debug, Clone)]
 pub struct RunQuery {
@@ -535,6 +546,19 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// Insert a new run with its first events.
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()>;
+
+    /// [`StateStore::create_run`] if `once` can be claimed (as
+    /// [`StateStore::claim_key`] would), in one write: a trigger that must
+    /// start at most one run (a schedule tick, a signed webhook request)
+    /// claims its key and stores its run, or does neither, so a crash
+    /// between the two can neither lose the run nor let it start twice.
+    /// False, with nothing written, when the key is taken.
+    async fn create_run_once(
+        &self,
+        once: &KeyClaim,
+        run: &RunRecord,
+        events: &[Event],
+    ) -> StoreResult<bool>;
 
     /// Append events to a run that is executing.
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()>;

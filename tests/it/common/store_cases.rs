@@ -28,8 +28,8 @@ use tollgate_runtime::pending_approval::{
 };
 use tollgate_runtime::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 use tollgate_runtime::store::{
-    CancelRun, FirstWrite, Pause, PendingQuery, RunEnd, RunQuery, RunTransition, SharedStore,
-    StateStore, StoreError, StoreErrorKind,
+    CancelRun, FirstWrite, KeyClaim, Pause, PendingQuery, RunEnd, RunQuery, RunTransition,
+    SharedStore, StateStore, StoreError, StoreErrorKind,
 };
 
 /// A store under test plus whatever must outlive it (a temp dir, a schema).
@@ -92,6 +92,7 @@ macro_rules! store_conformance_tests {
             the_journal_keeps_each_steps_start_then_its_output,
             a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,
             a_claim_that_ends_the_run_ends_it_in_the_same_write,
+            a_run_created_once_claims_its_key_in_the_same_write_or_not_at_all,
             runs_are_counted_by_status,
             an_operators_change_applies_only_from_the_statuses_it_names_once,
         );
@@ -1850,6 +1851,91 @@ pub async fn a_claim_that_ends_the_run_ends_it_in_the_same_write(store: SharedSt
         .await
         .expect("claim orphans");
     assert!(orphans.is_empty(), "{orphans:?}");
+}
+
+/// A schedule tick or a signed webhook request: the key and the run are
+/// one write. Taken, nothing is written; a run that cannot be stored
+/// leaves the key free for the sender's retry.
+pub async fn a_run_created_once_claims_its_key_in_the_same_write_or_not_at_all(store: SharedStore) {
+    let once = |now: u64| KeyClaim {
+        key: "tick:agent:0:09:00".into(),
+        owner: "scheduler".into(),
+        now: at(now),
+        expires_at: at(now + 60),
+    };
+    let first = run_record("tick-run-1", "agent", 0);
+    assert!(
+        store
+            .create_run_once(
+                &once(0),
+                &first,
+                &[event("tick-run-1", 1, 0, started(&first))]
+            )
+            .await
+            .expect("create once")
+    );
+    let stored = store
+        .get_run("tick-run-1")
+        .await
+        .expect("get")
+        .expect("run");
+    assert_eq!(stored.status, RunStatus::Running);
+    assert_eq!(
+        store
+            .run_events("tick-run-1", 0)
+            .await
+            .expect("events")
+            .len(),
+        1
+    );
+
+    // Another server firing the same tick: nothing is written.
+    let second = run_record("tick-run-2", "agent", 1);
+    assert!(
+        !store
+            .create_run_once(
+                &once(1),
+                &second,
+                &[event("tick-run-2", 1, 1, started(&second))]
+            )
+            .await
+            .expect("create once")
+    );
+    assert_eq!(store.get_run("tick-run-2").await.expect("get"), None);
+    assert!(
+        store
+            .run_events("tick-run-2", 0)
+            .await
+            .expect("events")
+            .is_empty()
+    );
+
+    // A run that cannot be stored (its id is taken) claims nothing either.
+    let other = KeyClaim {
+        key: "webhook:agent:abc".into(),
+        ..once(2)
+    };
+    let duplicate = run_record("tick-run-1", "agent", 2);
+    store
+        .create_run_once(&other, &duplicate, &[])
+        .await
+        .expect_err("a run id is stored once");
+    assert!(
+        store
+            .claim_key(&other.key, "webhook", at(3), at(63))
+            .await
+            .expect("claim"),
+        "the failed write left the key free"
+    );
+
+    // Once the claim is over, the key starts a run again.
+    let later = run_record("tick-run-3", "agent", 100);
+    assert!(
+        store
+            .create_run_once(&once(100), &later, &[])
+            .await
+            .expect("create once")
+    );
 }
 
 pub async fn runs_are_counted_by_status(store: SharedStore) {

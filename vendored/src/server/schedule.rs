@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use super::state::AppState;
 use super::tasks;
+use crate::store::KeyClaim;
 
 /// How long a tick's claim is kept: far longer than any clock skew.
 const TICK_CLAIM_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -81,31 +82,18 @@ pub(crate) async fn run(state: AppState, entry: Entry, mut shutdown: watch::Rece
     }
 }
 
+/// One tick: its claim and its run are one write, so of every server
+/// sharing the store exactly one starts the tick's run, and a crash cannot
+/// leave the tick claimed with no run.
 async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
     let now = state.agent.clock().now();
-    let key = tick_key(state.agent_id(), entry.index, tick);
-    let claimed = state
-        .agent
-        .store()
+    let once = KeyClaim {
+        key: tick_key(state.agent_id(), entry.index, tick),
         // Ticks are never released, so the owner is informational only.
-        .claim_key(
-            &key,
-            "scheduler",
-            now,
-            crate::time::add(now, TICK_CLAIM_TTL),
-        )
-        .await;
-    match claimed {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::debug!(tick = %crate::time::format_utc(tick), "schedule tick taken by another server");
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, tick = %crate::time::format_utc(tick), "cannot claim a schedule tick; skipped");
-            return;
-        }
-    }
+        owner: "scheduler".into(),
+        now,
+        expires_at: crate::time::add(now, TICK_CLAIM_TTL),
+    };
     let trigger = json!({
         "kind": "schedule",
         "cron": entry.expression,
@@ -113,15 +101,22 @@ async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
         "scheduled_at": crate::time::format_utc(tick),
         "received_at": crate::time::format_utc(now),
     });
-    if let Err(e) = tasks::start_run(
+    let started = tasks::start_run_once(
         &state.agent,
         &state.background,
         entry.input.clone(),
         trigger,
+        once,
     )
-    .await
-    {
-        tracing::error!(error = %e, tick = %crate::time::format_utc(tick), "cannot start the scheduled run");
+    .await;
+    match started {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            tracing::debug!(tick = %crate::time::format_utc(tick), "schedule tick taken by another server");
+        }
+        Err(e) => {
+            tracing::error!(error = %e, tick = %crate::time::format_utc(tick), "cannot start the scheduled run; the tick is skipped");
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use crate::pending_approval::{ApprovalRecord, Decision};
 use crate::run::{AgentRun, RunError, RunOutcome};
 use crate::run_state::RunStatus;
+use crate::store::KeyClaim;
 
 /// Counts the tasks in flight so shutdown can wait for them.
 #[derive(Clone, Default)]
@@ -72,6 +73,34 @@ pub(crate) async fn start_run(
     input: Value,
     trigger: Value,
 ) -> Result<(String, JoinHandle<()>), RunError> {
+    let started = start(agent, background, input, trigger, None).await?;
+    started.ok_or_else(|| {
+        RunError::Store(crate::store::StoreError::Database(
+            "a run started without a key claim reported its key taken".into(),
+        ))
+    })
+}
+
+/// [`start_run`] if `once` can be claimed, in the same write as the run
+/// (a schedule tick, a signed webhook request). `None`: the key is taken,
+/// and no run was created.
+pub(crate) async fn start_run_once(
+    agent: &AgentRun,
+    background: &Background,
+    input: Value,
+    trigger: Value,
+    once: KeyClaim,
+) -> Result<Option<(String, JoinHandle<()>)>, RunError> {
+    start(agent, background, input, trigger, Some(once)).await
+}
+
+async fn start(
+    agent: &AgentRun,
+    background: &Background,
+    input: Value,
+    trigger: Value,
+    once: Option<KeyClaim>,
+) -> Result<Option<(String, JoinHandle<()>)>, RunError> {
     let (created_tx, created_rx) = oneshot::channel();
     let agent = agent.clone();
     let handle = background.spawn(async move {
@@ -80,8 +109,16 @@ pub(crate) async fn start_run(
             .and_then(Value::as_str)
             .unwrap_or("unknown")
             .to_string();
-        let created = match agent.create(input, trigger).await {
-            Ok(created) => created,
+        let created = match &once {
+            None => agent.create(input, trigger).await.map(Some),
+            Some(once) => agent.create_once(input, trigger, once).await,
+        };
+        let created = match created {
+            Ok(Some(created)) => created,
+            Ok(None) => {
+                let _ = created_tx.send(Ok(None));
+                return;
+            }
             Err(e) => {
                 let _ = created_tx.send(Err(e));
                 return;
@@ -89,12 +126,12 @@ pub(crate) async fn start_run(
         };
         let run_id = created.run_id().to_string();
         tracing::info!(run_id = %run_id, trigger = %kind, "run started");
-        let _ = created_tx.send(Ok(run_id.clone()));
+        let _ = created_tx.send(Ok(Some(run_id.clone())));
         let outcome = agent.drive_created(created).await;
         log_outcome(&run_id, &outcome);
     });
     match created_rx.await {
-        Ok(Ok(run_id)) => Ok((run_id, handle)),
+        Ok(Ok(run_id)) => Ok(run_id.map(|id| (id, handle))),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(RunError::Store(crate::store::StoreError::Database(
             "the task creating the run stopped before it answered".into(),

@@ -10,10 +10,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
-    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim, check_json_text,
-    check_pause, check_storable, cursor, resolved_event,
+    CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification, NotificationStore,
+    NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
+    RunTransition, RunsPage, SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim,
+    check_json_text, check_pause, check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -181,6 +181,29 @@ impl StateStore for MemoryStore {
         s.insert_run(run)?;
         s.push_events(&run.id, events);
         Ok(())
+    }
+
+    async fn create_run_once(
+        &self,
+        once: &KeyClaim,
+        run: &RunRecord,
+        events: &[Event],
+    ) -> StoreResult<bool> {
+        check_storable("a claim's expires_at", once.expires_at)?;
+        storable_run(run)?;
+        storable_events(events)?;
+        let mut s = self.lock();
+        if s.claims
+            .get(&once.key)
+            .is_some_and(|(_, until)| *until > once.now)
+        {
+            return Ok(false);
+        }
+        s.insert_run(run)?;
+        s.push_events(&run.id, events);
+        s.claims
+            .insert(once.key.clone(), (once.owner.clone(), once.expires_at));
+        Ok(true)
     }
 
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {

@@ -63,10 +63,10 @@ use tokio_postgres::NoTls;
 
 use super::feed::ChangeFeed;
 use super::{
-    CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
-    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, StateStore, StoreError, StoreErrorKind, StoreResult, StuckClaim,
-    WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
+    CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification, NotificationStore,
+    NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
+    RunTransition, RunsPage, SharedNotifications, StateStore, StoreError, StoreErrorKind,
+    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -335,6 +335,35 @@ impl StateStore for PostgresStore {
         }
         .await;
         self.context(&format!("storing run {}", run.id), result)
+    }
+
+    async fn create_run_once(
+        &self,
+        once: &KeyClaim,
+        run: &RunRecord,
+        events: &[Event],
+    ) -> StoreResult<bool> {
+        check_storable("a claim's expires_at", once.expires_at)?;
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| {
+                async {
+                    let claimed =
+                        ops::claim_key(&tx, &once.key, &once.owner, &once.now, &once.expires_at)
+                            .await?;
+                    if claimed {
+                        ops::insert_run(&tx, run).await?;
+                        ops::insert_events(&tx, &run.id, events).await?;
+                    }
+                    Ok(claimed)
+                }
+                .await
+            })
+        }
+        .await;
+        self.context(
+            &format!("storing run {} once for {}", run.id, once.key),
+            result,
+        )
     }
 
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {

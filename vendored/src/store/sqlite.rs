@@ -72,10 +72,10 @@ use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
-    CancelRun, Cancelled, Claimed, FirstWrite, Notification, NotificationStore, NotificationWrite,
-    NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_pause, check_storable, report_skipped,
+    CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification, NotificationStore,
+    NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
+    RunTransition, RunsPage, SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim,
+    WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -494,6 +494,32 @@ impl StateStore for SqliteStore {
             ops::insert_run(conn, &row)?;
             ops::insert_events(conn, &run_id, &events)
         })
+        .await
+    }
+
+    async fn create_run_once(
+        &self,
+        once: &KeyClaim,
+        run: &RunRecord,
+        events: &[Event],
+    ) -> StoreResult<bool> {
+        check_storable("a claim's expires_at", once.expires_at)?;
+        let row = RunRow::encode(run)?;
+        let run_id = run.id.clone();
+        let events = encode_events(events)?;
+        let (key, owner) = (once.key.clone(), once.owner.clone());
+        let (now, expires_at) = (format_utc(once.now), format_utc(once.expires_at));
+        self.write(
+            format!("storing run {run_id} once for {key}"),
+            move |conn| {
+                if !ops::claim_key(conn, &key, &owner, &now, &expires_at)? {
+                    return Ok(false);
+                }
+                ops::insert_run(conn, &row)?;
+                ops::insert_events(conn, &run_id, &events)?;
+                Ok(true)
+            },
+        )
         .await
     }
 

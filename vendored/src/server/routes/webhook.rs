@@ -18,6 +18,7 @@ use crate::server::extract::{RawBody, json_content_type, parse_json};
 use crate::server::signature::{self, SIGNATURE_HEADER, Verified};
 use crate::server::state::AppState;
 use crate::server::tasks;
+use crate::store::KeyClaim;
 
 pub(super) async fn receive(state: AppState, request: Request) -> Result<Response, ApiError> {
     let Some(hook) = state.agent.spec().trigger.webhook.clone() else {
@@ -76,42 +77,38 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
         received_at: crate::time::format_utc(state.agent.clock().now()),
     }
     .into_value()?;
-    if let Some(key) = &replay_key {
-        take_once(&state, key).await?;
-    }
-    match tasks::start_run(&state.agent, &state.background, input, trigger).await {
-        Ok((run_id, _driving)) => {
+    let started = match replay_key {
+        None => tasks::start_run(&state.agent, &state.background, input, trigger)
+            .await
+            .map(Some),
+        // The request's claim and its run are one write: a copy sent again
+        // within the window is refused by every server sharing the store,
+        // and a failure (or a crash) before the write leaves the sender's
+        // retry free to start the run.
+        Some(key) => {
+            let once = replay_claim(&state, key);
+            tasks::start_run_once(&state.agent, &state.background, input, trigger, once).await
+        }
+    };
+    match started? {
+        Some((run_id, _driving)) => {
             Ok((StatusCode::ACCEPTED, Json(RunStarted { run_id })).into_response())
         }
-        Err(e) => {
-            // No run was started: the sender's retry of this very request
-            // must not be refused as a replay.
-            if let Some(key) = &replay_key {
-                let _ = state.agent.store().release_key(key, REPLAY_OWNER).await;
-            }
-            Err(e.into())
-        }
+        None => Err(ApiError::Replayed),
     }
 }
 
-const REPLAY_OWNER: &str = "webhook";
-
-/// Claim a timestamped request in the store, so a copy sent again within
-/// the window is refused by this server and every other sharing the store.
-/// The claim outlives the window (a `t` up to the window ahead of now, plus
-/// the window), after which the timestamp check alone refuses it.
-async fn take_once(state: &AppState, key: &str) -> Result<(), ApiError> {
+/// The claim of a timestamped request. It outlives the replay window (a
+/// `t` up to the window ahead of now, plus the window), after which the
+/// timestamp check alone refuses the request.
+fn replay_claim(state: &AppState, key: String) -> KeyClaim {
     let now = state.agent.clock().now();
     let hold = std::time::Duration::from_secs(2 * signature::REPLAY_WINDOW_SECS.unsigned_abs() + 1);
-    let fresh = state
-        .agent
-        .store()
-        .claim_key(key, REPLAY_OWNER, now, crate::time::add(now, hold))
-        .await?;
-    if fresh {
-        Ok(())
-    } else {
-        Err(ApiError::Replayed)
+    KeyClaim {
+        key,
+        owner: "webhook".into(),
+        now,
+        expires_at: crate::time::add(now, hold),
     }
 }
 

@@ -623,6 +623,34 @@ pub trait StateStore: Send + Sync + 'static {
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
 
+    /// `agent_id`'s unexpired PENDING approvals at `now`, counted by step
+    /// id (`GET /metrics`). This default pages through
+    /// [`StateStore::list_pending`]; SQLite and PostgreSQL count in one
+    /// grouped query instead.
+    async fn count_pending_by_step(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let mut counts = std::collections::BTreeMap::new();
+        let mut query = PendingQuery {
+            agent_id: Some(agent_id.to_string()),
+            now,
+            limit: 500,
+            cursor: None,
+        };
+        loop {
+            let page = self.list_pending(&query).await?;
+            for record in page.approvals {
+                *counts.entry(record.step_id).or_insert(0) += 1;
+            }
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(counts),
+            }
+        }
+    }
+
     /// Decided approvals whose run never reached a final state: `stuck` (a
     /// step was in flight when its process died), or still `running` after
     /// the claim with no live lease at `now` (its driver stopped and no

@@ -517,6 +517,16 @@ impl StateStore for PostgresStore {
         Ok(page)
     }
 
+    async fn count_pending_by_step(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let counted =
+            async { ops::count_pending_by_step(&self.client().await?, agent_id, &now).await }.await;
+        self.context("counting pending approvals", counted)
+    }
+
     async fn list_stuck(
         &self,
         agent_id: Option<&str>,

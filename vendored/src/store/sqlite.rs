@@ -686,6 +686,19 @@ impl StateStore for SqliteStore {
         Ok(page)
     }
 
+    async fn count_pending_by_step(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let agent_id = agent_id.to_string();
+        let now = format_utc(now);
+        self.read("counting pending approvals", move |conn| {
+            ops::count_pending_by_step(conn, &agent_id, &now)
+        })
+        .await
+    }
+
     async fn list_stuck(
         &self,
         agent_id: Option<&str>,

@@ -920,6 +920,28 @@ pub(super) async fn claim_orphans<C: GenericClient>(
     .await
 }
 
+/// See [`crate::store::StateStore::count_pending_by_step`].
+pub(super) async fn count_pending_by_step<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    now: &DateTime<Utc>,
+) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT step_id, COUNT(*) FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND expires_at > $1 AND agent_id = $2 \
+             GROUP BY step_id",
+        )
+        .await?;
+    let mut counts = std::collections::BTreeMap::new();
+    for row in client.query(&stmt, &[now, &agent_id]).await? {
+        let step: String = row.try_get(0)?;
+        let n: i64 = row.try_get(1)?;
+        counts.insert(step, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(counts)
+}
+
 pub(super) async fn count_runs<C: GenericClient>(
     client: &C,
     agent_id: &str,

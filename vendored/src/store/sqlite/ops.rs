@@ -971,6 +971,29 @@ pub(super) fn claim_orphans(
     )
 }
 
+/// See [`crate::store::StateStore::count_pending_by_step`]: the same rows
+/// `list_pending` lists, through the same partial index, grouped.
+pub(super) fn count_pending_by_step(
+    conn: &Connection,
+    agent_id: &str,
+    now: &str,
+) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT step_id, COUNT(*) FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND agent_id = ?2 \
+           AND (+expires_at > ?1 OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*') \
+         GROUP BY step_id",
+    )?;
+    let mut rows = stmt.query((now, agent_id))?;
+    let mut counts = std::collections::BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        let step: String = row.get(0)?;
+        let n: i64 = row.get(1)?;
+        counts.insert(step, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(counts)
+}
+
 pub(super) fn count_runs(conn: &Connection, agent_id: &str, status: &str) -> StoreResult<u64> {
     let mut stmt = conn
         .prepare_cached("SELECT COUNT(*) FROM tollgate_runs WHERE agent_id = ?1 AND status = ?2")?;

@@ -1,7 +1,8 @@
 //! GET /readyz on a real `tollgate serve`: ready (200) while the store
 //! answers reads, `not_ready` (503) while its PostgreSQL cluster is
-//! stopped, ready again once it is back; no token needed, as for
-//! /healthz. And neither probe path, nor /metrics, may be a webhook's.
+//! stopped (and /metrics fails the scrape), ready again once it is back;
+//! no token needed, as for /healthz. And neither probe path, nor
+//! /metrics, may be a webhook's.
 //!
 //! The outage test stops its database, so it runs on a cluster of its own.
 
@@ -81,6 +82,11 @@ async fn not_ready_while_postgres_is_stopped_and_ready_once_it_is_back() {
     served
         .log_line("readiness check: not ready", Duration::from_secs(10))
         .await;
+    // A scrape fails too (Prometheus marks the target down) rather than
+    // leave the store's gauges out.
+    let (status, body) = api.get(&served.url("/metrics")).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(code(&body), "store_unavailable", "{body}");
 
     cluster.start_again();
     let body = until_status(&api, &served.url("/readyz"), 200).await;

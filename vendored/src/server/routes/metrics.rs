@@ -14,21 +14,36 @@
 //! rather than leave its gauges out: Prometheus marks the target down
 //! (`up == 0`), which is what should page someone.
 
+use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::metrics::{CONTENT_TYPE, Exposition};
 use crate::run_state::RunStatus;
-use crate::server::error::ApiError;
+use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
+use crate::store::StoreError;
 
-pub(super) async fn render(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let text = exposition(&state).await?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
+pub(super) async fn render(State(state): State<AppState>) -> Response {
+    match exposition(&state).await {
+        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "metrics: the store did not answer; failing the scrape");
+            // The shape and code of /healthz's answer for the same cause.
+            let body = Health {
+                status: "unavailable",
+                error: Some(HealthError {
+                    code: "store_unavailable",
+                    message: e.to_string(),
+                }),
+            };
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
 }
 
-async fn exposition(state: &AppState) -> Result<String, ApiError> {
+async fn exposition(state: &AppState) -> Result<String, StoreError> {
     let agent = &state.agent;
     let spec = agent.spec();
     let store = agent.store();

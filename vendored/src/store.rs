@@ -578,6 +578,18 @@ pub trait StateStore: Send + Sync + 'static {
     /// How many of `agent_id`'s runs have `status` (for the start-up log).
     async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64>;
 
+    /// `agent_id`'s runs counted by status: every status, in
+    /// [`RunStatus::ALL`] order, zero or not (`GET /metrics`). This default
+    /// counts one status at a time; SQLite and PostgreSQL read the runs
+    /// once, grouped.
+    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
+        let mut counts = Vec::with_capacity(RunStatus::ALL.len());
+        for &status in RunStatus::ALL {
+            counts.push((status, self.count_runs(agent_id, status).await?));
+        }
+        Ok(counts)
+    }
+
     /// Atomically: insert the pending record, set the run to
     /// `awaiting_approval` with its outputs so far, append `events`.
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()>;

@@ -1869,6 +1869,31 @@ pub async fn runs_are_counted_by_status(store: SharedStore) {
     assert_eq!(count(RunStatus::Stuck).await, 2);
     assert_eq!(count(RunStatus::Failed).await, 1);
     assert_eq!(count(RunStatus::Running).await, 0);
+    // All at once (GET /metrics): every status, in order, zeros included.
+    let all = store
+        .count_runs_by_status("agent")
+        .await
+        .expect("count all");
+    let expected: Vec<(RunStatus, u64)> = RunStatus::ALL
+        .iter()
+        .map(|&s| {
+            let n = match s {
+                RunStatus::Stuck => 2,
+                RunStatus::Failed => 1,
+                _ => 0,
+            };
+            (s, n)
+        })
+        .collect();
+    assert_eq!(all, expected);
+    let other = store
+        .count_runs_by_status("other")
+        .await
+        .expect("count other");
+    assert_eq!(
+        other.iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>(),
+        vec![&(RunStatus::Running, 1)]
+    );
 }
 
 pub async fn an_operators_change_applies_only_from_the_statuses_it_names_once(store: SharedStore) {

@@ -414,6 +414,12 @@ impl StateStore for PostgresStore {
         self.context("counting runs", counted)
     }
 
+    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
+        let counted =
+            async { ops::count_runs_by_status(&self.client().await?, agent_id).await }.await;
+        self.context("counting runs by status", counted)
+    }
+
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
         let result: StoreResult<_> = async {

@@ -586,6 +586,14 @@ impl StateStore for SqliteStore {
         .await
     }
 
+    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
+        let agent_id = agent_id.to_string();
+        self.read("counting runs by status", move |conn| {
+            ops::count_runs_by_status(conn, &agent_id)
+        })
+        .await
+    }
+
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
         let row = ApprovalRow::encode(pause)?;

@@ -93,6 +93,42 @@ fn readiness(outcome: Result<(), String>) -> (StatusCode, Json<Health>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// The handler on a real agent and store: ready, then not from the
+    /// moment shutdown begins (a probe on a still-open connection, or the
+    /// router mounted in an app that keeps serving).
+    #[tokio::test]
+    async fn a_server_that_is_shutting_down_is_not_ready() {
+        let spec = crate::Spec::parse(
+            "version: 1\nagent: probe\nsteps:\n  - id: s\n    set: { a: 1 }\n",
+            "probe.yaml",
+        )
+        .unwrap();
+        let store: crate::SharedStore = Arc::new(crate::store::MemoryStore::new());
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let state = AppState {
+            agent: crate::AgentRun::new(Arc::new(spec), store),
+            tokens: Arc::new(crate::server::ApiTokens::none()),
+            background: Default::default(),
+            shutdown,
+            slack: None,
+            watcher: None,
+        };
+        let (status, _) = ready(State(state.clone())).await;
+        assert_eq!(status, StatusCode::OK);
+        stop.send(true).unwrap();
+        let (status, Json(body)) = ready(State(state)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = serde_json::to_value(body).unwrap();
+        assert_eq!(body["error"]["code"], "not_ready");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("shutting down")),
+            "{body}"
+        );
+    }
 
     #[test]
     fn not_ready_is_a_503_with_a_stable_code_and_the_reason() {

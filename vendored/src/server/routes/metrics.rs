@@ -92,8 +92,7 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         "This agent's runs in the shared store, by status.",
     );
     let mut stuck = 0;
-    for &status in RunStatus::ALL {
-        let n = store.count_runs(&spec.agent, status).await?;
+    for (status, n) in store.count_runs_by_status(&spec.agent).await? {
         if status == RunStatus::Stuck {
             stuck = n;
         }

@@ -861,7 +861,9 @@ impl AgentRun {
                     }
                     let started = std::time::Instant::now();
                     let outcome = workflow::execute_step(&env, step, &ctx, decision.as_ref()).await;
-                    if !matches!(outcome, StepOutcome::Paused(_)) {
+                    // A pause before the step is no run of it; one after
+                    // (a guardrail on a model's output) follows a real run.
+                    if !matches!(&outcome, StepOutcome::Paused(g) if g.phase == Phase::Before) {
                         self.metrics.step_finished(index, started.elapsed());
                     }
                     outcome

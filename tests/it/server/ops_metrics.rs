@@ -557,3 +557,47 @@ fn the_parser_here_is_strict() {
         assert!(result.is_err(), "accepted: {bad:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_step_paused_by_its_guardrail_still_counts_its_call() {
+    let stub = StubServer::start(|_| {
+        crate::common::model_stub::json_reply(json!({"confidence": 0.1})).delayed(SHIP_DELAY)
+    });
+    let ws = Workspace::new(
+        r#"version: 1
+agent: assessed-desk
+model:
+  base_url: ${MODEL_BASE_URL}
+  api_key: ${MODEL_API_KEY}
+  name: gpt-test
+steps:
+  - id: assess
+    model:
+      prompt: "Assess."
+      output: json
+    guardrail: { min_confidence: 0.8 }
+"#,
+    );
+    let base = stub.url("/v1");
+    let served = Served::start(
+        &ws.spec,
+        &ws.state_db(),
+        &[("MODEL_API_KEY", "model-key"), ("MODEL_BASE_URL", &base)],
+        &[],
+    );
+    let api = Api::new();
+    api.pause(&served, json!({})).await;
+    let metrics = scrape(&api, &served).await;
+    let labels = [("step", "assess"), ("kind", "model")];
+    assert_eq!(
+        metrics.value("tollgate_step_duration_seconds_count", &labels),
+        1.0
+    );
+    assert!(
+        metrics.value("tollgate_step_duration_seconds_sum", &labels) >= SHIP_DELAY.as_secs_f64()
+    );
+    assert_eq!(
+        metrics.value("tollgate_pending_approvals", &[("step", "assess")]),
+        1.0
+    );
+}

@@ -14,6 +14,7 @@ macro_rules! say {
     }};
 }
 
+pub mod about;
 pub mod approvals;
 pub mod args;
 mod common;

@@ -33,5 +33,7 @@ pub const RUN_LEASE: &str = "TOLLGATE_RUN_LEASE";
 
 /// The log filter (the `tracing` convention's name).
 pub const LOG_FILTER: &str = "RUST_LOG";
+/// `text` (default) or `json`: one JSON object per log line (also `serve --log-format`).
+pub const LOG_FORMAT: &str = "TOLLGATE_LOG_FORMAT";
 /// Who decides at the command line when `--by` is not given.
 pub const USER: &str = "USER";

@@ -13,6 +13,7 @@ pub mod gate;
 pub mod hex;
 pub mod json_depth;
 mod json_kind;
+pub mod metrics;
 pub mod names;
 pub mod notify;
 pub mod pending_approval;

@@ -126,6 +126,8 @@ pub struct AgentRun {
     clock: SharedClock,
     /// How long this process holds a run it drives (see [`crate::durable`]).
     lease: Duration,
+    /// What this process counted of these runs (`GET /metrics`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// A run stored by [`AgentRun::create`] and not executed yet: hand it to
@@ -155,6 +157,7 @@ impl AgentRun {
         crate::secrets::remember_env(spec.secret_names());
         let (events, _) = broadcast::channel(1024);
         AgentRun {
+            metrics: Arc::new(crate::metrics::Metrics::for_spec(&spec)),
             spec,
             store,
             tools: Arc::new(Unavailable),
@@ -206,6 +209,11 @@ impl AgentRun {
 
     pub fn store(&self) -> &SharedStore {
         &self.store
+    }
+
+    /// What this process counted of this agent's runs (shared by clones).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// Live events of every run this handle drives, as they happen.
@@ -317,6 +325,33 @@ impl AgentRun {
     /// caller owns the run's continuation: pass the result to
     /// [`AgentRun::resume_claimed`] (a server answers in between).
     pub async fn claim(
+        &self,
+        key: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<ClaimedDecision, RunError> {
+        let claimed = self.try_claim(key, decision, decided_by).await;
+        self.count_claim(&claimed);
+        claimed
+    }
+
+    /// A decision that won counts by its outcome; one that found the
+    /// approval already decided by someone else, as a conflict.
+    fn count_claim(&self, claimed: &Result<ClaimedDecision, RunError>) {
+        match claimed {
+            Ok(won) if !won.repeated => {
+                if let Some(outcome) = crate::metrics::DecisionOutcome::of(won.record.status) {
+                    self.metrics.decided(outcome, 1);
+                }
+            }
+            Err(RunError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+                self.metrics.claim_conflict()
+            }
+            _ => {}
+        }
+    }
+
+    async fn try_claim(
         &self,
         key: &str,
         decision: Decision,
@@ -470,6 +505,9 @@ impl AgentRun {
                 now: self.clock.now(),
             })
             .await?;
+        let ended = u64::from(cancelled.approval.is_some());
+        self.metrics
+            .decided(crate::metrics::DecisionOutcome::Cancelled, ended);
         let _ = self.events.send(cancelled.event.clone());
         Ok(cancelled)
     }
@@ -478,6 +516,10 @@ impl AgentRun {
     /// across processes). Returns what this call expired.
     pub async fn sweep_expired(&self) -> Result<Vec<ApprovalRecord>, RunError> {
         let expired = self.store.expire_due(self.clock.now()).await?;
+        self.metrics.decided(
+            crate::metrics::DecisionOutcome::Expired,
+            expired.len() as u64,
+        );
         Ok(expired)
     }
 
@@ -845,7 +887,14 @@ impl AgentRun {
                         // claim it again.
                         self.release_dedupe_key_of(step, &ctx).await;
                     }
-                    workflow::execute_step(&env, step, &ctx, decision.as_ref()).await
+                    let started = std::time::Instant::now();
+                    let outcome = workflow::execute_step(&env, step, &ctx, decision.as_ref()).await;
+                    // A pause before the step is no run of it; one after
+                    // (a guardrail on a model's output) follows a real run.
+                    if !matches!(&outcome, StepOutcome::Paused(g) if g.phase == Phase::Before) {
+                        self.metrics.step_finished(index, started.elapsed());
+                    }
+                    outcome
                 }
             };
             match outcome {

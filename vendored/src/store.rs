@@ -603,6 +603,18 @@ pub trait StateStore: Send + Sync + 'static {
     /// How many of `agent_id`'s runs have `status` (for the start-up log).
     async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64>;
 
+    /// `agent_id`'s runs counted by status: every status, in
+    /// [`RunStatus::ALL`] order, zero or not (`GET /metrics`). This default
+    /// counts one status at a time; SQLite and PostgreSQL read the runs
+    /// once, grouped.
+    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
+        let mut counts = Vec::with_capacity(RunStatus::ALL.len());
+        for &status in RunStatus::ALL {
+            counts.push((status, self.count_runs(agent_id, status).await?));
+        }
+        Ok(counts)
+    }
+
     /// Atomically: insert the pending record, set the run to
     /// `awaiting_approval` with its outputs so far, append `events`.
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()>;
@@ -647,6 +659,34 @@ pub trait StateStore: Send + Sync + 'static {
     async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>>;
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
+
+    /// `agent_id`'s unexpired PENDING approvals at `now`, counted by step
+    /// id (`GET /metrics`). This default pages through
+    /// [`StateStore::list_pending`]; SQLite and PostgreSQL count in one
+    /// grouped query instead.
+    async fn count_pending_by_step(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let mut counts = std::collections::BTreeMap::new();
+        let mut query = PendingQuery {
+            agent_id: Some(agent_id.to_string()),
+            now,
+            limit: 500,
+            cursor: None,
+        };
+        loop {
+            let page = self.list_pending(&query).await?;
+            for record in page.approvals {
+                *counts.entry(record.step_id).or_insert(0) += 1;
+            }
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(counts),
+            }
+        }
+    }
 
     /// Decided approvals whose run never reached a final state: `stuck` (a
     /// step was in flight when its process died), or still `running` after

@@ -182,6 +182,7 @@ pub fn serve_command<S: AsRef<std::ffi::OsStr>>(
         "TOLLGATE_IDLE_TIMEOUT",
         "TOLLGATE_MAX_CONNECTIONS",
         "TOLLGATE_RUN_LEASE",
+        "TOLLGATE_LOG_FORMAT",
     ] {
         cmd.env_remove(var);
     }

@@ -69,6 +69,7 @@ macro_rules! store_conformance_tests {
             a_runs_latest_approval_key_is_found_whatever_its_status,
             pending_pages_are_newest_first_without_duplicates,
             pending_list_filters_by_agent,
+            pending_approvals_are_counted_by_step,
             malformed_cursor_is_rejected,
             stuck_lists_decided_runs_that_never_finished,
             claim_key_is_exclusive_until_released_or_expired,
@@ -824,6 +825,52 @@ pub async fn pending_list_filters_by_agent(store: SharedStore) {
         (vec!["a2".into()], vec!["a1".into()])
     );
     assert_eq!(second.next_cursor, None);
+}
+
+/// What `GET /metrics` reads: one agent's unexpired PENDING records by
+/// step; decided, expired and other agents' records are not counted.
+pub async fn pending_approvals_are_counted_by_step(store: SharedStore) {
+    let store = store.as_ref();
+    paused_run(store, "a1", "alpha", 1).await;
+    paused_run(store, "a2", "alpha", 2).await;
+    store
+        .claim(&approve("a2", "alice", 5))
+        .await
+        .expect("claim a2");
+    paused_run(store, "a3", "alpha", 3).await;
+    let run = run_record("run-r1", "alpha", 4);
+    store
+        .create_run(&run, &[event("run-r1", 1, 4, started(&run))])
+        .await
+        .expect("create run");
+    let mut review = pending_record("r1", "run-r1", "alpha", 4);
+    review.step_id = "review".into();
+    review.step_index = 3;
+    pause(store, &review, 2).await;
+    paused_run(store, "b1", "beta", 5).await;
+
+    let counts = |agent: &'static str, now: u64| async move {
+        store
+            .count_pending_by_step(agent, at(now))
+            .await
+            .expect("count pending")
+            .into_iter()
+            .collect::<Vec<(String, u64)>>()
+    };
+    let named = |pairs: &[(&str, u64)]| -> Vec<(String, u64)> {
+        pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect()
+    };
+    assert_eq!(
+        counts("alpha", 10).await,
+        named(&[("refund", 2), ("review", 1)])
+    );
+    assert_eq!(counts("beta", 10).await, named(&[("refund", 1)]));
+    assert_eq!(counts("gamma", 10).await, named(&[]));
+    // a1 expires at 1 + TTL: past it, a1 is no longer counted.
+    assert_eq!(
+        counts("alpha", 1 + TTL).await,
+        named(&[("refund", 1), ("review", 1)])
+    );
 }
 
 pub async fn malformed_cursor_is_rejected(store: SharedStore) {
@@ -1969,6 +2016,31 @@ pub async fn runs_are_counted_by_status(store: SharedStore) {
     assert_eq!(count(RunStatus::Stuck).await, 2);
     assert_eq!(count(RunStatus::Failed).await, 1);
     assert_eq!(count(RunStatus::Running).await, 0);
+    // All at once (GET /metrics): every status, in order, zeros included.
+    let all = store
+        .count_runs_by_status("agent")
+        .await
+        .expect("count all");
+    let expected: Vec<(RunStatus, u64)> = RunStatus::ALL
+        .iter()
+        .map(|&s| {
+            let n = match s {
+                RunStatus::Stuck => 2,
+                RunStatus::Failed => 1,
+                _ => 0,
+            };
+            (s, n)
+        })
+        .collect();
+    assert_eq!(all, expected);
+    let other = store
+        .count_runs_by_status("other")
+        .await
+        .expect("count other");
+    assert_eq!(
+        other.iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>(),
+        vec![&(RunStatus::Running, 1)]
+    );
 }
 
 pub async fn an_operators_change_applies_only_from_the_statuses_it_names_once(store: SharedStore) {

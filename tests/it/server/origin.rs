@@ -1,9 +1,9 @@
 //! A browser page of another origin can start, list or decide nothing, in
 //! either auth mode: cross-origin `Origin`s are refused (403
 //! `forbidden_origin`), and without tokens a `Host` that is not a loopback
-//! name is refused too (403 `bad_host`, DNS rebinding). `/healthz` stays
-//! reachable. Raw HTTP over loopback, so the test sets `Host` and `Origin`
-//! exactly as a browser would.
+//! name is refused too (403 `bad_host`, DNS rebinding). `/healthz` and
+//! `/readyz` stay reachable. Raw HTTP over loopback, so the test sets
+//! `Host` and `Origin` exactly as a browser would.
 
 use crate::common;
 use crate::common::server;
@@ -241,16 +241,18 @@ async fn without_tokens_loopback_names_and_the_own_origin_are_served() {
 }
 
 #[tokio::test]
-async fn healthz_answers_whatever_the_host_and_origin() {
+async fn the_probes_answer_whatever_the_host_and_origin() {
     let ws = Workspace::new(GATED_SPEC);
     let served = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
-    for headers in [
-        &[("Host", "evil.example"), ("Origin", "http://evil.example")][..],
-        &[("Origin", "null")][..],
-        &[][..],
-    ] {
-        let (status, body) = raw(&served, "GET", "/healthz", headers, "");
-        assert_eq!(status, 200, "{headers:?}: {body}");
+    for path in ["/healthz", "/readyz"] {
+        for headers in [
+            &[("Host", "evil.example"), ("Origin", "http://evil.example")][..],
+            &[("Origin", "null")][..],
+            &[][..],
+        ] {
+            let (status, body) = raw(&served, "GET", path, headers, "");
+            assert_eq!(status, 200, "{path} {headers:?}: {body}");
+        }
     }
 }
 

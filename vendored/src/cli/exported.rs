@@ -51,7 +51,7 @@ enum ExportedCommand {
 /// The `main` of an exported server. `register` adds the crate's custom
 /// (`rust:`) tools.
 pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitCode {
-    let matches = ExportedCli::command().name(embedded.agent).get_matches();
+    let matches = super::about::describe(ExportedCli::command(), &embedded).get_matches();
     let cli = match ExportedCli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

@@ -9,7 +9,7 @@ use super::args::{StoreArgs, duration_arg};
 use super::common::SpecSource;
 use super::exit::{self, Failure};
 use crate::env;
-use crate::server::{self, ApiTokens, Limits, Server, ServerConfig};
+use crate::server::{self, ApiTokens, Limits, LogFormat, Server, ServerConfig};
 use crate::tools::CustomTools;
 
 /// How to serve. Bearer tokens come from TOLLGATE_API_TOKENS=name:token,...;
@@ -91,6 +91,20 @@ pub struct ServeArgs {
         default_value = "30s"
     )]
     pub run_lease: Duration,
+    /// Log lines on stderr: `text`, or `json` for one JSON object per line
+    /// (timestamp, level, target, message, fields).
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        env = env::LOG_FORMAT,
+        value_parser = log_format_arg,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+fn log_format_arg(text: &str) -> Result<LogFormat, String> {
+    LogFormat::parse(text).map_err(|e| e.to_string())
 }
 
 fn run_lease_arg(text: &str) -> Result<Duration, String> {
@@ -104,7 +118,7 @@ pub async fn run(
     source: &SpecSource,
     custom: &CustomTools,
 ) -> Result<i32, Failure> {
-    server::init_logging();
+    server::init_logging_as(args.log_format);
     let spec = source.load()?;
     let limits = Limits {
         header_timeout: args.header_timeout,

@@ -47,7 +47,7 @@ pub use conn::{
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,
 };
 pub use error::ApiError;
-pub use logging::init_logging;
+pub use logging::{JsonLines, LogFormat, UnknownLogFormat, init_logging, init_logging_as};
 
 use crate::notify::SlackNotifier;
 use crate::run::AgentRun;

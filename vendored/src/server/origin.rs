@@ -13,8 +13,9 @@
 //!   127.0.0.1, so the page's requests become same-origin, but they still
 //!   carry that name as `Host`: 403 `bad_host`.
 //!
-//! `/healthz` is exempt: it reveals nothing and probes must always reach
-//! it. Clients that are not browsers (curl, SDKs, Slack, webhooks) send no
+//! `/healthz` and `/readyz` are exempt: they reveal nothing and probes
+//! (a load balancer's, an orchestrator's, under any name) must always
+//! reach them. Clients that are not browsers (curl, SDKs, Slack, webhooks) send no
 //! `Origin` and are unaffected.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -36,7 +37,7 @@ pub(crate) struct Policy {
 }
 
 /// Paths answered whatever the Host and Origin.
-const EXEMPT: [&str; 1] = ["/healthz"];
+const EXEMPT: [&str; 2] = ["/healthz", "/readyz"];
 
 /// Longest header value quoted back in a refusal.
 const QUOTE_MAX: usize = 120;

@@ -443,6 +443,12 @@ impl StateStore for PostgresStore {
         self.context("counting runs", counted)
     }
 
+    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
+        let counted =
+            async { ops::count_runs_by_status(&self.client().await?, agent_id).await }.await;
+        self.context("counting runs by status", counted)
+    }
+
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
         let result: StoreResult<_> = async {
@@ -544,6 +550,16 @@ impl StateStore for PostgresStore {
         let page = self.context("listing pending approvals", page)?;
         report_skipped(&self.description, "approval", &page.unreadable);
         Ok(page)
+    }
+
+    async fn count_pending_by_step(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let counted =
+            async { ops::count_pending_by_step(&self.client().await?, agent_id, &now).await }.await;
+        self.context("counting pending approvals", counted)
     }
 
     async fn list_stuck(

@@ -612,6 +612,14 @@ impl StateStore for SqliteStore {
         .await
     }
 
+    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
+        let agent_id = agent_id.to_string();
+        self.read("counting runs by status", move |conn| {
+            ops::count_runs_by_status(conn, &agent_id)
+        })
+        .await
+    }
+
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         check_pause(pause)?;
         let row = ApprovalRow::encode(pause)?;
@@ -710,6 +718,19 @@ impl StateStore for SqliteStore {
             .await?;
         report_skipped(&self.describe(), "approval", &page.unreadable);
         Ok(page)
+    }
+
+    async fn count_pending_by_step(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let agent_id = agent_id.to_string();
+        let now = format_utc(now);
+        self.read("counting pending approvals", move |conn| {
+            ops::count_pending_by_step(conn, &agent_id, &now)
+        })
+        .await
     }
 
     async fn list_stuck(

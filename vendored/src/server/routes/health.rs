@@ -1,6 +1,13 @@
 //! GET /healthz: liveness, no auth, and whether the store can take writes
 //! (503 when it cannot: a read-only file, a full disk, a damaged file, a
 //! database that is down). Changes nothing in the store while it is healthy.
+//!
+//! GET /readyz: readiness, no auth: whether this process should get
+//! traffic now. 200 when the store answers a read and the server is not
+//! shutting down; 503 `not_ready` otherwise, so a load balancer drains it
+//! during the shutdown grace and while its database is away.
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -8,6 +15,10 @@ use axum::http::StatusCode;
 
 use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
+
+/// Longest a readiness read may take: a database that hangs is not ready
+/// either, and a probe must answer before its own timeout.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) async fn check(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     match state.agent.store().check_writable().await {
@@ -31,5 +42,108 @@ pub(super) async fn check(State(state): State<AppState>) -> (StatusCode, Json<He
                 }),
             )
         }
+    }
+}
+
+pub(super) async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    if *state.shutdown.borrow() {
+        return readiness(Err(
+            "the server is shutting down: it takes no new requests".into()
+        ));
+    }
+    // A read by primary key of a run that cannot exist: one round trip
+    // through the store's connection (or pool), nothing scanned.
+    let read = tokio::time::timeout(READ_TIMEOUT, state.agent.store().get_run("readyz-probe"));
+    let outcome = match read.await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("the store does not answer reads: {e}")),
+        Err(_) => Err(format!(
+            "the store did not answer a read within {READ_TIMEOUT:?}"
+        )),
+    };
+    if let Err(why) = &outcome {
+        tracing::warn!(reason = %why, "readiness check: not ready");
+    }
+    readiness(outcome)
+}
+
+/// The answer for a readiness check that found `outcome`.
+fn readiness(outcome: Result<(), String>) -> (StatusCode, Json<Health>) {
+    match outcome {
+        Ok(()) => (
+            StatusCode::OK,
+            Json(Health {
+                status: "ready",
+                error: None,
+            }),
+        ),
+        Err(message) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Health {
+                status: "not_ready",
+                error: Some(HealthError {
+                    code: "not_ready",
+                    message,
+                }),
+            }),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// The handler on a real agent and store: ready, then not from the
+    /// moment shutdown begins (a probe on a still-open connection, or the
+    /// router mounted in an app that keeps serving).
+    #[tokio::test]
+    async fn a_server_that_is_shutting_down_is_not_ready() {
+        let spec = crate::Spec::parse(
+            "version: 1\nagent: probe\nsteps:\n  - id: s\n    set: { a: 1 }\n",
+            "probe.yaml",
+        )
+        .unwrap();
+        let store: crate::SharedStore = Arc::new(crate::store::MemoryStore::new());
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let state = AppState {
+            agent: crate::AgentRun::new(Arc::new(spec), store),
+            tokens: Arc::new(crate::server::ApiTokens::none()),
+            background: Default::default(),
+            shutdown,
+            slack: None,
+            watcher: None,
+        };
+        let (status, _) = ready(State(state.clone())).await;
+        assert_eq!(status, StatusCode::OK);
+        stop.send(true).unwrap();
+        let (status, Json(body)) = ready(State(state)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = serde_json::to_value(body).unwrap();
+        assert_eq!(body["error"]["code"], "not_ready");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("shutting down")),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn not_ready_is_a_503_with_a_stable_code_and_the_reason() {
+        let (status, Json(body)) = readiness(Err("the server is shutting down".into()));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = serde_json::to_value(body).unwrap();
+        assert_eq!(body["status"], "not_ready");
+        assert_eq!(body["error"]["code"], "not_ready");
+        assert_eq!(body["error"]["message"], "the server is shutting down");
+
+        let (status, Json(body)) = readiness(Ok(()));
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            serde_json::to_value(body).unwrap(),
+            serde_json::json!({"status": "ready"})
+        );
     }
 }

@@ -3,6 +3,7 @@
 mod approvals;
 mod events;
 mod health;
+mod metrics;
 mod runs;
 mod slack;
 mod webhook;
@@ -33,7 +34,14 @@ pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
 }
 
 /// Paths the API owns; a webhook path may not start with one of them.
-pub(crate) const RESERVED_PREFIXES: [&str; 4] = ["/runs", "/approvals", "/healthz", "/slack"];
+pub(crate) const RESERVED_PREFIXES: [&str; 6] = [
+    "/runs",
+    "/approvals",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/slack",
+];
 
 pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
     let api = Router::new()
@@ -48,6 +56,8 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/approvals/{key}", get(approvals::show))
         .route("/approvals/{key}/approve", post(approvals::approve))
         .route("/approvals/{key}/reject", post(approvals::reject))
+        // Behind the token like the API: see routes/metrics.rs.
+        .route("/metrics", get(metrics::render))
         // route_layer: only matched routes ask for a token, so an unknown
         // path is a 404 whoever asks.
         .route_layer(middleware::from_fn_with_state(
@@ -56,6 +66,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         ));
     Router::new()
         .route("/healthz", get(health::check))
+        .route("/readyz", get(health::ready))
         // Signed by Slack, not bearer-authenticated.
         .route("/slack/actions", post(slack::actions))
         .merge(api)

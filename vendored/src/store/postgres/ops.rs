@@ -940,6 +940,50 @@ pub(super) async fn claim_orphans<C: GenericClient>(
     .await
 }
 
+/// See [`crate::store::StateStore::count_runs_by_status`].
+pub(super) async fn count_runs_by_status<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+) -> StoreResult<Vec<(RunStatus, u64)>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT status, COUNT(*) FROM tollgate_runs WHERE agent_id = $1 GROUP BY status",
+        )
+        .await?;
+    let mut counts: Vec<(RunStatus, u64)> = RunStatus::ALL.iter().map(|s| (*s, 0)).collect();
+    for row in client.query(&stmt, &[&agent_id]).await? {
+        let status: String = row.try_get(0)?;
+        let n: i64 = row.try_get(1)?;
+        // A status this build does not know (a newer writer's) is left out.
+        if let Some(slot) = counts.iter_mut().find(|(s, _)| s.as_str() == status) {
+            slot.1 = u64::try_from(n).unwrap_or(0);
+        }
+    }
+    Ok(counts)
+}
+
+/// See [`crate::store::StateStore::count_pending_by_step`].
+pub(super) async fn count_pending_by_step<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    now: &DateTime<Utc>,
+) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT step_id, COUNT(*) FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND expires_at > $1 AND agent_id = $2 \
+             GROUP BY step_id",
+        )
+        .await?;
+    let mut counts = std::collections::BTreeMap::new();
+    for row in client.query(&stmt, &[now, &agent_id]).await? {
+        let step: String = row.try_get(0)?;
+        let n: i64 = row.try_get(1)?;
+        counts.insert(step, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(counts)
+}
+
 pub(super) async fn count_runs<C: GenericClient>(
     client: &C,
     agent_id: &str,

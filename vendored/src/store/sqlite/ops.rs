@@ -988,6 +988,51 @@ pub(super) fn claim_orphans(
     })
 }
 
+/// See [`crate::store::StateStore::count_runs_by_status`]: one pass over
+/// the agent's runs, whatever the number of statuses.
+pub(super) fn count_runs_by_status(
+    conn: &Connection,
+    agent_id: &str,
+) -> StoreResult<Vec<(RunStatus, u64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT status, COUNT(*) FROM tollgate_runs WHERE agent_id = ?1 GROUP BY status",
+    )?;
+    let mut rows = stmt.query([agent_id])?;
+    let mut counts: Vec<(RunStatus, u64)> = RunStatus::ALL.iter().map(|s| (*s, 0)).collect();
+    while let Some(row) = rows.next()? {
+        let status: String = row.get(0)?;
+        let n: i64 = row.get(1)?;
+        // A status this build does not know (a newer writer's) is left out.
+        if let Some(slot) = counts.iter_mut().find(|(s, _)| s.as_str() == status) {
+            slot.1 = u64::try_from(n).unwrap_or(0);
+        }
+    }
+    Ok(counts)
+}
+
+/// See [`crate::store::StateStore::count_pending_by_step`]: the same rows
+/// `list_pending` lists, through the same partial index, grouped.
+pub(super) fn count_pending_by_step(
+    conn: &Connection,
+    agent_id: &str,
+    now: &str,
+) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT step_id, COUNT(*) FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND agent_id = ?2 \
+           AND (+expires_at > ?1 OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*') \
+         GROUP BY step_id",
+    )?;
+    let mut rows = stmt.query((now, agent_id))?;
+    let mut counts = std::collections::BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        let step: String = row.get(0)?;
+        let n: i64 = row.get(1)?;
+        counts.insert(step, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(counts)
+}
+
 pub(super) fn count_runs(conn: &Connection, agent_id: &str, status: &str) -> StoreResult<u64> {
     let mut stmt = conn
         .prepare_cached("SELECT COUNT(*) FROM tollgate_runs WHERE agent_id = ?1 AND status = ?2")?;

@@ -1,0 +1,110 @@
+//! GET /metrics: Prometheus text (format 0.0.4). The store's gauges
+//! (pending approvals by step, runs by status, stuck runs) are read from
+//! the store on each scrape, so every server sharing it reports the same
+//! truth; the counters and step durations are this process's own
+//! ([`crate::metrics::Metrics`]); and build info names what runs.
+//!
+//! Behind the same bearer token as the API when tokens are configured:
+//! the numbers are business data (how many refunds wait, how many were
+//! rejected), and a Prometheus scrape sends a token as easily as any
+//! client (`authorization: { credentials_file: ... }`). Without tokens the
+//! server listens on loopback only, and so does this.
+//!
+//! A store that does not answer fails the scrape (503 `store_unavailable`)
+//! rather than leave its gauges out: Prometheus marks the target down
+//! (`up == 0`), which is what should page someone.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::metrics::{CONTENT_TYPE, Exposition};
+use crate::run_state::RunStatus;
+use crate::server::api::{Health, HealthError};
+use crate::server::state::AppState;
+use crate::store::StoreError;
+
+pub(super) async fn render(State(state): State<AppState>) -> Response {
+    match exposition(&state).await {
+        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "metrics: the store did not answer; failing the scrape");
+            // The shape and code of /healthz's answer for the same cause.
+            let body = Health {
+                status: "unavailable",
+                error: Some(HealthError {
+                    code: "store_unavailable",
+                    message: e.to_string(),
+                }),
+            };
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
+}
+
+async fn exposition(state: &AppState) -> Result<String, StoreError> {
+    let agent = &state.agent;
+    let spec = agent.spec();
+    let store = agent.store();
+    let mut out = Exposition::new();
+
+    out.family(
+        "tollgate_build_info",
+        "gauge",
+        "The agent served, its spec's hash and the tollgate runtime version; always 1.",
+    );
+    out.sample(
+        "tollgate_build_info",
+        &[
+            ("agent", &spec.agent),
+            ("spec_hash", spec.hash.as_str()),
+            ("version", crate::cli::about::GENERATOR_VERSION),
+        ],
+        1.0,
+    );
+
+    let mut pending = store
+        .count_pending_by_step(&spec.agent, agent.clock().now())
+        .await?;
+    out.family(
+        "tollgate_pending_approvals",
+        "gauge",
+        "Approvals waiting for a decision (unexpired), by step, in the shared store.",
+    );
+    // Every step that can pause has a series, zero or not, so an alert on
+    // it never sees the series vanish; then steps only older specs had.
+    for step in spec.steps.iter().filter(|s| spec.step_can_pause(s)) {
+        let n = pending.remove(&step.id).unwrap_or(0);
+        out.sample(
+            "tollgate_pending_approvals",
+            &[("step", &step.id)],
+            n as f64,
+        );
+    }
+    for (step, n) in pending {
+        out.sample("tollgate_pending_approvals", &[("step", &step)], n as f64);
+    }
+
+    out.family(
+        "tollgate_runs",
+        "gauge",
+        "This agent's runs in the shared store, by status.",
+    );
+    let mut stuck = 0;
+    for (status, n) in store.count_runs_by_status(&spec.agent).await? {
+        if status == RunStatus::Stuck {
+            stuck = n;
+        }
+        out.sample("tollgate_runs", &[("status", status.as_str())], n as f64);
+    }
+    out.family(
+        "tollgate_stuck_runs",
+        "gauge",
+        "Runs waiting for an operator (`runs retry` or `runs fail`): alert when above 0.",
+    );
+    out.sample("tollgate_stuck_runs", &[], stuck as f64);
+
+    agent.metrics().write(&mut out);
+    Ok(out.into_text())
+}

@@ -12,6 +12,7 @@ mod env_refs;
 mod error;
 mod gates;
 mod layout;
+pub mod merge;
 pub mod lock;
 pub mod lockfile;
 pub mod manifest;

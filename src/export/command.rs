@@ -172,7 +172,9 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     }
     for (path, lines) in &report.conflicts {
         for line in lines {
-            eprintln!("conflict: {path}:{line}: your edits and the new version change the same lines");
+            eprintln!(
+                "conflict: {path}:{line}: your edits and the new version change the same lines"
+            );
         }
     }
     eprintln!(
@@ -211,6 +213,9 @@ fn print_preview(plan: &Plan, preview: &Preview) {
             Some(file) => (file.role.as_str(), file.bytes.len().to_string()),
             None => ("-", "-".to_string()),
         };
-        say!("{path:<width$}  {role:<9}  {size:>7}  {}", action.describe());
+        say!(
+            "{path:<width$}  {role:<9}  {size:>7}  {}",
+            action.describe()
+        );
     }
 }

@@ -60,7 +60,11 @@ fn entries(dir: &Path) -> Result<Vec<String>, ExportError> {
     };
     let mut names = Vec::new();
     for entry in fs::read_dir(dir).map_err(read)? {
-        let name = entry.map_err(read)?.file_name().to_string_lossy().into_owned();
+        let name = entry
+            .map_err(read)?
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
         if !IGNORED_ENTRIES.contains(&name.as_str()) {
             names.push(name);
         }
@@ -87,7 +91,9 @@ fn summary(names: &[String]) -> String {
 /// The agent id of the spec an export holds, if it still parses.
 fn agent_on_disk(out: &Path) -> Option<String> {
     let bytes = fs::read(out.join(SPEC_FILE)).ok()?;
-    Spec::parse_bytes(&bytes, SPEC_FILE).ok().map(|spec| spec.agent)
+    Spec::parse_bytes(&bytes, SPEC_FILE)
+        .ok()
+        .map(|spec| spec.agent)
 }
 
 /// Every path of the plan is inside the export: the plan is the exporter's

@@ -105,15 +105,20 @@ impl Manifest {
                 reason: e.to_string(),
             })?;
         for (file, entry) in &manifest.files {
-            let pristine_ok = entry.pristine.as_deref().is_none_or(|p| {
-                is_inside(p) && p.starts_with(&format!("{PRISTINE_DIR}/"))
-            });
+            let pristine_ok = entry
+                .pristine
+                .as_deref()
+                .is_none_or(|p| is_inside(p) && p.starts_with(&format!("{PRISTINE_DIR}/")));
             if !is_inside(file) || !pristine_ok {
                 return Err(ExportError::Manifest {
                     path,
                     reason: format!(
                         "it lists {:?}, which is not a path inside the export",
-                        if pristine_ok { file.as_str() } else { entry.pristine.as_deref().unwrap_or_default() }
+                        if pristine_ok {
+                            file.as_str()
+                        } else {
+                            entry.pristine.as_deref().unwrap_or_default()
+                        }
                     ),
                 });
             }
@@ -132,11 +137,24 @@ mod tests {
 
     #[test]
     fn only_plain_relative_paths_are_inside() {
-        for inside in ["a", "src/main.rs", ".tollgate/pristine/src/main.rs", "a..b/c"] {
+        for inside in [
+            "a",
+            "src/main.rs",
+            ".tollgate/pristine/src/main.rs",
+            "a..b/c",
+        ] {
             assert!(is_inside(inside), "{inside}");
         }
         for outside in [
-            "", "/etc/passwd", "../x", "src/../../x", "a//b", "./a", "a/", "a\\..\\b", "C:x",
+            "",
+            "/etc/passwd",
+            "../x",
+            "src/../../x",
+            "a//b",
+            "./a",
+            "a/",
+            "a\\..\\b",
+            "C:x",
         ] {
             assert!(!is_inside(outside), "{outside}");
         }
@@ -167,10 +185,14 @@ mod tests {
             ("src/main.rs", Some("src/main.rs")),
         ] {
             let entry = serde_json::json!({"role": "yours", "sha256": "cd", "pristine": pristine});
-            let json = serde_json::json!({"generator": "g", "spec_hash": "ab", "files": {file: entry}});
+            let json =
+                serde_json::json!({"generator": "g", "spec_hash": "ab", "files": {file: entry}});
             let err = read_back(&json.to_string()).unwrap_err();
             assert!(matches!(err, ExportError::Manifest { .. }), "{err}");
-            assert!(err.to_string().contains("not a path inside the export"), "{err}");
+            assert!(
+                err.to_string().contains("not a path inside the export"),
+                "{err}"
+            );
         }
     }
 }

@@ -215,11 +215,7 @@ fn matching(base: &[&[u8]], other: &[&[u8]]) -> Vec<Option<usize>> {
     let mut matched = vec![None; base.len()];
     // The common prefix and suffix need no search, and are most of a file
     // that was edited in one place.
-    let prefix = base
-        .iter()
-        .zip(other)
-        .take_while(|(x, y)| x == y)
-        .count();
+    let prefix = base.iter().zip(other).take_while(|(x, y)| x == y).count();
     for (i, slot) in matched.iter_mut().enumerate().take(prefix) {
         *slot = Some(i);
     }
@@ -291,12 +287,18 @@ mod tests {
 
     fn clean(base: &str, yours: &str, new: &str) -> String {
         let (text, conflicts) = merge(base, yours, new);
-        assert_eq!(conflicts, Vec::<usize>::new(), "expected a clean merge:\n{text}");
+        assert_eq!(
+            conflicts,
+            Vec::<usize>::new(),
+            "expected a clean merge:\n{text}"
+        );
         text
     }
 
     fn conflict(yours: &str, base: &str, new: &str) -> String {
-        format!("{YOURS_MARKER}\n{yours}{BASE_MARKER}\n{base}{SEPARATOR_MARKER}\n{new}{NEW_MARKER}\n")
+        format!(
+            "{YOURS_MARKER}\n{yours}{BASE_MARKER}\n{base}{SEPARATOR_MARKER}\n{new}{NEW_MARKER}\n"
+        )
     }
 
     #[test]
@@ -310,8 +312,14 @@ mod tests {
     #[test]
     fn edits_separated_by_an_unchanged_line_both_apply() {
         let base = "1\n2\n3\n4\n5\n";
-        assert_eq!(clean(base, "one\n2\n3\n4\n5\n", "1\n2\n3\n4\nfive\n"), "one\n2\n3\n4\nfive\n");
-        assert_eq!(clean(base, "1\ntwo\n3\n4\n5\n", "1\n2\n3\nfour\n5\n"), "1\ntwo\n3\nfour\n5\n");
+        assert_eq!(
+            clean(base, "one\n2\n3\n4\n5\n", "1\n2\n3\n4\nfive\n"),
+            "one\n2\n3\n4\nfive\n"
+        );
+        assert_eq!(
+            clean(base, "1\ntwo\n3\n4\n5\n", "1\n2\n3\nfour\n5\n"),
+            "1\ntwo\n3\nfour\n5\n"
+        );
         // Insertions and removals on different sides.
         assert_eq!(
             clean(base, "1\n2\nyours\n3\n4\n5\n", "1\n2\n3\n5\nnew\n"),
@@ -338,7 +346,10 @@ mod tests {
     #[test]
     fn overlapping_edits_conflict_with_all_three_versions() {
         let (text, conflicts) = merge("a\nb\nc\n", "a\nyours\nc\n", "a\nnew\nc\n");
-        assert_eq!(text, format!("a\n{}c\n", conflict("yours\n", "b\n", "new\n")));
+        assert_eq!(
+            text,
+            format!("a\n{}c\n", conflict("yours\n", "b\n", "new\n"))
+        );
         assert_eq!(conflicts, vec![2]);
         assert_eq!(conflict_marker_lines(text.as_bytes()), vec![2, 4, 6, 8]);
     }
@@ -353,7 +364,10 @@ mod tests {
         assert_eq!(conflicts, vec![2]);
         // Insertions at the same place, with different text.
         let (text, conflicts) = merge("a\nb\n", "a\nmine\nb\n", "a\ntheirs\nb\n");
-        assert_eq!(text, format!("a\n{}b\n", conflict("mine\n", "", "theirs\n")));
+        assert_eq!(
+            text,
+            format!("a\n{}b\n", conflict("mine\n", "", "theirs\n"))
+        );
         assert_eq!(conflicts, vec![2]);
     }
 
@@ -362,7 +376,11 @@ mod tests {
         let (text, conflicts) = merge("a\nb\nc\n", "A\nb\nC\n", "1\nb\n3\n");
         assert_eq!(
             text,
-            format!("{}b\n{}", conflict("A\n", "a\n", "1\n"), conflict("C\n", "c\n", "3\n"))
+            format!(
+                "{}b\n{}",
+                conflict("A\n", "a\n", "1\n"),
+                conflict("C\n", "c\n", "3\n")
+            )
         );
         assert_eq!(conflicts, vec![1, 9]);
         // Both appended something different.
@@ -400,7 +418,10 @@ mod tests {
         assert_eq!(clean("a\nb\nc", "A\nb\nc", "a\nb\nc\n"), "A\nb\nc\n");
         // In a conflict the markers still start lines of their own.
         let (text, conflicts) = merge("a\nb", "a\nmine", "a\ntheirs");
-        assert_eq!(text, format!("a\n{}", conflict("mine\n", "b\n", "theirs\n")));
+        assert_eq!(
+            text,
+            format!("a\n{}", conflict("mine\n", "b\n", "theirs\n"))
+        );
         assert_eq!(conflicts, vec![2]);
     }
 
@@ -418,7 +439,10 @@ mod tests {
         assert_eq!(conflict_marker_lines(text.as_bytes()), vec![2, 4, 6, 8]);
         // Mixed line endings are compared as they are: only lines the user
         // left alone match.
-        assert_eq!(clean(base, "a\r\nb\nc\nd\n", "a\nb\nc\nD\n"), "a\r\nb\nc\nD\n");
+        assert_eq!(
+            clean(base, "a\r\nb\nc\nd\n", "a\nb\nc\nD\n"),
+            "a\r\nb\nc\nD\n"
+        );
     }
 
     #[test]
@@ -501,7 +525,11 @@ mod tests {
                 }
             }
             let (b, y, n) = (base.concat(), yours.concat(), new.concat());
-            assert_eq!(clean(&b, &y, &n), both.concat(), "base {b:?} yours {y:?} new {n:?}");
+            assert_eq!(
+                clean(&b, &y, &n),
+                both.concat(),
+                "base {b:?} yours {y:?} new {n:?}"
+            );
             assert_eq!(clean(&b, &y, &b), y);
             assert_eq!(clean(&b, &b, &n), n);
         }

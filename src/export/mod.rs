@@ -13,11 +13,11 @@ mod error;
 mod gates;
 mod guard;
 mod layout;
-mod markers;
-pub mod merge;
 pub mod lock;
 pub mod lockfile;
 pub mod manifest;
+mod markers;
+pub mod merge;
 mod model;
 pub mod names;
 mod plan;
@@ -26,7 +26,9 @@ mod templates;
 pub mod vendored;
 mod writer;
 
-pub use apply::{CheckFinding, CheckReport, ExportOptions, ExportReport, Preview, check, export, preview};
+pub use apply::{
+    CheckFinding, CheckReport, ExportOptions, ExportReport, Preview, check, export, preview,
+};
 pub use error::ExportError;
 pub use plan::{Plan, PlannedFile, Role, plan, sha256_hex};
 pub use reconcile::{Action, Problem};

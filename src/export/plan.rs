@@ -188,7 +188,8 @@ mod tests {
 
     #[test]
     fn every_generated_file_starts_with_the_marker_unless_json_or_the_spec() {
-        let source = "version: 1\nagent: marked\nsteps:\n  - id: ask\n    approval: { message: ok? }\n";
+        let source =
+            "version: 1\nagent: marked\nsteps:\n  - id: ask\n    approval: { message: ok? }\n";
         let spec = Spec::parse(source, "agent.yaml").unwrap();
         let plan = plan(&spec, source.as_bytes()).unwrap();
         let mut generated = 0;
@@ -208,7 +209,10 @@ mod tests {
                 Role::Yours | Role::Vendored => assert!(!marked, "{path}"),
             }
         }
-        assert!(generated >= 4, "README, .env.example, generated.rs, .gitattributes");
+        assert!(
+            generated >= 4,
+            "README, .env.example, generated.rs, .gitattributes"
+        );
         let attributes = plan.text(markers::GITATTRIBUTES).unwrap();
         for (path, file) in &plan.files {
             let listed = attributes.contains(&format!("\n/{path} linguist-generated\n"));

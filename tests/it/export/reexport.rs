@@ -138,7 +138,11 @@ fn an_old_export_re_exported_unchanged_gets_pristine_copies_to_merge_from_next_t
 fn a_pristine_copy_that_was_changed_is_not_merged_from() {
     let (_tmp, out) = exported(SPEC);
     append(&out, "src/main.rs", "// my route\n");
-    append(&out, ".tollgate/pristine/src/main.rs", "// not what was generated\n");
+    append(
+        &out,
+        ".tollgate/pristine/src/main.rs",
+        "// not what was generated\n",
+    );
     let report = reexport(&SPEC.replace("First words.", "Second words."), &out, false).unwrap();
     assert_eq!(report.kept_with_new, vec!["src/main.rs"]);
     assert!(report.merged.is_empty());

@@ -138,8 +138,15 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     for path in &report.merged {
         say!("merged {path}: your edits and the new version, cleanly");
     }
+    // Without a last export (--force into someone else's directory) the
+    // file was not edited since one: it was there before.
+    let why = if report.fresh {
+        "there before this first export"
+    } else {
+        "edited since the last export, which kept no copy to merge from"
+    };
     for path in &report.kept_with_new {
-        say!("kept {path} (edited since the last export); the new version is {path}.new");
+        say!("kept {path} ({why}); the new version is {path}.new");
     }
     for path in &report.removed {
         say!("removed {path} (no longer generated)");

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{assert_exit, stderr};
+use crate::common::{assert_exit, stderr, stdout};
 
 fn spec_of(agent: &str) -> String {
     format!(
@@ -74,6 +74,13 @@ fn a_non_empty_directory_that_is_not_an_export_is_refused_until_forced() {
 
     let run = export(&spec, &out, &["--force"]);
     assert_exit(&run, 0);
+    assert!(
+        stdout(&run).contains(
+            "kept src/main.rs (there before this first export); the new version is src/main.rs.new"
+        ),
+        "{}",
+        stdout(&run)
+    );
     assert_eq!(
         fs::read_to_string(out.join("src/main.rs")).unwrap(),
         "fn main() {}\n"

@@ -34,12 +34,6 @@ pub struct Merged {
     pub conflicts: Vec<usize>,
 }
 
-impl Merged {
-    pub fn is_clean(&self) -> bool {
-        self.conflicts.is_empty()
-    }
-}
-
 /// Merge `yours` and `new`, both derived from `base`.
 pub fn merge3(base: &[u8], yours: &[u8], new: &[u8]) -> Merged {
     let crlf = is_crlf(yours);
@@ -462,7 +456,7 @@ mod tests {
     fn bytes_that_are_not_utf8_merge_as_lines_too() {
         let merged = merge3(b"a\n\xff\nc\n", b"A\n\xff\nc\n", b"a\n\xff\nC\n");
         assert_eq!(merged.bytes, b"A\n\xff\nC\n");
-        assert!(merged.is_clean());
+        assert!(merged.conflicts.is_empty());
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod lock;
 pub mod lockfile;
 pub mod manifest;
 mod markers;
-pub mod merge;
+mod merge;
 mod model;
 pub mod names;
 mod plan;

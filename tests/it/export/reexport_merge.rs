@@ -86,6 +86,14 @@ fn edits_apart_from_the_change_merge_cleanly_and_exit_0() {
     let mine = format!("{}{ROUTE}", p.read("src/main.rs"));
     p.write("src/main.rs", &mine);
     p.describe("Second words.");
+    let check = p.export(&["--check"]);
+    assert_exit(&check, 1);
+    assert!(
+        stdout(&check)
+            .contains("src/main.rs: edited, and a newer version would be merged into it (yours)"),
+        "{}",
+        stdout(&check)
+    );
 
     let run = p.export(&[]);
     assert_exit(&run, 0);

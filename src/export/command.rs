@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use tollgate_runtime::Spec;
 use tollgate_runtime::cli::exit;
 
-use super::{ExportError, ExportOptions, Plan, check, export, plan};
+use super::{ExportError, ExportOptions, Plan, Preview, Problem, check, export, plan, preview};
 
 /// Export the spec as a standalone Rust server crate.
 #[derive(Debug, Clone, clap::Args)]
@@ -26,19 +26,25 @@ pub struct ExportArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Overwrite vendored and generated files even if they were edited since
-    /// the last export (your own files are never overwritten).
-    #[arg(long, conflicts_with_all = ["check", "dry_run"])]
+    /// the last export, and export into a non-empty directory that is not an
+    /// export or over another agent's export (your own files are never
+    /// overwritten: edits are merged).
+    #[arg(long, conflicts_with = "check")]
     pub force: bool,
-    /// Write nothing; exit 1 naming every file that is missing or stale.
+    /// Write nothing; exit 1 naming every file that is missing or stale, and
+    /// every conflict marker left in a file of yours (FILE:LINE).
     #[arg(long, conflicts_with = "dry_run")]
     pub check: bool,
-    /// Write nothing; print the plan (path, role, size).
+    /// Write nothing; print what an export would do to each file (path,
+    /// role, size, action: write, unchanged, merge clean, conflict, remove,
+    /// keep).
     #[arg(long)]
     pub dry_run: bool,
 }
 
-/// Run the command; returns the exit status (0 done, 1 stale on --check or
-/// a write failed, 2 bad input, 4 edited files in the way).
+/// Run the command; returns the exit status (0 done, 1 stale or conflict
+/// markers on --check, a merge left conflicts, or a write failed, 2 bad
+/// input, 4 edited files or someone else's directory in the way).
 pub fn run(args: ExportArgs) -> i32 {
     match run_inner(&args) {
         Ok(code) => code,
@@ -61,8 +67,9 @@ pub fn plan_for(spec_path: &Path) -> Result<Plan, ExportError> {
 
 fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     let plan = plan_for(&args.spec)?;
+    let options = ExportOptions { force: args.force };
     if args.dry_run {
-        print_plan(&plan);
+        print_preview(&plan, &preview(&plan, &args.out, &options)?);
         return Ok(exit::OK);
     }
     if args.check {
@@ -76,7 +83,11 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
             );
             return Ok(exit::OK);
         }
-        for finding in &report.findings {
+        let (marked, stale): (Vec<_>, Vec<_>) = report
+            .findings
+            .iter()
+            .partition(|f| matches!(f.problem, Problem::ConflictMarkers(_)));
+        for finding in &stale {
             say!(
                 "{}: {} ({})",
                 finding.path,
@@ -84,21 +95,58 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
                 finding.role
             );
         }
-        eprintln!(
-            "error: {} is out of date with {}: {} file{} to update; run `tollgate export {} --out {}`",
-            args.out.display(),
-            args.spec.display(),
-            report.findings.len(),
-            if report.findings.len() == 1 { "" } else { "s" },
-            args.spec.display(),
-            args.out.display()
-        );
+        for finding in &marked {
+            if let Problem::ConflictMarkers(lines) = &finding.problem {
+                for line in lines {
+                    say!(
+                        "{}:{line}: {} ({})",
+                        finding.path,
+                        finding.problem.describe(),
+                        finding.role
+                    );
+                }
+            }
+        }
+        if !stale.is_empty() {
+            eprintln!(
+                "error: {} is out of date with {}: {} file{} to update; run `tollgate export {} --out {}`",
+                args.out.display(),
+                args.spec.display(),
+                stale.len(),
+                plural(stale.len()),
+                args.spec.display(),
+                args.out.display()
+            );
+        }
+        if !marked.is_empty() {
+            eprintln!(
+                "error: {} has conflict markers left from a merge in {} file{} of yours: {}; resolve them (keep what you want between `<<<<<<< yours` and `>>>>>>> tollgate export`, then delete the marker lines)",
+                args.out.display(),
+                marked.len(),
+                plural(marked.len()),
+                marked
+                    .iter()
+                    .map(|f| f.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         return Ok(exit::RUN_FAILED);
     }
 
-    let report = export(&plan, &args.out, &ExportOptions { force: args.force })?;
+    let report = export(&plan, &args.out, &options)?;
+    for path in &report.merged {
+        say!("merged {path}: your edits and the new version, cleanly");
+    }
+    // Without a last export (--force into someone else's directory) the
+    // file was not edited since one: it was there before.
+    let why = if report.fresh {
+        "there before this first export"
+    } else {
+        "edited since the last export, which kept no copy to merge from"
+    };
     for path in &report.kept_with_new {
-        say!("kept {path} (edited since the last export); the new version is {path}.new");
+        say!("kept {path} ({why}); the new version is {path}.new");
     }
     for path in &report.removed {
         say!("removed {path} (no longer generated)");
@@ -119,17 +167,62 @@ fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
     if kept > 0 {
         summary.push_str(&format!(", {kept} of yours kept as you edited them"));
     }
+    if !report.merged.is_empty() {
+        summary.push_str(&format!(", {} merged", report.merged.len()));
+    }
+    if !report.conflicts.is_empty() {
+        summary.push_str(&format!(", {} with conflicts", report.conflicts.len()));
+    }
     say!("{summary}");
-    Ok(exit::OK)
+    if report.conflicts.is_empty() {
+        return Ok(exit::OK);
+    }
+    for (path, lines) in &report.conflicts {
+        for line in lines {
+            eprintln!(
+                "conflict: {path}:{line}: your edits and the new version change the same lines"
+            );
+        }
+    }
+    eprintln!(
+        "error: {} file{} of yours with conflicts: {}; each conflict is between `<<<<<<< yours` and `>>>>>>> tollgate export` (with the last export's version after `||||||| last export`): resolve them, then `tollgate export {} --out {} --check` finds none left",
+        report.conflicts.len(),
+        plural(report.conflicts.len()),
+        report
+            .conflicts
+            .iter()
+            .map(|(path, _)| path.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        args.spec.display(),
+        args.out.display()
+    );
+    Ok(exit::RUN_FAILED)
 }
 
-fn print_plan(plan: &Plan) {
-    let width = plan.files.keys().map(String::len).max().unwrap_or(0);
-    for (path, file) in &plan.files {
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// One line per file: path, role, size, then what an export would do.
+/// Files the plan no longer has (to remove or keep) show the role and size
+/// of nothing planned: `-`.
+fn print_preview(plan: &Plan, preview: &Preview) {
+    let width = preview
+        .actions
+        .iter()
+        .map(|a| a.path().len())
+        .max()
+        .unwrap_or(0);
+    for action in &preview.actions {
+        let path = action.path();
+        let (role, size) = match plan.get(path) {
+            Some(file) => (file.role.as_str(), file.bytes.len().to_string()),
+            None => ("-", "-".to_string()),
+        };
         say!(
-            "{path:<width$}  {:<9}  {:>7}",
-            file.role.as_str(),
-            file.bytes.len()
+            "{path:<width$}  {role:<9}  {size:>7}  {}",
+            action.describe()
         );
     }
 }

@@ -33,6 +33,23 @@ pub enum ExportError {
     EditedFiles { paths: Vec<String> },
 
     #[error(
+        "--out {}: is not empty and is not a tollgate export (no {}; it holds {found}): export into a new or empty directory, or pass --force to export into it anyway (files the export generates are overwritten there, files of yours already there are kept, with the new version beside them as FILE.new)",
+        .dir.display(),
+        super::MANIFEST_PATH
+    )]
+    NotAnExport { dir: PathBuf, found: String },
+
+    #[error(
+        "--out {}: holds the export of agent {previous:?}, but this spec is agent {agent:?}: export it into another directory, or pass --force to turn this export into {agent:?}'s (files of yours are merged, never overwritten)",
+        .dir.display()
+    )]
+    OtherAgent {
+        dir: PathBuf,
+        previous: String,
+        agent: String,
+    },
+
+    #[error(
         "{}: is a symbolic link; an export writes only inside its own directory, never through a link: replace the link with a directory of its own (or remove it) and export again",
         .path.display()
     )]
@@ -71,8 +88,9 @@ pub enum ExportError {
 }
 
 impl ExportError {
-    /// The CLI exit status (DESIGN §6): bad input, conflict (edited files in
-    /// the way), else failed; the numbers are `cli::exit`'s, shared with
+    /// The CLI exit status (DESIGN §6): bad input, conflict (edited files,
+    /// someone else's directory or another agent's export in the way), else
+    /// failed; the numbers are `cli::exit`'s, shared with
     /// every other command.
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -83,7 +101,9 @@ impl ExportError {
             | ExportError::LinkInside { .. }
             | ExportError::Manifest { .. }
             | ExportError::ToolTypeClash { .. } => exit::BAD_INPUT,
-            ExportError::EditedFiles { .. } => exit::CONFLICT,
+            ExportError::EditedFiles { .. }
+            | ExportError::NotAnExport { .. }
+            | ExportError::OtherAgent { .. } => exit::CONFLICT,
             ExportError::Read { .. } | ExportError::Write { .. } | ExportError::Internal { .. } => {
                 exit::RUN_FAILED
             }

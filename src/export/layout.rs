@@ -23,6 +23,11 @@ pub const FILES: &[LayoutEntry] = &[
         what: "every environment variable the spec reads, and where; copy it to `.env` for your values",
     },
     LayoutEntry {
+        path: ".gitattributes",
+        role: Role::Generated,
+        what: "marks the regenerated files and `vendored/` `linguist-generated`, so code review folds them",
+    },
+    LayoutEntry {
         path: ".gitignore",
         role: Role::Yours,
         what: "ignores `target/`, `.env` and the local state file",

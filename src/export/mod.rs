@@ -11,10 +11,13 @@ pub mod command;
 mod env_refs;
 mod error;
 mod gates;
+mod guard;
 mod layout;
 pub mod lock;
 pub mod lockfile;
 pub mod manifest;
+mod markers;
+mod merge;
 mod model;
 pub mod names;
 mod plan;
@@ -23,13 +26,19 @@ mod templates;
 pub mod vendored;
 mod writer;
 
-pub use apply::{CheckFinding, CheckReport, ExportOptions, ExportReport, check, export};
+pub use apply::{
+    CheckFinding, CheckReport, ExportOptions, ExportReport, Preview, check, export, preview,
+};
 pub use error::ExportError;
 pub use plan::{Plan, PlannedFile, Role, plan, sha256_hex};
-pub use reconcile::Problem;
+pub use reconcile::{Action, Problem};
 
 /// Where the manifest lives in an export.
 pub const MANIFEST_PATH: &str = ".tollgate/export.json";
+
+/// Where an export keeps the pristine generated content of each file of
+/// yours: the base of the next re-export's three-way merge.
+pub const PRISTINE_DIR: &str = ".tollgate/pristine";
 
 /// The spec's file name inside an export.
 pub const SPEC_FILE: &str = "agent.yaml";

@@ -12,7 +12,7 @@ use tollgate_runtime::Spec;
 
 use super::model::Model;
 use super::templates;
-use super::{ExportError, SPEC_FILE, codegen, layout, lockfile, vendored};
+use super::{ExportError, SPEC_FILE, codegen, layout, lockfile, markers, vendored};
 
 tollgate_runtime::named_enum! {
     /// Whose a file is, which decides what a re-export may do to it.
@@ -77,7 +77,14 @@ pub fn plan(spec: &Spec, spec_source: &[u8]) -> Result<Plan, ExportError> {
     let model = Model::new(spec)?;
     let mut files = BTreeMap::new();
     for entry in layout::FILES {
-        let bytes = render(entry.path, &model, spec_source)?;
+        if entry.path == markers::GITATTRIBUTES {
+            // Lists the generated files, so it is made once they all are.
+            continue;
+        }
+        let mut bytes = render(entry.path, &model, spec_source)?;
+        if entry.role == Role::Generated {
+            bytes = with_generated_header(entry.path, bytes);
+        }
         files.insert(
             entry.path.to_string(),
             PlannedFile {
@@ -95,6 +102,18 @@ pub fn plan(spec: &Spec, spec_source: &[u8]) -> Result<Plan, ExportError> {
             },
         );
     }
+    let generated = files
+        .iter()
+        .filter(|(_, file)| file.role == Role::Generated)
+        .map(|(path, _)| path.as_str());
+    let attributes = markers::gitattributes(generated);
+    files.insert(
+        markers::GITATTRIBUTES.to_string(),
+        PlannedFile {
+            role: Role::Generated,
+            bytes: Cow::Owned(attributes.into_bytes()),
+        },
+    );
     Ok(Plan {
         agent: spec.agent.clone(),
         package: model.package.clone(),
@@ -134,6 +153,22 @@ fn render(
     Ok(Cow::Owned(text.into_bytes()))
 }
 
+/// A generated file with the "do not edit" marker as its first line, in its
+/// format's comment form. Files of yours and vendored ones are left as they
+/// are, and so is agent.yaml: it is the user's spec byte for byte, so that a
+/// `LINE:COL` in an error about the embedded spec is the line in the spec
+/// they wrote (`.gitattributes` still marks it).
+fn with_generated_header(path: &str, bytes: Cow<'static, [u8]>) -> Cow<'static, [u8]> {
+    match markers::generated_header(path) {
+        Some(header) if path != SPEC_FILE => {
+            let mut marked = header.into_bytes();
+            marked.extend_from_slice(&bytes);
+            Cow::Owned(marked)
+        }
+        _ => bytes,
+    }
+}
+
 /// Lower-case hex SHA-256, with the runtime's one hex encoder.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     tollgate_runtime::hex::encode(&Sha256::digest(bytes))
@@ -149,6 +184,40 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn every_generated_file_starts_with_the_marker_unless_json_or_the_spec() {
+        let source =
+            "version: 1\nagent: marked\nsteps:\n  - id: ask\n    approval: { message: ok? }\n";
+        let spec = Spec::parse(source, "agent.yaml").unwrap();
+        let plan = plan(&spec, source.as_bytes()).unwrap();
+        let mut generated = 0;
+        for (path, file) in &plan.files {
+            let text = String::from_utf8_lossy(&file.bytes);
+            let first = text.lines().next().unwrap_or_default();
+            let marked = first.contains(markers::GENERATED);
+            match file.role {
+                Role::Generated if path == SPEC_FILE => {
+                    assert_eq!(file.bytes.as_ref(), source.as_bytes())
+                }
+                Role::Generated if path.ends_with(".json") => assert!(!marked, "{path}"),
+                Role::Generated => {
+                    generated += 1;
+                    assert!(marked, "{path} starts with {first:?}");
+                }
+                Role::Yours | Role::Vendored => assert!(!marked, "{path}"),
+            }
+        }
+        assert!(
+            generated >= 4,
+            "README, .env.example, generated.rs, .gitattributes"
+        );
+        let attributes = plan.text(markers::GITATTRIBUTES).unwrap();
+        for (path, file) in &plan.files {
+            let listed = attributes.contains(&format!("\n/{path} linguist-generated\n"));
+            assert_eq!(listed, file.role == Role::Generated, "{path}");
+        }
     }
 
     #[test]

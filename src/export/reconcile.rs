@@ -4,7 +4,8 @@
 
 use super::ExportError;
 use super::manifest::Manifest;
-use super::plan::{Plan, Role};
+use super::merge::{self, Merged};
+use super::plan::{Plan, Role, sha256_hex};
 
 /// A path as it is on disk now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +16,14 @@ pub enum OnDisk {
     Directory,
 }
 
+/// What reconciling reads of the export directory: a path's state and,
+/// for a merge, its bytes.
+pub trait Disk {
+    fn state(&self, path: &str) -> OnDisk;
+    /// The content of a regular file, or None (missing, unreadable).
+    fn read(&self, path: &str) -> Option<Vec<u8>>;
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Create the file, or replace one that is still as exported (or, with
@@ -23,8 +32,19 @@ pub enum Action {
     /// Already what the plan says.
     Unchanged(String),
     /// A file of yours edited since the last export, while the generated
-    /// version changed: keep it, and write the new version beside it as
-    /// `PATH.new`.
+    /// version changed: your edits and the new version merged cleanly.
+    Merge { path: String, bytes: Vec<u8> },
+    /// As `Merge`, but both changed the same lines: the file is written with
+    /// conflict markers, the first of each conflict at `lines` (1-based).
+    Conflict {
+        path: String,
+        bytes: Vec<u8>,
+        lines: Vec<usize>,
+    },
+    /// A file of yours edited since the last export, while the generated
+    /// version changed, and no pristine copy to merge from (an export made
+    /// before they were kept): keep it, and write the new version beside it
+    /// as `PATH.new`.
     KeepWriteNew(String),
     /// A file of yours edited since the last export; the generated version
     /// is the one you last saw, so there is nothing new to offer.
@@ -35,12 +55,51 @@ pub enum Action {
     KeepOrphan(String),
 }
 
+impl Action {
+    pub fn path(&self) -> &str {
+        match self {
+            Action::Write(path)
+            | Action::Unchanged(path)
+            | Action::KeepWriteNew(path)
+            | Action::KeepEdited(path)
+            | Action::Remove(path)
+            | Action::KeepOrphan(path)
+            | Action::Merge { path, .. }
+            | Action::Conflict { path, .. } => path,
+        }
+    }
+
+    /// What `--dry-run` prints for it.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Action::Write(_) => "write",
+            Action::Unchanged(_) => "unchanged",
+            Action::Merge { .. } => "merge clean",
+            Action::Conflict { .. } => "conflict",
+            Action::KeepWriteNew(_) => "keep, new version as FILE.new",
+            Action::KeepEdited(_) => "keep (edited)",
+            Action::Remove(_) => "remove",
+            Action::KeepOrphan(_) => "keep (edited, no longer generated)",
+        }
+    }
+}
+
+/// The pristine copy of the file of yours at `path`: what the last export
+/// generated. None when the manifest has none, or the copy is missing or no
+/// longer the content the manifest recorded (then nothing says what the
+/// base was, and merging from it would be a guess).
+fn pristine(manifest: Option<&Manifest>, disk: &dyn Disk, path: &str) -> Option<Vec<u8>> {
+    let entry = manifest?.files.get(path)?;
+    let bytes = disk.read(entry.pristine.as_deref()?)?;
+    (sha256_hex(&bytes) == entry.sha256).then_some(bytes)
+}
+
 /// Decide every action, or refuse with every edited vendored or generated
 /// file (unless `force`) so the user sees them all at once.
 pub fn decide(
     plan: &Plan,
     manifest: Option<&Manifest>,
-    disk: &dyn Fn(&str) -> OnDisk,
+    disk: &dyn Disk,
     force: bool,
 ) -> Result<Vec<Action>, ExportError> {
     let exported = |path: &str| manifest.and_then(|m| m.sha256(path));
@@ -49,7 +108,7 @@ pub fn decide(
 
     for (path, file) in &plan.files {
         let planned = file.sha256();
-        match disk(path) {
+        match disk.state(path) {
             OnDisk::Missing => actions.push(Action::Write(path.clone())),
             OnDisk::Directory => {
                 return Err(ExportError::DirectoryInTheWay { path: path.clone() });
@@ -66,7 +125,9 @@ pub fn decide(
                     (Role::Yours, true) if exported(path) == Some(planned.as_str()) => {
                         actions.push(Action::KeepEdited(path.clone()))
                     }
-                    (Role::Yours, true) => actions.push(Action::KeepWriteNew(path.clone())),
+                    (Role::Yours, true) => {
+                        actions.push(merge_yours(path, &file.bytes, manifest, disk))
+                    }
                     (Role::Vendored | Role::Generated, true) if force => {
                         actions.push(Action::Write(path.clone()))
                     }
@@ -81,7 +142,7 @@ pub fn decide(
             if plan.files.contains_key(path) {
                 continue;
             }
-            match disk(path) {
+            match disk.state(path) {
                 OnDisk::Missing | OnDisk::Directory => {}
                 OnDisk::File(current) if current == entry.sha256 => {
                     actions.push(Action::Remove(path.clone()))
@@ -98,6 +159,29 @@ pub fn decide(
     }
 }
 
+/// A file of yours you edited, whose generated version changed: merge the
+/// new version into it when the last export's is at hand, else offer it as
+/// `PATH.new`.
+fn merge_yours(path: &str, new: &[u8], manifest: Option<&Manifest>, disk: &dyn Disk) -> Action {
+    let (Some(base), Some(yours)) = (pristine(manifest, disk, path), disk.read(path)) else {
+        return Action::KeepWriteNew(path.to_string());
+    };
+    let Merged { bytes, conflicts } = merge::merge3(&base, &yours, new);
+    let path = path.to_string();
+    if !conflicts.is_empty() {
+        Action::Conflict {
+            path,
+            bytes,
+            lines: conflicts,
+        }
+    } else if bytes == yours {
+        // Your file already has what changed.
+        Action::KeepEdited(path)
+    } else {
+        Action::Merge { path, bytes }
+    }
+}
+
 /// Why `--check` finds a file out of date.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
@@ -105,10 +189,16 @@ pub enum Problem {
     /// Differs from what an export would write now.
     Stale,
     /// A file of yours that you edited, while the generated version changed
-    /// since the last export: re-export to get `PATH.new` and merge it.
+    /// since the last export: a re-export merges the new version into it.
+    NewVersionToMerge,
+    /// As above, in an export that kept no pristine copy to merge from: a
+    /// re-export writes `PATH.new` to merge by hand.
     NewVersionAvailable,
     /// The last export wrote it, the plan no longer has it.
     NoLongerGenerated,
+    /// A file of yours still holds conflict markers (at these 1-based
+    /// lines) from a merge.
+    ConflictMarkers(Vec<usize>),
 }
 
 impl Problem {
@@ -116,26 +206,28 @@ impl Problem {
         match self {
             Problem::Missing => "missing",
             Problem::Stale => "stale",
+            Problem::NewVersionToMerge => "edited, and a newer version would be merged into it",
             Problem::NewVersionAvailable => {
                 "edited, and a newer version would be written beside it"
             }
             Problem::NoLongerGenerated => "no longer generated",
+            Problem::ConflictMarkers(_) => "conflict marker left from a merge",
         }
     }
 }
 
 /// Every path that is not as a fresh export (respecting your edits) would
-/// leave it.
+/// leave it, and every file of yours with conflict markers left in it.
 pub fn check(
     plan: &Plan,
     manifest: Option<&Manifest>,
-    disk: &dyn Fn(&str) -> OnDisk,
+    disk: &dyn Disk,
 ) -> Vec<(String, Role, Problem)> {
     let exported = |path: &str| manifest.and_then(|m| m.sha256(path));
     let mut findings = Vec::new();
     for (path, file) in &plan.files {
         let planned = file.sha256();
-        let problem = match disk(path) {
+        let problem = match disk.state(path) {
             OnDisk::Missing | OnDisk::Directory => Some(Problem::Missing),
             OnDisk::File(current) if current == planned => None,
             OnDisk::File(current) => {
@@ -143,8 +235,13 @@ pub fn check(
                 if file.role.is_yours() && is_edited {
                     // Your edit stands as long as the generated version you
                     // last saw is still the current one.
-                    (exported(path) != Some(planned.as_str()))
-                        .then_some(Problem::NewVersionAvailable)
+                    (exported(path) != Some(planned.as_str())).then(|| {
+                        if pristine(manifest, disk, path).is_some() {
+                            Problem::NewVersionToMerge
+                        } else {
+                            Problem::NewVersionAvailable
+                        }
+                    })
                 } else {
                     Some(Problem::Stale)
                 }
@@ -153,10 +250,19 @@ pub fn check(
         if let Some(problem) = problem {
             findings.push((path.clone(), file.role, problem));
         }
+        if file.role.is_yours() {
+            let lines = disk
+                .read(path)
+                .map(|bytes| merge::conflict_marker_lines(&bytes))
+                .unwrap_or_default();
+            if !lines.is_empty() {
+                findings.push((path.clone(), file.role, Problem::ConflictMarkers(lines)));
+            }
+        }
     }
     if let Some(manifest) = manifest {
         for (path, entry) in &manifest.files {
-            if !plan.files.contains_key(path) && matches!(disk(path), OnDisk::File(_)) {
+            if !plan.files.contains_key(path) && matches!(disk.state(path), OnDisk::File(_)) {
                 findings.push((path.clone(), entry.role, Problem::NoLongerGenerated));
             }
         }

@@ -153,7 +153,8 @@ fn remove_empty_parents(root: &Path, removed: &Path) {
     }
 }
 
-/// The outputs of a whole plan (a first export), manifest last.
+/// The outputs of a whole plan (a first export): every file, the pristine
+/// copy of each file of yours, and the manifest last.
 pub fn all_outputs<'a>(plan: &'a Plan, manifest: &'a [u8]) -> Vec<Output<'a>> {
     let mut outputs: Vec<Output<'a>> = plan
         .files
@@ -163,6 +164,15 @@ pub fn all_outputs<'a>(plan: &'a Plan, manifest: &'a [u8]) -> Vec<Output<'a>> {
             bytes: &file.bytes,
         })
         .collect();
+    outputs.extend(
+        plan.files
+            .iter()
+            .filter(|(_, file)| file.role.is_yours())
+            .map(|(path, file)| Output {
+                path: super::manifest::pristine_path(path),
+                bytes: &file.bytes,
+            }),
+    );
     outputs.push(Output {
         path: super::MANIFEST_PATH.to_string(),
         bytes: manifest,

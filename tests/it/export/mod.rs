@@ -9,3 +9,5 @@ mod lockfile;
 mod parity;
 mod plan;
 mod reexport;
+mod reexport_merge;
+mod reexport_refusals;

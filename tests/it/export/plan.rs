@@ -51,8 +51,10 @@ fn two_exports_of_one_spec_are_byte_identical() {
             files_b.keys().collect::<Vec<_>>()
         );
         assert!(files_a == files_b, "{name}: exports differ");
-        // Manifest included: every planned file plus the manifest, nothing else.
-        assert_eq!(files_a.len(), first.files.len() + 1);
+        // Every planned file, the pristine copy of each file of yours, the
+        // manifest, nothing else.
+        let yours = first.files.values().filter(|f| f.role.is_yours()).count();
+        assert_eq!(files_a.len(), first.files.len() + yours + 1);
     }
 }
 
@@ -70,6 +72,7 @@ fn plan_has_every_documented_file_with_its_role() {
         vec![
             (".dockerignore", Role::Yours),
             (".env.example", Role::Generated),
+            (".gitattributes", Role::Generated),
             (".gitignore", Role::Yours),
             ("Cargo.lock", Role::Yours),
             ("Cargo.toml", Role::Yours),

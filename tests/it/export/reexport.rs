@@ -1,8 +1,10 @@
 //! Re-exporting over an existing export: regenerated files are replaced,
 //! edits to them stop the export unless --force, your files are never
-//! overwritten once edited (the new version goes beside them as FILE.new),
-//! files no longer generated are removed only when unedited, and --check
-//! tells an up-to-date export from a stale one.
+//! overwritten once edited (the new version is merged into them, or, in an
+//! export made before pristine copies were kept, goes beside them as
+//! FILE.new), files no longer generated are removed only when unedited, and
+//! --check tells an up-to-date export from a stale one. (Merges, conflicts
+//! and refusals through the binary: reexport_merge.rs, reexport_refusals.rs.)
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -40,21 +42,55 @@ fn append(out: &Path, path: &str, text: &str) {
     fs::write(out.join(path), content).unwrap();
 }
 
+/// Make `out` look like an export from before pristine copies were kept:
+/// no `.tollgate/pristine/`, no `pristine` nor `agent` in the manifest.
+fn as_an_old_export(out: &Path) {
+    fs::remove_dir_all(out.join(export::PRISTINE_DIR)).unwrap();
+    let mut manifest = Manifest::read(out).unwrap().unwrap();
+    manifest.agent = None;
+    for entry in manifest.files.values_mut() {
+        entry.pristine = None;
+    }
+    let text = String::from_utf8(manifest.to_bytes()).unwrap();
+    assert!(!text.contains("pristine") && !text.contains("\"agent\""));
+    fs::write(out.join(MANIFEST_PATH), text).unwrap();
+}
+
 #[test]
-fn edited_main_rs_is_kept_and_the_new_version_written_beside_it() {
+fn an_export_keeps_a_pristine_copy_of_each_file_of_yours() {
     let (_tmp, out) = exported(SPEC);
+    let manifest = Manifest::read(&out).unwrap().unwrap();
+    assert_eq!(manifest.agent.as_deref(), Some("desk"));
+    let plan = plan_of(SPEC);
+    for (path, file) in &plan.files {
+        let entry = &manifest.files[path];
+        if file.role.is_yours() {
+            let pristine = entry.pristine.as_deref().unwrap();
+            assert_eq!(pristine, format!(".tollgate/pristine/{path}"));
+            assert_eq!(fs::read(out.join(pristine)).unwrap(), file.bytes.as_ref());
+        } else {
+            assert_eq!(entry.pristine, None, "{path}");
+        }
+    }
+    // A re-export after an edit keeps the copy as generated, not as edited.
+    append(&out, "src/main.rs", "// my route\n");
+    reexport(&SPEC.replace("First words.", "Second words."), &out, false).unwrap();
+    let pristine = read(&out, ".tollgate/pristine/src/main.rs");
+    assert!(pristine.contains("Second words.") && !pristine.contains("my route"));
+}
+
+#[test]
+fn an_old_export_without_pristine_copies_gets_file_new_beside_an_edited_file() {
+    let (_tmp, out) = exported(SPEC);
+    as_an_old_export(&out);
     append(&out, "src/main.rs", "// my route\n");
     let mine = read(&out, "src/main.rs");
-
-    // Same spec: nothing new to offer, so nothing beside it.
-    let report = reexport(SPEC, &out, false).unwrap();
-    assert_eq!(report.kept_edited, vec!["src/main.rs"]);
-    assert!(!out.join("src/main.rs.new").exists());
 
     // A change that reaches main.rs (its doc names the description).
     let changed = SPEC.replace("First words.", "Second words.");
     let report = reexport(&changed, &out, false).unwrap();
     assert_eq!(report.kept_with_new, vec!["src/main.rs"]);
+    assert!(report.merged.is_empty() && report.conflicts.is_empty());
     assert_eq!(read(&out, "src/main.rs"), mine, "your edit is kept");
     let new = read(&out, "src/main.rs.new");
     assert!(new.contains("Second words.") && !new.contains("my route"));
@@ -64,6 +100,52 @@ fn edited_main_rs_is_kept_and_the_new_version_written_beside_it() {
     // --force never overwrites a file of yours.
     reexport(&changed, &out, true).unwrap();
     assert_eq!(read(&out, "src/main.rs"), mine);
+
+    // That export kept the pristine copy of what it generated (FILE.new):
+    // once you merged FILE.new by hand, the next change is merged for you.
+    assert_eq!(read(&out, ".tollgate/pristine/src/main.rs"), new);
+    fs::write(out.join("src/main.rs"), format!("{new}// my route\n")).unwrap();
+    fs::remove_file(out.join("src/main.rs.new")).unwrap();
+    let report = reexport(&SPEC.replace("First words.", "Third words."), &out, false).unwrap();
+    assert_eq!(report.merged, vec!["src/main.rs"]);
+    let merged = read(&out, "src/main.rs");
+    assert!(
+        merged.contains("Third words.") && merged.ends_with("// my route\n"),
+        "{merged}"
+    );
+}
+
+#[test]
+fn an_old_export_re_exported_unchanged_gets_pristine_copies_to_merge_from_next_time() {
+    let (_tmp, out) = exported(SPEC);
+    as_an_old_export(&out);
+    append(&out, "src/main.rs", "// my route\n");
+
+    // Same spec: nothing new to offer, so nothing beside it; and what the
+    // last export generated is what this one does, so it is the base.
+    let report = reexport(SPEC, &out, false).unwrap();
+    assert_eq!(report.kept_edited, vec!["src/main.rs"]);
+    assert!(!out.join("src/main.rs.new").exists());
+    assert!(out.join(".tollgate/pristine/src/main.rs").is_file());
+
+    let report = reexport(&SPEC.replace("First words.", "Second words."), &out, false).unwrap();
+    assert_eq!(report.merged, vec!["src/main.rs"]);
+    let merged = read(&out, "src/main.rs");
+    assert!(merged.contains("Second words.") && merged.ends_with("// my route\n"));
+}
+
+#[test]
+fn a_pristine_copy_that_was_changed_is_not_merged_from() {
+    let (_tmp, out) = exported(SPEC);
+    append(&out, "src/main.rs", "// my route\n");
+    append(
+        &out,
+        ".tollgate/pristine/src/main.rs",
+        "// not what was generated\n",
+    );
+    let report = reexport(&SPEC.replace("First words.", "Second words."), &out, false).unwrap();
+    assert_eq!(report.kept_with_new, vec!["src/main.rs"]);
+    assert!(report.merged.is_empty());
 }
 
 #[test]
@@ -171,6 +253,7 @@ fn add_to_manifest(out: &Path, path: &str, content: &str) {
         export::manifest::ManifestEntry {
             role: export::Role::Generated,
             sha256: export::sha256_hex(content.as_bytes()),
+            pristine: None,
         },
     );
     fs::write(out.join(MANIFEST_PATH), manifest.to_bytes()).unwrap();
@@ -213,14 +296,40 @@ fn a_file_no_longer_generated_is_removed_only_if_unedited() {
 }
 
 #[test]
-fn exporting_into_a_directory_without_a_manifest_respects_what_is_there() {
+fn a_file_of_yours_no_longer_generated_loses_its_pristine_copy() {
+    let (_tmp, out) = exported(SPEC);
+    // Pretend the last export had one more file of yours.
+    fs::write(out.join("src/extra.rs"), "// extra\n").unwrap();
+    fs::write(out.join(".tollgate/pristine/src/extra.rs"), "// extra\n").unwrap();
+    let mut manifest = Manifest::read(&out).unwrap().unwrap();
+    manifest.files.insert(
+        "src/extra.rs".into(),
+        export::manifest::ManifestEntry {
+            role: export::Role::Yours,
+            sha256: export::sha256_hex(b"// extra\n"),
+            pristine: Some(".tollgate/pristine/src/extra.rs".into()),
+        },
+    );
+    fs::write(out.join(MANIFEST_PATH), manifest.to_bytes()).unwrap();
+
+    let report = reexport(SPEC, &out, false).unwrap();
+    assert_eq!(report.removed, vec!["src/extra.rs"]);
+    assert!(!out.join("src/extra.rs").exists());
+    assert!(!out.join(".tollgate/pristine/src/extra.rs").exists());
+    assert!(out.join(".tollgate/pristine/src/main.rs").exists());
+}
+
+#[test]
+fn exporting_into_a_directory_without_a_manifest_with_force_respects_what_is_there() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("project");
     fs::create_dir_all(out.join("src")).unwrap();
     fs::write(out.join("src/main.rs"), "fn main() {}\n").unwrap();
     fs::write(out.join("notes.txt"), "mine\n").unwrap();
 
-    let report = reexport(SPEC, &out, false).unwrap();
+    let err = reexport(SPEC, &out, false).unwrap_err();
+    assert!(matches!(err, ExportError::NotAnExport { .. }), "{err}");
+    let report = reexport(SPEC, &out, true).unwrap();
     assert!(report.fresh);
     assert_eq!(report.kept_with_new, vec!["src/main.rs"]);
     assert_eq!(read(&out, "src/main.rs"), "fn main() {}\n");
@@ -228,13 +337,12 @@ fn exporting_into_a_directory_without_a_manifest_respects_what_is_there() {
     assert_eq!(read(&out, "notes.txt"), "mine\n");
     assert!(out.join(MANIFEST_PATH).exists());
 
-    // A regenerated file that is there but unknown to any manifest is not
-    // ours to replace.
+    // Without --force, nothing is written into someone else's directory.
     let other = tmp.path().join("other");
     fs::create_dir_all(&other).unwrap();
     fs::write(other.join("README.md"), "my readme\n").unwrap();
     let err = reexport(SPEC, &other, false).unwrap_err();
-    assert!(matches!(err, ExportError::EditedFiles { .. }));
+    assert!(matches!(err, ExportError::NotAnExport { .. }));
     assert_eq!(
         fs::read_dir(&other).unwrap().count(),
         1,

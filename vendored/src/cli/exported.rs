@@ -1,12 +1,14 @@
 //! The command line of an exported server: its spec is built in, so no
-//! command needs `--spec`.
+//! command needs `--spec`. Reached through [`crate::App::run`].
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::args::ApprovalsCommand;
 use super::common::SpecSource;
+use crate::server::RouterHook;
 use crate::tools::CustomTools;
 
 /// The spec built into an exported server (see its `src/generated.rs`).
@@ -48,16 +50,25 @@ enum ExportedCommand {
     Serve(super::serve::ServeArgs),
 }
 
-/// The `main` of an exported server. `register` adds the crate's custom
-/// (`rust:`) tools.
-pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitCode {
-    let matches = ExportedCli::command().name(embedded.agent).get_matches();
+/// The `main` of an exported server: `custom` are its `rust:` tools, and
+/// `extend` adds its own routes and layers to what `serve` serves.
+pub(crate) fn run_exported<I, T>(
+    embedded: Embedded,
+    custom: CustomTools,
+    extend: Option<RouterHook>,
+    args: I,
+) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let matches = ExportedCli::command()
+        .name(embedded.agent)
+        .get_matches_from(args);
     let cli = match ExportedCli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let mut custom = CustomTools::new();
-    register(&mut custom);
     let source = SpecSource::Embedded(embedded);
     super::block_on_command(async move {
         match cli.command {
@@ -67,7 +78,9 @@ pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitC
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
             ExportedCommand::Validate => super::spec_commands::validate(&source),
             ExportedCommand::Hash => super::spec_commands::hash(&source),
-            ExportedCommand::Serve(args) => super::serve::run(args, &source, &custom).await,
+            ExportedCommand::Serve(args) => {
+                super::serve::run_with(args, &source, &custom, extend).await
+            }
         }
     })
 }

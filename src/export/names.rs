@@ -82,13 +82,14 @@ pub fn package_name(agent: &str, is_dependency: impl Fn(&str) -> bool) -> String
     }
 }
 
-/// Type names a tool's type must not take: `src/custom_tools.rs` declares
-/// each tool's type as a unit struct (a type *and* a value) next to what it
-/// imports, and next to the prelude its code (and `#[async_trait]`'s
-/// expansion: `Box::pin`) relies on. A tool named `result` or `value` must
-/// not shadow `Result` or `Value` there. `Self` is a keyword.
+/// Type names a tool's type must not take: `src/tools/NAME.rs` declares
+/// the tool's type next to what it imports, and next to the prelude its
+/// code (and `#[async_trait]`'s expansion: `Box::pin`) relies on; every
+/// type is re-exported side by side in `src/tools/mod.rs`. A tool named
+/// `result` or `value` must not shadow `Result` or `Value` there. `Self`
+/// is a keyword.
 pub const RESERVED_TYPE_NAMES: &[&str] = &[
-    // What templates/custom_tools.rs imports.
+    // What templates/tool.rs imports.
     "Value",
     "CallContext",
     "CustomTool",
@@ -189,6 +190,35 @@ pub fn type_names<'a>(
     Ok(out)
 }
 
+/// Rust's strict and reserved keywords (edition 2024): a tool named like
+/// one needs a raw identifier (`r#type`) as its module name.
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Keywords that cannot be raw identifiers, and `_`, which is no name.
+const NOT_RAW: &[&str] = &["crate", "self", "super", "_"];
+
+/// The module `src/tools/mod.rs` declares for a tool's file
+/// `src/tools/<tool>.rs`: the tool's name, as a raw identifier for a keyword
+/// (`r#type`, whose file is still `type.rs`), or, for the names no
+/// identifier can spell (`self`, `super`, `crate`, `_`), `tool_<name>` with a
+/// `#[path]` to the file. Two tools never share a module: they would share
+/// a type name too, which [`type_names`] refuses.
+pub fn module_name(tool: &str) -> (String, Option<String>) {
+    if NOT_RAW.contains(&tool) {
+        (format!("tool_{tool}"), Some(format!("{tool}.rs")))
+    } else if KEYWORDS.contains(&tool) {
+        (format!("r#{tool}"), None)
+    } else {
+        (tool.to_string(), None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +229,19 @@ mod tests {
         assert_eq!(package_name("7eleven", |_| false), "tollgate-7eleven");
         assert_eq!(package_name("test", |_| false), "tollgate-test");
         assert_eq!(package_name("tokio", |n| n == "tokio"), "tollgate-tokio");
+    }
+
+    #[test]
+    fn module_names_spell_every_tool_name() {
+        assert_eq!(module_name("score_risk"), ("score_risk".into(), None));
+        assert_eq!(module_name("type"), ("r#type".into(), None));
+        assert_eq!(module_name("union"), ("union".into(), None));
+        assert_eq!(
+            module_name("self"),
+            ("tool_self".into(), Some("self.rs".into()))
+        );
+        assert_eq!(module_name("_"), ("tool__".into(), Some("_.rs".into())));
+        assert_eq!(module_name("_1"), ("_1".into(), None));
     }
 
     #[test]

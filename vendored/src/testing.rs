@@ -198,6 +198,13 @@ impl Workflow {
 
     /// The workflow of a parsed spec.
     pub fn from_spec(spec: Spec) -> Workflow {
+        // Someone the spec lets decide, so a scripted decision is not refused.
+        let decided_by = spec
+            .approvals
+            .approvers
+            .as_ref()
+            .and_then(|approvers| approvers.first().cloned())
+            .unwrap_or_else(|| "test".to_string());
         Workflow {
             spec: Arc::new(spec),
             clock: Arc::new(ManualClock::starting_now()),
@@ -205,7 +212,7 @@ impl Workflow {
             models: BTreeMap::new(),
             custom: CustomTools::new(),
             script: BTreeMap::new(),
-            decided_by: "test".to_string(),
+            decided_by,
         }
     }
 
@@ -286,11 +293,22 @@ impl Workflow {
         self
     }
 
-    /// Who decides (`decided_by`; default `test`). With
-    /// `approvals.approvers` in the spec, it must be one of them.
+    /// Who decides (`decided_by`): by default the first of the spec's
+    /// `approvals.approvers`, or `test` when it names none.
     pub fn decided_by(mut self, name: &str) -> Workflow {
         self.decided_by = name.to_string();
         self
+    }
+
+    /// Every step of the spec that can pause for a person, in order: to
+    /// script them all (`for step in workflow.gate_steps() { ... }`).
+    pub fn gate_steps(&self) -> Vec<String> {
+        self.spec
+            .steps
+            .iter()
+            .filter(|step| self.spec.step_can_pause(step))
+            .map(|step| step.id.clone())
+            .collect()
     }
 
     /// The clock the run reads (set it before [`Workflow::run`] to start at
@@ -684,6 +702,36 @@ steps:
                 .starts_with("a stub answers tool \"lookpu\", which the spec does not declare"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_default_decider_is_one_the_spec_allows() {
+        let spec = SPEC.replace("  ttl: 2h\n", "  ttl: 2h\n  approvers: [alice, bob]\n");
+        let workflow = Workflow::new(&spec)
+            .unwrap()
+            .reply("lookup", json!({ "total": 5 }))
+            .reply("pay", json!({ "id": "rf-1" }));
+        assert_eq!(workflow.gate_steps(), ["review", "refund"]);
+        let mut scripted = workflow;
+        for step in scripted.gate_steps() {
+            scripted = scripted.approve(&step);
+        }
+        let finished = scripted.run(json!({ "order": "o-1" })).await.unwrap();
+        assert_eq!(
+            finished.status,
+            RunStatus::Completed,
+            "{:?}",
+            finished.error
+        );
+        let refused = Workflow::new(&spec)
+            .unwrap()
+            .reply("lookup", json!({ "total": 5 }))
+            .approve("review")
+            .decided_by("mallory")
+            .run(json!({ "order": "o-1" }))
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("mallory"), "{refused}");
     }
 
     struct Counter(std::sync::atomic::AtomicUsize);

@@ -75,7 +75,7 @@ pub fn tools_mod_rs(model: &Model<'_>) -> Result<String, ExportError> {
     let uses = model.rust_tools.iter().map(|tool| {
         let module = module_ident(&tool.module);
         let ty = Ident::new(&tool.type_name, Span::call_site());
-        quote! { pub use #module::#ty; }
+        quote! { pub use self::#module::#ty; }
     });
     let checks = model.rust_tools.iter().map(|tool| {
         let ty = Ident::new(&tool.type_name, Span::call_site());
@@ -99,7 +99,7 @@ pub fn tools_mod_rs(model: &Model<'_>) -> Result<String, ExportError> {
                 trait Implemented_ {
                     const OK: () = ();
                 }
-                impl<T: tollgate_runtime::tools::CustomTool> Implemented_ for T {}
+                impl<T: ::tollgate_runtime::tools::CustomTool> Implemented_ for T {}
                 <#ty as Implemented_>::OK
             };
         }

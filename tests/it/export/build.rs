@@ -108,10 +108,10 @@ fn every_example_export_passes_clippy_and_fmt() {
     let plan = export::command::plan_for(&clashing).unwrap();
     let out = tmp.path().join("clashing-names");
     export::export(&plan, &out, &ExportOptions::default()).unwrap();
-    let generated = std::fs::read_to_string(out.join("src/generated.rs")).unwrap();
+    let tools = std::fs::read_to_string(out.join("src/tools/mod.rs")).unwrap();
     assert!(
-        generated.contains("crate::custom_tools::ToolResult"),
-        "{generated}"
+        tools.contains("pub use self::result::ToolResult;") && tools.contains("mod r#type;"),
+        "{tools}"
     );
     let mut dirs = vec![out];
     for name in ["refund-desk", "no-gate", "with-rust-tools"] {
@@ -133,11 +133,18 @@ fn every_example_export_passes_clippy_and_fmt() {
     }
 }
 
-/// Real implementations of the example's `rust:` tools, as a user would write them.
-const CUSTOM_TOOLS: &str = r#"use tollgate_runtime::serde_json::{Value, json};
+/// Real implementations of the example's `rust:` tools, as a user would
+/// write them, one file each.
+const SCORE_RISK: &str = r#"use tollgate_runtime::serde_json::{Value, json};
 use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
 
-pub struct ScoreRisk;
+pub struct ScoreRisk {}
+
+impl ScoreRisk {
+    pub fn new() -> ScoreRisk {
+        ScoreRisk {}
+    }
+}
 
 #[tollgate_runtime::async_trait]
 impl CustomTool for ScoreRisk {
@@ -146,8 +153,18 @@ impl CustomTool for ScoreRisk {
         Ok(json!({ "risk": if amount > 100.0 { 0.9 } else { 0.1 } }))
     }
 }
+"#;
 
-pub struct FileCase;
+const FILE_CASE: &str = r#"use tollgate_runtime::serde_json::{Value, json};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+
+pub struct FileCase {}
+
+impl FileCase {
+    pub fn new() -> FileCase {
+        FileCase {}
+    }
+}
 
 #[tollgate_runtime::async_trait]
 impl CustomTool for FileCase {
@@ -272,7 +289,8 @@ fn pending_key(run: &Value) -> String {
 fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, package) = export_example("with-rust-tools", tmp.path());
-    std::fs::write(out.join("src/custom_tools.rs"), CUSTOM_TOOLS).unwrap();
+    std::fs::write(out.join("src/tools/score_risk.rs"), SCORE_RISK).unwrap();
+    std::fs::write(out.join("src/tools/file_case.rs"), FILE_CASE).unwrap();
     cargo(&out, &["build", "--locked"]);
     let binary = target_dir().join("debug").join(&package);
     let state = tmp.path().join("state.db");

@@ -21,11 +21,11 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn target_dir() -> PathBuf {
+pub(super) fn target_dir() -> PathBuf {
     repo().join("target").join("export-e2e")
 }
 
-fn export_example(name: &str, into: &Path) -> (PathBuf, String) {
+pub(super) fn export_example(name: &str, into: &Path) -> (PathBuf, String) {
     let plan = export::command::plan_for(&repo().join(format!("examples/{name}.yaml"))).unwrap();
     let out = into.join(name);
     export::export(&plan, &out, &ExportOptions::default()).unwrap();
@@ -33,7 +33,7 @@ fn export_example(name: &str, into: &Path) -> (PathBuf, String) {
 }
 
 /// Run cargo in an exported crate; panics with its output when it fails.
-fn cargo(dir: &Path, args: &[&str]) {
+pub(super) fn cargo(dir: &Path, args: &[&str]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let output = Command::new(cargo)
         .args(args)
@@ -176,9 +176,9 @@ impl CustomTool for FileCase {
 "#;
 
 /// The server process; killed when dropped.
-struct Server {
-    child: Child,
-    address: String,
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) address: String,
 }
 
 impl Drop for Server {
@@ -188,7 +188,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(binary: &Path, state: &Path) -> Server {
+pub(super) fn serve(binary: &Path, state: &Path) -> Server {
     let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--state"])
         .arg(state)
@@ -217,7 +217,12 @@ fn serve(binary: &Path, state: &Path) -> Server {
 }
 
 /// A plain HTTP/1.1 request; returns the status and the JSON body.
-fn request(address: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+pub(super) fn request(
+    address: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
     let mut stream = TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -266,7 +271,7 @@ fn dechunk(mut body: &str) -> String {
 }
 
 /// Poll the run until `done` says so (at most 30 s).
-fn wait_for_run(server: &Server, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(super) fn wait_for_run(server: &Server, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, run) = request(&server.address, "GET", &format!("/runs/{run_id}"), None);

@@ -80,17 +80,12 @@ pub const FILES: &[LayoutEntry] = &[
 ];
 
 /// One file per `rust:` tool of the spec, written when the tool first
-/// appears (the plan adds one per tool; see [`tool_file`]).
+/// appears (the plan adds one per tool: `names::tool_module` names it).
 pub const TOOL_FILE: LayoutEntry = LayoutEntry {
     path: "src/tools/<name>.rs",
     role: Role::Yours,
     what: "one per `rust:` tool: its type, holding what it needs, and its `CustomTool` implementation",
 };
-
-/// The path of a `rust:` tool's file.
-pub fn tool_file(tool: &str) -> String {
-    format!("src/tools/{tool}.rs")
-}
 
 /// Every file as the README lists them: [`FILES`] and [`TOOL_FILE`], by path.
 pub fn listed() -> Vec<&'static LayoutEntry> {

@@ -107,13 +107,13 @@ impl<'a> Model<'a> {
         let rust_tools = types
             .into_iter()
             .map(|(name, type_name)| {
-                let (module, module_path) = names::module_name(name);
+                let module = names::tool_module(name);
                 RustTool {
                     name: name.to_string(),
                     type_name,
-                    module,
-                    module_path,
-                    file: layout::tool_file(name),
+                    file: format!("src/tools/{}", module.file),
+                    module_path: module.path_attr().map(str::to_string),
+                    module: module.ident,
                     approval_required: spec.tools.get(name).is_some_and(|t| t.approval_required),
                 }
             })
@@ -192,7 +192,10 @@ fn describe_step(spec: &Spec, kind: &StepKind) -> String {
     match kind {
         StepKind::Tool { tool, .. } => match spec.tools.get(tool).map(|t| &t.kind) {
             Some(ToolKind::Http(h)) => format!("calls tool `{tool}` ({} {})", h.method, h.url),
-            Some(ToolKind::Rust) => format!("calls tool `{tool}` (Rust, in `src/tools/{tool}.rs`)"),
+            Some(ToolKind::Rust) => format!(
+                "calls tool `{tool}` (Rust, in `src/tools/{}`)",
+                names::tool_module(tool).file
+            ),
             None => format!("calls tool `{tool}`"),
         },
         StepKind::Model(m) => {

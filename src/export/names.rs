@@ -203,19 +203,42 @@ const KEYWORDS: &[&str] = &[
 /// Keywords that cannot be raw identifiers, and `_`, which is no name.
 const NOT_RAW: &[&str] = &["crate", "self", "super", "_"];
 
-/// The module `src/tools/mod.rs` declares for a tool's file
-/// `src/tools/<tool>.rs`: the tool's name, as a raw identifier for a keyword
+/// The module `src/tools/mod.rs` declares for a tool, and its file's name
+/// in `src/tools/`: the tool's name, as a raw identifier for a keyword
 /// (`r#type`, whose file is still `type.rs`), or, for the names no
 /// identifier can spell (`self`, `super`, `crate`, `_`), `tool_<name>` with a
-/// `#[path]` to the file. Two tools never share a module: they would share
-/// a type name too, which [`type_names`] refuses.
-pub fn module_name(tool: &str) -> (String, Option<String>) {
-    if NOT_RAW.contains(&tool) {
-        (format!("tool_{tool}"), Some(format!("{tool}.rs")))
+/// `#[path]` to the file. A tool named `mod` keeps `r#mod` but its file is
+/// `mod_.rs`: `mod.rs` is the module that declares the others. No two tools
+/// share a module or a file: they would share a type name too, which
+/// [`type_names`] refuses (`mod` and `mod_` are both `Mod`).
+pub fn tool_module(tool: &str) -> ToolModule {
+    let (ident, file) = if NOT_RAW.contains(&tool) {
+        (format!("tool_{tool}"), format!("{tool}.rs"))
+    } else if tool == "mod" {
+        ("r#mod".to_string(), "mod_.rs".to_string())
     } else if KEYWORDS.contains(&tool) {
-        (format!("r#{tool}"), None)
+        (format!("r#{tool}"), format!("{tool}.rs"))
     } else {
-        (tool.to_string(), None)
+        (tool.to_string(), format!("{tool}.rs"))
+    };
+    ToolModule { ident, file }
+}
+
+/// See [`tool_module`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolModule {
+    /// The module's name, `r#` included for a raw identifier.
+    pub ident: String,
+    /// The file's name in `src/tools/`.
+    pub file: String,
+}
+
+impl ToolModule {
+    /// The `#[path]` the declaration needs: when the file is not the one
+    /// rustc would look for.
+    pub fn path_attr(&self) -> Option<&str> {
+        let plain = self.ident.strip_prefix("r#").unwrap_or(&self.ident);
+        (self.file != format!("{plain}.rs")).then_some(self.file.as_str())
     }
 }
 
@@ -232,16 +255,25 @@ mod tests {
     }
 
     #[test]
-    fn module_names_spell_every_tool_name() {
-        assert_eq!(module_name("score_risk"), ("score_risk".into(), None));
-        assert_eq!(module_name("type"), ("r#type".into(), None));
-        assert_eq!(module_name("union"), ("union".into(), None));
-        assert_eq!(
-            module_name("self"),
-            ("tool_self".into(), Some("self.rs".into()))
+    fn tool_modules_spell_every_tool_name() {
+        let cases = [
+            ("score_risk", "score_risk", "score_risk.rs", None),
+            ("type", "r#type", "type.rs", None),
+            ("union", "union", "union.rs", None),
+            ("self", "tool_self", "self.rs", Some("self.rs")),
+            ("_", "tool__", "_.rs", Some("_.rs")),
+            ("_1", "_1", "_1.rs", None),
+            ("mod", "r#mod", "mod_.rs", Some("mod_.rs")),
+        ];
+        for (tool, ident, file, path) in cases {
+            let module = tool_module(tool);
+            assert_eq!((module.ident.as_str(), module.file.as_str()), (ident, file));
+            assert_eq!(module.path_attr(), path, "{tool}");
+        }
+        assert!(
+            type_names(["mod", "mod_"]).is_err(),
+            "they would share mod_.rs"
         );
-        assert_eq!(module_name("_"), ("tool__".into(), Some("_.rs".into())));
-        assert_eq!(module_name("_1"), ("_1".into(), None));
     }
 
     #[test]

@@ -24,7 +24,14 @@ fn main() -> std::process::ExitCode {
 {%- else %}
     tollgate_runtime::App::new(generated::embedded())
 {%- for tool in m.rust_tools %}
+{%- if tool.registration_fits %}
         .tool("{{ tool.name }}", tools::{{ tool.type_name }}::new())
+{%- else %}
+        .tool(
+            "{{ tool.name }}",
+            tools::{{ tool.type_name }}::new(),
+        )
+{%- endif %}
 {%- endfor %}
         .run()
 {%- endif %}

@@ -117,7 +117,8 @@ impl App {
     /// (`Router::with_state`), so they arrive as a `Router<()>`. They may
     /// not repeat a route of the API (`/runs`, `/approvals`, `/healthz`,
     /// `/slack/actions`, ...) nor have a fallback: the API's is the spec's
-    /// webhook. A clash is refused at start-up as a configuration error.
+    /// webhook. A clash is refused at start-up as a configuration error
+    /// (axum's own message names the route; its panic hook prints it too).
     /// A route on the spec's webhook path takes the webhook's place.
     ///
     /// ```
@@ -253,14 +254,18 @@ impl App {
             .map_err(|failure| AppError::Spec(failure.message))?;
         let agent = agent(spec, store, tools)?;
         let mounted = server::mount(agent, config).await?;
+        let Mounted { router, tasks } = mounted;
         let router = match router_hook(routes, layers) {
-            Some(extend) => extend(mounted.router)?,
-            None => mounted.router,
+            Some(extend) => match extend(router) {
+                Ok(router) => router,
+                Err(e) => {
+                    let _ = tasks.shutdown().await;
+                    return Err(e.into());
+                }
+            },
+            None => router,
         };
-        Ok(Mounted {
-            router,
-            tasks: mounted.tasks,
-        })
+        Ok(Mounted { router, tasks })
     }
 }
 
@@ -440,6 +445,26 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("/healthz"), "{text}");
+    }
+
+    #[test]
+    fn serve_refuses_clashing_routes_with_exit_2() {
+        let dir = std::env::temp_dir().join(format!("tollgate-app-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = dir.join("state.db");
+        let code = App::new(embedded())
+            .tool("shout", shout())
+            .routes(Router::new().route("/runs", get(|| async { "mine" })))
+            .run_with_args([
+                "hello".as_ref(),
+                "serve".as_ref(),
+                "--listen".as_ref(),
+                "127.0.0.1:0".as_ref(),
+                "--state".as_ref(),
+                state.as_os_str(),
+            ]);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(format!("{code:?}"), format!("{:?}", ExitCode::from(2)));
     }
 
     #[tokio::test]

@@ -2,6 +2,11 @@
 //! (DESIGN §5): the router, auth, the webhook trigger, schedules, the
 //! expiry sweeper and graceful shutdown.
 //!
+//! An exported server adds its own routes and layers through
+//! [`crate::App`], which hands them to [`Server::with_router`], or mounts
+//! the API in an axum app of its own with [`mount`] (through
+//! [`crate::App::mount`]): the router, and the background tasks to stop.
+//!
 //! `tollgate serve` and an exported server's `serve` command (both
 //! `cli/serve.rs`) read the configuration from flags and the environment
 //! through clap, then, in essence:
@@ -213,7 +218,15 @@ impl Server {
         let Mounted { router, tasks } =
             mount_with_schedule(agent.clone(), config, schedule).await?;
         let app = match extend {
-            Some(extend) => extend(router)?,
+            Some(extend) => match extend(router) {
+                Ok(app) => app,
+                // Refused (routes that clash with the API's): stop what
+                // the mount started, recovered runs included, first.
+                Err(e) => {
+                    let _ = tasks.stop(None).await;
+                    return Err(e);
+                }
+            },
             None => router,
         };
         let serving = tokio::spawn(conn::serve(listener, app, limits, tasks.stop_rx.clone()));

@@ -467,6 +467,16 @@ mod tests {
         assert_eq!(format!("{code:?}"), format!("{:?}", ExitCode::from(2)));
     }
 
+    #[test]
+    fn validate_checks_the_registered_tools_too() {
+        let ok = App::new(embedded())
+            .tool("shout", shout())
+            .run_with_args(["hello", "validate"]);
+        assert_eq!(format!("{ok:?}"), format!("{:?}", ExitCode::SUCCESS));
+        let missing = App::new(embedded()).run_with_args(["hello", "validate"]);
+        assert_eq!(format!("{missing:?}"), format!("{:?}", ExitCode::from(2)));
+    }
+
     #[tokio::test]
     async fn tools_must_be_the_specs_rust_tools() {
         let missing = App::new(embedded())

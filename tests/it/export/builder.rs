@@ -277,3 +277,91 @@ fn a_tool_without_its_implementation_fails_the_build_naming_its_file() {
     std::fs::write(&tally, &written).unwrap();
     cargo(&out, &["build", "--locked"]);
 }
+
+/// The spec's first version: one `rust:` tool.
+const ONE_TOOL: &str = r#"version: 1
+agent: growing
+tools:
+  fingerprint:
+    rust: {}
+steps:
+  - id: print
+    tool: fingerprint
+    with: { text: "{{ input.text }}" }
+"#;
+
+/// The user's fingerprint tool, without dependencies.
+const SHORT_FINGERPRINT: &str = r#"use tollgate_runtime::serde_json::{Value, json};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+
+pub struct Fingerprint {}
+
+impl Fingerprint {
+    pub fn new() -> Fingerprint {
+        Fingerprint {}
+    }
+}
+
+#[tollgate_runtime::async_trait]
+impl CustomTool for Fingerprint {
+    async fn call(&self, args: Value, _call: &CallContext) -> Result<Value, ToolError> {
+        Ok(json!({ "digest": format!("fp-{}", args["text"].as_str().unwrap_or("")) }))
+    }
+}
+"#;
+
+#[test]
+fn adding_a_second_rust_tool_and_exporting_again_builds_and_keeps_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, package, _) = export_spec(ONE_TOOL, tmp.path(), "growing");
+    std::fs::write(out.join("src/tools/fingerprint.rs"), SHORT_FINGERPRINT).unwrap();
+    cargo(&out, &["build", "--locked"]);
+
+    // The spec gains a second tool; exported again over the crate.
+    let two_tools = format!(
+        "{}  - id: count\n    tool: tally\n    with: {{ digest: \"{{{{ steps.print.output.digest }}}}\" }}\n",
+        ONE_TOOL.replace("steps:\n", "  tally:\n    rust: {}\nsteps:\n")
+    );
+    let spec_path = tmp.path().join("growing.yaml");
+    std::fs::write(&spec_path, &two_tools).unwrap();
+    let plan = export::command::plan_for(&spec_path).unwrap();
+    export::export(&plan, &out, &ExportOptions::default()).unwrap();
+
+    // Its file is new; the first tool's file is the user's still, with
+    // nothing beside it; main.rs (never edited) registers both.
+    assert_eq!(
+        std::fs::read_to_string(out.join("src/tools/fingerprint.rs")).unwrap(),
+        SHORT_FINGERPRINT
+    );
+    assert!(!out.join("src/tools/fingerprint.rs.new").exists());
+    let tally = std::fs::read_to_string(out.join("src/tools/tally.rs")).unwrap();
+    assert!(tally.contains("pub struct Tally {}"), "{tally}");
+    let main = std::fs::read_to_string(out.join("src/main.rs")).unwrap();
+    assert!(
+        main.contains(".tool(\"fingerprint\", tools::Fingerprint::new())")
+            && main.contains(".tool(\"tally\", tools::Tally::new())"),
+        "{main}"
+    );
+    cargo(&out, &["build", "--locked"]);
+
+    // The new tool's stub fails the run, saying where to implement it.
+    let binary = target_dir().join("debug").join(&package);
+    let server = serve(&binary, &tmp.path().join("state.db"));
+    let (status, started) = request(
+        &server.address,
+        "POST",
+        "/runs",
+        Some(&json!({ "input": { "text": "hi" } })),
+    );
+    assert_eq!(status, 202, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_string();
+    let run = wait_for_run(&server, &run_id, |r| r["status"] != "running");
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(run["outputs"]["print"]["digest"], "fp-hi", "{run}");
+    assert!(
+        run["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("implement Tally::call in src/tools/tally.rs")),
+        "{run}"
+    );
+}

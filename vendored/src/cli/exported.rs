@@ -37,7 +37,8 @@ enum ExportedCommand {
     /// List, show, cancel, retry or fail runs.
     #[command(subcommand)]
     Runs(super::runs::RunsCommand),
-    /// Check the built-in spec.
+    /// Check the built-in spec, and that main.rs registers exactly its
+    /// `rust:` tools.
     Validate,
     /// Print the built-in spec's 64-hex canonical hash.
     Hash,
@@ -76,7 +77,13 @@ where
                 super::approvals::run(cmd, Some(&source), &custom).await
             }
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
-            ExportedCommand::Validate => super::spec_commands::validate(&source),
+            ExportedCommand::Validate => {
+                let spec = source.load()?;
+                custom
+                    .check(&spec)
+                    .map_err(|e| super::Failure::bad_input(e.to_string()))?;
+                super::spec_commands::validate(&source)
+            }
             ExportedCommand::Hash => super::spec_commands::hash(&source),
             ExportedCommand::Serve(args) => {
                 super::serve::run_with(args, &source, &custom, extend).await

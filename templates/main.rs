@@ -5,16 +5,34 @@
 //!
 {%- endif %}
 //! It serves the HTTP API of `tollgate serve` for the spec in agent.yaml
-//! (embedded at build time) and offers `serve`, `approvals`, `validate` and
-//! `hash`; run it with `--help`.
+//! (embedded at build time) and offers `serve`, `approvals`, `runs`,
+//! `validate` and `hash`; run it with `--help`.
 //!
-//! This file is yours: `tollgate export` writes it once and never overwrites
-//! your edits. Implement the spec's `rust:` tools in custom_tools.rs; the
-//! code in generated.rs registers them and is rewritten on every export.
+//! This file is yours: `tollgate export` writes it once. Build the server
+//! here with `tollgate_runtime::App`: register each `rust:` tool as a value
+//! (give it its configuration, clients and pools), add your own routes
+//! (`.routes(router)`) and tower layers (`.layer(layer)`), or mount the API
+//! in an axum app of yours (`.mount(store, config)`). The tools' code is in
+//! src/tools/; generated.rs and tools/mod.rs are rewritten on every export.
 
-mod custom_tools;
 mod generated;
+mod tools;
 
 fn main() -> std::process::ExitCode {
-    tollgate_runtime::cli::run_exported(generated::embedded(), generated::register_custom_tools)
+{%- if m.rust_tools.is_empty() %}
+    tollgate_runtime::App::new(generated::embedded()).run()
+{%- else %}
+    tollgate_runtime::App::new(generated::embedded())
+{%- for tool in m.rust_tools %}
+{%- if tool.registration_fits %}
+        .tool("{{ tool.name }}", tools::{{ tool.type_name }}::new())
+{%- else %}
+        .tool(
+            "{{ tool.name }}",
+            tools::{{ tool.type_name }}::new(),
+        )
+{%- endif %}
+{%- endfor %}
+        .run()
+{%- endif %}
 }

@@ -58,23 +58,43 @@ pub const FILES: &[LayoutEntry] = &[
         what: "the spec, embedded in the binary at build time; change it where you export from",
     },
     LayoutEntry {
-        path: "src/custom_tools.rs",
-        role: Role::Yours,
-        what: "your `rust:` tools, one type per tool",
-    },
-    LayoutEntry {
         path: "src/generated.rs",
         role: Role::Generated,
-        what: "agent id, spec hash, the embedded spec and the registration of your `rust:` tools",
+        what: "agent id, spec hash and the embedded spec",
     },
     LayoutEntry {
         path: "src/main.rs",
         role: Role::Yours,
-        what: "the entry point; add your own startup code here",
+        what: "the entry point: builds the server with `tollgate_runtime::App` (your tools as values, your routes and layers)",
+    },
+    LayoutEntry {
+        path: "src/tools/mod.rs",
+        role: Role::Generated,
+        what: "declares one module per `rust:` tool and checks at compile time that each is implemented",
     },
     LayoutEntry {
         path: "tests/smoke.rs",
         role: Role::Yours,
         what: "starts the built server and checks `/healthz`, `validate` and `hash`",
     },
+    LayoutEntry {
+        path: "tests/workflow.rs",
+        role: Role::Yours,
+        what: "runs the spec's workflow in-process with stubbed tools and scripted decisions (`tollgate_runtime::testing`)",
+    },
 ];
+
+/// One file per `rust:` tool of the spec, written when the tool first
+/// appears (the plan adds one per tool: `names::tool_module` names it).
+pub const TOOL_FILE: LayoutEntry = LayoutEntry {
+    path: "src/tools/<name>.rs",
+    role: Role::Yours,
+    what: "one per `rust:` tool: its type, holding what it needs, and its `CustomTool` implementation",
+};
+
+/// Every file as the README lists them: [`FILES`] and [`TOOL_FILE`], by path.
+pub fn listed() -> Vec<&'static LayoutEntry> {
+    let mut files: Vec<&'static LayoutEntry> = FILES.iter().chain([&TOOL_FILE]).collect();
+    files.sort_by_key(|entry| entry.path);
+    files
+}

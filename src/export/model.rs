@@ -1,9 +1,9 @@
 //! What the templates know about a spec: everything they print, computed
 //! once, so the templates only lay it out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tollgate_runtime::Spec;
 use tollgate_runtime::spec::{ModelOutput, StepKind, ToolKind};
 
@@ -30,12 +30,40 @@ pub struct Model<'a> {
     pub default_ttl: String,
     pub approvers: Option<String>,
     pub slack_channel: Option<&'a str>,
-    pub files: &'static [LayoutEntry],
+    /// The files of the export, as its README lists them.
+    pub files: Vec<&'static LayoutEntry>,
     /// The `tokio` requirement of the exported Cargo.toml (the locked minor).
     pub tokio_version: String,
     pub rust_version: &'static str,
     /// A JSON object naming the `input.*` fields the spec reads, for examples.
     pub example_input: String,
+    /// What the export's workflow test (tests/workflow.rs) stubs and decides.
+    pub workflow: WorkflowTest,
+}
+
+/// The workflow test written into an export (`tests/workflow.rs`): every
+/// tool and model step answered by a stub shaped like what the spec reads
+/// of its output, and the spec's first gate.
+pub struct WorkflowTest {
+    /// Reply by tool name, for every tool a step calls.
+    pub tool_replies: Map<String, Value>,
+    /// Reply by step id, for every model step.
+    pub model_replies: Map<String, Value>,
+    /// The first step that surely pauses with these stubs: an approval
+    /// step, a tool with `approval: required`, or a guardrail (its stub
+    /// answers with confidence 0). `if:` gates before it are approved.
+    pub first_gate: Option<String>,
+}
+
+impl WorkflowTest {
+    /// `{"tools": {...}, "models": {...}}`, pretty-printed.
+    pub fn stubs_json(&self) -> String {
+        let stubs = serde_json::json!({
+            "tools": self.tool_replies,
+            "models": self.model_replies,
+        });
+        serde_json::to_string_pretty(&stubs).unwrap_or_else(|_| stubs.to_string())
+    }
 }
 
 pub struct StepRow {
@@ -49,6 +77,16 @@ pub struct StepRow {
 pub struct RustTool {
     pub name: String,
     pub type_name: String,
+    /// Its module in `src/tools/mod.rs`, and the `#[path]` of its file when
+    /// the module name is not the file's.
+    pub module: String,
+    pub module_path: Option<String>,
+    /// `src/tools/<name>.rs`.
+    pub file: String,
+    /// main.rs's `.tool("NAME", tools::Type::new())` fits on one line as
+    /// rustfmt lays it out (arguments at most 60 wide, its `fn_call_width`),
+    /// so `cargo fmt --check` passes on the export as written.
+    pub registration_fits: bool,
     /// `approval: required`: every call pauses first.
     pub approval_required: bool,
 }
@@ -72,10 +110,18 @@ impl<'a> Model<'a> {
         let types = names::type_names(rust_tool_names)?;
         let rust_tools = types
             .into_iter()
-            .map(|(name, type_name)| RustTool {
-                name: name.to_string(),
-                type_name,
-                approval_required: spec.tools.get(name).is_some_and(|t| t.approval_required),
+            .map(|(name, type_name)| {
+                let module = names::tool_module(name);
+                let registration_fits = name.len() + type_name.len() + 18 <= 60;
+                RustTool {
+                    name: name.to_string(),
+                    type_name,
+                    file: format!("src/tools/{}", module.file),
+                    module_path: module.path_attr().map(str::to_string),
+                    module: module.ident,
+                    registration_fits,
+                    approval_required: spec.tools.get(name).is_some_and(|t| t.approval_required),
+                }
             })
             .collect();
 
@@ -135,10 +181,11 @@ impl<'a> Model<'a> {
                 .slack
                 .as_ref()
                 .map(|s| s.channel.as_str()),
-            files: layout::FILES,
+            files: layout::listed(),
             tokio_version: lockfile::tokio_requirement(),
             rust_version: vendored::rust_version().unwrap_or("1.85"),
             example_input: example_input(&spec.document),
+            workflow: workflow_test(spec),
         })
     }
 
@@ -151,7 +198,10 @@ fn describe_step(spec: &Spec, kind: &StepKind) -> String {
     match kind {
         StepKind::Tool { tool, .. } => match spec.tools.get(tool).map(|t| &t.kind) {
             Some(ToolKind::Http(h)) => format!("calls tool `{tool}` ({} {})", h.method, h.url),
-            Some(ToolKind::Rust) => format!("calls tool `{tool}` (Rust, in `src/custom_tools.rs`)"),
+            Some(ToolKind::Rust) => format!(
+                "calls tool `{tool}` (Rust, in `src/tools/{}`)",
+                names::tool_module(tool).file
+            ),
             None => format!("calls tool `{tool}`"),
         },
         StepKind::Model(m) => {
@@ -212,5 +262,167 @@ fn collect_input_fields(value: &Value, out: &mut BTreeSet<String>) {
         Value::Array(items) => items.iter().for_each(|v| collect_input_fields(v, out)),
         Value::Object(map) => map.values().for_each(|v| collect_input_fields(v, out)),
         _ => {}
+    }
+}
+
+/// What the export's workflow test stubs: each tool and model step answers
+/// with an object holding every `steps.<id>.output.<path>` the spec reads
+/// (numbers, which templates print and conditions compare), and a
+/// guardrail's step a confidence of 0 at the first gate (so it pauses) and
+/// 1 elsewhere.
+fn workflow_test(spec: &Spec) -> WorkflowTest {
+    let mut read: BTreeMap<String, Value> = BTreeMap::new();
+    collect_output_paths(&spec.document, &mut read);
+    let first_gate = spec
+        .steps
+        .iter()
+        .filter(|step| spec.step_can_pause(step))
+        .find(|step| match &step.kind {
+            StepKind::Gate(_) => false,
+            StepKind::Model(m) => m.guardrail.as_ref().is_some_and(|g| g.min_confidence > 0.0),
+            _ => true,
+        })
+        .map(|step| step.id.clone());
+    let reply = |step: &str| {
+        read.get(step)
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Map::new()))
+    };
+    let mut tool_replies = Map::new();
+    let mut model_replies = Map::new();
+    for step in &spec.steps {
+        match &step.kind {
+            StepKind::Tool { tool, .. } => {
+                let entry = tool_replies
+                    .entry(tool.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                merge_shape(entry, reply(&step.id));
+            }
+            StepKind::Model(m) => {
+                let mut output = reply(&step.id);
+                if m.guardrail.is_some() {
+                    let confidence = if first_gate.as_deref() == Some(step.id.as_str()) {
+                        0
+                    } else {
+                        1
+                    };
+                    merge_shape(&mut output, serde_json::json!({ "confidence": confidence }));
+                }
+                model_replies.insert(step.id.clone(), output);
+            }
+            _ => {}
+        }
+    }
+    WorkflowTest {
+        tool_replies,
+        model_replies,
+        first_gate,
+    }
+}
+
+/// Every `steps.<id>.output.<a>.<b>` in the spec's strings, as nested
+/// objects by step id with 1 at the leaves.
+fn collect_output_paths(value: &Value, out: &mut BTreeMap<String, Value>) {
+    match value {
+        Value::String(text) => {
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("steps.") {
+                let before = rest[..at].chars().next_back();
+                rest = &rest[at + "steps.".len()..];
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+                    continue;
+                }
+                let path: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                    .collect();
+                let mut parts = path.split('.').filter(|p| !p.is_empty());
+                let (Some(step), Some("output")) = (parts.next(), parts.next()) else {
+                    continue;
+                };
+                let fields: Vec<&str> = parts.collect();
+                let mut shape = Value::from(1);
+                for field in fields.iter().rev() {
+                    let mut object = Map::new();
+                    object.insert((*field).to_string(), shape);
+                    shape = Value::Object(object);
+                }
+                if !shape.is_object() {
+                    shape = Value::Object(Map::new());
+                }
+                let entry = out
+                    .entry(step.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                merge_shape(entry, shape);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_output_paths(v, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_output_paths(v, out)),
+        _ => {}
+    }
+}
+
+/// Merge `more` into `into`: objects field by field; an object wins over a
+/// leaf (a path read both whole and by field).
+fn merge_shape(into: &mut Value, more: Value) {
+    match (into, more) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(existing) => merge_shape(existing, v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (into @ Value::Number(_), more @ Value::Object(_)) => *into = more,
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workflow_stubs_answer_with_what_the_spec_reads_and_the_first_sure_gate() {
+        let yaml = r#"
+version: 1
+agent: a
+model:
+  base_url: http://127.0.0.1:9/v1
+  name: m
+tools:
+  look:
+    http: { url: "http://127.0.0.1:9/{{ args.id }}" }
+  pay:
+    http: { method: POST, url: "http://127.0.0.1:9/pay" }
+    approval: required
+steps:
+  - id: find
+    tool: look
+    with: { id: "{{ input.id }}" }
+  - id: assess
+    model: { prompt: "{{ steps.find.output.order.total }} {{ steps.find.output | tojson }}", output: json }
+    guardrail: { min_confidence: 0.5 }
+  - id: big
+    if: "{{ steps.assess.output.amount > 100 }}"
+    then: request_human_approval
+  - id: refund
+    tool: pay
+    with: { amount: "{{ steps.assess.output.amount }}", n: "{{ steps.find.output.order.n }}" }
+"#;
+        let spec = Spec::parse(yaml, "agent.yaml").unwrap();
+        let w = workflow_test(&spec);
+        let stubs: Value = serde_json::from_str(&w.stubs_json()).unwrap();
+        assert_eq!(
+            stubs,
+            serde_json::json!({
+                "tools": { "look": { "order": { "n": 1, "total": 1 } }, "pay": {} },
+                "models": { "assess": { "amount": 1, "confidence": 0 } },
+            })
+        );
+        assert_eq!(w.first_gate.as_deref(), Some("assess"));
     }
 }

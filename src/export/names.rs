@@ -82,13 +82,14 @@ pub fn package_name(agent: &str, is_dependency: impl Fn(&str) -> bool) -> String
     }
 }
 
-/// Type names a tool's type must not take: `src/custom_tools.rs` declares
-/// each tool's type as a unit struct (a type *and* a value) next to what it
-/// imports, and next to the prelude its code (and `#[async_trait]`'s
-/// expansion: `Box::pin`) relies on. A tool named `result` or `value` must
-/// not shadow `Result` or `Value` there. `Self` is a keyword.
+/// Type names a tool's type must not take: `src/tools/NAME.rs` declares
+/// the tool's type next to what it imports, and next to the prelude its
+/// code (and `#[async_trait]`'s expansion: `Box::pin`) relies on; every
+/// type is re-exported side by side in `src/tools/mod.rs`. A tool named
+/// `result` or `value` must not shadow `Result` or `Value` there. `Self`
+/// is a keyword.
 pub const RESERVED_TYPE_NAMES: &[&str] = &[
-    // What templates/custom_tools.rs imports.
+    // What templates/tool.rs imports.
     "Value",
     "CallContext",
     "CustomTool",
@@ -189,6 +190,58 @@ pub fn type_names<'a>(
     Ok(out)
 }
 
+/// Rust's strict and reserved keywords (edition 2024): a tool named like
+/// one needs a raw identifier (`r#type`) as its module name.
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Keywords that cannot be raw identifiers, and `_`, which is no name.
+const NOT_RAW: &[&str] = &["crate", "self", "super", "_"];
+
+/// The module `src/tools/mod.rs` declares for a tool, and its file's name
+/// in `src/tools/`: the tool's name, as a raw identifier for a keyword
+/// (`r#type`, whose file is still `type.rs`), or, for the names no
+/// identifier can spell (`self`, `super`, `crate`, `_`), `tool_<name>` with a
+/// `#[path]` to the file. A tool named `mod` keeps `r#mod` but its file is
+/// `mod_.rs`: `mod.rs` is the module that declares the others. No two tools
+/// share a module or a file: they would share a type name too, which
+/// [`type_names`] refuses (`mod` and `mod_` are both `Mod`).
+pub fn tool_module(tool: &str) -> ToolModule {
+    let (ident, file) = if NOT_RAW.contains(&tool) {
+        (format!("tool_{tool}"), format!("{tool}.rs"))
+    } else if tool == "mod" {
+        ("r#mod".to_string(), "mod_.rs".to_string())
+    } else if KEYWORDS.contains(&tool) {
+        (format!("r#{tool}"), format!("{tool}.rs"))
+    } else {
+        (tool.to_string(), format!("{tool}.rs"))
+    };
+    ToolModule { ident, file }
+}
+
+/// See [`tool_module`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolModule {
+    /// The module's name, `r#` included for a raw identifier.
+    pub ident: String,
+    /// The file's name in `src/tools/`.
+    pub file: String,
+}
+
+impl ToolModule {
+    /// The `#[path]` the declaration needs: when the file is not the one
+    /// rustc would look for.
+    pub fn path_attr(&self) -> Option<&str> {
+        let plain = self.ident.strip_prefix("r#").unwrap_or(&self.ident);
+        (self.file != format!("{plain}.rs")).then_some(self.file.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +252,28 @@ mod tests {
         assert_eq!(package_name("7eleven", |_| false), "tollgate-7eleven");
         assert_eq!(package_name("test", |_| false), "tollgate-test");
         assert_eq!(package_name("tokio", |n| n == "tokio"), "tollgate-tokio");
+    }
+
+    #[test]
+    fn tool_modules_spell_every_tool_name() {
+        let cases = [
+            ("score_risk", "score_risk", "score_risk.rs", None),
+            ("type", "r#type", "type.rs", None),
+            ("union", "union", "union.rs", None),
+            ("self", "tool_self", "self.rs", Some("self.rs")),
+            ("_", "tool__", "_.rs", Some("_.rs")),
+            ("_1", "_1", "_1.rs", None),
+            ("mod", "r#mod", "mod_.rs", Some("mod_.rs")),
+        ];
+        for (tool, ident, file, path) in cases {
+            let module = tool_module(tool);
+            assert_eq!((module.ident.as_str(), module.file.as_str()), (ident, file));
+            assert_eq!(module.path_attr(), path, "{tool}");
+        }
+        assert!(
+            type_names(["mod", "mod_"]).is_err(),
+            "they would share mod_.rs"
+        );
     }
 
     #[test]

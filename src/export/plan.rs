@@ -93,6 +93,15 @@ pub fn plan(spec: &Spec, spec_source: &[u8]) -> Result<Plan, ExportError> {
             },
         );
     }
+    for (path, text) in templates::tool_files(&model)? {
+        files.insert(
+            path,
+            PlannedFile {
+                role: layout::TOOL_FILE.role,
+                bytes: Cow::Owned(text.into_bytes()),
+            },
+        );
+    }
     for (path, bytes) in vendored::FILES {
         files.insert(
             format!("vendored/{path}"),
@@ -135,11 +144,12 @@ fn render(
         "Cargo.toml" => &CargoToml { m },
         "Dockerfile" => &Dockerfile { m },
         "README.md" => &Readme { m },
-        "src/custom_tools.rs" => &CustomToolsRs { m },
         "src/main.rs" => &MainRs { m },
         "tests/smoke.rs" => &SmokeRs { m },
+        "tests/workflow.rs" => &WorkflowRs { m },
         "Cargo.lock" => return Ok(Cow::Owned(lockfile::render(&m.package).into_bytes())),
         "src/generated.rs" => return Ok(Cow::Owned(codegen::generated_rs(m)?.into_bytes())),
+        "src/tools/mod.rs" => return Ok(Cow::Owned(codegen::tools_mod_rs(m)?.into_bytes())),
         SPEC_FILE => return Ok(Cow::Owned(spec_source.to_vec())),
         other => return Err(ExportError::internal(other, "no template for this file")),
     };

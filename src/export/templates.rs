@@ -7,7 +7,7 @@
 use askama::Template;
 
 use super::ExportError;
-use super::model::Model;
+use super::model::{Model, RustTool};
 
 macro_rules! template {
     ($name:ident, $path:literal) => {
@@ -22,10 +22,31 @@ macro_rules! template {
 template!(CargoToml, "Cargo.toml.in");
 template!(Readme, "README.md");
 template!(MainRs, "main.rs");
-template!(CustomToolsRs, "custom_tools.rs");
+template!(WorkflowRs, "workflow.rs");
 template!(Dockerfile, "Dockerfile");
 template!(EnvExample, "env.example");
 template!(SmokeRs, "smoke.rs");
+
+/// The file of one `rust:` tool, `src/tools/<name>.rs`.
+#[derive(Template)]
+#[template(path = "tool.rs", escape = "none")]
+pub struct ToolRs<'m> {
+    pub tool: &'m RustTool,
+}
+
+/// Every `rust:` tool's file, by path.
+pub fn tool_files(m: &Model<'_>) -> Result<Vec<(String, String)>, ExportError> {
+    m.rust_tools
+        .iter()
+        .map(|tool| {
+            let text = render(&tool.file, &ToolRs { tool })?;
+            Ok((
+                tool.file.clone(),
+                format!("{}\n", text.trim_end_matches('\n')),
+            ))
+        })
+        .collect()
+}
 
 /// Files without anything to fill in.
 pub const DOCKERIGNORE: &str = include_str!("../../templates/dockerignore");
@@ -72,6 +93,11 @@ mod filters {
     /// Text for one line of a Markdown table cell: no newlines, no bare pipes.
     pub fn cell<T: std::fmt::Display>(value: T, _: &dyn askama::Values) -> askama::Result<String> {
         Ok(value.to_string().replace('\n', " ").replace('|', "\\|"))
+    }
+
+    /// A Rust string literal, quotes included.
+    pub fn rust<T: std::fmt::Display>(value: T, _: &dyn askama::Values) -> askama::Result<String> {
+        Ok(format!("{:?}", value.to_string()))
     }
 
     /// One-line text for a `#` comment.

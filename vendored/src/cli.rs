@@ -29,7 +29,8 @@ pub mod store_location;
 
 pub use common::{SpecSource, agent, decider};
 pub use exit::Failure;
-pub use exported::{Embedded, run_exported};
+pub use exported::Embedded;
+pub(crate) use exported::run_exported;
 
 /// Run an async command on a fresh multi-thread runtime and turn its result
 /// into an exit status, printing `error: ...` for failures.

@@ -3,6 +3,7 @@
 //! This crate is copied byte for byte into every exported server, so it
 //! depends on nothing in the generator and refers only to its own modules.
 
+pub mod app;
 pub mod backoff;
 pub mod cli;
 pub mod durable;
@@ -23,14 +24,19 @@ pub mod secrets;
 pub mod server;
 pub mod spec;
 pub mod store;
+pub mod testing;
 pub mod time;
 pub mod tools;
 pub mod watch;
 pub mod workflow;
 
 pub use async_trait::async_trait;
+/// The axum the server is built with: routes and layers given to [`App`]
+/// are of this version.
+pub use axum;
 pub use serde_json;
 
+pub use app::{App, AppError};
 pub use events::{Event, EventKind};
 pub use json_depth::MAX_JSON_DEPTH;
 pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision, Phase};

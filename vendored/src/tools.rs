@@ -18,7 +18,7 @@ use thiserror::Error;
 use crate::expr::Context;
 use crate::spec::{ModelConfig, ModelStep, Spec, ToolKind, ToolSpec};
 
-pub use custom::{CustomTool, CustomTools, MissingCustomTools};
+pub use custom::{CustomTool, CustomTools, CustomToolsError};
 
 /// Why a tool or model call failed. The message never contains a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -129,8 +129,9 @@ impl Toolbox {
         self
     }
 
-    /// Refuse a spec whose `rust:` tools have no implementation here.
-    pub fn check(&self, spec: &Spec) -> Result<(), MissingCustomTools> {
+    /// Refuse a spec whose `rust:` tools have no implementation here, or
+    /// implementations of tools the spec does not declare.
+    pub fn check(&self, spec: &Spec) -> Result<(), CustomToolsError> {
         self.custom.check(spec)
     }
 }

@@ -21,11 +21,11 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn target_dir() -> PathBuf {
+pub(super) fn target_dir() -> PathBuf {
     repo().join("target").join("export-e2e")
 }
 
-fn export_example(name: &str, into: &Path) -> (PathBuf, String) {
+pub(super) fn export_example(name: &str, into: &Path) -> (PathBuf, String) {
     let plan = export::command::plan_for(&repo().join(format!("examples/{name}.yaml"))).unwrap();
     let out = into.join(name);
     export::export(&plan, &out, &ExportOptions::default()).unwrap();
@@ -33,7 +33,7 @@ fn export_example(name: &str, into: &Path) -> (PathBuf, String) {
 }
 
 /// Run cargo in an exported crate; panics with its output when it fails.
-fn cargo(dir: &Path, args: &[&str]) {
+pub(super) fn cargo(dir: &Path, args: &[&str]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let output = Command::new(cargo)
         .args(args)
@@ -108,10 +108,10 @@ fn every_example_export_passes_clippy_and_fmt() {
     let plan = export::command::plan_for(&clashing).unwrap();
     let out = tmp.path().join("clashing-names");
     export::export(&plan, &out, &ExportOptions::default()).unwrap();
-    let generated = std::fs::read_to_string(out.join("src/generated.rs")).unwrap();
+    let tools = std::fs::read_to_string(out.join("src/tools/mod.rs")).unwrap();
     assert!(
-        generated.contains("crate::custom_tools::ToolResult"),
-        "{generated}"
+        tools.contains("pub use self::result::ToolResult;") && tools.contains("mod r#type;"),
+        "{tools}"
     );
     let mut dirs = vec![out];
     for name in ["refund-desk", "no-gate", "with-rust-tools"] {
@@ -133,11 +133,18 @@ fn every_example_export_passes_clippy_and_fmt() {
     }
 }
 
-/// Real implementations of the example's `rust:` tools, as a user would write them.
-const CUSTOM_TOOLS: &str = r#"use tollgate_runtime::serde_json::{Value, json};
+/// Real implementations of the example's `rust:` tools, as a user would
+/// write them, one file each.
+const SCORE_RISK: &str = r#"use tollgate_runtime::serde_json::{Value, json};
 use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
 
-pub struct ScoreRisk;
+pub struct ScoreRisk {}
+
+impl ScoreRisk {
+    pub fn new() -> ScoreRisk {
+        ScoreRisk {}
+    }
+}
 
 #[tollgate_runtime::async_trait]
 impl CustomTool for ScoreRisk {
@@ -146,8 +153,18 @@ impl CustomTool for ScoreRisk {
         Ok(json!({ "risk": if amount > 100.0 { 0.9 } else { 0.1 } }))
     }
 }
+"#;
 
-pub struct FileCase;
+const FILE_CASE: &str = r#"use tollgate_runtime::serde_json::{Value, json};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+
+pub struct FileCase {}
+
+impl FileCase {
+    pub fn new() -> FileCase {
+        FileCase {}
+    }
+}
 
 #[tollgate_runtime::async_trait]
 impl CustomTool for FileCase {
@@ -159,9 +176,9 @@ impl CustomTool for FileCase {
 "#;
 
 /// The server process; killed when dropped.
-struct Server {
-    child: Child,
-    address: String,
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) address: String,
 }
 
 impl Drop for Server {
@@ -171,7 +188,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(binary: &Path, state: &Path) -> Server {
+pub(super) fn serve(binary: &Path, state: &Path) -> Server {
     let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--state"])
         .arg(state)
@@ -200,7 +217,12 @@ fn serve(binary: &Path, state: &Path) -> Server {
 }
 
 /// A plain HTTP/1.1 request; returns the status and the JSON body.
-fn request(address: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+pub(super) fn request(
+    address: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
     let mut stream = TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -249,7 +271,7 @@ fn dechunk(mut body: &str) -> String {
 }
 
 /// Poll the run until `done` says so (at most 30 s).
-fn wait_for_run(server: &Server, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(super) fn wait_for_run(server: &Server, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, run) = request(&server.address, "GET", &format!("/runs/{run_id}"), None);
@@ -272,7 +294,8 @@ fn pending_key(run: &Value) -> String {
 fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, package) = export_example("with-rust-tools", tmp.path());
-    std::fs::write(out.join("src/custom_tools.rs"), CUSTOM_TOOLS).unwrap();
+    std::fs::write(out.join("src/tools/score_risk.rs"), SCORE_RISK).unwrap();
+    std::fs::write(out.join("src/tools/file_case.rs"), FILE_CASE).unwrap();
     cargo(&out, &["build", "--locked"]);
     let binary = target_dir().join("debug").join(&package);
     let state = tmp.path().join("state.db");

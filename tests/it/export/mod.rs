@@ -1,6 +1,7 @@
 //! `tollgate export`: the generated crate, its vendored runtime, re-exports, and builds of the result.
 
 mod build;
+mod builder;
 mod cli;
 mod concurrency;
 mod errors;

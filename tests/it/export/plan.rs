@@ -79,10 +79,12 @@ fn plan_has_every_documented_file_with_its_role() {
             ("Dockerfile", Role::Yours),
             ("README.md", Role::Generated),
             ("agent.yaml", Role::Generated),
-            ("src/custom_tools.rs", Role::Yours),
             ("src/generated.rs", Role::Generated),
             ("src/main.rs", Role::Yours),
+            ("src/tools/mod.rs", Role::Generated),
+            ("src/tools/score_risk.rs", Role::Yours),
             ("tests/smoke.rs", Role::Yours),
+            ("tests/workflow.rs", Role::Yours),
         ]
     );
     assert!(plan.files.contains_key("vendored/Cargo.toml"));

@@ -206,7 +206,7 @@ fn check_passes_right_after_an_export_and_fails_after_a_spec_change() {
     assert_eq!(report.findings, vec![]);
 
     // Your edits do not make an export stale.
-    append(&out, "src/custom_tools.rs", "// mine\n");
+    append(&out, "src/main.rs", "// mine\n");
     assert_eq!(
         export::check(&plan_of(SPEC), &out).unwrap().findings,
         vec![]

@@ -1,12 +1,14 @@
 //! The command line of an exported server: its spec is built in, so no
-//! command needs `--spec`.
+//! command needs `--spec`. Reached through [`crate::App::run`].
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::args::ApprovalsCommand;
 use super::common::SpecSource;
+use crate::server::RouterHook;
 use crate::tools::CustomTools;
 
 /// The spec built into an exported server (see its `src/generated.rs`).
@@ -35,7 +37,8 @@ enum ExportedCommand {
     /// List, show, cancel, retry or fail runs.
     #[command(subcommand)]
     Runs(super::runs::RunsCommand),
-    /// Check the built-in spec.
+    /// Check the built-in spec, and that main.rs registers exactly its
+    /// `rust:` tools.
     Validate,
     /// Print the built-in spec's 64-hex canonical hash.
     Hash,
@@ -48,16 +51,23 @@ enum ExportedCommand {
     Serve(super::serve::ServeArgs),
 }
 
-/// The `main` of an exported server. `register` adds the crate's custom
-/// (`rust:`) tools.
-pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitCode {
-    let matches = super::about::describe(ExportedCli::command(), &embedded).get_matches();
+/// The `main` of an exported server: `custom` are its `rust:` tools, and
+/// `extend` adds its own routes and layers to what `serve` serves.
+pub(crate) fn run_exported<I, T>(
+    embedded: Embedded,
+    custom: CustomTools,
+    extend: Option<RouterHook>,
+    args: I,
+) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let matches = super::about::describe(ExportedCli::command(), &embedded).get_matches_from(args);
     let cli = match ExportedCli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let mut custom = CustomTools::new();
-    register(&mut custom);
     let source = SpecSource::Embedded(embedded);
     super::block_on_command(async move {
         match cli.command {
@@ -65,9 +75,17 @@ pub fn run_exported(embedded: Embedded, register: fn(&mut CustomTools)) -> ExitC
                 super::approvals::run(cmd, Some(&source), &custom).await
             }
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
-            ExportedCommand::Validate => super::spec_commands::validate(&source),
+            ExportedCommand::Validate => {
+                let spec = source.load()?;
+                custom
+                    .check(&spec)
+                    .map_err(|e| super::Failure::bad_input(e.to_string()))?;
+                super::spec_commands::validate(&source)
+            }
             ExportedCommand::Hash => super::spec_commands::hash(&source),
-            ExportedCommand::Serve(args) => super::serve::run(args, &source, &custom).await,
+            ExportedCommand::Serve(args) => {
+                super::serve::run_with(args, &source, &custom, extend).await
+            }
         }
     })
 }

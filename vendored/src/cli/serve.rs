@@ -118,6 +118,17 @@ pub async fn run(
     source: &SpecSource,
     custom: &CustomTools,
 ) -> Result<i32, Failure> {
+    run_with(args, source, custom, None).await
+}
+
+/// [`run`], serving the router `extend` makes of the API's (an exported
+/// server's own routes and layers, from [`crate::App`]).
+pub async fn run_with(
+    args: ServeArgs,
+    source: &SpecSource,
+    custom: &CustomTools,
+    extend: Option<server::RouterHook>,
+) -> Result<i32, Failure> {
     server::init_logging_as(args.log_format);
     let spec = source.load()?;
     let limits = Limits {
@@ -146,7 +157,10 @@ pub async fn run(
         limits,
         ..ServerConfig::default()
     };
-    let server = Server::bind(agent, config).await.map_err(failure)?;
+    let mut server = Server::bind(agent, config).await.map_err(failure)?;
+    if let Some(extend) = extend {
+        server = server.with_router(extend);
+    }
     server::announce(server.local_addr().map_err(failure)?);
     server.run().await.map_err(failure)?;
     Ok(exit::OK)

@@ -2,6 +2,11 @@
 //! (DESIGN §5): the router, auth, the webhook trigger, schedules, the
 //! expiry sweeper and graceful shutdown.
 //!
+//! An exported server adds its own routes and layers through
+//! [`crate::App`], which hands them to [`Server::with_router`], or mounts
+//! the API in an axum app of its own with [`mount`] (through
+//! [`crate::App::mount`]): the router, and the background tasks to stop.
+//!
 //! `tollgate serve` and an exported server's `serve` command (both
 //! `cli/serve.rs`) read the configuration from flags and the environment
 //! through clap, then, in essence:
@@ -38,6 +43,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -118,7 +124,13 @@ pub struct Server {
     config: ServerConfig,
     listener: TcpListener,
     schedule: Vec<schedule::Entry>,
+    /// What the program adds to the API's router before serving it (its
+    /// own routes and layers: [`crate::App`]).
+    extend: Option<RouterHook>,
 }
+
+/// Changes the API's router before it is served: merges routes, adds layers.
+pub type RouterHook = Box<dyn FnOnce(Router) -> Result<Router, ServerError> + Send>;
 
 impl Server {
     /// Check the configuration against the spec and bind the address.
@@ -167,7 +179,15 @@ impl Server {
             config,
             listener,
             schedule,
+            extend: None,
         })
+    }
+
+    /// Serve the router `extend` makes of the API's router (the API's
+    /// routes come first: `extend` merges others and adds layers).
+    pub fn with_router(mut self, extend: RouterHook) -> Server {
+        self.extend = Some(extend);
+        self
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, ServerError> {
@@ -192,93 +212,92 @@ impl Server {
             config,
             listener,
             schedule,
+            extend,
         } = self;
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let background = Background::default();
-        let slack = start_slack(&agent, &stop_rx)?;
-        let state = AppState {
-            agent: agent.clone(),
-            tokens: Arc::new(config.tokens.clone()),
-            background: background.clone(),
-            shutdown: stop_rx.clone(),
-            slack,
-            // Only a pushing store adds anything: streams poll anyway.
-            watcher: agent.store().change_feed().map(|_| {
-                crate::watch::ApprovalWatcher::start(
-                    agent.store().clone(),
-                    crate::watch::WatchOptions::default(),
-                )
-                .with_clock(agent.clock().clone())
-            }),
-        };
-        if config.tokens.is_empty() {
-            tracing::warn!(
-                "no API tokens ({TOKENS_ENV} is not set): serving loopback only, every caller is \"{}\"",
-                auth::LOCAL_CALLER
-            );
-        } else {
-            let names: Vec<&str> = config.tokens.names().collect();
-            tracing::info!(tokens = %names.join(","), "bearer tokens required");
-        }
-        let swept = sweeper::sweep_once(&agent).await;
-        // Runs whose driver died (this process's predecessor, or another
-        // node): claimed now and resumed in the background.
-        let mut recovered = tasks::recover(&agent, &background).await.unwrap_or(0);
-        while recovered > 0 && recovered % crate::durable::RECOVER_BATCH == 0 {
-            match tasks::recover(&agent, &background).await {
-                Some(more) if more > 0 => recovered += more,
-                _ => break,
-            }
-        }
-        let stuck = agent
-            .store()
-            .count_runs(&agent.spec().agent, crate::run_state::RunStatus::Stuck)
-            .await;
-        tracing::info!(
-            recovered,
-            stuck = stuck.map_or_else(|e| format!("unknown ({e})"), |n| n.to_string()),
-            lease = ?agent.lease(),
-            "durable runs: recovered orphaned runs at start-up; stuck runs wait for `runs retry` or `runs fail`"
-        );
-        let recovering = tokio::spawn(tasks::recover_periodically(
-            agent.clone(),
-            background.clone(),
-            stop_rx.clone(),
-        ));
-        if let Some(slack) = &state.slack {
-            // After the startup sweep, so expiries it found are shown too.
-            tokio::spawn(Arc::clone(slack).repair_once());
-        }
-        let sweeping = tokio::spawn(sweeper::run(
-            agent.clone(),
-            config.sweep_every,
-            stop_rx.clone(),
-            state.slack.clone(),
-            swept != sweeper::Swept::Stop,
-        ));
-        for entry in schedule {
-            tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
-            tokio::spawn(schedule::run(state.clone(), entry, stop_rx.clone()));
-        }
-
-        let app = origin::guard(
-            routes::router(state, config.max_body_bytes),
-            origin::Policy {
-                loopback_hosts_only: config.tokens.is_empty(),
+        let limits = config.limits;
+        let Mounted { router, tasks } =
+            mount_with_schedule(agent.clone(), config, schedule).await?;
+        let app = match extend {
+            Some(extend) => match extend(router) {
+                Ok(app) => app,
+                // Refused (routes that clash with the API's): stop what
+                // the mount started, recovered runs included, first.
+                Err(e) => {
+                    let _ = tasks.stop(None).await;
+                    return Err(e);
+                }
             },
-        );
-        let serving = tokio::spawn(conn::serve(listener, app, config.limits, stop_rx.clone()));
+            None => router,
+        };
+        let serving = tokio::spawn(conn::serve(listener, app, limits, tasks.stop_rx.clone()));
         tracing::info!(agent = %agent.spec().agent, spec = %agent.spec().hash.short(), store = %agent.store().describe(), "serving");
-
         stop.await;
+        tasks.stop(Some(serving)).await
+    }
+}
+
+/// The API's router with its background work started, to serve on a
+/// listener of your own (see [`mount`]).
+pub struct Mounted {
+    /// Every route of the API (runs, approvals, health, Slack, the spec's
+    /// webhook as the fallback). It has a fallback, so merge it into your
+    /// router with `your_router.merge(router)` only if yours has none, or
+    /// nest your routes into it.
+    pub router: Router,
+    /// The expiry sweeper, the recovery of orphaned runs, the schedules and
+    /// the runs in flight: stop them with [`BackgroundTasks::shutdown`]
+    /// when your server stops.
+    pub tasks: BackgroundTasks,
+}
+
+/// The work a mounted API does besides answering requests. Dropping it
+/// leaves the tasks running until the runtime ends; call
+/// [`BackgroundTasks::shutdown`] for a graceful stop.
+pub struct BackgroundTasks {
+    stop_tx: watch::Sender<bool>,
+    stop_rx: watch::Receiver<bool>,
+    background: Background,
+    sweeping: tokio::task::JoinHandle<()>,
+    recovering: tokio::task::JoinHandle<()>,
+    shutdown_grace: Duration,
+}
+
+impl BackgroundTasks {
+    /// Runs being driven by this process now.
+    pub fn running(&self) -> usize {
+        self.background.running()
+    }
+
+    /// End event streams, stop the sweeper, recovery and schedules, and
+    /// give running steps up to the configured `shutdown_grace` to finish
+    /// (stop accepting requests first). Paused runs stay in the store.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        self.stop(None).await
+    }
+
+    async fn stop(
+        self,
+        serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    ) -> Result<(), ServerError> {
+        let BackgroundTasks {
+            stop_tx,
+            stop_rx: _,
+            background,
+            sweeping,
+            recovering,
+            shutdown_grace,
+        } = self;
         tracing::info!(
-            grace = ?config.shutdown_grace,
+            grace = ?shutdown_grace,
             running = background.running(),
             "shutting down: no new requests; waiting for running steps"
         );
         let _ = stop_tx.send(true);
-        let finished = tokio::time::timeout(config.shutdown_grace, async {
-            let served = serving.await;
+        let finished = tokio::time::timeout(shutdown_grace, async {
+            let served = match serving {
+                Some(serving) => serving.await,
+                None => Ok(Ok(())),
+            };
             background.wait_idle().await;
             served
         })
@@ -301,6 +320,122 @@ impl Server {
             }
         }
     }
+}
+
+/// Start the API without a listener: check the spec against `config`,
+/// sweep expired approvals, recover orphaned runs, start the background
+/// tasks, and hand back the router to serve (`config.listen` is not used;
+/// `config.limits` are the connection layer's, which yours replaces).
+///
+/// ```no_run
+/// # async fn example(agent: tollgate_runtime::AgentRun) -> Result<(), Box<dyn std::error::Error>> {
+/// use tollgate_runtime::server::{self, ServerConfig};
+/// let mounted = server::mount(agent, ServerConfig::default()).await?;
+/// let app = axum::Router::new()
+///     .route("/hello", axum::routing::get(|| async { "hello" }))
+///     .merge(mounted.router);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, app).await?;
+/// mounted.tasks.shutdown().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn mount(agent: AgentRun, config: ServerConfig) -> Result<Mounted, ServerError> {
+    check_webhook_path(&agent)?;
+    let schedule = schedule::entries(agent.spec()).map_err(ServerError::Config)?;
+    mount_with_schedule(agent, config, schedule).await
+}
+
+async fn mount_with_schedule(
+    agent: AgentRun,
+    config: ServerConfig,
+    schedule: Vec<schedule::Entry>,
+) -> Result<Mounted, ServerError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let background = Background::default();
+    let slack = start_slack(&agent, &stop_rx)?;
+    let state = AppState {
+        agent: agent.clone(),
+        tokens: Arc::new(config.tokens.clone()),
+        background: background.clone(),
+        shutdown: stop_rx.clone(),
+        slack,
+        // Only a pushing store adds anything: streams poll anyway.
+        watcher: agent.store().change_feed().map(|_| {
+            crate::watch::ApprovalWatcher::start(
+                agent.store().clone(),
+                crate::watch::WatchOptions::default(),
+            )
+            .with_clock(agent.clock().clone())
+        }),
+    };
+    if config.tokens.is_empty() {
+        tracing::warn!(
+            "no API tokens ({TOKENS_ENV} is not set): serving loopback only, every caller is \"{}\"",
+            auth::LOCAL_CALLER
+        );
+    } else {
+        let names: Vec<&str> = config.tokens.names().collect();
+        tracing::info!(tokens = %names.join(","), "bearer tokens required");
+    }
+    let swept = sweeper::sweep_once(&agent).await;
+    // Runs whose driver died (this process's predecessor, or another
+    // node): claimed now and resumed in the background.
+    let mut recovered = tasks::recover(&agent, &background).await.unwrap_or(0);
+    while recovered > 0 && recovered % crate::durable::RECOVER_BATCH == 0 {
+        match tasks::recover(&agent, &background).await {
+            Some(more) if more > 0 => recovered += more,
+            _ => break,
+        }
+    }
+    let stuck = agent
+        .store()
+        .count_runs(&agent.spec().agent, crate::run_state::RunStatus::Stuck)
+        .await;
+    tracing::info!(
+        recovered,
+        stuck = stuck.map_or_else(|e| format!("unknown ({e})"), |n| n.to_string()),
+        lease = ?agent.lease(),
+        "durable runs: recovered orphaned runs at start-up; stuck runs wait for `runs retry` or `runs fail`"
+    );
+    let recovering = tokio::spawn(tasks::recover_periodically(
+        agent.clone(),
+        background.clone(),
+        stop_rx.clone(),
+    ));
+    if let Some(slack) = &state.slack {
+        // After the startup sweep, so expiries it found are shown too.
+        tokio::spawn(Arc::clone(slack).repair_once());
+    }
+    let sweeping = tokio::spawn(sweeper::run(
+        agent.clone(),
+        config.sweep_every,
+        stop_rx.clone(),
+        state.slack.clone(),
+        swept != sweeper::Swept::Stop,
+    ));
+    for entry in schedule {
+        tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
+        tokio::spawn(schedule::run(state.clone(), entry, stop_rx.clone()));
+    }
+
+    let app = origin::guard(
+        routes::router(state, config.max_body_bytes),
+        origin::Policy {
+            loopback_hosts_only: config.tokens.is_empty(),
+        },
+    );
+    Ok(Mounted {
+        router: app,
+        tasks: BackgroundTasks {
+            stop_tx,
+            stop_rx,
+            background,
+            sweeping,
+            recovering,
+            shutdown_grace: config.shutdown_grace,
+        },
+    })
 }
 
 /// Bind, print `listening on http://ADDR` (one line on stdout, so scripts

@@ -11,8 +11,34 @@ use thiserror::Error;
 use super::{CallContext, ToolError};
 use crate::spec::{Spec, ToolKind};
 
-/// A tool implemented in Rust. `args` are the step's evaluated `with:`
-/// arguments (or the edited ones, after a modify decision).
+/// A tool implemented in Rust: the value registered for a `rust:` tool of
+/// the spec. It is a value, so it holds what it needs (configuration, an
+/// HTTP client, a pool) in its fields; one value serves every call, from
+/// many runs at once, so shared mutable state goes behind a lock or an atomic.
+///
+/// `args` are the step's evaluated `with:` arguments (or the edited ones,
+/// after a modify decision); what it returns is the step's output.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use tollgate_runtime::serde_json::{Value, json};
+/// use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+///
+/// pub struct ScoreRisk {
+///     threshold: f64,
+///     scored: AtomicU64,
+/// }
+///
+/// #[tollgate_runtime::async_trait]
+/// impl CustomTool for ScoreRisk {
+///     async fn call(&self, args: Value, _call: &CallContext) -> Result<Value, ToolError> {
+///         let amount = args["amount"].as_f64().ok_or_else(|| ToolError::new("amount must be a number"))?;
+///         let n = self.scored.fetch_add(1, Ordering::Relaxed) + 1;
+///         Ok(json!({ "risky": amount > self.threshold, "scored": n }))
+///     }
+/// }
+/// # let _ = ScoreRisk { threshold: 100.0, scored: AtomicU64::new(0) };
+/// ```
 #[async_trait]
 pub trait CustomTool: Send + Sync {
     async fn call(&self, args: Value, call: &CallContext) -> Result<Value, ToolError>;
@@ -24,17 +50,44 @@ pub struct CustomTools {
     tools: BTreeMap<String, Arc<dyn CustomTool>>,
 }
 
-/// A spec names `rust:` tools this program does not implement.
+/// The registered tools do not match the spec's `rust:` tools.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error(
-    "tool{} {} {} implemented in Rust (`rust: {{}}`) and not available here: export the spec with `tollgate export SPEC --out DIR` and implement {} in DIR/src/custom_tools.rs",
-    if .names.len() == 1 { "" } else { "s" },
-    .names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", "),
-    if .names.len() == 1 { "is" } else { "are" },
-    if .names.len() == 1 { "it" } else { "them" }
-)]
-pub struct MissingCustomTools {
-    pub names: Vec<String>,
+pub enum CustomToolsError {
+    /// The spec declares `rust:` tools nothing registered.
+    #[error(
+        "tool{} {} {} implemented in Rust (`rust: {{}}`) and not registered in this program: export the spec with `tollgate export SPEC --out DIR`, implement {} in DIR/src/tools/NAME.rs and register {} in DIR/src/main.rs with `.tool(\"NAME\", ...)`",
+        plural(.0),
+        quoted(.0),
+        if .0.len() == 1 { "is" } else { "are" },
+        if .0.len() == 1 { "it" } else { "each" },
+        if .0.len() == 1 { "it" } else { "each" }
+    )]
+    Missing(Vec<String>),
+    /// Tools registered under names the spec does not declare as `rust:`
+    /// tools (a typo, or a tool the spec dropped).
+    #[error(
+        "tool{} {} registered in this program {} not a `rust:` tool of the spec ({}): remove the `.tool(...)` registration or declare the tool in the spec",
+        plural(.unknown),
+        quoted(.unknown),
+        if .unknown.len() == 1 { "is" } else { "are" },
+        if .declared.is_empty() { "it declares none".to_string() } else { format!("it declares {}", quoted(.declared)) }
+    )]
+    NotInSpec {
+        unknown: Vec<String>,
+        declared: Vec<String>,
+    },
+}
+
+fn plural(names: &[String]) -> &'static str {
+    if names.len() == 1 { "" } else { "s" }
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl CustomTools {
@@ -42,6 +95,8 @@ impl CustomTools {
         CustomTools::default()
     }
 
+    /// Register `tool` for the spec's `rust:` tool `name` (replacing an
+    /// earlier registration of the name).
     pub fn register(&mut self, name: &str, tool: Arc<dyn CustomTool>) -> &mut CustomTools {
         self.tools.insert(name.to_string(), tool);
         self
@@ -51,19 +106,32 @@ impl CustomTools {
         self.tools.contains_key(name)
     }
 
-    /// Every `rust:` tool of the spec must be registered.
-    pub fn check(&self, spec: &Spec) -> Result<(), MissingCustomTools> {
-        let names: Vec<String> = spec
+    /// Every `rust:` tool of the spec must be registered, and nothing else.
+    pub fn check(&self, spec: &Spec) -> Result<(), CustomToolsError> {
+        let declared: Vec<String> = spec
             .tools
             .values()
-            .filter(|t| matches!(t.kind, ToolKind::Rust) && !self.contains(&t.name))
+            .filter(|t| matches!(t.kind, ToolKind::Rust))
             .map(|t| t.name.clone())
             .collect();
-        if names.is_empty() {
-            Ok(())
-        } else {
-            Err(MissingCustomTools { names })
+        let missing: Vec<String> = declared
+            .iter()
+            .filter(|name| !self.contains(name))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(CustomToolsError::Missing(missing));
         }
+        let unknown: Vec<String> = self
+            .tools
+            .keys()
+            .filter(|name| !declared.contains(name))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            return Err(CustomToolsError::NotInSpec { unknown, declared });
+        }
+        Ok(())
     }
 
     pub async fn call(
@@ -113,6 +181,37 @@ mod tests {
             }
             Ok(v)
         }
+    }
+
+    fn spec(tools: &str) -> Spec {
+        let yaml = format!(
+            "version: 1\nagent: a\ntools:\n{tools}  web:\n    http:\n      url: http://127.0.0.1:9/x\nsteps:\n  - id: s\n    tool: web\n"
+        );
+        Spec::parse(&yaml, "agent.yaml").unwrap()
+    }
+
+    #[test]
+    fn check_wants_every_rust_tool_registered_and_nothing_else() {
+        let spec = spec("  score_risk:\n    rust: {}\n  file_case:\n    rust: {}\n");
+        let mut tools = CustomTools::new();
+        tools.register("score_risk", Arc::new(Nested(0)));
+        let err = tools.check(&spec).unwrap_err();
+        assert_eq!(err, CustomToolsError::Missing(vec!["file_case".into()]));
+        assert!(
+            err.to_string()
+                .starts_with("tool \"file_case\" is implemented in Rust"),
+            "{err}"
+        );
+        tools.register("file_case", Arc::new(Nested(0)));
+        assert_eq!(tools.check(&spec), Ok(()));
+        // An HTTP tool's name, or a name the spec does not have, is refused.
+        tools.register("web", Arc::new(Nested(0)));
+        tools.register("scor_risk", Arc::new(Nested(0)));
+        let err = tools.check(&spec).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tools \"scor_risk\", \"web\" registered in this program are not a `rust:` tool of the spec (it declares \"file_case\", \"score_risk\"): remove the `.tool(...)` registration or declare the tool in the spec"
+        );
     }
 
     #[tokio::test]

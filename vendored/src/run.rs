@@ -851,11 +851,16 @@ impl AgentRun {
                     continue;
                 }
                 decision => {
-                    // A gated tool entered without its decision only pauses:
-                    // it calls nothing, so it journals nothing (a start
-                    // recorded now would read as a call in doubt after a
-                    // crash before the pause, or after the decision).
-                    let calls = journaled(step) && !(decision.is_none() && self.gated(step));
+                    // A gated tool entered without its decision only pauses,
+                    // and one entered with a rejection only ends the run: it
+                    // calls nothing, so it journals nothing (a start recorded
+                    // now would read as a call in doubt after a crash before
+                    // the pause or the end, and leave the run stuck).
+                    let calls = journaled(step)
+                        && !(self.gated(step)
+                            && decision
+                                .as_ref()
+                                .is_none_or(|d| d.status == ApprovalStatus::Rejected));
                     let in_doubt = calls && log.in_doubt(index);
                     if in_doubt && !log.retry_in_doubt {
                         match self.on_crash(step) {

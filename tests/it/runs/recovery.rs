@@ -495,6 +495,31 @@ async fn a_gated_tool_journals_its_call_only_once_decided_and_its_result_once_do
         journal[0].output.as_ref().map(|o| o["body"]["id"].clone()),
         Some(json!("call-0"))
     );
+
+    // Rejected, the gated tool calls nothing and journals nothing: a start
+    // recorded here read as a call in doubt to a recovery after a crash
+    // before the run's end, and left a rejected run stuck (found by the
+    // SIGKILL chaos test).
+    let (code, run) = api
+        .post(&served.url("/runs?wait=true"), json!({"input": {}}))
+        .await;
+    assert_eq!(code, 200, "{run}");
+    let rejected_id = run["id"].as_str().unwrap().to_string();
+    let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
+    let (code, body) = api
+        .post(
+            &served.url(&format!("/approvals/{key}/reject?wait=true")),
+            json!({"reason": "no"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"], "rejected", "{body}");
+    let journal = store.run_journal(&rejected_id).await.unwrap();
+    assert!(
+        journal.is_empty(),
+        "a rejected call is not journaled: {journal:?}"
+    );
+    assert_eq!(stub.count(), 1, "only the approved call was made");
 }
 
 /// `tollgate run --persist` stores its run before the first step, leased

@@ -304,7 +304,12 @@ impl TlsCluster {
             let key_file = key.display().to_string();
             let cert_file = cert.display().to_string();
             for args in [
-                vec!["chown", "postgres:postgres", key_file.as_str(), cert_file.as_str()],
+                vec![
+                    "chown",
+                    "postgres:postgres",
+                    key_file.as_str(),
+                    cert_file.as_str(),
+                ],
                 vec!["chmod", "600", key_file.as_str()],
             ] {
                 sh(Command::new(args[0]).args(&args[1..]))?;
@@ -370,8 +375,21 @@ fn sh(cmd: &mut Command) -> Result<(), String> {
 fn make_ca(dir: &Path, name: &str) -> Result<PathBuf, String> {
     let pem = dir.join(format!("{name}.pem"));
     sh(Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
-        .args(["-nodes", "-days", "2", "-subj", &format!("/CN=tollgate test {name}")])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN=tollgate test {name}"),
+        ])
         .args(["-addext", "basicConstraints=critical,CA:TRUE"])
         .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
         .arg("-keyout")
@@ -390,7 +408,14 @@ fn make_server_cert(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
         dir.join("server.ext"),
     );
     sh(Command::new("openssl")
-        .args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+        .args([
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
         .args(["-nodes", "-subj", "/CN=localhost", "-keyout"])
         .arg(&key)
         .arg("-out")

@@ -3,6 +3,7 @@
 mod build;
 mod cli;
 mod concurrency;
+mod dockerfile;
 mod errors;
 mod generated_files;
 mod lockfile;

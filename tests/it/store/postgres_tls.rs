@@ -96,10 +96,19 @@ async fn verify_full_with_another_ca_fails_saying_why_and_never_the_password() {
     .err()
     .expect("a certificate from another CA is refused");
     let text = err.to_string();
-    assert!(text.contains("cannot connect to postgres://postgres@127.0.0.1"), "{text}");
+    assert!(
+        text.contains("cannot connect to postgres://postgres@127.0.0.1"),
+        "{text}"
+    );
     assert!(text.contains("sslmode=verify-full"), "{text}");
-    assert!(text.contains(&wrong), "names the roots it checked against: {text}");
-    assert!(text.contains("UnknownIssuer"), "says what was wrong: {text}");
+    assert!(
+        text.contains(&wrong),
+        "names the roots it checked against: {text}"
+    );
+    assert!(
+        text.contains("UnknownIssuer"),
+        "says what was wrong: {text}"
+    );
     assert!(!text.contains(PASSWORD), "{text}");
 }
 
@@ -121,7 +130,10 @@ async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
         .err()
         .expect("verify-full refuses a certificate for another name");
     let text = err.to_string();
-    assert!(text.contains("not valid for name \"db.elsewhere.test\""), "{text}");
+    assert!(
+        text.contains("not valid for name \"db.elsewhere.test\""),
+        "{text}"
+    );
     assert!(!text.contains(PASSWORD), "{text}");
 
     let store = connect(&url("verify-ca"))
@@ -140,7 +152,10 @@ async fn the_server_refuses_a_connection_without_tls() {
         .err()
         .expect("plain text is refused");
     let text = err.to_string();
-    assert!(text.contains("no encryption"), "the server's pg_hba reject: {text}");
+    assert!(
+        text.contains("no encryption"),
+        "the server's pg_hba reject: {text}"
+    );
     assert!(text.contains("sslmode=disable"), "{text}");
     assert!(!text.contains(PASSWORD), "{text}");
 }
@@ -155,13 +170,19 @@ async fn an_unknown_sslmode_is_a_clear_location_error() {
     assert!(matches!(err, StoreError::InvalidLocation { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("sslmode=\"verify_full\""), "{text}");
-    assert!(text.contains("verify-full"), "lists the known modes: {text}");
+    assert!(
+        text.contains("verify-full"),
+        "lists the known modes: {text}"
+    );
     assert!(!text.contains(PASSWORD), "{text}");
 
-    let err = connect(&url(&db, "sslmode=verify-full&sslrootcert=/nonexistent/ca.pem"))
-        .await
-        .err()
-        .expect("a missing root file");
+    let err = connect(&url(
+        &db,
+        "sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+    ))
+    .await
+    .err()
+    .expect("a missing root file");
     let text = err.to_string();
     assert!(text.contains("/nonexistent/ca.pem"), "{text}");
     assert!(!text.contains(PASSWORD), "{text}");

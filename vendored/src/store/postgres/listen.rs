@@ -37,9 +37,10 @@ impl ChangeFeed for Listener {
     async fn connect(&self) -> StoreResult<FeedConnection> {
         // Classified as any driver error: a refused or lost connection is
         // retried by the watcher, anything else is reported.
-        let (client, mut connection) = self.config.connect(self.tls.clone()).await.map_err(|e| {
-            StoreError::from(e).reworded(|m| format!("cannot open the LISTEN connection: {m}"))
-        })?;
+        let (client, mut connection) =
+            self.config.connect(self.tls.clone()).await.map_err(|e| {
+                StoreError::from(e).reworded(|m| format!("cannot open the LISTEN connection: {m}"))
+            })?;
         let (tx, rx) = mpsc::channel(BUFFER);
         // Drive the connection: its messages carry the notifications. Ends
         // when the server closes it or the watcher drops its receiver.

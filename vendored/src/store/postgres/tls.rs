@@ -103,7 +103,11 @@ impl TlsSettings {
     /// `sslmode=verify-full, roots from PATH`, for an error message.
     pub fn describe(&self) -> String {
         match &self.root_cert {
-            Some(path) => format!("sslmode={}, roots from {}", self.mode.as_str(), path.display()),
+            Some(path) => format!(
+                "sslmode={}, roots from {}",
+                self.mode.as_str(),
+                path.display()
+            ),
             None if matches!(self.mode, SslMode::VerifyCa | SslMode::VerifyFull) => {
                 format!("sslmode={}, webpki roots", self.mode.as_str())
             }
@@ -170,7 +174,10 @@ fn settings(mode: Option<SslMode>, root_cert: Option<PathBuf>) -> Result<TlsSett
         (SslMode::Require, Some(_)) => SslMode::VerifyCa,
         (mode, _) => mode,
     };
-    if root_cert.as_deref().is_some_and(|p| p.as_os_str().is_empty()) {
+    if root_cert
+        .as_deref()
+        .is_some_and(|p| p.as_os_str().is_empty())
+    {
         return Err("sslrootcert is empty: give the path of a PEM file".into());
     }
     Ok(TlsSettings { mode, root_cert })
@@ -222,9 +229,8 @@ fn roots(file: Option<&Path>) -> Result<RootCertStore, String> {
         store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         return Ok(store);
     };
-    let unreadable = |e: &dyn std::fmt::Display| {
-        format!("cannot read sslrootcert {}: {e}", file.display())
-    };
+    let unreadable =
+        |e: &dyn std::fmt::Display| format!("cannot read sslrootcert {}: {e}", file.display());
     let certs = CertificateDer::pem_file_iter(file)
         .map_err(|e| unreadable(&e))?
         .collect::<Result<Vec<_>, _>>()
@@ -461,7 +467,10 @@ mod tests {
         let (rest, tls) = split(
             "postgresql://app:p%3Fw@db/x?application_name=a&sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&connect_timeout=3",
         );
-        assert_eq!(rest, "postgresql://app:p%3Fw@db/x?application_name=a&connect_timeout=3");
+        assert_eq!(
+            rest,
+            "postgresql://app:p%3Fw@db/x?application_name=a&connect_timeout=3"
+        );
         assert_eq!(tls.mode, SslMode::VerifyFull);
         assert_eq!(tls.root_cert.as_deref(), Some(Path::new("/etc/ca.pem")));
         tokio_postgres::Config::from_str(&rest).expect("the driver reads what is left");

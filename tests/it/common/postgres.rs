@@ -52,6 +52,11 @@ pub struct TlsCluster {
     pub wrong_ca: PathBuf,
 }
 
+/// A superuser of the TLS cluster that must log in with its password
+/// (SCRAM-SHA-256), where every other user is trusted.
+pub const SCRAM_USER: &str = "tollgate_scram";
+pub const SCRAM_PASSWORD: &str = "scram-pw-9f3a";
+
 /// The TLS cluster of this test binary, started on first use.
 pub fn tls_cluster() -> &'static TlsCluster {
     match TLS_CLUSTER.get_or_init(TlsCluster::start) {
@@ -331,6 +336,7 @@ impl TlsCluster {
         std::fs::write(
             data.join("pg_hba.conf"),
             "local all all trust\n\
+             hostssl all tollgate_scram 127.0.0.1/32 scram-sha-256\n\
              hostssl all all 127.0.0.1/32 trust\n\
              hostssl all all ::1/128 trust\n\
              hostnossl all all 0.0.0.0/0 reject\n\
@@ -338,6 +344,10 @@ impl TlsCluster {
         )
         .map_err(|e| format!("write pg_hba.conf: {e}"))?;
         cluster.pg_ctl_start()?;
+        cluster.psql(
+            "postgres",
+            &format!("CREATE ROLE {SCRAM_USER} LOGIN SUPERUSER PASSWORD '{SCRAM_PASSWORD}'"),
+        );
         Ok(TlsCluster {
             cluster,
             ca,

@@ -9,7 +9,7 @@ use serde_json::json;
 use tollgate_runtime::store::{PostgresOptions, PostgresStore, StateStore, StoreError};
 
 use crate::common::Workspace;
-use crate::common::postgres::{TestDb, tls_cluster};
+use crate::common::postgres::{SCRAM_PASSWORD, SCRAM_USER, TestDb, tls_cluster};
 use crate::common::server::{Api, Served};
 use crate::common::store_cases::paused_run;
 
@@ -140,6 +140,34 @@ async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
         .await
         .expect("verify-ca checks the chain only");
     assert_usable(&store, "k-verify-ca").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_password_login_over_tls_binds_the_channel_and_a_wrong_one_is_not_shown() {
+    let db = database();
+    let ca = tls_cluster().ca.display().to_string();
+    let port = tls_cluster().cluster.port();
+    let url = |password: &str| {
+        format!(
+            "postgres://{SCRAM_USER}:{password}@127.0.0.1:{port}/{}?sslmode=verify-full&sslrootcert={ca}&channel_binding=require",
+            db.name
+        )
+    };
+    // channel_binding=require: the driver accepts only SCRAM-SHA-256-PLUS,
+    // which the server verifies against its own certificate's hash.
+    let store = connect(&url(SCRAM_PASSWORD))
+        .await
+        .expect("SCRAM with channel binding over verify-full");
+    assert_usable(&store, "k-scram").await;
+
+    let wrong = "not-the-password-3c1b";
+    let err = connect(&url(wrong)).await.err().expect("a wrong password");
+    let text = err.to_string();
+    assert!(text.contains("password authentication failed"), "{text}");
+    assert!(
+        !text.contains(wrong) && !text.contains(SCRAM_PASSWORD),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

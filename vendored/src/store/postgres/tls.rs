@@ -14,19 +14,25 @@
 //!   the URL must be one the certificate names.
 //! - `sslrootcert=PATH`: the roots to trust, a PEM file (a private CA). Without
 //!   it the verifying modes trust the Mozilla roots (webpki-roots), where
-//!   libpq would read `~/.postgresql/root.crt`: managed PostgreSQL services
-//!   mostly present certificates from a public CA.
+//!   libpq would read `~/.postgresql/root.crt`: a server whose certificate
+//!   comes from a public CA needs nothing more, and a service with its own
+//!   CA publishes the bundle to give here.
 //!
 //! tokio-postgres knows only disable, prefer and require and no
 //! `sslrootcert`, so [`split_url`] takes both out of the URL before the
 //! driver parses it, and [`RustlsConnect`] does the rest. Written here
 //! rather than taken from `tokio-postgres-rustls`: it is one small trait
-//! impl, and that crate would pull in its own x509 parser (for channel
-//! binding) and pin rustls versions independently of reqwest's.
+//! impl over tokio-rustls, and that crate would add crates to every
+//! `postgres` build (it parses certificates with an x509 crate for channel
+//! binding) and pin rustls independently of reqwest's.
 //!
-//! No channel binding (SCRAM-SHA-256-PLUS) is offered: tokio-postgres then
-//! authenticates with plain SCRAM-SHA-256 over the encrypted connection,
-//! which every server accepts unless the URL says `channel_binding=require`.
+//! Channel binding (SCRAM-SHA-256-PLUS, `tls-server-end-point`): the hash
+//! of the server's certificate, with the hash its signature uses (RFC 5929:
+//! SHA-256 for MD5 and SHA-1). [`end_point_hash`] reads the signature
+//! algorithm from the certificate's DER with a few lines rather than an
+//! x509 crate; for an algorithm it does not know (RSA-PSS, Ed25519) no
+//! binding is offered and SCRAM runs without it (`channel_binding=require`
+//! then fails, saying so).
 
 use std::future::Future;
 use std::io;
@@ -440,8 +446,106 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
     fn channel_binding(&self) -> ChannelBinding {
-        ChannelBinding::none()
+        let (_, session) = self.0.get_ref();
+        session
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|cert| end_point_hash(cert.as_ref()))
+            .map_or_else(ChannelBinding::none, ChannelBinding::tls_server_end_point)
     }
+}
+
+/// Signature algorithm OIDs (DER content bytes) and the hash RFC 5929 binds
+/// with: the signature's own, SHA-256 for MD5 and SHA-1.
+const SIGNATURE_HASHES: &[(&[u8], Hash)] = &[
+    // md5, sha1, sha256, sha384, sha512 WithRSAEncryption (1.2.840.113549.1.1.4/5/11/12/13)
+    (
+        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x04],
+        Hash::Sha256,
+    ),
+    (
+        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x05],
+        Hash::Sha256,
+    ),
+    (
+        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b],
+        Hash::Sha256,
+    ),
+    (
+        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0c],
+        Hash::Sha384,
+    ),
+    (
+        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0d],
+        Hash::Sha512,
+    ),
+    // ecdsa-with-SHA1 (1.2.840.10045.4.1), -SHA256/384/512 (1.2.840.10045.4.3.2/3/4)
+    (&[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x01], Hash::Sha256),
+    (
+        &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02],
+        Hash::Sha256,
+    ),
+    (
+        &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03],
+        Hash::Sha384,
+    ),
+    (
+        &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x04],
+        Hash::Sha512,
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hash {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+/// `tls-server-end-point` of a certificate, or `None` when its signature
+/// algorithm is not one of [`SIGNATURE_HASHES`] or the DER is not a
+/// certificate.
+fn end_point_hash(cert: &[u8]) -> Option<Vec<u8>> {
+    use sha2::Digest;
+    let oid = signature_algorithm(cert)?;
+    let (_, hash) = SIGNATURE_HASHES.iter().find(|(known, _)| *known == oid)?;
+    Some(match hash {
+        Hash::Sha256 => sha2::Sha256::digest(cert).to_vec(),
+        Hash::Sha384 => sha2::Sha384::digest(cert).to_vec(),
+        Hash::Sha512 => sha2::Sha512::digest(cert).to_vec(),
+    })
+}
+
+/// The OID of `Certificate.signatureAlgorithm`: SEQUENCE { tbsCertificate
+/// SEQUENCE, signatureAlgorithm SEQUENCE { OID, ... }, signature }.
+fn signature_algorithm(cert: &[u8]) -> Option<&[u8]> {
+    let (certificate, _) = der_element(cert, 0x30)?;
+    let (_tbs, rest) = der_element(certificate, 0x30)?;
+    let (algorithm, _) = der_element(rest, 0x30)?;
+    let (oid, _) = der_element(algorithm, 0x06)?;
+    Some(oid)
+}
+
+/// One DER element with tag `tag` at the start of `input`: its contents and
+/// what follows it.
+fn der_element(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    let (&first, rest) = input.split_first()?;
+    if first != tag {
+        return None;
+    }
+    let (&len_byte, rest) = rest.split_first()?;
+    let (len, rest) = if len_byte < 0x80 {
+        (usize::from(len_byte), rest)
+    } else {
+        let count = usize::from(len_byte & 0x7f);
+        if count == 0 || count > 4 || rest.len() < count {
+            return None;
+        }
+        let (bytes, rest) = rest.split_at(count);
+        let len = bytes.iter().fold(0usize, |n, b| (n << 8) | usize::from(*b));
+        (len, rest)
+    };
+    (rest.len() >= len).then(|| rest.split_at(len))
 }
 
 #[cfg(test)]
@@ -527,6 +631,54 @@ mod tests {
         .expect("no certificate");
         assert!(err.contains("no usable PEM certificate"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A DER element: tag, definite length, contents.
+    fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        if contents.len() < 0x80 {
+            out.push(contents.len() as u8);
+        } else {
+            out.push(0x82);
+            out.extend_from_slice(&(contents.len() as u16).to_be_bytes());
+        }
+        out.extend_from_slice(contents);
+        out
+    }
+
+    fn certificate_signed_with(oid: &[u8]) -> Vec<u8> {
+        // A long tbsCertificate, so its length takes the long form.
+        let tbs = der(0x30, &[0x05; 300]);
+        let algorithm = der(0x30, &[der(0x06, oid), vec![0x05, 0x00]].concat());
+        let signature = der(0x03, &[0x00, 0x01, 0x02]);
+        der(0x30, &[tbs, algorithm, signature].concat())
+    }
+
+    #[test]
+    fn the_channel_binding_hash_follows_the_certificates_signature() {
+        use sha2::Digest;
+        let ecdsa_sha384 = [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03];
+        let cert = certificate_signed_with(&ecdsa_sha384);
+        assert_eq!(
+            end_point_hash(&cert),
+            Some(sha2::Sha384::digest(&cert).to_vec())
+        );
+        // RFC 5929: SHA-1 becomes SHA-256.
+        let rsa_sha1 = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x05];
+        let cert = certificate_signed_with(&rsa_sha1);
+        assert_eq!(
+            end_point_hash(&cert),
+            Some(sha2::Sha256::digest(&cert).to_vec())
+        );
+        // Ed25519 (1.3.101.112): no binding rather than a wrong one.
+        assert_eq!(
+            end_point_hash(&certificate_signed_with(&[0x2b, 0x65, 0x70])),
+            None
+        );
+        // Not DER at all, or cut short.
+        assert_eq!(end_point_hash(b"not a certificate"), None);
+        let cert = certificate_signed_with(&ecdsa_sha384);
+        assert_eq!(end_point_hash(&cert[..cert.len() / 2]), None);
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub const FILES: &[LayoutEntry] = &[
     LayoutEntry {
         path: "Dockerfile",
         role: Role::Yours,
-        what: "a multi-stage image running the server as a non-root user, state in `/data`",
+        what: "a multi-stage image (dependencies cached in their own layer, toolchain pinned to `rust-version`) running the server as a non-root user, state in `/data`, with a HEALTHCHECK",
     },
     LayoutEntry {
         path: "README.md",

@@ -38,6 +38,32 @@ pub struct TestDb {
 }
 
 static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+static TLS_CLUSTER: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
+
+/// A cluster that speaks TLS only: `ssl=on` with a server certificate for
+/// `localhost` and `127.0.0.1` signed by a throwaway CA (made with the
+/// `openssl` CLI), and a pg_hba that accepts TCP only over TLS (`hostssl`
+/// trust, `hostnossl` reject). A connection that gets in was encrypted.
+pub struct TlsCluster {
+    pub cluster: &'static Cluster,
+    /// The CA that signed the server's certificate (PEM).
+    pub ca: PathBuf,
+    /// A CA that signed nothing the server has: for a failed verification.
+    pub wrong_ca: PathBuf,
+}
+
+/// A superuser of the TLS cluster that must log in with its password
+/// (SCRAM-SHA-256), where every other user is trusted.
+pub const SCRAM_USER: &str = "tollgate_scram";
+pub const SCRAM_PASSWORD: &str = "scram-pw-9f3a";
+
+/// The TLS cluster of this test binary, started on first use.
+pub fn tls_cluster() -> &'static TlsCluster {
+    match TLS_CLUSTER.get_or_init(TlsCluster::start) {
+        Ok(cluster) => cluster,
+        Err(why) => panic!("{why}"),
+    }
+}
 
 /// The cluster of this test binary, started on first use.
 pub fn cluster() -> &'static Cluster {
@@ -111,6 +137,13 @@ impl Cluster {
     }
 
     fn start() -> Result<Cluster, String> {
+        let cluster = Cluster::init()?;
+        cluster.pg_ctl_start()?;
+        Ok(cluster)
+    }
+
+    /// A new cluster, its data directory made and not yet started.
+    fn init() -> Result<Cluster, String> {
         let bin = find_bindir().ok_or(
             "PostgreSQL server binaries (initdb, pg_ctl, postgres) were not found via \
              `pg_config --bindir`, /usr/lib/postgresql/*/bin or PATH: install `postgresql` \
@@ -160,7 +193,6 @@ impl Cluster {
                 "--no-sync",
             ],
         )?;
-        cluster.pg_ctl_start()?;
         Ok(cluster)
     }
 
@@ -262,6 +294,163 @@ impl Cluster {
             .map(drop)
             .map_err(|e| format!("cannot start the cluster's watchdog: {e}"))
     }
+}
+
+impl TlsCluster {
+    fn start() -> Result<TlsCluster, String> {
+        let cluster: &'static Cluster = Box::leak(Box::new(Cluster::init()?));
+        let dir = &cluster.dir;
+        let ca = make_ca(dir, "ca")?;
+        let wrong_ca = make_ca(dir, "wrong-ca")?;
+        let (cert, key) = make_server_cert(dir)?;
+        if cluster.as_postgres {
+            // The server reads its key as the postgres user, and refuses a
+            // key others can read.
+            let key_file = key.display().to_string();
+            let cert_file = cert.display().to_string();
+            for args in [
+                vec![
+                    "chown",
+                    "postgres:postgres",
+                    key_file.as_str(),
+                    cert_file.as_str(),
+                ],
+                vec!["chmod", "600", key_file.as_str()],
+            ] {
+                sh(Command::new(args[0]).args(&args[1..]))?;
+            }
+        } else {
+            sh(Command::new("chmod").args(["600", &key.display().to_string()]))?;
+        }
+        let data = dir.join("data");
+        append(
+            &data.join("postgresql.conf"),
+            &format!(
+                "\nssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+                cert.display(),
+                key.display()
+            ),
+        )?;
+        // Replaces initdb's rules: sockets trusted (psql from the helpers
+        // goes over TCP and so over TLS), TCP over TLS only.
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\n\
+             hostssl all tollgate_scram 127.0.0.1/32 scram-sha-256\n\
+             hostssl all all 127.0.0.1/32 trust\n\
+             hostssl all all ::1/128 trust\n\
+             hostnossl all all 0.0.0.0/0 reject\n\
+             hostnossl all all ::/0 reject\n",
+        )
+        .map_err(|e| format!("write pg_hba.conf: {e}"))?;
+        cluster.pg_ctl_start()?;
+        cluster.psql(
+            "postgres",
+            &format!("CREATE ROLE {SCRAM_USER} LOGIN SUPERUSER PASSWORD '{SCRAM_PASSWORD}'"),
+        );
+        Ok(TlsCluster {
+            cluster,
+            ca,
+            wrong_ca,
+        })
+    }
+}
+
+fn append(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("append to {}: {e}", path.display()))
+}
+
+/// Run a command; its stderr in the error when it fails.
+fn sh(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e} (is the `openssl` CLI installed?)"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// A self-signed CA, `NAME.pem` and `NAME.key` in `dir`; returns the PEM.
+fn make_ca(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let pem = dir.join(format!("{name}.pem"));
+    sh(Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN=tollgate test {name}"),
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        .arg("-keyout")
+        .arg(dir.join(format!("{name}.key")))
+        .arg("-out")
+        .arg(&pem))?;
+    Ok(pem)
+}
+
+/// The server's certificate, for `localhost` and `127.0.0.1`, signed by `ca`.
+fn make_server_cert(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let (key, csr, cert, ext) = (
+        dir.join("server.key"),
+        dir.join("server.csr"),
+        dir.join("server.crt"),
+        dir.join("server.ext"),
+    );
+    sh(Command::new("openssl")
+        .args([
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&csr))?;
+    std::fs::write(
+        &ext,
+        "subjectAltName = DNS:localhost, IP:127.0.0.1\n\
+         basicConstraints = critical, CA:FALSE\n\
+         keyUsage = critical, digitalSignature, keyEncipherment\n\
+         extendedKeyUsage = serverAuth\n",
+    )
+    .map_err(|e| format!("write {}: {e}", ext.display()))?;
+    sh(Command::new("openssl")
+        .args(["x509", "-req", "-days", "2", "-set_serial", "1"])
+        .arg("-in")
+        .arg(&csr)
+        .arg("-CA")
+        .arg(dir.join("ca.pem"))
+        .arg("-CAkey")
+        .arg(dir.join("ca.key"))
+        .arg("-extfile")
+        .arg(&ext)
+        .arg("-out")
+        .arg(&cert))?;
+    Ok((cert, key))
 }
 
 fn find_bindir() -> Option<PathBuf> {

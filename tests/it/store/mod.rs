@@ -5,3 +5,4 @@ mod conformance_pg;
 mod faults;
 mod outage_pg;
 mod postgres_nul;
+mod postgres_tls;

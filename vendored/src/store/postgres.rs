@@ -31,10 +31,9 @@
 //!   `?options=-csearch_path%3Dtollgate` in the URL to use another one).
 //! - **Pool**: `TOLLGATE_DB_POOL_SIZE` connections (default 5), plus the one
 //!   LISTEN connection per watcher.
-//! - **TLS is not built in** (`sslmode=disable` or the default `prefer`,
-//!   which then connects in plain text; `sslmode=require` fails at connect
-//!   rather than silently going without). Reach a remote server through a
-//!   private network or a local TLS proxy (pgbouncer, a cloud SQL proxy).
+//! - **TLS** over rustls, for every connection (pooled, migration, LISTEN):
+//!   libpq's `sslmode=disable|prefer|require|verify-ca|verify-full` and
+//!   `sslrootcert=PATH` in the URL; see [`tls`].
 //!
 //! Driver: tokio-postgres, the maintained async driver of the
 //! rust-postgres project (sqlx and diesel-async are heavier layers over
@@ -51,6 +50,7 @@ mod notifications;
 mod notify;
 mod ops;
 mod schema;
+mod tls;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -59,7 +59,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 
 use super::feed::ChangeFeed;
 use super::{
@@ -124,6 +123,7 @@ fn pool_size(var: Option<&str>) -> StoreResult<usize> {
 pub struct PostgresStore {
     pool: Pool,
     config: tokio_postgres::Config,
+    tls: tls::RustlsConnect,
     description: String,
 }
 
@@ -203,11 +203,16 @@ impl PostgresStore {
     /// Connect to `url` (`postgres://` or `postgresql://`), bring the schema
     /// up to date and return the store. Needs a tokio runtime.
     pub async fn connect(url: &str, options: PostgresOptions) -> StoreResult<PostgresStore> {
-        let mut config =
-            tokio_postgres::Config::from_str(url).map_err(|e| StoreError::InvalidLocation {
-                location: redact(url),
-                reason: describe_error(&e),
-            })?;
+        let invalid = |reason: String| StoreError::InvalidLocation {
+            location: redact(url),
+            reason,
+        };
+        // TLS parameters the driver does not know are taken out first.
+        let (driver_url, tls_settings) = tls::split_url(url).map_err(invalid)?;
+        let mut config = tokio_postgres::Config::from_str(&driver_url)
+            .map_err(|e| invalid(describe_error(&e)))?;
+        config.ssl_mode(tls_settings.mode.driver_mode());
+        let tls = tls::RustlsConnect::new(&tls_settings).map_err(invalid)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -216,8 +221,13 @@ impl PostgresStore {
         }
         let description = describe(&config);
 
-        let (mut client, connection) = config.connect(NoTls).await.map_err(|e| {
-            StoreError::from(e).reworded(|m| format!("cannot connect to {description}: {m}"))
+        let (mut client, connection) = config.connect(tls.clone()).await.map_err(|e| {
+            StoreError::from(e).reworded(|m| {
+                format!(
+                    "cannot connect to {description} ({}): {m}",
+                    tls_settings.describe()
+                )
+            })
         })?;
         let driver = tokio::spawn(connection);
         let migrated = schema::migrate(&mut client).await;
@@ -227,7 +237,7 @@ impl PostgresStore {
 
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 // A connection the server closed is noticed by the driver at
                 // once (is_closed), so no probe query per checkout.
@@ -245,6 +255,7 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool,
             config,
+            tls,
             description,
         })
     }
@@ -684,7 +695,10 @@ impl StateStore for PostgresStore {
     }
 
     fn change_feed(&self) -> Option<Arc<dyn ChangeFeed>> {
-        Some(Arc::new(listen::Listener::new(self.config.clone())))
+        Some(Arc::new(listen::Listener::new(
+            self.config.clone(),
+            self.tls.clone(),
+        )))
     }
 
     fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {

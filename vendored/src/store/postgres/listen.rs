@@ -5,9 +5,10 @@
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use super::notify::{self, CHANNEL};
+use super::tls::RustlsConnect;
 use crate::store::feed::{ChangeFeed, FeedConnection, FeedItem};
 use crate::store::{StoreError, StoreResult};
 
@@ -20,12 +21,14 @@ const BUFFER: usize = 1024;
 
 pub(super) struct Listener {
     config: tokio_postgres::Config,
+    /// The store's TLS set-up: this connection is encrypted like the pool's.
+    tls: RustlsConnect,
 }
 
 impl Listener {
-    pub fn new(mut config: tokio_postgres::Config) -> Listener {
+    pub fn new(mut config: tokio_postgres::Config, tls: RustlsConnect) -> Listener {
         config.application_name(LISTEN_APPLICATION_NAME);
-        Listener { config }
+        Listener { config, tls }
     }
 }
 
@@ -34,9 +37,10 @@ impl ChangeFeed for Listener {
     async fn connect(&self) -> StoreResult<FeedConnection> {
         // Classified as any driver error: a refused or lost connection is
         // retried by the watcher, anything else is reported.
-        let (client, mut connection) = self.config.connect(NoTls).await.map_err(|e| {
-            StoreError::from(e).reworded(|m| format!("cannot open the LISTEN connection: {m}"))
-        })?;
+        let (client, mut connection) =
+            self.config.connect(self.tls.clone()).await.map_err(|e| {
+                StoreError::from(e).reworded(|m| format!("cannot open the LISTEN connection: {m}"))
+            })?;
         let (tx, rx) = mpsc::channel(BUFFER);
         // Drive the connection: its messages carry the notifications. Ends
         // when the server closes it or the watcher drops its receiver.

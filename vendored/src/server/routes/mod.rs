@@ -3,6 +3,7 @@
 mod approvals;
 mod events;
 mod health;
+mod openapi;
 mod runs;
 mod slack;
 mod webhook;
@@ -17,6 +18,8 @@ use super::auth;
 use super::error::ApiError;
 use super::extract::BodyLimit;
 use super::state::AppState;
+
+pub(crate) use openapi::operations;
 
 /// A page of a list (`GET /approvals`, `GET /runs`): `?limit=` entries,
 /// 50 unless asked, at most 500.
@@ -56,6 +59,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         ));
     Router::new()
         .route("/healthz", get(health::check))
+        .route("/openapi.json", get(openapi::document))
         // Signed by Slack, not bearer-authenticated.
         .route("/slack/actions", post(slack::actions))
         .merge(api)

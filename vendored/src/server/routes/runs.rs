@@ -16,15 +16,18 @@ use crate::server::error::ApiError;
 use crate::server::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
+use crate::server::openapi::schema::request_type;
 use crate::server::state::AppState;
 use crate::server::{tasks, view};
 use crate::store::RunQuery;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct CreateBody {
-    #[serde(default = "empty_object")]
-    input: Value,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct CreateBody {
+        #[serde(default = "empty_object")]
+        input: Value,
+    }
 }
 
 fn empty_object() -> Value {
@@ -63,12 +66,14 @@ pub(super) async fn show(
     Ok(Json(view::run_view(&state, &run_id).await?))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ListParams {
-    status: Option<String>,
-    limit: Option<usize>,
-    cursor: Option<String>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct ListParams {
+        status: Option<String>,
+        limit: Option<usize>,
+        cursor: Option<String>,
+    }
 }
 
 /// GET /runs: `{runs: [...], next_cursor}`, this agent's, newest first,
@@ -102,10 +107,12 @@ pub(super) async fn list(
     Ok(Json(page.into()))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct CancelBody {
-    reason: Option<String>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct CancelBody {
+        reason: Option<String>,
+    }
 }
 
 /// POST /runs/{id}/cancel `{reason?}`: a waiting or running run ends
@@ -133,14 +140,16 @@ pub(super) async fn cancel(
     }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct DecideBody {
-    approved: bool,
-    reason: Option<String>,
-    /// `null` is refused (see `extract::edited_payload`).
-    #[serde(default, deserialize_with = "present")]
-    payload: Option<Value>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct DecideBody {
+        approved: bool,
+        reason: Option<String>,
+        /// `null` is refused (see `extract::edited_payload`).
+        #[serde(default, deserialize_with = "present")]
+        payload: Option<Value>,
+    }
 }
 
 /// POST /runs/{id_or_key}/approve `{approved, reason?, payload?}`.
@@ -245,11 +254,13 @@ async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
     }
 }
 
-/// A retry takes no options; the body is still JSON (see `JsonBody`), so
-/// that a page of another origin cannot retry with a plain form post.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RetryBody {}
+request_type! {
+    /// A retry takes no options; the body is still JSON (see `JsonBody`), so
+    /// that a page of another origin cannot retry with a plain form post.
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RetryBody {}
+}
 
 /// POST /runs/{id}/retry: take a `stuck` or `failed` run over and drive it
 /// on from its last durable point in the background (a step found in
@@ -278,10 +289,12 @@ pub(super) async fn retry(
     Ok(Json(view::run_view(&state, &run_id).await?))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FailBody {
-    reason: String,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct FailBody {
+        reason: String,
+    }
 }
 
 /// POST /runs/{id}/fail `{reason}`: end a `stuck` run `failed`, recording

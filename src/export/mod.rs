@@ -17,6 +17,7 @@ pub mod lockfile;
 pub mod manifest;
 mod model;
 pub mod names;
+mod openapi;
 mod plan;
 mod reconcile;
 mod templates;

@@ -76,6 +76,7 @@ fn plan_has_every_documented_file_with_its_role() {
             ("Dockerfile", Role::Yours),
             ("README.md", Role::Generated),
             ("agent.yaml", Role::Generated),
+            ("openapi.json", Role::Generated),
             ("src/custom_tools.rs", Role::Yours),
             ("src/generated.rs", Role::Generated),
             ("src/main.rs", Role::Yours),

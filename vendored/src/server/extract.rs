@@ -217,6 +217,7 @@ request_type! {
     #[derive(Debug, Default, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(crate) struct WaitParam {
+        /// `true`: answer at the run's next pause or its end, not at once.
         #[serde(default)]
         pub wait: bool,
     }

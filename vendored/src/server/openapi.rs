@@ -306,20 +306,19 @@ impl Operation {
             }),
         );
 
-        let mut object = json!({
-            "operationId": self.id,
-            "summary": self.summary,
-            "tags": [self.tag],
-            "responses": responses,
-        });
+        // Keys in reading order: what it is, what it takes, what it answers.
+        let mut object = Map::new();
+        object.insert("operationId".into(), json!(self.id));
+        object.insert("summary".into(), json!(self.summary));
         if let Some(text) = self.description {
-            object["description"] = json!(text);
+            object.insert("description".into(), json!(text));
+        }
+        object.insert("tags".into(), json!([self.tag]));
+        if self.auth != Auth::Bearer {
+            object.insert("security".into(), json!([]));
         }
         if !parameters.is_empty() {
-            object["parameters"] = Value::Array(parameters);
-        }
-        if self.auth != Auth::Bearer {
-            object["security"] = json!([]);
+            object.insert("parameters".into(), Value::Array(parameters));
         }
         if let Some(body) = self.body {
             let content = match body {
@@ -335,8 +334,13 @@ impl Operation {
                     } }
                 }),
             };
-            object["requestBody"] = json!({ "required": true, "content": content });
+            object.insert(
+                "requestBody".into(),
+                json!({ "required": true, "content": content }),
+            );
         }
+        object.insert("responses".into(), Value::Object(responses));
+        let object = Value::Object(object);
         (self.path, self.method, object)
     }
 }
@@ -403,17 +407,24 @@ fn query_parameters(query: SchemaFn) -> Vec<Value> {
         .iter()
         .map(|(name, schema)| {
             let mut schema = schema.clone();
-            let description = schema
-                .as_object_mut()
-                .and_then(|s| s.remove("description"))
-                .unwrap_or(Value::String(String::new()));
-            json!({
+            let description = schema.as_object_mut().and_then(|s| s.remove("description"));
+            // A query string has no null: a field left out is `None`.
+            if let Some(Value::Array(kinds)) = schema.get("type") {
+                let kinds: Vec<Value> = kinds.iter().filter(|k| *k != "null").cloned().collect();
+                if let [kind] = kinds.as_slice() {
+                    schema["type"] = kind.clone();
+                }
+            }
+            let mut parameter = json!({
                 "name": name,
                 "in": "query",
                 "required": required.contains(&name.as_str()),
-                "description": description,
-                "schema": schema
-            })
+            });
+            if let Some(description) = description {
+                parameter["description"] = description;
+            }
+            parameter["schema"] = schema;
+            parameter
         })
         .collect()
 }

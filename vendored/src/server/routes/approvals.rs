@@ -25,7 +25,9 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct ListParams {
+        /// Approvals per page: 1 to 500, 50 unless given.
         limit: Option<usize>,
+        /// `next_cursor` of the page before.
         cursor: Option<String>,
     }
 }

@@ -36,7 +36,8 @@ pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
 }
 
 /// Paths the API owns; a webhook path may not start with one of them.
-pub(crate) const RESERVED_PREFIXES: [&str; 4] = ["/runs", "/approvals", "/healthz", "/slack"];
+pub(crate) const RESERVED_PREFIXES: [&str; 5] =
+    ["/runs", "/approvals", "/healthz", "/openapi.json", "/slack"];
 
 pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
     let api = Router::new()

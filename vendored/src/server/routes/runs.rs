@@ -70,8 +70,11 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct ListParams {
+        /// Only runs with this status (a run status name).
         status: Option<String>,
+        /// Runs per page: 1 to 500, 50 unless given.
         limit: Option<usize>,
+        /// `next_cursor` of the page before.
         cursor: Option<String>,
     }
 }

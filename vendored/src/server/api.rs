@@ -29,8 +29,9 @@ response_type! {
     pub(crate) struct RunView {
         pub id: String,
         pub agent: String,
-        /// The stored status under the expiry rule at read time (see
-        /// `view::run_view`).
+        /// The status as of this read: a run whose approval has expired
+        /// reads `expired`, whether or not the sweeper has marked it yet.
+        // (`view::run_view` applies the rule.)
         pub status: RunStatus,
         pub outputs: Map<String, Value>,
         pub error: Option<String>,

@@ -105,6 +105,8 @@ type SchemaFn = fn(&mut Components) -> Value;
 enum Content {
     Json(SchemaFn),
     EventStream,
+    /// Text of this media type (`/metrics`: Prometheus exposition).
+    Text(&'static str),
     Empty,
 }
 
@@ -231,6 +233,21 @@ impl Operation {
         self
     }
 
+    /// A text answer of `media_type`, e.g. `text/plain; version=0.0.4`.
+    pub fn text(
+        mut self,
+        status: u16,
+        media_type: &'static str,
+        description: &'static str,
+    ) -> Operation {
+        self.replies.push(Reply {
+            status,
+            description,
+            content: Content::Text(media_type),
+        });
+        self
+    }
+
     pub fn empty(mut self, status: u16, description: &'static str) -> Operation {
         self.replies.push(Reply {
             status,
@@ -284,6 +301,9 @@ impl Operation {
                 Content::EventStream => {
                     response["content"] =
                         json!({ "text/event-stream": { "schema": { "type": "string" } } });
+                }
+                Content::Text(media_type) => {
+                    response["content"] = json!({ media_type: { "schema": { "type": "string" } } });
                 }
                 Content::Empty => {}
             }

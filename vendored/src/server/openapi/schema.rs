@@ -4,7 +4,9 @@
 //! [`request_type!`]: the macro emits the struct exactly as written and
 //! derives its schema from the same field list (names, types, doc
 //! comments, `serde` attributes), so a field cannot change without its
-//! schema changing too. A small trait and a macro rather than `schemars`:
+//! schema changing too. Doc comments there are published as the fields'
+//! descriptions: write them for API clients, and notes for this code's
+//! readers as `//` comments, which the document leaves out. A small trait and a macro rather than `schemars`:
 //! schemars and its derive would reach every exported server's build for
 //! one document (see `openapi.rs`).
 //!
@@ -147,6 +149,10 @@ impl<T: Schema> Schema for Option<T> {
 
 /// `schema` or `null`.
 pub fn nullable(schema: Value) -> Value {
+    if schema.as_object().is_some_and(|s| s.is_empty()) {
+        // Any value already includes null.
+        return schema;
+    }
     match schema.get("type").and_then(Value::as_str) {
         Some(kind) if schema.get("enum").is_none() => {
             let mut schema = schema.clone();

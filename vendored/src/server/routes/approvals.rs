@@ -74,9 +74,11 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct ApproveBody {
+        /// Why, recorded with the decision.
         reason: Option<String>,
-        /// Present: approve with this payload instead (MODIFIED). `null` is
-        /// refused (see `extract::edited_payload`).
+        /// Present: approve with this payload instead (MODIFIED); `null` is
+        /// refused.
+        // (by `extract::edited_payload`)
         #[serde(default, deserialize_with = "present")]
         payload: Option<Value>,
     }
@@ -86,6 +88,7 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RejectBody {
+        /// Why, recorded with the decision.
         reason: Option<String>,
     }
 }

@@ -25,6 +25,7 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct CreateBody {
+        /// The run's `input`; `{}` unless given.
         #[serde(default = "empty_object")]
         input: Value,
     }
@@ -114,6 +115,7 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct CancelBody {
+        /// Why, recorded in the run's `run_cancelled` event.
         reason: Option<String>,
     }
 }
@@ -147,9 +149,13 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct DecideBody {
+        /// `true` approves, `false` rejects.
         approved: bool,
+        /// Why, recorded with the decision.
         reason: Option<String>,
-        /// `null` is refused (see `extract::edited_payload`).
+        /// With `approved: true`: approve with this payload instead
+        /// (MODIFIED); `null` is refused.
+        // (by `extract::edited_payload`)
         #[serde(default, deserialize_with = "present")]
         payload: Option<Value>,
     }
@@ -258,8 +264,9 @@ async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
 }
 
 request_type! {
-    /// A retry takes no options; the body is still JSON (see `JsonBody`), so
-    /// that a page of another origin cannot retry with a plain form post.
+    /// A retry takes no options: send `{}`.
+    // The body is still JSON (see `JsonBody`), so that a page of another
+    // origin cannot retry with a plain form post.
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RetryBody {}
@@ -296,6 +303,7 @@ request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct FailBody {
+        /// Why the run is failed (not blank), recorded with it.
         reason: String,
     }
 }

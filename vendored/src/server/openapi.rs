@@ -68,7 +68,7 @@ pub fn document(spec: &Spec) -> Value {
         "tags": [
             { "name": "runs", "description": "Start, watch and steer runs." },
             { "name": "approvals", "description": "The approvals inbox: pending gates and their decisions." },
-            { "name": "operations", "description": "Health and self-description, no token needed." },
+            { "name": "operations", "description": "Health, readiness, metrics and this document." },
             { "name": "slack", "description": "Slack interactivity (signed by Slack)." },
             { "name": "webhook", "description": "The spec's webhook trigger." },
         ],
@@ -259,7 +259,12 @@ impl Operation {
 
     /// `(path, method, operation object)`.
     fn into_json(self, components: &mut Components) -> (String, &'static str, Value) {
-        let mut parameters: Vec<Value> = path_parameters(&self.path);
+        // The webhook's path is the spec's, matched as written: no
+        // `{name}` in it is a parameter.
+        let mut parameters: Vec<Value> = match self.auth {
+            Auth::Webhook { .. } => Vec::new(),
+            _ => path_parameters(&self.path),
+        };
         if let Some(query) = self.query {
             parameters.extend(query_parameters(query));
         }
@@ -373,7 +378,9 @@ fn webhook(path: &str, signed: bool) -> Operation {
         .tag("webhook")
         .auth(Auth::Webhook { signed })
         .json::<super::api::RunStarted>(202, "The run is stored and starting.");
-    operation.path = path.to_string();
+    // OpenAPI reads `{...}` in a path as a parameter and has no escape for
+    // it, so literal braces are written percent-encoded.
+    operation.path = path.replace('{', "%7B").replace('}', "%7D");
     operation.body = Some(Body::AnyJson);
     operation
 }

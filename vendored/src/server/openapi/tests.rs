@@ -397,3 +397,13 @@ fn doc_comments_of_every_literal_form_are_read() {
     );
     assert_eq!(doc_text(&["serde(default)"]), None);
 }
+
+#[test]
+fn a_webhook_path_with_braces_is_literal_not_a_template() {
+    let text = SPEC.replace("path: /hooks/refund", "path: \"/hooks/{id}\"");
+    let spec = Spec::parse(&text, "refunds.yaml").expect("braces are allowed in a webhook path");
+    let document = document(&spec);
+    let hook = &document["paths"]["/hooks/%7Bid%7D"]["post"];
+    assert_eq!(hook["operationId"], "webhook", "{}", document["paths"]);
+    assert!(!hook["parameters"].to_string().contains("\"in\":\"path\""));
+}

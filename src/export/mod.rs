@@ -20,6 +20,7 @@ mod markers;
 mod merge;
 mod model;
 pub mod names;
+mod openapi;
 mod plan;
 mod reconcile;
 mod templates;

@@ -102,6 +102,14 @@ pub fn plan(spec: &Spec, spec_source: &[u8]) -> Result<Plan, ExportError> {
             },
         );
     }
+    let (path, bytes) = super::openapi::openapi_file(spec);
+    files.insert(
+        path,
+        PlannedFile {
+            role: Role::Generated,
+            bytes: Cow::Owned(bytes),
+        },
+    );
     for (path, bytes) in vendored::FILES {
         files.insert(
             format!("vendored/{path}"),

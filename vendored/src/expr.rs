@@ -262,7 +262,7 @@ fn fromjson(text: &str) -> Result<minijinja::Value, minijinja::Error> {
 
 /// The shape of a template string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape<'a> {
+pub(crate) enum Shape<'a> {
     /// No template syntax: the text itself.
     Literal,
     /// Exactly one `{{ expr }}` and nothing else: keeps the value's type.
@@ -271,7 +271,7 @@ enum Shape<'a> {
     Mixed,
 }
 
-fn shape(text: &str) -> Shape<'_> {
+pub(crate) fn shape(text: &str) -> Shape<'_> {
     if !text.contains("{{") && !text.contains("{%") && !text.contains("{#") {
         return Shape::Literal;
     }

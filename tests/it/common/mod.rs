@@ -7,6 +7,7 @@ pub mod fuzz;
 pub mod http;
 pub mod model_stub;
 pub mod notification_cases;
+pub mod openapi;
 pub mod postgres;
 pub mod rng;
 pub mod server;

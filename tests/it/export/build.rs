@@ -344,6 +344,17 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
 
     // A webhook starts the run; it pauses at the review step.
     let server = serve(&binary, &state);
+    // The running export serves the document it was exported with, and a
+    // real validator accepts it.
+    let (status, served) = request(&server.address, "GET", "/openapi.json", None);
+    assert_eq!(status, 200, "{served}");
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(out.join("openapi.json")).unwrap()).unwrap();
+    assert_eq!(
+        served, written,
+        "GET /openapi.json is the exported openapi.json"
+    );
+    crate::common::openapi::validate(&out.join("openapi.json"));
     let (status, started) = request(
         &server.address,
         "POST",

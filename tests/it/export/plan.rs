@@ -79,6 +79,7 @@ fn plan_has_every_documented_file_with_its_role() {
             ("Dockerfile", Role::Yours),
             ("README.md", Role::Generated),
             ("agent.yaml", Role::Generated),
+            ("openapi.json", Role::Generated),
             ("src/generated.rs", Role::Generated),
             ("src/main.rs", Role::Yours),
             ("src/tools/mod.rs", Role::Generated),

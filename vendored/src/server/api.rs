@@ -20,35 +20,42 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::{RunRecord, RunStatus};
+use crate::server::openapi::schema::response_type;
 use crate::store::PendingPage;
 
-/// GET /runs/{id}, and POST /runs?wait=true: a run as a client sees it.
-#[derive(Debug, Serialize)]
-pub(crate) struct RunView {
-    pub id: String,
-    pub agent: String,
-    /// The stored status under the expiry rule at read time (see
-    /// `view::run_view`).
-    pub status: RunStatus,
-    pub outputs: Map<String, Value>,
-    pub error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// Who executes the run (`host:pid:random`, one per process) and until
-    /// when, while a process
-    /// drives it; `null` at pauses and once it ended (DESIGN §9).
-    pub lease: Option<LeaseView>,
-    /// The unexpired PENDING record the run waits on; `null` otherwise.
-    pub pending_approval: Option<ApprovalView>,
+response_type! {
+    /// GET /runs/{id}, and POST /runs?wait=true: a run as a client sees it.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct RunView {
+        pub id: String,
+        pub agent: String,
+        /// The status as of this read: a run whose approval has expired
+        /// reads `expired`, whether or not the sweeper has marked it yet.
+        // (`view::run_view` applies the rule.)
+        pub status: RunStatus,
+        pub outputs: Map<String, Value>,
+        pub error: Option<String>,
+        pub created_at: DateTime<Utc>,
+        pub updated_at: DateTime<Utc>,
+        /// Who executes the run (`host:pid:random`, one per process) and
+        /// until when, while a process drives it; `null` at pauses and once
+        /// it ended. An `until` in the past means orphaned: a serving
+        /// process recovers the run (DESIGN §9).
+        pub lease: Option<LeaseView>,
+        /// The unexpired PENDING record the run waits on; `null` otherwise.
+        pub pending_approval: Option<ApprovalView>,
+    }
 }
 
-/// A running run's driver: `owner` renews `until` while it executes. A
-/// `running` run whose lease is past is orphaned: a serving process
-/// recovers it.
-#[derive(Debug, Serialize)]
-pub(crate) struct LeaseView {
-    pub owner: String,
-    pub until: DateTime<Utc>,
+response_type! {
+    /// A running run's driver: `owner` renews `until` while it executes. A
+    /// `running` run whose lease is past is orphaned: a serving process
+    /// recovers it.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct LeaseView {
+        pub owner: String,
+        pub until: DateTime<Utc>,
+    }
 }
 
 impl LeaseView {
@@ -76,18 +83,20 @@ impl RunView {
     }
 }
 
-/// One entry of GET /runs: the run without its outputs (GET /runs/{id}
-/// has them, and the approval it waits on).
-#[derive(Debug, Serialize)]
-pub(crate) struct RunSummary {
-    pub id: String,
-    pub agent: String,
-    pub status: RunStatus,
-    pub error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// As on GET /runs/{id}.
-    pub lease: Option<LeaseView>,
+response_type! {
+    /// One entry of GET /runs: the run without its outputs (GET /runs/{id}
+    /// has them, and the approval it waits on).
+    #[derive(Debug, Serialize)]
+    pub(crate) struct RunSummary {
+        pub id: String,
+        pub agent: String,
+        pub status: RunStatus,
+        pub error: Option<String>,
+        pub created_at: DateTime<Utc>,
+        pub updated_at: DateTime<Utc>,
+        /// As on GET /runs/{id}.
+        pub lease: Option<LeaseView>,
+    }
 }
 
 impl From<RunRecord> for RunSummary {
@@ -104,12 +113,14 @@ impl From<RunRecord> for RunSummary {
     }
 }
 
-/// GET /runs: one page, newest first.
-#[derive(Debug, Serialize)]
-pub(crate) struct RunsPage {
-    pub runs: Vec<RunSummary>,
-    /// Pass as `?cursor=` for the next page; `null` on the last one.
-    pub next_cursor: Option<String>,
+response_type! {
+    /// GET /runs: one page, newest first.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct RunsPage {
+        pub runs: Vec<RunSummary>,
+        /// Pass as `?cursor=` for the next page; `null` on the last one.
+        pub next_cursor: Option<String>,
+    }
 }
 
 impl From<crate::store::RunsPage> for RunsPage {
@@ -121,43 +132,47 @@ impl From<crate::store::RunsPage> for RunsPage {
     }
 }
 
-/// POST /runs/{id}/cancel: what the cancel did.
-#[derive(Debug, Serialize)]
-pub(crate) struct CancelView {
-    pub run_id: String,
-    /// Always `cancelled`.
-    pub status: RunStatus,
-    /// What the run was: `awaiting_approval` or `running`.
-    pub was: RunStatus,
-    pub cancelled_by: String,
-    pub reason: Option<String>,
-    /// The approval it waited on, now CANCELLED; `null` for a running run.
-    pub approval: Option<ApprovalView>,
+response_type! {
+    /// POST /runs/{id}/cancel: what the cancel did.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct CancelView {
+        pub run_id: String,
+        /// Always `cancelled`.
+        pub status: RunStatus,
+        /// What the run was: `awaiting_approval` or `running`.
+        pub was: RunStatus,
+        pub cancelled_by: String,
+        pub reason: Option<String>,
+        /// The approval it waited on, now CANCELLED; `null` for a running run.
+        pub approval: Option<ApprovalView>,
+    }
 }
 
-/// One approval record, whatever its status: GET /approvals/{key}, each
-/// entry of a page, a decision's `approval`, a run's `pending_approval`.
-/// Every field of the stored record, named as stored.
-#[derive(Debug, Serialize)]
-pub(crate) struct ApprovalView {
-    pub key: String,
-    pub run_id: String,
-    pub agent_id: String,
-    pub spec_hash: String,
-    pub step_index: usize,
-    pub step_id: String,
-    pub phase: Phase,
-    pub message: Option<String>,
-    pub payload: Value,
-    pub outputs: Map<String, Value>,
-    pub input: Value,
-    pub trigger: Value,
-    pub status: ApprovalStatus,
-    pub decision_data: Option<Value>,
-    pub decided_by: Option<String>,
-    pub decided_at: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
+response_type! {
+    /// One approval record, whatever its status: GET /approvals/{key}, each
+    /// entry of a page, a decision's `approval`, a run's `pending_approval`.
+    /// Every field of the stored record, named as stored.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct ApprovalView {
+        pub key: String,
+        pub run_id: String,
+        pub agent_id: String,
+        pub spec_hash: String,
+        pub step_index: usize,
+        pub step_id: String,
+        pub phase: Phase,
+        pub message: Option<String>,
+        pub payload: Value,
+        pub outputs: Map<String, Value>,
+        pub input: Value,
+        pub trigger: Value,
+        pub status: ApprovalStatus,
+        pub decision_data: Option<Value>,
+        pub decided_by: Option<String>,
+        pub decided_at: Option<DateTime<Utc>>,
+        pub created_at: DateTime<Utc>,
+        pub expires_at: DateTime<Utc>,
+    }
 }
 
 impl From<ApprovalRecord> for ApprovalView {
@@ -185,12 +200,14 @@ impl From<ApprovalRecord> for ApprovalView {
     }
 }
 
-/// GET /approvals: one page, newest first.
-#[derive(Debug, Serialize)]
-pub(crate) struct ApprovalsPage {
-    pub approvals: Vec<ApprovalView>,
-    /// Pass as `?cursor=` for the next page; `null` on the last one.
-    pub next_cursor: Option<String>,
+response_type! {
+    /// GET /approvals: one page, newest first.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct ApprovalsPage {
+        pub approvals: Vec<ApprovalView>,
+        /// Pass as `?cursor=` for the next page; `null` on the last one.
+        pub next_cursor: Option<String>,
+    }
 }
 
 impl From<PendingPage> for ApprovalsPage {
@@ -203,47 +220,55 @@ impl From<PendingPage> for ApprovalsPage {
     }
 }
 
-/// The answer to a decision (POST /runs/{id_or_key}/approve,
-/// /approvals/{key}/approve and /reject).
-#[derive(Debug, Serialize)]
-pub(crate) struct DecisionView {
-    /// The record as decided.
-    pub approval: ApprovalView,
-    pub run_id: String,
-    /// The run's status in the store when the answer is made: `running`
-    /// while it resumes, or wherever the resume got to by then; with
-    /// `?wait=true`, `run.status`.
-    pub status: RunStatus,
-    /// Present (`true`) only when the same decider repeated the decision
-    /// that had already won (a retry after a lost answer): nothing was
-    /// decided again, and this is the stored outcome.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub repeated: bool,
-    /// With `?wait=true` only: the run at its next pause or its end.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run: Option<RunView>,
+response_type! {
+    /// The answer to a decision (POST /runs/{id_or_key}/approve,
+    /// /approvals/{key}/approve and /reject).
+    #[derive(Debug, Serialize)]
+    pub(crate) struct DecisionView {
+        /// The record as decided.
+        pub approval: ApprovalView,
+        pub run_id: String,
+        /// The run's status in the store when the answer is made: `running`
+        /// while it resumes, or wherever the resume got to by then; with
+        /// `?wait=true`, `run.status`.
+        pub status: RunStatus,
+        /// Present (`true`) only when the same decider repeated the decision
+        /// that had already won (a retry after a lost answer): nothing was
+        /// decided again, and this is the stored outcome.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        pub repeated: bool,
+        /// With `?wait=true` only: the run at its next pause or its end.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub run: Option<RunView>,
+    }
 }
 
-/// 202 to POST /runs and to a webhook: the run is stored and starting.
-#[derive(Debug, Serialize)]
-pub(crate) struct RunStarted {
-    pub run_id: String,
+response_type! {
+    /// 202 to POST /runs and to a webhook: the run is stored and starting.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct RunStarted {
+        pub run_id: String,
+    }
 }
 
-/// GET /healthz.
-#[derive(Debug, Serialize)]
-pub(crate) struct Health {
-    /// `ok`, or `unavailable` (with 503) when the store cannot take writes.
-    pub status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<HealthError>,
+response_type! {
+    /// GET /healthz.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct Health {
+        /// `ok`, or `unavailable` (with 503) when the store cannot take writes.
+        pub status: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub error: Option<HealthError>,
+    }
 }
 
-/// Why the store is unavailable, in the API's error shape.
-#[derive(Debug, Serialize)]
-pub(crate) struct HealthError {
-    pub code: &'static str,
-    pub message: String,
+response_type! {
+    /// Why the store is unavailable, in the API's error shape.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct HealthError {
+        pub code: &'static str,
+        pub message: String,
+    }
 }
 
 /// A run's `trigger` when the API starts it: how it was started, stored

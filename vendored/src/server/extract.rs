@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::openapi::schema::request_type;
 
 /// The request body, size-checked against the server's limit.
 pub(crate) struct RawBody(pub Bytes);
@@ -211,12 +212,15 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     }
 }
 
-/// `?wait=true`: answer at the run's next pause or end.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WaitParam {
-    #[serde(default)]
-    pub wait: bool,
+request_type! {
+    /// `?wait=true`: answer at the run's next pause or end.
+    #[derive(Debug, Default, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(crate) struct WaitParam {
+        /// `true`: answer at the run's next pause or its end, not at once.
+        #[serde(default)]
+        pub wait: bool,
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ mod conn;
 mod error;
 mod extract;
 mod logging;
+pub mod openapi;
 mod origin;
 mod routes;
 pub mod schedule;

@@ -17,14 +17,19 @@ use crate::server::error::ApiError;
 use crate::server::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
+use crate::server::openapi::schema::request_type;
 use crate::server::state::AppState;
 use crate::store::PendingQuery;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ListParams {
-    limit: Option<usize>,
-    cursor: Option<String>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct ListParams {
+        /// Approvals per page: 1 to 500, 50 unless given.
+        limit: Option<usize>,
+        /// `next_cursor` of the page before.
+        cursor: Option<String>,
+    }
 }
 
 /// GET /approvals: `{approvals: [record...], next_cursor}`, pending and
@@ -65,20 +70,27 @@ pub(super) async fn show(
     Ok(Json(record.into()))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ApproveBody {
-    reason: Option<String>,
-    /// Present: approve with this payload instead (MODIFIED). `null` is
-    /// refused (see `extract::edited_payload`).
-    #[serde(default, deserialize_with = "present")]
-    payload: Option<Value>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct ApproveBody {
+        /// Why, recorded with the decision.
+        reason: Option<String>,
+        /// Present: approve with this payload instead (MODIFIED); `null` is
+        /// refused.
+        // (by `extract::edited_payload`)
+        #[serde(default, deserialize_with = "present")]
+        payload: Option<Value>,
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RejectBody {
-    reason: Option<String>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RejectBody {
+        /// Why, recorded with the decision.
+        reason: Option<String>,
+    }
 }
 
 /// POST /approvals/{key}/approve `{reason?, payload?}`.

@@ -4,6 +4,7 @@ mod approvals;
 mod events;
 mod health;
 mod metrics;
+mod openapi;
 mod runs;
 mod slack;
 mod webhook;
@@ -18,6 +19,8 @@ use super::auth;
 use super::error::ApiError;
 use super::extract::BodyLimit;
 use super::state::AppState;
+
+pub(crate) use openapi::operations;
 
 /// A page of a list (`GET /approvals`, `GET /runs`): `?limit=` entries,
 /// 50 unless asked, at most 500.
@@ -34,12 +37,13 @@ pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
 }
 
 /// Paths the API owns; a webhook path may not start with one of them.
-pub(crate) const RESERVED_PREFIXES: [&str; 6] = [
+pub(crate) const RESERVED_PREFIXES: [&str; 7] = [
     "/runs",
     "/approvals",
     "/healthz",
     "/readyz",
     "/metrics",
+    "/openapi.json",
     "/slack",
 ];
 
@@ -67,6 +71,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
     Router::new()
         .route("/healthz", get(health::check))
         .route("/readyz", get(health::ready))
+        .route("/openapi.json", get(openapi::document))
         // Signed by Slack, not bearer-authenticated.
         .route("/slack/actions", post(slack::actions))
         .merge(api)

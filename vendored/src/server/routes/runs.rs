@@ -16,15 +16,19 @@ use crate::server::error::ApiError;
 use crate::server::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
+use crate::server::openapi::schema::request_type;
 use crate::server::state::AppState;
 use crate::server::{tasks, view};
 use crate::store::RunQuery;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct CreateBody {
-    #[serde(default = "empty_object")]
-    input: Value,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct CreateBody {
+        /// The run's `input`; `{}` unless given.
+        #[serde(default = "empty_object")]
+        input: Value,
+    }
 }
 
 fn empty_object() -> Value {
@@ -63,12 +67,17 @@ pub(super) async fn show(
     Ok(Json(view::run_view(&state, &run_id).await?))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ListParams {
-    status: Option<String>,
-    limit: Option<usize>,
-    cursor: Option<String>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct ListParams {
+        /// Only runs with this status (a run status name).
+        status: Option<String>,
+        /// Runs per page: 1 to 500, 50 unless given.
+        limit: Option<usize>,
+        /// `next_cursor` of the page before.
+        cursor: Option<String>,
+    }
 }
 
 /// GET /runs: `{runs: [...], next_cursor}`, this agent's, newest first,
@@ -102,10 +111,13 @@ pub(super) async fn list(
     Ok(Json(page.into()))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct CancelBody {
-    reason: Option<String>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct CancelBody {
+        /// Why, recorded in the run's `run_cancelled` event.
+        reason: Option<String>,
+    }
 }
 
 /// POST /runs/{id}/cancel `{reason?}`: a waiting or running run ends
@@ -133,14 +145,20 @@ pub(super) async fn cancel(
     }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct DecideBody {
-    approved: bool,
-    reason: Option<String>,
-    /// `null` is refused (see `extract::edited_payload`).
-    #[serde(default, deserialize_with = "present")]
-    payload: Option<Value>,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct DecideBody {
+        /// `true` approves, `false` rejects.
+        approved: bool,
+        /// Why, recorded with the decision.
+        reason: Option<String>,
+        /// With `approved: true`: approve with this payload instead
+        /// (MODIFIED); `null` is refused.
+        // (by `extract::edited_payload`)
+        #[serde(default, deserialize_with = "present")]
+        payload: Option<Value>,
+    }
 }
 
 /// POST /runs/{id_or_key}/approve `{approved, reason?, payload?}`.
@@ -245,11 +263,14 @@ async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
     }
 }
 
-/// A retry takes no options; the body is still JSON (see `JsonBody`), so
-/// that a page of another origin cannot retry with a plain form post.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RetryBody {}
+request_type! {
+    /// A retry takes no options: send `{}`.
+    // The body is still JSON (see `JsonBody`), so that a page of another
+    // origin cannot retry with a plain form post.
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct RetryBody {}
+}
 
 /// POST /runs/{id}/retry: take a `stuck` or `failed` run over and drive it
 /// on from its last durable point in the background (a step found in
@@ -278,10 +299,13 @@ pub(super) async fn retry(
     Ok(Json(view::run_view(&state, &run_id).await?))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FailBody {
-    reason: String,
+request_type! {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct FailBody {
+        /// Why the run is failed (not blank), recorded with it.
+        reason: String,
+    }
 }
 
 /// POST /runs/{id}/fail `{reason}`: end a `stuck` run `failed`, recording

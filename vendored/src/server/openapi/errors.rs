@@ -1,0 +1,180 @@
+//! The error body and its stable codes, read from `ApiError` itself.
+//!
+//! One value of every variant goes through `ApiError::code` and
+//! `ApiError::status`, so the document lists exactly the codes and
+//! statuses the server answers with; `every_variant_is_listed` makes a new
+//! variant a compile error here until it has its sample.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::schema::Components;
+use crate::pending_approval::{ApprovalError, ApprovalStatus};
+use crate::server::error::ApiError;
+
+/// `components.schemas.Error`: `{"error": {"code", "message"}}`.
+pub fn error_schema(components: &mut Components) -> Value {
+    components.named("Error", |_| {
+        let mut statuses: BTreeMap<&'static str, Vec<u16>> = BTreeMap::new();
+        for error in samples() {
+            let entry = statuses.entry(error.code()).or_default();
+            let status = error.status().as_u16();
+            if !entry.contains(&status) {
+                entry.push(status);
+            }
+        }
+        let table: Vec<String> = statuses
+            .iter()
+            .map(|(code, statuses)| {
+                let statuses: Vec<String> = statuses.iter().map(u16::to_string).collect();
+                format!("`{code}`: {}", statuses.join(", "))
+            })
+            .collect();
+        let codes: Vec<&str> = statuses.keys().copied().collect();
+        json!({
+            "type": "object",
+            "description": "Every failure's body. `code` is stable (clients branch on it); `message` says what was wrong and where, for people.",
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "properties": {
+                        "code": {
+                            "type": "string",
+                            "enum": codes,
+                            "description": format!("The code, and the HTTP status it comes with: {}.", table.join("; "))
+                        },
+                        "message": { "type": "string" }
+                    },
+                    "required": ["code", "message"],
+                    "additionalProperties": false
+                }
+            },
+            "required": ["error"],
+            "additionalProperties": false
+        })
+    })
+}
+
+/// One value of each `ApiError` variant (and each decision refusal).
+fn samples() -> Vec<ApiError> {
+    let key = || "k".to_string();
+    let at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
+    let approvals = [
+        ApprovalError::NotFound { key: key() },
+        ApprovalError::Expired {
+            key: key(),
+            expired_at: at,
+        },
+        ApprovalError::AlreadyResolved {
+            key: key(),
+            status: ApprovalStatus::Approved,
+            decided_by: None,
+            decided_at: None,
+        },
+        ApprovalError::SpecChanged {
+            key: key(),
+            paused_with: String::new(),
+            current: String::new(),
+        },
+        ApprovalError::Forbidden {
+            key: key(),
+            decided_by: String::new(),
+        },
+        ApprovalError::InvalidPayload {
+            key: key(),
+            reason: String::new(),
+        },
+    ];
+    let mut all: Vec<ApiError> = approvals.into_iter().map(ApiError::Approval).collect();
+    all.extend([
+        ApiError::InvalidRequest(String::new()),
+        ApiError::Unauthorized,
+        ApiError::SlackSignature(crate::notify::slack::signature::SignatureError::Stale),
+        ApiError::WebhookSignature(crate::server::signature::SignatureError::Stale),
+        ApiError::RunNotFound(String::new()),
+        ApiError::RunNotCancellable {
+            run_id: String::new(),
+            status: "completed",
+        },
+        ApiError::CancelForbidden {
+            run_id: String::new(),
+            by: String::new(),
+        },
+        ApiError::RunConflict(String::new()),
+        ApiError::Forbidden(String::new()),
+        ApiError::RunHasNoApproval(String::new()),
+        ApiError::Replayed,
+        ApiError::NotFound {
+            method: String::new(),
+            path: String::new(),
+        },
+        ApiError::MethodNotAllowed {
+            method: String::new(),
+            path: String::new(),
+        },
+        ApiError::UnsupportedMediaType(String::new()),
+        ApiError::PayloadTooLarge { limit: 0 },
+        ApiError::BadHost(String::new()),
+        ApiError::ForbiddenOrigin(String::new()),
+        ApiError::BodyTimeout {
+            after: String::new(),
+        },
+        ApiError::MalformedHead,
+        ApiError::UriTooLong,
+        ApiError::HeadersTooLarge {
+            max_bytes: 0,
+            max_headers: 0,
+        },
+        ApiError::Unavailable(""),
+        ApiError::StoreBusy(String::new()),
+        ApiError::Internal(String::new()),
+    ]);
+    all
+}
+
+/// Never called: a variant added to `ApiError` or `ApprovalError` fails
+/// to compile here, which is the reminder to add it to `samples`.
+#[allow(dead_code)]
+fn every_variant_is_listed(api: &ApiError) {
+    match api {
+        ApiError::Approval(refusal) => match refusal {
+            ApprovalError::NotFound { .. }
+            | ApprovalError::Expired { .. }
+            | ApprovalError::AlreadyResolved { .. }
+            | ApprovalError::SpecChanged { .. }
+            | ApprovalError::Forbidden { .. }
+            | ApprovalError::InvalidPayload { .. } => {}
+        },
+        ApiError::InvalidRequest(_)
+        | ApiError::Unauthorized
+        | ApiError::SlackSignature(_)
+        | ApiError::WebhookSignature(_)
+        | ApiError::RunNotFound(_)
+        | ApiError::RunNotCancellable { .. }
+        | ApiError::CancelForbidden { .. }
+        | ApiError::RunConflict(_)
+        | ApiError::Forbidden(_)
+        | ApiError::RunHasNoApproval(_)
+        | ApiError::Replayed
+        | ApiError::NotFound { .. }
+        | ApiError::MethodNotAllowed { .. }
+        | ApiError::UnsupportedMediaType(_)
+        | ApiError::PayloadTooLarge { .. }
+        | ApiError::BadHost(_)
+        | ApiError::ForbiddenOrigin(_)
+        | ApiError::BodyTimeout { .. }
+        | ApiError::MalformedHead
+        | ApiError::UriTooLong
+        | ApiError::HeadersTooLarge { .. }
+        | ApiError::Unavailable(_)
+        | ApiError::StoreBusy(_)
+        | ApiError::Internal(_) => {}
+    }
+}
+
+/// Every code the server can answer with.
+#[cfg(test)]
+pub fn codes() -> Vec<&'static str> {
+    samples().iter().map(ApiError::code).collect()
+}

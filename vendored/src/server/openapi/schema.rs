@@ -1,0 +1,426 @@
+//! JSON Schemas of the API's types, stated by the types themselves.
+//!
+//! A request or response type is written inside [`response_type!`] or
+//! [`request_type!`]: the macro emits the struct exactly as written and
+//! derives its schema from the same field list (names, types, doc
+//! comments, `serde` attributes), so a field cannot change without its
+//! schema changing too. Doc comments there are published as the fields'
+//! descriptions: write them for API clients, and notes for this code's
+//! readers as `//` comments, which the document leaves out. A small trait and a macro rather than `schemars`:
+//! schemars and its derive would reach every exported server's build for
+//! one document (see `openapi.rs`).
+//!
+//! What serde does that the macro reads: `skip_serializing_if` makes a
+//! response field optional; `default` or an `Option` type makes a request
+//! field optional; `deny_unknown_fields` (requests) closes the object. A
+//! response object is always closed: a server sends the fields named here
+//! and no others. Any other serde attribute that changes the wire shape
+//! (`rename`, `flatten`) is not read: the round-trip test in
+//! `openapi/tests.rs` fails on it, and then this file learns it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+
+use crate::pending_approval::{ApprovalStatus, Phase};
+use crate::run_state::RunStatus;
+
+/// The named schemas of a document (`components.schemas`), filled as
+/// types refer to one another.
+#[derive(Debug, Default)]
+pub struct Components {
+    schemas: BTreeMap<String, Value>,
+}
+
+impl Components {
+    /// A `$ref` to the component `name`, built by `build` the first time.
+    pub fn named(&mut self, name: &str, build: impl FnOnce(&mut Components) -> Value) -> Value {
+        if !self.schemas.contains_key(name) {
+            // Held before the build, so a type that refers to itself ends.
+            self.schemas.insert(name.to_string(), Value::Null);
+            let schema = build(self);
+            self.schemas.insert(name.to_string(), schema);
+        }
+        reference(name)
+    }
+
+    /// Put (or replace) a component as given.
+    pub fn insert(&mut self, name: &str, schema: Value) {
+        self.schemas.insert(name.to_string(), schema);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.schemas.get(name)
+    }
+
+    pub fn into_map(self) -> Map<String, Value> {
+        self.schemas.into_iter().collect()
+    }
+}
+
+/// `{"$ref": "#/components/schemas/NAME"}`.
+pub fn reference(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+/// A type with a JSON Schema (OpenAPI 3.1 is JSON Schema 2020-12).
+pub trait Schema {
+    /// True for `Option<T>`: a request may leave the field out.
+    const OPTIONAL: bool = false;
+
+    /// The type's schema; a named type registers itself in `components`
+    /// and answers with a `$ref`.
+    fn schema(components: &mut Components) -> Value;
+}
+
+impl Schema for String {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "string" })
+    }
+}
+
+impl Schema for &'static str {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "string" })
+    }
+}
+
+impl Schema for bool {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "boolean" })
+    }
+}
+
+impl Schema for usize {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "integer", "minimum": 0 })
+    }
+}
+
+impl Schema for u64 {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "integer", "minimum": 0 })
+    }
+}
+
+/// Any JSON value.
+impl Schema for Value {
+    fn schema(_: &mut Components) -> Value {
+        json!({})
+    }
+}
+
+/// Any JSON object.
+impl Schema for Map<String, Value> {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "object" })
+    }
+}
+
+impl Schema for BTreeMap<String, String> {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "object", "additionalProperties": { "type": "string" } })
+    }
+}
+
+/// chrono's serde form: RFC 3339 in UTC.
+impl Schema for DateTime<Utc> {
+    fn schema(_: &mut Components) -> Value {
+        json!({ "type": "string", "format": "date-time" })
+    }
+}
+
+impl<T: Schema> Schema for Vec<T> {
+    fn schema(components: &mut Components) -> Value {
+        json!({ "type": "array", "items": T::schema(components) })
+    }
+}
+
+/// The value or `null` (serde writes `None` as `null` unless the field
+/// is skipped, and reads `null` as `None`).
+impl<T: Schema> Schema for Option<T> {
+    const OPTIONAL: bool = true;
+
+    fn schema(components: &mut Components) -> Value {
+        nullable(T::schema(components))
+    }
+}
+
+/// `schema` or `null`.
+pub fn nullable(schema: Value) -> Value {
+    if schema.as_object().is_some_and(|s| s.is_empty()) {
+        // Any value already includes null.
+        return schema;
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some(kind) if schema.get("enum").is_none() => {
+            let mut schema = schema.clone();
+            schema["type"] = json!([kind, "null"]);
+            schema
+        }
+        _ => json!({ "anyOf": [schema, { "type": "null" }] }),
+    }
+}
+
+/// The names of a `named_enum!`, in its own table: the names serde uses
+/// (`names.rs` tests that they agree).
+fn named_enum(
+    components: &mut Components,
+    name: &str,
+    description: &str,
+    names: Vec<&'static str>,
+) -> Value {
+    components.named(
+        name,
+        |_| json!({ "type": "string", "enum": names, "description": description }),
+    )
+}
+
+impl Schema for RunStatus {
+    fn schema(components: &mut Components) -> Value {
+        named_enum(
+            components,
+            "RunStatus",
+            "A run's status.",
+            RunStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        )
+    }
+}
+
+impl Schema for ApprovalStatus {
+    fn schema(components: &mut Components) -> Value {
+        named_enum(
+            components,
+            "ApprovalStatus",
+            "An approval record's status.",
+            ApprovalStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        )
+    }
+}
+
+impl Schema for Phase {
+    fn schema(components: &mut Components) -> Value {
+        named_enum(
+            components,
+            "Phase",
+            "When the gate paused: `before` the step's side effect, or `after` it (a model's output under review).",
+            Phase::ALL.iter().map(|s| s.as_str()).collect(),
+        )
+    }
+}
+
+/// Which way a type crosses the wire; it decides which fields are required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Serialized by the server: every field is sent unless it has
+    /// `skip_serializing_if`.
+    Response,
+    /// Read by the server: a field may be left out when it is an
+    /// `Option` or has `#[serde(default)]`.
+    Request,
+}
+
+/// One field as the macros see it.
+pub struct Field {
+    pub name: &'static str,
+    /// Each attribute as written (`stringify!`): docs and serde's.
+    pub attributes: &'static [&'static str],
+    pub optional_type: bool,
+    pub schema: Value,
+}
+
+/// The object schema of a struct from its fields and attributes.
+pub fn object(direction: Direction, attributes: &[&str], fields: Vec<Field>) -> Value {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for field in fields {
+        let serde = serde_args(field.attributes);
+        let may_be_absent = match direction {
+            Direction::Response => serde.iter().any(|a| a.starts_with("skip_serializing_if")),
+            Direction::Request => {
+                field.optional_type
+                    || serde
+                        .iter()
+                        .any(|a| *a == "default" || a.starts_with("default "))
+            }
+        };
+        if !may_be_absent {
+            required.push(Value::String(field.name.to_string()));
+        }
+        let mut schema = field.schema;
+        if let Some(text) = doc_text(field.attributes) {
+            schema = describe(schema, &text);
+        }
+        properties.insert(field.name.to_string(), schema);
+    }
+    let closed = match direction {
+        Direction::Response => true,
+        Direction::Request => serde_args(attributes).contains(&"deny_unknown_fields"),
+    };
+    let mut schema = json!({ "type": "object", "properties": properties });
+    if !required.is_empty() {
+        schema["required"] = Value::Array(required);
+    }
+    if closed {
+        schema["additionalProperties"] = Value::Bool(false);
+    }
+    if let Some(text) = doc_text(attributes) {
+        schema = describe(schema, &text);
+    }
+    schema
+}
+
+/// `schema` with a description. A `$ref` is wrapped, since in 3.1 its
+/// siblings are allowed but tools differ on reading them.
+pub fn describe(schema: Value, text: &str) -> Value {
+    match schema {
+        Value::Object(mut map) if !map.contains_key("$ref") => {
+            map.insert("description".into(), Value::String(text.to_string()));
+            Value::Object(map)
+        }
+        other => json!({ "allOf": [other], "description": text }),
+    }
+}
+
+/// The arguments of every `serde(...)` attribute, split on top-level commas.
+fn serde_args<'a>(attributes: &[&'a str]) -> Vec<&'a str> {
+    attributes
+        .iter()
+        .filter_map(|a| a.strip_prefix("serde"))
+        .filter_map(|a| a.trim().strip_prefix('(')?.strip_suffix(')'))
+        .flat_map(split_top_level)
+        .map(str::trim)
+        .collect()
+}
+
+fn split_top_level(args: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start, mut quoted) = (Vec::new(), 0usize, 0, false);
+    for (i, c) in args.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth = depth.saturating_sub(1),
+            ',' if !quoted && depth == 0 => {
+                parts.push(&args[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&args[start..]);
+    parts
+}
+
+/// The doc comment, its lines joined as Markdown paragraphs read them.
+pub fn doc_text(attributes: &[&str]) -> Option<String> {
+    let lines: Vec<String> = attributes
+        .iter()
+        .filter_map(|a| a.strip_prefix("doc"))
+        .filter_map(|a| a.trim_start().strip_prefix('='))
+        .filter_map(|a| string_literal(a.trim()))
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let mut text = String::new();
+    for line in lines {
+        let line = line.strip_prefix(' ').unwrap_or(&line);
+        if line.trim().is_empty() {
+            text.push_str("\n\n");
+        } else {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push(' ');
+            }
+            text.push_str(line.trim_end());
+        }
+    }
+    Some(text.trim().to_string())
+}
+
+/// The text of a Rust string literal as `stringify!` writes a doc
+/// attribute's: `r"..."`, `r#"..."#` or `"..."` with escapes.
+fn string_literal(literal: &str) -> Option<String> {
+    if let Some(raw) = literal.strip_prefix('r') {
+        let hashes = raw.len() - raw.trim_start_matches('#').len();
+        let fence = "#".repeat(hashes);
+        let inner = raw
+            .strip_prefix(&fence)?
+            .strip_prefix('"')?
+            .strip_suffix(&fence)?
+            .strip_suffix('"')?;
+        return Some(inner.to_string());
+    }
+    let inner = literal.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    Some(out)
+}
+
+/// Write a struct the server sends, with its schema (see the module doc).
+macro_rules! response_type {
+    ($($body:tt)*) => {
+        $crate::server::openapi::schema::api_type!(Response $($body)*);
+    };
+}
+
+/// Write a struct the server reads (a JSON body or a query string), with
+/// its schema (see the module doc).
+macro_rules! request_type {
+    ($($body:tt)*) => {
+        $crate::server::openapi::schema::api_type!(Request $($body)*);
+    };
+}
+
+macro_rules! api_type {
+    (
+        $direction:ident
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $fty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $( $(#[$fmeta])* $fvis $field : $fty ),*
+        }
+
+        impl $crate::server::openapi::schema::Schema for $name {
+            fn schema(
+                components: &mut $crate::server::openapi::schema::Components,
+            ) -> ::serde_json::Value {
+                use $crate::server::openapi::schema as s;
+                components.named(stringify!($name), |components| {
+                    // A struct without fields does not use it.
+                    let _ = &components;
+                    s::object(
+                        s::Direction::$direction,
+                        &[$(stringify!($meta)),*],
+                        vec![$(s::Field {
+                            name: stringify!($field),
+                            attributes: &[$(stringify!($fmeta)),*],
+                            optional_type: <$fty as s::Schema>::OPTIONAL,
+                            schema: <$fty as s::Schema>::schema(components),
+                        }),*],
+                    )
+                })
+            }
+        }
+    };
+}
+
+pub(crate) use api_type;
+pub(crate) use request_type;
+pub(crate) use response_type;

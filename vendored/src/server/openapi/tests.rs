@@ -1,0 +1,409 @@
+//! The schemas cannot drift from the types: a value of every response type
+//! is serialized by serde and checked against the document, and request
+//! bodies that serde accepts (and refuses) are accepted (and refused) by
+//! their schemas.
+
+use chrono::{TimeZone, Utc};
+use serde_json::{Map, Value, json};
+
+use super::{Components, document, schema_errors};
+use crate::pending_approval::{ApprovalStatus, Phase};
+use crate::run_state::RunStatus;
+use crate::server::api::{
+    ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, HealthError, RunStarted,
+    RunSummary, RunView, RunsPage,
+};
+use crate::server::openapi::schema::Schema;
+use crate::spec::Spec;
+
+const SPEC: &str = r#"
+version: 1
+agent: refunds
+description: Refund orders.
+trigger:
+  webhook: { path: /hooks/refund, secret: "${HOOK_SECRET}" }
+tools:
+  pay:
+    http: { method: POST, url: "https://pay.example/refunds" }
+    approval: required
+steps:
+  - id: draft
+    set: { amount: 5 }
+  - id: confirm
+    approval:
+      payload: { greeting: "Hello {{ input.name }}", amount: "{{ steps.draft.output.amount }}", tries: 3, tags: [a, 1.5] }
+  - id: refund
+    tool: pay
+    with: { order: "{{ input.order }}", note: "fixed" }
+  - id: close
+    approval: { message: "Close?" }
+"#;
+
+fn spec() -> Spec {
+    Spec::parse(SPEC, "refunds.yaml").expect("the test spec parses")
+}
+
+/// `value` against the document's component `name`, every error listed.
+fn check(document: &Value, name: &str, value: &Value) -> Vec<String> {
+    let schema = json!({ "$ref": format!("#/components/schemas/{name}") });
+    schema_errors(document, &schema, value)
+}
+
+fn at(seconds: i64) -> chrono::DateTime<Utc> {
+    Utc.timestamp_opt(1_780_000_000 + seconds, 123_000_000)
+        .single()
+        .expect("a valid time")
+}
+
+fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) -> ApprovalView {
+    let decided = status != ApprovalStatus::Pending;
+    ApprovalView {
+        key: "0b5d1c1e-6d2f-4f0e-9a51-52cbb1cba5a5".into(),
+        run_id: "019a7f3e-0000-7000-8000-000000000001".into(),
+        agent_id: spec.agent.clone(),
+        spec_hash: spec.hash.as_str().to_string(),
+        step_index: spec.step_index(step_id).expect("a step of the spec"),
+        step_id: step_id.into(),
+        phase: Phase::Before,
+        message: Some("Send it?".into()),
+        payload,
+        outputs: Map::from_iter([("draft".to_string(), json!({ "amount": 5 }))]),
+        input: json!({ "name": "Ada" }),
+        trigger: json!({ "kind": "api", "started_by": "local", "received_at": "x" }),
+        status,
+        decision_data: decided.then(|| json!({ "reason": "fine" })),
+        decided_by: decided.then(|| "alice".to_string()),
+        decided_at: decided.then(|| at(60)),
+        created_at: at(0),
+        expires_at: at(3600),
+    }
+}
+
+fn run_view(spec: &Spec, pending: Option<ApprovalView>) -> RunView {
+    RunView {
+        id: "019a7f3e-0000-7000-8000-000000000001".into(),
+        agent: spec.agent.clone(),
+        status: if pending.is_some() {
+            RunStatus::AwaitingApproval
+        } else {
+            RunStatus::Completed
+        },
+        outputs: Map::new(),
+        error: None,
+        created_at: at(0),
+        updated_at: at(5),
+        pending_approval: pending,
+    }
+}
+
+fn confirm_payload() -> Value {
+    json!({ "greeting": "Hello Ada", "amount": 5, "tries": 3, "tags": ["a", 1.5] })
+}
+
+/// Every response type, in each of its forms, serialized by serde.
+fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
+    let pending = || approval(spec, "confirm", confirm_payload(), ApprovalStatus::Pending);
+    let decided = approval(
+        spec,
+        "refund",
+        json!({ "order": 7, "note": "fixed" }),
+        ApprovalStatus::Approved,
+    );
+    let to = |v: &dyn erased::Ser| v.value();
+    vec![
+        ("RunView", to(&run_view(spec, Some(pending())))),
+        (
+            "RunView",
+            to(&RunView {
+                error: Some("boom".into()),
+                ..run_view(spec, None)
+            }),
+        ),
+        (
+            "RunSummary",
+            to(&RunSummary {
+                id: "r".into(),
+                agent: spec.agent.clone(),
+                status: RunStatus::Failed,
+                error: Some("boom".into()),
+                created_at: at(0),
+                updated_at: at(1),
+            }),
+        ),
+        (
+            "RunsPage",
+            to(&RunsPage {
+                runs: vec![],
+                next_cursor: Some("c".into()),
+            }),
+        ),
+        (
+            "CancelView",
+            to(&CancelView {
+                run_id: "r".into(),
+                status: RunStatus::Cancelled,
+                was: RunStatus::AwaitingApproval,
+                cancelled_by: "alice".into(),
+                reason: None,
+                approval: Some(approval(
+                    spec,
+                    "close",
+                    Value::Null,
+                    ApprovalStatus::Cancelled,
+                )),
+            }),
+        ),
+        ("ApprovalView", to(&pending())),
+        ("ApprovalView", to(&decided)),
+        (
+            "ApprovalsPage",
+            to(&ApprovalsPage {
+                approvals: vec![pending()],
+                next_cursor: None,
+            }),
+        ),
+        (
+            "DecisionView",
+            to(&DecisionView {
+                approval: decided,
+                run_id: "r".into(),
+                status: RunStatus::Running,
+                repeated: false,
+                run: None,
+            }),
+        ),
+        (
+            "DecisionView",
+            to(&DecisionView {
+                approval: approval(spec, "confirm", confirm_payload(), ApprovalStatus::Modified),
+                run_id: "r".into(),
+                status: RunStatus::Completed,
+                repeated: true,
+                run: Some(run_view(spec, None)),
+            }),
+        ),
+        ("RunStarted", to(&RunStarted { run_id: "r".into() })),
+        (
+            "Health",
+            to(&Health {
+                status: "ok",
+                error: None,
+            }),
+        ),
+        (
+            "Health",
+            to(&Health {
+                status: "unavailable",
+                error: Some(HealthError {
+                    code: "store_unavailable",
+                    message: "read-only".into(),
+                }),
+            }),
+        ),
+    ]
+}
+
+/// Serialize through a trait object, so one list holds every type.
+mod erased {
+    pub trait Ser {
+        fn value(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn value(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("API types always serialize")
+        }
+    }
+}
+
+#[test]
+fn every_response_type_serializes_to_its_schema() {
+    let spec = spec();
+    let document = document(&spec);
+    for (name, value) in responses(&spec) {
+        let errors = check(&document, name, &value);
+        assert!(errors.is_empty(), "{name} {value}: {errors:?}");
+    }
+}
+
+#[test]
+fn a_field_the_schema_lacks_or_a_wrong_type_is_caught() {
+    let spec = spec();
+    let document = document(&spec);
+    let mut run = serde_json::to_value(run_view(&spec, None)).unwrap();
+    run["extra"] = json!(1);
+    assert_eq!(
+        check(&document, "RunView", &run),
+        ["/extra: no value is allowed here"]
+    );
+    let mut run = serde_json::to_value(run_view(&spec, None)).unwrap();
+    run["status"] = json!("napping");
+    assert_eq!(check(&document, "RunView", &run).len(), 1);
+    run.as_object_mut().unwrap().remove("status");
+    assert_eq!(
+        check(&document, "RunView", &run),
+        [": the required field \"status\" is missing"]
+    );
+}
+
+#[test]
+fn fields_skipped_when_empty_are_optional_and_nulls_are_required() {
+    let mut components = Components::default();
+    DecisionView::schema(&mut components);
+    let decision = components.get("DecisionView").unwrap();
+    let required: Vec<&str> = decision["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(required, ["approval", "run_id", "status"]);
+    let run = components.get("RunView").unwrap();
+    assert!(
+        run["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("error"))
+    );
+    assert_eq!(
+        run["properties"]["error"]["type"],
+        json!(["string", "null"])
+    );
+    // Doc comments become descriptions.
+    assert!(
+        run["properties"]["pending_approval"]["anyOf"].is_array()
+            && run["properties"]["pending_approval"]
+                .to_string()
+                .contains("waits on")
+    );
+}
+
+#[test]
+fn each_gate_has_its_payload_shape_and_records_are_held_to_it() {
+    let spec = spec();
+    let document = document(&spec);
+    let schemas = &document["components"]["schemas"];
+    let confirm = &schemas["GatePayload.confirm"];
+    assert_eq!(confirm["properties"]["greeting"]["type"], "string");
+    assert_eq!(
+        confirm["properties"]["amount"],
+        json!({}),
+        "a lone {{ }} keeps its value's type"
+    );
+    assert_eq!(confirm["properties"]["tries"]["type"], "integer");
+    assert_eq!(
+        schemas["GatePayload.refund"]["required"],
+        json!(["order", "note"])
+    );
+    assert_eq!(schemas["GatePayload.close"]["type"], "null");
+    assert!(
+        schemas.get("GatePayload.draft").is_none(),
+        "a set step is no gate"
+    );
+
+    let wrong = approval(
+        &spec,
+        "confirm",
+        json!({ "greeting": 1 }),
+        ApprovalStatus::Pending,
+    );
+    let wrong = serde_json::to_value(wrong).unwrap();
+    assert!(!check(&document, "ApprovalView", &wrong).is_empty());
+    // A record of another version of the spec may have any payload.
+    let mut older = wrong;
+    older["spec_hash"] = json!("0".repeat(64));
+    assert_eq!(
+        check(&document, "ApprovalView", &older),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn every_error_code_is_listed() {
+    let document = document(&spec());
+    let listed = &document["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]
+        ["enum"];
+    for code in super::errors::codes() {
+        assert!(listed.as_array().unwrap().contains(&json!(code)), "{code}");
+    }
+    for code in [
+        "run_not_found",
+        "already_resolved",
+        "approval_expired",
+        "store_busy",
+    ] {
+        assert!(listed.as_array().unwrap().contains(&json!(code)), "{code}");
+    }
+}
+
+#[test]
+fn the_document_is_openapi_3_1_and_every_reference_resolves() {
+    let spec = spec();
+    let document = document(&spec);
+    assert_eq!(document["openapi"], "3.1.0");
+    assert_eq!(document["info"]["version"], spec.hash.as_str());
+    assert_eq!(
+        document["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    let hook = &document["paths"]["/hooks/refund"]["post"];
+    assert_eq!(hook["security"], json!([]));
+    assert!(
+        hook["parameters"]
+            .to_string()
+            .contains("X-Tollgate-Signature")
+    );
+    let mut refs = Vec::new();
+    collect_refs(&document, &mut refs);
+    assert!(!refs.is_empty());
+    for target in refs {
+        let pointer = target.strip_prefix('#').expect("a local reference");
+        assert!(
+            document.pointer(pointer).is_some(),
+            "{target} does not resolve"
+        );
+    }
+    // Deterministic: an export writes the same bytes every time.
+    assert_eq!(document.to_string(), super::document(&spec).to_string());
+}
+
+fn collect_refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get("$ref") {
+                out.push(target.clone());
+            }
+            map.values().for_each(|v| collect_refs(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn doc_comments_of_every_literal_form_are_read() {
+    use super::schema::doc_text;
+    assert_eq!(
+        doc_text(&[
+            r#"doc = r" First line""#,
+            r#"doc = r" second.""#,
+            r#"doc = r"""#,
+            r##"doc = r#" Then "quoted"."#"##
+        ]),
+        Some("First line second.\n\nThen \"quoted\".".to_string())
+    );
+    assert_eq!(
+        doc_text(&[r#"doc = " a \"b\"""#]),
+        Some("a \"b\"".to_string())
+    );
+    assert_eq!(doc_text(&["serde(default)"]), None);
+}
+
+#[test]
+fn a_webhook_path_with_braces_is_literal_not_a_template() {
+    let text = SPEC.replace("path: /hooks/refund", "path: \"/hooks/{id}\"");
+    let spec = Spec::parse(&text, "refunds.yaml").expect("braces are allowed in a webhook path");
+    let document = document(&spec);
+    let hook = &document["paths"]["/hooks/%7Bid%7D"]["post"];
+    assert_eq!(hook["operationId"], "webhook", "{}", document["paths"]);
+    assert!(!hook["parameters"].to_string().contains("\"in\":\"path\""));
+}

@@ -1,0 +1,268 @@
+//! GET /openapi.json, and what it says of each route: which request and
+//! response types a handler takes and answers with.
+//!
+//! The shapes are the types' own (`openapi/schema.rs`); this table only
+//! pairs them with the routes, here beside the router, and a test holds it
+//! to the router's `.route(...)` lines so that neither can gain a route
+//! the other lacks.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::Value;
+
+use super::{approvals, runs};
+use crate::server::api::{
+    ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, RunStarted, RunView, RunsPage,
+};
+use crate::server::extract::WaitParam;
+use crate::server::openapi::{Auth, Operation};
+use crate::server::state::AppState;
+
+/// GET /openapi.json: the document for this server's spec.
+pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
+    Json(crate::server::openapi::document(state.agent.spec()))
+}
+
+/// Every route of the router (the spec's webhook, routed by the fallback,
+/// is added by `openapi::document`).
+pub(crate) fn operations() -> Vec<Operation> {
+    vec![
+        Operation::new("post", "/runs", "createRun", "Start a run")
+            .describe("Starts a run with `input`. Answers 202 at once, or with `?wait=true` 200 and the run once it pauses or ends.")
+            .tag("runs")
+            .query::<WaitParam>()
+            .body::<runs::CreateBody>()
+            .json::<RunStarted>(202, "The run is stored and starting.")
+            .json::<RunView>(200, "With `?wait=true`: the run at its first pause or its end."),
+        Operation::new("get", "/runs", "listRuns", "List runs")
+            .describe("This agent's runs, newest first, a page at a time.")
+            .tag("runs")
+            .query::<runs::ListParams>()
+            .json::<RunsPage>(200, "One page of runs."),
+        Operation::new("get", "/runs/{id}", "showRun", "Show a run")
+            .tag("runs")
+            .json::<RunView>(200, "The run, with the approval it waits on."),
+        Operation::new("get", "/runs/{id}/events", "streamRunEvents", "Stream a run's events")
+            .describe("Server-Sent Events: the stored events (after `Last-Event-ID`), then live ones until the run's final event. Each event's `id` is its `seq`; its `data` is the event as JSON.")
+            .tag("runs")
+            .header("Last-Event-ID", false, "Resume after this event `seq`.")
+            .event_stream(200, "The run's events."),
+        Operation::new("post", "/runs/{id_or_key}/approve", "decideRun", "Decide a run's approval")
+            .describe("Approves (`approved: true`, with `payload` to approve an edited payload) or rejects the run's latest gate, named by the run id or by the approval key.")
+            .tag("runs")
+            .query::<WaitParam>()
+            .body::<runs::DecideBody>()
+            .json::<DecisionView>(200, "The decision as recorded."),
+        Operation::new("post", "/runs/{id}/cancel", "cancelRun", "Cancel a run")
+            .describe("Ends a waiting or running run `cancelled`; its pending approval becomes CANCELLED.")
+            .tag("runs")
+            .body::<runs::CancelBody>()
+            .json::<CancelView>(200, "What the cancel did."),
+        Operation::new("post", "/runs/{id}/retry", "retryRun", "Retry a stuck or failed run")
+            .describe("Drives a `stuck` or `failed` run on from its last durable point.")
+            .tag("runs")
+            .query::<WaitParam>()
+            .body::<runs::RetryBody>()
+            .json::<RunView>(200, "The run as the retry left it (with `?wait=true`, at its next pause or end)."),
+        Operation::new("post", "/runs/{id}/fail", "failRun", "Fail a stuck run")
+            .tag("runs")
+            .body::<runs::FailBody>()
+            .json::<RunView>(200, "The run, now `failed`."),
+        Operation::new("get", "/approvals", "listApprovals", "List pending approvals")
+            .describe("Pending, unexpired approvals of this agent, newest first, a page at a time.")
+            .tag("approvals")
+            .query::<approvals::ListParams>()
+            .json::<ApprovalsPage>(200, "One page of pending approvals."),
+        Operation::new("get", "/approvals/{key}", "showApproval", "Show an approval")
+            .describe("One approval record, whatever its status (an overdue one reads EXPIRED).")
+            .tag("approvals")
+            .json::<ApprovalView>(200, "The record."),
+        Operation::new("post", "/approvals/{key}/approve", "approveApproval", "Approve")
+            .describe("Approves as asked, or with `payload` approves an edited payload (MODIFIED).")
+            .tag("approvals")
+            .query::<WaitParam>()
+            .body::<approvals::ApproveBody>()
+            .json::<DecisionView>(200, "The decision as recorded."),
+        Operation::new("post", "/approvals/{key}/reject", "rejectApproval", "Reject")
+            .tag("approvals")
+            .query::<WaitParam>()
+            .body::<approvals::RejectBody>()
+            .json::<DecisionView>(200, "The decision as recorded."),
+        Operation::new("get", "/healthz", "health", "Liveness")
+            .describe("Whether the server is up and its store can take writes.")
+            .tag("operations")
+            .auth(Auth::Public)
+            .json::<Health>(200, "The store takes writes.")
+            .json::<Health>(503, "The store cannot take writes."),
+        Operation::new("get", "/readyz", "ready", "Readiness")
+            .describe(
+                "Whether this process should get traffic: its store answers a read and it is not shutting down.",
+            )
+            .tag("operations")
+            .auth(Auth::Public)
+            .json::<Health>(200, "Ready (`ready`).")
+            .json::<Health>(503, "Not ready (`not_ready`), with the reason."),
+        Operation::new("get", "/metrics", "metrics", "Prometheus metrics")
+            .describe("Pending approvals by step, decisions by outcome, claim conflicts, runs by status, stuck runs and step durations, in the Prometheus text format 0.0.4.")
+            .tag("operations")
+            .text(200, crate::metrics::CONTENT_TYPE, "Prometheus text 0.0.4.")
+            .json::<Health>(503, "The store did not answer (`store_unavailable`)."),
+        Operation::new("get", "/openapi.json", "openapi", "This document")
+            .tag("operations")
+            .auth(Auth::Public)
+            .json::<Value>(200, "The OpenAPI 3.1 document of this server."),
+        Operation::new("post", "/slack/actions", "slackActions", "Slack interactivity")
+            .describe("A click on Approve or Reject in Slack. Signed by Slack rather than bearer-authenticated; 404 when the spec has no Slack notifier. Answers 200 at once; a click that cannot decide is answered in an ephemeral Slack reply.")
+            .tag("slack")
+            .auth(Auth::Slack)
+            .form("payload", "Slack's interaction payload (JSON text).")
+            .empty(200, "Received."),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::server::openapi::{Components, schema::Schema, schema_errors};
+
+    /// Each body: whether serde takes it into `T` and whether the schema
+    /// takes it must agree. Bodies are objects: serde also reads a struct
+    /// from a JSON array of its fields in order, a form the document does
+    /// not offer (and no client is told of).
+    fn agree<T: DeserializeOwned + Schema>(bodies: &[Value]) {
+        let mut components = Components::default();
+        let schema = T::schema(&mut components);
+        let document = json!({ "components": { "schemas": components.into_map() } });
+        for body in bodies {
+            assert!(body.is_object(), "{body}: bodies here are objects");
+            let by_serde = serde_json::from_value::<T>(body.clone()).is_ok();
+            let errors = schema_errors(&document, &schema, body);
+            assert_eq!(
+                by_serde,
+                errors.is_empty(),
+                "{} {body}: serde {}, schema {errors:?}",
+                std::any::type_name::<T>(),
+                if by_serde { "accepts" } else { "refuses" }
+            );
+        }
+    }
+
+    #[test]
+    fn request_schemas_accept_what_serde_accepts_and_no_more() {
+        agree::<runs::CreateBody>(&[
+            json!({}),
+            json!({ "input": { "a": 1 } }),
+            json!({ "input": null }),
+            json!({ "inputs": {} }),
+        ]);
+        agree::<runs::DecideBody>(&[
+            json!({ "approved": true }),
+            json!({ "approved": false, "reason": "no" }),
+            json!({ "approved": true, "reason": null, "payload": { "x": 1 } }),
+            json!({}),
+            json!({ "approved": "yes" }),
+            json!({ "approved": true, "reason": 3 }),
+            json!({ "approved": true, "by": "me" }),
+        ]);
+        agree::<runs::CancelBody>(&[json!({}), json!({ "reason": "x" }), json!({ "why": 1 })]);
+        agree::<runs::RetryBody>(&[json!({}), json!({ "wait": true })]);
+        agree::<runs::FailBody>(&[
+            json!({ "reason": "x" }),
+            json!({}),
+            json!({ "reason": null }),
+        ]);
+        agree::<approvals::ApproveBody>(&[
+            json!({}),
+            json!({ "reason": "ok", "payload": [1] }),
+            json!({ "approved": true }),
+        ]);
+        agree::<approvals::RejectBody>(&[
+            json!({}),
+            json!({ "reason": "no" }),
+            json!({ "payload": {} }),
+        ]);
+    }
+
+    #[test]
+    fn query_schemas_accept_what_serde_accepts() {
+        agree::<WaitParam>(&[
+            json!({}),
+            json!({ "wait": true }),
+            json!({ "wait": "yes" }),
+            json!({ "w": 1 }),
+        ]);
+        agree::<runs::ListParams>(&[
+            json!({}),
+            json!({ "status": "failed", "limit": 5, "cursor": "c" }),
+            json!({ "limit": -1 }),
+            json!({ "page": 2 }),
+        ]);
+        agree::<approvals::ListParams>(&[json!({ "limit": 10 }), json!({ "status": "x" })]);
+    }
+
+    /// The router's `.route("PATH", METHOD(handler)...)` lines, read from
+    /// its source: `(method, path)`, sorted.
+    fn routed() -> Vec<(String, String)> {
+        let source = include_str!("mod.rs");
+        let mut routes = Vec::new();
+        for (start, _) in source.match_indices(".route(") {
+            let rest = &source[start + ".route(".len()..];
+            let Some(open) = rest.find('"') else { continue };
+            let Some(close) = rest[open + 1..].find('"') else {
+                continue;
+            };
+            let path = &rest[open + 1..open + 1 + close];
+            // The method router: up to the `)` that closes `.route(`.
+            let mut depth = 1;
+            let mut end = rest.len();
+            for (i, c) in rest.char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let methods = &rest[open + close + 2..end];
+            for method in ["get", "post", "put", "patch", "delete"] {
+                let called = methods.match_indices(&format!("{method}(")).any(|(i, _)| {
+                    i == 0
+                        || !methods[..i]
+                            .ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+                });
+                if called {
+                    routes.push((method.to_string(), path.to_string()));
+                }
+            }
+        }
+        routes.sort();
+        routes
+    }
+
+    #[test]
+    fn every_routed_path_is_documented_and_nothing_else() {
+        let routed = routed();
+        assert!(
+            routed.contains(&("post".into(), "/runs".into())),
+            "{routed:?}"
+        );
+        assert!(
+            routed.contains(&("get".into(), "/runs".into())),
+            "{routed:?}"
+        );
+        let mut documented: Vec<(String, String)> = operations()
+            .iter()
+            .map(|o| (o.method().to_string(), o.path().to_string()))
+            .collect();
+        documented.sort();
+        assert_eq!(documented, routed);
+    }
+}

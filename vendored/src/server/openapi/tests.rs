@@ -10,8 +10,8 @@ use super::{Components, document, schema_errors};
 use crate::pending_approval::{ApprovalStatus, Phase};
 use crate::run_state::RunStatus;
 use crate::server::api::{
-    ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, HealthError, RunStarted,
-    RunSummary, RunView, RunsPage,
+    ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, HealthError, LeaseView,
+    RunStarted, RunSummary, RunView, RunsPage,
 };
 use crate::server::openapi::schema::Schema;
 use crate::spec::Spec;
@@ -92,6 +92,7 @@ fn run_view(spec: &Spec, pending: Option<ApprovalView>) -> RunView {
         error: None,
         created_at: at(0),
         updated_at: at(5),
+        lease: None,
         pending_approval: pending,
     }
 }
@@ -115,6 +116,17 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
         (
             "RunView",
             to(&RunView {
+                status: RunStatus::Running,
+                lease: Some(LeaseView {
+                    owner: "host:42:9f3a".into(),
+                    until: at(30),
+                }),
+                ..run_view(spec, None)
+            }),
+        ),
+        (
+            "RunView",
+            to(&RunView {
                 error: Some("boom".into()),
                 ..run_view(spec, None)
             }),
@@ -128,6 +140,7 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
                 error: Some("boom".into()),
                 created_at: at(0),
                 updated_at: at(1),
+                lease: None,
             }),
         ),
         (

@@ -58,6 +58,11 @@ pub const FILES: &[LayoutEntry] = &[
         what: "the spec, embedded in the binary at build time; change it where you export from",
     },
     LayoutEntry {
+        path: "openapi.json",
+        role: Role::Generated,
+        what: "the OpenAPI 3.1 description of the API, as the server serves it at `/openapi.json`",
+    },
+    LayoutEntry {
         path: "src/generated.rs",
         role: Role::Generated,
         what: "agent id, spec hash and the embedded spec",

@@ -9,11 +9,10 @@ use tollgate_runtime::spec::Spec;
 /// Where the document goes in an export.
 pub const OPENAPI_FILE: &str = "openapi.json";
 
-/// `(path, bytes)` of the export's OpenAPI document: pretty-printed, so a
+/// The export's OpenAPI document ([`OPENAPI_FILE`]): pretty-printed, so a
 /// re-export's diff reads field by field, and ending in a newline like
 /// every other text file of the export.
-pub fn openapi_file(spec: &Spec) -> (String, Vec<u8>) {
+pub fn openapi_file(spec: &Spec) -> Vec<u8> {
     // `{:#}` is serde_json's pretty form, which cannot fail for a `Value`.
-    let text = format!("{:#}\n", openapi::document(spec));
-    (OPENAPI_FILE.to_string(), text.into_bytes())
+    format!("{:#}\n", openapi::document(spec)).into_bytes()
 }

@@ -102,14 +102,6 @@ pub fn plan(spec: &Spec, spec_source: &[u8]) -> Result<Plan, ExportError> {
             },
         );
     }
-    let (path, bytes) = super::openapi::openapi_file(spec);
-    files.insert(
-        path,
-        PlannedFile {
-            role: Role::Generated,
-            bytes: Cow::Owned(bytes),
-        },
-    );
     for (path, bytes) in vendored::FILES {
         files.insert(
             format!("vendored/{path}"),
@@ -159,6 +151,9 @@ fn render(
         "src/generated.rs" => return Ok(Cow::Owned(codegen::generated_rs(m)?.into_bytes())),
         "src/tools/mod.rs" => return Ok(Cow::Owned(codegen::tools_mod_rs(m)?.into_bytes())),
         SPEC_FILE => return Ok(Cow::Owned(spec_source.to_vec())),
+        super::openapi::OPENAPI_FILE => {
+            return Ok(Cow::Owned(super::openapi::openapi_file(m.spec)));
+        }
         other => return Err(ExportError::internal(other, "no template for this file")),
     };
     let mut text = templates::render(path, template)?;

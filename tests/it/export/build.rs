@@ -223,6 +223,15 @@ pub(super) fn request(
     path: &str,
     body: Option<&Value>,
 ) -> (u16, Value) {
+    let (status, payload) = request_text(address, method, path, body);
+    (
+        status,
+        serde_json::from_str(&payload).unwrap_or(Value::Null),
+    )
+}
+
+/// [`request`], the answer's body as text (`/metrics` is not JSON).
+fn request_text(address: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
     let mut stream = TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -251,10 +260,7 @@ pub(super) fn request(
     } else {
         payload.to_string()
     };
-    (
-        status,
-        serde_json::from_str(&payload).unwrap_or(Value::Null),
-    )
+    (status, payload)
 }
 
 fn dechunk(mut body: &str) -> String {
@@ -365,6 +371,25 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     let run_id = started["run_id"].as_str().unwrap().to_string();
     let run = wait_for_run(&server, &run_id, |r| r["status"] == "awaiting_approval");
     let review_key = pending_key(&run);
+    // Operations on the running export: ready, and the pause counted.
+    let (status, ready) = request(&server.address, "GET", "/readyz", None);
+    assert_eq!(
+        (status, &ready["status"]),
+        (200, &json!("ready")),
+        "{ready}"
+    );
+    let (status, metrics) = request_text(&server.address, "GET", "/metrics", None);
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "tollgate_pending_approvals{step=\"review\"} 1"),
+        "one approval pending at review:\n{metrics}"
+    );
+    assert!(
+        metrics.contains("tollgate_build_info{"),
+        "the build is named:\n{metrics}"
+    );
 
     // SIGKILL: no shutdown, no flush. The pause is in the store.
     let mut server = server;

@@ -68,25 +68,6 @@ async fn run_status(api: &Api, served: &Served, run_id: &str) -> Value {
     run
 }
 
-async fn wait_for_status(api: &Api, served: &Served, run_id: &str, status: &str) -> Value {
-    let mut last = Value::Null;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let run = run_status(api, served, run_id).await;
-        if run["status"] == status {
-            return run;
-        }
-        if run != last {
-            last = run;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run {run_id} never became {status}: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn events(api: &Api, served: &Served, run_id: &str) -> Vec<Value> {
     let mut stream =
         server::SseStream::open(api, &served.url(&format!("/runs/{run_id}/events")), None).await;
@@ -192,7 +173,9 @@ async fn a_run_killed_between_its_202_and_its_first_pause_reaches_its_pause_once
     first.kill();
 
     let second = start(&ws.spec, &state);
-    let run = wait_for_status(&api, &second, &run_id, "awaiting_approval").await;
+    let run = api
+        .wait_for_status(&second, &run_id, "awaiting_approval")
+        .await;
     assert_eq!(run["pending_approval"]["step_id"], "review", "{run}");
     // A GET in doubt is re-sent (its default on_crash is retry).
     assert_eq!(stub.count(), 2, "the lookup was called again, once");
@@ -235,7 +218,7 @@ async fn an_approved_post_in_flight_at_a_kill_is_resent_with_the_same_key_when_o
     first.kill();
 
     let second = start(&ws.spec, &state);
-    let run = wait_for_status(&api, &second, &run_id, "completed").await;
+    let run = api.wait_for_status(&second, &run_id, "completed").await;
     assert_eq!(run["outputs"]["done"]["shipped"], "call-1", "{run}");
     let calls = stub.requests_to("/ship");
     assert_eq!(calls.len(), 2, "sent again once");
@@ -262,7 +245,7 @@ async fn an_approved_post_in_flight_at_a_kill_ends_the_run_stuck_with_one_call_b
 
     let second = start(&ws.spec, &state);
     for run_id in [&retried, &failed] {
-        let run = wait_for_status(&api, &second, run_id, "stuck").await;
+        let run = api.wait_for_status(&second, run_id, "stuck").await;
         assert!(
             run["error"].as_str().unwrap_or("").contains("in flight"),
             "{run}"
@@ -386,7 +369,7 @@ async fn runs_fail_from_the_command_line_and_retry_over_http() {
     first.kill();
     let second = start(&ws.spec, &state);
     for run_id in [&by_cli, &by_http] {
-        wait_for_status(&api, &second, run_id, "stuck").await;
+        api.wait_for_status(&second, run_id, "stuck").await;
     }
     let failed = ws
         .tollgate()
@@ -422,7 +405,7 @@ async fn two_servers_on_one_sqlite_file_recover_each_others_orphans() {
     let run_id = start_until_called(&api, &a, &stub).await;
     a.kill();
     // B was up all along: its periodic recovery takes the run over.
-    let run = wait_for_status(&api, &b, &run_id, "awaiting_approval").await;
+    let run = api.wait_for_status(&b, &run_id, "awaiting_approval").await;
     assert_eq!(run["pending_approval"]["step_id"], "review", "{run}");
     assert_eq!(stub.count(), 2);
     b.log_line("run recovered", Duration::from_secs(10)).await;
@@ -444,7 +427,7 @@ async fn three_servers_on_postgresql_recover_each_others_orphans_once() {
     eventually("both calls reach the stub", async || stub.count() >= 2).await;
     a.kill();
     for run_id in [&first, &second] {
-        wait_for_status(&api, &b, run_id, "awaiting_approval").await;
+        api.wait_for_status(&b, run_id, "awaiting_approval").await;
     }
     // Each orphan was taken over by exactly one of B and C.
     assert_eq!(stub.count(), 4, "each lookup re-sent once");

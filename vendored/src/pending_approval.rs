@@ -100,6 +100,17 @@ impl ApprovalRecord {
         self.decision_data.as_ref().and_then(|d| d.get("payload"))
     }
 
+    /// The record as `claim` decides it: what the store's claim writes.
+    pub fn decided_by_claim(&self, claim: &Claim) -> ApprovalRecord {
+        ApprovalRecord {
+            status: claim.decision.status(),
+            decision_data: claim.decision.data(),
+            decided_by: Some(claim.decided_by.clone()),
+            decided_at: Some(claim.now),
+            ..self.clone()
+        }
+    }
+
     /// The payload as decided: the edit for MODIFIED, else the original.
     pub fn effective_payload(&self) -> &Value {
         self.modified_payload().unwrap_or(&self.payload)
@@ -216,13 +227,32 @@ impl Claim {
     pub fn lease(&self) -> Option<&crate::run_state::Lease> {
         match &self.then {
             AfterClaim::Drive(lease) => Some(lease),
-            AfterClaim::Release | AfterClaim::EndRun => None,
+            AfterClaim::Release | AfterClaim::EndRun | AfterClaim::Finish(_) => None,
+        }
+    }
+
+    /// When the claim's write also ends the run: the end, and the events
+    /// that follow the decision's own (numbered `seq`, `seq + 1`, ...).
+    /// `record` is the record as this claim decided it. Every store calls
+    /// this inside the claim's write.
+    pub fn run_end(
+        &self,
+        record: &ApprovalRecord,
+        seq: u64,
+    ) -> Option<(crate::store::RunEnd, Vec<crate::events::Event>)> {
+        match &self.then {
+            AfterClaim::EndRun => {
+                let (end, ended) = crate::gate::decided_run_end(record, self.now, seq);
+                Some((end, vec![ended]))
+            }
+            AfterClaim::Finish(finish) => Some((finish.end.clone(), finish.numbered_from(seq))),
+            AfterClaim::Drive(_) | AfterClaim::Release => None,
         }
     }
 }
 
 /// What becomes of the run in the claim's write.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AfterClaim {
     /// The claimer drives the run on: it owns it under this lease from the
     /// claim's commit on.
@@ -235,6 +265,36 @@ pub enum AfterClaim {
     /// decision as its output, reject rejects it. A crash cannot leave a
     /// decided request whose run still looks in progress.
     EndRun,
+    /// The run's end, worked out before the claim (everything after the
+    /// gate is pure: see `AgentRun::claim`), written in the claim's own
+    /// transaction: a decision and its run's end are one commit. If the
+    /// claim loses, nothing of it is written.
+    Finish(Box<RunFinish>),
+}
+
+/// A run's end planned before its claim ([`AfterClaim::Finish`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFinish {
+    /// Written with `owner: None`: the claim itself is the fence.
+    pub end: crate::store::RunEnd,
+    /// The events between the decision and the end, the end's included, in
+    /// order. Their `seq` is assigned by the store (after the decision's
+    /// own event), whatever they carry here.
+    pub events: Vec<crate::events::Event>,
+}
+
+impl RunFinish {
+    /// The events numbered from `seq` on.
+    pub fn numbered_from(&self, seq: u64) -> Vec<crate::events::Event> {
+        self.events
+            .iter()
+            .zip(seq..)
+            .map(|(event, seq)| crate::events::Event {
+                seq,
+                ..event.clone()
+            })
+            .collect()
+    }
 }
 
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.

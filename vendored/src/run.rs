@@ -92,6 +92,9 @@ pub struct ClaimedDecision {
     /// The record as decided.
     pub record: ApprovalRecord,
     next_seq: u64,
+    /// Set when the claim's write also ended the run (see
+    /// [`AgentRun::claim`]): resuming only answers with it.
+    finished: Option<RunOutcome>,
     /// The same decider repeated the decision that had already won (see
     /// [`ApprovalRecord::was_decided_as`]): nothing was written, and
     /// resuming does not drive the run again (its first claim did).
@@ -110,6 +113,7 @@ impl ClaimedDecision {
         ClaimedDecision {
             record,
             next_seq: 0,
+            finished: None,
             repeated: true,
         }
     }
@@ -324,6 +328,13 @@ impl AgentRun {
     /// conditional write). Once this returns, the decision is final and the
     /// caller owns the run's continuation: pass the result to
     /// [`AgentRun::resume_claimed`] (a server answers in between).
+    ///
+    /// When nothing after the gate calls out, claims a key or can pause
+    /// (only `set:` steps follow), the run is worked out to its end first,
+    /// in memory, and the claim's write stores the decision and the run's
+    /// end together: one commit instead of two, and no window in which a
+    /// crash leaves the decided run to recovery. If the claim loses,
+    /// nothing of that end is written or announced.
     pub async fn claim(
         &self,
         key: &str,
@@ -390,21 +401,13 @@ impl AgentRun {
             return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
         }
         self.check_payload(&record, &claim.decision)?;
+        if self.ends_without_io(&record, &claim.decision) {
+            return self.claim_and_finish(record, claim).await;
+        }
         let claimed = match self.store.claim(&claim).await {
             Ok(claimed) => claimed,
             Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
-                // Lost the race since the read: to this decider's own
-                // earlier request (a retry sent while the first was in
-                // flight) it is a repeat; to anyone else, a conflict.
-                let now = self.store.get_approval(key).await?;
-                return match now {
-                    Some(won) if won.was_decided_as(&claim.decision, decided_by) => {
-                        Ok(ClaimedDecision::repeat(won))
-                    }
-                    other => {
-                        Err(ApprovalError::explain_failed_claim(key, other.as_ref(), &claim).into())
-                    }
-                };
+                return self.lost_claim(&claim).await;
             }
             Err(e) => return Err(e.into()),
         };
@@ -413,8 +416,76 @@ impl AgentRun {
         Ok(ClaimedDecision {
             next_seq: claimed.event.seq + 1,
             record: claimed.record,
+            finished: None,
             repeated: false,
         })
+    }
+
+    /// The claim lost the race since the record was read: to this decider's
+    /// own earlier request (a retry sent while the first was in flight) it
+    /// is a repeat; to anyone else, a conflict.
+    async fn lost_claim(&self, claim: &Claim) -> Result<ClaimedDecision, RunError> {
+        let now = self.store.get_approval(&claim.key).await?;
+        match now {
+            Some(won) if won.was_decided_as(&claim.decision, &claim.decided_by) => {
+                Ok(ClaimedDecision::repeat(won))
+            }
+            other => {
+                Err(ApprovalError::explain_failed_claim(&claim.key, other.as_ref(), claim).into())
+            }
+        }
+    }
+
+    /// True when deciding `record` this way ends its run with no call, key
+    /// claim or pause on the way: the gate step itself calls nothing with
+    /// this decision, only `set:` steps follow it, and the spec has no
+    /// dedupe step (a failing run releases its keys, a write that must not
+    /// come before the claim). The spec must be the one the run paused
+    /// under, whose steps line up with the record.
+    fn ends_without_io(&self, record: &ApprovalRecord, decision: &Decision) -> bool {
+        let Some(gate) = self.spec.steps.get(record.step_index) else {
+            return false;
+        };
+        let gate_calls = record.phase == Phase::Before
+            && journaled(gate)
+            && !matches!(decision, Decision::Reject { .. });
+        record.spec_hash == self.spec.hash.as_str()
+            && !gate_calls
+            && self.spec.steps[record.step_index + 1..]
+                .iter()
+                .all(|step| matches!(step.kind, StepKind::Set { .. }))
+            && !self.spec.steps.iter().any(claims_key)
+    }
+
+    /// See [`AgentRun::claim`]: drive the decided run to its end with the
+    /// claim deferred to that end's write ([`AfterClaim::Finish`]).
+    async fn claim_and_finish(
+        &self,
+        record: ApprovalRecord,
+        claim: Claim,
+    ) -> Result<ClaimedDecision, RunError> {
+        let decided = record.decided_by_claim(&claim);
+        // Numbered from 1 here: the store numbers them after the decision.
+        let (ctx, mut log) = self.context_after_claim(&decided, 1);
+        log.owner = None;
+        log.unclaimed = Some(claim.clone());
+        self.replay(&ctx, decided.step_index, &mut log);
+        let step_index = decided.step_index;
+        match self
+            .drive(ctx, step_index, Some(decided.clone()), log)
+            .await
+        {
+            Ok(outcome) => Ok(ClaimedDecision {
+                next_seq: 0,
+                record: decided,
+                finished: Some(outcome),
+                repeated: false,
+            }),
+            Err(RunError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+                self.lost_claim(&claim).await
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The second half of a resume: re-enter the run at its gate with the
@@ -425,6 +496,9 @@ impl AgentRun {
     pub async fn resume_claimed(&self, claimed: ClaimedDecision) -> Result<RunOutcome, RunError> {
         if claimed.repeated {
             return self.stored_outcome(&claimed.record.run_id).await;
+        }
+        if let Some(outcome) = claimed.finished {
+            return Ok(outcome);
         }
         self.continue_after_claim(claimed.record, claimed.next_seq)
             .await
@@ -768,20 +842,7 @@ impl AgentRun {
         record: ApprovalRecord,
         next_seq: u64,
     ) -> Result<RunOutcome, RunError> {
-        let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone(), &self.clock);
-        // The pause stored these as the run's outputs; the claim kept them.
-        log.stored_outputs = record.outputs.clone();
-        // The claim made this process the run's owner.
-        log.owner = Some(crate::durable::node_id().to_string());
-        let ctx = RunContext {
-            run_id: record.run_id.clone(),
-            agent: record.agent_id.clone(),
-            input: record.input.clone(),
-            trigger: record.trigger.clone(),
-            outputs: record.outputs.clone(),
-            // Set by `drive` when it hands this decision to its step.
-            gate_key: None,
-        };
+        let (ctx, mut log) = self.context_after_claim(&record, next_seq);
         // A reject needs no step logic, and under a changed spec the steps
         // may no longer line up with the record: end the run here.
         let same_spec = record.spec_hash == self.spec.hash.as_str();
@@ -793,6 +854,29 @@ impl AgentRun {
         }
         self.replay(&ctx, record.step_index, &mut log);
         self.drive(ctx, record.step_index, Some(record), log).await
+    }
+
+    /// The run's context and event log at its gate, once `record` is
+    /// claimed by this process (its owner from the claim on).
+    fn context_after_claim(
+        &self,
+        record: &ApprovalRecord,
+        next_seq: u64,
+    ) -> (RunContext, EventLog) {
+        let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone(), &self.clock);
+        // The pause stored these as the run's outputs; the claim kept them.
+        log.stored_outputs = record.outputs.clone();
+        log.owner = Some(crate::durable::node_id().to_string());
+        let ctx = RunContext {
+            run_id: record.run_id.clone(),
+            agent: record.agent_id.clone(),
+            input: record.input.clone(),
+            trigger: record.trigger.clone(),
+            outputs: record.outputs.clone(),
+            // Set by `drive` when it hands this decision to its step.
+            gate_key: None,
+        };
+        (ctx, log)
     }
 
     /// Re-announce the steps before `until` without running them.
@@ -1183,6 +1267,12 @@ impl AgentRun {
         point: FirstWrite<'_>,
         log: &mut EventLog,
     ) -> Result<Option<RunOutcome>, RunError> {
+        if let Some(claim) = log.unclaimed.take() {
+            return self
+                .write_with_claim(claim, point, log)
+                .await
+                .map(|()| None);
+        }
         let unstored = log.unstored.take();
         let written = match (&unstored, point) {
             (Some(run), point) => self.store.create_run_at(run, point, log.pending()).await,
@@ -1206,6 +1296,39 @@ impl AgentRun {
                 self.fail_unstorable(unstored, what, log, e).await.map(Some)
             }
         }
+    }
+
+    /// The run's end written by the deferred claim's own write (see
+    /// [`AgentRun::claim`]). Any failure means the decision was not taken:
+    /// it is returned as it is, and nothing is announced.
+    async fn write_with_claim(
+        &self,
+        mut claim: Claim,
+        point: FirstWrite<'_>,
+        log: &mut EventLog,
+    ) -> Result<(), RunError> {
+        let FirstWrite::End(end) = point else {
+            // `ends_without_io` lets only runs that end through here.
+            return Err(RunError::Store(StoreError::Database(
+                "a decision deferred to its run's end reached a pause".into(),
+            )));
+        };
+        claim.then = AfterClaim::Finish(Box::new(crate::pending_approval::RunFinish {
+            end: RunEnd {
+                owner: None,
+                ..end.clone()
+            },
+            events: log.pending().to_vec(),
+        }));
+        let claimed = self.store.claim(&claim).await?;
+        let first = claimed.event.seq + 1;
+        for (event, seq) in log.buffer.iter_mut().zip(first..) {
+            event.seq = seq;
+        }
+        let _ = self.events.send(claimed.event);
+        log.published();
+        log.renewer = None;
+        Ok(())
     }
 
     /// See [`AgentRun::write_point`]: end the run `failed` after its pause,
@@ -1464,6 +1587,9 @@ struct EventLog {
     retry_in_doubt: bool,
     /// Keeps the lease while a step is in flight.
     renewer: Option<Renewer>,
+    /// A decision not claimed yet: the run's end is written by its claim
+    /// (see [`AgentRun::claim`]).
+    unclaimed: Option<Claim>,
 }
 
 impl EventLog {
@@ -1485,6 +1611,7 @@ impl EventLog {
             journal: BTreeMap::new(),
             retry_in_doubt: false,
             renewer: None,
+            unclaimed: None,
         }
     }
 

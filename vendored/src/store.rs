@@ -221,7 +221,7 @@ pub struct Claimed {
 }
 
 /// What a run looks like at its end (or when it ends for good).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
     pub run_id: String,
     pub status: RunStatus,

@@ -93,6 +93,7 @@ macro_rules! store_conformance_tests {
             the_journal_keeps_each_steps_start_then_its_output,
             a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,
             a_claim_that_ends_the_run_ends_it_in_the_same_write,
+            a_claim_with_a_planned_end_writes_both_or_nothing,
             a_run_created_once_claims_its_key_in_the_same_write_or_not_at_all,
             runs_are_counted_by_status,
             an_operators_change_applies_only_from_the_statuses_it_names_once,
@@ -1893,6 +1894,101 @@ pub async fn a_claim_that_ends_the_run_ends_it_in_the_same_write(store: SharedSt
     let events = store.run_events("run-k2", 0).await.expect("events");
     assert_eq!(events.last().map(|e| e.kind.name()), Some("run_rejected"));
     // Nothing is left for recovery to find.
+    let orphans = store
+        .claim_orphans("agent", &lease("node-z", 100), at(20), 10)
+        .await
+        .expect("claim orphans");
+    assert!(orphans.is_empty(), "{orphans:?}");
+}
+
+/// A decision whose run's end was worked out before the claim
+/// (`AfterClaim::Finish`, everything after the gate is pure): the decision,
+/// the end and the end's events are one write, numbered by the store after
+/// the decision's event. A claim that loses writes none of it.
+pub async fn a_claim_with_a_planned_end_writes_both_or_nothing(store: SharedStore) {
+    use tollgate_runtime::pending_approval::RunFinish;
+
+    let record = paused_run(store.as_ref(), "k", "agent", 0).await;
+    let outputs: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_value(json!({"gate": {"approved": true}, "act": {"done": 1}}))
+            .expect("outputs");
+    let planned = |by: &str| {
+        let mut claim = approve("k", by, 10);
+        claim.then = AfterClaim::Finish(Box::new(RunFinish {
+            end: RunEnd {
+                run_id: record.run_id.clone(),
+                status: RunStatus::Completed,
+                outputs: outputs.clone(),
+                error: None,
+                at: at(11),
+                owner: None,
+            },
+            // Numbered 0 on purpose: the store numbers them.
+            events: vec![
+                event(
+                    &record.run_id,
+                    0,
+                    11,
+                    EventKind::StepCompleted {
+                        step: "act".into(),
+                        index: 2,
+                        output: json!({"done": 1}),
+                        replayed: false,
+                    },
+                ),
+                event(
+                    &record.run_id,
+                    0,
+                    11,
+                    EventKind::RunCompleted {
+                        outputs: outputs.clone(),
+                    },
+                ),
+            ],
+        }));
+        claim
+    };
+    let claimed = store.claim(&planned("alice")).await.expect("claim");
+    assert_eq!(claimed.record.status, ApprovalStatus::Approved);
+    let run = store.get_run("run-k").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.outputs, outputs);
+    assert_eq!((run.owner, run.lease_until), (None, None));
+    let seqs = |events: &[Event]| -> Vec<(u64, String)> {
+        events
+            .iter()
+            .map(|e| (e.seq, e.kind.name().to_string()))
+            .collect()
+    };
+    let events = store.run_events("run-k", 0).await.expect("events");
+    let expected: Vec<(u64, String)> = [
+        (1, "run_started"),
+        (2, "awaiting_approval"),
+        (3, "approval_resolved"),
+        (4, "step_completed"),
+        (5, "run_completed"),
+    ]
+    .iter()
+    .map(|(seq, name)| (*seq, name.to_string()))
+    .collect();
+    assert_eq!(seqs(&events), expected);
+
+    // The loser's planned end is never written: same run, same events.
+    let lost = store
+        .claim(&planned("bob"))
+        .await
+        .expect_err("second claim");
+    assert!(
+        matches!(
+            lost,
+            StoreError::Approval(ApprovalError::AlreadyResolved { .. })
+        ),
+        "{lost:?}"
+    );
+    let after = store.run_events("run-k", 0).await.expect("events");
+    assert_eq!(seqs(&after), expected);
+    let approval = store.get_approval("k").await.expect("get").expect("record");
+    assert_eq!(approval.decided_by.as_deref(), Some("alice"));
     let orphans = store
         .claim_orphans("agent", &lease("node-z", 100), at(20), 10)
         .await

@@ -8,6 +8,7 @@ mod gate_crash;
 mod http_tools;
 mod idempotency_keys;
 mod model_step;
+mod one_write_decision;
 mod operations;
 mod race;
 mod recovery;

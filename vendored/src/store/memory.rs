@@ -16,7 +16,7 @@ use super::{
     check_json_text, check_pause, check_storable, cursor, resolved_event,
 };
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 
 #[derive(Default)]
@@ -408,14 +408,14 @@ impl StateStore for MemoryStore {
         let mut events = vec![event.clone()];
         if let Some(run) = s.runs.get_mut(&record.run_id) {
             run.updated_at = claim.now;
-            if claim.then == AfterClaim::EndRun {
-                let (end, ended) = crate::gate::decided_run_end(&record, claim.now, seq + 1);
+            if let Some((end, ended)) = claim.run_end(&record, seq + 1) {
+                run.updated_at = end.at;
                 run.status = end.status;
                 run.outputs = end.outputs;
                 run.error = end.error;
                 run.owner = None;
                 run.lease_until = None;
-                events.push(ended);
+                events.extend(ended);
             } else {
                 // The claimer (if any) drives the run on from here: it owns it.
                 run.status = RunStatus::Running;

@@ -15,7 +15,7 @@ use super::codec::{
 };
 use super::notify;
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
@@ -374,10 +374,12 @@ pub(super) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
         );
     };
     let event = resolved_event(&record, claim, next_seq(client, &record.run_id).await?);
-    if claim.then == AfterClaim::EndRun {
-        let (end, ended) = crate::gate::decided_run_end(&record, claim.now, event.seq + 1);
+    if let Some((end, ended)) = claim.run_end(&record, event.seq + 1) {
         end_run(client, &end).await?;
-        insert_events(client, &record.run_id, &[event.clone(), ended]).await?;
+        let mut events = Vec::with_capacity(ended.len() + 1);
+        events.push(event.clone());
+        events.extend(ended);
+        insert_events(client, &record.run_id, &events).await?;
     } else {
         // The claimer (if any) drives the run on from this commit: it owns it.
         let (owner, until) = match claim.lease() {

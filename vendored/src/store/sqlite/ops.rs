@@ -12,7 +12,7 @@ use super::codec::{
     approval_from_row, event_from_row, run_from_row, to_i64, to_json,
 };
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, Claim};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
@@ -477,10 +477,11 @@ pub(super) fn claim(conn: &Connection, claim: &Claim, row: &ClaimRow) -> StoreRe
     };
     let event = resolved_event(&record, claim, next_seq(conn, &record.run_id)?);
     append_one(conn, &event)?;
-    if claim.then == AfterClaim::EndRun {
-        let (end, ended) = crate::gate::decided_run_end(&record, claim.now, event.seq + 1);
+    if let Some((end, ended)) = claim.run_end(&record, event.seq + 1) {
         end_run(conn, &EndRow::encode(&end)?)?;
-        append_one(conn, &ended)?;
+        for event in &ended {
+            append_one(conn, event)?;
+        }
     } else {
         // The claimer (if any) drives the run on from this commit: it owns it.
         let mut stmt = conn.prepare_cached(

@@ -856,10 +856,10 @@ impl ApprovalsShape {
 
 /// One page of approval records of any status (see
 /// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
-/// take their place in the page as `unreadable`, by key. The SQL's text
-/// filter may let a row through that [`ApprovalPager`] then drops (a
-/// needle spanning a NUL the SQL ignores), so this reads on until the page
-/// is full.
+/// take their place in the page as `unreadable`, by key. Should the SQL's
+/// text filter let a row through that [`ApprovalPager`] then drops (a
+/// needle holding a NUL: LIKE sees the pattern only up to it), this reads
+/// on until the page is full.
 pub(super) fn list_approvals(
     conn: &Connection,
     query: &ApprovalQuery,
@@ -868,7 +868,8 @@ pub(super) fn list_approvals(
     let mut pager = ApprovalPager::new(&filter)?;
     let now = format_utc(query.now);
     let fetch = to_i64(pager.batch(), "page size")?;
-    let text = filter.text().map(|t| like_pattern(&t.replace('\0', "")));
+    let text = filter.text().map(like_pattern);
+    let folded = filter.text().map(str::to_ascii_lowercase);
     loop {
         let after = pager
             .after
@@ -889,8 +890,9 @@ pub(super) fn list_approvals(
         if let Some(step) = &query.step_id {
             params.push((":step", step));
         }
-        if let Some(text) = &text {
+        if let (Some(text), Some(folded)) = (&text, &folded) {
             params.push((":text", text));
+            params.push((":folded", folded));
         }
         if let Some((at, key)) = &after {
             params.push((":at", at));
@@ -936,12 +938,21 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         common.push_str(" AND step_id = :step");
     }
     if shape.by_text {
-        common.push_str(
-            " AND (replace(message, char(0), '') LIKE :text ESCAPE '\\' \
-             OR step_id LIKE :text ESCAPE '\\' OR key LIKE :text ESCAPE '\\' \
-             OR run_id LIKE :text ESCAPE '\\' \
-             OR replace(decided_by, char(0), '') LIKE :text ESCAPE '\\')",
-        );
+        // LIKE reads text only up to a NUL, so a value holding one is
+        // also searched with instr (which reads it whole) and lower()
+        // (ASCII, as LIKE folds): `:folded` is the needle ASCII-lowercased.
+        let free = |column: &str| {
+            format!(
+                "{column} LIKE :text ESCAPE '\\' OR (instr({column}, char(0)) > 0 \
+                 AND instr(lower({column}), :folded) > 0)"
+            )
+        };
+        common.push_str(&format!(
+            " AND ({} OR step_id LIKE :text ESCAPE '\\' OR key LIKE :text ESCAPE '\\' \
+             OR run_id LIKE :text ESCAPE '\\' OR {})",
+            free("message"),
+            free("decided_by")
+        ));
     }
     let mut arms = Vec::new();
     if shape.pending_live || shape.pending_overdue {

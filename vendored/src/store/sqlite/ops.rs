@@ -962,7 +962,7 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
             (true, false) => {
                 " AND (+expires_at > :now OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*')"
             }
-            (false, true) => " AND +expires_at <= :now",
+            (false, true) => " AND expires_at <= :now",
             _ => "",
         };
         let after = if shape.after_cursor {
@@ -970,8 +970,17 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         } else {
             ""
         };
+        // Overdue rows only (the history): few, as the sweep expires them
+        // every 30 s, so they are found through the expiry index and
+        // sorted, never by a walk past every unexpired pending row (which
+        // the planner would otherwise pick, for its order).
+        let index = if shape.pending_live {
+            ""
+        } else {
+            " INDEXED BY tollgate_approvals_expiry_idx"
+        };
         arms.push(format!(
-            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals \
+            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals{index} \
              WHERE status = 'PENDING'{due}{common}{after}"
         ));
     }
@@ -979,8 +988,12 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         // `status <> 'PENDING'` spelled as the settled indexes' WHERE is,
         // so that SQLite may use them.
         let statuses: Vec<String> = shape.settled.iter().map(|s| format!("'{s}'")).collect();
+        // The cursor spelled as a range on the indexed expression plus a
+        // tie-break: SQLite searches an expression index by a plain range,
+        // not by a row value, and would otherwise walk every row before it.
         let after = if shape.after_cursor {
-            " AND (COALESCE(decided_at, created_at), key) < (:at, :key)"
+            " AND COALESCE(decided_at, created_at) <= :at \
+             AND (COALESCE(decided_at, created_at) < :at OR key < :key)"
         } else {
             ""
         };

@@ -503,6 +503,25 @@ impl<'a> ApprovalPager<'a> {
     }
 }
 
+/// The SQL condition narrowing settled rows (`status <> 'PENDING'`) to
+/// `statuses`: none when they are all of them, so that the query's
+/// condition is exactly its partial index's and the planner walks that
+/// index in order (PostgreSQL otherwise guesses the IN list selective and
+/// sorts). A status this build does not know (a newer writer's) is then
+/// listed, as unreadable, rather than hidden. The statuses are
+/// [`ApprovalStatus`] names, never a caller's text.
+pub(crate) fn settled_statuses_sql(statuses: &[&str]) -> String {
+    let every = ApprovalStatus::ALL
+        .iter()
+        .filter(|s| **s != ApprovalStatus::Pending)
+        .all(|s| statuses.contains(&s.as_str()));
+    if every {
+        return String::new();
+    }
+    let quoted: Vec<String> = statuses.iter().map(|s| format!("'{s}'")).collect();
+    format!(" AND status IN ({})", quoted.join(", "))
+}
+
 /// A `LIKE` pattern matching `text` anywhere, its `%`, `_` and `\`
 /// matched literally (with `ESCAPE '\'`): the text is untrusted and is
 /// bound as a parameter, never spliced into SQL.

@@ -201,6 +201,16 @@ pub(crate) fn describe_error(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 impl PostgresStore {
+    /// The plan PostgreSQL picks (`EXPLAIN`, one line per row) for the
+    /// first batch of a [`StateStore::list_approvals`] page: for checking
+    /// which indexes a listing reads on a real database.
+    pub async fn explain_list_approvals(&self, query: &ApprovalQuery) -> StoreResult<Vec<String>> {
+        let plan = async { ops::explain_approvals(&self.client().await?, query).await }.await;
+        self.context("explaining an approvals listing", plan)
+    }
+}
+
+impl PostgresStore {
     /// Connect to `url` (`postgres://` or `postgresql://`), bring the schema
     /// up to date and return the store. Needs a tokio runtime.
     pub async fn connect(url: &str, options: PostgresOptions) -> StoreResult<PostgresStore> {

@@ -674,43 +674,28 @@ pub(super) async fn list_approvals<C: GenericClient>(
 ) -> StoreResult<ApprovalPage> {
     let filter = ApprovalFilter::new(query);
     let mut pager = ApprovalPager::new(&filter)?;
-    let fetch = to_i64(pager.batch(), "page size")?;
-    // A text parameter cannot hold a NUL, and no text column does: the
-    // plain columns are searched without the needle's.
-    let text = filter.text().map(|t| like_pattern(&t.replace('\0', "")));
-    let json_text = filter.text().map(|t| like_pattern(&json_string_body(t)));
-    let statuses: Vec<&str> = filter.settled.iter().map(|s| s.as_str()).collect();
+    let statement = ApprovalsStatement::new(&filter, query, pager.batch())?;
     loop {
         let after = pager.after.clone();
-        let mut params: Vec<Param<'_>> = Vec::new();
-        let mut shape = ApprovalsSql::default();
-        if filter.pending_live != filter.pending_overdue {
-            shape.now = Some(n(&mut params, &query.now));
+        // Each arm walks its index newest first and stops at a batch; the
+        // batch is the newest `batch` rows of both together.
+        let mut rows = Vec::new();
+        for arm in statement.arms() {
+            let (sql, params) = statement.sql(arm, after.as_ref());
+            let stmt = client.prepare_cached(&sql).await?;
+            rows.extend(client.query(&stmt, &params).await?);
         }
-        if let Some(agent) = &query.agent_id {
-            shape.agent = Some(n(&mut params, agent));
-        }
-        if let Some(step) = &query.step_id {
-            shape.step = Some(n(&mut params, step));
-        }
-        if let (Some(text), Some(json_text)) = (&text, &json_text) {
-            shape.text = Some((n(&mut params, text), n(&mut params, json_text)));
-        }
-        if let Some((at, key)) = &after {
-            shape.after = Some((n(&mut params, at), n(&mut params, key)));
-        }
-        shape.limit = n(&mut params, &fetch);
-        let sql = list_approvals_sql(
-            &shape,
-            filter.pending_live,
-            filter.pending_overdue,
-            &statuses,
-        );
-        let stmt = client.prepare_cached(&sql).await?;
-        let rows = client.query(&stmt, &params).await?;
+        let position = |row: &Row| {
+            (
+                row.try_get::<_, DateTime<Utc>>(APPROVAL_COLUMN_COUNT).ok(),
+                row_key(row),
+            )
+        };
+        rows.sort_by_cached_key(|row| std::cmp::Reverse(position(row)));
+        rows.truncate(pager.batch());
         for row in &rows {
-            let at = row.try_get::<_, DateTime<Utc>>(APPROVAL_COLUMN_COUNT).ok();
-            if !pager.offer(row_key(row), at, approval_from_row(row))? {
+            let (at, key) = position(row);
+            if !pager.offer(key, at, approval_from_row(row))? {
                 break;
             }
         }
@@ -720,13 +705,129 @@ pub(super) async fn list_approvals<C: GenericClient>(
     }
 }
 
+/// The plans PostgreSQL picks (`EXPLAIN`, one line per row, each arm's
+/// after the other's) for the first batch of `query`'s page: which
+/// indexes a listing reads.
+pub(super) async fn explain_approvals<C: GenericClient>(
+    client: &C,
+    query: &ApprovalQuery,
+) -> StoreResult<Vec<String>> {
+    let filter = ApprovalFilter::new(query);
+    let pager = ApprovalPager::new(&filter)?;
+    let statement = ApprovalsStatement::new(&filter, query, pager.batch())?;
+    let mut plan = Vec::new();
+    for arm in statement.arms() {
+        let (sql, params) = statement.sql(arm, pager.after.as_ref());
+        for row in client.query(&format!("EXPLAIN {sql}"), &params).await? {
+            plan.push(row.try_get::<_, String>(0)?);
+        }
+    }
+    Ok(plan)
+}
+
+/// The two halves of an approvals page, each read through its own indexes
+/// in the page's order. PostgreSQL (15) plans a UNION ALL of them as an
+/// Append and a sort of every match, never as a merge of the two index
+/// walks, so the store runs them apart and merges the two short lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Arm {
+    /// Stored PENDING rows, by `created_at`, through the pending indexes of
+    /// version 1 (or, for overdue rows only, the expiry index).
+    Pending,
+    /// Settled rows, by `COALESCE(decided_at, created_at)`, through the
+    /// settled indexes of version 6.
+    Settled,
+}
+
+/// The parameters of an approvals page query, owned, from which each
+/// batch's statements are made.
+struct ApprovalsStatement<'q> {
+    query: &'q ApprovalQuery,
+    pending_live: bool,
+    pending_overdue: bool,
+    settled: Vec<&'static str>,
+    /// The LIKE pattern for text columns and the one for JSON strings.
+    text: Option<(String, String)>,
+    fetch: i64,
+}
+
+impl<'q> ApprovalsStatement<'q> {
+    fn new(
+        filter: &ApprovalFilter<'q>,
+        query: &'q ApprovalQuery,
+        batch: usize,
+    ) -> StoreResult<ApprovalsStatement<'q>> {
+        Ok(ApprovalsStatement {
+            query,
+            pending_live: filter.pending_live,
+            pending_overdue: filter.pending_overdue,
+            settled: filter.settled.iter().map(|s| s.as_str()).collect(),
+            // A text parameter cannot hold a NUL, and no text column does:
+            // the plain columns are searched without the needle's.
+            text: filter.text().map(|t| {
+                (
+                    like_pattern(&t.replace('\0', "")),
+                    like_pattern(&json_string_body(t)),
+                )
+            }),
+            fetch: to_i64(batch, "page size")?,
+        })
+    }
+
+    fn arms(&self) -> Vec<Arm> {
+        let mut arms = Vec::with_capacity(2);
+        if self.pending_live || self.pending_overdue {
+            arms.push(Arm::Pending);
+        }
+        if !self.settled.is_empty() {
+            arms.push(Arm::Settled);
+        }
+        arms
+    }
+
+    /// The SQL and parameters of `arm`'s batch after `after`.
+    fn sql<'a>(
+        &'a self,
+        arm: Arm,
+        after: Option<&'a (DateTime<Utc>, String)>,
+    ) -> (String, Vec<Param<'a>>) {
+        let query = self.query;
+        let mut params: Vec<Param<'a>> = Vec::new();
+        let mut p = ApprovalsSql::default();
+        if arm == Arm::Pending && self.pending_live != self.pending_overdue {
+            p.now = Some(n(&mut params, &query.now));
+        }
+        if let Some(agent) = &query.agent_id {
+            p.agent = Some(n(&mut params, agent));
+        }
+        if let Some(step) = &query.step_id {
+            p.step = Some(n(&mut params, step));
+        }
+        if let Some((text, json_text)) = &self.text {
+            p.text = Some((n(&mut params, text), n(&mut params, json_text)));
+        }
+        if let Some((at, key)) = after {
+            p.after = Some((n(&mut params, at), n(&mut params, key)));
+        }
+        p.limit = n(&mut params, &self.fetch);
+        let sql = arm_sql(
+            arm,
+            &p,
+            self.pending_live,
+            self.pending_overdue,
+            &self.settled,
+        );
+        (sql, params)
+    }
+}
+
 /// Add a parameter; its number in the SQL (`$n`).
 fn n<'a>(params: &mut Vec<Param<'a>>, p: Param<'a>) -> usize {
     params.push(p);
     params.len()
 }
 
-/// The parameter numbers of a [`list_approvals_sql`] query.
+/// The parameter numbers of an [`arm_sql`] query.
 #[derive(Debug, Default)]
 pub(super) struct ApprovalsSql {
     pub now: Option<usize>,
@@ -739,14 +840,11 @@ pub(super) struct ApprovalsSql {
     pub limit: usize,
 }
 
-/// The approvals page query: at most two arms (stored PENDING rows through
-/// the pending indexes of version 1, by `created_at`; settled rows through
-/// the settled indexes of version 6, by `COALESCE(decided_at, created_at)`),
-/// which PostgreSQL merges in order (Merge Append) and stops at the page's
-/// end. Statuses are literals from
-/// [`crate::pending_approval::ApprovalStatus`]; everything a caller gives
-/// is a bound parameter.
-pub(super) fn list_approvals_sql(
+/// One arm of the approvals page query, newest first, one batch long.
+/// Statuses are literals from [`crate::pending_approval::ApprovalStatus`];
+/// everything a caller gives is a bound parameter.
+pub(super) fn arm_sql(
+    arm: Arm,
     p: &ApprovalsSql,
     pending_live: bool,
     pending_overdue: bool,
@@ -766,40 +864,30 @@ pub(super) fn list_approvals_sql(
              OR run_id ILIKE ${t} ESCAPE '\\')"
         ));
     }
-    let mut arms = Vec::new();
-    if pending_live || pending_overdue {
-        let due = match (pending_live, pending_overdue, p.now) {
-            (true, false, Some(now)) => format!(" AND expires_at > ${now}"),
-            (false, true, Some(now)) => format!(" AND expires_at <= ${now}"),
-            _ => String::new(),
-        };
-        let after = p
-            .after
-            .map(|(at, key)| format!(" AND (created_at, key) < (${at}, ${key})"))
-            .unwrap_or_default();
-        arms.push(format!(
-            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals \
-             WHERE status = 'PENDING'{due}{common}{after}"
-        ));
-    }
-    if !settled.is_empty() {
-        let statuses: Vec<String> = settled.iter().map(|s| format!("'{s}'")).collect();
-        let after = p
-            .after
-            .map(|(at, key)| {
-                format!(" AND (COALESCE(decided_at, created_at), key) < (${at}, ${key})")
-            })
-            .unwrap_or_default();
-        arms.push(format!(
-            "SELECT {APPROVAL_COLUMNS}, COALESCE(decided_at, created_at) AS order_at \
-             FROM tollgate_approvals \
-             WHERE status <> 'PENDING' AND status IN ({}){common}{after}",
-            statuses.join(", ")
-        ));
-    }
+    let (order, filter) = match arm {
+        Arm::Pending => {
+            let due = match (pending_live, pending_overdue, p.now) {
+                (true, false, Some(now)) => format!(" AND expires_at > ${now}"),
+                (false, true, Some(now)) => format!(" AND expires_at <= ${now}"),
+                _ => String::new(),
+            };
+            ("created_at", format!("status = 'PENDING'{due}"))
+        }
+        Arm::Settled => (
+            "COALESCE(decided_at, created_at)",
+            format!(
+                "status <> 'PENDING'{}",
+                crate::store::settled_statuses_sql(settled)
+            ),
+        ),
+    };
+    let after = p
+        .after
+        .map(|(at, key)| format!(" AND ({order}, key) < (${at}, ${key})"))
+        .unwrap_or_default();
     format!(
-        "{} ORDER BY order_at DESC, key DESC LIMIT ${}",
-        arms.join(" UNION ALL "),
+        "SELECT {APPROVAL_COLUMNS}, {order} AS order_at FROM tollgate_approvals \
+         WHERE {filter}{common}{after} ORDER BY {order} DESC, key DESC LIMIT ${}",
         p.limit
     )
 }

@@ -987,7 +987,7 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
     if !shape.settled.is_empty() {
         // `status <> 'PENDING'` spelled as the settled indexes' WHERE is,
         // so that SQLite may use them.
-        let statuses: Vec<String> = shape.settled.iter().map(|s| format!("'{s}'")).collect();
+        let some = crate::store::settled_statuses_sql(&shape.settled);
         // The cursor spelled as a range on the indexed expression plus a
         // tie-break: SQLite searches an expression index by a plain range,
         // not by a row value, and would otherwise walk every row before it.
@@ -1000,8 +1000,7 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         arms.push(format!(
             "SELECT {APPROVAL_COLUMNS}, COALESCE(decided_at, created_at) AS order_at \
              FROM tollgate_approvals \
-             WHERE status <> 'PENDING' AND status IN ({}){common}{after}",
-            statuses.join(", ")
+             WHERE status <> 'PENDING'{some}{common}{after}"
         ));
     }
     format!(

@@ -1250,6 +1250,120 @@ pub(crate) mod cursor {
     }
 }
 
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+    use crate::pending_approval::sample_record;
+
+    #[test]
+    fn a_cursor_round_trips_its_time_and_key() {
+        let at = crate::time::parse_utc("2026-03-01T09:00:00.123456Z").expect("time");
+        let text = cursor::encode(at, "key|with|bars");
+        assert_eq!(text, "2026-03-01T09:00:00.123456Z|key|with|bars");
+        let (time, key) = cursor::decode(&text).expect("decode");
+        assert_eq!(crate::time::parse_utc(&time), Some(at));
+        // The time never holds a bar: the first one ends it, the key keeps
+        // the rest.
+        assert_eq!(key, "key|with|bars");
+    }
+
+    #[test]
+    fn a_malformed_cursor_is_refused_naming_it() {
+        for bad in [
+            "",
+            "no-bar",
+            "|key",
+            "2026-03-01T09:00:00Z|",
+            "yesterday|key",
+            "2026-13-01T09:00:00Z|key",
+        ] {
+            match cursor::decode(bad) {
+                Err(e @ StoreError::InvalidCursor(_)) => {
+                    assert_eq!(e.to_string(), format!("malformed cursor {bad:?}"));
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn like_metacharacters_are_escaped() {
+        assert_eq!(like_pattern("50%"), "%50\\%%");
+        assert_eq!(like_pattern("a_b"), "%a\\_b%");
+        assert_eq!(like_pattern("c:\\x"), "%c:\\\\x%");
+        assert_eq!(like_pattern("plain"), "%plain%");
+        assert_eq!(like_pattern("' OR 1=1"), "%' OR 1=1%");
+    }
+
+    #[test]
+    fn the_settled_condition_names_statuses_only_when_not_all() {
+        assert_eq!(
+            settled_statuses_sql(&["APPROVED", "REJECTED", "MODIFIED", "EXPIRED", "CANCELLED"]),
+            ""
+        );
+        assert_eq!(
+            settled_statuses_sql(&["APPROVED", "EXPIRED"]),
+            " AND status IN ('APPROVED', 'EXPIRED')"
+        );
+    }
+
+    fn query(statuses: Vec<ApprovalStatus>) -> ApprovalQuery {
+        ApprovalQuery {
+            agent_id: None,
+            statuses,
+            step_id: None,
+            text: None,
+            now: crate::time::now(),
+            limit: 10,
+            cursor: None,
+        }
+    }
+
+    #[test]
+    fn statuses_map_to_the_rows_each_arm_reads() {
+        use ApprovalStatus::*;
+        let all = query(vec![]);
+        let f = ApprovalFilter::new(&all);
+        assert!(f.pending_live && f.pending_overdue);
+        assert_eq!(
+            f.settled,
+            vec![Approved, Rejected, Modified, Expired, Cancelled]
+        );
+
+        let inbox = query(vec![Pending]);
+        let f = ApprovalFilter::new(&inbox);
+        assert!(f.pending_live && !f.pending_overdue && f.settled.is_empty());
+
+        // EXPIRED reads overdue PENDING rows too.
+        let expired = query(vec![Expired]);
+        let f = ApprovalFilter::new(&expired);
+        assert!(!f.pending_live && f.pending_overdue);
+        assert_eq!(f.settled, vec![Expired]);
+    }
+
+    #[test]
+    fn the_text_filter_is_a_case_insensitive_substring_of_the_searched_fields() {
+        let mut record = sample_record("3f0a2b9e-key", "7c1d-run");
+        record.message = Some("Refund ÉCU to Ada".into());
+        record.decided_by = Some("Grace".into());
+        let matches = |text: &str| {
+            let q = ApprovalQuery {
+                text: Some(text.into()),
+                ..query(vec![])
+            };
+            ApprovalFilter::new(&q).text_matches(&record)
+        };
+        assert!(matches("refund"));
+        assert!(matches("écu"), "memory folds beyond ASCII");
+        assert!(matches("GRACE"));
+        assert!(matches(&record.step_id.to_uppercase()));
+        assert!(matches(&record.key[..8]));
+        assert!(matches(&record.run_id));
+        assert!(matches(""), "an empty text filters nothing");
+        assert!(!matches("refund ada"));
+    }
+}
+
 #[cfg(all(test, not(feature = "postgres")))]
 mod tests {
     use super::*;

@@ -923,9 +923,11 @@ pub(super) fn list_approvals(
 /// partial settled indexes by `COALESCE(decided_at, created_at)` (schema
 /// version 5). Each arm delivers its rows in order, so SQLite merges the
 /// two and stops at the page's end instead of sorting the matches.
-/// Statuses are literals from [`crate::pending_approval::ApprovalStatus`];
-/// everything a caller gives is a named parameter (`:now`, `:agent`,
-/// `:step`, `:text`, `:at`, `:key`, `:limit`).
+/// Overdue PENDING rows alone (the history) are few and found by their
+/// expiry, then sorted. Statuses are literals from
+/// [`crate::pending_approval::ApprovalStatus`]; everything a caller gives
+/// is a named parameter (`:now`, `:agent`, `:step`, `:text`, `:folded`,
+/// `:at`, `:key`, `:limit`).
 pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
     // Filters both arms share. The text is a LIKE pattern (ASCII
     // case-insensitive, as SQLite's LIKE is) with `\` escaping its

@@ -73,7 +73,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -135,7 +135,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 5));
+                assert_eq!((found, supported), (99, 6));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),
@@ -399,7 +399,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled"
         );
         let record = store
             .get_approval("k-old")
@@ -423,5 +423,145 @@ mod postgres_only {
             ),
             "json"
         );
+    }
+
+    /// 10,000 PENDING records of one agent and 2,000 settled ones (every
+    /// sixth approved a day later), analysed as autovacuum would.
+    fn fill(db: &pg::TestDb) {
+        db.psql(
+            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+             outputs, created_at, updated_at) \
+             SELECT 'run-' || lpad(i::text, 5, '0'), 'agent', 'h', 'awaiting_approval', \
+             '{}', '{}', '{}', t, t FROM generate_series(0, 11999) AS i, \
+             LATERAL (SELECT timestamptz '2026-01-01 00:00:00+00' + i * interval '1 second' AS t) AS c; \
+             INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+             step_id, phase, message, payload, outputs, input, \"trigger\", status, decided_by, \
+             decided_at, created_at, expires_at) \
+             SELECT 'key-' || lpad(i::text, 5, '0'), 'run-' || lpad(i::text, 5, '0'), 'agent', \
+             'h', 0, 'refund', 'before', '\"Refund?\"', '{}', '{}', '{}', '{}', \
+             CASE WHEN i % 6 = 0 THEN 'APPROVED' ELSE 'PENDING' END, \
+             CASE WHEN i % 6 = 0 THEN '\"alice\"'::json END, \
+             CASE WHEN i % 6 = 0 THEN t + interval '1 day' END, t, \
+             timestamptz '2027-01-01 00:00:00+00' \
+             FROM generate_series(0, 11999) AS i, \
+             LATERAL (SELECT timestamptz '2026-01-01 00:00:00+00' + i * interval '1 second' AS t) AS c; \
+             ANALYZE tollgate_runs; ANALYZE tollgate_approvals;",
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn approval_pages_read_the_pending_and_settled_indexes() {
+        use tollgate_runtime::store::{ApprovalQuery, StateStore};
+        let db = pg::database();
+        let store = PostgresStore::connect(&db.url, PostgresOptions::default())
+            .await
+            .expect("connect");
+        fill(&db);
+        let now = "2026-06-01T00:00:00Z".parse().expect("time");
+        let inbox = ApprovalQuery {
+            agent_id: Some("agent".into()),
+            statuses: vec![ApprovalStatus::Pending],
+            step_id: None,
+            text: None,
+            now,
+            limit: 50,
+            cursor: None,
+        };
+        let settled: Vec<ApprovalStatus> = ApprovalStatus::ALL
+            .iter()
+            .copied()
+            .filter(|s| *s != ApprovalStatus::Pending)
+            .collect();
+        let history = ApprovalQuery {
+            statuses: settled,
+            ..inbox.clone()
+        };
+        let first = store.list_approvals(&inbox).await.expect("inbox page");
+        assert_eq!(first.approvals.len(), 50);
+        assert_eq!(first.approvals[0].key, "key-11999");
+        let later = ApprovalQuery {
+            cursor: first.next_cursor.clone(),
+            ..inbox.clone()
+        };
+        let page = store.list_approvals(&history).await.expect("history page");
+        assert_eq!(page.approvals[0].key, "key-11994");
+        let history_later = ApprovalQuery {
+            cursor: page.next_cursor.clone(),
+            ..history.clone()
+        };
+        let everything = ApprovalQuery {
+            statuses: Vec::new(),
+            ..inbox.clone()
+        };
+        for (what, query, uses) in [
+            (
+                "inbox",
+                &inbox,
+                vec!["tollgate_approvals_pending_agent_idx"],
+            ),
+            (
+                "inbox, page 2",
+                &later,
+                vec!["tollgate_approvals_pending_agent_idx"],
+            ),
+            (
+                "history",
+                &history,
+                vec!["tollgate_approvals_settled_agent_idx"],
+            ),
+            (
+                "history, page 2",
+                &history_later,
+                vec!["tollgate_approvals_settled_agent_idx"],
+            ),
+            (
+                "every status",
+                &everything,
+                vec![
+                    "tollgate_approvals_pending_agent_idx",
+                    "tollgate_approvals_settled_agent_idx",
+                ],
+            ),
+        ] {
+            let plan = store
+                .explain_list_approvals(query)
+                .await
+                .expect("explain")
+                .join("\n");
+            eprintln!("{what}:\n{plan}");
+            // Either index of each kind walks the rows in order (with one
+            // agent in the table, the planner may take the one without it).
+            for index in uses {
+                let either = index.replace("_agent_idx", "_idx");
+                assert!(
+                    plan.contains(&format!("Index Scan using {index}"))
+                        || plan.contains(&format!("Index Scan using {either}")),
+                    "{what}: {plan}"
+                );
+            }
+            assert!(!plan.contains("Seq Scan"), "{what}: {plan}");
+            // The page stops early: the big arm is never sorted whole.
+            // Each arm stops at the page's end; the only sort is of the few
+            // overdue pending rows, found by their expiry.
+            assert!(plan.starts_with("Limit"), "{what}: {plan}");
+            assert!(
+                plan.matches("Sort  (").count()
+                    <= plan
+                        .matches("Index Scan using tollgate_approvals_expiry_idx")
+                        .count(),
+                "{what}: {plan}"
+            );
+        }
+
+        // A row this build cannot read is named, not allowed to stop the page.
+        db.psql("UPDATE tollgate_approvals SET outputs = '[1]' WHERE key = 'key-11998'");
+        let page = store
+            .list_approvals(&ApprovalQuery { limit: 3, ..inbox })
+            .await
+            .expect("one bad row does not stop the listing");
+        let listed: Vec<_> = page.approvals.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(listed, ["key-11999", "key-11997"]);
+        assert_eq!(page.unreadable.len(), 1);
+        assert_eq!(page.unreadable[0].key, "key-11998");
     }
 }

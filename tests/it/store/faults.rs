@@ -17,7 +17,9 @@ use common::*;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use server::{Api, Served};
-use tollgate_runtime::store::{PendingQuery, SqliteOptions, SqliteStore, StateStore, StoreError};
+use tollgate_runtime::store::{
+    ApprovalQuery, PendingQuery, SqliteOptions, SqliteStore, StateStore, StoreError,
+};
 use tollgate_runtime::{ApprovalStatus, RunStatus};
 
 fn companion(db: &Path, suffix: &str) -> PathBuf {
@@ -160,6 +162,41 @@ async fn an_unreadable_row_is_skipped_and_named_and_never_stops_the_others() {
         .expect("get")
         .expect("run");
     assert_eq!(run.status, RunStatus::Expired);
+
+    // The listing of every status too: a walk one row at a time lists the
+    // decided and the expired records and names the two unreadable ones.
+    let (mut listed, mut named) = (Vec::new(), Vec::new());
+    let mut cursor = None;
+    for _ in 0..10 {
+        let page = store
+            .list_approvals(&ApprovalQuery {
+                agent_id: None,
+                statuses: Vec::new(),
+                step_id: None,
+                text: None,
+                now: SystemTime::now().into(),
+                limit: 1,
+                cursor: cursor.take(),
+            })
+            .await
+            .expect("list approvals");
+        listed.extend(
+            page.approvals
+                .into_iter()
+                .map(|r| (r.key, r.status.as_str())),
+        );
+        named.extend(page.unreadable.into_iter().map(|row| row.key));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    listed.sort();
+    let mut want = vec![(good.clone(), "APPROVED"), (overdue.clone(), "EXPIRED")];
+    want.sort();
+    assert_eq!(listed, want);
+    named.sort();
+    assert_eq!(named, expected);
 }
 
 // ------------------------------------------------------------ a damaged file

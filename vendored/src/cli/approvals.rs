@@ -7,7 +7,8 @@ use super::common::SpecSource;
 use super::exit::{self, Failure};
 use super::render;
 use crate::Decision;
-use crate::store::{PendingQuery, SharedStore};
+use crate::pending_approval::ApprovalStatus;
+use crate::store::{ApprovalQuery, PendingPage, PendingQuery, SharedStore};
 use crate::time::SharedClock;
 use crate::tools::CustomTools;
 
@@ -28,14 +29,22 @@ pub async fn run(
             json,
             stuck,
             limit,
+            step,
+            query,
         } => {
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
+            let filters = ListFilters {
+                // Empty values filter nothing, as absent ones.
+                step_id: step.filter(|s| !s.is_empty()),
+                text: query.filter(|q| !q.is_empty()),
+            };
             list(
                 source.as_ref().or(embedded),
                 &store,
                 json,
                 stuck,
                 limit,
+                &filters,
                 &clock,
             )
             .await
@@ -82,12 +91,53 @@ async fn open_swept(
     Ok(store)
 }
 
+/// `approvals list --step/--query`: narrow the pending list.
+struct ListFilters {
+    step_id: Option<String>,
+    text: Option<String>,
+}
+
+impl ListFilters {
+    fn any(&self) -> bool {
+        self.step_id.is_some() || self.text.is_some()
+    }
+}
+
+/// One page of the pending list: through `list_approvals` when filtered,
+/// else `list_pending` as ever (the same rows, order and cursor form).
+async fn pending_page(
+    store: &SharedStore,
+    query: PendingQuery,
+    filters: &ListFilters,
+) -> Result<PendingPage, Failure> {
+    if !filters.any() {
+        return Ok(store.list_pending(&query).await?);
+    }
+    let page = store
+        .list_approvals(&ApprovalQuery {
+            agent_id: query.agent_id,
+            statuses: vec![ApprovalStatus::Pending],
+            step_id: filters.step_id.clone(),
+            text: filters.text.clone(),
+            now: query.now,
+            limit: query.limit,
+            cursor: query.cursor,
+        })
+        .await?;
+    Ok(PendingPage {
+        approvals: page.approvals,
+        next_cursor: page.next_cursor,
+        unreadable: page.unreadable,
+    })
+}
+
 async fn list(
     spec: Option<&SpecSource>,
     store_args: &StoreArgs,
     json: bool,
     stuck: bool,
     limit: Option<usize>,
+    filters: &ListFilters,
     clock: &SharedClock,
 ) -> Result<i32, Failure> {
     let agent_id = match spec {
@@ -115,14 +165,13 @@ async fn list(
     let mut cursor = None;
     let wanted = limit.unwrap_or(usize::MAX);
     loop {
-        let page = store
-            .list_pending(&PendingQuery {
-                agent_id: agent_id.clone(),
-                now: clock.now(),
-                limit: (wanted - approvals.len()).min(500),
-                cursor: cursor.take(),
-            })
-            .await?;
+        let query = PendingQuery {
+            agent_id: agent_id.clone(),
+            now: clock.now(),
+            limit: (wanted - approvals.len()).min(500),
+            cursor: cursor.take(),
+        };
+        let page = pending_page(&store, query, filters).await?;
         approvals.extend(page.approvals);
         unreadable.extend(page.unreadable);
         match page.next_cursor {

@@ -82,6 +82,13 @@ pub enum ApprovalsCommand {
         /// At most this many records.
         #[arg(long)]
         limit: Option<usize>,
+        /// Only approvals paused at this step id.
+        #[arg(long, value_name = "STEP_ID", conflicts_with = "stuck")]
+        step: Option<String>,
+        /// Only approvals whose message, step id, key, run id or decider
+        /// holds this text, ignoring case.
+        #[arg(long, value_name = "TEXT", conflicts_with = "stuck")]
+        query: Option<String>,
     },
     /// Show one approval record, whatever its status.
     Show {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::runs::answer_decision;
-use crate::pending_approval::{ApprovalError, Decision};
+use crate::pending_approval::{ApprovalError, ApprovalStatus, Decision};
 use crate::server::api::{ApprovalView, ApprovalsPage};
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
@@ -19,7 +19,7 @@ use crate::server::extract::{
 };
 use crate::server::openapi::schema::request_type;
 use crate::server::state::AppState;
-use crate::store::PendingQuery;
+use crate::store::{ApprovalQuery, PendingQuery};
 
 request_type! {
     #[derive(Debug, Deserialize)]
@@ -27,30 +27,60 @@ request_type! {
     pub(super) struct ListParams {
         /// Approvals per page: 1 to 500, 50 unless given.
         limit: Option<usize>,
-        /// `next_cursor` of the page before.
+        /// `next_cursor` of the page before (of the same filters).
         cursor: Option<String>,
+        /// Only approvals paused at this step id.
+        step: Option<String>,
+        /// Only approvals whose message, step id, key, run id or decider
+        /// holds this text, ignoring case (`%` and `_` are plain text).
+        q: Option<String>,
     }
 }
 
 /// GET /approvals: `{approvals: [record...], next_cursor}`, pending and
-/// unexpired, newest first, this agent's only.
+/// unexpired, newest first, this agent's only; `?step=` and `?q=` narrow
+/// it.
 pub(super) async fn list(
     State(state): State<AppState>,
     Extension(_caller): Extension<Caller>,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Result<Json<ApprovalsPage>, ApiError> {
     let limit = super::page_limit(params.limit)?;
-    let page = state
-        .agent
-        .store()
-        .list_pending(&PendingQuery {
-            agent_id: Some(state.agent_id().to_string()),
-            now: state.agent.clock().now(),
+    let agent_id = Some(state.agent_id().to_string());
+    let now = state.agent.clock().now();
+    let cursor = params.cursor.filter(|c| !c.is_empty());
+    // Empty values filter nothing, as an absent one.
+    let step_id = params.step.filter(|s| !s.is_empty());
+    let text = params.q.filter(|q| !q.is_empty());
+    let store = state.agent.store();
+    if step_id.is_none() && text.is_none() {
+        let page = store
+            .list_pending(&PendingQuery {
+                agent_id,
+                now,
+                limit,
+                cursor,
+            })
+            .await?;
+        return Ok(Json(page.into()));
+    }
+    // The same rows and cursor form as the unfiltered listing: PENDING
+    // and unexpired, newest first by (created_at, key).
+    let page = store
+        .list_approvals(&ApprovalQuery {
+            agent_id,
+            statuses: vec![ApprovalStatus::Pending],
+            step_id,
+            text,
+            now,
             limit,
-            cursor: params.cursor.filter(|c| !c.is_empty()),
+            cursor,
         })
         .await?;
-    Ok(Json(page.into()))
+    Ok(Json(ApprovalsPage {
+        approvals: page.approvals.into_iter().map(ApprovalView::from).collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// GET /approvals/{key}: one record, whatever its status.

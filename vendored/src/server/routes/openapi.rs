@@ -69,7 +69,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             .body::<runs::FailBody>()
             .json::<RunView>(200, "The run, now `failed`."),
         Operation::new("get", "/approvals", "listApprovals", "List pending approvals")
-            .describe("Pending, unexpired approvals of this agent, newest first, a page at a time.")
+            .describe("Pending, unexpired approvals of this agent, newest first, a page at a time; `step` and `q` narrow the list (a cursor continues the list it came from).")
             .tag("approvals")
             .query::<approvals::ListParams>()
             .json::<ApprovalsPage>(200, "One page of pending approvals."),
@@ -200,7 +200,12 @@ mod tests {
             json!({ "limit": -1 }),
             json!({ "page": 2 }),
         ]);
-        agree::<approvals::ListParams>(&[json!({ "limit": 10 }), json!({ "status": "x" })]);
+        agree::<approvals::ListParams>(&[
+            json!({ "limit": 10 }),
+            json!({ "status": "x" }),
+            json!({ "step": "refund", "q": "50%", "limit": 5, "cursor": "c" }),
+            json!({ "q": 7 }),
+        ]);
     }
 
     /// The router's `.route("PATH", METHOD(handler)...)` lines, read from

@@ -19,8 +19,9 @@ use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Cla
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    CancelRun, Cancelled, Claimed, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
-    StoreError, StoreResult, StuckClaim, UnreadableRow, cursor, resolved_event,
+    ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
+    Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult,
+    StuckClaim, UnreadableRow, cursor, like_pattern, resolved_event,
 };
 
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -657,6 +658,247 @@ pub(super) async fn list_pending<C: GenericClient>(
         }
     }
     Ok(page)
+}
+
+/// One page of approval records of any status (see
+/// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
+/// take their place in the page as `unreadable`, by key.
+///
+/// The message and decided_by columns hold JSON strings (schema version 3:
+/// a NUL cannot be text here), so SQL cannot decode them to compare; it
+/// matches the needle, JSON-escaped as the stored text is, against their
+/// JSON text instead. That finds every match and, rarely, more (a needle
+/// `n` inside the escape `\\n`): [`ApprovalPager`] checks each row again,
+/// and this reads on past the rows it drops until the page is full.
+pub(super) async fn list_approvals<C: GenericClient>(
+    client: &C,
+    query: &ApprovalQuery,
+) -> StoreResult<ApprovalPage> {
+    let filter = ApprovalFilter::new(query);
+    let mut pager = ApprovalPager::new(&filter)?;
+    let statement = ApprovalsStatement::new(&filter, query, pager.batch())?;
+    loop {
+        let after = pager.after.clone();
+        // Each arm walks its index newest first and stops at a batch; the
+        // batch is the newest `batch` rows of both together.
+        let mut rows = Vec::new();
+        for arm in statement.arms() {
+            let (sql, params) = statement.sql(arm, after.as_ref());
+            let stmt = client.prepare_cached(&sql).await?;
+            rows.extend(client.query(&stmt, &params).await?);
+        }
+        let position = |row: &Row| {
+            (
+                row.try_get::<_, DateTime<Utc>>(APPROVAL_COLUMN_COUNT).ok(),
+                row_key(row),
+            )
+        };
+        rows.sort_by_cached_key(|row| std::cmp::Reverse(position(row)));
+        rows.truncate(pager.batch());
+        for row in &rows {
+            let (at, key) = position(row);
+            if !pager.offer(key, at, approval_from_row(row))? {
+                break;
+            }
+        }
+        if !pager.wants_more(rows.len()) {
+            return Ok(pager.finish());
+        }
+    }
+}
+
+/// The plans PostgreSQL picks (`EXPLAIN`, one line per row, each arm's
+/// after the other's) for the first batch of `query`'s page: which
+/// indexes a listing reads.
+pub(super) async fn explain_approvals<C: GenericClient>(
+    client: &C,
+    query: &ApprovalQuery,
+) -> StoreResult<Vec<String>> {
+    let filter = ApprovalFilter::new(query);
+    let pager = ApprovalPager::new(&filter)?;
+    let statement = ApprovalsStatement::new(&filter, query, pager.batch())?;
+    let mut plan = Vec::new();
+    for arm in statement.arms() {
+        let (sql, params) = statement.sql(arm, pager.after.as_ref());
+        for row in client.query(&format!("EXPLAIN {sql}"), &params).await? {
+            plan.push(row.try_get::<_, String>(0)?);
+        }
+    }
+    Ok(plan)
+}
+
+/// The two halves of an approvals page, each read through its own indexes
+/// in the page's order. PostgreSQL (15) plans a UNION ALL of them as an
+/// Append and a sort of every match, never as a merge of the two index
+/// walks, so the store runs them apart and merges the two short lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Arm {
+    /// Stored PENDING rows, by `created_at`, through the pending indexes of
+    /// version 1 (or, for overdue rows only, the expiry index).
+    Pending,
+    /// Settled rows, by `COALESCE(decided_at, created_at)`, through the
+    /// settled indexes of version 6.
+    Settled,
+}
+
+/// The parameters of an approvals page query, owned, from which each
+/// batch's statements are made.
+struct ApprovalsStatement<'q> {
+    query: &'q ApprovalQuery,
+    pending_live: bool,
+    pending_overdue: bool,
+    settled: Vec<&'static str>,
+    /// The LIKE pattern for text columns and the one for JSON strings.
+    text: Option<(String, String)>,
+    fetch: i64,
+}
+
+impl<'q> ApprovalsStatement<'q> {
+    fn new(
+        filter: &ApprovalFilter<'q>,
+        query: &'q ApprovalQuery,
+        batch: usize,
+    ) -> StoreResult<ApprovalsStatement<'q>> {
+        Ok(ApprovalsStatement {
+            query,
+            pending_live: filter.pending_live,
+            pending_overdue: filter.pending_overdue,
+            settled: filter.settled.iter().map(|s| s.as_str()).collect(),
+            // A text parameter cannot hold a NUL, and no text column does:
+            // the plain columns are searched without the needle's.
+            text: filter.text().map(|t| {
+                (
+                    like_pattern(&t.replace('\0', "")),
+                    like_pattern(&json_string_body(t)),
+                )
+            }),
+            fetch: to_i64(batch, "page size")?,
+        })
+    }
+
+    fn arms(&self) -> Vec<Arm> {
+        let mut arms = Vec::with_capacity(2);
+        if self.pending_live || self.pending_overdue {
+            arms.push(Arm::Pending);
+        }
+        if !self.settled.is_empty() {
+            arms.push(Arm::Settled);
+        }
+        arms
+    }
+
+    /// The SQL and parameters of `arm`'s batch after `after`.
+    fn sql<'a>(
+        &'a self,
+        arm: Arm,
+        after: Option<&'a (DateTime<Utc>, String)>,
+    ) -> (String, Vec<Param<'a>>) {
+        let query = self.query;
+        let mut params: Vec<Param<'a>> = Vec::new();
+        let mut p = ApprovalsSql::default();
+        if arm == Arm::Pending && self.pending_live != self.pending_overdue {
+            p.now = Some(n(&mut params, &query.now));
+        }
+        if let Some(agent) = &query.agent_id {
+            p.agent = Some(n(&mut params, agent));
+        }
+        if let Some(step) = &query.step_id {
+            p.step = Some(n(&mut params, step));
+        }
+        if let Some((text, json_text)) = &self.text {
+            p.text = Some((n(&mut params, text), n(&mut params, json_text)));
+        }
+        if let Some((at, key)) = after {
+            p.after = Some((n(&mut params, at), n(&mut params, key)));
+        }
+        p.limit = n(&mut params, &self.fetch);
+        let sql = arm_sql(
+            arm,
+            &p,
+            self.pending_live,
+            self.pending_overdue,
+            &self.settled,
+        );
+        (sql, params)
+    }
+}
+
+/// Add a parameter; its number in the SQL (`$n`).
+fn n<'a>(params: &mut Vec<Param<'a>>, p: Param<'a>) -> usize {
+    params.push(p);
+    params.len()
+}
+
+/// The parameter numbers of an [`arm_sql`] query.
+#[derive(Debug, Default)]
+pub(super) struct ApprovalsSql {
+    pub now: Option<usize>,
+    pub agent: Option<usize>,
+    pub step: Option<usize>,
+    /// The LIKE pattern for text columns and the one for JSON-string columns.
+    pub text: Option<(usize, usize)>,
+    /// The cursor's time and key.
+    pub after: Option<(usize, usize)>,
+    pub limit: usize,
+}
+
+/// One arm of the approvals page query, newest first, one batch long.
+/// Statuses are literals from [`crate::pending_approval::ApprovalStatus`];
+/// everything a caller gives is a bound parameter.
+pub(super) fn arm_sql(
+    arm: Arm,
+    p: &ApprovalsSql,
+    pending_live: bool,
+    pending_overdue: bool,
+    settled: &[&str],
+) -> String {
+    let mut common = String::new();
+    if let Some(agent) = p.agent {
+        common.push_str(&format!(" AND agent_id = ${agent}"));
+    }
+    if let Some(step) = p.step {
+        common.push_str(&format!(" AND step_id = ${step}"));
+    }
+    if let Some((t, j)) = p.text {
+        common.push_str(&format!(
+            " AND (message::text ILIKE ${j} ESCAPE '\\' OR decided_by::text ILIKE ${j} ESCAPE '\\' \
+             OR step_id ILIKE ${t} ESCAPE '\\' OR key ILIKE ${t} ESCAPE '\\' \
+             OR run_id ILIKE ${t} ESCAPE '\\')"
+        ));
+    }
+    let (order, filter) = match arm {
+        Arm::Pending => {
+            let due = match (pending_live, pending_overdue, p.now) {
+                (true, false, Some(now)) => format!(" AND expires_at > ${now}"),
+                (false, true, Some(now)) => format!(" AND expires_at <= ${now}"),
+                _ => String::new(),
+            };
+            ("created_at", format!("status = 'PENDING'{due}"))
+        }
+        Arm::Settled => (
+            "COALESCE(decided_at, created_at)",
+            format!(
+                "status <> 'PENDING'{}",
+                crate::store::settled_statuses_sql(settled)
+            ),
+        ),
+    };
+    let after = p
+        .after
+        .map(|(at, key)| format!(" AND ({order}, key) < (${at}, ${key})"))
+        .unwrap_or_default();
+    format!(
+        "SELECT {APPROVAL_COLUMNS}, {order} AS order_at FROM tollgate_approvals \
+         WHERE {filter}{common}{after} ORDER BY {order} DESC, key DESC LIMIT ${}",
+        p.limit
+    )
+}
+
+/// `text` as it appears inside a stored JSON string: escaped as serde_json
+/// (and PostgreSQL's `to_json`) escape it, without the quotes.
+fn json_string_body(text: &str) -> String {
+    let quoted = Value::String(text.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
 }
 
 /// Runs newest first (see [`crate::store::StateStore::list_runs`]).

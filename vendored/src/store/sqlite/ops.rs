@@ -16,8 +16,9 @@ use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    CancelRun, Cancelled, Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
-    RunsPage, StoreError, StoreResult, StuckClaim, UnreadableRow, cursor, resolved_event,
+    ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
+    FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
+    StoreResult, StuckClaim, UnreadableRow, cursor, like_pattern, resolved_event,
 };
 use crate::time::format_utc;
 
@@ -820,6 +821,195 @@ pub(super) fn list_pending_sql(by_agent: bool, after_cursor: bool) -> String {
     }
     sql.push_str(" ORDER BY created_at DESC, key DESC LIMIT ?");
     sql
+}
+
+/// What a [`list_approvals_sql`] query filters on: which arms it has and
+/// which parameters each uses.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ApprovalsShape {
+    pub by_agent: bool,
+    /// Stored PENDING rows not yet due.
+    pub pending_live: bool,
+    /// Stored PENDING rows past `expires_at` (listed as EXPIRED).
+    pub pending_overdue: bool,
+    /// Stored statuses other than PENDING.
+    pub settled: Vec<&'static str>,
+    pub by_step: bool,
+    pub by_text: bool,
+    pub after_cursor: bool,
+}
+
+impl ApprovalsShape {
+    fn of(filter: &ApprovalFilter<'_>, query: &ApprovalQuery) -> ApprovalsShape {
+        // The cursor (`after_cursor`) is the caller's to set: it moves on
+        // from batch to batch.
+        ApprovalsShape {
+            by_agent: query.agent_id.is_some(),
+            pending_live: filter.pending_live,
+            pending_overdue: filter.pending_overdue,
+            settled: filter.settled.iter().map(|s| s.as_str()).collect(),
+            by_step: query.step_id.is_some(),
+            by_text: filter.text().is_some(),
+            after_cursor: false,
+        }
+    }
+}
+
+/// One page of approval records of any status (see
+/// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
+/// take their place in the page as `unreadable`, by key. Should the SQL's
+/// text filter let a row through that [`ApprovalPager`] then drops (a
+/// needle holding a NUL: LIKE sees the pattern only up to it), this reads
+/// on until the page is full.
+pub(super) fn list_approvals(
+    conn: &Connection,
+    query: &ApprovalQuery,
+) -> StoreResult<ApprovalPage> {
+    let filter = ApprovalFilter::new(query);
+    let mut pager = ApprovalPager::new(&filter)?;
+    let now = format_utc(query.now);
+    let fetch = to_i64(pager.batch(), "page size")?;
+    let text = filter.text().map(like_pattern);
+    let folded = filter.text().map(str::to_ascii_lowercase);
+    loop {
+        let after = pager
+            .after
+            .as_ref()
+            .map(|(at, key)| (format_utc(*at), key.clone()));
+        let shape = ApprovalsShape {
+            after_cursor: after.is_some(),
+            ..ApprovalsShape::of(&filter, query)
+        };
+        let sql = list_approvals_sql(&shape);
+        let mut params: Vec<(&str, &dyn ToSql)> = vec![(":limit", &fetch)];
+        if shape.pending_live != shape.pending_overdue {
+            params.push((":now", &now));
+        }
+        if let Some(agent) = &query.agent_id {
+            params.push((":agent", agent));
+        }
+        if let Some(step) = &query.step_id {
+            params.push((":step", step));
+        }
+        if let (Some(text), Some(folded)) = (&text, &folded) {
+            params.push((":text", text));
+            params.push((":folded", folded));
+        }
+        if let Some((at, key)) = &after {
+            params.push((":at", at));
+            params.push((":key", key));
+        }
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params.as_slice())?;
+        let mut read = 0;
+        while let Some(row) = rows.next()? {
+            read += 1;
+            let at = row
+                .get::<_, String>(APPROVAL_COLUMN_COUNT)
+                .ok()
+                .and_then(|t| crate::time::parse_utc(&t));
+            if !pager.offer(row_key(row), at, approval_from_row(row))? {
+                break;
+            }
+        }
+        if !pager.wants_more(read) {
+            return Ok(pager.finish());
+        }
+    }
+}
+
+/// The approvals page query: at most two arms, merged newest first. Stored
+/// PENDING rows walk the partial pending indexes by `created_at` (their
+/// order time: a pending row has no `decided_at`); settled rows walk the
+/// partial settled indexes by `COALESCE(decided_at, created_at)` (schema
+/// version 5). Each arm delivers its rows in order, so SQLite merges the
+/// two and stops at the page's end instead of sorting the matches.
+/// Overdue PENDING rows alone (the history) are few and found by their
+/// expiry, then sorted. Statuses are literals from
+/// [`crate::pending_approval::ApprovalStatus`]; everything a caller gives
+/// is a named parameter (`:now`, `:agent`, `:step`, `:text`, `:folded`,
+/// `:at`, `:key`, `:limit`).
+pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
+    // Filters both arms share. The text is a LIKE pattern (ASCII
+    // case-insensitive, as SQLite's LIKE is) with `\` escaping its
+    // metacharacters.
+    let mut common = String::new();
+    if shape.by_agent {
+        common.push_str(" AND agent_id = :agent");
+    }
+    if shape.by_step {
+        common.push_str(" AND step_id = :step");
+    }
+    if shape.by_text {
+        // LIKE reads text only up to a NUL, so a value holding one is
+        // also searched with instr (which reads it whole) and lower()
+        // (ASCII, as LIKE folds): `:folded` is the needle ASCII-lowercased.
+        let free = |column: &str| {
+            format!(
+                "{column} LIKE :text ESCAPE '\\' OR (instr({column}, char(0)) > 0 \
+                 AND instr(lower({column}), :folded) > 0)"
+            )
+        };
+        common.push_str(&format!(
+            " AND ({} OR step_id LIKE :text ESCAPE '\\' OR key LIKE :text ESCAPE '\\' \
+             OR run_id LIKE :text ESCAPE '\\' OR {})",
+            free("message"),
+            free("decided_by")
+        ));
+    }
+    let mut arms = Vec::new();
+    if shape.pending_live || shape.pending_overdue {
+        // `status = 'PENDING'` stays a literal and `+expires_at` keeps the
+        // planner off the expiry index, as in `list_pending_sql`.
+        let due = match (shape.pending_live, shape.pending_overdue) {
+            (true, false) => {
+                " AND (+expires_at > :now OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*')"
+            }
+            (false, true) => " AND expires_at <= :now",
+            _ => "",
+        };
+        let after = if shape.after_cursor {
+            " AND (created_at, key) < (:at, :key)"
+        } else {
+            ""
+        };
+        // Overdue rows only (the history): few, as the sweep expires them
+        // every 30 s, so they are found through the expiry index and
+        // sorted, never by a walk past every unexpired pending row (which
+        // the planner would otherwise pick, for its order).
+        let index = if shape.pending_live {
+            ""
+        } else {
+            " INDEXED BY tollgate_approvals_expiry_idx"
+        };
+        arms.push(format!(
+            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals{index} \
+             WHERE status = 'PENDING'{due}{common}{after}"
+        ));
+    }
+    if !shape.settled.is_empty() {
+        // `status <> 'PENDING'` spelled as the settled indexes' WHERE is,
+        // so that SQLite may use them.
+        let some = crate::store::settled_statuses_sql(&shape.settled);
+        // The cursor spelled as a range on the indexed expression plus a
+        // tie-break: SQLite searches an expression index by a plain range,
+        // not by a row value, and would otherwise walk every row before it.
+        let after = if shape.after_cursor {
+            " AND COALESCE(decided_at, created_at) <= :at \
+             AND (COALESCE(decided_at, created_at) < :at OR key < :key)"
+        } else {
+            ""
+        };
+        arms.push(format!(
+            "SELECT {APPROVAL_COLUMNS}, COALESCE(decided_at, created_at) AS order_at \
+             FROM tollgate_approvals \
+             WHERE status <> 'PENDING'{some}{common}{after}"
+        ));
+    }
+    format!(
+        "{} ORDER BY order_at DESC, key DESC LIMIT :limit",
+        arms.join(" UNION ALL ")
+    )
 }
 
 /// The cursor's position, with its time in the stored text form so the

@@ -38,6 +38,7 @@ pub mod signature;
 mod state;
 mod sweeper;
 mod tasks;
+mod ui;
 mod view;
 
 use std::net::SocketAddr;

@@ -7,5 +7,6 @@ mod client;
 mod decisions;
 mod headers;
 mod links;
+mod live;
 mod loopback;
 mod sessions;

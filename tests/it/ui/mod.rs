@@ -9,4 +9,5 @@ mod headers;
 mod links;
 mod live;
 mod loopback;
+mod runs;
 mod sessions;

@@ -110,9 +110,10 @@ pub(super) async fn submit(
     response
 }
 
-/// POST /ui/logout `csrf`: the session cookie cleared, 303 to the login page.
+/// POST /ui/logout `csrf`: the session cookie cleared, 303 to the login
+/// page. The token must match the session being ended (a page of another
+/// site cannot sign anyone out); without a session there is nothing to end.
 pub(super) async fn logout(
-    State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     headers: HeaderMap,
     Form(fields): Form,
@@ -124,7 +125,6 @@ pub(super) async fn logout(
             return super::refusal::csrf();
         }
     }
-    let _ = state;
     let mut response = Redirect::to("/ui/login").into_response();
     let cookie = session::set_cookie(session::COOKIE, "", 0, secure);
     if let Ok(value) = HeaderValue::from_str(&cookie) {

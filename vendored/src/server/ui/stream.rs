@@ -35,6 +35,7 @@ pub(super) async fn timeline(
     PathParam(run_id): PathParam,
     headers: HeaderMap,
 ) -> Response {
+    // The Viewer extractor is the check: a session (or loopback mode).
     let _ = viewer;
     run_events(state, run_id, headers).await
 }
@@ -122,6 +123,7 @@ pub(super) async fn inbox(
     State(state): State<AppState>,
     viewer: Viewer,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    // The Viewer extractor is the check: a session (or loopback mode).
     let _ = viewer;
     let live = state.agent.subscribe();
     let elsewhere = state.watcher.as_ref().map(|w| w.changes());

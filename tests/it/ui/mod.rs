@@ -9,5 +9,6 @@ mod headers;
 mod links;
 mod live;
 mod loopback;
+mod paging;
 mod runs;
 mod sessions;

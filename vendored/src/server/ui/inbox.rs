@@ -91,10 +91,8 @@ pub(crate) fn paging(
     trail: Option<&str>,
     next: Option<&str>,
 ) -> (Option<String>, Option<String>) {
-    let trail: Vec<&str> = trail
-        .filter(|t| !t.is_empty())
-        .map(|t| t.split('\n').collect())
-        .unwrap_or_default();
+    // `Some("")` is a trail of one entry: the first page (no cursor).
+    let trail: Vec<&str> = trail.map(|t| t.split('\n').collect()).unwrap_or_default();
     let encode = |pairs: Vec<(&str, String)>| {
         let mut all: Vec<(&str, String)> = base
             .iter()
@@ -207,4 +205,49 @@ pub(super) async fn page(
         context,
         &chrome,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paging;
+
+    fn query(text: &str) -> Vec<(String, String)> {
+        serde_urlencoded::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn paging_goes_forward_and_back_keeping_the_filters() {
+        let base = [("step", Some("gate")), ("q", None)];
+        // First page: no way back; forward carries the cursor and a trail.
+        let (prev, next) = paging(&base, None, None, Some("c1"));
+        assert!(prev.is_none());
+        let next = query(&next.unwrap());
+        assert_eq!(
+            next,
+            [
+                ("step".into(), "gate".into()),
+                ("cursor".into(), "c1".into()),
+                ("trail".into(), "".into())
+            ]
+        );
+        // Second page (cursor c1, trail [""]): back to the first page.
+        let (prev, next) = paging(&base, Some("c1"), Some(""), Some("c2"));
+        assert_eq!(
+            query(&prev.unwrap()),
+            [("step".to_string(), "gate".to_string())]
+        );
+        let next = query(&next.unwrap());
+        assert_eq!(next[2], ("trail".into(), "\nc1".into()));
+        // Third page: back to the second.
+        let (prev, next) = paging(&base, Some("c2"), Some("\nc1"), None);
+        assert!(next.is_none());
+        assert_eq!(
+            query(&prev.unwrap()),
+            [
+                ("step".into(), "gate".into()),
+                ("cursor".into(), "c1".into()),
+                ("trail".into(), "".into())
+            ]
+        );
+    }
 }

@@ -174,6 +174,23 @@ async fn an_unbound_link_decides_as_link_and_forgeries_are_bad_links() {
         assert!(post.has_id("bad-link"), "POST {forged}");
     }
     let page = stranger.get(&link).await;
+    // From a page of another site: refused, and the refusal's log line
+    // does not carry the link (a capability).
+    let mut foreign = Client::new(&served);
+    foreign
+        .extra
+        .push(("origin".into(), "https://evil.example".into()));
+    let refused = foreign
+        .post(&link, &[("decision", "approve"), ("csrf", &page.csrf())])
+        .await;
+    assert_eq!(refused.status, 403);
+    served
+        .log_line(
+            "refused a request from a browser page",
+            std::time::Duration::from_secs(10),
+        )
+        .await;
+    assert!(!served.logs().contains(&signature), "{}", served.logs());
     let decided = stranger
         .post(&link, &[("decision", "approve"), ("csrf", &page.csrf())])
         .await;

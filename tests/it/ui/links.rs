@@ -173,6 +173,24 @@ async fn an_unbound_link_decides_as_link_and_forgeries_are_bad_links() {
         let post = stranger.post(&forged, &[("decision", "approve")]).await;
         assert!(post.has_id("bad-link"), "POST {forged}");
     }
+    // The page's timeline stream works with the link alone, and not with a forged one.
+    let stream = reqwest::Client::new()
+        .get(served.url(&format!("{link}/stream")))
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(stream.status().as_u16(), 200);
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    drop(stream);
+    let forged = stranger
+        .get(&format!("/a/{}/AAAA/stream", paused.key))
+        .await;
+    assert!(forged.has_id("bad-link"));
     let page = stranger.get(&link).await;
     // From a page of another site: refused, and the refusal's log line
     // does not carry the link (a capability).

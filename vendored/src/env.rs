@@ -2,9 +2,11 @@
 //!
 //! clap's `env = ...` attributes, every `std::env::var` and every message
 //! that names a variable use these constants, so the name in the help text,
-//! in an error and in the code cannot drift apart. Two live next to their
+//! in an error and in the code cannot drift apart. Some live next to their
 //! only reader and are re-exported here.
 
+/// The signed-link secret and the server's public address (DESIGN §11).
+pub use crate::links::{LINK_SECRET_ENV as LINK_SECRET, PUBLIC_URL_ENV as PUBLIC_URL};
 pub use crate::notify::slack::api::API_BASE_ENV as SLACK_API_BASE;
 /// `name:token,name2:token2`: read by hand (never through clap), so no help
 /// or error text can show a token.

@@ -14,6 +14,7 @@ pub mod gate;
 pub mod hex;
 pub mod json_depth;
 mod json_kind;
+pub mod links;
 pub mod metrics;
 pub mod names;
 pub mod notify;

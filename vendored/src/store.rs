@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
+use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 
 pub use memory::MemoryStore;
@@ -279,6 +279,131 @@ pub struct PendingQuery {
     pub limit: usize,
     /// Opaque cursor from a previous page.
     pub cursor: Option<String>,
+}
+
+/// Which approval records to list (the inbox and the history pages).
+#[derive(Debug, Clone)]
+pub struct ApprovalQuery {
+    /// Only this agent's records; `None` lists every agent sharing the store.
+    pub agent_id: Option<String>,
+    /// Statuses to list; empty lists every status. A PENDING record whose
+    /// `expires_at <= now` counts as EXPIRED (it is returned as EXPIRED,
+    /// via [`expired_as_of`]), never as PENDING.
+    pub statuses: Vec<ApprovalStatus>,
+    /// Only this step id.
+    pub step_id: Option<String>,
+    /// Case-insensitive substring of the message, step id, key, run id or
+    /// decided_by. An empty text filters nothing.
+    pub text: Option<String>,
+    pub now: DateTime<Utc>,
+    pub limit: usize,
+    /// Opaque cursor from a previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of approval records, newest first: by `decided_at` when set,
+/// else `created_at` (the time the record last changed), ties by key.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalPage {
+    pub approvals: Vec<ApprovalRecord>,
+    pub next_cursor: Option<String>,
+    /// Rows of this page that could not be decoded, as in
+    /// [`PendingPage::unreadable`]: skipped and named.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// The time an approval is listed by ([`ApprovalPage`]'s order): when it
+/// was decided, else when it was created. An EXPIRED record keeps its
+/// `created_at` (the sweep sets no `decided_at`).
+pub fn approval_order_at(record: &ApprovalRecord) -> DateTime<Utc> {
+    record.decided_at.unwrap_or(record.created_at)
+}
+
+/// [`ApprovalQuery`] taken apart into what a store's query needs: which
+/// stored rows each status asks for, and the checks a store applies to a
+/// decoded record (all of them in memory; the text check where SQL can only
+/// approximate it).
+pub(crate) struct ApprovalFilter<'a> {
+    query: &'a ApprovalQuery,
+    /// Stored PENDING rows that are not yet due (listed as PENDING).
+    pub pending_live: bool,
+    /// Stored PENDING rows that are overdue (listed as EXPIRED).
+    pub pending_overdue: bool,
+    /// Stored statuses other than PENDING to list.
+    pub settled: Vec<ApprovalStatus>,
+    /// The text filter, lowercased; `None` when absent or empty.
+    needle: Option<String>,
+}
+
+impl<'a> ApprovalFilter<'a> {
+    pub fn new(query: &'a ApprovalQuery) -> ApprovalFilter<'a> {
+        let wants = |s: ApprovalStatus| query.statuses.is_empty() || query.statuses.contains(&s);
+        ApprovalFilter {
+            query,
+            pending_live: wants(ApprovalStatus::Pending),
+            pending_overdue: wants(ApprovalStatus::Expired),
+            settled: ApprovalStatus::ALL
+                .iter()
+                .copied()
+                .filter(|s| *s != ApprovalStatus::Pending && wants(*s))
+                .collect(),
+            needle: query
+                .text
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(str::to_lowercase),
+        }
+    }
+
+    /// The text to search for, as given (for a store's LIKE pattern).
+    pub fn text(&self) -> Option<&'a str> {
+        self.query.text.as_deref().filter(|t| !t.is_empty())
+    }
+
+    /// Whether a record, as of the query's `now` (see [`expired_as_of`]),
+    /// belongs in the listing.
+    pub fn matches(&self, record: &ApprovalRecord) -> bool {
+        let q = self.query;
+        q.agent_id.as_ref().is_none_or(|a| &record.agent_id == a)
+            && (q.statuses.is_empty() || q.statuses.contains(&record.status))
+            && q.step_id.as_ref().is_none_or(|s| &record.step_id == s)
+            && self.text_matches(record)
+    }
+
+    /// The text filter alone: a case-insensitive substring of any of the
+    /// searched fields.
+    pub fn text_matches(&self, record: &ApprovalRecord) -> bool {
+        let Some(needle) = &self.needle else {
+            return true;
+        };
+        [
+            record.message.as_deref(),
+            Some(record.step_id.as_str()),
+            Some(record.key.as_str()),
+            Some(record.run_id.as_str()),
+            record.decided_by.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|field| field.to_lowercase().contains(needle.as_str()))
+    }
+}
+
+/// A `LIKE` pattern matching `text` anywhere, its `%`, `_` and `\`
+/// matched literally (with `ESCAPE '\'`): the text is untrusted and is
+/// bound as a parameter, never spliced into SQL.
+pub(crate) fn like_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }
 
 /// A key claimed at most once at a time (a schedule tick, a signed
@@ -659,6 +784,12 @@ pub trait StateStore: Send + Sync + 'static {
     async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>>;
 
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
+
+    /// Approval records of any status, filtered (see [`ApprovalQuery`]),
+    /// newest first by [`approval_order_at`] then key, one page at a time:
+    /// the inbox (PENDING) and the history (every other status). Overdue
+    /// PENDING records are listed, and filtered, as EXPIRED.
+    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage>;
 
     /// `agent_id`'s unexpired PENDING approvals at `now`, counted by step
     /// id (`GET /metrics`). This default pages through

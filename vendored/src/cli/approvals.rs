@@ -6,10 +6,11 @@ use super::args::{ApprovalsCommand, DecideArgs, StoreArgs};
 use super::common::SpecSource;
 use super::exit::{self, Failure};
 use super::render;
-use crate::Decision;
+use crate::links::{LINK_SECRET_ENV, LinkSigner};
 use crate::store::{PendingQuery, SharedStore};
 use crate::time::SharedClock;
 use crate::tools::CustomTools;
+use crate::{ApprovalRecord, ApprovalStatus, Decision};
 
 /// Run an `approvals` subcommand. `embedded` is the spec built into an
 /// exported server (tollgate has none and requires `--spec`).
@@ -45,9 +46,14 @@ pub async fn run(
             spec,
             store,
             json,
+            link_for,
         } => {
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
-            show(&key, source.as_ref().or(embedded), &store, json, &clock).await
+            let shown = Shown {
+                json,
+                link_for: link_for.as_deref(),
+            };
+            show(&key, source.as_ref().or(embedded), &store, shown, &clock).await
         }
         ApprovalsCommand::Approve(args) => {
             let decision = match args.payload {
@@ -151,25 +157,97 @@ async fn list(
     Ok(exit::OK)
 }
 
+/// How `approvals show` prints.
+struct Shown<'a> {
+    json: bool,
+    /// `--link-for`: the identity the shown link is bound to.
+    link_for: Option<&'a str>,
+}
+
 async fn show(
     key: &str,
     spec: Option<&SpecSource>,
     store_args: &StoreArgs,
-    json: bool,
+    shown: Shown<'_>,
     clock: &SharedClock,
 ) -> Result<i32, Failure> {
+    // Read first: a bad link secret is refused before anything else.
+    let links = LinkSigner::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
+    if shown.link_for.is_some_and(|name| name.trim().is_empty()) {
+        return Err(Failure::bad_input("--link-for needs a name"));
+    }
     let store = super::store_location::open_existing(store_args, spec)?;
     // As of now: overdue reads EXPIRED even before a sweep marked it.
     let record = store
         .approval_as_of(key, clock.now())
         .await?
         .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
-    if json {
-        say!("{}", render::pretty(&json!(record)));
+    let link = link(&record, links.as_ref(), shown.link_for)?;
+    if let (Some(name), Some(source)) = (shown.link_for, spec) {
+        warn_unless_approver(name, source);
+    }
+    if shown.json {
+        let mut value = json!(record);
+        if let (Some(url), Some(fields)) = (&link, value.as_object_mut()) {
+            fields.insert("link".into(), url.clone().into());
+        }
+        say!("{}", render::pretty(&value));
     } else {
         render::record(&record);
+        // Only a PENDING record has a link to show (or to say is off).
+        if record.status == ApprovalStatus::Pending {
+            match &link {
+                Some(url) => say!("link:        {url}"),
+                None => say!("link:        off (set {LINK_SECRET_ENV})"),
+            }
+        }
     }
     Ok(exit::OK)
+}
+
+/// The record's signed link, computed now (links are never stored):
+/// `None` when links are off or the record is no longer PENDING. Asked for
+/// with `--link-for`, a link that cannot be made is an error instead.
+fn link(
+    record: &ApprovalRecord,
+    links: Option<&LinkSigner>,
+    link_for: Option<&str>,
+) -> Result<Option<String>, Failure> {
+    let pending = record.status == ApprovalStatus::Pending;
+    match (links, link_for) {
+        (Some(links), bound) if pending => Ok(Some(links.url(&record.key, bound))),
+        (_, None) => Ok(None),
+        (None, Some(name)) => Err(Failure::bad_input(format!(
+            "cannot make a link for {name}: signed links are off: set {LINK_SECRET_ENV}"
+        ))),
+        (Some(_), Some(name)) => Err(Failure::new(
+            if record.status == ApprovalStatus::Expired {
+                exit::NOT_FOUND
+            } else {
+                exit::CONFLICT
+            },
+            format!(
+                "cannot make a link for {name}: approval {} is {}, and a link works only while it is PENDING",
+                record.key, record.status
+            ),
+        )),
+    }
+}
+
+/// A link bound to someone the spec's approvers list leaves out would be
+/// refused when used: say so now. Only when the spec is at hand; a spec
+/// that does not load is not this command's concern.
+fn warn_unless_approver(name: &str, source: &SpecSource) {
+    let Ok(spec) = source.load() else {
+        return;
+    };
+    if let Some(approvers) = &spec.approvals.approvers
+        && !approvers.iter().any(|a| a == name)
+    {
+        eprintln!(
+            "warning: {name} is not in approvals.approvers: deciding through this link will be refused"
+        );
+    }
 }
 
 async fn decide(

@@ -83,7 +83,9 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         limit: Option<usize>,
     },
-    /// Show one approval record, whatever its status.
+    /// Show one approval record, whatever its status. A PENDING record shows
+    /// its signed link when TOLLGATE_LINK_SECRET is set (absolute under
+    /// TOLLGATE_PUBLIC_URL).
     Show {
         key: String,
         #[arg(long)]
@@ -92,6 +94,10 @@ pub enum ApprovalsCommand {
         store: StoreArgs,
         #[arg(long)]
         json: bool,
+        /// Show a signed link bound to this identity instead: whoever opens
+        /// it decides as NAME (the approvers allow-list applies).
+        #[arg(long, value_name = "NAME")]
+        link_for: Option<String>,
     },
     /// Approve (or, with --payload, modify) and resume the run here.
     Approve(ApproveArgs),

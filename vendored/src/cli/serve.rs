@@ -9,11 +9,14 @@ use super::args::{StoreArgs, duration_arg};
 use super::common::SpecSource;
 use super::exit::{self, Failure};
 use crate::env;
+use crate::links::LinkSigner;
 use crate::server::{self, ApiTokens, Limits, LogFormat, Server, ServerConfig};
 use crate::tools::CustomTools;
 
 /// How to serve. Bearer tokens come from TOLLGATE_API_TOKENS=name:token,...;
-/// without them only a loopback address is served.
+/// without them only a loopback address is served. Signed approval links
+/// are on when TOLLGATE_LINK_SECRET is set (32 bytes or more), absolute
+/// under TOLLGATE_PUBLIC_URL when that is set.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on (HOST:PORT; port 0 picks a free one).
@@ -140,6 +143,8 @@ pub async fn run_with(
     // Read by hand, not through clap's `env`, so no help or error text can
     // ever show a token.
     let tokens = ApiTokens::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
+    // Also by hand: the link secret must never reach clap's messages.
+    let links = LinkSigner::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
     let store = super::store_location::open(&args.store, Some(source))?;
     // Never serve a store that cannot take writes (or a damaged SQLite
     // file, checked in full here whatever its size): every run and decision
@@ -155,6 +160,7 @@ pub async fn run_with(
         max_body_bytes: args.max_body_bytes,
         shutdown_grace: args.shutdown_grace,
         limits,
+        links,
         ..ServerConfig::default()
     };
     let mut server = Server::bind(agent, config).await.map_err(failure)?;

@@ -35,6 +35,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::backoff::Backoff;
 use crate::events::{Event, EventKind};
+use crate::links::LinkSigner;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::spec::{SlackNotifySpec, Spec};
 use crate::store::{NotificationWrite, SharedNotifications, SharedStore};
@@ -92,6 +93,9 @@ pub struct SlackNotifier {
     api: SlackApi,
     /// Leases, holds and "still pending" are decided by this clock.
     clock: SharedClock,
+    /// Signs the "Open in browser" link of each message, when links are
+    /// on and have a public URL (Slack opens only absolute URLs).
+    links: Option<LinkSigner>,
 }
 
 impl SlackNotifier {
@@ -112,6 +116,18 @@ impl SlackNotifier {
         store: SharedStore,
         clock: SharedClock,
     ) -> Result<Option<Arc<SlackNotifier>>, SlackError> {
+        SlackNotifier::for_spec_with_links(spec, store, clock, None)
+    }
+
+    /// [`SlackNotifier::for_spec_with_clock`] whose messages carry an "Open
+    /// in browser" button with the signed approval link, when `links` has a
+    /// public URL.
+    pub fn for_spec_with_links(
+        spec: &Spec,
+        store: SharedStore,
+        clock: SharedClock,
+        links: Option<LinkSigner>,
+    ) -> Result<Option<Arc<SlackNotifier>>, SlackError> {
         let Some(config) = spec.approvals.notify.slack.clone() else {
             return Ok(None);
         };
@@ -130,6 +146,7 @@ impl SlackNotifier {
             notifications,
             api,
             clock,
+            links: links.filter(|links| links.public_url().is_some()),
         })))
     }
 
@@ -166,7 +183,9 @@ impl SlackNotifier {
                 self.release(key).await;
                 return Progress::Skipped;
             };
-            let body = message::pending(&self.config.channel, &record);
+            // Made now, never stored: rotating the secret voids it.
+            let link = self.links.as_ref().map(|links| links.url(key, None));
+            let body = message::pending(&self.config.channel, &record, link.as_deref());
             let result = match self.bot_token() {
                 Ok(token) => self.api.post_message(&token, &body).await,
                 Err(e) => Err(e),

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+use crate::links::LinkSigner;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::server::openapi::schema::response_type;
@@ -172,6 +173,23 @@ response_type! {
         pub decided_at: Option<DateTime<Utc>>,
         pub created_at: DateTime<Utc>,
         pub expires_at: DateTime<Utc>,
+        /// GET /approvals/{key} only, while the record is PENDING and signed
+        /// links are on (TOLLGATE_LINK_SECRET): the signed link that shows
+        /// and decides this approval without an API token, absolute under
+        /// TOLLGATE_PUBLIC_URL, else a path. Made for each answer, never stored.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub link: Option<String>,
+    }
+}
+
+impl ApprovalView {
+    /// With its unbound signed link when `links` are on and the record is
+    /// PENDING (as of the read: an overdue record already reads EXPIRED).
+    pub fn with_link(mut self, links: Option<&LinkSigner>) -> ApprovalView {
+        self.link = links
+            .filter(|_| self.status == ApprovalStatus::Pending)
+            .map(|links| links.url(&self.key, None));
+        self
     }
 }
 
@@ -196,6 +214,7 @@ impl From<ApprovalRecord> for ApprovalView {
             decided_at: r.decided_at,
             created_at: r.created_at,
             expires_at: r.expires_at,
+            link: None,
         }
     }
 }

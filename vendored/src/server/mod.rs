@@ -18,6 +18,7 @@
 //! let config = ServerConfig {
 //!     listen: "127.0.0.1:8080".into(),
 //!     tokens: ApiTokens::from_env()?,
+//!     links: tollgate_runtime::links::LinkSigner::from_env()?,
 //!     ..ServerConfig::default()
 //! };
 //! server::serve(agent, config).await
@@ -56,6 +57,7 @@ pub use conn::{
 pub use error::ApiError;
 pub use logging::{JsonLines, LogFormat, UnknownLogFormat, init_logging, init_logging_as};
 
+use crate::links::{LINK_SECRET_ENV, LinkSigner, PUBLIC_URL_ENV};
 use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
 use state::AppState;
@@ -80,6 +82,10 @@ pub struct ServerConfig {
     pub sweep_every: Duration,
     /// Connection timeouts and the connection cap.
     pub limits: Limits,
+    /// Signs approval links (`/a/{key}/{signature}`, DESIGN §11); `None`
+    /// (the default) turns links off. The CLI reads it with
+    /// [`LinkSigner::from_env`].
+    pub links: Option<LinkSigner>,
 }
 
 impl Default for ServerConfig {
@@ -91,6 +97,7 @@ impl Default for ServerConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             sweep_every: sweeper::DEFAULT_SWEEP_EVERY,
             limits: Limits::default(),
+            links: None,
         }
     }
 }
@@ -103,6 +110,8 @@ pub enum ServerError {
     Config(String),
     #[error(transparent)]
     Tokens(#[from] TokenConfigError),
+    #[error(transparent)]
+    Links(#[from] crate::links::LinkConfigError),
     #[error("cannot listen on {listen}: {source}")]
     Bind {
         listen: String,
@@ -115,7 +124,10 @@ pub enum ServerError {
 impl ServerError {
     /// True when the operator must change the configuration (CLI exit 2).
     pub fn is_config(&self) -> bool {
-        matches!(self, ServerError::Config(_) | ServerError::Tokens(_))
+        matches!(
+            self,
+            ServerError::Config(_) | ServerError::Tokens(_) | ServerError::Links(_)
+        )
     }
 }
 
@@ -354,13 +366,14 @@ async fn mount_with_schedule(
 ) -> Result<Mounted, ServerError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let background = Background::default();
-    let slack = start_slack(&agent, &stop_rx)?;
+    let slack = start_slack(&agent, config.links.as_ref(), &stop_rx)?;
     let state = AppState {
         agent: agent.clone(),
         tokens: Arc::new(config.tokens.clone()),
         background: background.clone(),
         shutdown: stop_rx.clone(),
         slack,
+        links: config.links.clone(),
         // Only a pushing store adds anything: streams poll anyway.
         watcher: agent.store().change_feed().map(|_| {
             crate::watch::ApprovalWatcher::start(
@@ -379,6 +392,7 @@ async fn mount_with_schedule(
         let names: Vec<&str> = config.tokens.names().collect();
         tracing::info!(tokens = %names.join(","), "bearer tokens required");
     }
+    log_links(config.links.as_ref());
     let swept = sweeper::sweep_once(&agent).await;
     // Runs whose driver died (this process's predecessor, or another
     // node): claimed now and resumed in the background.
@@ -461,12 +475,14 @@ pub fn announce(addr: SocketAddr) {
 /// expiries).
 fn start_slack(
     agent: &AgentRun,
+    links: Option<&LinkSigner>,
     stop: &watch::Receiver<bool>,
 ) -> Result<Option<Arc<SlackNotifier>>, ServerError> {
-    let slack = SlackNotifier::for_spec_with_clock(
+    let slack = SlackNotifier::for_spec_with_links(
         agent.spec(),
         agent.store().clone(),
         agent.clock().clone(),
+        links.cloned(),
     )
     .map_err(|e| ServerError::Config(e.to_string()))?;
     if let Some(slack) = &slack {
@@ -481,6 +497,19 @@ fn start_slack(
         );
     }
     Ok(slack)
+}
+
+/// Whether approval links are on, and where they point. Never the secret.
+fn log_links(links: Option<&LinkSigner>) {
+    match links {
+        Some(links) => match links.public_url() {
+            Some(url) => tracing::info!(public_url = %url, "signed links on"),
+            None => tracing::info!(
+                "signed links on: links are paths (/a/...) until {PUBLIC_URL_ENV} is set; Slack shows none"
+            ),
+        },
+        None => tracing::info!("signed links off: set {LINK_SECRET_ENV}"),
+    }
 }
 
 /// The webhook path must not shadow an API route.

@@ -225,6 +225,7 @@ mod tests {
                 background: Background::default(),
                 shutdown: shutdown.clone(),
                 slack: None,
+                links: None,
                 watcher: None,
             };
             let entry = entries(&spec).unwrap().remove(0);

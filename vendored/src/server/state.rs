@@ -6,6 +6,7 @@ use tokio::sync::watch;
 
 use super::auth::ApiTokens;
 use super::tasks::Background;
+use crate::links::LinkSigner;
 use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
 use crate::watch::ApprovalWatcher;
@@ -21,6 +22,9 @@ pub(crate) struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Set when the spec has `approvals.notify.slack`.
     pub slack: Option<Arc<SlackNotifier>>,
+    /// Signs approval links; `None` when links are off. Links are made
+    /// when a response is written, never stored.
+    pub links: Option<LinkSigner>,
     /// Set when the store pushes changes made by other processes
     /// (PostgreSQL NOTIFY): wakes event streams of runs decided elsewhere.
     pub watcher: Option<ApprovalWatcher>,

@@ -10,10 +10,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification, NotificationStore,
-    NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
-    RunTransition, RunsPage, SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim,
-    check_json_text, check_pause, check_storable, cursor, resolved_event,
+    ApprovalFilter, ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite,
+    KeyClaim, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
+    PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage, SharedNotifications,
+    StateStore, StoreError, StoreResult, StuckClaim, approval_order_at, check_json_text,
+    check_pause, check_storable, cursor, expired_as_of, resolved_event,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
@@ -570,6 +571,49 @@ impl StateStore for MemoryStore {
         rows.truncate(limit);
         Ok(PendingPage {
             approvals: rows.into_iter().cloned().collect(),
+            next_cursor,
+            // Every record here is a typed value: none can be unreadable.
+            unreadable: Vec::new(),
+        })
+    }
+
+    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage> {
+        // The cursor's time in the stored text form, so positions compare
+        // exactly as they do in the SQL stores (microseconds, as text).
+        let after = match query.cursor.as_deref() {
+            Some(text) => {
+                let (at, key) = cursor::decode(text)?;
+                let at = crate::time::parse_utc(&at)
+                    .map(crate::time::format_utc)
+                    .ok_or_else(|| StoreError::InvalidCursor(text.to_string()))?;
+                Some((at, key))
+            }
+            None => None,
+        };
+        let filter = ApprovalFilter::new(query);
+        let s = self.lock();
+        let mut rows: Vec<(String, ApprovalRecord)> = s
+            .approvals
+            .values()
+            .filter(|r| query.agent_id.as_ref().is_none_or(|a| &r.agent_id == a))
+            .map(|r| expired_as_of(r.clone(), query.now))
+            .filter(|r| filter.matches(r))
+            .map(|r| (crate::time::format_utc(approval_order_at(&r)), r))
+            .filter(|(at, r)| {
+                after
+                    .as_ref()
+                    .is_none_or(|(a, k)| (at.as_str(), r.key.as_str()) < (a.as_str(), k.as_str()))
+            })
+            .collect();
+        rows.sort_by(|(a_at, a), (b_at, b)| (b_at, &b.key).cmp(&(a_at, &a.key)));
+        let limit = query.limit.max(1);
+        let next_cursor = (rows.len() > limit).then(|| {
+            let last = &rows[limit - 1].1;
+            cursor::encode(approval_order_at(last), &last.key)
+        });
+        rows.truncate(limit);
+        Ok(ApprovalPage {
+            approvals: rows.into_iter().map(|(_, r)| r).collect(),
             next_cursor,
             // Every record here is a typed value: none can be unreadable.
             unreadable: Vec::new(),

@@ -62,10 +62,11 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use super::feed::ChangeFeed;
 use super::{
-    CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification, NotificationStore,
-    NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
-    RunTransition, RunsPage, SharedNotifications, StateStore, StoreError, StoreErrorKind,
-    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
+    ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification,
+    NotificationStore, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
+    RunEnd, RunQuery, RunTransition, RunsPage, SharedNotifications, StateStore, StoreError,
+    StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable,
+    report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -559,6 +560,13 @@ impl StateStore for PostgresStore {
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
         let page = async { ops::list_pending(&self.client().await?, query).await }.await;
         let page = self.context("listing pending approvals", page)?;
+        report_skipped(&self.description, "approval", &page.unreadable);
+        Ok(page)
+    }
+
+    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage> {
+        let page = async { ops::list_approvals(&self.client().await?, query).await }.await;
+        let page = self.context("listing approvals", page)?;
         report_skipped(&self.description, "approval", &page.unreadable);
         Ok(page)
     }

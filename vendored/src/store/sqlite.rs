@@ -72,10 +72,10 @@ use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
-    CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification, NotificationStore,
-    NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
-    RunTransition, RunsPage, SharedNotifications, StateStore, StoreError, StoreResult, StuckClaim,
-    WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
+    ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification,
+    NotificationStore, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
+    RunEnd, RunQuery, RunTransition, RunsPage, SharedNotifications, StateStore, StoreError,
+    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -714,6 +714,17 @@ impl StateStore for SqliteStore {
         let page = self
             .read("listing pending approvals", move |conn| {
                 ops::list_pending(conn, &query)
+            })
+            .await?;
+        report_skipped(&self.describe(), "approval", &page.unreadable);
+        Ok(page)
+    }
+
+    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage> {
+        let query = query.clone();
+        let page = self
+            .read("listing approvals", move |conn| {
+                ops::list_approvals(conn, &query)
             })
             .await?;
         report_skipped(&self.describe(), "approval", &page.unreadable);

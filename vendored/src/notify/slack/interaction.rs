@@ -168,6 +168,12 @@ mod tests {
             r#"{"type":"block_actions","user":{"id":"U1"},"actions":[{"action_id":"x","value":"k"}]}"#,
         );
         assert!(matches!(parse(&foreign).unwrap(), Interaction::Ignored(_)));
+        // The "Open in browser" url button opens the signed link; the click
+        // Slack reports for it decides nothing.
+        let open = form(
+            r#"{"type":"block_actions","user":{"id":"U1"},"actions":[{"action_id":"tollgate_open","url":"https://x/a/k/s","type":"button"}]}"#,
+        );
+        assert!(matches!(parse(&open).unwrap(), Interaction::Ignored(_)));
         let bad_user = form(
             r#"{"type":"block_actions","user":{"id":"u<1>"},"actions":[{"action_id":"tollgate_reject","value":"k"}]}"#,
         );

@@ -1,6 +1,8 @@
 //! What a person sees in Slack: the message announcing a pause (with
-//! Approve and Reject buttons), the same message once settled (the buttons
-//! replaced by who decided what and when), and short ephemeral replies.
+//! Approve and Reject buttons, and an "Open in browser" button carrying the
+//! signed approval link when links are on), the same message once settled
+//! (the buttons replaced by who decided what and when), and short
+//! ephemeral replies.
 //!
 //! Everything from a run (the gate's message, the payload) is data: it is
 //! escaped for Slack's mrkdwn so it cannot mention `@channel` or fake links,
@@ -13,6 +15,9 @@ use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 
 pub const APPROVE_ACTION: &str = "tollgate_approve";
 pub const REJECT_ACTION: &str = "tollgate_reject";
+/// The "Open in browser" button: a `url` button, so Slack opens the signed
+/// link; the click Slack still reports decides nothing (it is ignored).
+pub const OPEN_ACTION: &str = "tollgate_open";
 /// The actions block's id; it is replaced as a whole when the message is settled.
 pub const ACTIONS_BLOCK: &str = "tollgate_decision";
 
@@ -21,10 +26,11 @@ pub const PAYLOAD_PREVIEW_CHARS: usize = 1500;
 /// The gate's message: Slack's section text allows 3000 characters.
 const MESSAGE_CHARS: usize = 1000;
 
-/// The `chat.postMessage` body announcing a pause.
-pub fn pending(channel: &str, record: &ApprovalRecord) -> Value {
+/// The `chat.postMessage` body announcing a pause. `link` is the absolute
+/// signed link to the approval's page, made as the message is posted.
+pub fn pending(channel: &str, record: &ApprovalRecord, link: Option<&str>) -> Value {
     let mut blocks = summary_blocks(record);
-    blocks.push(json!({
+    let mut actions = json!({
         "type": "actions",
         "block_id": ACTIONS_BLOCK,
         "elements": [
@@ -50,7 +56,18 @@ pub fn pending(channel: &str, record: &ApprovalRecord) -> Value {
                 },
             },
         ],
-    }));
+    });
+    if let (Some(link), Some(elements)) = (link, actions["elements"].as_array_mut()) {
+        // In the actions block, so settling the message removes it with the
+        // other buttons: the link works only while the approval is pending.
+        elements.push(json!({
+            "type": "button",
+            "action_id": OPEN_ACTION,
+            "text": { "type": "plain_text", "text": "Open in browser" },
+            "url": link,
+        }));
+    }
+    blocks.push(actions);
     blocks.push(key_context(record));
     json!({
         "channel": channel,
@@ -263,7 +280,7 @@ mod tests {
     #[test]
     fn the_pending_message_has_both_buttons_carrying_the_key() {
         let r = record();
-        let body = pending("#refunds", &r);
+        let body = pending("#refunds", &r, None);
         let actions = body["blocks"]
             .as_array()
             .unwrap()
@@ -278,9 +295,33 @@ mod tests {
         assert_eq!(buttons[1]["style"], "danger");
         assert_eq!(buttons[1]["value"], r.key.as_str());
         assert!(buttons[1]["confirm"].is_object());
+        assert_eq!(buttons.len(), 2, "no link without one");
         let text = body.to_string();
         assert!(!text.contains("<!channel>"), "run data is escaped");
         assert!(text.contains("&lt;!channel&gt;"));
+    }
+
+    #[test]
+    fn a_link_is_an_open_in_browser_url_button_in_the_actions_block() {
+        let r = record();
+        let link = "https://approvals.example.com/a/k/sig";
+        let body = pending("#refunds", &r, Some(link));
+        let actions = body["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["type"] == "actions")
+            .unwrap();
+        let open = &actions["elements"][2];
+        assert_eq!(open["type"], "button");
+        assert_eq!(open["action_id"], OPEN_ACTION);
+        assert_eq!(open["text"]["text"], "Open in browser");
+        assert_eq!(open["url"], link);
+        assert!(open.get("value").is_none(), "it carries no decision");
+        // Settled: the actions block, the link with it, is gone.
+        let mut decided = r.clone();
+        decided.status = ApprovalStatus::Approved;
+        assert!(!settled("C1", "1.2", &decided).to_string().contains(link));
     }
 
     #[test]

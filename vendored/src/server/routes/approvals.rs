@@ -53,7 +53,8 @@ pub(super) async fn list(
     Ok(Json(page.into()))
 }
 
-/// GET /approvals/{key}: one record, whatever its status.
+/// GET /approvals/{key}: one record, whatever its status, with its signed
+/// `link` while it is PENDING and links are on.
 pub(super) async fn show(
     State(state): State<AppState>,
     Extension(_caller): Extension<Caller>,
@@ -67,7 +68,9 @@ pub(super) async fn show(
         .await?
         .filter(|r| r.agent_id == state.agent_id())
         .ok_or(ApprovalError::NotFound { key })?;
-    Ok(Json(record.into()))
+    Ok(Json(
+        ApprovalView::from(record).with_link(state.links.as_ref()),
+    ))
 }
 
 request_type! {

@@ -9,6 +9,11 @@
 //! runs resumed by another process sharing the store). Both feed one
 //! cursor, `last_seq`, and only the next event in sequence is ever sent, so
 //! the stream has no gaps and no repeats whichever source sees it first.
+//!
+//! With signed links on, an `awaiting_approval` event whose key is still
+//! PENDING when it is written to the stream carries `link` (DESIGN §11).
+//! The link is added here, as the event is sent, and is never part of the
+//! stored event: a replayed pause that was decided since shows none.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -22,13 +27,16 @@ use futures_util::Stream;
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Interval, MissedTickBehavior};
 
-use crate::events::Event;
+use crate::events::{Event, EventKind};
+use crate::links::LinkSigner;
+use crate::pending_approval::ApprovalStatus;
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
 use crate::server::extract::PathParam;
 use crate::server::state::AppState;
 use crate::server::view;
 use crate::store::SharedStore;
+use crate::time::SharedClock;
 use crate::watch::ApprovalChange;
 
 const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -56,6 +64,8 @@ pub(super) async fn stream(
     poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let feed = Feed {
         store: state.agent.store().clone(),
+        links: state.links.clone(),
+        clock: state.agent.clock().clone(),
         run_id,
         last_seq: after,
         ended_before_connect: run.status.is_final(),
@@ -69,13 +79,23 @@ pub(super) async fn stream(
     };
     let events = futures_util::stream::unfold(feed, |mut feed| async move {
         let event = feed.next().await?;
-        Some((Ok(to_sse(&event)), feed))
+        let link = feed.link(&event).await;
+        Some((Ok(to_sse(&event, link)), feed))
     });
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_EVERY)))
 }
 
-fn to_sse(event: &Event) -> SseEvent {
-    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
+fn to_sse(event: &Event, link: Option<String>) -> SseEvent {
+    let data = match link {
+        None => serde_json::to_string(event),
+        Some(link) => serde_json::to_value(event).and_then(|mut value| {
+            if let Some(fields) = value.as_object_mut() {
+                fields.insert("link".into(), link.into());
+            }
+            serde_json::to_string(&value)
+        }),
+    }
+    .unwrap_or_else(|_| "{}".to_string());
     SseEvent::default()
         .id(event.seq.to_string())
         .event(event.kind.name())
@@ -85,6 +105,9 @@ fn to_sse(event: &Event) -> SseEvent {
 /// One client's position in one run's events.
 struct Feed {
     store: SharedStore,
+    /// Signs `awaiting_approval` links; `None` when links are off.
+    links: Option<LinkSigner>,
+    clock: SharedClock,
     run_id: String,
     /// The last seq sent (or the client's Last-Event-ID).
     last_seq: u64,
@@ -155,6 +178,27 @@ impl Feed {
                 }
                 _ = self.poll.tick() => self.catch_up().await,
                 _ = self.shutdown.changed() => return None,
+            }
+        }
+    }
+
+    /// The signed link of an `awaiting_approval` event whose key is
+    /// PENDING now (unexpired); `None` for every other event, when links
+    /// are off, or when the store cannot say (no link rather than a link
+    /// to something that may be decided).
+    async fn link(&self, event: &Event) -> Option<String> {
+        let links = self.links.as_ref()?;
+        let EventKind::AwaitingApproval { key, .. } = &event.kind else {
+            return None;
+        };
+        match self.store.approval_as_of(key, self.clock.now()).await {
+            Ok(Some(record)) if record.status == ApprovalStatus::Pending => {
+                Some(links.url(key, None))
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, error = %e, "cannot read an approval for its link");
+                None
             }
         }
     }

@@ -113,6 +113,7 @@ mod tests {
             background: Default::default(),
             shutdown,
             slack: None,
+            links: None,
             watcher: None,
         };
         let (status, _) = ready(State(state.clone())).await;

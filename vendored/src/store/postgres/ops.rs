@@ -19,8 +19,9 @@ use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, Approva
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    CancelRun, Cancelled, Claimed, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage,
-    StoreError, StoreResult, StuckClaim, UnreadableRow, cursor, resolved_event,
+    ApprovalFilter, ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, Pause, PendingPage,
+    PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult, StuckClaim, UnreadableRow,
+    cursor, expired_as_of, like_pattern, resolved_event,
 };
 
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -655,6 +656,192 @@ pub(super) async fn list_pending<C: GenericClient>(
         }
     }
     Ok(page)
+}
+
+/// One page of approval records of any status (see
+/// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
+/// take their place in the page as `unreadable`, by key.
+///
+/// The message and decided_by columns hold JSON strings (schema version 3:
+/// a NUL cannot be text here), so SQL cannot decode them to compare; it
+/// matches the needle, JSON-escaped as the stored text is, against their
+/// JSON text instead. That finds every match and, rarely, more (a needle
+/// `n` inside the escape `\n`), so each row is checked again here and the
+/// query reads on past rows it drops until the page is full.
+pub(super) async fn list_approvals<C: GenericClient>(
+    client: &C,
+    query: &ApprovalQuery,
+) -> StoreResult<ApprovalPage> {
+    let mut position = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let filter = ApprovalFilter::new(query);
+    let limit = query.limit.max(1);
+    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+    let text = filter.text().map(like_pattern);
+    let json_text = filter.text().map(|t| like_pattern(&json_string_body(t)));
+    let statuses: Vec<&str> = filter.settled.iter().map(|s| s.as_str()).collect();
+
+    let mut page = ApprovalPage {
+        approvals: Vec::new(),
+        next_cursor: None,
+        unreadable: Vec::new(),
+    };
+    // Where the last row of the page sits, for the next page's cursor.
+    let mut last: Option<String> = None;
+    loop {
+        let mut params: Vec<Param<'_>> = Vec::new();
+        let mut sql_shape = ApprovalsSql::default();
+        if filter.pending_live != filter.pending_overdue {
+            sql_shape.now = Some(n(&mut params, &query.now));
+        }
+        if let Some(agent) = &query.agent_id {
+            sql_shape.agent = Some(n(&mut params, agent));
+        }
+        if let Some(step) = &query.step_id {
+            sql_shape.step = Some(n(&mut params, step));
+        }
+        if let (Some(text), Some(json_text)) = (&text, &json_text) {
+            sql_shape.text = Some((n(&mut params, text), n(&mut params, json_text)));
+        }
+        if let Some((at, key)) = &position {
+            sql_shape.after = Some((n(&mut params, at), n(&mut params, key)));
+        }
+        sql_shape.limit = n(&mut params, &fetch);
+        let sql = list_approvals_sql(
+            &sql_shape,
+            filter.pending_live,
+            filter.pending_overdue,
+            &statuses,
+        );
+        let stmt = client.prepare_cached(&sql).await?;
+        let rows = client.query(&stmt, &params).await?;
+        let full_batch = rows.len() as i64 == fetch;
+        for row in &rows {
+            let key = row_key(row);
+            let at = row.try_get::<_, DateTime<Utc>>(APPROVAL_COLUMN_COUNT).ok();
+            let here = at.map(|at| cursor::encode(at, &key));
+            let entry = match approval_from_row(row) {
+                Ok(record) => {
+                    let record = expired_as_of(record, query.now);
+                    if !filter.text_matches(&record) {
+                        // Matched only inside an escape: not listed, but
+                        // the next batch starts after it.
+                        position = at.map(|at| (at, key));
+                        continue;
+                    }
+                    Ok(record)
+                }
+                Err(e @ StoreError::Corrupt(_)) => Err(UnreadableRow::new(&key, &e)),
+                Err(e) => return Err(e),
+            };
+            if page.approvals.len() + page.unreadable.len() == limit {
+                // One more row belongs to the listing: there is a next page.
+                page.next_cursor = last;
+                return Ok(page);
+            }
+            match entry {
+                Ok(record) => page.approvals.push(record),
+                Err(unreadable) => page.unreadable.push(unreadable),
+            }
+            if here.is_some() {
+                last = here;
+            }
+            position = at.map(|at| (at, key));
+        }
+        if !full_batch || position.is_none() {
+            return Ok(page);
+        }
+    }
+}
+
+/// Add a parameter; its number in the SQL (`$n`).
+fn n<'a>(params: &mut Vec<Param<'a>>, p: Param<'a>) -> usize {
+    params.push(p);
+    params.len()
+}
+
+/// The parameter numbers of a [`list_approvals_sql`] query.
+#[derive(Debug, Default)]
+pub(super) struct ApprovalsSql {
+    pub now: Option<usize>,
+    pub agent: Option<usize>,
+    pub step: Option<usize>,
+    /// The LIKE pattern for text columns and the one for JSON-string columns.
+    pub text: Option<(usize, usize)>,
+    /// The cursor's time and key.
+    pub after: Option<(usize, usize)>,
+    pub limit: usize,
+}
+
+/// The approvals page query: at most two arms (stored PENDING rows through
+/// the pending indexes of version 1, by `created_at`; settled rows through
+/// the settled indexes of version 6, by `COALESCE(decided_at, created_at)`),
+/// which PostgreSQL merges in order (Merge Append) and stops at the page's
+/// end. Statuses are literals from
+/// [`crate::pending_approval::ApprovalStatus`]; everything a caller gives
+/// is a bound parameter.
+pub(super) fn list_approvals_sql(
+    p: &ApprovalsSql,
+    pending_live: bool,
+    pending_overdue: bool,
+    settled: &[&str],
+) -> String {
+    let mut common = String::new();
+    if let Some(agent) = p.agent {
+        common.push_str(&format!(" AND agent_id = ${agent}"));
+    }
+    if let Some(step) = p.step {
+        common.push_str(&format!(" AND step_id = ${step}"));
+    }
+    if let Some((t, j)) = p.text {
+        common.push_str(&format!(
+            " AND (message::text ILIKE ${j} ESCAPE '\\' OR decided_by::text ILIKE ${j} ESCAPE '\\' \
+             OR step_id ILIKE ${t} ESCAPE '\\' OR key ILIKE ${t} ESCAPE '\\' \
+             OR run_id ILIKE ${t} ESCAPE '\\')"
+        ));
+    }
+    let mut arms = Vec::new();
+    if pending_live || pending_overdue {
+        let due = match (pending_live, pending_overdue, p.now) {
+            (true, false, Some(now)) => format!(" AND expires_at > ${now}"),
+            (false, true, Some(now)) => format!(" AND expires_at <= ${now}"),
+            _ => String::new(),
+        };
+        let after = p
+            .after
+            .map(|(at, key)| format!(" AND (created_at, key) < (${at}, ${key})"))
+            .unwrap_or_default();
+        arms.push(format!(
+            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals \
+             WHERE status = 'PENDING'{due}{common}{after}"
+        ));
+    }
+    if !settled.is_empty() {
+        let statuses: Vec<String> = settled.iter().map(|s| format!("'{s}'")).collect();
+        let after = p
+            .after
+            .map(|(at, key)| {
+                format!(" AND (COALESCE(decided_at, created_at), key) < (${at}, ${key})")
+            })
+            .unwrap_or_default();
+        arms.push(format!(
+            "SELECT {APPROVAL_COLUMNS}, COALESCE(decided_at, created_at) AS order_at \
+             FROM tollgate_approvals \
+             WHERE status <> 'PENDING' AND status IN ({}){common}{after}",
+            statuses.join(", ")
+        ));
+    }
+    format!(
+        "{} ORDER BY order_at DESC, key DESC LIMIT ${}",
+        arms.join(" UNION ALL "),
+        p.limit
+    )
+}
+
+/// `text` as it appears inside a stored JSON string: escaped as serde_json
+/// (and PostgreSQL's `to_json`) escape it, without the quotes.
+fn json_string_body(text: &str) -> String {
+    let quoted = Value::String(text.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
 }
 
 /// Runs newest first (see [`crate::store::StateStore::list_runs`]).

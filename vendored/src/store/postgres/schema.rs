@@ -38,6 +38,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "runs_by_age",
         sql: include_str!("../migrations/postgres/0005_runs_by_age.sql"),
     },
+    Migration {
+        version: 6,
+        name: "approvals_settled",
+        sql: include_str!("../migrations/postgres/0006_approvals_settled.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

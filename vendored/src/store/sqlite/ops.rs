@@ -16,8 +16,9 @@ use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    CancelRun, Cancelled, Claimed, FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery,
-    RunsPage, StoreError, StoreResult, StuckClaim, UnreadableRow, cursor, resolved_event,
+    ApprovalFilter, ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, Pause,
+    PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult, StuckClaim,
+    UnreadableRow, cursor, expired_as_of, like_pattern, resolved_event,
 };
 use crate::time::format_utc;
 
@@ -819,6 +820,173 @@ pub(super) fn list_pending_sql(by_agent: bool, after_cursor: bool) -> String {
     }
     sql.push_str(" ORDER BY created_at DESC, key DESC LIMIT ?");
     sql
+}
+
+/// What a [`list_approvals_sql`] query filters on: which arms it has and
+/// which parameters each uses.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ApprovalsShape {
+    pub by_agent: bool,
+    /// Stored PENDING rows not yet due.
+    pub pending_live: bool,
+    /// Stored PENDING rows past `expires_at` (listed as EXPIRED).
+    pub pending_overdue: bool,
+    /// Stored statuses other than PENDING.
+    pub settled: Vec<&'static str>,
+    pub by_step: bool,
+    pub by_text: bool,
+    pub after_cursor: bool,
+}
+
+impl ApprovalsShape {
+    fn of(filter: &ApprovalFilter<'_>, query: &ApprovalQuery) -> ApprovalsShape {
+        ApprovalsShape {
+            by_agent: query.agent_id.is_some(),
+            pending_live: filter.pending_live,
+            pending_overdue: filter.pending_overdue,
+            settled: filter.settled.iter().map(|s| s.as_str()).collect(),
+            by_step: query.step_id.is_some(),
+            by_text: filter.text().is_some(),
+            after_cursor: query.cursor.is_some(),
+        }
+    }
+}
+
+/// One page of approval records of any status (see
+/// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
+/// take their place in the page as `unreadable`, by key.
+pub(super) fn list_approvals(
+    conn: &Connection,
+    query: &ApprovalQuery,
+) -> StoreResult<ApprovalPage> {
+    let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let filter = ApprovalFilter::new(query);
+    let now = format_utc(query.now);
+    let limit = query.limit.max(1);
+    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+    let text = filter.text().map(like_pattern);
+    let shape = ApprovalsShape::of(&filter, query);
+
+    let sql = list_approvals_sql(&shape);
+    let mut params: Vec<(&str, &dyn ToSql)> = vec![(":limit", &fetch)];
+    if shape.pending_live != shape.pending_overdue {
+        params.push((":now", &now));
+    }
+    if let Some(agent) = &query.agent_id {
+        params.push((":agent", agent));
+    }
+    if let Some(step) = &query.step_id {
+        params.push((":step", step));
+    }
+    if let Some(text) = &text {
+        params.push((":text", text));
+    }
+    if let Some((at, key)) = &after {
+        params.push((":at", at));
+        params.push((":key", key));
+    }
+
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params.as_slice())?;
+    let mut page = ApprovalPage {
+        approvals: Vec::new(),
+        next_cursor: None,
+        unreadable: Vec::new(),
+    };
+    let (mut taken, mut last) = (0, None);
+    while let Some(row) = rows.next()? {
+        if taken == limit {
+            page.next_cursor = last.take();
+            break;
+        }
+        taken += 1;
+        // The row's position (its order time as stored), good or not, so
+        // the next page starts after it.
+        let key = row_key(row);
+        if let Some(at) = row
+            .get::<_, String>(APPROVAL_COLUMN_COUNT)
+            .ok()
+            .and_then(|t| crate::time::parse_utc(&t))
+        {
+            last = Some(cursor::encode(at, &key));
+        }
+        match approval_from_row(row) {
+            Ok(record) => page.approvals.push(expired_as_of(record, query.now)),
+            Err(e @ StoreError::Corrupt(_)) => page.unreadable.push(UnreadableRow::new(&key, &e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(page)
+}
+
+/// The approvals page query: at most two arms, merged newest first. Stored
+/// PENDING rows walk the partial pending indexes by `created_at` (their
+/// order time: a pending row has no `decided_at`); settled rows walk the
+/// partial settled indexes by `COALESCE(decided_at, created_at)` (schema
+/// version 5). Each arm delivers its rows in order, so SQLite merges the
+/// two and stops at the page's end instead of sorting the matches.
+/// Statuses are literals from [`crate::pending_approval::ApprovalStatus`];
+/// everything a caller gives is a named parameter (`:now`, `:agent`,
+/// `:step`, `:text`, `:at`, `:key`, `:limit`).
+pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
+    // Filters both arms share. The text is a LIKE pattern (ASCII
+    // case-insensitive, as SQLite's LIKE is) with `\` escaping its
+    // metacharacters.
+    let mut common = String::new();
+    if shape.by_agent {
+        common.push_str(" AND agent_id = :agent");
+    }
+    if shape.by_step {
+        common.push_str(" AND step_id = :step");
+    }
+    if shape.by_text {
+        common.push_str(
+            " AND (message LIKE :text ESCAPE '\\' OR step_id LIKE :text ESCAPE '\\' \
+             OR key LIKE :text ESCAPE '\\' OR run_id LIKE :text ESCAPE '\\' \
+             OR decided_by LIKE :text ESCAPE '\\')",
+        );
+    }
+    let mut arms = Vec::new();
+    if shape.pending_live || shape.pending_overdue {
+        // `status = 'PENDING'` stays a literal and `+expires_at` keeps the
+        // planner off the expiry index, as in `list_pending_sql`.
+        let due = match (shape.pending_live, shape.pending_overdue) {
+            (true, false) => {
+                " AND (+expires_at > :now OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*')"
+            }
+            (false, true) => " AND +expires_at <= :now",
+            _ => "",
+        };
+        let after = if shape.after_cursor {
+            " AND (created_at, key) < (:at, :key)"
+        } else {
+            ""
+        };
+        arms.push(format!(
+            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals \
+             WHERE status = 'PENDING'{due}{common}{after}"
+        ));
+    }
+    if !shape.settled.is_empty() {
+        // `status <> 'PENDING'` spelled as the settled indexes' WHERE is,
+        // so that SQLite may use them.
+        let statuses: Vec<String> = shape.settled.iter().map(|s| format!("'{s}'")).collect();
+        let after = if shape.after_cursor {
+            " AND (COALESCE(decided_at, created_at), key) < (:at, :key)"
+        } else {
+            ""
+        };
+        arms.push(format!(
+            "SELECT {APPROVAL_COLUMNS}, COALESCE(decided_at, created_at) AS order_at \
+             FROM tollgate_approvals \
+             WHERE status <> 'PENDING' AND status IN ({}){common}{after}",
+            statuses.join(", ")
+        ));
+    }
+    format!(
+        "{} ORDER BY order_at DESC, key DESC LIMIT :limit",
+        arms.join(" UNION ALL ")
+    )
 }
 
 /// The cursor's position, with its time in the stored text form so the

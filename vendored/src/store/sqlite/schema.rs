@@ -33,6 +33,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "runs_by_age",
         sql: include_str!("../migrations/sqlite/0004_runs_by_age.sql"),
     },
+    Migration {
+        version: 5,
+        name: "approvals_settled",
+        sql: include_str!("../migrations/sqlite/0005_approvals_settled.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

@@ -1,0 +1,456 @@
+//! Signed approval links (DESIGN §11): `/a/{key}/{signature}`, a capability
+//! URL that lets a person see and decide one pending approval without an API
+//! token.
+//!
+//! The signature is an HMAC-SHA256, keyed with `TOLLGATE_LINK_SECRET`, over
+//! the approval key and an optional bound identity (who the link decides
+//! as). Links are computed whenever they are shown (event streams,
+//! `GET /approvals/{key}`, `approvals show`, Slack messages) and never
+//! stored: the store holds nothing that would let a reader of the database
+//! decide, and rotating the secret voids every link ever handed out.
+//!
+//! The same secret also keys other signers of the server (the session
+//! cookie) through [`LinkSigner::derive_key`], domain-separated so that no
+//! signature made for one purpose is valid for another.
+
+use hmac::{Hmac, Mac};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+/// The link secret; unset turns signed links off.
+pub const LINK_SECRET_ENV: &str = "TOLLGATE_LINK_SECRET";
+/// The server's address as people reach it, e.g. `https://approvals.example.com`:
+/// links shown outside the server (Slack, `approvals show`) need it to be absolute.
+pub const PUBLIC_URL_ENV: &str = "TOLLGATE_PUBLIC_URL";
+/// `decided_by` of a decision made through an unbound link.
+pub const LINK_CALLER: &str = "link";
+/// The shortest secret accepted: HMAC-SHA256's own key strength.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// The prefix of every link message. Versioned so that a later scheme can
+/// never accept a signature made under this one.
+const LINK_TAG: &str = "tollgate-link-v1";
+/// The prefix of every derived key's message: distinct from [`LINK_TAG`],
+/// so a derived key is never a link signature and the other way round.
+const DERIVE_TAG: &str = "tollgate-derive-v1";
+
+/// What is percent-encoded in a key (a path segment) and an identity (a
+/// query value): everything but RFC 3986's unreserved characters, so `&`,
+/// `#`, `+`, `/`, `%`, spaces and non-ASCII can never change the link's
+/// meaning.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Why the link configuration cannot be used. The messages name the
+/// variable and what is wrong with it, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkConfigError {
+    #[error(
+        "{LINK_SECRET_ENV} is set but blank: set it to at least {MIN_SECRET_BYTES} random bytes (for example `openssl rand -base64 32`), or unset it to turn signed links off"
+    )]
+    BlankSecret,
+    #[error(
+        "{LINK_SECRET_ENV} is too short: use at least {MIN_SECRET_BYTES} bytes (for example `openssl rand -base64 32`)"
+    )]
+    ShortSecret,
+    #[error("{LINK_SECRET_ENV} is not valid UTF-8")]
+    SecretNotUnicode,
+    #[error(
+        "{PUBLIC_URL_ENV} must be an absolute http(s) URL without a query or fragment, such as https://tollgate.example.org: {problem}"
+    )]
+    PublicUrl { problem: String },
+}
+
+/// Signs and checks approval links. Cheap to clone; its `Debug` shows the
+/// public URL only, never the secret.
+#[derive(Clone)]
+pub struct LinkSigner {
+    /// Keyed with the secret once; every signature starts from a clone.
+    mac: Hmac<Sha256>,
+    /// Without a trailing slash.
+    public_url: Option<String>,
+}
+
+impl std::fmt::Debug for LinkSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkSigner")
+            .field("secret", &"<redacted>")
+            .field("public_url", &self.public_url)
+            .finish()
+    }
+}
+
+impl LinkSigner {
+    /// A signer for `secret` (at least [`MIN_SECRET_BYTES`] bytes, not
+    /// blank), with links made absolute under `public_url` when given.
+    pub fn new(secret: &str, public_url: Option<&str>) -> Result<LinkSigner, LinkConfigError> {
+        if secret.trim().is_empty() {
+            return Err(LinkConfigError::BlankSecret);
+        }
+        if secret.len() < MIN_SECRET_BYTES {
+            return Err(LinkConfigError::ShortSecret);
+        }
+        let public_url = public_url.map(parse_public_url).transpose()?;
+        let mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
+            .map_err(|_| LinkConfigError::ShortSecret)?;
+        Ok(LinkSigner { mac, public_url })
+    }
+
+    /// From [`LINK_SECRET_ENV`] and [`PUBLIC_URL_ENV`]: `None` when the
+    /// secret is unset (links off); an error when either is set but unusable.
+    pub fn from_env() -> Result<Option<LinkSigner>, LinkConfigError> {
+        let secret = match std::env::var(LINK_SECRET_ENV) {
+            Ok(secret) => secret,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(LinkConfigError::SecretNotUnicode);
+            }
+        };
+        let public_url = match std::env::var(PUBLIC_URL_ENV) {
+            Ok(url) => Some(url),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(LinkConfigError::PublicUrl {
+                    problem: "it is not valid UTF-8".into(),
+                });
+            }
+        };
+        LinkSigner::new(&secret, public_url.as_deref()).map(Some)
+    }
+
+    /// The public URL links are made absolute under, without a trailing slash.
+    pub fn public_url(&self) -> Option<&str> {
+        self.public_url.as_deref()
+    }
+
+    /// base64url (no padding) HMAC-SHA256 over a domain tag, the key and
+    /// the bound identity. Whether an identity is bound is signed too, so
+    /// an unbound link and a link bound to `""` differ.
+    pub fn signature(&self, key: &str, bound: Option<&str>) -> String {
+        base64url(&self.tag(key, bound))
+    }
+
+    /// Constant-time check of `signature` for `key` and `bound`. A key or
+    /// identity holding a NUL byte is refused: NUL separates the signed
+    /// fields, and refusing it keeps every message's reading unique.
+    pub fn verify(&self, key: &str, signature: &str, bound: Option<&str>) -> bool {
+        if key.contains('\0') || bound.is_some_and(|b| b.contains('\0')) {
+            return false;
+        }
+        let expected = self.signature(key, bound);
+        // ct_eq answers false for slices of different lengths; the length
+        // of a valid signature is public anyway.
+        expected.as_bytes().ct_eq(signature.as_bytes()).into()
+    }
+
+    /// `/a/{key}/{signature}`, plus `?as={percent-encoded identity}` when bound.
+    pub fn path(&self, key: &str, bound: Option<&str>) -> String {
+        let mut path = format!(
+            "/a/{}/{}",
+            utf8_percent_encode(key, COMPONENT),
+            self.signature(key, bound)
+        );
+        if let Some(bound) = bound {
+            path.push_str("?as=");
+            path.extend(utf8_percent_encode(bound, COMPONENT));
+        }
+        path
+    }
+
+    /// The public URL + [`LinkSigner::path`], or the path alone when no
+    /// public URL is set.
+    pub fn url(&self, key: &str, bound: Option<&str>) -> String {
+        let path = self.path(key, bound);
+        match &self.public_url {
+            Some(base) => format!("{base}{path}"),
+            None => path,
+        }
+    }
+
+    /// A key derived from the link secret for another purpose, such as
+    /// `derive_key("tollgate-session-v1")` for the session signer: an HMAC
+    /// of a tag distinct from every link's, so knowing a derived key (or
+    /// any link) tells nothing about the secret or another purpose's key.
+    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        let mut mac = self.mac.clone();
+        mac.update(DERIVE_TAG.as_bytes());
+        mac.update(b"\0");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    fn tag(&self, key: &str, bound: Option<&str>) -> [u8; 32] {
+        let mut mac = self.mac.clone();
+        mac.update(
+            format!(
+                "{LINK_TAG}\0{key}\0{}\0{}",
+                bound.unwrap_or(""),
+                bound.is_some()
+            )
+            .as_bytes(),
+        );
+        mac.finalize().into_bytes().into()
+    }
+}
+
+/// Checks a public URL and trims its trailing slash.
+fn parse_public_url(text: &str) -> Result<String, LinkConfigError> {
+    let problem = |problem: &str| LinkConfigError::PublicUrl {
+        problem: problem.to_string(),
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(problem("it is set but blank"));
+    }
+    let url = reqwest::Url::parse(text).map_err(|e| LinkConfigError::PublicUrl {
+        problem: format!("it is not a URL ({e})"),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(problem("its scheme is not http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(problem("it has no host"));
+    }
+    // Credentials in a URL that is pasted into chat and mail would leak.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(problem("it holds a user name or password"));
+    }
+    if url.query().is_some() {
+        return Err(problem("it has a query (?...)"));
+    }
+    if url.fragment().is_some() {
+        return Err(problem("it has a fragment (#...)"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+/// base64url without padding (RFC 4648 §5), as links carry it.
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity((bytes.len() * 4).div_ceil(3));
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+    const KEY: &str = "3f0a2b9e-5c1d-4e7f-8a9b-0c1d2e3f4a5b";
+
+    fn signer() -> LinkSigner {
+        LinkSigner::new(SECRET, Some("https://approvals.example.com/")).unwrap()
+    }
+
+    #[test]
+    fn a_signature_verifies_for_its_key_and_identity() {
+        let s = signer();
+        let unbound = s.signature(KEY, None);
+        assert!(s.verify(KEY, &unbound, None));
+        let bound = s.signature(KEY, Some("alice"));
+        assert!(s.verify(KEY, &bound, Some("alice")));
+        // 32 bytes of HMAC in unpadded base64url.
+        assert_eq!(unbound.len(), 43);
+        assert!(
+            unbound
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        // Deterministic: the same link every time it is shown.
+        assert_eq!(unbound, signer().signature(KEY, None));
+    }
+
+    #[test]
+    fn the_signature_is_hmac_sha256_of_the_documented_message() {
+        let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+        mac.update(format!("tollgate-link-v1\0{KEY}\0alice\0true").as_bytes());
+        let expected = base64url(&mac.finalize().into_bytes());
+        assert_eq!(signer().signature(KEY, Some("alice")), expected);
+    }
+
+    #[test]
+    fn a_tampered_key_signature_or_identity_is_refused() {
+        let s = signer();
+        let sig = s.signature(KEY, Some("alice"));
+        let other_key = KEY.replace('3', "4");
+        assert!(!s.verify(&other_key, &sig, Some("alice")));
+        assert!(!s.verify(KEY, &sig, Some("mallory")));
+        assert!(!s.verify(KEY, &sig, None));
+        assert!(!s.verify(KEY, &sig, Some("")));
+        let mut flipped = sig.clone().into_bytes();
+        flipped[0] = if flipped[0] == b'A' { b'B' } else { b'A' };
+        assert!(!s.verify(KEY, &String::from_utf8(flipped).unwrap(), Some("alice")));
+        assert!(!s.verify(KEY, &sig[..42], Some("alice")));
+        assert!(!s.verify(KEY, &format!("{sig}A"), Some("alice")));
+        assert!(!s.verify(KEY, "", Some("alice")));
+        // Another secret's signature is worthless here.
+        let other = LinkSigner::new(&SECRET.replace('0', "x"), None).unwrap();
+        assert!(!s.verify(KEY, &other.signature(KEY, Some("alice")), Some("alice")));
+    }
+
+    #[test]
+    fn bound_and_unbound_links_differ() {
+        let s = signer();
+        let unbound = s.signature(KEY, None);
+        let empty = s.signature(KEY, Some(""));
+        assert_ne!(unbound, empty);
+        assert_ne!(unbound, s.signature(KEY, Some("alice")));
+        assert!(!s.verify(KEY, &unbound, Some("")));
+        assert!(!s.verify(KEY, &empty, None));
+    }
+
+    #[test]
+    fn nul_bytes_cannot_shift_one_field_into_another() {
+        let s = signer();
+        // Signed as key "a\0b", unbound; presented as key "a", bound "b".
+        let sig = s.signature("a\0b", None);
+        assert!(!s.verify("a", &sig, Some("b")));
+        assert!(!s.verify("a\0b", &sig, None));
+        assert!(!s.verify(KEY, &s.signature(KEY, Some("x\0y")), Some("x\0y")));
+    }
+
+    #[test]
+    fn paths_and_urls_carry_the_signature_and_an_encoded_identity() {
+        let s = signer();
+        assert_eq!(
+            s.path(KEY, None),
+            format!("/a/{KEY}/{}", s.signature(KEY, None))
+        );
+        assert_eq!(
+            s.url(KEY, None),
+            format!(
+                "https://approvals.example.com/a/{KEY}/{}",
+                s.signature(KEY, None)
+            )
+        );
+        let odd = "Zoë O'Brien & co/ops?x=1#y+z%";
+        let path = s.path(KEY, Some(odd));
+        let sig = s.signature(KEY, Some(odd));
+        assert_eq!(
+            path,
+            format!("/a/{KEY}/{sig}?as=Zo%C3%AB%20O%27Brien%20%26%20co%2Fops%3Fx%3D1%23y%2Bz%25")
+        );
+        let encoded = path.split_once("?as=").unwrap().1;
+        let decoded = percent_encoding::percent_decode_str(encoded)
+            .decode_utf8()
+            .unwrap();
+        assert_eq!(decoded, odd);
+        assert!(s.verify(KEY, &sig, Some(&decoded)));
+        // An odd key cannot break out of its path segment either.
+        assert!(s.path("a/b?c", None).starts_with("/a/a%2Fb%3Fc/"));
+        // Without a public URL the link is the path alone.
+        let local = LinkSigner::new(SECRET, None).unwrap();
+        assert_eq!(local.url(KEY, None), local.path(KEY, None));
+        assert_eq!(local.public_url(), None);
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let shown = format!("{:?}", signer());
+        assert!(!shown.contains(SECRET), "{shown}");
+        assert!(!shown.contains("0123456789"), "{shown}");
+        assert!(shown.contains("https://approvals.example.com"), "{shown}");
+    }
+
+    #[test]
+    fn derived_keys_are_separated_by_purpose_and_from_links() {
+        let s = signer();
+        let session = s.derive_key("tollgate-session-v1");
+        assert_eq!(session, signer().derive_key("tollgate-session-v1"));
+        assert_ne!(session, s.derive_key("tollgate-csrf-v1"));
+        assert_ne!(session.as_slice(), SECRET.as_bytes());
+        // A derived key is not any link's signature, nor the reverse.
+        assert_ne!(
+            base64url(&session),
+            s.signature("tollgate-session-v1", None)
+        );
+        assert_ne!(base64url(&s.derive_key(KEY)), s.signature(KEY, None));
+        let other = LinkSigner::new(&SECRET.replace('0', "x"), None).unwrap();
+        assert_ne!(session, other.derive_key("tollgate-session-v1"));
+    }
+
+    #[test]
+    fn unusable_secrets_are_refused_without_showing_them() {
+        for secret in ["", "   \t  ", "short-secret", &"x".repeat(31)] {
+            let err = LinkSigner::new(secret, None).unwrap_err();
+            let message = err.to_string();
+            assert!(message.contains(LINK_SECRET_ENV), "{message}");
+            if !secret.trim().is_empty() {
+                assert!(!message.contains(secret), "{message}");
+            }
+        }
+        assert!(LinkSigner::new(&"x".repeat(32), None).is_ok());
+    }
+
+    #[test]
+    fn public_urls_must_be_absolute_http_without_query_or_fragment() {
+        for bad in [
+            "",
+            "approvals.example.com",
+            "/approvals",
+            "ftp://approvals.example.com",
+            "https://approvals.example.com/?x=1",
+            "https://approvals.example.com/#top",
+            "https://user:pw@approvals.example.com",
+            "mailto:ops@example.com",
+        ] {
+            let err = LinkSigner::new(SECRET, Some(bad)).unwrap_err();
+            assert!(
+                matches!(err, LinkConfigError::PublicUrl { .. }),
+                "{bad}: {err}"
+            );
+            let message = err.to_string();
+            assert!(message.contains(PUBLIC_URL_ENV), "{message}");
+            if !bad.is_empty() {
+                assert!(!message.contains(bad), "{message}");
+            }
+        }
+        for (good, kept) in [
+            (
+                "https://approvals.example.com",
+                "https://approvals.example.com",
+            ),
+            (
+                "https://approvals.example.com/",
+                "https://approvals.example.com",
+            ),
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+            (
+                "https://example.com/tollgate/",
+                "https://example.com/tollgate",
+            ),
+        ] {
+            let s = LinkSigner::new(SECRET, Some(good)).unwrap();
+            assert_eq!(s.public_url(), Some(kept));
+        }
+    }
+
+    #[test]
+    fn base64url_matches_rfc_4648_vectors() {
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg"),
+            ("fo", "Zm8"),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg"),
+            ("fooba", "Zm9vYmE"),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64url(input.as_bytes()), expected);
+        }
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+}

@@ -15,34 +15,69 @@ fn page(key: &str) -> String {
 async fn approve_on_the_approval_page() {
     let desk = Desk::start().await;
     let paused = desk
-        .pause(order("A-1042", 129.5, "Ada Lovelace", "Arrived with a cracked case"))
+        .pause(order(
+            "A-1042",
+            129.5,
+            "Ada Lovelace",
+            "Arrived with a cracked case",
+        ))
         .await;
     let session = desk.browser().await;
     desk.sign_in(&session, "alice-token", "alice").await;
     session.goto(&desk.url(&page(&paused.key))).await;
 
     let message = session.find("#message").await.text().await;
-    assert!(message.contains("Refund 129.5 EUR on order A-1042"), "{message}");
+    assert!(
+        message.contains("Refund 129.5 EUR on order A-1042"),
+        "{message}"
+    );
     let payload = session.find("#payload").await.text().await;
-    assert!(payload.contains("Ada Lovelace") && payload.contains("Mechanical keyboard"), "{payload}");
+    assert!(
+        payload.contains("Ada Lovelace") && payload.contains("Mechanical keyboard"),
+        "{payload}"
+    );
     // The raw JSON is there, behind its toggle, and is the stored payload.
     let raw = session.find("#payload-raw").await;
-    let raw_json: Value = serde_json::from_str(&raw.property("textContent").await.as_str().unwrap().to_string())
-        .expect("#payload-raw is JSON");
+    let raw_json: Value = serde_json::from_str(
+        &raw.property("textContent")
+            .await
+            .as_str()
+            .unwrap()
+            .to_string(),
+    )
+    .expect("#payload-raw is JSON");
     assert_eq!(raw_json, desk.record(&paused.key).await["payload"]);
     let shown_before = raw.is_displayed().await;
     session.find("#toggle-raw").await.click().await;
-    assert_ne!(raw.is_displayed().await, shown_before, "#toggle-raw toggles it");
+    assert_ne!(
+        raw.is_displayed().await,
+        shown_before,
+        "#toggle-raw toggles it"
+    );
     if !raw.is_displayed().await {
         session.find("#toggle-raw").await.click().await;
     }
-    assert!(session.find("#run-input").await.property("textContent").await.as_str().unwrap().contains("A-1042"));
-    session.wait_for("#timeline li.event[data-kind=\"awaiting_approval\"]", WAIT).await;
+    assert!(
+        session
+            .find("#run-input")
+            .await
+            .property("textContent")
+            .await
+            .as_str()
+            .unwrap()
+            .contains("A-1042")
+    );
+    session
+        .wait_for("#timeline li.event[data-kind=\"awaiting_approval\"]", WAIT)
+        .await;
     screenshot(&session, "approval").await;
 
     session.find("#approve-button").await.click().await;
     let text = outcome(&session).await;
-    assert!(text.contains("APPROVED") && text.contains("alice"), "{text}");
+    assert!(
+        text.contains("APPROVED") && text.contains("alice"),
+        "{text}"
+    );
 
     let record = desk.record(&paused.key).await;
     assert_eq!(record["status"], "APPROVED", "{record}");
@@ -66,21 +101,32 @@ async fn modify_with_an_edited_payload() {
     let edit = session.find("#payload-edit").await;
     let prefilled: Value = serde_json::from_str(edit.property("value").await.as_str().unwrap())
         .expect("prefilled with JSON");
-    assert_eq!(prefilled, desk.record(&paused.key).await["payload"], "prefilled with the payload");
+    assert_eq!(
+        prefilled,
+        desk.record(&paused.key).await["payload"],
+        "prefilled with the payload"
+    );
     let mut edited = prefilled.clone();
     edited["amount"] = json!(180.0);
     edited["note"] = json!("partial refund: the cable stays");
     edit.clear().await;
-    edit.send_keys(&serde_json::to_string_pretty(&edited).unwrap()).await;
+    edit.send_keys(&serde_json::to_string_pretty(&edited).unwrap())
+        .await;
     session.find("#modify-button").await.click().await;
     let text = outcome(&session).await;
-    assert!(text.contains("MODIFIED") && text.contains("alice"), "{text}");
+    assert!(
+        text.contains("MODIFIED") && text.contains("alice"),
+        "{text}"
+    );
 
     let record = desk.record(&paused.key).await;
     assert_eq!(record["status"], "MODIFIED", "{record}");
     assert_eq!(record["decided_by"], "alice");
     let run = desk.run_when(&paused.run_id, "completed").await;
-    assert_eq!(run["outputs"]["result"]["refunded"], edited, "the run went on with the edit: {run}");
+    assert_eq!(
+        run["outputs"]["result"]["refunded"], edited,
+        "the run went on with the edit: {run}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -95,7 +141,10 @@ async fn reject_with_a_reason() {
     session.find("#reason").await.send_keys(reason).await;
     session.find("#reject-button").await.click().await;
     let text = outcome(&session).await;
-    assert!(text.contains("REJECTED") && text.contains("alice"), "{text}");
+    assert!(
+        text.contains("REJECTED") && text.contains("alice"),
+        "{text}"
+    );
 
     let record = desk.record(&paused.key).await;
     assert_eq!(record["status"], "REJECTED", "{record}");
@@ -107,7 +156,9 @@ async fn reject_with_a_reason() {
 #[tokio::test(flavor = "multi_thread")]
 async fn losing_a_race_shows_who_won() {
     let desk = Desk::start().await;
-    let paused = desk.pause(order("A-1045", 75.0, "Edsger Dijkstra", "")).await;
+    let paused = desk
+        .pause(order("A-1045", 75.0, "Edsger Dijkstra", ""))
+        .await;
     let session = desk.browser().await;
     desk.sign_in(&session, "alice-token", "alice").await;
     session.goto(&desk.url(&page(&paused.key))).await;
@@ -123,11 +174,18 @@ async fn losing_a_race_shows_who_won() {
     assert_eq!(status, 200, "{body}");
     // ... then alice submits the form she still has.
     session.find("#approve-button").await.click().await;
-    let already = session.wait_for("#already-decided", WAIT).await.text().await;
+    let already = session
+        .wait_for("#already-decided", WAIT)
+        .await
+        .text()
+        .await;
     assert!(already.contains("already decided by bob at"), "{already}");
 
     let record = desk.record(&paused.key).await;
-    assert_eq!(record["status"], "REJECTED", "bob's decision stands: {record}");
+    assert_eq!(
+        record["status"], "REJECTED",
+        "bob's decision stands: {record}"
+    );
     assert_eq!(record["decided_by"], "bob");
     desk.run_when(&paused.run_id, "rejected").await;
 }

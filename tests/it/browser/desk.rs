@@ -60,7 +60,8 @@ pub fn order(id: &str, amount: f64, customer: &str, note: &str) -> Value {
 }
 
 pub struct Desk {
-    pub ws: Workspace,
+    /// Holds the temp dir with the spec and the state file.
+    _ws: Workspace,
     pub state: PathBuf,
     pub served: Served,
     pub driver: Driver,
@@ -98,7 +99,8 @@ impl Desk {
             .collect();
         let (spec, db) = (ws.spec.clone(), state.clone());
         let server = tokio::task::spawn_blocking(move || {
-            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             Served::start(&spec, &db, &env, &["--listen", &listen])
         });
         let driver = Driver::start().await;
@@ -110,7 +112,7 @@ impl Desk {
             Api::with_token("alice-token")
         };
         Desk {
-            ws,
+            _ws: ws,
             state,
             served,
             driver,

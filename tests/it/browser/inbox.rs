@@ -22,14 +22,20 @@ async fn a_new_approval_appears_and_a_decided_one_disappears_without_reload() {
     session.wait_for(&row(&first.key), WAIT).await;
     session.wait_for(&row(&second.key), WAIT).await;
     // A mark on this very page: a reload would drop it.
-    session.execute("window.__sameDocument = true;", vec![]).await;
+    session
+        .execute("window.__sameDocument = true;", vec![])
+        .await;
 
     // A run started after the page loaded shows up as a new row.
     let live = desk
         .pause(order("A-1042", 86.0, "Alan Turing", "Wrong size"))
         .await;
     let new_row = session.wait_for(&row(&live.key), WAIT).await;
-    assert!(new_row.text().await.contains("A-1042"), "{}", new_row.text().await);
+    assert!(
+        new_row.text().await.contains("A-1042"),
+        "{}",
+        new_row.text().await
+    );
     assert!(
         new_row
             .find_all(&format!("a.open[href=\"/ui/approvals/{}\"]", live.key))
@@ -51,7 +57,9 @@ async fn a_new_approval_appears_and_a_decided_one_disappears_without_reload() {
     session.wait_gone(&row(&first.key), WAIT).await;
     assert!(session.try_find(&row(&second.key)).await.is_some());
 
-    let same = session.execute("return window.__sameDocument === true;", vec![]).await;
+    let same = session
+        .execute("return window.__sameDocument === true;", vec![])
+        .await;
     assert_eq!(same, true, "the page was never reloaded");
     screenshot(&session, "inbox").await;
 
@@ -67,13 +75,20 @@ async fn a_new_approval_appears_and_a_decided_one_disappears_without_reload() {
         .iter()
         .filter_map(|a| a["key"].as_str())
         .collect();
-    assert_eq!(keys, [live.key.as_str(), second.key.as_str()], "newest first");
+    assert_eq!(
+        keys,
+        [live.key.as_str(), second.key.as_str()],
+        "newest first"
+    );
     let rows = session.find_all("#inbox tr.approval").await;
     let mut shown = Vec::new();
     for r in &rows {
         shown.push(r.attribute("data-key").await.unwrap_or_default());
     }
-    assert_eq!(shown, keys, "the inbox shows what the API lists, in its order");
+    assert_eq!(
+        shown, keys,
+        "the inbox shows what the API lists, in its order"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -81,10 +96,17 @@ async fn history_shows_who_decided_what_and_the_edit() {
     let desk = Desk::start().await;
     let approved = desk.pause(order("A-2001", 129.5, "Ada Lovelace", "")).await;
     let rejected = desk
-        .pause(order("A-2002", 980.0, "Grace Hopper", "Third refund this month"))
+        .pause(order(
+            "A-2002",
+            980.0,
+            "Grace Hopper",
+            "Third refund this month",
+        ))
         .await;
     let modified = desk.pause(order("A-2003", 250.0, "Alan Turing", "")).await;
-    let pending = desk.pause(order("A-2004", 12.0, "Edsger Dijkstra", "")).await;
+    let pending = desk
+        .pause(order("A-2004", 12.0, "Edsger Dijkstra", ""))
+        .await;
     let bob = crate::common::server::Api::with_token("bob-token");
     let decide = |path: String, body| {
         let bob = bob.clone();
@@ -94,11 +116,23 @@ async fn history_shows_who_decided_what_and_the_edit() {
             assert_eq!(status, 200, "{answer}");
         }
     };
-    decide(format!("/approvals/{}/approve", approved.key), json!({"reason": "receipt checked"})).await;
-    decide(format!("/approvals/{}/reject", rejected.key), json!({"reason": "over the monthly limit"})).await;
+    decide(
+        format!("/approvals/{}/approve", approved.key),
+        json!({"reason": "receipt checked"}),
+    )
+    .await;
+    decide(
+        format!("/approvals/{}/reject", rejected.key),
+        json!({"reason": "over the monthly limit"}),
+    )
+    .await;
     let mut edited = desk.record(&modified.key).await["payload"].clone();
     edited["amount"] = json!(200.0);
-    decide(format!("/approvals/{}/approve", modified.key), json!({"payload": edited})).await;
+    decide(
+        format!("/approvals/{}/approve", modified.key),
+        json!({"payload": edited}),
+    )
+    .await;
 
     let session = desk.browser().await;
     desk.sign_in(&session, "alice-token", "alice").await;
@@ -119,7 +153,10 @@ async fn history_shows_who_decided_what_and_the_edit() {
         .await
         .text()
         .await;
-    assert!(diff.contains("250") && diff.contains("200"), "the edit as a diff: {diff}");
+    assert!(
+        diff.contains("250") && diff.contains("200"),
+        "the edit as a diff: {diff}"
+    );
     assert!(
         session.try_find(&row(&pending.key)).await.is_none(),
         "a pending approval is not history"
@@ -131,7 +168,10 @@ async fn history_shows_who_decided_what_and_the_edit() {
     session.wait_for("table#history", WAIT).await;
     let rows = session.find_all("#history tr.approval").await;
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].attribute("data-key").await.as_deref(), Some(rejected.key.as_str()));
+    assert_eq!(
+        rows[0].attribute("data-key").await.as_deref(),
+        Some(rejected.key.as_str())
+    );
     assert_eq!(desk.record(&rejected.key).await["status"], "REJECTED");
     assert_eq!(desk.record(&pending.key).await["status"], "PENDING");
 }

@@ -13,7 +13,10 @@ async fn sign_in_with_a_token_then_sign_out() {
     // Not signed in: the inbox sends people to the login form.
     session.goto(&desk.url("/ui")).await;
     session.wait_for("form#login", WAIT).await;
-    assert!(session.try_find("#inbox").await.is_none(), "no inbox before signing in");
+    assert!(
+        session.try_find("#inbox").await.is_none(),
+        "no inbox before signing in"
+    );
 
     // A wrong token is refused on the page, and signs nobody in.
     session.find("#token").await.send_keys("not-a-token").await;
@@ -32,7 +35,11 @@ async fn sign_in_with_a_token_then_sign_out() {
     let cookies = session.execute("return document.cookie;", vec![]).await;
     assert_eq!(cookies, "", "no cookie readable by scripts");
 
-    session.find("form#sign-out button, form#sign-out [type=submit]").await.click().await;
+    session
+        .find("form#sign-out button, form#sign-out [type=submit]")
+        .await
+        .click()
+        .await;
     session.wait_for("form#login", WAIT).await;
     session.goto(&desk.url("/ui")).await;
     session.wait_for("form#login", WAIT).await;
@@ -40,7 +47,10 @@ async fn sign_in_with_a_token_then_sign_out() {
     // Signing in and out wrote nothing about the token or the session to
     // the store, and decided nothing.
     let bytes = sqlite_bytes(&desk.state);
-    assert!(!contains_bytes(&bytes, "alice-token"), "the token is not stored");
+    assert!(
+        !contains_bytes(&bytes, "alice-token"),
+        "the token is not stored"
+    );
     assert!(!contains_bytes(&bytes, "not-a-token"));
     assert_eq!(desk.record(&paused.key).await["status"], "PENDING");
 }

@@ -185,6 +185,8 @@ pub fn serve_command<S: AsRef<std::ffi::OsStr>>(
         "TOLLGATE_MAX_CONNECTIONS",
         "TOLLGATE_RUN_LEASE",
         "TOLLGATE_LOG_FORMAT",
+        "TOLLGATE_LINK_SECRET",
+        "TOLLGATE_PUBLIC_URL",
     ] {
         cmd.env_remove(var);
     }

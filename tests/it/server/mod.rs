@@ -6,6 +6,7 @@ mod errors;
 mod events;
 mod extractors_fuzz;
 mod json_depth;
+mod links;
 mod openapi;
 mod ops_logs;
 mod ops_metrics;

@@ -165,6 +165,22 @@ impl ApiTokens {
         found
     }
 
+    /// The SHA-256 digest of the token named `name`: a browser session
+    /// (server/ui/session.rs) is signed over it, so that removing or
+    /// rotating the token ends the sessions it opened.
+    pub(crate) fn digest_of(&self, name: &str) -> Option<[u8; 32]> {
+        self.entries
+            .iter()
+            .find(|entry| entry.name == name)
+            .map(|entry| entry.digest)
+    }
+
+    /// The SHA-256 digest of a presented token (compare with
+    /// [`ApiTokens::digest_of`]).
+    pub(crate) fn digest_token(token: &str) -> [u8; 32] {
+        digest(token)
+    }
+
     /// Who is calling: the token's name, or `local` when there are no tokens.
     pub fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
         if self.is_empty() {

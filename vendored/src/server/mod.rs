@@ -39,6 +39,7 @@ pub mod signature;
 mod state;
 mod sweeper;
 mod tasks;
+mod ui;
 mod view;
 
 use std::net::SocketAddr;

@@ -42,7 +42,7 @@ use crate::watch::ApprovalChange;
 const POLL_EVERY: Duration = Duration::from_secs(1);
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
 
-pub(super) async fn stream(
+pub(crate) async fn stream(
     State(state): State<AppState>,
     Extension(_caller): Extension<Caller>,
     PathParam(run_id): PathParam,

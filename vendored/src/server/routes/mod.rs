@@ -1,11 +1,13 @@
 //! The router: routes grouped by resource, one module each.
 
 mod approvals;
-mod events;
+// The approvals inbox (server/ui) streams a run's timeline with this
+// module's feed and runs the operators' actions of `runs`.
+pub(crate) mod events;
 mod health;
 mod metrics;
 mod openapi;
-mod runs;
+pub(crate) mod runs;
 mod slack;
 mod webhook;
 
@@ -37,7 +39,7 @@ pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
 }
 
 /// Paths the API owns; a webhook path may not start with one of them.
-pub(crate) const RESERVED_PREFIXES: [&str; 7] = [
+pub(crate) const RESERVED_PREFIXES: [&str; 9] = [
     "/runs",
     "/approvals",
     "/healthz",
@@ -45,6 +47,9 @@ pub(crate) const RESERVED_PREFIXES: [&str; 7] = [
     "/metrics",
     "/openapi.json",
     "/slack",
+    // The approvals inbox (server/ui) and its signed links.
+    "/ui",
+    "/a",
 ];
 
 pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
@@ -75,6 +80,10 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         // Signed by Slack, not bearer-authenticated.
         .route("/slack/actions", post(slack::actions))
         .merge(api)
+        // The approvals inbox: HTML pages for people, with their own
+        // sign-in (a session cookie) and CSRF checks; not part of the
+        // JSON API's document (see openapi.rs).
+        .merge(super::ui::router(&state))
         // The webhook is dispatched from the fallback rather than routed:
         // its path comes from the spec, and axum would read `{...}` or `*`
         // in it as parameters (or panic on a clash with an API route).
@@ -94,6 +103,9 @@ async fn fallback(State(state): State<AppState>, request: Request) -> Response {
         .as_ref()
         .is_some_and(|hook| hook.path == request.uri().path());
     if !is_webhook {
+        if super::ui::owns(request.uri().path()) {
+            return super::ui::not_found();
+        }
         return not_found(&request).into_response();
     }
     if request.method() != axum::http::Method::POST {

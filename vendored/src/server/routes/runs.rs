@@ -129,20 +129,33 @@ pub(super) async fn cancel(
     PathParam(run_id): PathParam,
     JsonBody(body): JsonBody<CancelBody>,
 ) -> Result<Json<CancelView>, ApiError> {
-    let cancelled = state.agent.cancel(&run_id, &caller.0, body.reason).await?;
+    cancel_run(&state, caller, run_id, body.reason)
+        .await
+        .map(Json)
+}
+
+/// Cancel a run as `caller` (POST /runs/{id}/cancel and the runs page's
+/// cancel form share it).
+pub(crate) async fn cancel_run(
+    state: &AppState,
+    caller: Caller,
+    run_id: String,
+    reason: Option<String>,
+) -> Result<CancelView, ApiError> {
+    let cancelled = state.agent.cancel(&run_id, &caller.0, reason).await?;
     tracing::info!(run_id = %run_id, by = %caller.0, was = %cancelled.was, "run cancelled");
     let (by, reason) = match cancelled.event.kind {
         EventKind::RunCancelled { by, reason } => (by, reason),
         _ => (caller.0, None),
     };
-    Ok(Json(CancelView {
+    Ok(CancelView {
         run_id,
         status: RunStatus::Cancelled,
         was: cancelled.was,
         cancelled_by: by,
         reason,
         approval: cancelled.approval.map(Into::into),
-    }))
+    })
 }
 
 request_type! {
@@ -284,7 +297,18 @@ pub(super) async fn retry(
     QueryParams(wait): QueryParams<WaitParam>,
     JsonBody(RetryBody {}): JsonBody<RetryBody>,
 ) -> Result<Json<RunView>, ApiError> {
-    view::load_run(&state, &run_id).await?;
+    retry_run(&state, caller, run_id, wait.wait).await.map(Json)
+}
+
+/// Retry a stuck or failed run as `caller` (POST /runs/{id}/retry and the
+/// runs page's retry form share it).
+pub(crate) async fn retry_run(
+    state: &AppState,
+    caller: Caller,
+    run_id: String,
+    wait: bool,
+) -> Result<RunView, ApiError> {
+    view::load_run(state, &run_id).await?;
     let owned = state.agent.claim_retry(&run_id, &caller.0).await?;
     tracing::info!(run_id = %run_id, by = %caller.0, "run retried: driving it on from its last durable point");
     let agent = state.agent.clone();
@@ -293,10 +317,10 @@ pub(super) async fn retry(
         let outcome = agent.resume_retried(owned).await;
         tasks::log_outcome(&run_id, &outcome);
     });
-    if wait.wait {
+    if wait {
         let _ = driving.await;
     }
-    Ok(Json(view::run_view(&state, &run_id).await?))
+    view::run_view(state, &run_id).await
 }
 
 request_type! {
@@ -316,14 +340,24 @@ pub(super) async fn fail(
     PathParam(run_id): PathParam,
     JsonBody(body): JsonBody<FailBody>,
 ) -> Result<Json<RunView>, ApiError> {
-    if body.reason.trim().is_empty() {
+    fail_run(&state, caller, run_id, &body.reason)
+        .await
+        .map(Json)
+}
+
+/// End a stuck run `failed` as `caller` (POST /runs/{id}/fail and the runs
+/// page's fail form share it).
+pub(crate) async fn fail_run(
+    state: &AppState,
+    caller: Caller,
+    run_id: String,
+    reason: &str,
+) -> Result<RunView, ApiError> {
+    if reason.trim().is_empty() {
         return Err(ApiError::invalid("reason must say why the run is failed"));
     }
-    view::load_run(&state, &run_id).await?;
-    state
-        .agent
-        .fail_stuck(&run_id, &body.reason, &caller.0)
-        .await?;
-    tracing::info!(run_id = %run_id, by = %caller.0, reason = %body.reason, "stuck run failed by an operator");
-    Ok(Json(view::run_view(&state, &run_id).await?))
+    view::load_run(state, &run_id).await?;
+    state.agent.fail_stuck(&run_id, reason, &caller.0).await?;
+    tracing::info!(run_id = %run_id, by = %caller.0, reason = %reason, "stuck run failed by an operator");
+    view::run_view(state, &run_id).await
 }

@@ -1,0 +1,46 @@
+//! Form bodies (`application/x-www-form-urlencoded`) of the inbox's POSTs.
+
+use axum::extract::{FromRequest, Request};
+use serde::Deserialize;
+
+use crate::server::extract::RawBody;
+
+/// Every field any inbox form sends; each handler reads its own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Fields {
+    pub csrf: Option<String>,
+    pub token: Option<String>,
+    pub next: Option<String>,
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+    pub payload: Option<String>,
+}
+
+impl Fields {
+    /// The reason, `None` when left blank.
+    pub fn reason(&self) -> Option<String> {
+        self.reason
+            .as_deref()
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_string)
+    }
+}
+
+/// The parsed form; a body that is not a form reads as no fields (the CSRF
+/// check then refuses it).
+pub(crate) struct Form(pub Fields);
+
+impl<S: Send + Sync> FromRequest<S> for Form {
+    type Rejection = axum::response::Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let RawBody(bytes) = RawBody::from_request(request, state).await.map_err(|e| {
+            super::refusal::page(e.status(), "Request refused", &e.to_string(), None)
+        })?;
+        Ok(Form(
+            serde_urlencoded::from_bytes(&bytes).unwrap_or_default(),
+        ))
+    }
+}

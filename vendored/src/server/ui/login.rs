@@ -1,0 +1,134 @@
+//! GET/POST /ui/login and POST /ui/logout.
+
+use axum::Extension;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::csrf::{self, Binding};
+use super::form::Form;
+use super::session;
+use super::templates::{self, Chrome};
+use super::viewer::safe_next;
+use super::{SharedUi, Ui};
+use crate::server::auth::ApiTokens;
+use crate::server::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub(super) struct LoginQuery {
+    next: Option<String>,
+}
+
+/// GET /ui/login: the form (with a pre-session cookie for its CSRF token).
+/// Without API tokens there is nothing to sign in with: on to the inbox.
+pub(super) async fn form(
+    State(state): State<AppState>,
+    Extension(ui): Extension<SharedUi>,
+    Query(query): Query<LoginQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let next = safe_next(query.next.as_deref());
+    if state.tokens.is_empty() {
+        return Redirect::to(&next).into_response();
+    }
+    render(&ui, &headers, &next, None, StatusCode::OK)
+}
+
+fn render(
+    ui: &Ui,
+    headers: &HeaderMap,
+    next: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    let (pre, fresh) = match session::cookie(headers, csrf::PRE_COOKIE) {
+        Some(value) if !value.is_empty() => (value.to_string(), false),
+        _ => (csrf::fresh_pre_cookie(), true),
+    };
+    let token = csrf::token(&ui.key, &Binding::Pre(pre.clone()));
+    let chrome = Chrome {
+        title: "Sign in".into(),
+        ..Chrome::default()
+    };
+    let mut response = templates::page(
+        status,
+        "login.html",
+        json!({"csrf": token, "next": next, "error": error}),
+        &chrome,
+    );
+    if fresh {
+        let secure = session::is_tls(headers, ui.public_https);
+        let cookie = session::set_cookie(csrf::PRE_COOKIE, &pre, 12 * 3600, secure);
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+/// POST /ui/login `token, csrf, next`: a session cookie and 303 to `next`.
+pub(super) async fn submit(
+    State(state): State<AppState>,
+    Extension(ui): Extension<SharedUi>,
+    headers: HeaderMap,
+    Form(fields): Form,
+) -> Response {
+    let next = safe_next(fields.next.as_deref());
+    if state.tokens.is_empty() {
+        return Redirect::to(&next).into_response();
+    }
+    let pre = session::cookie(&headers, csrf::PRE_COOKIE).unwrap_or("");
+    if pre.is_empty() || !csrf::check(&ui.key, &Binding::Pre(pre.into()), fields.csrf.as_deref()) {
+        return super::refusal::csrf();
+    }
+    let token = fields.token.as_deref().map(str::trim).unwrap_or("");
+    let Some(name) = state.tokens.identify(token).map(str::to_string) else {
+        tracing::info!("inbox sign-in refused: the token matches no configured token");
+        return render(
+            &ui,
+            &headers,
+            &next,
+            Some("That token is not valid here."),
+            StatusCode::UNAUTHORIZED,
+        );
+    };
+    let value = session::issue(
+        &ui.key,
+        &name,
+        &ApiTokens::digest_token(token),
+        state.agent.clock().now(),
+    );
+    tracing::info!(name = %name, "signed in to the approvals inbox");
+    let secure = session::is_tls(&headers, ui.public_https);
+    let cookie = session::set_cookie(session::COOKIE, &value, session::MAX_AGE.as_secs(), secure);
+    let mut response = Redirect::to(&next).into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// POST /ui/logout `csrf`: the session cookie cleared, 303 to the login page.
+pub(super) async fn logout(
+    State(state): State<AppState>,
+    Extension(ui): Extension<SharedUi>,
+    headers: HeaderMap,
+    Form(fields): Form,
+) -> Response {
+    let secure = session::is_tls(&headers, ui.public_https);
+    if let Some(value) = session::cookie(&headers, session::COOKIE) {
+        let binding = Binding::Session(value.to_string());
+        if !csrf::check(&ui.key, &binding, fields.csrf.as_deref()) {
+            return super::refusal::csrf();
+        }
+    }
+    let _ = state;
+    let mut response = Redirect::to("/ui/login").into_response();
+    let cookie = session::set_cookie(session::COOKIE, "", 0, secure);
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}

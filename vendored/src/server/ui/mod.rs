@@ -1,0 +1,98 @@
+//! The approvals inbox (DESIGN §11): server-rendered pages for the people
+//! who decide, built into every server.
+//!
+//! - `/ui/login`, `/ui/logout`: sign in with an API token; a signed session
+//!   cookie after that (session.rs). Without API tokens (loopback mode)
+//!   there is no sign-in: everyone is `local`, behind the Host and Origin
+//!   checks of server/origin.rs.
+//! - `/ui` (inbox), `/ui/approvals/{key}` (one approval, its decisions),
+//!   `/ui/history`, `/ui/runs`, `/ui/runs/{id}`: the pages.
+//! - `/a/{key}/{signature}`: a signed approval link (link.rs), no sign-in.
+//! - `/ui/stream`, `/ui/runs/{id}/stream`: live updates (stream.rs).
+//! - `/ui/assets/...`: the CSS and JavaScript, embedded (assets.rs).
+//!
+//! Every form POST carries a CSRF token (csrf.rs); every response carries
+//! the security headers of headers.rs. Decisions go through the API's own
+//! path (server/tasks.rs `decide`), so the approvers allow-list and the
+//! claim rules are the API's.
+
+mod approval;
+mod assets;
+mod csrf;
+mod form;
+mod format;
+mod headers;
+mod history;
+mod inbox;
+mod link;
+mod listing;
+mod login;
+mod payload;
+mod refusal;
+mod runs;
+mod session;
+mod stream;
+mod templates;
+mod viewer;
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::{Extension, Router, middleware};
+
+use super::state::AppState;
+use session::SessionKey;
+
+/// What every page handler shares besides [`AppState`].
+pub(crate) struct Ui {
+    /// Signs session cookies and CSRF tokens.
+    pub key: SessionKey,
+    /// `TOLLGATE_PUBLIC_URL` is https: session cookies are `Secure` even
+    /// when the proxy in front says nothing.
+    pub public_https: bool,
+}
+
+pub(crate) type SharedUi = Arc<Ui>;
+
+/// The inbox's routes, with their headers and shared state.
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
+    let key = session::key_for(state);
+    let public_https = std::env::var("TOLLGATE_PUBLIC_URL")
+        .map(|url| url.trim().to_ascii_lowercase().starts_with("https://"))
+        .unwrap_or(false);
+    // Loaded (and checked) now rather than at the first request.
+    templates::pages();
+    let ui: SharedUi = Arc::new(Ui { key, public_https });
+    Router::new()
+        .route("/ui", get(inbox::page))
+        .route("/ui/", get(inbox::page))
+        .route("/ui/login", get(login::form).post(login::submit))
+        .route("/ui/logout", post(login::logout))
+        .route("/ui/stream", get(stream::inbox))
+        .route(
+            "/ui/approvals/{key}",
+            get(approval::page).post(approval::decide),
+        )
+        .route("/ui/history", get(history::page))
+        .route("/ui/runs", get(runs::list))
+        .route("/ui/runs/{id}", get(runs::page))
+        .route("/ui/runs/{id}/stream", get(stream::timeline))
+        .route("/ui/runs/{id}/{action}", post(runs::act))
+        .route("/ui/assets/{file}", get(assets::serve))
+        .route("/a/{key}/{signature}", get(link::page).post(link::decide))
+        .route("/a/{key}/{signature}/stream", get(link::timeline))
+        .layer(Extension(ui))
+        .layer(middleware::from_fn(headers::secure))
+}
+
+/// True for the paths the inbox owns: an unknown one gets the HTML 404
+/// page rather than the API's JSON error.
+pub(crate) fn owns(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/") || path == "/a" || path.starts_with("/a/")
+}
+
+/// The 404 page, with the inbox's headers (the API's fallback answers with
+/// it for paths under /ui and /a).
+pub(crate) fn not_found() -> axum::response::Response {
+    headers::with_headers(refusal::not_found())
+}

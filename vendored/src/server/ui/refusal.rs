@@ -1,0 +1,111 @@
+//! Refusals as HTML pages: 403 (`#forbidden`; `data-reason="csrf"` for a
+//! bad CSRF token), 404 (`#not-found`), an unusable signed link
+//! (`#bad-link`), and any other error the API would have answered.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::json;
+
+use super::templates::{self, Chrome};
+use crate::server::error::ApiError;
+
+/// A refusal page with `status`: `<main>`'s id follows the status.
+pub(crate) fn page(
+    status: StatusCode,
+    heading: &str,
+    message: &str,
+    reason: Option<&'static str>,
+) -> Response {
+    let main_id = match status {
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not-found",
+        _ => "refused",
+    };
+    let chrome = Chrome {
+        title: heading.to_string(),
+        main_id: Some(main_id),
+        reason,
+        ..Chrome::default()
+    };
+    templates::page(
+        status,
+        "refusal.html",
+        json!({"heading": heading, "message": message}),
+        &chrome,
+    )
+}
+
+pub(crate) fn not_found() -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        "There is no such page, approval or run here.",
+        None,
+    )
+}
+
+/// A POST whose CSRF token is missing or wrong: nothing was changed.
+pub(crate) fn csrf() -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        "Form expired",
+        "This form's security token is missing or does not match your session, so nothing was \
+         changed. Go back, reload the page and try again.",
+        Some("csrf"),
+    )
+}
+
+/// Someone the approvers allow-list does not name.
+pub(crate) fn not_an_approver(name: &str) -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        "Not allowed",
+        &format!("{name} may not decide: not in approvals.approvers"),
+        None,
+    )
+}
+
+/// A signed link that cannot be used: a wrong signature, an approval no
+/// longer pending, or links turned off. Which one is not said: the page
+/// must not help anyone forge a link.
+pub(crate) fn bad_link() -> Response {
+    let chrome = Chrome {
+        title: "Link not valid".into(),
+        main_id: Some("bad-link"),
+        ..Chrome::default()
+    };
+    templates::page(
+        StatusCode::NOT_FOUND,
+        "refusal.html",
+        json!({
+            "heading": "This link is not valid",
+            "message": "The link is wrong, or the approval it was for is no longer waiting for a decision. \
+                        Ask for a new link, or sign in to the approvals inbox.",
+        }),
+        &chrome,
+    )
+}
+
+/// An error of the API's own path, as a page: its status and message
+/// (the API's message never holds a secret; internal errors say only that).
+pub(crate) fn from_api(error: ApiError) -> Response {
+    let status = error.status();
+    match error {
+        ApiError::Approval(crate::pending_approval::ApprovalError::Forbidden {
+            decided_by,
+            ..
+        }) => not_an_approver(&decided_by),
+        ApiError::Approval(crate::pending_approval::ApprovalError::NotFound { .. })
+        | ApiError::RunNotFound(_) => not_found(),
+        ApiError::Internal(detail) => {
+            tracing::error!(error = %detail, "inbox request failed");
+            page(
+                status,
+                "Internal error",
+                "The server could not do this; its log says why.",
+                None,
+            )
+        }
+        other => page(status, "Not done", &other.to_string(), None),
+    }
+}

@@ -1,0 +1,143 @@
+//! Live updates, as Server-Sent Events the page's script listens to.
+//!
+//! - `/ui/stream` (the inbox): an `inbox` event whenever the first page of
+//!   pending approvals changes; the script then fetches the rows again
+//!   (`/ui?fragment=rows`) and swaps them in. It looks on every run event
+//!   of this process, on every change another process pushes through the
+//!   store (PostgreSQL), and once a second otherwise.
+//! - `/ui/runs/{id}/stream` (a timeline): the run's events, exactly as
+//!   GET /runs/{id}/events streams them (routes/events.rs).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use tokio::sync::broadcast;
+
+use super::viewer::Viewer;
+use crate::pending_approval::ApprovalStatus;
+use crate::server::auth::Caller;
+use crate::server::extract::PathParam;
+use crate::server::routes::events;
+use crate::server::state::AppState;
+
+const POLL_EVERY: Duration = Duration::from_secs(1);
+
+/// GET /ui/runs/{id}/stream.
+pub(super) async fn timeline(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    PathParam(run_id): PathParam,
+    headers: HeaderMap,
+) -> Response {
+    let _ = viewer;
+    run_events(state, run_id, headers).await
+}
+
+/// A run's events, as GET /runs/{id}/events streams them.
+pub(crate) async fn run_events(state: AppState, run_id: String, headers: HeaderMap) -> Response {
+    // The caller is only checked by the API's route; here the page's own
+    // check (a session, or a signed link) has been made.
+    events::stream(
+        State(state),
+        Extension(Caller(String::new())),
+        PathParam(run_id),
+        headers,
+    )
+    .await
+    .into_response()
+}
+
+/// What the inbox's first page shows: when it changes, the page refetches.
+async fn fingerprint(state: &AppState) -> Option<Vec<(String, ApprovalStatus)>> {
+    let listed = super::listing::approvals(
+        state,
+        super::listing::Listing {
+            statuses: vec![ApprovalStatus::Pending],
+            step: None,
+            text: None,
+            limit: super::inbox::PAGE,
+            cursor: None,
+        },
+    )
+    .await
+    .ok()?;
+    Some(
+        listed
+            .approvals
+            .into_iter()
+            .map(|r| (r.key, r.status))
+            .collect(),
+    )
+}
+
+struct InboxFeed {
+    state: AppState,
+    last: Option<Vec<(String, ApprovalStatus)>>,
+    live: broadcast::Receiver<crate::events::Event>,
+    elsewhere: Option<broadcast::Receiver<crate::watch::ApprovalChange>>,
+    poll: tokio::time::Interval,
+}
+
+impl InboxFeed {
+    async fn next(&mut self) -> Option<()> {
+        loop {
+            if *self.state.shutdown.borrow() {
+                return None;
+            }
+            let mut shutdown = self.state.shutdown.clone();
+            tokio::select! {
+                _ = self.live.recv() => {}
+                _ = next_change(&mut self.elsewhere) => {}
+                _ = self.poll.tick() => {}
+                _ = shutdown.changed() => return None,
+            }
+            let now = fingerprint(&self.state).await;
+            if now.is_some() && now != self.last {
+                self.last = now;
+                return Some(());
+            }
+        }
+    }
+}
+
+async fn next_change(changes: &mut Option<broadcast::Receiver<crate::watch::ApprovalChange>>) {
+    match changes {
+        Some(receiver) => {
+            if let Err(broadcast::error::RecvError::Closed) = receiver.recv().await {
+                *changes = None;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// GET /ui/stream.
+pub(super) async fn inbox(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let _ = viewer;
+    let live = state.agent.subscribe();
+    let elsewhere = state.watcher.as_ref().map(|w| w.changes());
+    let last = fingerprint(&state).await;
+    let mut poll = tokio::time::interval(POLL_EVERY);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let feed = InboxFeed {
+        state,
+        last,
+        live,
+        elsewhere,
+        poll,
+    };
+    let events = futures_util::stream::unfold(feed, |mut feed| async move {
+        feed.next().await?;
+        Some((Ok(SseEvent::default().event("inbox").data("changed")), feed))
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

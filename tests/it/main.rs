@@ -19,6 +19,7 @@ mod server;
 mod slack;
 mod spec;
 mod store;
+mod ui;
 
 // The export file walker is the generator's own (src/export/walk.rs): the
 // parity test reads vendored/ exactly as an export does.

@@ -187,6 +187,7 @@ pub fn serve_command<S: AsRef<std::ffi::OsStr>>(
         "TOLLGATE_LOG_FORMAT",
         "TOLLGATE_LINK_SECRET",
         "TOLLGATE_PUBLIC_URL",
+        "TOLLGATE_SESSION_SECRET",
     ] {
         cmd.env_remove(var);
     }

@@ -17,11 +17,9 @@ use super::csrf::{self, Binding};
 use super::form::Form;
 use super::templates::Chrome;
 use super::{SharedUi, Ui, refusal};
+use crate::links::{LINK_CALLER, LinkSigner};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::server::state::AppState;
-
-/// Who decides through an unbound link.
-const LINK_CALLER: &str = "link";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -31,25 +29,13 @@ pub(super) struct LinkQuery {
 }
 
 /// The link signer, when links are on.
-// Until the links branch (vendored/src/links.rs) is merged, links are off.
-fn signer(_state: &AppState) -> Option<&'static NoLinks> {
-    None
-}
-
-struct NoLinks;
-
-impl NoLinks {
-    fn verify(&self, _key: &str, _signature: &str, _bound: Option<&str>) -> bool {
-        false
-    }
-    fn path(&self, key: &str, _bound: Option<&str>) -> String {
-        format!("/a/{key}/")
-    }
+fn signer(state: &AppState) -> Option<&LinkSigner> {
+    state.links.as_ref()
 }
 
 /// The session key derived from the link secret, when there is one.
 pub(crate) fn derived_session_key(state: &AppState) -> Option<[u8; 32]> {
-    signer(state).map(|_| [0u8; 32]).filter(|_| false)
+    signer(state).map(|links| links.derive_key("tollgate-session-v1"))
 }
 
 /// The pending record a link names, or `None` when the link is not usable
@@ -83,9 +69,10 @@ fn binding(key: &str, signature: &str, bound: Option<&str>) -> Binding {
 }
 
 fn frame(ui: &Ui, state: &AppState, key: &str, signature: &str, bound: Option<&str>) -> Frame {
-    let path = signer(state)
-        .map(|s| s.path(key, bound))
-        .unwrap_or_else(|| format!("/a/{}/{}", encode(key), encode(signature)));
+    let path = match signer(state) {
+        Some(signer) => signer.path(key, bound),
+        None => format!("/a/{}/{}", encode(key), encode(signature)),
+    };
     let stream = match path.split_once('?') {
         Some((base, query)) => format!("{base}/stream?{query}"),
         None => format!("{path}/stream"),

@@ -3,6 +3,7 @@
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
+use crate::store::ApprovalQuery;
 
 /// One page of a list.
 pub(crate) struct Listing {
@@ -20,44 +21,26 @@ pub(crate) struct Listed {
 
 /// This agent's approvals matching `listing`, newest first.
 pub(crate) async fn approvals(state: &AppState, listing: Listing) -> Result<Listed, ApiError> {
-    // Until the store's list_approvals lands: pending only, filtered here.
-    let now = state.agent.clock().now();
-    if listing.statuses != [ApprovalStatus::Pending] {
-        return Ok(Listed {
-            approvals: Vec::new(),
-            next_cursor: None,
-        });
-    }
     let page = state
         .agent
         .store()
-        .list_pending(&crate::store::PendingQuery {
+        .list_approvals(&ApprovalQuery {
             agent_id: Some(state.agent_id().to_string()),
-            now,
+            statuses: listing.statuses,
+            step_id: listing.step,
+            text: listing.text,
+            now: state.agent.clock().now(),
             limit: listing.limit,
             cursor: listing.cursor,
         })
         .await?;
-    let text = listing.text.map(|t| t.to_lowercase());
-    let approvals = page
-        .approvals
-        .into_iter()
-        .filter(|r| listing.step.as_ref().is_none_or(|s| &r.step_id == s))
-        .filter(|r| {
-            text.as_ref().is_none_or(|t| {
-                r.message
-                    .as_deref()
-                    .unwrap_or("")
-                    .to_lowercase()
-                    .contains(t)
-                    || r.step_id.to_lowercase().contains(t)
-                    || r.key.contains(t)
-                    || r.run_id.contains(t)
-            })
-        })
-        .collect();
+    crate::store::report_skipped(
+        &state.agent.store().describe(),
+        "approval",
+        &page.unreadable,
+    );
     Ok(Listed {
-        approvals,
+        approvals: page.approvals,
         next_cursor: page.next_cursor,
     })
 }

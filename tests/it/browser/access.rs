@@ -5,7 +5,9 @@ use tollgate_runtime::links::LinkSigner;
 
 use crate::common::webdriver::SessionOptions;
 
-use super::desk::{Desk, WAIT, assert_no_horizontal_scroll, order, outcome, screenshot};
+use super::desk::{
+    Desk, LINK_SECRET, WAIT, assert_no_horizontal_scroll, order, outcome, screenshot,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn approve_and_reject_with_javascript_off() {

@@ -108,10 +108,7 @@ async fn a_phone_sees_every_page_without_sideways_scrolling() {
     assert_no_horizontal_scroll(&session, "the outcome").await;
     let record = desk.record(&paused.key).await;
     assert_eq!(record["status"], "APPROVED");
-    assert_eq!(
-        record["decided_by"], "link",
-        "an unbound link decides as `link`"
-    );
+    assert_eq!(record["decided_by"], "bob", "the link's identity");
 }
 
 #[tokio::test(flavor = "multi_thread")]

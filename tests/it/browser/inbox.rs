@@ -148,6 +148,12 @@ async fn history_shows_who_decided_what_and_the_edit() {
         assert!(text.contains("bob"), "who decided, in {text}");
         assert!(text.contains(reason), "{reason:?} in {text}");
     }
+    // The edit, unfolded as a person would.
+    session
+        .find(&format!("{} details summary", row(&modified.key)))
+        .await
+        .click()
+        .await;
     let diff = session
         .find(&format!("{} .payload-diff", row(&modified.key)))
         .await
@@ -164,8 +170,18 @@ async fn history_shows_who_decided_what_and_the_edit() {
     screenshot(&session, "history").await;
 
     // The status filter narrows it to what the store says was rejected.
-    session.goto(&desk.url("/ui/history?status=REJECTED")).await;
+    session
+        .find("#filters select[name=status] option[value=REJECTED]")
+        .await
+        .click()
+        .await;
+    session
+        .find("#filters button[type=submit]")
+        .await
+        .click()
+        .await;
     session.wait_for("table#history", WAIT).await;
+    assert!(session.current_url().await.contains("status=REJECTED"));
     let rows = session.find_all("#history tr.approval").await;
     assert_eq!(rows.len(), 1);
     assert_eq!(

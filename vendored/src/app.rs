@@ -205,7 +205,9 @@ impl App {
     /// until [`server::BackgroundTasks::shutdown`], which also waits up to
     /// `config.shutdown_grace` for running steps: call it when your server
     /// stops. `config.listen` and `config.limits` are not used: the listener
-    /// and the connection layer are yours.
+    /// and the connection layer are yours. Signed approval links are on when
+    /// `config.links` is set, e.g. from `links::LinkSigner::from_env()` (the
+    /// `serve` command reads it so; `ServerConfig::default()` has them off).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

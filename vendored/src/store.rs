@@ -390,6 +390,119 @@ impl<'a> ApprovalFilter<'a> {
     }
 }
 
+/// Builds one [`ApprovalPage`] from rows a SQL store reads in order, batch
+/// by batch. A store's SQL filters on everything but can only approximate
+/// the text filter (it cannot compare PostgreSQL's JSON-string columns or
+/// SQLite text past a NUL exactly), so it may return a few rows too many:
+/// each is checked here, and a store reads another batch, from
+/// [`ApprovalPager::after`], while the page is not full.
+pub(crate) struct ApprovalPager<'a> {
+    filter: &'a ApprovalFilter<'a>,
+    now: DateTime<Utc>,
+    limit: usize,
+    page: ApprovalPage,
+    /// The position of the page's last row: the next page's cursor.
+    last: Option<String>,
+    /// Where the next batch starts: the position of the last row offered.
+    pub after: Option<(DateTime<Utc>, String)>,
+    /// Whether the last batch moved `after` on.
+    advanced: bool,
+    done: bool,
+}
+
+impl<'a> ApprovalPager<'a> {
+    pub fn new(filter: &'a ApprovalFilter<'a>) -> StoreResult<ApprovalPager<'a>> {
+        let query = filter.query;
+        let after = match query.cursor.as_deref() {
+            Some(text) => {
+                let (at, key) = cursor::decode(text)?;
+                let at = crate::time::parse_utc(&at)
+                    .ok_or_else(|| StoreError::InvalidCursor(text.to_string()))?;
+                Some((at, key))
+            }
+            None => None,
+        };
+        Ok(ApprovalPager {
+            filter,
+            now: query.now,
+            limit: query.limit.max(1),
+            page: ApprovalPage {
+                approvals: Vec::new(),
+                next_cursor: None,
+                unreadable: Vec::new(),
+            },
+            last: None,
+            after,
+            advanced: false,
+            done: false,
+        })
+    }
+
+    /// How many rows a batch reads: one more than the page holds tells
+    /// whether another page exists.
+    pub fn batch(&self) -> usize {
+        self.limit.saturating_add(1)
+    }
+
+    /// Offer the next row in order: its key, its order time (`None` when
+    /// that does not read) and the record as decoded. False once the page
+    /// is complete.
+    pub fn offer(
+        &mut self,
+        key: String,
+        at: Option<DateTime<Utc>>,
+        record: StoreResult<ApprovalRecord>,
+    ) -> StoreResult<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        let entry = match record {
+            Ok(record) => {
+                let record = expired_as_of(record, self.now);
+                self.filter.text_matches(&record).then_some(Ok(record))
+            }
+            Err(e @ StoreError::Corrupt(_)) => Some(Err(UnreadableRow::new(&key, &e))),
+            Err(e) => return Err(e),
+        };
+        if let Some(entry) = entry {
+            if self.page.approvals.len() + self.page.unreadable.len() == self.limit {
+                // One more row belongs to the listing: there is a next page.
+                self.page.next_cursor = self.last.take();
+                self.done = true;
+                return Ok(false);
+            }
+            match entry {
+                Ok(record) => self.page.approvals.push(record),
+                Err(unreadable) => self.page.unreadable.push(unreadable),
+            }
+            if let Some(at) = at {
+                self.last = Some(cursor::encode(at, &key));
+            }
+        }
+        if let Some(at) = at {
+            self.after = Some((at, key));
+            self.advanced = true;
+        }
+        Ok(true)
+    }
+
+    /// After a batch of `read` rows: whether to read another. Not when the
+    /// page is complete, the rows ran out, or the batch did not move on (its
+    /// rows' times did not read: reading again would loop).
+    pub fn wants_more(&mut self, read: usize) -> bool {
+        let more = !self.done && read == self.batch() && self.advanced;
+        if !self.done && read == self.batch() && !self.advanced {
+            self.page.next_cursor = self.last.take();
+        }
+        self.advanced = false;
+        more
+    }
+
+    pub fn finish(self) -> ApprovalPage {
+        self.page
+    }
+}
+
 /// A `LIKE` pattern matching `text` anywhere, its `%`, `_` and `\`
 /// matched literally (with `ESCAPE '\'`): the text is untrusted and is
 /// bound as a parameter, never spliced into SQL.

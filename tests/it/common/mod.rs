@@ -72,6 +72,9 @@ impl Workspace {
         let mut cmd = Command::new(tollgate_bin());
         cmd.current_dir(self.dir.path());
         cmd.env_remove("TOLLGATE_DATABASE_URL");
+        // Links on or off only when a test says so (`approvals show` prints them).
+        cmd.env_remove("TOLLGATE_LINK_SECRET");
+        cmd.env_remove("TOLLGATE_PUBLIC_URL");
         cmd.stdin(Stdio::null());
         cmd
     }

@@ -310,11 +310,14 @@ async fn without_a_public_url_links_are_paths_and_slack_shows_none() {
     assert!(!post.to_string().contains(&signature), "{post}");
 }
 
+/// A server's environment for one case.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
 #[test]
 fn a_bad_secret_or_public_url_stops_start_up_naming_the_variable_not_the_value() {
     let ws = Workspace::new(GATED_SPEC);
     let db = ws.path().join("state.db");
-    let cases: [(&[(&str, &str)], &str, &str); 5] = [
+    let cases: [(Env, &str, &str); 5] = [
         (
             &[(LINK_SECRET_ENV, "too-short-hunter2")],
             LINK_SECRET_ENV,

@@ -180,7 +180,7 @@ pub(crate) async fn render(
         json!({"timeline": context["timeline"]}),
     ) {
         Ok(context) => context,
-        Err(response) => return response,
+        Err(failed) => return failed.into_response(),
     };
     let mut chrome = frame.chrome;
     chrome.live = Some("timeline");
@@ -267,7 +267,7 @@ pub(crate) fn decision_of(fields: &Fields) -> Result<Decision, Problem> {
 /// What became of a decision, as the page answers it.
 pub(crate) enum Answer {
     /// Decided now, or repeated by its winner.
-    Decided(ApprovalRecord),
+    Decided(Box<ApprovalRecord>),
     /// Shown again on the page: a bad edit, a lost race.
     Again(Problem, StatusCode),
     Refused(Response),
@@ -302,7 +302,7 @@ pub(crate) async fn decide_as(state: &AppState, key: &str, fields: &Fields, by: 
     )
     .await
     {
-        Ok(decided) => Answer::Decided(decided.record),
+        Ok(decided) => Answer::Decided(Box::new(decided.record)),
         Err(RunError::Approval(ApprovalError::AlreadyResolved {
             decided_by,
             decided_at,

@@ -5,7 +5,7 @@
 use axum::Extension;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::listing::{self, Listing};
@@ -187,7 +187,7 @@ pub(super) async fn page(
     let context = match templates::with_partial(&context, "rows_html", "inbox_rows.html", &context)
     {
         Ok(context) => context,
-        Err(response) => return viewer.finish(response),
+        Err(failed) => return viewer.finish(failed.into_response()),
     };
     let chrome = Chrome {
         title: "Approvals inbox".into(),

@@ -153,7 +153,7 @@ pub(super) async fn page(
         json!({"timeline": context["timeline"]}),
     ) {
         Ok(context) => context,
-        Err(response) => return viewer.finish(response),
+        Err(failed) => return viewer.finish(failed.into_response()),
     };
     let chrome = Chrome {
         title: format!("Run {}", run.id),

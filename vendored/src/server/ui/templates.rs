@@ -56,19 +56,30 @@ impl Pages {
 
     /// `name` rendered with `context`; a failure (a bug, never data) is
     /// logged and shown as a plain error page.
-    pub fn render(&self, name: &str, context: impl Serialize) -> Result<String, Response> {
+    pub fn render(&self, name: &str, context: impl Serialize) -> Result<String, RenderFailed> {
         let rendered = self
             .env
             .get_template(name)
             .and_then(|t| t.render(Value::from_serialize(&context)));
         rendered.map_err(|e| {
             tracing::error!(template = name, error = %format!("{e:#}"), "cannot render an inbox page");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Html("<!doctype html><title>Error</title><main><h1>Internal error</h1><p>The page could not be rendered; the server log says why.</p></main>"),
-            )
-                .into_response()
+            RenderFailed
         })
+    }
+}
+
+/// A template failed to render (a bug, never the data: the error is
+/// logged where it happened). Answers as a plain 500 page.
+#[derive(Debug)]
+pub(crate) struct RenderFailed;
+
+impl IntoResponse for RenderFailed {
+    fn into_response(self) -> Response {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Html("<!doctype html><title>Error</title><main><h1>Internal error</h1><p>The page could not be rendered; the server log says why.</p></main>"),
+        )
+            .into_response()
     }
 }
 
@@ -114,7 +125,7 @@ pub(crate) fn page(
     let pages = pages();
     let body = match pages.render(template, context) {
         Ok(body) => body,
-        Err(response) => return response,
+        Err(failed) => return failed.into_response(),
     };
     let whole = pages.render(
         "base.html",
@@ -127,7 +138,7 @@ pub(crate) fn page(
     );
     match whole {
         Ok(html) => (status, Html(html)).into_response(),
-        Err(response) => response,
+        Err(failed) => failed.into_response(),
     }
 }
 
@@ -139,7 +150,7 @@ pub(crate) fn with_partial(
     name: &str,
     partial: &str,
     partial_context: impl Serialize,
-) -> Result<Value, Response> {
+) -> Result<Value, RenderFailed> {
     let html = pages().render(partial, partial_context)?;
     let mut merged: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
     let base = Value::from_serialize(&context);
@@ -158,7 +169,7 @@ pub(crate) fn with_partial(
 pub(crate) fn fragment(template: &str, context: impl Serialize) -> Response {
     match pages().render(template, context) {
         Ok(html) => Html(html).into_response(),
-        Err(response) => response,
+        Err(failed) => failed.into_response(),
     }
 }
 

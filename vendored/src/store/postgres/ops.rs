@@ -19,9 +19,9 @@ use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, Approva
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    ApprovalFilter, ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, Pause, PendingPage,
-    PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult, StuckClaim, UnreadableRow,
-    cursor, expired_as_of, like_pattern, resolved_event,
+    ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
+    Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult,
+    StuckClaim, UnreadableRow, cursor, like_pattern, resolved_event,
 };
 
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -666,89 +666,56 @@ pub(super) async fn list_pending<C: GenericClient>(
 /// a NUL cannot be text here), so SQL cannot decode them to compare; it
 /// matches the needle, JSON-escaped as the stored text is, against their
 /// JSON text instead. That finds every match and, rarely, more (a needle
-/// `n` inside the escape `\n`), so each row is checked again here and the
-/// query reads on past rows it drops until the page is full.
+/// `n` inside the escape `\\n`): [`ApprovalPager`] checks each row again,
+/// and this reads on past the rows it drops until the page is full.
 pub(super) async fn list_approvals<C: GenericClient>(
     client: &C,
     query: &ApprovalQuery,
 ) -> StoreResult<ApprovalPage> {
-    let mut position = query.cursor.as_deref().map(decode_cursor).transpose()?;
     let filter = ApprovalFilter::new(query);
-    let limit = query.limit.max(1);
-    let fetch = to_i64(limit.saturating_add(1), "page size")?;
-    let text = filter.text().map(like_pattern);
+    let mut pager = ApprovalPager::new(&filter)?;
+    let fetch = to_i64(pager.batch(), "page size")?;
+    // A text parameter cannot hold a NUL, and no text column does: the
+    // plain columns are searched without the needle's.
+    let text = filter.text().map(|t| like_pattern(&t.replace('\0', "")));
     let json_text = filter.text().map(|t| like_pattern(&json_string_body(t)));
     let statuses: Vec<&str> = filter.settled.iter().map(|s| s.as_str()).collect();
-
-    let mut page = ApprovalPage {
-        approvals: Vec::new(),
-        next_cursor: None,
-        unreadable: Vec::new(),
-    };
-    // Where the last row of the page sits, for the next page's cursor.
-    let mut last: Option<String> = None;
     loop {
+        let after = pager.after.clone();
         let mut params: Vec<Param<'_>> = Vec::new();
-        let mut sql_shape = ApprovalsSql::default();
+        let mut shape = ApprovalsSql::default();
         if filter.pending_live != filter.pending_overdue {
-            sql_shape.now = Some(n(&mut params, &query.now));
+            shape.now = Some(n(&mut params, &query.now));
         }
         if let Some(agent) = &query.agent_id {
-            sql_shape.agent = Some(n(&mut params, agent));
+            shape.agent = Some(n(&mut params, agent));
         }
         if let Some(step) = &query.step_id {
-            sql_shape.step = Some(n(&mut params, step));
+            shape.step = Some(n(&mut params, step));
         }
         if let (Some(text), Some(json_text)) = (&text, &json_text) {
-            sql_shape.text = Some((n(&mut params, text), n(&mut params, json_text)));
+            shape.text = Some((n(&mut params, text), n(&mut params, json_text)));
         }
-        if let Some((at, key)) = &position {
-            sql_shape.after = Some((n(&mut params, at), n(&mut params, key)));
+        if let Some((at, key)) = &after {
+            shape.after = Some((n(&mut params, at), n(&mut params, key)));
         }
-        sql_shape.limit = n(&mut params, &fetch);
+        shape.limit = n(&mut params, &fetch);
         let sql = list_approvals_sql(
-            &sql_shape,
+            &shape,
             filter.pending_live,
             filter.pending_overdue,
             &statuses,
         );
         let stmt = client.prepare_cached(&sql).await?;
         let rows = client.query(&stmt, &params).await?;
-        let full_batch = rows.len() as i64 == fetch;
         for row in &rows {
-            let key = row_key(row);
             let at = row.try_get::<_, DateTime<Utc>>(APPROVAL_COLUMN_COUNT).ok();
-            let here = at.map(|at| cursor::encode(at, &key));
-            let entry = match approval_from_row(row) {
-                Ok(record) => {
-                    let record = expired_as_of(record, query.now);
-                    if !filter.text_matches(&record) {
-                        // Matched only inside an escape: not listed, but
-                        // the next batch starts after it.
-                        position = at.map(|at| (at, key));
-                        continue;
-                    }
-                    Ok(record)
-                }
-                Err(e @ StoreError::Corrupt(_)) => Err(UnreadableRow::new(&key, &e)),
-                Err(e) => return Err(e),
-            };
-            if page.approvals.len() + page.unreadable.len() == limit {
-                // One more row belongs to the listing: there is a next page.
-                page.next_cursor = last;
-                return Ok(page);
+            if !pager.offer(row_key(row), at, approval_from_row(row))? {
+                break;
             }
-            match entry {
-                Ok(record) => page.approvals.push(record),
-                Err(unreadable) => page.unreadable.push(unreadable),
-            }
-            if here.is_some() {
-                last = here;
-            }
-            position = at.map(|at| (at, key));
         }
-        if !full_batch || position.is_none() {
-            return Ok(page);
+        if !pager.wants_more(rows.len()) {
+            return Ok(pager.finish());
         }
     }
 }

@@ -16,9 +16,9 @@ use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
-    ApprovalFilter, ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, Pause,
-    PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult, StuckClaim,
-    UnreadableRow, cursor, expired_as_of, like_pattern, resolved_event,
+    ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
+    FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
+    StoreResult, StuckClaim, UnreadableRow, cursor, like_pattern, resolved_event,
 };
 use crate::time::format_utc;
 
@@ -840,6 +840,8 @@ pub(super) struct ApprovalsShape {
 
 impl ApprovalsShape {
     fn of(filter: &ApprovalFilter<'_>, query: &ApprovalQuery) -> ApprovalsShape {
+        // The cursor (`after_cursor`) is the caller's to set: it moves on
+        // from batch to batch.
         ApprovalsShape {
             by_agent: query.agent_id.is_some(),
             pending_live: filter.pending_live,
@@ -847,76 +849,72 @@ impl ApprovalsShape {
             settled: filter.settled.iter().map(|s| s.as_str()).collect(),
             by_step: query.step_id.is_some(),
             by_text: filter.text().is_some(),
-            after_cursor: query.cursor.is_some(),
+            after_cursor: false,
         }
     }
 }
 
 /// One page of approval records of any status (see
 /// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
-/// take their place in the page as `unreadable`, by key.
+/// take their place in the page as `unreadable`, by key. Should the SQL's
+/// text filter let a row through that [`ApprovalPager`] then drops (a
+/// needle holding a NUL: LIKE sees the pattern only up to it), this reads
+/// on until the page is full.
 pub(super) fn list_approvals(
     conn: &Connection,
     query: &ApprovalQuery,
 ) -> StoreResult<ApprovalPage> {
-    let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
     let filter = ApprovalFilter::new(query);
+    let mut pager = ApprovalPager::new(&filter)?;
     let now = format_utc(query.now);
-    let limit = query.limit.max(1);
-    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+    let fetch = to_i64(pager.batch(), "page size")?;
     let text = filter.text().map(like_pattern);
-    let shape = ApprovalsShape::of(&filter, query);
-
-    let sql = list_approvals_sql(&shape);
-    let mut params: Vec<(&str, &dyn ToSql)> = vec![(":limit", &fetch)];
-    if shape.pending_live != shape.pending_overdue {
-        params.push((":now", &now));
-    }
-    if let Some(agent) = &query.agent_id {
-        params.push((":agent", agent));
-    }
-    if let Some(step) = &query.step_id {
-        params.push((":step", step));
-    }
-    if let Some(text) = &text {
-        params.push((":text", text));
-    }
-    if let Some((at, key)) = &after {
-        params.push((":at", at));
-        params.push((":key", key));
-    }
-
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(params.as_slice())?;
-    let mut page = ApprovalPage {
-        approvals: Vec::new(),
-        next_cursor: None,
-        unreadable: Vec::new(),
-    };
-    let (mut taken, mut last) = (0, None);
-    while let Some(row) = rows.next()? {
-        if taken == limit {
-            page.next_cursor = last.take();
-            break;
+    let folded = filter.text().map(str::to_ascii_lowercase);
+    loop {
+        let after = pager
+            .after
+            .as_ref()
+            .map(|(at, key)| (format_utc(*at), key.clone()));
+        let shape = ApprovalsShape {
+            after_cursor: after.is_some(),
+            ..ApprovalsShape::of(&filter, query)
+        };
+        let sql = list_approvals_sql(&shape);
+        let mut params: Vec<(&str, &dyn ToSql)> = vec![(":limit", &fetch)];
+        if shape.pending_live != shape.pending_overdue {
+            params.push((":now", &now));
         }
-        taken += 1;
-        // The row's position (its order time as stored), good or not, so
-        // the next page starts after it.
-        let key = row_key(row);
-        if let Some(at) = row
-            .get::<_, String>(APPROVAL_COLUMN_COUNT)
-            .ok()
-            .and_then(|t| crate::time::parse_utc(&t))
-        {
-            last = Some(cursor::encode(at, &key));
+        if let Some(agent) = &query.agent_id {
+            params.push((":agent", agent));
         }
-        match approval_from_row(row) {
-            Ok(record) => page.approvals.push(expired_as_of(record, query.now)),
-            Err(e @ StoreError::Corrupt(_)) => page.unreadable.push(UnreadableRow::new(&key, &e)),
-            Err(e) => return Err(e),
+        if let Some(step) = &query.step_id {
+            params.push((":step", step));
+        }
+        if let (Some(text), Some(folded)) = (&text, &folded) {
+            params.push((":text", text));
+            params.push((":folded", folded));
+        }
+        if let Some((at, key)) = &after {
+            params.push((":at", at));
+            params.push((":key", key));
+        }
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params.as_slice())?;
+        let mut read = 0;
+        while let Some(row) = rows.next()? {
+            read += 1;
+            let at = row
+                .get::<_, String>(APPROVAL_COLUMN_COUNT)
+                .ok()
+                .and_then(|t| crate::time::parse_utc(&t));
+            if !pager.offer(row_key(row), at, approval_from_row(row))? {
+                break;
+            }
+        }
+        if !pager.wants_more(read) {
+            return Ok(pager.finish());
         }
     }
-    Ok(page)
 }
 
 /// The approvals page query: at most two arms, merged newest first. Stored
@@ -940,11 +938,21 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         common.push_str(" AND step_id = :step");
     }
     if shape.by_text {
-        common.push_str(
-            " AND (message LIKE :text ESCAPE '\\' OR step_id LIKE :text ESCAPE '\\' \
-             OR key LIKE :text ESCAPE '\\' OR run_id LIKE :text ESCAPE '\\' \
-             OR decided_by LIKE :text ESCAPE '\\')",
-        );
+        // LIKE reads text only up to a NUL, so a value holding one is
+        // also searched with instr (which reads it whole) and lower()
+        // (ASCII, as LIKE folds): `:folded` is the needle ASCII-lowercased.
+        let free = |column: &str| {
+            format!(
+                "{column} LIKE :text ESCAPE '\\' OR (instr({column}, char(0)) > 0 \
+                 AND instr(lower({column}), :folded) > 0)"
+            )
+        };
+        common.push_str(&format!(
+            " AND ({} OR step_id LIKE :text ESCAPE '\\' OR key LIKE :text ESCAPE '\\' \
+             OR run_id LIKE :text ESCAPE '\\' OR {})",
+            free("message"),
+            free("decided_by")
+        ));
     }
     let mut arms = Vec::new();
     if shape.pending_live || shape.pending_overdue {
@@ -954,7 +962,7 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
             (true, false) => {
                 " AND (+expires_at > :now OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*')"
             }
-            (false, true) => " AND +expires_at <= :now",
+            (false, true) => " AND expires_at <= :now",
             _ => "",
         };
         let after = if shape.after_cursor {
@@ -962,8 +970,17 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         } else {
             ""
         };
+        // Overdue rows only (the history): few, as the sweep expires them
+        // every 30 s, so they are found through the expiry index and
+        // sorted, never by a walk past every unexpired pending row (which
+        // the planner would otherwise pick, for its order).
+        let index = if shape.pending_live {
+            ""
+        } else {
+            " INDEXED BY tollgate_approvals_expiry_idx"
+        };
         arms.push(format!(
-            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals \
+            "SELECT {APPROVAL_COLUMNS}, created_at AS order_at FROM tollgate_approvals{index} \
              WHERE status = 'PENDING'{due}{common}{after}"
         ));
     }
@@ -971,8 +988,12 @@ pub(super) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         // `status <> 'PENDING'` spelled as the settled indexes' WHERE is,
         // so that SQLite may use them.
         let statuses: Vec<String> = shape.settled.iter().map(|s| format!("'{s}'")).collect();
+        // The cursor spelled as a range on the indexed expression plus a
+        // tie-break: SQLite searches an expression index by a plain range,
+        // not by a row value, and would otherwise walk every row before it.
         let after = if shape.after_cursor {
-            " AND (COALESCE(decided_at, created_at), key) < (:at, :key)"
+            " AND COALESCE(decided_at, created_at) <= :at \
+             AND (COALESCE(decided_at, created_at) < :at OR key < :key)"
         } else {
             ""
         };

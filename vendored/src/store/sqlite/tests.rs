@@ -346,3 +346,196 @@ async fn a_waiter_returns_an_error_retrying_cannot_fix() {
     assert_eq!(err.kind(), StoreErrorKind::Other, "{err}");
     assert!(err.to_string().contains("tollgate_approvals"), "{err}");
 }
+
+/// The plan SQLite picks for an approvals page of `shape`, every named
+/// parameter bound to a placeholder value.
+fn approvals_plan(conn: &Connection, shape: &ops::ApprovalsShape) -> String {
+    let sql = format!("EXPLAIN QUERY PLAN {}", ops::list_approvals_sql(shape));
+    let mut stmt = conn.prepare(&sql).expect("prepare the plan");
+    for i in 1..=stmt.parameter_count() {
+        let name = stmt.parameter_name(i).unwrap_or_default().to_string();
+        match name.as_str() {
+            ":limit" => stmt.raw_bind_parameter(i, 51),
+            ":agent" => stmt.raw_bind_parameter(i, "agent"),
+            _ => stmt.raw_bind_parameter(i, "2026"),
+        }
+        .expect("bind");
+    }
+    let mut rows = stmt.raw_query();
+    let mut plan = Vec::new();
+    while let Some(row) = rows.next().expect("plan row") {
+        plan.push(row.get::<_, String>(3).expect("detail"));
+    }
+    plan.join("; ")
+}
+
+/// 10,000 PENDING records of one agent and 2,000 settled ones, written
+/// with raw SQL in one transaction.
+fn fill(conn: &mut Connection) {
+    let tx = conn.transaction().expect("begin");
+    for i in 0..12_000 {
+        let (run, key) = (format!("run-{i:05}"), format!("key-{i:05}"));
+        let created = format!(
+            "2026-01-01T{:02}:{:02}:{:02}.000000Z",
+            i / 3600,
+            i / 60 % 60,
+            i % 60
+        );
+        tx.execute(
+            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+             outputs, created_at, updated_at) \
+             VALUES (?1, 'agent', 'h', 'awaiting_approval', '{}', '{}', '{}', ?2, ?2)",
+            (&run, &created),
+        )
+        .expect("insert run");
+        let (status, decided_at) = if i % 6 == 0 {
+            (
+                "APPROVED",
+                Some(created.replace("2026-01-01", "2026-01-02")),
+            )
+        } else {
+            ("PENDING", None)
+        };
+        tx.execute(
+            "INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+             step_id, phase, message, payload, outputs, input, \"trigger\", status, \
+             decided_by, decided_at, created_at, expires_at) \
+             VALUES (?1, ?2, 'agent', 'h', 0, 'refund', 'before', 'Refund?', '{}', '{}', \
+             '{}', '{}', ?3, ?4, ?4, ?5, '2027-01-01T00:00:00.000000Z')",
+            (
+                &key,
+                &run,
+                status,
+                decided_at.as_ref().map(|_| "alice"),
+                &created,
+            ),
+        )
+        .expect("insert approval");
+        if let Some(decided_at) = decided_at {
+            tx.execute(
+                "UPDATE tollgate_approvals SET decided_at = ?2 WHERE key = ?1",
+                (&key, &decided_at),
+            )
+            .expect("decide");
+        }
+    }
+    tx.commit().expect("commit");
+}
+
+#[tokio::test]
+async fn listing_approvals_walks_the_pending_and_settled_indexes() {
+    use crate::pending_approval::ApprovalStatus;
+    use crate::store::ApprovalQuery;
+
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    let mut conn = raw(&dir.db());
+    fill(&mut conn);
+
+    let inbox = ops::ApprovalsShape {
+        by_agent: true,
+        pending_live: true,
+        ..Default::default()
+    };
+    let history = ops::ApprovalsShape {
+        by_agent: true,
+        pending_overdue: true,
+        settled: vec!["APPROVED", "REJECTED", "MODIFIED", "EXPIRED", "CANCELLED"],
+        ..Default::default()
+    };
+    for (shape, uses) in [
+        (inbox.clone(), vec!["tollgate_approvals_pending_agent_idx"]),
+        (
+            ops::ApprovalsShape {
+                after_cursor: true,
+                by_step: true,
+                by_text: true,
+                ..inbox
+            },
+            vec!["tollgate_approvals_pending_agent_idx"],
+        ),
+        (
+            history.clone(),
+            vec!["tollgate_approvals_settled_agent_idx"],
+        ),
+        (
+            ops::ApprovalsShape {
+                pending_overdue: false,
+                after_cursor: true,
+                ..history.clone()
+            },
+            vec!["tollgate_approvals_settled_agent_idx"],
+        ),
+        (
+            ops::ApprovalsShape {
+                by_agent: false,
+                ..history
+            },
+            vec!["tollgate_approvals_settled_idx"],
+        ),
+    ] {
+        let plan = approvals_plan(&conn, &shape);
+        for index in uses {
+            assert!(plan.contains(index), "{shape:?}: {plan}");
+        }
+        // Each arm walks its index in order: no sort of the matches, but
+        // for the few overdue pending rows, found by their expiry.
+        if shape.pending_overdue && !shape.pending_live {
+            assert!(
+                plan.contains("tollgate_approvals_expiry_idx (expires_at<?)"),
+                "{plan}"
+            );
+            assert_eq!(plan.matches("TEMP B-TREE").count(), 1, "{shape:?}: {plan}");
+        } else {
+            assert!(!plan.contains("TEMP B-TREE"), "{shape:?}: {plan}");
+        }
+        if shape.after_cursor && !shape.settled.is_empty() {
+            assert!(plan.contains("<expr><?"), "the cursor is searched: {plan}");
+        }
+        // Never the table itself: every step reads an index.
+        for step in plan
+            .split("; ")
+            .filter(|s| s.contains("tollgate_approvals"))
+        {
+            assert!(step.contains("USING INDEX"), "{shape:?}: {plan}");
+        }
+        eprintln!("{shape:?}: {plan}");
+    }
+
+    // And the store reads the pages those plans describe.
+    let query = ApprovalQuery {
+        agent_id: Some("agent".into()),
+        statuses: vec![ApprovalStatus::Pending],
+        step_id: None,
+        text: None,
+        now: crate::time::parse_utc("2026-06-01T00:00:00Z").expect("time"),
+        limit: 50,
+        cursor: None,
+    };
+    let started = std::time::Instant::now();
+    let page = store.list_approvals(&query).await.expect("inbox page");
+    let took = started.elapsed();
+    assert_eq!(page.approvals.len(), 50);
+    assert_eq!(page.approvals[0].key, "key-11999");
+    assert!(page.next_cursor.is_some());
+    let started = std::time::Instant::now();
+    let history = store
+        .list_approvals(&ApprovalQuery {
+            statuses: vec![ApprovalStatus::Approved, ApprovalStatus::Expired],
+            ..query
+        })
+        .await
+        .expect("history page");
+    eprintln!(
+        "first history page beside 10,000 pending: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(history.approvals[0].key, "key-11994");
+    assert!(
+        history
+            .approvals
+            .iter()
+            .all(|r| r.status == ApprovalStatus::Approved)
+    );
+    eprintln!("first inbox page of 10,000 pending: {took:?}");
+}

@@ -73,7 +73,19 @@ async fn a_phone_sees_every_page_without_sideways_scrolling() {
             "A long note from the customer explaining at length why the keyboard arrived with a cracked case and two missing keycaps",
         ))
         .await;
-    desk.pause(order("A-5004", 18.0, "Grace Hopper", "")).await;
+    // One decided with an edit, so the history has a row and a diff.
+    let decided = desk.pause(order("A-5004", 18.0, "Grace Hopper", "")).await;
+    let mut edited = desk.record(&decided.key).await["payload"].clone();
+    edited["amount"] = serde_json::json!(9.0);
+    let (status, body) = desk
+        .api
+        .post(
+            &desk.url(&format!("/approvals/{}/approve", decided.key)),
+            serde_json::json!({"payload": edited, "reason": "half: the box was opened"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    desk.pause(order("A-5006", 240.0, "Alan Turing", "")).await;
     let session = desk
         .driver
         .session(SessionOptions {
@@ -93,6 +105,10 @@ async fn a_phone_sees_every_page_without_sideways_scrolling() {
     ] {
         session.goto(&desk.url(path)).await;
         session.wait_for("#whoami", WAIT).await;
+        // Unfold what is folded: the history's diff is the widest thing.
+        for summary in session.find_all("details summary").await {
+            summary.click().await;
+        }
         assert_no_horizontal_scroll(&session, path).await;
     }
     // Approvers open links from chat and mail on their phones.

@@ -48,15 +48,15 @@ async fn approve_on_the_approval_page() {
     .expect("#payload-raw is JSON");
     assert_eq!(raw_json, desk.record(&paused.key).await["payload"]);
     let shown_before = raw.is_displayed().await;
-    session.find("#toggle-raw").await.click().await;
+    let toggle = session.find("#toggle-raw").await;
+    toggle.click().await;
     assert_ne!(
         raw.is_displayed().await,
         shown_before,
-        "#toggle-raw toggles it"
+        "#toggle-raw shows or hides it"
     );
-    if !raw.is_displayed().await {
-        session.find("#toggle-raw").await.click().await;
-    }
+    toggle.click().await;
+    assert_eq!(raw.is_displayed().await, shown_before, "and back");
     assert!(
         session
             .find("#run-input")
@@ -70,6 +70,7 @@ async fn approve_on_the_approval_page() {
     session
         .wait_for("#timeline li.event[data-kind=\"awaiting_approval\"]", WAIT)
         .await;
+    session.execute("window.scrollTo(0, 0);", vec![]).await;
     screenshot(&session, "approval").await;
 
     session.find("#approve-button").await.click().await;

@@ -127,7 +127,7 @@ async fn history_shows_who_decided_what_and_the_edit() {
     )
     .await;
     let mut edited = desk.record(&modified.key).await["payload"].clone();
-    edited["amount"] = json!(200.0);
+    edited["amount"] = json!(199.0);
     decide(
         format!("/approvals/{}/approve", modified.key),
         json!({"payload": edited}),
@@ -148,6 +148,7 @@ async fn history_shows_who_decided_what_and_the_edit() {
         assert!(text.contains("bob"), "who decided, in {text}");
         assert!(text.contains(reason), "{reason:?} in {text}");
     }
+    screenshot(&session, "history").await;
     // The edit, unfolded as a person would.
     session
         .find(&format!("{} details summary", row(&modified.key)))
@@ -159,15 +160,18 @@ async fn history_shows_who_decided_what_and_the_edit() {
         .await
         .text()
         .await;
+    let line = |sign: char, text: &str| {
+        diff.lines()
+            .any(|l| l.trim_start().starts_with(sign) && l.contains(text))
+    };
     assert!(
-        diff.contains("250") && diff.contains("200"),
+        line('-', "\"amount\": 250") && line('+', "\"amount\": 199"),
         "the edit as a diff: {diff}"
     );
     assert!(
         session.try_find(&row(&pending.key)).await.is_none(),
         "a pending approval is not history"
     );
-    screenshot(&session, "history").await;
 
     // The status filter narrows it to what the store says was rejected.
     session

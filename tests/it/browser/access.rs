@@ -45,6 +45,17 @@ async fn approve_and_reject_with_javascript_off() {
     session
         .goto(&desk.url(&format!("/ui/approvals/{}", reject.key)))
         .await;
+    // Without the page's script, the server checks an edited payload.
+    let before = desk.stored(&reject);
+    session.find("#payload-edit").await.send_keys("}").await;
+    session.find("#modify-button").await.click().await;
+    let error = session.wait_for("#payload-error", WAIT).await;
+    assert!(error.is_displayed().await && !error.text().await.is_empty());
+    assert_eq!(
+        desk.stored(&reject),
+        before,
+        "a broken edit decides nothing"
+    );
     session.find("#reason").await.send_keys("no receipt").await;
     session.find("#reject-button").await.click().await;
     let text = outcome(&session).await;

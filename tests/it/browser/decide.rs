@@ -107,6 +107,23 @@ async fn modify_with_an_edited_payload() {
         desk.record(&paused.key).await["payload"],
         "prefilled with the payload"
     );
+    // A broken edit is caught on the page before anything is sent.
+    let before = desk.stored(&paused);
+    edit.send_keys(",").await;
+    session.find("#modify-button").await.click().await;
+    let error = session.find("#payload-error").await;
+    assert!(
+        error.is_displayed().await,
+        "the page says the JSON is broken"
+    );
+    assert!(
+        error.text().await.contains("not valid JSON"),
+        "{}",
+        error.text().await
+    );
+    assert!(session.try_find("#outcome").await.is_none());
+    assert_eq!(desk.stored(&paused), before, "nothing was sent");
+
     let mut edited = prefilled.clone();
     edited["amount"] = json!(180.0);
     edited["note"] = json!("partial refund: the cable stays");

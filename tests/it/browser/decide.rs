@@ -38,14 +38,9 @@ async fn approve_on_the_approval_page() {
     );
     // The raw JSON is there, behind its toggle, and is the stored payload.
     let raw = session.find("#payload-raw").await;
-    let raw_json: Value = serde_json::from_str(
-        &raw.property("textContent")
-            .await
-            .as_str()
-            .unwrap()
-            .to_string(),
-    )
-    .expect("#payload-raw is JSON");
+    let raw_text = raw.property("textContent").await;
+    let raw_json: Value =
+        serde_json::from_str(raw_text.as_str().unwrap_or("")).expect("#payload-raw is JSON");
     assert_eq!(raw_json, desk.record(&paused.key).await["payload"]);
     let shown_before = raw.is_displayed().await;
     let toggle = session.find("#toggle-raw").await;

@@ -194,7 +194,7 @@ impl Driver {
         Session {
             driver: self.clone(),
             id,
-            profile: profile,
+            profile,
         }
     }
 }

@@ -65,6 +65,8 @@ async fn approve_on_the_approval_page() {
     session
         .wait_for("#timeline li.event[data-kind=\"awaiting_approval\"]", WAIT)
         .await;
+    // Tall enough to show the page down to its decision forms.
+    session.set_window_size(1280, 1700).await;
     session.execute("window.scrollTo(0, 0);", vec![]).await;
     screenshot(&session, "approval").await;
 

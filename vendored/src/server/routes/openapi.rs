@@ -23,6 +23,34 @@ pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
     Json(crate::server::openapi::document(state.agent.spec()))
 }
 
+/// The approvals inbox's routes (server/ui/mod.rs), left out of the
+/// document on purpose: they answer HTML pages, form posts and event
+/// streams for people in a browser, with a session cookie or a signed link
+/// rather than a bearer token, and their shapes are the page contract's
+/// (ids and form fields), not JSON a client codes against. A test holds
+/// this list to the inbox's router, so a new page must be listed here.
+#[cfg(test)]
+const PAGES: [(&str, &str); 17] = [
+    ("get", "/a/{key}/{signature}"),
+    ("get", "/a/{key}/{signature}/stream"),
+    ("get", "/ui"),
+    ("get", "/ui/"),
+    ("get", "/ui/approvals/{key}"),
+    ("get", "/ui/assets/{file}"),
+    ("get", "/ui/history"),
+    ("get", "/ui/login"),
+    ("get", "/ui/runs"),
+    ("get", "/ui/runs/{id}"),
+    ("get", "/ui/runs/{id}/stream"),
+    ("get", "/ui/stream"),
+    ("post", "/a/{key}/{signature}"),
+    ("post", "/ui/approvals/{key}"),
+    ("post", "/ui/login"),
+    ("post", "/ui/logout"),
+    // retry, fail, cancel
+    ("post", "/ui/runs/{id}/{action}"),
+];
+
 /// Every route of the router (the spec's webhook, routed by the fallback,
 /// is added by `openapi::document`).
 pub(crate) fn operations() -> Vec<Operation> {
@@ -206,7 +234,10 @@ mod tests {
     /// The router's `.route("PATH", METHOD(handler)...)` lines, read from
     /// its source: `(method, path)`, sorted.
     fn routed() -> Vec<(String, String)> {
-        let source = include_str!("mod.rs");
+        routed_in(include_str!("mod.rs"))
+    }
+
+    fn routed_in(source: &str) -> Vec<(String, String)> {
         let mut routes = Vec::new();
         for (start, _) in source.match_indices(".route(") {
             let rest = &source[start + ".route(".len()..];
@@ -264,5 +295,24 @@ mod tests {
             .collect();
         documented.sort();
         assert_eq!(documented, routed);
+    }
+
+    #[test]
+    fn the_inbox_pages_are_listed_as_left_out_and_nothing_else() {
+        let mut pages: Vec<(String, String)> = PAGES
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        pages.sort();
+        let routed = routed_in(include_str!("../ui/mod.rs"));
+        assert_eq!(routed, pages);
+        // None of them is in the document.
+        for operation in operations() {
+            assert!(
+                !PAGES.iter().any(|(_, p)| *p == operation.path()),
+                "{}",
+                operation.path()
+            );
+        }
     }
 }

@@ -81,35 +81,23 @@ impl Desk {
     }
 
     async fn launch(extra: &[(&str, &str)]) -> Desk {
+        let with_tokens = !extra.is_empty();
         let ws = Workspace::new(SPEC);
         let state = ws.path().join("state.db");
-        // The public URL must name the port before the server binds it.
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let public = format!("http://{listen}");
-        let mut env = vec![
-            ("TOLLGATE_LINK_SECRET", LINK_SECRET),
-            ("TOLLGATE_PUBLIC_URL", public.as_str()),
-        ];
-        env.extend_from_slice(extra);
-        // Start chromedriver while the server starts: both take a moment.
-        let env: Vec<(String, String)> = env
+        let extra: Vec<(String, String)> = extra
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let (spec, db) = (ws.spec.clone(), state.clone());
-        let server = tokio::task::spawn_blocking(move || {
-            let env: Vec<(&str, &str)> =
-                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            Served::start(&spec, &db, &env, &["--listen", &listen])
-        });
+        // Start chromedriver while the server starts: both take a moment.
+        let server = tokio::task::spawn_blocking(move || serve(&spec, &db, &extra));
         let driver = Driver::start().await;
-        let served = server.await.expect("the server started");
+        let (served, public) = server.await.expect("the server started");
         assert_eq!(served.base, public, "listening where the public URL says");
-        let api = if extra.is_empty() {
-            Api::new()
-        } else {
+        let api = if with_tokens {
             Api::with_token("alice-token")
+        } else {
+            Api::new()
         };
         Desk {
             _ws: ws,
@@ -193,6 +181,28 @@ impl Desk {
             .unwrap_or_else(|| panic!("no link in {record}"))
             .to_string()
     }
+}
+
+/// `tollgate serve` with the link secret and a public URL naming its own
+/// port, plus `extra`: the server and its public URL. The port is picked
+/// before the server binds it (the URL must name it), so another process
+/// may take it first: then try another.
+fn serve(spec: &Path, state: &Path, extra: &[(String, String)]) -> (Served, String) {
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let public = format!("http://{listen}");
+        let mut env = vec![
+            ("TOLLGATE_LINK_SECRET", LINK_SECRET),
+            ("TOLLGATE_PUBLIC_URL", public.as_str()),
+        ];
+        env.extend(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        match Served::try_start(spec, state, &env, &["--listen", &listen]) {
+            Ok(served) => return (served, public),
+            Err(failure) => failures.push(failure.stderr),
+        }
+    }
+    panic!("the server did not start:\n{}", failures.join("\n---\n"));
 }
 
 /// One approval's stored row and its run's event count.

@@ -257,3 +257,45 @@ async fn hostile_messages_payloads_and_reasons_are_escaped() {
     let history = alice.get("/ui/history").await;
     assert!(!history.body.contains("<img src=x") && !history.body.contains("<script>alert"));
 }
+
+#[tokio::test]
+async fn an_edit_that_does_not_fit_the_gate_is_shown_with_the_reason() {
+    // A tool gate: the edited payload is the tool's arguments, an object.
+    // The tool is never called here (the port is closed): nothing is approved.
+    let url = format!(
+        "http://127.0.0.1:{}/refunds",
+        crate::common::http::closed_port()
+    );
+    let ws = Workspace::new(&crate::common::http::gated_post_spec(&url, ""));
+    let served = start(&ws);
+    let api = Api::with_token("tok-a");
+    let paused = api
+        .pause(&served, json!({"order_id": "A1", "amount": 5}))
+        .await;
+    let mut alice = Client::signed_in(&served, "tok-a").await;
+    let path = format!("/ui/approvals/{}", paused.key);
+    let page = alice.get(&path).await;
+    let csrf = page.csrf();
+    let refused = alice
+        .post(
+            &path,
+            &[
+                ("decision", "modify"),
+                ("payload", "[1, 2]"),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(
+        refused
+            .text_of("payload-error")
+            .contains("edited tool arguments must be a JSON object"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        record(&api, &served, &paused.key).await["status"],
+        "PENDING"
+    );
+}

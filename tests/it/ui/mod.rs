@@ -7,5 +7,7 @@ mod client;
 mod decisions;
 mod headers;
 mod links;
+mod live;
 mod loopback;
+mod runs;
 mod sessions;

@@ -9,6 +9,7 @@
 #[macro_use]
 mod common;
 
+mod browser;
 mod cli;
 mod export;
 mod gate_api;

@@ -13,7 +13,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 fn assert_headers(what: &str, answer: &Answer) {
     assert_eq!(answer.header("content-security-policy"), CSP, "{what}");
     assert_eq!(answer.header("x-content-type-options"), "nosniff", "{what}");
-    assert_eq!(answer.header("referrer-policy"), "no-referrer", "{what}");
+    assert_eq!(answer.header("referrer-policy"), "same-origin", "{what}");
     assert!(!answer.header("cache-control").is_empty(), "{what}");
     let lower = answer.body.to_ascii_lowercase();
     for inline in [

@@ -4,8 +4,11 @@
 //! with no `unsafe-inline`: the pages have no inline script, style or event
 //! handler, so an injected `<script>` or `onerror=` would not run even if
 //! escaping ever failed. `frame-ancestors 'none'` stops clickjacking of the
-//! decide buttons. `Referrer-Policy: no-referrer`: a signed link is a
-//! capability, and must not leak to another site in a Referer header.
+//! decide buttons. `Referrer-Policy: same-origin`: a signed link is a
+//! capability, and must not leak to another site in a Referer header; not
+//! `no-referrer`, under which Chromium sends `Origin: null` with the pages'
+//! own form POSTs, which server/origin.rs rightly refuses (found by
+//! tests/it/browser).
 //! `Cache-Control: no-store` unless the handler chose otherwise (the
 //! content-hashed assets are cached for good).
 
@@ -39,7 +42,7 @@ fn set(headers: &mut HeaderMap) {
     );
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers

@@ -1,0 +1,15 @@
+//! The approvals inbox (DESIGN §11) in a real headless Chromium, driven
+//! over WebDriver (common/webdriver.rs), against real `tollgate serve`
+//! processes on real SQLite files. Every test ends by checking the store
+//! through the API or the SQLite file, not only the page.
+//! Screenshots: target/screenshots/; TOLLGATE_UPDATE_SCREENSHOTS=1 also
+//! writes docs/screenshots/ (the README shows those).
+
+mod access;
+mod decide;
+mod desk;
+mod driver;
+mod inbox;
+mod links;
+mod refusals;
+mod sign_in;

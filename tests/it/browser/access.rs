@@ -6,7 +6,8 @@ use tollgate_runtime::links::LinkSigner;
 use crate::common::webdriver::SessionOptions;
 
 use super::desk::{
-    Desk, LINK_SECRET, WAIT, assert_no_horizontal_scroll, order, outcome, screenshot,
+    Desk, LINK_SECRET, WAIT, approve_from_inbox, assert_no_horizontal_scroll, order, outcome,
+    screenshot,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -23,20 +24,7 @@ async fn approve_and_reject_with_javascript_off() {
         .await;
     desk.sign_in(&session, "alice-token", "alice").await;
     session.goto(&desk.url("/ui")).await;
-    session
-        .wait_for(
-            &format!("tr.approval[data-key=\"{}\"] a.open", approve.key),
-            WAIT,
-        )
-        .await
-        .click()
-        .await;
-    session
-        .wait_for("#approve-button", WAIT)
-        .await
-        .click()
-        .await;
-    let text = outcome(&session).await;
+    let text = approve_from_inbox(&session, &approve.key).await;
     assert!(
         text.contains("APPROVED") && text.contains("alice"),
         "{text}"
@@ -146,20 +134,7 @@ async fn loopback_mode_needs_no_sign_in_and_decides_as_local() {
     session.goto(&desk.url("/ui")).await;
     let whoami = session.wait_for("#whoami", WAIT).await.text().await;
     assert!(whoami.contains("local"), "{whoami}");
-    session
-        .wait_for(
-            &format!("tr.approval[data-key=\"{}\"] a.open", paused.key),
-            WAIT,
-        )
-        .await
-        .click()
-        .await;
-    session
-        .wait_for("#approve-button", WAIT)
-        .await
-        .click()
-        .await;
-    let text = outcome(&session).await;
+    let text = approve_from_inbox(&session, &paused.key).await;
     assert!(
         text.contains("APPROVED") && text.contains("local"),
         "{text}"

@@ -212,6 +212,22 @@ pub struct Stored {
     pub events: i64,
 }
 
+/// From the inbox, open `key`'s approval page and approve it; the
+/// outcome's text.
+pub async fn approve_from_inbox(session: &Session, key: &str) -> String {
+    session
+        .wait_for(&format!("tr.approval[data-key=\"{key}\"] a.open"), WAIT)
+        .await
+        .click()
+        .await;
+    session
+        .wait_for("#approve-button", WAIT)
+        .await
+        .click()
+        .await;
+    outcome(session).await
+}
+
 /// Wait for `#outcome` and return its text.
 pub async fn outcome(session: &Session) -> String {
     session.wait_for("#outcome", WAIT).await.text().await

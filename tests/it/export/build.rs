@@ -390,6 +390,22 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
         metrics.contains("tollgate_build_info{"),
         "the build is named:\n{metrics}"
     );
+    // The approvals inbox is part of every export: without tokens (loopback)
+    // it needs no sign-in, lists the pause and shows its decide forms.
+    let (status, inbox) = request_text(&server.address, "GET", "/ui", None);
+    assert_eq!(status, 200, "{inbox}");
+    assert!(
+        inbox.contains(&format!("data-key=\"{review_key}\"")),
+        "the inbox lists the pause:\n{inbox}"
+    );
+    let (status, page) = request_text(
+        &server.address,
+        "GET",
+        &format!("/ui/approvals/{review_key}"),
+        None,
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("id=\"approve\""), "{page}");
 
     // SIGKILL: no shutdown, no flush. The pause is in the store.
     let mut server = server;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::client::Client;
-use crate::common::server::{Api, Served};
+use crate::common::server::Served;
 use crate::common::{GATED_SPEC, Workspace};
 
 /// Reads a cookie-authenticated event stream until `needle` shows up.
@@ -54,13 +54,7 @@ impl Stream {
 #[tokio::test]
 async fn the_inbox_and_timeline_streams_follow_pauses_and_decisions() {
     let ws = Workspace::new(GATED_SPEC);
-    let served = Served::start(
-        &ws.spec,
-        &ws.state_db(),
-        &[("TOLLGATE_API_TOKENS", "alice:tok-a")],
-        &[],
-    );
-    let api = Api::with_token("tok-a");
+    let (served, api) = super::served_for_alice(&ws);
     let mut alice = Client::signed_in(&served, "tok-a").await;
     let mut inbox = Stream::open(&served, &alice, "/ui/stream").await;
 

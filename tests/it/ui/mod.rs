@@ -3,6 +3,9 @@
 //! Chromium): headers, sessions, CSRF, decisions by plain form POST,
 //! escaping, signed links, loopback mode and redirects.
 
+use crate::common::Workspace;
+use crate::common::server::{Api, Served};
+
 mod client;
 mod decisions;
 mod headers;
@@ -12,3 +15,15 @@ mod loopback;
 mod paging;
 mod runs;
 mod sessions;
+
+/// `tollgate serve` whose one API token is alice's, and an API client
+/// holding it.
+fn served_for_alice(ws: &Workspace) -> (Served, Api) {
+    let served = Served::start(
+        &ws.spec,
+        &ws.state_db(),
+        &[("TOLLGATE_API_TOKENS", "alice:tok-a")],
+        &[],
+    );
+    (served, Api::with_token("tok-a"))
+}

@@ -4,7 +4,6 @@
 use serde_json::json;
 
 use super::client::{Answer, Client};
-use crate::common::server::{Api, Served};
 use crate::common::{GATED_SPEC, Workspace};
 
 fn keys(page: &Answer) -> Vec<String> {
@@ -31,13 +30,7 @@ fn href(page: &Answer, id: &str) -> String {
 #[tokio::test]
 async fn the_inbox_pages_forward_and_back_and_filters_by_text() {
     let ws = Workspace::new(GATED_SPEC);
-    let served = Served::start(
-        &ws.spec,
-        &ws.state_db(),
-        &[("TOLLGATE_API_TOKENS", "alice:tok-a")],
-        &[],
-    );
-    let api = Api::with_token("tok-a");
+    let (served, api) = super::served_for_alice(&ws);
     let mut paused = Vec::new();
     for i in 0..27 {
         paused.push(

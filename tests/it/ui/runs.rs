@@ -4,19 +4,12 @@
 use serde_json::json;
 
 use super::client::Client;
-use crate::common::server::{Api, Served};
 use crate::common::{GATED_SPEC, Workspace};
 
 #[tokio::test]
 async fn runs_are_listed_by_status_and_cancelled_from_their_page() {
     let ws = Workspace::new(GATED_SPEC);
-    let served = Served::start(
-        &ws.spec,
-        &ws.state_db(),
-        &[("TOLLGATE_API_TOKENS", "alice:tok-a")],
-        &[],
-    );
-    let api = Api::with_token("tok-a");
+    let (served, api) = super::served_for_alice(&ws);
     let waiting = api.pause(&served, json!({"order_id": "A1"})).await;
     let done = api.pause(&served, json!({"order_id": "A2"})).await;
     api.post(

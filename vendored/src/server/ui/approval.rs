@@ -173,12 +173,7 @@ pub(crate) async fn render(
         "csrf": frame.csrf,
         "run_link": frame.run_link,
     });
-    let context = match templates::with_partial(
-        &context,
-        "timeline_html",
-        "timeline.html",
-        json!({"timeline": context["timeline"]}),
-    ) {
+    let context = match templates::with_timeline(&context) {
         Ok(context) => context,
         Err(failed) => return failed.into_response(),
     };
@@ -193,14 +188,11 @@ fn ui_frame(ui: &super::Ui, viewer: &Viewer, record: &ApprovalRecord) -> Frame {
         action: format!("/ui/approvals/{}", encode(&record.key)),
         csrf: viewer.csrf(ui),
         stream: format!("/ui/runs/{}/stream", encode(&record.run_id)),
-        chrome: Chrome {
-            title: record.message.clone().unwrap_or_else(|| "Approval".into()),
-            whoami: Some(viewer.name.clone()),
-            signed_in: viewer.signed_in,
-            csrf: Some(viewer.csrf(ui)),
-            nav: "inbox",
-            ..Chrome::default()
-        },
+        chrome: viewer.chrome(
+            ui,
+            record.message.clone().unwrap_or_else(|| "Approval".into()),
+            "inbox",
+        ),
         run_link: true,
     }
 }

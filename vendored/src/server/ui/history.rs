@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::listing::{self, Listing};
-use super::templates::{self, Chrome};
+use super::templates;
 use super::viewer::Viewer;
 use super::{SharedUi, format, inbox, payload, refusal};
 use crate::pending_approval::ApprovalStatus;
@@ -117,14 +117,7 @@ pub(super) async fn page(
         "prev": prev,
         "next": next,
     });
-    let chrome = Chrome {
-        title: "History".into(),
-        whoami: Some(viewer.name.clone()),
-        signed_in: viewer.signed_in,
-        csrf: Some(viewer.csrf(&ui)),
-        nav: "history",
-        ..Chrome::default()
-    };
+    let chrome = viewer.chrome(&ui, "History", "history");
     viewer.finish(templates::page(
         StatusCode::OK,
         "history.html",

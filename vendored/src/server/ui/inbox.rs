@@ -188,16 +188,11 @@ pub(super) async fn page(
         Err(failed) => return viewer.finish(failed.into_response()),
     };
     let chrome = Chrome {
-        title: "Approvals inbox".into(),
-        whoami: Some(viewer.name.clone()),
-        signed_in: viewer.signed_in,
-        csrf: Some(viewer.csrf(&ui)),
-        nav: "inbox",
         // Live on the first page only: later pages hold older rows, and
         // swapping them under a reader would lose their place.
         live: cursor.is_none().then_some("inbox"),
         stream: cursor.is_none().then(|| "/ui/stream".to_string()),
-        ..Chrome::default()
+        ..viewer.chrome(&ui, "Approvals inbox", "inbox")
     };
     viewer.finish(templates::page(
         StatusCode::OK,

@@ -94,14 +94,7 @@ pub(super) async fn list(
         "prev": prev,
         "next": next,
     });
-    let chrome = Chrome {
-        title: "Runs".into(),
-        whoami: Some(viewer.name.clone()),
-        signed_in: viewer.signed_in,
-        csrf: Some(viewer.csrf(&ui)),
-        nav: "runs",
-        ..Chrome::default()
-    };
+    let chrome = viewer.chrome(&ui, "Runs", "runs");
     viewer.finish(templates::page(
         StatusCode::OK,
         "runs.html",
@@ -146,24 +139,14 @@ pub(super) async fn page(
         "action": format!("/ui/runs/{}", encode(&run.id)),
         "csrf": viewer.csrf(&ui),
     });
-    let context = match templates::with_partial(
-        &context,
-        "timeline_html",
-        "timeline.html",
-        json!({"timeline": context["timeline"]}),
-    ) {
+    let context = match templates::with_timeline(&context) {
         Ok(context) => context,
         Err(failed) => return viewer.finish(failed.into_response()),
     };
     let chrome = Chrome {
-        title: format!("Run {}", run.id),
-        whoami: Some(viewer.name.clone()),
-        signed_in: viewer.signed_in,
-        csrf: Some(viewer.csrf(&ui)),
-        nav: "runs",
         live: Some("timeline"),
         stream: Some(format!("/ui/runs/{}/stream", encode(&run.id))),
-        ..Chrome::default()
+        ..viewer.chrome(&ui, format!("Run {}", run.id), "runs")
     };
     viewer.finish(templates::page(
         StatusCode::OK,

@@ -165,6 +165,17 @@ pub(crate) fn with_partial(
     Ok(Value::from(merged))
 }
 
+/// `context` with `timeline_html`: its `timeline` rendered by
+/// `timeline.html` (the approval and run pages share it).
+pub(crate) fn with_timeline(context: &serde_json::Value) -> Result<Value, RenderFailed> {
+    with_partial(
+        context,
+        "timeline_html",
+        "timeline.html",
+        serde_json::json!({"timeline": context["timeline"]}),
+    )
+}
+
 /// A fragment (no `base.html`): the inbox rows the live script swaps in.
 pub(crate) fn fragment(template: &str, context: impl Serialize) -> Response {
     match pages().render(template, context) {

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::csrf::{self, Binding};
 use super::session;
+use super::templates::Chrome;
 use super::{SharedUi, Ui};
 use crate::server::auth::LOCAL_CALLER;
 use crate::server::state::AppState;
@@ -34,6 +35,19 @@ impl Viewer {
     pub fn csrf_ok(&self, ui: &Ui, presented: Option<&str>) -> bool {
         // A freshly minted pre-session cookie was never sent with a form.
         self.set_cookie.is_none() && csrf::check(&ui.key, &self.binding, presented)
+    }
+
+    /// The frame of a page for this viewer: their name, the sign-out form
+    /// and its CSRF token, `nav` marked current.
+    pub fn chrome(&self, ui: &Ui, title: impl Into<String>, nav: &'static str) -> Chrome {
+        Chrome {
+            title: title.into(),
+            whoami: Some(self.name.clone()),
+            signed_in: self.signed_in,
+            csrf: Some(self.csrf(ui)),
+            nav,
+            ..Chrome::default()
+        }
     }
 
     /// `response` with the pre-session cookie set, when there is one.

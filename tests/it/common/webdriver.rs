@@ -292,6 +292,17 @@ impl Session {
         self.post("/url", json!({ "url": url })).await;
     }
 
+    /// Press and release `key` (a WebDriver key code such as `TAB`) on
+    /// whatever has the focus, as a person at a keyboard would.
+    pub async fn press(&self, key: &str) {
+        let actions = json!({"actions": [{
+            "type": "key",
+            "id": "keyboard",
+            "actions": [{"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}],
+        }]});
+        self.post("/actions", actions).await;
+    }
+
     pub async fn current_url(&self) -> String {
         self.get("/url").await.as_str().unwrap_or("").to_string()
     }
@@ -493,6 +504,10 @@ impl Element<'_> {
 }
 
 /// A loopback port nobody listens on right now.
+/// WebDriver key codes for [`Session::press`].
+pub const TAB: &str = "\u{E004}";
+pub const ENTER: &str = "\u{E007}";
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

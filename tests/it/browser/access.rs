@@ -38,7 +38,9 @@ async fn approve_and_reject_with_javascript_off() {
     let before = desk.stored(&reject);
     session.find("#payload-edit").await.send_keys("}").await;
     session.find("#modify-button").await.click().await;
-    let error = session.wait_for("#payload-error", WAIT).await;
+    // The form's error slot is on the page already, hidden: wait for the
+    // answer's page, where the server filled and showed it.
+    let error = session.wait_for("#payload-error:not([hidden])", WAIT).await;
     assert!(error.is_displayed().await && !error.text().await.is_empty());
     assert_eq!(
         desk.stored(&reject),

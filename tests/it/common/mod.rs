@@ -15,6 +15,7 @@ pub mod slack_stub;
 #[macro_use]
 pub mod store_cases;
 pub mod stub_server;
+pub mod stuck;
 pub mod webdriver;
 
 use std::path::{Path, PathBuf};

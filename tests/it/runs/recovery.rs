@@ -11,39 +11,15 @@ use crate::common;
 use crate::common::postgres;
 use crate::common::server;
 use crate::common::stub_server;
+use crate::common::stuck::{LEASE, approve_until_called, eventually, holding_stub, ship_spec};
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::Workspace;
 use serde_json::{Value, json};
 use server::{Api, Served};
-use stub_server::{Response, StubServer};
-
-/// Short, so the tests wait about a second for a dead server's lease.
-const LEASE: &str = "1s";
-
-/// The stub holds the first `slow` calls this long: long enough for the
-/// test to kill the server while the call is in flight, and to never
-/// answer it (the caller is dead by then).
-const HOLD: Duration = Duration::from_secs(20);
-
-/// A stub that holds its first `slow` calls for [`HOLD`] and answers the
-/// rest at once; every arrival is recorded.
-fn stub(slow: usize) -> StubServer {
-    let seen = Arc::new(AtomicUsize::new(0));
-    StubServer::start(move |_| {
-        let n = seen.fetch_add(1, Ordering::SeqCst);
-        let response = Response::json(200, json!({"id": format!("call-{n}")}));
-        if n < slow {
-            response.delayed(HOLD)
-        } else {
-            response
-        }
-    })
-}
+use stub_server::StubServer;
 
 fn start(spec: &Path, state: &Path) -> Served {
     Served::start(spec, state, &[("TOLLGATE_RUN_LEASE", LEASE)], &[])
@@ -51,15 +27,6 @@ fn start(spec: &Path, state: &Path) -> Served {
 
 fn start_pg(spec: &Path, url: &str) -> Served {
     Served::start_on_database(spec, url, &[("TOLLGATE_RUN_LEASE", LEASE)], &[])
-}
-
-/// Poll `check` every 50 ms for up to 60 s.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn run_status(api: &Api, served: &Served, run_id: &str) -> Value {
@@ -103,34 +70,6 @@ steps:
     )
 }
 
-/// An approved POST; `on_crash` as given (or the default). `local` is the
-/// HTTP caller without tokens; `alice` operates from the command line.
-fn ship_spec(stub_url: &str, on_crash: Option<&str>) -> String {
-    let on_crash = on_crash
-        .map(|c| format!("\n    on_crash: {c}"))
-        .unwrap_or_default();
-    format!(
-        r#"version: 1
-agent: ship-desk
-approvals:
-  approvers: [local, alice]
-tools:
-  ship:
-    http:
-      method: POST
-      url: "{stub_url}"
-      json: {{ run: "{{{{ run.id }}}}" }}
-    approval: required{on_crash}
-steps:
-  - id: ship
-    tool: ship
-    with: {{}}
-  - id: done
-    set: {{ shipped: "{{{{ steps.ship.output.body.id }}}}" }}
-"#
-    )
-}
-
 /// Start a run over HTTP and wait until the stub holds its call.
 async fn start_until_called(api: &Api, served: &Served, stub: &StubServer) -> String {
     let (code, body) = api.post(&served.url("/runs"), json!({"input": {}})).await;
@@ -140,30 +79,9 @@ async fn start_until_called(api: &Api, served: &Served, stub: &StubServer) -> St
     run_id
 }
 
-/// Pause a ship-desk run at its gate, approve it, and wait until the stub
-/// holds the approved call.
-async fn approve_until_called(api: &Api, served: &Served, stub: &StubServer) -> (String, String) {
-    let (code, run) = api
-        .post(&served.url("/runs?wait=true"), json!({"input": {}}))
-        .await;
-    assert_eq!(code, 200, "{run}");
-    assert_eq!(run["status"], "awaiting_approval", "{run}");
-    let run_id = run["id"].as_str().unwrap().to_string();
-    let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
-    let (code, body) = api
-        .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
-        .await;
-    assert_eq!(code, 200, "{body}");
-    eventually("the approved call reaches the stub", async || {
-        stub.count() >= 1
-    })
-    .await;
-    (run_id, key)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_killed_between_its_202_and_its_first_pause_reaches_its_pause_once_after_restart() {
-    let stub = stub(1);
+    let stub = holding_stub(1);
     let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
     let state = ws.path().join("state.db");
     let api = Api::new();
@@ -209,7 +127,7 @@ async fn a_run_killed_between_its_202_and_its_first_pause_reaches_its_pause_once
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approved_post_in_flight_at_a_kill_is_resent_with_the_same_key_when_on_crash_is_retry() {
-    let stub = stub(1);
+    let stub = holding_stub(1);
     let ws = Workspace::new(&ship_spec(&stub.url("/ship"), Some("retry")));
     let state = ws.path().join("state.db");
     let api = Api::new();
@@ -230,7 +148,7 @@ async fn an_approved_post_in_flight_at_a_kill_is_resent_with_the_same_key_when_o
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approved_post_in_flight_at_a_kill_ends_the_run_stuck_with_one_call_by_default_and_an_operator_retries_or_fails_it()
  {
-    let stub = stub(2);
+    let stub = holding_stub(2);
     let ws = Workspace::new(&ship_spec(&stub.url("/ship"), None));
     let state = ws.path().join("state.db");
     let api = Api::new();
@@ -355,7 +273,7 @@ async fn an_approved_post_in_flight_at_a_kill_ends_the_run_stuck_with_one_call_b
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_fail_from_the_command_line_and_retry_over_http() {
-    let stub = stub(2);
+    let stub = holding_stub(2);
     let ws = Workspace::new(&ship_spec(&stub.url("/ship"), None));
     let state = ws.path().join("state.db");
     let api = Api::new();
@@ -396,7 +314,7 @@ async fn runs_fail_from_the_command_line_and_retry_over_http() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_servers_on_one_sqlite_file_recover_each_others_orphans() {
-    let stub = stub(1);
+    let stub = holding_stub(1);
     let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
     let state = ws.path().join("state.db");
     let api = Api::new();
@@ -414,7 +332,7 @@ async fn two_servers_on_one_sqlite_file_recover_each_others_orphans() {
 #[tokio::test(flavor = "multi_thread")]
 async fn three_servers_on_postgresql_recover_each_others_orphans_once() {
     let db = postgres::database();
-    let stub = stub(2);
+    let stub = holding_stub(2);
     let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
     let api = Api::new();
     let mut a = start_pg(&ws.spec, &db.url);
@@ -449,7 +367,7 @@ async fn three_servers_on_postgresql_recover_each_others_orphans_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gated_tool_journals_its_call_only_once_decided_and_its_result_once_done() {
-    let stub = stub(0);
+    let stub = holding_stub(0);
     let ws = Workspace::new(&ship_spec(&stub.url("/ship"), None));
     let state = ws.path().join("state.db");
     let api = Api::new();
@@ -511,7 +429,7 @@ async fn a_gated_tool_journals_its_call_only_once_decided_and_its_result_once_do
 /// runs out, and reaches its pause once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_persisted_cli_run_killed_mid_call_is_recovered_by_a_server() {
-    let stub = stub(1);
+    let stub = holding_stub(1);
     let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
     let mut cli = ws
         .tollgate()
@@ -563,7 +481,7 @@ async fn a_dedupe_claim_in_flight_at_a_crash_stays_the_runs_own_on_recovery() {
     use tollgate_runtime::events::{Event, EventKind};
     use tollgate_runtime::{JournalEntry, RunRecord, RunStatus, Spec};
 
-    let stub = stub(0);
+    let stub = holding_stub(0);
     let spec_text = format!(
         r#"version: 1
 agent: once-only

@@ -1,9 +1,12 @@
 //! The runs pages: the list by status, one run's page, and its operator
-//! forms, which go through the API's own retry/fail/cancel functions.
+//! forms, which go through the API's own retry/fail/cancel functions:
+//! cancel a waiting run, retry and fail stuck ones.
 
 use serde_json::json;
 
 use super::client::Client;
+use crate::common::server::{Api, Served};
+use crate::common::stuck::{LEASE, approve_until_called, eventually, holding_stub, ship_spec};
 use crate::common::{GATED_SPEC, Workspace};
 
 #[tokio::test]
@@ -69,4 +72,94 @@ async fn runs_are_listed_by_status_and_cancelled_from_their_page() {
     assert_eq!(retry.status, 409, "{}", retry.body);
     let history = alice.get("/ui/history?status=CANCELLED").await;
     assert!(history.body.contains(&waiting.key));
+}
+
+/// Two approved POSTs in flight when their server is SIGKILLed end `stuck`
+/// on the next server; from their pages, one is retried (its call re-sent
+/// with the same Idempotency-Key, the run completes) and one failed with a
+/// reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stuck_run_is_retried_or_failed_from_its_page() {
+    let stub = holding_stub(2);
+    let ws = Workspace::new(&ship_spec(&stub.url("/ship"), None));
+    let env = [
+        ("TOLLGATE_API_TOKENS", "alice:tok-a"),
+        ("TOLLGATE_RUN_LEASE", LEASE),
+    ];
+    let api = Api::with_token("tok-a");
+    let mut first = Served::start(&ws.spec, &ws.state_db(), &env, &[]);
+    let (retried, _) = approve_until_called(&api, &first, &stub).await;
+    let (failed, _) = approve_until_called(&api, &first, &stub).await;
+    eventually("both approved calls are in flight", async || {
+        stub.count() == 2
+    })
+    .await;
+    first.kill();
+
+    let second = Served::start(&ws.spec, &ws.state_db(), &env, &[]);
+    for run_id in [&retried, &failed] {
+        api.wait_for_status(&second, run_id, "stuck").await;
+    }
+    let mut alice = Client::signed_in(&second, "tok-a").await;
+    let listed = alice.get("/ui/runs?status=stuck").await;
+    for run_id in [&retried, &failed] {
+        assert!(
+            listed
+                .body
+                .contains(&format!("tr class=\"run\" data-id=\"{run_id}\"")),
+            "{}",
+            listed.body
+        );
+    }
+
+    let path = format!("/ui/runs/{retried}");
+    let page = alice.get(&path).await;
+    assert!(page.has_id("retry") && page.has_id("fail") && !page.has_id("cancel"));
+    assert!(page.body.contains("data-kind=\"run_stuck\""));
+    let answer = alice
+        .post(&format!("{path}/retry"), &[("csrf", &page.csrf())])
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    assert_eq!(answer.location(), path);
+    api.wait_for_status(&second, &retried, "completed").await;
+    let keys: Vec<String> = stub
+        .requests_to("/ship")
+        .iter()
+        .filter(|call| call.json()["run"] == retried.as_str())
+        .map(|call| {
+            call.header("idempotency-key")
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(keys.len(), 2, "called once more by the retry: {keys:?}");
+    assert!(!keys[0].is_empty() && keys[0] == keys[1], "{keys:?}");
+
+    let path = format!("/ui/runs/{failed}");
+    let page = alice.get(&path).await;
+    let answer = alice
+        .post(
+            &format!("{path}/fail"),
+            &[("reason", "shipped by hand"), ("csrf", &page.csrf())],
+        )
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let run = api.wait_for_status(&second, &failed, "failed").await;
+    assert!(
+        run["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("shipped by hand")),
+        "{run}"
+    );
+    let page = alice.get(&path).await;
+    assert_eq!(page.text_of("run-status"), "failed");
+    assert!(!page.has_id("fail"), "a failed run is not failed again");
+    assert_eq!(
+        stub.requests_to("/ship")
+            .iter()
+            .filter(|call| call.json()["run"] == failed.as_str())
+            .count(),
+        1,
+        "a failed run's call is never re-sent"
+    );
 }

@@ -148,6 +148,12 @@ impl Client {
         self.send(request).await
     }
 
+    /// `method` with no body (a method a page may not answer).
+    pub async fn call(&mut self, method: reqwest::Method, path: &str) -> Answer {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        self.send(request).await
+    }
+
     pub async fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> Answer {
         let body = serde_urlencoded_pairs(fields);
         let request = self

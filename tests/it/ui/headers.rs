@@ -98,6 +98,30 @@ async fn every_page_and_refusal_has_the_security_headers() {
     assert_eq!(refused.status, 403);
     assert_headers("csrf refusal", &refused);
 
+    // A method a page does not answer gets the HTML 405 page; the API's
+    // own paths keep their JSON error.
+    for (method, path) in [
+        (reqwest::Method::DELETE, "/ui".to_string()),
+        (
+            reqwest::Method::PUT,
+            format!("/ui/approvals/{}", paused.key),
+        ),
+        (reqwest::Method::DELETE, link.clone()),
+    ] {
+        let refused = alice.call(method.clone(), &path).await;
+        assert_eq!(refused.status, 405, "{method} {path}: {}", refused.body);
+        assert!(refused.header("content-type").starts_with("text/html"));
+        assert!(refused.body.contains(&format!("does not answer {method}")));
+        assert_headers(&format!("{method} {path}"), &refused);
+    }
+    let api_refusal = alice.call(reqwest::Method::DELETE, "/approvals").await;
+    assert_eq!(api_refusal.status, 405);
+    assert!(
+        api_refusal.body.contains("\"method_not_allowed\""),
+        "{}",
+        api_refusal.body
+    );
+
     // Assets: same-origin files, content-hashed and cached for good.
     let inbox = alice.get("/ui").await;
     for kind in ["app.css?v=", "app.js?v="] {

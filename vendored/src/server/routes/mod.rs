@@ -121,9 +121,13 @@ fn not_found(request: &Request) -> ApiError {
     }
 }
 
-async fn method_not_allowed(request: Request) -> ApiError {
+async fn method_not_allowed(request: Request) -> Response {
+    if super::ui::owns(request.uri().path()) {
+        return super::ui::method_not_allowed(request.method().as_str());
+    }
     ApiError::MethodNotAllowed {
         method: request.method().to_string(),
         path: request.uri().path().to_string(),
     }
+    .into_response()
 }

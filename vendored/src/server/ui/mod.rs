@@ -91,6 +91,12 @@ pub(crate) fn owns(path: &str) -> bool {
     path == "/ui" || path.starts_with("/ui/") || path == "/a" || path.starts_with("/a/")
 }
 
+/// The 405 page, with the inbox's headers: a page asked for with a method
+/// it does not answer (a form posted to a page that only shows).
+pub(crate) fn method_not_allowed(method: &str) -> axum::response::Response {
+    headers::with_headers(refusal::method_not_allowed(method))
+}
+
 /// The 404 page, with the inbox's headers (the API's fallback answers with
 /// it for paths under /ui and /a).
 pub(crate) fn not_found() -> axum::response::Response {

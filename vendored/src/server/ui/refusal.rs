@@ -1,6 +1,7 @@
 //! Refusals as HTML pages: 403 (`#forbidden`; `data-reason="csrf"` for a
 //! bad CSRF token), 404 (`#not-found`), an unusable signed link
-//! (`#bad-link`), and any other error the API would have answered.
+//! (`#bad-link`), 405 for a method a page does not answer, and any other
+//! error the API would have answered.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -40,6 +41,15 @@ pub(crate) fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         "Not found",
         "There is no such page, approval or run here.",
+        None,
+    )
+}
+
+pub(crate) fn method_not_allowed(method: &str) -> Response {
+    page(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Not allowed",
+        &format!("This page does not answer {method}: open it from the inbox instead."),
         None,
     )
 }

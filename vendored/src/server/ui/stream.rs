@@ -2,9 +2,9 @@
 //!
 //! - `/ui/stream` (the inbox): an `inbox` event whenever the first page of
 //!   pending approvals changes; the script then fetches the rows again
-//!   (`/ui?fragment=rows`) and swaps them in. It looks on every run event
-//!   of this process, on every change another process pushes through the
-//!   store (PostgreSQL), and once a second otherwise.
+//!   (`/ui?fragment=rows`) and swaps them in. It looks on this process's
+//!   pauses, decisions, expiries and cancels, on every change another
+//!   process pushes through the store (PostgreSQL), and once a second.
 //! - `/ui/runs/{id}/stream` (a timeline): the run's events, exactly as
 //!   GET /runs/{id}/events streams them (routes/events.rs).
 
@@ -93,7 +93,7 @@ impl InboxFeed {
             }
             let mut shutdown = self.state.shutdown.clone();
             tokio::select! {
-                _ = self.live.recv() => {}
+                _ = next_inbox_event(&mut self.live) => {}
                 _ = next_change(&mut self.elsewhere) => {}
                 _ = self.poll.tick() => {}
                 _ = shutdown.changed() => return None,
@@ -103,6 +103,29 @@ impl InboxFeed {
                 self.last = now;
                 return Some(());
             }
+        }
+    }
+}
+
+/// The next event of this process that can change the pending set: a
+/// pause, a decision, an expiry or a cancel. Step events, the bulk of a
+/// busy server's, wake no inbox (each wake re-reads the first page).
+async fn next_inbox_event(live: &mut broadcast::Receiver<crate::events::Event>) {
+    use crate::events::EventKind;
+    loop {
+        match live.recv().await {
+            Ok(event)
+                if !matches!(
+                    event.kind,
+                    EventKind::AwaitingApproval { .. }
+                        | EventKind::ApprovalResolved { .. }
+                        | EventKind::RunExpired { .. }
+                        | EventKind::RunCancelled { .. }
+                ) => {}
+            // Missed some: look again.
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => return,
+            // No more events from this process: the poll goes on.
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
         }
     }
 }

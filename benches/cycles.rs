@@ -28,11 +28,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
-use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
+use tollgate_runtime::store::Synchronous;
 
 #[path = "common/io_counters.rs"]
 mod io_counters;
@@ -45,8 +44,7 @@ mod workload;
 
 use io_counters::PerUnit;
 use stats::{SAMPLES, Stats, env_usize, row};
-use tollgate_runtime::{AgentRun, Decision, RunStatus, Spec};
-use workload::SPEC;
+use tollgate_runtime::{Decision, RunStatus};
 
 /// The run stored with its pause; the claim with the run's end.
 const COMMITS_PER_CYCLE: usize = 2;
@@ -184,16 +182,7 @@ fn main() {
 
 async fn tollgate_cycles(sync: Synchronous, cycles: usize) -> f64 {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(
-        &dir.path().join("state.db"),
-        SqliteOptions {
-            synchronous: sync,
-            ..SqliteOptions::default()
-        },
-    )
-    .expect("open store");
-    let spec = Arc::new(Spec::parse(SPEC, "bench.yaml").expect("spec"));
-    let agent = AgentRun::new(spec, Arc::new(store));
+    let agent = workload::agent(&dir.path().join("state.db"), sync);
     let started = Instant::now();
     for i in 0..cycles {
         let paused = agent

@@ -22,8 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
-use tollgate_runtime::{AgentRun, Spec};
+use tollgate_runtime::store::Synchronous;
 
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
@@ -167,16 +166,7 @@ fn main() {
 
 /// `count` new pending approvals, order ids from `first` on; their keys.
 async fn seed(state: &Path, first: usize, count: usize) -> Vec<String> {
-    let store = SqliteStore::open(
-        state,
-        SqliteOptions {
-            synchronous: Synchronous::Normal,
-            ..SqliteOptions::default()
-        },
-    )
-    .expect("open store");
-    let spec = Arc::new(Spec::parse(SPEC, "agent.yaml").expect("spec"));
-    let agent = AgentRun::new(spec, Arc::new(store));
+    let agent = workload::agent(state, Synchronous::Normal);
     let mut keys = Vec::with_capacity(count);
     for i in first..first + count {
         let outcome = agent

@@ -54,16 +54,7 @@ fn main() {
 /// `pending` pending approvals and `DECIDED` decided ones (approved,
 /// rejected and modified in turn), through the runtime.
 async fn seed(state: &Path, pending: usize) {
-    let store = SqliteStore::open(
-        state,
-        SqliteOptions {
-            synchronous: Synchronous::Normal,
-            ..SqliteOptions::default()
-        },
-    )
-    .expect("open store");
-    let spec = Arc::new(Spec::parse(SPEC, "agent.yaml").expect("spec"));
-    let agent = AgentRun::new(spec, Arc::new(store));
+    let agent = workload::agent(state, Synchronous::Normal);
     for i in 0..pending + DECIDED {
         let outcome = agent
             .start(

@@ -234,3 +234,30 @@ async fn without_a_link_secret_links_are_off() {
         .await;
     assert_eq!(record["status"], "PENDING");
 }
+
+/// A link whose record the store cannot read is an error page, not a "bad
+/// link": the approver should try again later, not ask for a new link.
+#[tokio::test]
+async fn a_store_that_cannot_read_the_record_is_an_error_not_a_bad_link() {
+    let ws = Workspace::new(GATED_SPEC);
+    let served = start(&ws, Some(LINK_SECRET));
+    let api = Api::with_token("tok-a");
+    let paused = api.pause(&served, json!({"order_id": "A1"})).await;
+    let (_, record) = api
+        .get(&served.url(&format!("/approvals/{}", paused.key)))
+        .await;
+    let link = record["link"].as_str().expect("link").to_string();
+    let db = rusqlite::Connection::open(ws.state_db()).expect("open state");
+    let changed = db
+        .execute(
+            "UPDATE tollgate_approvals SET payload = '{not json' WHERE key = ?1",
+            [&paused.key],
+        )
+        .expect("corrupt the row");
+    assert_eq!(changed, 1);
+
+    let page = Client::new(&served).get(&link).await;
+    assert!(page.status >= 500, "{}: {}", page.status, page.body);
+    assert!(!page.has_id("bad-link"), "{}", page.body);
+    assert!(page.has_id("refused"), "{}", page.body);
+}

@@ -38,25 +38,25 @@ pub(crate) fn derived_session_key(state: &AppState) -> Option<[u8; 32]> {
     signer(state).map(|links| links.derive_key("tollgate-session-v1"))
 }
 
-/// The pending record a link names, or `None` when the link is not usable
-/// (whatever the reason: the page says nothing more).
+/// The pending record a link names: `Ok(None)` when the link is not usable
+/// (whatever the reason: the page says nothing more), `Err` when the store
+/// could not be read (an error page, not a "bad link" that would send the
+/// approver off to ask for a new one).
 async fn linked(
     state: &AppState,
     key: &str,
     signature: &str,
     bound: Option<&str>,
-) -> Option<ApprovalRecord> {
-    let signer = signer(state)?;
+) -> Result<Option<ApprovalRecord>, Response> {
+    let Some(signer) = signer(state) else {
+        return Ok(None);
+    };
     if !signer.verify(key, signature, bound) {
-        return None;
+        return Ok(None);
     }
     match approval::load(state, key).await {
-        Ok(Some(record)) if record.status == ApprovalStatus::Pending => Some(record),
-        Ok(_) => None,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the approval a signed link names");
-            None
-        }
+        Ok(record) => Ok(record.filter(|r| r.status == ApprovalStatus::Pending)),
+        Err(e) => Err(refusal::from_api(e)),
     }
 }
 
@@ -98,8 +98,10 @@ pub(super) async fn page(
     Query(query): Query<LinkQuery>,
 ) -> Response {
     let bound = query.bound.as_deref();
-    let Some(record) = linked(&state, &key, &signature, bound).await else {
-        return refusal::bad_link();
+    let record = match linked(&state, &key, &signature, bound).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return refusal::bad_link(),
+        Err(failed) => return failed,
     };
     let frame = frame(&ui, &state, &key, &signature, bound);
     approval::render(&state, &record, frame, Problem::default(), StatusCode::OK).await
@@ -153,8 +155,10 @@ pub(super) async fn timeline(
     if signer(&state).is_none_or(|s| !s.verify(&key, &signature, bound)) {
         return refusal::bad_link();
     }
-    let Ok(Some(record)) = approval::load(&state, &key).await else {
-        return refusal::bad_link();
+    let record = match approval::load(&state, &key).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return refusal::bad_link(),
+        Err(e) => return refusal::from_api(e),
     };
     super::stream::run_events(state, record.run_id, headers)
         .await

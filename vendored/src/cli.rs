@@ -37,6 +37,9 @@ pub(crate) use exported::run_exported;
 pub fn block_on_command(
     command: impl std::future::Future<Output = Result<i32, Failure>>,
 ) -> std::process::ExitCode {
+    // A process that dies of SIGBUS or SIGSEGV says so in its log.
+    #[cfg(unix)]
+    crate::fatal::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

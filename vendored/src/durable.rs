@@ -29,6 +29,10 @@ pub const RECOVER_BATCH: usize = 100;
 /// made once per process. The random part tells apart two processes that
 /// reuse a pid (a restarted container), so a new process never mistakes a
 /// dead one's runs for its own.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "reads a /proc file, never a database file"
+)]
 pub fn node_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(|| {

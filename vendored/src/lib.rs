@@ -10,6 +10,8 @@ pub mod durable;
 pub mod env;
 pub mod events;
 pub mod expr;
+#[cfg(unix)]
+pub mod fatal;
 pub mod gate;
 pub mod hex;
 pub mod json_depth;

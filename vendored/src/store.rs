@@ -142,6 +142,11 @@ pub enum StoreError {
 /// "database is locked"); set where the SQLite error is classified.
 pub(crate) const BUSY_MARKER: &str = "SQLITE_BUSY";
 
+/// The marker of an [`StoreError::Unavailable`] message for an answer that
+/// a check found to be transient (SQLite said "damaged", a fresh look at the
+/// file said sound): like busy, worth trying again soon.
+pub(crate) const TRANSIENT_MARKER: &str = "transient answer";
+
 /// What a caller can do about a [`StoreError`] (see [`StoreError::kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreErrorKind {
@@ -201,11 +206,11 @@ impl StoreError {
     }
 
     /// True when the store is busy rather than broken: another connection
-    /// held the write lock past the busy timeout. Retrying later can
-    /// succeed, so an edge answers "try again" (HTTP 503 with Retry-After),
-    /// not "internal error".
+    /// held the write lock past the busy timeout, or SQLite gave an answer
+    /// that a check found transient. Retrying later can succeed, so an edge
+    /// answers "try again" (HTTP 503 with Retry-After), not "internal error".
     pub fn is_busy(&self) -> bool {
-        matches!(self, StoreError::Unavailable(m) if m.contains(BUSY_MARKER))
+        matches!(self, StoreError::Unavailable(m) if m.contains(BUSY_MARKER) || m.contains(TRANSIENT_MARKER))
     }
 }
 

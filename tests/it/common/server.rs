@@ -123,6 +123,12 @@ impl Served {
         self.child.id()
     }
 
+    /// The exit status if the server has stopped (or was killed), without
+    /// waiting.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// SIGKILL: no shutdown at all.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -6,3 +6,4 @@ mod faults;
 mod outage_pg;
 mod postgres_nul;
 mod postgres_tls;
+mod shared_file;

@@ -210,6 +210,10 @@ fn warn_if_above_open_file_limit(max_connections: usize) {
 /// The soft limit on open files, where the system tells it without a
 /// system call crate (Linux: /proc/self/limits); None if unknown or
 /// unlimited.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "reads a /proc file, never a database file"
+)]
 fn open_file_limit() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = text.lines().find(|l| l.starts_with("Max open files"))?;

@@ -88,6 +88,8 @@ pub fn init_logging_as(format: LogFormat) {
     let text = tracing_subscriber::fmt::layer()
         .with_writer(|| RedactedStderr)
         .with_ansi(false);
+    #[cfg(unix)]
+    crate::fatal::log_as_json(matches!(format, LogFormat::Json));
     let installed = match format {
         LogFormat::Text => tracing_subscriber::registry()
             .with(filter)

@@ -42,16 +42,19 @@
 //! - **Read-only files are refused at open.** SQLite would open a read-only
 //!   file read-only, and create its `-wal` and `-shm` with the file's
 //!   permissions, so that once the file is writable again every write still
-//!   fails on the read-only `-shm`. So the file is probed for writing first
-//!   and never opened when it is read-only; a `-wal`/`-shm` left read-only by
-//!   an earlier episode gets the main file's permissions back (or, if that is
-//!   not allowed, the error names it).
+//!   fails on the read-only `-shm`. So the file is checked for writing first
+//!   (by path, with `access(2)`: see `files` for why tollgate never opens a
+//!   database file itself) and never opened when it is read-only; a
+//!   `-wal`/`-shm` left read-only by an earlier episode gets the main file's
+//!   permissions back (or, if that is not allowed, the error names it).
 //!
 //! SQLite calls block, so each operation runs on tokio's blocking pool with
 //! the connection behind a mutex: one connection writes, a second one reads,
 //! so listing and polling never queue behind a commit's fsync.
 
 mod codec;
+mod damage;
+mod files;
 mod group_commit;
 mod notifications;
 mod ops;
@@ -194,9 +197,9 @@ impl SqliteStore {
     /// Open (creating if needed) the database at `path` and bring its schema
     /// up to date. Parent directories are created.
     pub fn open(path: &Path, options: SqliteOptions) -> StoreResult<SqliteStore> {
-        create_parent_dir(path)?;
+        files::create_parent_dir(path)?;
         // Before SQLite touches the file: it would create a read-only -shm.
-        check_files_writable(path)?;
+        files::check_writable(path)?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let open_once = || -> StoreResult<(Connection, Connection)> {
             let mut writer = connect(path, &options)?;
@@ -245,7 +248,7 @@ impl SqliteStore {
     async fn write<T, F>(&self, what: impl Into<String>, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+        F: Fn(&Connection) -> StoreResult<T> + Send + Sync + 'static,
     {
         if let Some(detail) = lock(&self.db.corrupt).clone() {
             return Err(StoreError::CorruptFile {
@@ -253,24 +256,84 @@ impl SqliteStore {
                 detail,
             });
         }
-        let db = Arc::clone(&self.db);
-        let result = blocking(move || db.writer.write(op)).await;
+        let op = Arc::new(op);
+        let result = self
+            .damage_checked(what.into(), || {
+                let (db, op) = (Arc::clone(&self.db), Arc::clone(&op));
+                blocking(move || db.writer.write(move |conn| op(conn)))
+            })
+            .await;
         if result.is_ok() {
             self.db.unwritable.store(false, Ordering::Relaxed);
         }
-        result.map_err(|e| self.failed(e, &what.into()))
+        result
     }
 
     /// Run `op` on the reader connection, off the async runtime.
     async fn read<T, F>(&self, what: impl Into<String>, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+        F: Fn(&Connection) -> StoreResult<T> + Send + Sync + 'static,
     {
-        let db = Arc::clone(&self.db);
-        blocking(move || op(&lock(&db.reader)))
-            .await
-            .map_err(|e| self.failed(e, &what.into()))
+        let op = Arc::new(op);
+        self.damage_checked(what.into(), || {
+            let (db, op) = (Arc::clone(&self.db), Arc::clone(&op));
+            blocking(move || op(&lock(&db.reader)))
+        })
+        .await
+    }
+
+    /// Run `attempt`; an answer that the file is damaged is taken as proof
+    /// only once a fresh connection's `PRAGMA quick_check` agrees (see
+    /// `damage`). Otherwise it was transient: logged, and the operation
+    /// tried once more; a second such answer over a sound file is a
+    /// retryable [`StoreError::Unavailable`], never the latch that stops
+    /// every write until a restart.
+    async fn damage_checked<T, A, Fut>(&self, what: String, attempt: A) -> StoreResult<T>
+    where
+        A: Fn() -> Fut,
+        Fut: std::future::Future<Output = StoreResult<T>>,
+    {
+        let answer = match attempt().await {
+            Err(StoreError::CorruptFile { detail, .. }) => detail,
+            other => return other.map_err(|e| self.failed(e, &what)),
+        };
+        let path = self.db.path.clone();
+        match blocking(move || Ok(damage::recheck(&path))).await? {
+            damage::Verdict::Damaged(found) => Err(self.failed(
+                StoreError::CorruptFile {
+                    path: String::new(),
+                    detail: format!("{answer}; a fresh check agrees: {found}"),
+                },
+                &what,
+            )),
+            damage::Verdict::Sound => {
+                tracing::warn!(
+                    store = %self.describe(),
+                    operation = %what,
+                    answer = %answer,
+                    "SQLite answered that the file is damaged, but a fresh connection's \
+                     quick_check finds it sound: a transient answer, trying once more"
+                );
+                match attempt().await {
+                    Err(StoreError::CorruptFile { detail, .. }) => {
+                        Err(self.failed(damage::unconfirmed(&answer, &detail), &what))
+                    }
+                    other => other.map_err(|e| self.failed(e, &what)),
+                }
+            }
+            damage::Verdict::Unchecked(why) => {
+                tracing::warn!(
+                    store = %self.describe(),
+                    operation = %what,
+                    answer = %answer,
+                    check = %why,
+                    "SQLite answered that the file is damaged, and the file could not be \
+                     checked now: not refusing writes on one answer"
+                );
+                Err(self.failed(damage::unconfirmed(&answer, &why), &what))
+            }
+        }
     }
 
     /// An error of operation `what`, with the file named and the store's
@@ -350,72 +413,6 @@ fn quick_check(conn: &Connection) -> StoreResult<()> {
     Err(StoreError::CorruptFile {
         path: String::new(),
         detail: format!("PRAGMA quick_check found: {}", found.join("; ")),
-    })
-}
-
-/// Open `file` for writing (nothing is written or truncated).
-fn probe_writable(file: &Path) -> std::io::Result<()> {
-    std::fs::OpenOptions::new().write(true).open(file).map(drop)
-}
-
-/// Refuse a file that cannot be written, before SQLite opens it (which
-/// would open it read-only and create its `-wal` and `-shm` read-only too),
-/// and give a `-wal`/`-shm` left read-only by such an earlier open the main
-/// file's permissions back.
-fn check_files_writable(path: &Path) -> StoreResult<()> {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return Ok(()); // a new file: SQLite creates it, or says why not
-    };
-    let shown = path.display().to_string();
-    if let Err(e) = probe_writable(path) {
-        return Err(StoreError::NotWritable {
-            path: shown,
-            detail: format!(
-                "it cannot be opened for writing ({e}). Make it writable (chmod u+w, or mount \
-                 its filesystem read-write) and start again; nothing was opened, so nothing \
-                 else needs fixing"
-            ),
-        });
-    }
-    for suffix in ["-wal", "-shm"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let companion = PathBuf::from(name);
-        if !companion.exists() || probe_writable(&companion).is_ok() {
-            continue;
-        }
-        // SQLite creates these with the main file's permissions: one that is
-        // read-only while the file is not is left from a read-only episode.
-        let _ = std::fs::set_permissions(&companion, meta.permissions());
-        if let Err(e) = probe_writable(&companion) {
-            return Err(StoreError::NotWritable {
-                path: companion.display().to_string(),
-                detail: format!(
-                    "it cannot be opened for writing ({e}) although {shown} can: it was left \
-                     read-only by an earlier open of a read-only {shown}. Make it writable \
-                     (chmod u+w {c}) or, while no process uses the database, remove it",
-                    c = companion.display()
-                ),
-            });
-        }
-        tracing::warn!(
-            file = %companion.display(),
-            "gave a read-only SQLite companion file the database's permissions back"
-        );
-    }
-    Ok(())
-}
-
-fn create_parent_dir(path: &Path) -> StoreResult<()> {
-    let Some(parent) = path.parent() else {
-        return Ok(());
-    };
-    if parent.as_os_str().is_empty() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(parent).map_err(|e| StoreError::InvalidLocation {
-        location: path.display().to_string(),
-        reason: format!("cannot create directory {}: {e}", parent.display()),
     })
 }
 
@@ -844,7 +841,7 @@ impl StateStore for SqliteStore {
             });
         }
         let path = self.db.path.clone();
-        blocking(move || check_files_writable(&path)).await?;
+        blocking(move || files::check_writable(&path)).await?;
         if self.db.unwritable.load(Ordering::Relaxed) {
             // A write failed (no space, no permission, an I/O error): only a
             // real one tells whether that is over.

@@ -312,6 +312,10 @@ async fn a_lock_held_past_the_busy_timeout_is_unavailable() {
 }
 
 #[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "writes the junk file before any connection to it exists"
+)]
 fn a_damaged_file_is_corrupt() {
     let dir = TempDir::new();
     std::fs::write(dir.db(), vec![0x5a; 8192]).expect("write junk");

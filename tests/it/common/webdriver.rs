@@ -78,8 +78,8 @@ impl Driver {
             assert!(
                 Path::new(binary).exists(),
                 "{binary} is missing: the browser tests need Debian's `chromium` and \
-                 `chromium-driver` packages (apt-get install chromium chromium-driver; \
-                 .ci/run installs them); `{package}` provides this one"
+                 `chromium-driver` packages, which scripts/test installs (apt-get install \
+                 chromium chromium-driver); `{package}` provides this one"
             );
         }
         let http = reqwest::Client::builder()

@@ -141,8 +141,7 @@ fn set_owner(state: &Path, run_id: &str, owner: &str, lease_until: Option<DateTi
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_server_killed_mid_run_is_recovered_by_its_successor_at_start_up_before_the_lease_ends()
-{
+async fn a_server_killed_mid_run_is_recovered_by_its_successor_at_start_up_before_the_lease_ends() {
     let stub = holding_stub(1);
     let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
     let state = ws.path().join("state.db");
@@ -158,9 +157,15 @@ async fn a_server_killed_mid_run_is_recovered_by_its_successor_at_start_up_befor
     let line = startup_line(&second).await;
     assert!(line.contains("recovered=1"), "{line}");
     let taking = second
-        .log_line("taking over the runs of a dead driver", Duration::from_secs(10))
+        .log_line(
+            "taking over the runs of a dead driver",
+            Duration::from_secs(10),
+        )
         .await;
-    assert!(taking.contains(&format!("process {pid} is gone")), "{taking}");
+    assert!(
+        taking.contains(&format!("process {pid} is gone")),
+        "{taking}"
+    );
     let run = api
         .wait_for_status(&second, &run_id, "awaiting_approval")
         .await;
@@ -200,11 +205,56 @@ async fn a_run_of_the_same_host_before_a_reboot_is_recovered_at_start_up() {
     let line = startup_line(&second).await;
     assert!(line.contains("recovered=1"), "{line}");
     let taking = second
-        .log_line("taking over the runs of a dead driver", Duration::from_secs(10))
+        .log_line(
+            "taking over the runs of a dead driver",
+            Duration::from_secs(10),
+        )
         .await;
     assert!(taking.contains("booted again"), "{taking}");
     api.wait_for_status(&second, &run_id, "awaiting_approval")
         .await;
+    let recovered = recoveries(&store, &run_id).await;
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert!(recovered[0].0 < lease_until, "{recovered:?} {lease_until}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_servers_restarted_together_take_a_dead_servers_run_over_once() {
+    let stub = holding_stub(1);
+    let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
+    let state = ws.path().join("state.db");
+    let api = Api::new();
+    let mut first = start(&ws.spec, &state);
+    let run_id = start_until_called(&api, &first, &stub).await;
+    let pid = first.pid();
+    first.kill();
+    let store = common::open_store(&state);
+    let (_, lease_until) = left_running(&store, &run_id, pid).await;
+
+    // Started side by side: both start-up recoveries find the owner dead.
+    let starts: Vec<_> = (0..2)
+        .map(|_| {
+            let (spec, state) = (ws.spec.clone(), state.clone());
+            std::thread::spawn(move || start(&spec, &state))
+        })
+        .collect();
+    let servers: Vec<Served> = starts
+        .into_iter()
+        .map(|s| s.join().expect("a server started"))
+        .collect();
+    let mut took = 0;
+    for served in &servers {
+        let line = startup_line(served).await;
+        if line.contains("recovered=1") {
+            took += 1;
+        } else {
+            assert!(line.contains("recovered=0"), "{line}");
+        }
+    }
+    assert_eq!(took, 1, "one winner");
+    api.wait_for_status(&servers[0], &run_id, "awaiting_approval")
+        .await;
+    assert_eq!(stub.count(), 2, "the lookup was re-sent once");
     let recovered = recoveries(&store, &run_id).await;
     assert_eq!(recovered.len(), 1, "{recovered:?}");
     assert!(recovered[0].0 < lease_until, "{recovered:?} {lease_until}");
@@ -235,7 +285,11 @@ async fn a_run_whose_driver_still_runs_on_this_host_is_not_taken_over() {
     );
     let run = stored_run(&store, &run_id).await;
     assert_eq!(run.status, RunStatus::Running);
-    assert_eq!(run.owner.as_deref(), Some(owner.as_str()), "still the first's");
+    assert_eq!(
+        run.owner.as_deref(),
+        Some(owner.as_str()),
+        "still the first's"
+    );
     assert!(recoveries(&store, &run_id).await.is_empty());
     assert_eq!(stub.count(), 1, "nobody re-sent the call");
 }

@@ -188,12 +188,7 @@ impl Processes for Proc {
 /// with this host's name and another boot id ran before a reboot. On a
 /// store shared across machines (PostgreSQL) another boot id may as well
 /// be another machine with the same name, so it waits for the lease.
-pub fn judge(
-    me: &Identity,
-    owner: &str,
-    one_kernel: bool,
-    processes: &impl Processes,
-) -> Liveness {
+pub fn judge(me: &Identity, owner: &str, one_kernel: bool, processes: &impl Processes) -> Liveness {
     if owner == me.to_string() {
         return Liveness::Alive;
     }
@@ -447,7 +442,10 @@ mod tests {
             ..same.clone()
         };
         assert!(
-            matches!(judge(me, &earlier.to_string(), true, &Proc), Liveness::Dead(_)),
+            matches!(
+                judge(me, &earlier.to_string(), true, &Proc),
+                Liveness::Dead(_)
+            ),
             "a reused pid"
         );
     }

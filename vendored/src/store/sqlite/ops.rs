@@ -1180,7 +1180,11 @@ pub(super) fn claim_orphans(
 }
 
 /// See [`crate::store::StateStore::leased_owners`].
-pub(super) fn leased_owners(conn: &Connection, agent_id: &str, now: &str) -> StoreResult<Vec<String>> {
+pub(super) fn leased_owners(
+    conn: &Connection,
+    agent_id: &str,
+    now: &str,
+) -> StoreResult<Vec<String>> {
     let mut stmt = conn.prepare_cached(
         "SELECT DISTINCT owner FROM tollgate_runs \
          WHERE agent_id = ?1 AND status = 'running' AND owner IS NOT NULL \

@@ -218,6 +218,37 @@ async fn a_run_of_the_same_host_before_a_reboot_is_recovered_at_start_up() {
     assert!(recovered[0].0 < lease_until, "{recovered:?} {lease_until}");
 }
 
+/// A server that was up all along takes the run over in its periodic
+/// recovery round, not after the dead one's lease. (Its own lease is short
+/// only so that its rounds come every half second; the dead server's is
+/// the default 30 s.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_up_all_along_takes_a_dead_neighbours_run_over_in_its_next_round() {
+    let stub = holding_stub(1);
+    let ws = Workspace::new(&lookup_spec(&stub.url("/orders/1")));
+    let state = ws.path().join("state.db");
+    let api = Api::new();
+    let mut first = start(&ws.spec, &state);
+    let neighbour = Served::start(&ws.spec, &state, &[("TOLLGATE_RUN_LEASE", "1s")], &[]);
+    let run_id = start_until_called(&api, &first, &stub).await;
+    let pid = first.pid();
+    first.kill();
+    let store = common::open_store(&state);
+    let (_, lease_until) = left_running(&store, &run_id, pid).await;
+
+    api.wait_for_status(&neighbour, &run_id, "awaiting_approval")
+        .await;
+    neighbour
+        .log_line(
+            "taking over the runs of a dead driver",
+            Duration::from_secs(10),
+        )
+        .await;
+    let recovered = recoveries(&store, &run_id).await;
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert!(recovered[0].0 < lease_until, "{recovered:?} {lease_until}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_servers_restarted_together_take_a_dead_servers_run_over_once() {
     let stub = holding_stub(1);

@@ -420,6 +420,7 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn this_process_is_alive_by_its_own_pid_and_start_time() {
         let me = Identity::current();
@@ -450,6 +451,7 @@ mod tests {
         );
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_pid_with_no_process_is_dead_on_the_real_process_table() {
         let mut child = std::process::Command::new("true")
@@ -473,6 +475,7 @@ mod tests {
         );
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_live_child_is_alive_and_a_zombie_child_is_dead() {
         let mut child = std::process::Command::new("sleep")

@@ -10,6 +10,12 @@
 //! durable point. Every write a driver makes is conditional on still
 //! owning the run, so a driver that lost its run (recovered elsewhere,
 //! cancelled, failed by an operator) stops at its next write.
+//!
+//! A process does not wait out the lease of an owner it can see is dead:
+//! one on the same host (same kernel boot, same pid namespace) whose
+//! process is gone, or whose pid now belongs to a process started later
+//! ([`owner`]). Its runs are taken over at once, with the same one-winner
+//! conditional write, on the exact owner string.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -25,26 +31,24 @@ pub const MIN_LEASE: Duration = Duration::from_millis(300);
 /// Orphans claimed per recovery round; the next round takes the rest.
 pub const RECOVER_BATCH: usize = 100;
 
-/// This process's identity as a run owner: host, pid and a random part,
-/// made once per process. The random part tells apart two processes that
-/// reuse a pid (a restarted container), so a new process never mistakes a
-/// dead one's runs for its own.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "reads a /proc file, never a database file"
-)]
+pub mod owner;
+
+/// This process's identity as a run owner, made once per process: host,
+/// pid, a random part, and (where /proc tells) the process's start time,
+/// the kernel's boot id and its pid namespace ([`owner`]). The random part
+/// and the start time tell apart two processes that reuse a pid (a
+/// restarted container), so a new process never mistakes a dead one's
+/// runs for its own; the rest lets a process on the same host see that a
+/// run's owner died without waiting out its lease.
 pub fn node_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "localhost".into());
-        let random = uuid::Uuid::new_v4().simple().to_string();
-        format!("{host}:{}:{}", std::process::id(), &random[..8])
-    })
+    ID.get_or_init(|| owner::Identity::current().to_string())
+}
+
+/// Whether the process that wrote `owner` still runs, as this process
+/// sees it on this host's process table (see [`owner::judge`]).
+pub fn owner_liveness(owner: &str, one_kernel: bool) -> owner::Liveness {
+    owner::judge(owner::Identity::current(), owner, one_kernel, &owner::Proc)
 }
 
 /// How often a driver renews its lease: three renewals fit in one lease,

@@ -598,16 +598,45 @@ impl AgentRun {
     }
 
     /// Claim this agent's orphaned runs for this process (`running`, and
-    /// their driver's lease ran out or never existed): one conditional
+    /// their driver's lease ran out or never existed, or their driver is
+    /// a process on this host that is seen to be dead): one conditional
     /// write, so each orphan has one winner across every process sharing
     /// the store. Resume each with [`AgentRun::resume_recovered`].
     pub async fn claim_orphans(&self) -> Result<Vec<OwnedRun>, RunError> {
+        let batch = crate::durable::RECOVER_BATCH;
         let lease = self.new_lease();
         let now = self.clock.now();
-        Ok(self
-            .store
-            .claim_orphans(&self.spec.agent, &lease, now, crate::durable::RECOVER_BATCH)
-            .await?)
+        let agent = &self.spec.agent;
+        let mut claimed = self.store.claim_orphans(agent, &lease, now, batch).await?;
+        if claimed.len() >= batch {
+            return Ok(claimed);
+        }
+        // Leases still running, but maybe of a process that died on this
+        // host: those runs need not wait for the lease to run out.
+        let one_kernel = self.store.one_kernel();
+        for owner in self.store.leased_owners(agent, now).await? {
+            let crate::durable::owner::Liveness::Dead(why) =
+                crate::durable::owner_liveness(&owner, one_kernel)
+            else {
+                continue;
+            };
+            let taken = self
+                .store
+                .take_over_runs(agent, &owner, &lease, batch - claimed.len())
+                .await?;
+            if !taken.is_empty() {
+                tracing::info!(
+                    owner = %owner,
+                    runs = taken.len(),
+                    "taking over the runs of a dead driver without waiting for its lease: {why}"
+                );
+            }
+            claimed.extend(taken);
+            if claimed.len() >= batch {
+                break;
+            }
+        }
+        Ok(claimed)
     }
 
     /// Resume a run this process claimed with [`AgentRun::claim_orphans`]

@@ -856,6 +856,42 @@ pub trait StateStore: Send + Sync + 'static {
         limit: usize,
     ) -> StoreResult<Vec<OwnedRun>>;
 
+    /// Whether every process that can share this store runs on one
+    /// kernel: a SQLite file (its locks and shared memory work on one host
+    /// only) or memory. Then a run owner with this host's name and another
+    /// boot id ran before a reboot and is dead; on a store shared across
+    /// machines it may be another machine of the same name. The default
+    /// assumes the store is shared across machines.
+    fn one_kernel(&self) -> bool {
+        false
+    }
+
+    /// The owners of `agent_id`'s `running` runs whose lease still holds
+    /// at `now`, each once: the candidates for a same-host take-over of a
+    /// dead owner's runs ([`crate::durable::owner`]). The default lists
+    /// none, and those runs wait for their lease.
+    async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
+        let _ = (agent_id, now);
+        Ok(Vec::new())
+    }
+
+    /// Take over up to `limit` of `agent_id`'s `running` runs owned by
+    /// exactly `from` (an owner found dead) for `lease`, oldest first,
+    /// whatever their lease: one conditional write on each run's id and
+    /// that exact owner, so of two processes taking over one dead owner's
+    /// run one wins. Returns the runs as taken, each with the seq its next
+    /// event gets.
+    async fn take_over_runs(
+        &self,
+        agent_id: &str,
+        from: &str,
+        lease: &Lease,
+        limit: usize,
+    ) -> StoreResult<Vec<OwnedRun>> {
+        let _ = (agent_id, from, lease, limit);
+        Ok(Vec::new())
+    }
+
     /// Apply `change` if the run's status is one of `change.from` (else
     /// [`StoreError::WrongRunStatus`] or `RunNotFound`, and nothing
     /// changes), appending its event. Returns the run as changed and the

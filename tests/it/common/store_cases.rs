@@ -90,6 +90,7 @@ macro_rules! store_conformance_tests {
             a_cancel_racing_claims_has_exactly_one_winner,
             a_driver_keeps_its_run_until_its_lease_runs_out_then_loses_every_write,
             runs_without_a_lease_are_orphans_with_one_winner_among_many_claimers,
+            a_dead_owners_runs_are_taken_over_before_their_lease_ends_with_one_winner,
             the_journal_keeps_each_steps_start_then_its_output,
             a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,
             a_claim_that_ends_the_run_ends_it_in_the_same_write,
@@ -1745,6 +1746,67 @@ pub async fn runs_without_a_lease_are_orphans_with_one_winner_among_many_claimer
         .expect("get")
         .expect("run");
     assert_eq!(other.owner, None, "another agent's run is left alone");
+}
+
+/// A same-host take-over: the runs of an owner found dead, whatever their
+/// lease, matched on the exact owner string, one winner among many.
+pub async fn a_dead_owners_runs_are_taken_over_before_their_lease_ends_with_one_winner(
+    store: SharedStore,
+) {
+    driven_run(store.as_ref(), "dead-1", "node-dead", 100).await;
+    driven_run(store.as_ref(), "dead-2", "node-dead", 100).await;
+    driven_run(store.as_ref(), "live", "node-live", 100).await;
+    driven_run(store.as_ref(), "lapsed", "node-lapsed", 5).await;
+    let mut owners = store.leased_owners("agent", at(10)).await.expect("owners");
+    owners.sort();
+    // A lapsed lease is an ordinary orphan's, not a candidate.
+    assert_eq!(owners, ["node-dead", "node-live"]);
+    assert!(
+        store
+            .leased_owners("other", at(10))
+            .await
+            .expect("owners")
+            .is_empty(),
+        "another agent's"
+    );
+
+    let takers: Vec<_> = (0..8)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                store
+                    .take_over_runs("agent", "node-dead", &lease(&format!("node-{i}"), 200), 10)
+                    .await
+            })
+        })
+        .collect();
+    let mut won: Vec<(String, String)> = Vec::new();
+    for taker in takers {
+        for owned in taker.await.expect("task").expect("take over") {
+            // driven_run stored one event: the taker numbers on from it.
+            assert_eq!(owned.next_seq, 2);
+            assert_eq!(owned.run.lease_until, Some(at(200)));
+            won.push((owned.run.id.clone(), owned.run.owner.unwrap_or_default()));
+        }
+    }
+    won.sort();
+    let ids: Vec<&str> = won.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["dead-1", "dead-2"], "each run once: {won:?}");
+    for (id, owner) in &won {
+        let run = store.get_run(id).await.expect("get").expect("run");
+        assert_eq!(run.owner.as_ref(), Some(owner), "the winner owns it");
+    }
+    // Nothing else changed hands: not the live owner's, not the lapsed
+    // one (that is claim_orphans' business), and the dead owner has none.
+    let live = store.get_run("live").await.expect("get").expect("run");
+    assert_eq!(live.owner.as_deref(), Some("node-live"));
+    let lapsed = store.get_run("lapsed").await.expect("get").expect("run");
+    assert_eq!(lapsed.owner.as_deref(), Some("node-lapsed"));
+    let again = store
+        .take_over_runs("agent", "node-dead", &lease("node-x", 200), 10)
+        .await
+        .expect("take over");
+    assert!(again.is_empty(), "{again:?}");
 }
 
 pub async fn the_journal_keeps_each_steps_start_then_its_output(store: SharedStore) {

@@ -12,5 +12,6 @@ mod one_write_decision;
 mod operations;
 mod race;
 mod recovery;
+mod same_host_recovery;
 mod spec_changed;
 mod two_phase;

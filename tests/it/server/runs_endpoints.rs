@@ -395,9 +395,10 @@ async fn a_run_cancelled_while_its_call_is_in_flight_stays_cancelled() {
     let owner = shown["lease"]["owner"].as_str().expect("a lease owner");
     assert_eq!(
         owner.split(':').count(),
-        3,
-        "owner is host:pid:random: {owner}"
+        6,
+        "owner is host:pid:random:start:boot_id:pid_ns[.time_ns]: {owner}"
     );
+    assert!(owner.contains(&format!(":{}:", served.pid())), "{owner}");
     let until = shown["lease"]["until"].as_str().expect("a lease end");
     assert!(
         chrono_after_now(until),

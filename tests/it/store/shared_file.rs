@@ -262,7 +262,7 @@ async fn http_client(
                 Err(e) => ack.fault(format!("approve {key}: {e}")),
             }
         }
-        if n % 5 == 0 {
+        if n.is_multiple_of(5) {
             match http.get(format!("{base}/approvals?limit=20")).send().await {
                 Ok(r) if r.status().is_success() => {}
                 Ok(r) => ack.fault(format!("GET /approvals: {}", r.status())),
@@ -318,7 +318,7 @@ fn cli_loop(cli: usize, spec: &std::path::Path, ack: &Acknowledged, stop: &Atomi
                 ));
             }
         }
-        if n % 4 == 0 {
+        if n.is_multiple_of(4) {
             let out = tollgate(&["approvals", "list", "--spec", spec, "--json"]);
             if !out.status.success() {
                 ack.fault(format!("{by}: approvals list: {:?}", out.status));

@@ -38,10 +38,12 @@ response_type! {
         pub error: Option<String>,
         pub created_at: DateTime<Utc>,
         pub updated_at: DateTime<Utc>,
-        /// Who executes the run (`host:pid:random`, one per process) and
-        /// until when, while a process drives it; `null` at pauses and once
-        /// it ended. An `until` in the past means orphaned: a serving
-        /// process recovers the run (DESIGN §9).
+        /// Who executes the run (`host:pid:random`, one per process, then
+        /// where /proc tells `:start:boot_id:pid_ns[.time_ns]`) and until
+        /// when, while a process drives it; `null` at pauses and once it
+        /// ended. An `until` in the past means orphaned: a serving process
+        /// recovers the run (DESIGN §9); so does one on the same host that
+        /// sees the owner's process is gone, without waiting for `until`.
         pub lease: Option<LeaseView>,
         /// The unexpired PENDING record the run waits on; `null` otherwise.
         pub pending_approval: Option<ApprovalView>,

@@ -295,6 +295,55 @@ impl StateStore for MemoryStore {
         Ok(owned)
     }
 
+    fn one_kernel(&self) -> bool {
+        true
+    }
+
+    async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
+        let s = self.lock();
+        let owners: std::collections::BTreeSet<String> = s
+            .runs
+            .values()
+            .filter(|r| r.agent_id == agent_id && r.status == RunStatus::Running)
+            .filter(|r| r.lease_until.is_some_and(|until| until > now))
+            .filter_map(|r| r.owner.clone())
+            .collect();
+        Ok(owners.into_iter().collect())
+    }
+
+    async fn take_over_runs(
+        &self,
+        agent_id: &str,
+        from: &str,
+        lease: &Lease,
+        limit: usize,
+    ) -> StoreResult<Vec<OwnedRun>> {
+        check_storable("a lease's end", lease.until)?;
+        let mut s = self.lock();
+        let mut ids: Vec<(DateTime<Utc>, String)> = s
+            .runs
+            .values()
+            .filter(|r| r.agent_id == agent_id && r.status == RunStatus::Running)
+            .filter(|r| r.owner.as_deref() == Some(from))
+            .map(|r| (r.created_at, r.id.clone()))
+            .collect();
+        ids.sort();
+        ids.truncate(limit.max(1));
+        let mut owned = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            let next_seq = s.next_seq(&id);
+            if let Some(run) = s.runs.get_mut(&id) {
+                run.owner = Some(lease.owner.clone());
+                run.lease_until = Some(lease.until);
+                owned.push(OwnedRun {
+                    run: run.clone(),
+                    next_seq,
+                });
+            }
+        }
+        Ok(owned)
+    }
+
     async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
         if let Some(lease) = &change.lease {
             check_storable("a lease's end", lease.until)?;

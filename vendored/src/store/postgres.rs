@@ -450,6 +450,27 @@ impl StateStore for PostgresStore {
         self.context("claiming orphaned runs", claimed)
     }
 
+    async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
+        let read = async { ops::leased_owners(&self.client().await?, agent_id, &now).await }.await;
+        self.context("listing the owners of leased runs", read)
+    }
+
+    async fn take_over_runs(
+        &self,
+        agent_id: &str,
+        from: &str,
+        lease: &Lease,
+        limit: usize,
+    ) -> StoreResult<Vec<OwnedRun>> {
+        check_storable("a lease's end", lease.until)?;
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let taken = async {
+            ops::take_over_runs(&self.client().await?, agent_id, from, lease, limit).await
+        }
+        .await;
+        self.context(&format!("taking over the runs of {from}"), taken)
+    }
+
     async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
         if let Some(lease) = &change.lease {
             check_storable("a lease's end", lease.until)?;

@@ -583,6 +583,35 @@ impl StateStore for SqliteStore {
         .await
     }
 
+    fn one_kernel(&self) -> bool {
+        true
+    }
+
+    async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
+        let (agent_id, now) = (agent_id.to_string(), format_utc(now));
+        self.read("listing the owners of leased runs", move |conn| {
+            ops::leased_owners(conn, &agent_id, &now)
+        })
+        .await
+    }
+
+    async fn take_over_runs(
+        &self,
+        agent_id: &str,
+        from: &str,
+        lease: &Lease,
+        limit: usize,
+    ) -> StoreResult<Vec<OwnedRun>> {
+        check_storable("a lease's end", lease.until)?;
+        let (agent_id, from) = (agent_id.to_string(), from.to_string());
+        let (owner, until) = (lease.owner.clone(), format_utc(lease.until));
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        self.write(format!("taking over the runs of {from}"), move |conn| {
+            ops::take_over_runs(conn, &agent_id, &from, &owner, &until, limit)
+        })
+        .await
+    }
+
     async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
         if let Some(lease) = &change.lease {
             check_storable("a lease's end", lease.until)?;

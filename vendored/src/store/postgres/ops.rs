@@ -1184,6 +1184,60 @@ pub(super) async fn claim_orphans<C: GenericClient>(
     .await
 }
 
+/// See [`crate::store::StateStore::leased_owners`].
+pub(super) async fn leased_owners<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    now: &DateTime<Utc>,
+) -> StoreResult<Vec<String>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT DISTINCT owner FROM tollgate_runs \
+             WHERE agent_id = $1 AND status = 'running' AND owner IS NOT NULL \
+               AND lease_until > $2",
+        )
+        .await?;
+    let mut owners = Vec::new();
+    for row in client.query(&stmt, &[&agent_id, now]).await? {
+        owners.push(row.try_get(0)?);
+    }
+    Ok(owners)
+}
+
+/// One conditional write: the running runs of a dead owner become this
+/// owner's. The outer WHERE re-checks each chosen row on the exact old
+/// owner after its lock, so under READ COMMITTED a second process taking
+/// them over at the same time finds them changed and takes nothing.
+pub(super) async fn take_over_runs<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    from: &str,
+    lease: &Lease,
+    limit: i64,
+) -> StoreResult<Vec<OwnedRun>> {
+    query_all(
+        client,
+        &format!(
+            "UPDATE tollgate_runs SET owner = $3, lease_until = $4 \
+             WHERE id IN (SELECT id FROM tollgate_runs \
+                          WHERE agent_id = $1 AND status = 'running' AND owner = $2 \
+                          ORDER BY created_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
+               AND status = 'running' AND owner = $2 \
+             RETURNING {RUN_COLUMNS}, \
+               (SELECT COALESCE(MAX(e.seq), 0) FROM tollgate_run_events e \
+                WHERE e.run_id = tollgate_runs.id)"
+        ),
+        &[&agent_id, &from, &lease.owner, &lease.until, &limit],
+        |row| {
+            let run = run_from_row(row)?;
+            let last: i64 = row.try_get(RUN_COLUMN_COUNT)?;
+            let next_seq = u64::try_from(last).unwrap_or(0) + 1;
+            Ok(OwnedRun { run, next_seq })
+        },
+    )
+    .await
+}
+
 /// See [`crate::store::StateStore::count_runs_by_status`].
 pub(super) async fn count_runs_by_status<C: GenericClient>(
     client: &C,

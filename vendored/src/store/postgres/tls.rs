@@ -611,6 +611,10 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "writes a certificate file, never a database file"
+    )]
     fn a_missing_or_empty_root_file_is_named() {
         let missing = TlsSettings {
             mode: SslMode::VerifyFull,

@@ -1179,6 +1179,47 @@ pub(super) fn claim_orphans(
     })
 }
 
+/// See [`crate::store::StateStore::leased_owners`].
+pub(super) fn leased_owners(
+    conn: &Connection,
+    agent_id: &str,
+    now: &str,
+) -> StoreResult<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT owner FROM tollgate_runs \
+         WHERE agent_id = ?1 AND status = 'running' AND owner IS NOT NULL \
+           AND lease_until > ?2",
+    )?;
+    query_all(&mut stmt, (agent_id, now), |row| Ok(row.get(0)?))
+}
+
+/// One conditional write: the running runs of a dead owner become this
+/// owner's, matched on the exact old owner string, so a second process
+/// taking them over (after this one committed) changes nothing.
+pub(super) fn take_over_runs(
+    conn: &Connection,
+    agent_id: &str,
+    from: &str,
+    owner: &str,
+    until: &str,
+    limit: i64,
+) -> StoreResult<Vec<OwnedRun>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE tollgate_runs SET owner = ?3, lease_until = ?4 \
+         WHERE id IN (SELECT id FROM tollgate_runs \
+                      WHERE agent_id = ?1 AND status = 'running' AND owner = ?2 \
+                      ORDER BY created_at LIMIT ?5) \
+           AND status = 'running' AND owner = ?2 \
+         RETURNING {RUN_COLUMNS}, {NEXT_SEQ}"
+    ))?;
+    query_all(&mut stmt, (agent_id, from, owner, until, limit), |row| {
+        let run = run_from_row(row)?;
+        let last: i64 = row.get(RUN_COLUMN_COUNT)?;
+        let next_seq = u64::try_from(last).unwrap_or(0) + 1;
+        Ok(OwnedRun { run, next_seq })
+    })
+}
+
 /// See [`crate::store::StateStore::count_runs_by_status`]: one pass over
 /// the agent's runs, whatever the number of statuses.
 pub(super) fn count_runs_by_status(

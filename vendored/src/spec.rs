@@ -18,6 +18,7 @@ mod convert;
 mod error;
 mod hash;
 mod marked;
+mod request;
 mod schema;
 mod validate;
 
@@ -89,6 +90,90 @@ pub struct WebhookTrigger {
 
 impl WebhookTrigger {
     pub(crate) const SCHEMA: Schema = Schema::new(&[value("path"), value("secret")]);
+
+    /// Why `path` (which starts with '/') cannot be a webhook path, or
+    /// None: it is `/`, is or lies under a path the API serves
+    /// ([`RESERVED_PATHS`]), holds a character a request path cannot carry
+    /// as written (the webhook matches the raw path exactly), or has a `.`
+    /// or `..` segment (clients remove those before sending, so
+    /// `/hooks/../runs` would reach `/runs`).
+    pub fn path_problem(path: &str) -> Option<String> {
+        if path == "/" {
+            return Some("\"/\" is the server's root: choose a path such as /hooks/orders".into());
+        }
+        if let Some(route) = reserved_path(path) {
+            let relation = if path == route {
+                "the API's route"
+            } else {
+                "under the API's route"
+            };
+            return Some(format!(
+                "{path:?} is {relation} {route}: the API serves {} and everything under them (choose a path such as /hooks/orders)",
+                RESERVED_PATHS.join(", ")
+            ));
+        }
+        if let Some(bad) = path
+            .char_indices()
+            .find(|(i, c)| !is_path_char(path, *i, *c))
+            .map(|(_, c)| c)
+        {
+            let why = match bad {
+                '?' => "'?' starts a query string, and the webhook matches the path alone",
+                '#' => "'#' starts a fragment, which clients never send",
+                _ => "a request path cannot carry it as written",
+            };
+            return Some(format!(
+                "{path:?} holds {bad:?}: {why} (a path has letters, digits, '/', - . _ ~ ! $ & ' ( ) * + , ; = : @ and %XX escapes)"
+            ));
+        }
+        if path
+            .split('/')
+            .any(|segment| segment == "." || segment == "..")
+        {
+            return Some(format!(
+                "{path:?} has a '.' or '..' segment, which clients resolve before sending"
+            ));
+        }
+        None
+    }
+}
+
+/// The paths the API serves, each with everything under it: the first
+/// segment of every route of the router (server/routes and server/ui). A
+/// test in server/routes/openapi.rs holds this list to the router's
+/// routes, so neither can change without the other.
+pub const RESERVED_PATHS: [&str; 9] = [
+    "/runs",
+    "/approvals",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/slack",
+    // The approvals inbox (server/ui) and its signed links.
+    "/ui",
+    "/a",
+];
+
+/// The entry of [`RESERVED_PATHS`] that `path` is or lies under.
+pub fn reserved_path(path: &str) -> Option<&'static str> {
+    RESERVED_PATHS.iter().copied().find(|route| {
+        path.strip_prefix(route)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
+/// RFC 3986 `pchar` or '/', with '%' only as the start of a %XX escape.
+fn is_path_char(path: &str, at: usize, c: char) -> bool {
+    match c {
+        'a'..='z' | 'A'..='Z' | '0'..='9' | '/' => true,
+        '-' | '.' | '_' | '~' => true,
+        '!' | '$' | '&' | '\'' | '(' | ')' | '*' | '+' | ',' | ';' | '=' | ':' | '@' => true,
+        '%' => path
+            .get(at + 1..at + 3)
+            .is_some_and(|hex| hex.chars().all(|h| h.is_ascii_hexdigit())),
+        _ => false,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,12 +193,28 @@ impl ScheduleTrigger {
     /// day-of-week as in vixie cron), with an optional leading seconds
     /// field, evaluated in UTC. The spec parser calls this too, so a bad
     /// expression is a spec error, not a surprise at startup.
+    ///
+    /// croner parses patterns no date matches (`0 0 30 2 *`, 30 February;
+    /// `0 0 31 4 *`, 31 April): those are errors too, found by looking for
+    /// the next tick after now. Without a year field a pattern repeats
+    /// with the 400-year Gregorian cycle, and croner searches to the year
+    /// 5000, so "no next tick" means "never", not "not soon": `0 0 29 2 *`
+    /// passes, and so does a rarer one such as the fifth Friday of
+    /// February. With a year field (seconds, then five fields, then the
+    /// year) it means the years given are past.
     pub fn parse_cron(&self) -> Result<croner::Cron, String> {
-        croner::parser::CronParser::builder()
+        let cron = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .build()
             .parse(&self.cron)
-            .map_err(|e| format!("invalid cron expression {:?}: {e}", self.cron))
+            .map_err(|e| format!("invalid cron expression {:?}: {e}", self.cron))?;
+        match cron.find_next_occurrence(&crate::time::now(), false) {
+            Ok(_) => Ok(cron),
+            Err(_) => Err(format!(
+                "cron expression {:?} never fires: no date matches it (such as 30 February or 31 April), so the schedule would never start a run",
+                self.cron
+            )),
+        }
     }
 }
 

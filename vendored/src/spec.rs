@@ -93,8 +93,8 @@ impl WebhookTrigger {
 
     /// Why `path` (which starts with '/') cannot be a webhook path, or
     /// None: it is `/`, is or lies under a path the API serves
-    /// ([`RESERVED_PATHS`]), holds a character a request path cannot carry
-    /// as written (the webhook matches the raw path exactly), or has a `.`
+    /// ([`RESERVED_PATHS`]), is not a request path as the server's HTTP
+    /// parser reads one (the webhook matches that exactly), or has a `.`
     /// or `..` segment (clients remove those before sending, so
     /// `/hooks/../runs` would reach `/runs`).
     pub fn path_problem(path: &str) -> Option<String> {
@@ -112,19 +112,31 @@ impl WebhookTrigger {
                 RESERVED_PATHS.join(", ")
             ));
         }
-        if let Some(bad) = path
-            .char_indices()
-            .find(|(i, c)| !is_path_char(path, *i, *c))
-            .map(|(_, c)| c)
+        // What this server's HTTP parser takes as a request path: the
+        // webhook is matched against it byte for byte. Not ASCII: a
+        // browser or an OpenAPI client sends %XX escapes instead, which
+        // would not match.
+        let parsed = path.parse::<axum::http::uri::PathAndQuery>();
+        if !parsed
+            .as_ref()
+            .is_ok_and(|p| p.as_str() == path && p.query().is_none() && path.is_ascii())
         {
-            let why = match bad {
-                '?' => "'?' starts a query string, and the webhook matches the path alone",
-                '#' => "'#' starts a fragment, which clients never send",
-                _ => "a request path cannot carry it as written",
+            let why = match path.find(['?', '#']).map(|at| &path[at..at + 1]) {
+                Some("?") => {
+                    "'?' starts a query string, and the webhook matches the path alone".to_string()
+                }
+                Some(_) => "'#' starts a fragment, which clients never send".to_string(),
+                None => {
+                    let bad = path
+                        .chars()
+                        .find(|c| !c.is_ascii_graphic())
+                        .map_or_else(String::new, |c| format!(" ({c:?})"));
+                    format!(
+                        "it holds a character a request path cannot carry as written{bad}: use %XX escapes"
+                    )
+                }
             };
-            return Some(format!(
-                "{path:?} holds {bad:?}: {why} (a path has letters, digits, '/', - . _ ~ ! $ & ' ( ) * + , ; = : @ and %XX escapes)"
-            ));
+            return Some(format!("{path:?} is not a request path: {why}"));
         }
         if path
             .split('/')
@@ -161,19 +173,6 @@ pub fn reserved_path(path: &str) -> Option<&'static str> {
         path.strip_prefix(route)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     })
-}
-
-/// RFC 3986 `pchar` or '/', with '%' only as the start of a %XX escape.
-fn is_path_char(path: &str, at: usize, c: char) -> bool {
-    match c {
-        'a'..='z' | 'A'..='Z' | '0'..='9' | '/' => true,
-        '-' | '.' | '_' | '~' => true,
-        '!' | '$' | '&' | '\'' | '(' | ')' | '*' | '+' | ',' | ';' | '=' | ':' | '@' => true,
-        '%' => path
-            .get(at + 1..at + 3)
-            .is_some_and(|hex| hex.chars().all(|h| h.is_ascii_hexdigit())),
-        _ => false,
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

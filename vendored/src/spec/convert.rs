@@ -1248,6 +1248,49 @@ steps:
         assert_eq!(spec.hash, SpecHash::of_document(&spec.document));
     }
 
+    #[test]
+    fn webhook_paths_are_request_paths_off_the_api_routes() {
+        for ok in [
+            "/hooks/refund",
+            "/hooks/{id}",
+            "/runs-hook",
+            "/approvalsx",
+            "/a-b",
+            "/ui2",
+            "/hooks/%41",
+            "/hooks/~x_y.z",
+        ] {
+            assert_eq!(WebhookTrigger::path_problem(ok), None, "{ok}");
+        }
+        for (bad, says) in [
+            ("/", "root"),
+            ("/runs", "is the API's route /runs"),
+            ("/runs/", "under the API's route /runs"),
+            ("/runs/x/approve", "under the API's route /runs"),
+            ("/a", "route /a"),
+            ("/a/b/c", "route /a"),
+            ("/ui", "route /ui"),
+            ("/ui/login", "route /ui"),
+            ("/slack/actions", "route /slack"),
+            ("/metrics", "route /metrics"),
+            ("/openapi.json", "route /openapi.json"),
+            ("/healthz", "route /healthz"),
+            ("/readyz", "route /readyz"),
+            ("/approvals/x", "route /approvals"),
+            ("/hooks/x?y=1", "query string"),
+            ("/hooks#x", "fragment"),
+            ("/hooks x", "' '"),
+            ("/hooks/\u{e9}", "'\u{e9}'"),
+            ("/hooks/\n", "'\\n'"),
+            ("/hooks/../runs", "'..' segment"),
+            ("/hooks/./x", "'.' or '..' segment"),
+        ] {
+            let problem =
+                WebhookTrigger::path_problem(bad).unwrap_or_else(|| panic!("{bad:?} passed"));
+            assert!(problem.contains(says), "{bad:?}: {problem}");
+        }
+    }
+
     fn cron(expression: &str) -> Result<croner::Cron, String> {
         ScheduleTrigger {
             cron: expression.into(),

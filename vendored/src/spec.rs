@@ -102,13 +102,13 @@ impl WebhookTrigger {
             return Some("\"/\" is the server's root: choose a path such as /hooks/orders".into());
         }
         if let Some(route) = reserved_path(path) {
-            let relation = if path == route {
-                "the API's route"
+            let under = if path == route {
+                ""
             } else {
-                "under the API's route"
+                " (it lies under it)"
             };
             return Some(format!(
-                "{path:?} is {relation} {route}: the API serves {} and everything under them (choose a path such as /hooks/orders)",
+                "{path:?} clashes with the API's route {route}{under}: the API serves {} and everything under them (choose a path such as /hooks/orders)",
                 RESERVED_PATHS.join(", ")
             ));
         }

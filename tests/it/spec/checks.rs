@@ -83,7 +83,7 @@ fn the_cli_refuses_each_with_the_position_of_the_value() {
         (
             "trigger:\n  webhook: {path: /runs/hook}\nsteps:\n  - id: a\n    set: {x: 1}\n",
             "4:19",
-            "under the API's route /runs",
+            "clashes with the API's route /runs (it lies under it)",
         ),
         (
             "tools:\n  t:\n    http:\n      url: https://h.example\n      headers: {X-A: \"1\\r\\nX-B: 2\"}\nsteps:\n  - id: a\n    tool: t\n",

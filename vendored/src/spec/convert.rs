@@ -1264,9 +1264,9 @@ steps:
         }
         for (bad, says) in [
             ("/", "root"),
-            ("/runs", "is the API's route /runs"),
-            ("/runs/", "under the API's route /runs"),
-            ("/runs/x/approve", "under the API's route /runs"),
+            ("/runs", "clashes with the API's route /runs:"),
+            ("/runs/", "route /runs (it lies under it)"),
+            ("/runs/x/approve", "route /runs (it lies under it)"),
             ("/a", "route /a"),
             ("/a/b/c", "route /a"),
             ("/ui", "route /ui"),

@@ -18,6 +18,7 @@ mod convert;
 mod error;
 mod hash;
 mod marked;
+mod request;
 mod schema;
 mod validate;
 
@@ -89,6 +90,89 @@ pub struct WebhookTrigger {
 
 impl WebhookTrigger {
     pub(crate) const SCHEMA: Schema = Schema::new(&[value("path"), value("secret")]);
+
+    /// Why `path` (which starts with '/') cannot be a webhook path, or
+    /// None: it is `/`, is or lies under a path the API serves
+    /// ([`RESERVED_PATHS`]), is not a request path as the server's HTTP
+    /// parser reads one (the webhook matches that exactly), or has a `.`
+    /// or `..` segment (clients remove those before sending, so
+    /// `/hooks/../runs` would reach `/runs`).
+    pub fn path_problem(path: &str) -> Option<String> {
+        if path == "/" {
+            return Some("\"/\" is the server's root: choose a path such as /hooks/orders".into());
+        }
+        if let Some(route) = reserved_path(path) {
+            let under = if path == route {
+                ""
+            } else {
+                " (it lies under it)"
+            };
+            return Some(format!(
+                "{path:?} clashes with the API's route {route}{under}: the API serves {} and everything under them (choose a path such as /hooks/orders)",
+                RESERVED_PATHS.join(", ")
+            ));
+        }
+        // What this server's HTTP parser takes as a request path: the
+        // webhook is matched against it byte for byte. Not ASCII: a
+        // browser or an OpenAPI client sends %XX escapes instead, which
+        // would not match.
+        let parsed = path.parse::<axum::http::uri::PathAndQuery>();
+        if !parsed
+            .as_ref()
+            .is_ok_and(|p| p.as_str() == path && p.query().is_none() && path.is_ascii())
+        {
+            let why = match path.find(['?', '#']).map(|at| &path[at..at + 1]) {
+                Some("?") => {
+                    "'?' starts a query string, and the webhook matches the path alone".to_string()
+                }
+                Some(_) => "'#' starts a fragment, which clients never send".to_string(),
+                None => {
+                    let bad = path
+                        .chars()
+                        .find(|c| !c.is_ascii_graphic())
+                        .map_or_else(String::new, |c| format!(" ({c:?})"));
+                    format!(
+                        "it holds a character a request path cannot carry as written{bad}: use %XX escapes"
+                    )
+                }
+            };
+            return Some(format!("{path:?} is not a request path: {why}"));
+        }
+        if path
+            .split('/')
+            .any(|segment| segment == "." || segment == "..")
+        {
+            return Some(format!(
+                "{path:?} has a '.' or '..' segment, which clients resolve before sending"
+            ));
+        }
+        None
+    }
+}
+
+/// The paths the API serves, each with everything under it: the first
+/// segment of every route of the router (server/routes and server/ui). A
+/// test in server/routes/openapi.rs holds this list to the router's
+/// routes, so neither can change without the other.
+pub const RESERVED_PATHS: [&str; 9] = [
+    "/runs",
+    "/approvals",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/slack",
+    // The approvals inbox (server/ui) and its signed links.
+    "/ui",
+    "/a",
+];
+
+/// The entry of [`RESERVED_PATHS`] that `path` is or lies under.
+pub fn reserved_path(path: &str) -> Option<&'static str> {
+    RESERVED_PATHS.iter().copied().find(|route| {
+        path.strip_prefix(route)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,12 +192,28 @@ impl ScheduleTrigger {
     /// day-of-week as in vixie cron), with an optional leading seconds
     /// field, evaluated in UTC. The spec parser calls this too, so a bad
     /// expression is a spec error, not a surprise at startup.
+    ///
+    /// croner parses patterns no date matches (`0 0 30 2 *`, 30 February;
+    /// `0 0 31 4 *`, 31 April): those are errors too, found by looking for
+    /// the next tick after now. Without a year field a pattern repeats
+    /// with the 400-year Gregorian cycle, and croner searches to the year
+    /// 5000, so "no next tick" means "never", not "not soon": `0 0 29 2 *`
+    /// passes, and so does a rarer one such as the fifth Friday of
+    /// February. With a year field (seconds, then five fields, then the
+    /// year) it means the years given are past.
     pub fn parse_cron(&self) -> Result<croner::Cron, String> {
-        croner::parser::CronParser::builder()
+        let cron = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .build()
             .parse(&self.cron)
-            .map_err(|e| format!("invalid cron expression {:?}: {e}", self.cron))
+            .map_err(|e| format!("invalid cron expression {:?}: {e}", self.cron))?;
+        match cron.find_next_occurrence(&crate::time::now(), false) {
+            Ok(_) => Ok(cron),
+            Err(_) => Err(format!(
+                "cron expression {:?} never fires: no date matches it (such as 30 February or 31 April), so the schedule would never start a run",
+                self.cron
+            )),
+        }
     }
 }
 

@@ -205,7 +205,25 @@ pub fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
     checked_add(t, d).unwrap_or_else(|_| max_storable())
 }
 
+/// Duration units, largest first: the order a duration writes them in.
+const DURATION_UNITS: [(&str, u64); 6] = [
+    ("w", 7 * 86_400_000),
+    ("d", 86_400_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
+];
+
 /// Parse a duration such as `7d`, `24h`, `30m`, `90s`, `500ms` or `1h30m`.
+///
+/// The grammar, strict so that a typo is an error rather than a guess:
+/// one or more `NUMBER UNIT` parts with nothing between them (no spaces,
+/// signs or fractions), where NUMBER is decimal digits and UNIT is one of
+/// `w d h m s ms`; each unit at most once, largest first (`1h30m`, not
+/// `30m1h` or `1h1h`), and the total greater than zero. Surrounding
+/// whitespace is ignored. Sums saturate rather than overflow (callers
+/// bound them).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
@@ -213,11 +231,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     let mut total = Duration::ZERO;
     let mut rest = s;
+    // Index in DURATION_UNITS of the last unit written: the next must be smaller.
+    let mut last: Option<usize> = None;
+    let mut seen = [false; DURATION_UNITS.len()];
     while !rest.is_empty() {
         let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
         if digits == 0 {
             return Err(format!(
-                "invalid duration {text:?}: expected a number followed by ms, s, m, h, d or w (e.g. 30m, 7d)"
+                "invalid duration {text:?}: expected a number followed by ms, s, m, h, d or w (e.g. 30m, 7d, 1h30m)"
             ));
         }
         let n: u64 = rest[..digits]
@@ -227,24 +248,33 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         let unit_len = rest.chars().take_while(|c| c.is_ascii_alphabetic()).count();
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
-        let part = match unit {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            "d" => Duration::from_secs(n.saturating_mul(86_400)),
-            "w" => Duration::from_secs(n.saturating_mul(7 * 86_400)),
-            "" => {
-                return Err(format!(
+        let Some(index) = DURATION_UNITS.iter().position(|(u, _)| *u == unit) else {
+            return Err(if unit.is_empty() {
+                format!(
                     "invalid duration {text:?}: missing unit after {n} (use ms, s, m, h, d or w)"
-                ));
-            }
-            other => {
-                return Err(format!(
-                    "invalid duration {text:?}: unknown unit {other:?} (use ms, s, m, h, d or w)"
-                ));
-            }
+                )
+            } else {
+                format!(
+                    "invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m, h, d or w)"
+                )
+            });
         };
+        if seen[index] {
+            return Err(format!(
+                "invalid duration {text:?}: the unit {unit:?} appears twice (write each unit once, e.g. 1h30m)"
+            ));
+        }
+        seen[index] = true;
+        if let Some(previous) = last {
+            let before = DURATION_UNITS[previous].0;
+            if index < previous {
+                return Err(format!(
+                    "invalid duration {text:?}: {unit:?} comes after the smaller unit {before:?} (write units largest first, e.g. 1h30m)"
+                ));
+            }
+        }
+        last = Some(index);
+        let part = Duration::from_millis(n.saturating_mul(DURATION_UNITS[index].1));
         total = total.saturating_add(part);
     }
     if total.is_zero() {
@@ -341,6 +371,46 @@ mod tests {
             parse_duration("d")
                 .unwrap_err()
                 .contains("expected a number")
+        );
+    }
+
+    #[test]
+    fn each_unit_is_written_once_largest_first() {
+        for repeated in ["1h1h", "1h30m1h", "5ms5ms", "1d2d"] {
+            let err = parse_duration(repeated).unwrap_err();
+            assert!(err.contains("appears twice"), "{repeated}: {err}");
+        }
+        for unordered in ["30m1h", "1s1m", "5ms1s", "1d1w"] {
+            let err = parse_duration(unordered).unwrap_err();
+            assert!(err.contains("largest first"), "{unordered}: {err}");
+        }
+        for other in [
+            "1h 30m",
+            "+1h",
+            "-1h",
+            "1.5h",
+            "1H",
+            " 1h30m5s ",
+            "1w2d3h4m5s6ms",
+        ] {
+            let parsed = parse_duration(other);
+            match other {
+                " 1h30m5s " => assert_eq!(parsed, Ok(Duration::from_secs(5405))),
+                "1w2d3h4m5s6ms" => assert_eq!(
+                    parsed,
+                    Ok(Duration::from_millis(
+                        ((9 * 24 + 3) * 3600 + 4 * 60 + 5) * 1000 + 6
+                    ))
+                ),
+                _ => assert!(parsed.is_err(), "{other}: {parsed:?}"),
+            }
+        }
+        // Parts of zero are allowed; the sum is what must not be.
+        assert_eq!(parse_duration("1h0m"), Ok(Duration::from_secs(3600)));
+        // A huge count saturates instead of overflowing.
+        assert_eq!(
+            parse_duration("18446744073709551615w"),
+            Ok(Duration::from_millis(u64::MAX))
         );
     }
 

@@ -176,6 +176,7 @@ fn approval_step(
         None => Value::Null,
     };
     let Some(record) = decision else {
+        check_gate_payload(&payload, approval.payload.as_ref())?;
         let message = eval_message(approval.message.as_deref(), &ectx)?
             .or_else(|| Some(format!("Approve step {}?", step.id)));
         return Ok(StepOutcome::Paused(GateRequest {
@@ -196,6 +197,24 @@ fn approval_step(
     })
 }
 
+/// The spec allows a `payload:` that is one whole expression (validation
+/// refuses every other shape that is not a mapping); what it gave must be a
+/// mapping too, or nothing (null, as without `payload:`). Checked when the
+/// run pauses, so a decided gate's re-entry takes the stored payload.
+fn check_gate_payload(payload: &Value, template: Option<&Value>) -> Result<(), StepFailure> {
+    if payload.is_object() || payload.is_null() {
+        return Ok(());
+    }
+    let written = match template {
+        Some(Value::String(text)) => format!(" {text:?}"),
+        _ => String::new(),
+    };
+    Err(StepFailure::Step(format!(
+        "the payload{written} gave {}, not a mapping of fields: a gate's payload is an object the person approves or edits",
+        crate::json_kind::json_kind(payload)
+    )))
+}
+
 fn gate_step(
     env: &StepEnv<'_>,
     step: &Step,
@@ -213,6 +232,7 @@ fn gate_step(
         None => Value::Null,
     };
     let Some(record) = decision else {
+        check_gate_payload(&payload, gate.payload.as_ref())?;
         let message = eval_message(gate.message.as_deref(), &ectx)?
             .or_else(|| Some(format!("Step {} requires human approval", step.id)));
         return Ok(StepOutcome::Paused(GateRequest {

@@ -99,7 +99,9 @@ async fn an_echoed_secret_in_an_error_body_is_redacted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn transport_and_url_errors_never_show_a_secret() {
     let closed = format!("http://127.0.0.1:{}/x?key=${{SHOP_TOKEN}}", closed_port());
-    let bad_url = "http://[oops/${SHOP_TOKEN}";
+    // A host from an expression: `validate` cannot judge it (a fixed
+    // `http://[oops` is refused there), so the call finds it malformed.
+    let bad_url = "http://{{ '[oops' }}/${SHOP_TOKEN}";
     for url in [closed.as_str(), bad_url] {
         let spec = one_tool_spec(&format!("http: {{ method: POST, url: \"{url}\" }}"), "{}");
         let ws = Workspace::new(&spec);

@@ -153,10 +153,15 @@ fn a_body_that_arrives_too_slowly_gets_408_and_the_connection_closes() {
     let ws = Workspace::new(GATED_SPEC);
     let served = serve(&ws, &["--body-timeout", "1s"]);
     let mut stream = connect(&served);
+    // Without tokens the Host must name the server with its port.
+    let host = served.base.trim_start_matches("http://");
     stream
         .write_all(
-            b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-              Content-Length: 200\r\n\r\n{\"input\": ",
+            format!(
+                "POST /runs HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+                 Content-Length: 200\r\n\r\n{{\"input\": "
+            )
+            .as_bytes(),
         )
         .unwrap();
     // A byte every 100 ms: steady, but the whole body is not there in time.

@@ -214,10 +214,7 @@ async fn without_tokens_loopback_names_and_the_own_origin_are_served() {
     for host in [
         format!("127.0.0.1:{p}"),
         format!("localhost:{p}"),
-        format!("LocalHost.:{p}"),
-        format!("agent.localhost:{p}"),
-        format!("[::1]:{p}"),
-        "localhost".to_string(),
+        format!("LocalHost:{p}"),
     ] {
         let (status, body) = raw(&served, "GET", "/approvals", &[("Host", &host)], "");
         assert_eq!(status, 200, "{host}: {body}");
@@ -238,6 +235,91 @@ async fn without_tokens_loopback_names_and_the_own_origin_are_served() {
         r#"{"input": {"order_id": "C3"}}"#,
     );
     assert_eq!(status, 202, "{body}");
+}
+
+/// `raw(...)` is refused for its Host, with the message naming what passes.
+fn assert_bad_host(served: &Served, host: Option<&str>, serves: &str) {
+    let headers: Vec<(&str, &str)> = host.map(|h| ("Host", h)).into_iter().collect();
+    let (status, body) = raw(served, "GET", "/approvals", &headers, "");
+    assert_eq!((status, code(&body)), (403, "bad_host"), "{host:?}: {body}");
+    let message = body["error"]["message"].as_str().unwrap_or("");
+    if host.is_some_and(|h| !h.is_empty() && !h.starts_with(':')) {
+        assert!(message.contains(serves), "{host:?}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn without_tokens_only_the_names_the_server_is_reachable_by_pass() {
+    let ws = Workspace::new(GATED_SPEC);
+    let served = Served::start(&ws.spec, &ws.path().join("state.db"), &[], &[]);
+    let api = Api::new();
+    let key = api.pause(&served, json!({"order_id": "A1"})).await.key;
+    let p = port(&served);
+    let other = p.parse::<u16>().unwrap() ^ 1;
+    let serves = format!("localhost:{p} and 127.0.0.1:{p}");
+    for host in [
+        // Another loopback address: the server is not listening there.
+        format!("127.0.0.2:{p}"),
+        format!("127.8.9.10:{p}"),
+        // The same address spelled otherwise.
+        format!("[::ffff:127.0.0.1]:{p}"),
+        format!("[::ffff:7f00:1]:{p}"),
+        format!("127.1:{p}"),
+        format!("2130706433:{p}"),
+        // IPv6 loopback, where this server (bound to 127.0.0.1) is not.
+        format!("[::1]:{p}"),
+        // Names some clients send to DNS, which can answer anything.
+        format!("agent.localhost:{p}"),
+        format!("localhost.:{p}"),
+        // Another port, an empty one, none (port 80).
+        format!("localhost:{other}"),
+        format!("127.0.0.1:{other}"),
+        "localhost:".to_string(),
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+    ] {
+        assert_bad_host(&served, Some(&host), &serves);
+    }
+    // An empty Host, a port without a host, no Host at all.
+    for host in [Some(""), Some(&format!(":{p}")[..]), None] {
+        assert_bad_host(&served, host, &serves);
+    }
+    // Refused before anything runs: deciding through an odd Host is too.
+    let mapped = format!("[::ffff:127.0.0.1]:{p}");
+    let (status, body) = raw(
+        &served,
+        "POST",
+        &format!("/approvals/{key}/approve"),
+        &[("Host", &mapped), ("Content-Type", "application/json")],
+        "{}",
+    );
+    assert_eq!((status, code(&body)), (403, "bad_host"), "{body}");
+    assert_eq!(status_of(&served, &api, &key).await, "PENDING");
+}
+
+#[tokio::test]
+async fn without_tokens_a_server_on_another_loopback_address_answers_that_address() {
+    let ws = Workspace::new(GATED_SPEC);
+    let served = Served::start(
+        &ws.spec,
+        &ws.path().join("state.db"),
+        &[],
+        &["--listen", "127.0.0.2:0"],
+    );
+    assert!(
+        served.base.starts_with("http://127.0.0.2:"),
+        "{}",
+        served.base
+    );
+    let p = port(&served);
+    for host in [format!("127.0.0.2:{p}"), format!("localhost:{p}")] {
+        let (status, body) = raw(&served, "GET", "/approvals", &[("Host", &host)], "");
+        assert_eq!(status, 200, "{host}: {body}");
+    }
+    let serves = format!("localhost:{p} and 127.0.0.2:{p}");
+    for host in [format!("127.0.0.1:{p}"), format!("[::1]:{p}")] {
+        assert_bad_host(&served, Some(&host), &serves);
+    }
 }
 
 #[tokio::test]

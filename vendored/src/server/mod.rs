@@ -229,8 +229,10 @@ impl Server {
             extend,
         } = self;
         let limits = config.limits;
+        // The Host check without tokens compares with the bound address.
+        let bound = listener.local_addr().ok();
         let Mounted { router, tasks } =
-            mount_with_schedule(agent.clone(), config, schedule).await?;
+            mount_with_schedule(agent.clone(), config, schedule, bound).await?;
         let app = match extend {
             Some(extend) => match extend(router) {
                 Ok(app) => app,
@@ -340,6 +342,9 @@ impl BackgroundTasks {
 /// sweep expired approvals, recover orphaned runs, start the background
 /// tasks, and hand back the router to serve (`config.listen` is not used;
 /// `config.limits` are the connection layer's, which yours replaces).
+/// Without API tokens the router does not know the address it is served
+/// on, so its `Host` check takes `localhost`, `127.0.0.1` and `[::1]` on
+/// any port (a bound [`Server`] takes its own address and port only).
 ///
 /// ```no_run
 /// # async fn example(agent: tollgate_runtime::AgentRun) -> Result<(), Box<dyn std::error::Error>> {
@@ -357,13 +362,16 @@ impl BackgroundTasks {
 pub async fn mount(agent: AgentRun, config: ServerConfig) -> Result<Mounted, ServerError> {
     check_webhook_path(&agent)?;
     let schedule = schedule::entries(agent.spec()).map_err(ServerError::Config)?;
-    mount_with_schedule(agent, config, schedule).await
+    mount_with_schedule(agent, config, schedule, None).await
 }
 
+/// `bound`: the address the listener serving the router is bound to, when
+/// known (see `origin::Policy`).
 async fn mount_with_schedule(
     agent: AgentRun,
     config: ServerConfig,
     schedule: Vec<schedule::Entry>,
+    bound: Option<SocketAddr>,
 ) -> Result<Mounted, ServerError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let background = Background::default();
@@ -439,6 +447,7 @@ async fn mount_with_schedule(
         routes::router(state, config.max_body_bytes),
         origin::Policy {
             loopback_hosts_only: config.tokens.is_empty(),
+            bound,
         },
     );
     Ok(Mounted {

@@ -7,18 +7,26 @@
 //!   and port, scheme http or https) is refused with 403
 //!   `forbidden_origin`; so is `Origin: null` (sandboxed frames, `file:`).
 //!   A CORS-simple `text/plain` POST from another site is stopped here.
-//! - `Host`, without API tokens only: it must be a loopback name
-//!   (`localhost`, `*.localhost`, `127.0.0.1` or any 127.x address,
-//!   `[::1]`; any port). DNS rebinding points the attacker's name at
-//!   127.0.0.1, so the page's requests become same-origin, but they still
-//!   carry that name as `Host`: 403 `bad_host`.
+//! - `Host`, without API tokens only: it must be a name the server is
+//!   reachable by on loopback, with the port it listens on: `localhost`,
+//!   or the address it is bound to as a browser writes it (`127.0.0.1`,
+//!   `[::1]`). DNS rebinding points the attacker's name at 127.0.0.1, so
+//!   the page's requests become same-origin, but they still carry that
+//!   name as `Host`: 403 `bad_host`. Nothing else passes: no other 127.x
+//!   address (the server is not listening there), no IPv4-mapped or
+//!   otherwise spelled address (`[::ffff:127.0.0.1]`, `127.1`), no
+//!   `*.localhost` or `localhost.` (not every client resolves those
+//!   itself; one that asks DNS can be given any address), no empty host
+//!   or port, no other port. A router served on a listener of the
+//!   program's own ([`super::mount`]) does not know its address: there the
+//!   names are `localhost`, `127.0.0.1` and `[::1]`, on any port.
 //!
 //! `/healthz` and `/readyz` are exempt: they reveal nothing and probes
 //! (a load balancer's, an orchestrator's, under any name) must always
 //! reach them. Clients that are not browsers (curl, SDKs, Slack, webhooks) send no
 //! `Origin` and are unaffected.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, SocketAddr};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -34,6 +42,9 @@ use super::error::ApiError;
 pub(crate) struct Policy {
     /// No API tokens: answer loopback `Host` names only.
     pub loopback_hosts_only: bool,
+    /// The address the server listens on, when it bound the listener
+    /// itself; None for a router served on a listener of the program's own.
+    pub bound: Option<SocketAddr>,
 }
 
 /// Paths answered whatever the Host and Origin.
@@ -92,11 +103,12 @@ fn check(policy: Policy, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> 
                     .into(),
             ));
         };
-        if !is_loopback_host(host.host()) {
+        if !is_served_loopback_host(host, policy.bound) {
             return Err(bad_host(format!(
-                "Host {} is not a loopback name: without API tokens the server answers only \
-                 localhost, *.localhost, 127.0.0.1 and [::1] (set TOLLGATE_API_TOKENS to serve other names)",
-                quote(host.as_str())
+                "Host {} is not a name this server answers: without API tokens it answers only {} \
+                 (set TOLLGATE_API_TOKENS to serve other names)",
+                quote(host.as_str()),
+                served_names(policy.bound)
             )));
         }
     }
@@ -154,20 +166,43 @@ fn checked_authority(text: &str) -> Result<Authority, Refusal> {
     text.parse::<Authority>().map_err(|_| malformed())
 }
 
-/// localhost, *.localhost (RFC 6761: browsers resolve these to loopback
-/// themselves, so no DNS answer can point them elsewhere), and loopback
-/// address literals (an address cannot be rebound).
-fn is_loopback_host(host: &str) -> bool {
-    let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-    if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
-        return v6.parse::<Ipv6Addr>().is_ok_and(|ip| {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        });
+/// `host` names this server on loopback: `localhost` (RFC 6761: resolved
+/// to loopback by the client itself, so no DNS answer can point it
+/// elsewhere) or the loopback address it is bound to, written as a browser
+/// writes it (an address cannot be rebound), with the port it listens on.
+/// Unbound (`bound` None): `localhost`, `127.0.0.1` or `[::1]`, any port.
+fn is_served_loopback_host(host: &Authority, bound: Option<SocketAddr>) -> bool {
+    // `localhost:` parses, with no port: an empty port is no port we serve.
+    if host.as_str().ends_with(':') {
+        return false;
     }
-    if let Ok(ip) = name.parse::<Ipv4Addr>() {
-        return ip.is_loopback();
+    let name = host.host();
+    let Some(bound) = bound else {
+        return name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1" || name == "[::1]";
+    };
+    let named = name.eq_ignore_ascii_case("localhost") || name == address_name(bound.ip());
+    // No port in Host means the scheme's default; TLS is not served here.
+    named && host.port_u16().unwrap_or(80) == bound.port()
+}
+
+/// An address as it appears in a URL's host: `127.0.0.1`, `[::1]`.
+fn address_name(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
     }
-    name == "localhost" || name.ends_with(".localhost")
+}
+
+/// The `Host` values a refusal suggests.
+fn served_names(bound: Option<SocketAddr>) -> String {
+    match bound {
+        Some(bound) => format!(
+            "localhost:{port} and {}:{port}",
+            address_name(bound.ip()),
+            port = bound.port()
+        ),
+        None => "localhost, 127.0.0.1 and [::1]".to_string(),
+    }
 }
 
 /// `origin` (`scheme://host[:port]`) names the same host and port as
@@ -216,31 +251,67 @@ mod tests {
     }
 
     #[test]
-    fn loopback_names() {
-        for name in [
-            "localhost",
-            "LOCALHOST",
-            "localhost.",
-            "app.localhost",
-            "127.0.0.1",
-            "127.8.9.10",
-            "[::1]",
-            "[::ffff:127.0.0.1]",
+    fn loopback_names_are_the_ones_served_with_the_bound_port() {
+        let v4: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let v6: SocketAddr = "[::1]:8080".parse().unwrap();
+        let other: SocketAddr = "127.0.0.2:8080".parse().unwrap();
+        for (bound, name) in [
+            (v4, "localhost:8080"),
+            (v4, "LocalHost:8080"),
+            (v4, "127.0.0.1:8080"),
+            (v6, "localhost:8080"),
+            (v6, "[::1]:8080"),
+            (other, "127.0.0.2:8080"),
+            (other, "localhost:8080"),
         ] {
-            assert!(is_loopback_host(name), "{name}");
+            assert!(
+                is_served_loopback_host(&host(name), Some(bound)),
+                "{bound} {name}"
+            );
+        }
+        let port_80: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        assert!(is_served_loopback_host(&host("localhost"), Some(port_80)));
+        assert!(is_served_loopback_host(
+            &host("127.0.0.1:80"),
+            Some(port_80)
+        ));
+        for (bound, name) in [
+            (v4, "127.0.0.2:8080"),
+            (v4, "127.8.9.10:8080"),
+            (v4, "[::1]:8080"),
+            (v4, "[::ffff:127.0.0.1]:8080"),
+            (v4, "[0:0:0:0:0:0:0:1]:8080"),
+            (v4, "127.1:8080"),
+            (v4, "2130706433:8080"),
+            (v4, "localhost.:8080"),
+            (v4, "app.localhost:8080"),
+            (v4, "localhost.evil.com:8080"),
+            (v4, "127.0.0.1.nip.io:8080"),
+            (v4, "evil.com:8080"),
+            (v4, "0.0.0.0:8080"),
+            (v4, "localhost:8081"),
+            (v4, "localhost"),
+            (v4, "localhost:"),
+            (v4, "127.0.0.1:"),
+            (v6, "127.0.0.1:8080"),
+            (other, "127.0.0.1:8080"),
+        ] {
+            assert!(
+                !is_served_loopback_host(&host(name), Some(bound)),
+                "{bound} {name}"
+            );
+        }
+        // Unbound: the three names on any port, nothing else.
+        for name in ["localhost:1", "127.0.0.1:9", "[::1]:443", "localhost"] {
+            assert!(is_served_loopback_host(&host(name), None), "{name}");
         }
         for name in [
-            "evil.com",
-            "localhost.evil.com",
-            "127.0.0.1.nip.io",
-            "0.0.0.0",
-            "10.0.0.1",
-            "[::]",
-            "[fe80::1]",
-            "127.1",
-            "",
+            "127.0.0.2:9",
+            "[::ffff:127.0.0.1]:9",
+            "x.localhost:9",
+            "localhost:",
         ] {
-            assert!(!is_loopback_host(name), "{name}");
+            assert!(!is_served_loopback_host(&host(name), None), "{name}");
         }
     }
 

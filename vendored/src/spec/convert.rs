@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::marked::{Entry, Node, Pos, Resolved, Tree};
+use super::request;
 use super::schema::Schema;
 use super::{
     ApprovalDefaults, ApprovalStep, DedupeStep, GateStep, Guardrail, HttpToolSpec, IdempotencySpec,
@@ -20,6 +21,7 @@ use super::{
     TriggerSpec, WebhookTrigger,
 };
 use super::{MAX_DURATION, MAX_DURATION_TEXT};
+use crate::expr::{self, Shape};
 
 type Result<T> = std::result::Result<T, SpecError>;
 
@@ -409,6 +411,12 @@ impl<'a> Cx<'a> {
                         format!("{} must start with '/', found {path:?}", hook.label("path")),
                     ));
                 }
+                if let Some(problem) = WebhookTrigger::path_problem(&path) {
+                    return Err(self.err(
+                        path_node.pos,
+                        format!("bad {}: {problem}", hook.label("path")),
+                    ));
+                }
                 Some(WebhookTrigger {
                     path,
                     secret: hook.opt_string("secret")?,
@@ -657,6 +665,12 @@ impl<'a> Cx<'a> {
         };
         let url_node = fields.required("url")?;
         let url = self.non_empty_string(url_node, &fields.label("url"))?;
+        if let Some(problem) = request::url_problem(&url) {
+            return Err(self.err(
+                url_node.pos,
+                format!("bad {}: {problem}", fields.label("url")),
+            ));
+        }
         if let Some(second) = fields.later_of("json", "body") {
             return Err(self.err(
                 second.key_pos,
@@ -730,9 +744,14 @@ impl<'a> Cx<'a> {
                         &fields.label("idempotency"),
                     )?;
                     match idem.get("header") {
-                        Some(h) => IdempotencySpec::Header(
-                            self.non_empty_string(h, &idem.label("header"))?,
-                        ),
+                        Some(h) => {
+                            let label = idem.label("header");
+                            let name = self.non_empty_string(h, &label)?;
+                            if let Some(problem) = request::header_name_problem(&name) {
+                                return Err(self.err(h.pos, format!("bad {label}: {problem}")));
+                            }
+                            IdempotencySpec::Header(name)
+                        }
                         None => IdempotencySpec::default(),
                     }
                 }
@@ -745,10 +764,12 @@ impl<'a> Cx<'a> {
                 }
             },
         };
+        let headers = fields.string_map("headers")?;
+        self.check_headers(&fields)?;
         Ok(HttpToolSpec {
             method,
             url,
-            headers: fields.string_map("headers")?,
+            headers,
             query: fields.string_map("query")?,
             json,
             body,
@@ -757,6 +778,29 @@ impl<'a> Cx<'a> {
             retry,
             idempotency,
         })
+    }
+
+    /// Header names are HTTP tokens, and the fixed text of a value is one
+    /// line: a CR or LF there could never be sent (and must never split
+    /// the request). `headers` has been read as a mapping of strings.
+    fn check_headers(&self, fields: &Fields<'_>) -> Result<()> {
+        let Some(entries) = fields.get("headers").and_then(Node::entries) else {
+            return Ok(());
+        };
+        let label = fields.label("headers");
+        for e in entries {
+            if let Some(problem) = request::header_name_problem(&e.key) {
+                return Err(self.err(e.key_pos, format!("bad header name in {label}: {problem}")));
+            }
+            let value = e.value.as_str().unwrap_or_default();
+            if let Some(problem) = request::header_value_problem(value) {
+                return Err(self.err(
+                    e.value.pos,
+                    format!("bad header {:?} in {label}: {problem}", e.key),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn step(&self, node: &Node, index: usize) -> Result<Step> {
@@ -961,7 +1005,7 @@ impl<'a> Cx<'a> {
         Ok(ApprovalStep {
             message: fields.opt_string("message")?,
             ttl: fields.opt_duration("ttl")?,
-            payload: fields.get("payload").map(Node::to_value),
+            payload: self.gate_payload(&fields)?,
             on_reject,
         })
     }
@@ -995,8 +1039,39 @@ impl<'a> Cx<'a> {
             condition,
             message: step.opt_string("message")?,
             ttl: step.opt_duration("ttl")?,
-            payload: step.get("payload").map(Node::to_value),
+            payload: self.gate_payload(step)?,
         })
+    }
+
+    /// The `payload:` of an approval or `if` step: what the person approves
+    /// or edits, and what later steps read by field
+    /// (`steps.<id>.output.payload.note`). So a mapping, or one whole
+    /// `{{ expr }}` (which keeps its value's type) that must give a mapping
+    /// when the run pauses (workflow.rs checks that). Plain text, a number,
+    /// a list, or text with a template in it (which renders to a string)
+    /// can never be one.
+    fn gate_payload(&self, fields: &Fields<'_>) -> Result<Option<Value>> {
+        let Some(node) = fields.get("payload") else {
+            return Ok(None);
+        };
+        let found = match node.as_str() {
+            _ if node.entries().is_some() => return Ok(Some(node.to_value())),
+            Some(text) => match expr::shape(text) {
+                Shape::Lone(_) => return Ok(Some(node.to_value())),
+                Shape::Literal => format!("the text {text:?}"),
+                Shape::Mixed => {
+                    format!("{text:?}, text with a template in it, which renders to a string")
+                }
+            },
+            None => node.type_name().to_string(),
+        };
+        Err(self.err(
+            node.pos,
+            format!(
+                "{} must be a mapping of fields, e.g. {{ amount: \"{{{{ input.amount }}}}\" }}, or one expression that gives one, e.g. \"{{{{ steps.draft.output }}}}\"; found {found}",
+                fields.label("payload")
+            ),
+        ))
     }
 
     fn dedupe_step(&self, step: &Fields<'_>, node: &Node, step_name: &str) -> Result<DedupeStep> {
@@ -1174,6 +1249,85 @@ steps:
     }
 
     #[test]
+    fn webhook_paths_are_request_paths_off_the_api_routes() {
+        for ok in [
+            "/hooks/refund",
+            "/hooks/{id}",
+            "/runs-hook",
+            "/approvalsx",
+            "/a-b",
+            "/ui2",
+            "/hooks/%41",
+            "/hooks/~x_y.z",
+        ] {
+            assert_eq!(WebhookTrigger::path_problem(ok), None, "{ok}");
+        }
+        for (bad, says) in [
+            ("/", "root"),
+            ("/runs", "clashes with the API's route /runs:"),
+            ("/runs/", "route /runs (it lies under it)"),
+            ("/runs/x/approve", "route /runs (it lies under it)"),
+            ("/a", "route /a"),
+            ("/a/b/c", "route /a"),
+            ("/ui", "route /ui"),
+            ("/ui/login", "route /ui"),
+            ("/slack/actions", "route /slack"),
+            ("/metrics", "route /metrics"),
+            ("/openapi.json", "route /openapi.json"),
+            ("/healthz", "route /healthz"),
+            ("/readyz", "route /readyz"),
+            ("/approvals/x", "route /approvals"),
+            ("/hooks/x?y=1", "query string"),
+            ("/hooks#x", "fragment"),
+            ("/hooks x", "' '"),
+            ("/hooks/\u{e9}", "'\u{e9}'"),
+            ("/hooks/\n", "'\\n'"),
+            ("/hooks/../runs", "'..' segment"),
+            ("/hooks/./x", "'.' or '..' segment"),
+        ] {
+            let problem =
+                WebhookTrigger::path_problem(bad).unwrap_or_else(|| panic!("{bad:?} passed"));
+            assert!(problem.contains(says), "{bad:?}: {problem}");
+        }
+    }
+
+    fn cron(expression: &str) -> Result<croner::Cron, String> {
+        ScheduleTrigger {
+            cron: expression.into(),
+            input: json!({}),
+        }
+        .parse_cron()
+    }
+
+    #[test]
+    fn a_cron_that_can_fire_passes_and_one_that_never_can_is_refused() {
+        // 29 February, the fifth Friday of February (once in 28 years), the
+        // last day of February, and day-of-month OR day-of-week.
+        for ok in [
+            "0 0 29 2 *",
+            "0 0 * 2 5#5",
+            "0 0 L 2 *",
+            "0 0 30 2 5",
+            "0 0 31 * *",
+            "30 0 0 29 2 *",
+        ] {
+            assert!(cron(ok).is_ok(), "{ok}: {:?}", cron(ok).err());
+        }
+        for never in [
+            "0 0 30 2 *",
+            "0 0 31 4 *",
+            "0 0 31 2,4,6,9,11 *",
+            "0 0 30-31 2 *",
+            "0 0 0 1 1 * 2001",
+        ] {
+            let err = cron(never)
+                .err()
+                .unwrap_or_else(|| panic!("{never} passed"));
+            assert!(err.contains("never fires"), "{never}: {err}");
+        }
+    }
+
+    #[test]
     fn http_details_and_defaults() {
         let spec = parse(
             r#"version: 1
@@ -1196,7 +1350,7 @@ steps:
   - id: three
     approval:
   - id: four
-    approval: { on_reject: continue, payload: [1, "{{ input.x }}"] }
+    approval: { on_reject: continue, payload: { n: 1, x: "{{ input.x }}" } }
 "#,
         );
         let ToolKind::Http(t) = &spec.tools["t"].kind else {
@@ -1232,7 +1386,7 @@ steps:
             panic!()
         };
         assert_eq!(four.on_reject, OnReject::Continue);
-        assert_eq!(four.payload, Some(json!([1, "{{ input.x }}"])));
+        assert_eq!(four.payload, Some(json!({"n": 1, "x": "{{ input.x }}"})));
         assert!(matches!(spec.steps[2].kind, StepKind::Approval(_)));
     }
 }

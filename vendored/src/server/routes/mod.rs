@@ -38,19 +38,9 @@ pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
     Ok(limit)
 }
 
-/// Paths the API owns; a webhook path may not start with one of them.
-pub(crate) const RESERVED_PREFIXES: [&str; 9] = [
-    "/runs",
-    "/approvals",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/openapi.json",
-    "/slack",
-    // The approvals inbox (server/ui) and its signed links.
-    "/ui",
-    "/a",
-];
+/// Paths the API owns; a webhook path may not start with one of them. The
+/// list lives with the spec, whose validation refuses such a path first.
+pub(crate) use crate::spec::RESERVED_PATHS as RESERVED_PREFIXES;
 
 pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
     let api = Router::new()

@@ -302,6 +302,35 @@ mod tests {
         assert_eq!(documented, routed);
     }
 
+    /// A webhook path may not be or lie under a path the API serves
+    /// (`spec::RESERVED_PATHS`, checked when a spec is validated): that
+    /// list is exactly the first segments of the router's routes, the
+    /// API's and the inbox's, so a new route cannot leave it behind.
+    #[test]
+    fn the_reserved_webhook_paths_are_the_routes_first_segments() {
+        let mut routed = routed();
+        routed.extend(routed_in(include_str!("../ui/mod.rs")));
+        let firsts: std::collections::BTreeSet<String> = routed
+            .iter()
+            .map(|(_, path)| {
+                let rest = path.trim_start_matches('/');
+                format!("/{}", rest.split('/').next().unwrap_or_default())
+            })
+            .collect();
+        let reserved: std::collections::BTreeSet<String> = crate::spec::RESERVED_PATHS
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(reserved, firsts);
+        for (_, path) in &routed {
+            let concrete = path.replace('{', "x").replace('}', "");
+            assert!(
+                crate::spec::WebhookTrigger::path_problem(&concrete).is_some(),
+                "{path} is routed, but a webhook could take it"
+            );
+        }
+    }
+
     #[test]
     fn the_inbox_pages_are_listed_as_left_out_and_nothing_else() {
         let mut pages: Vec<(String, String)> = PAGES

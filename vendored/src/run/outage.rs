@@ -138,10 +138,9 @@ impl Outage<'_> {
                     return Ok(());
                 }
                 Ok(false) => {}
-                Err(e) if e.is_retryable() => {
-                    last = e;
-                    continue;
-                }
+                // Still away: wait again. The write's own error is what a
+                // give-up reports (it names the operation).
+                Err(e) if e.is_retryable() => continue,
                 Err(e) => return Err(e),
             }
             attempts = attempts.saturating_add(1);

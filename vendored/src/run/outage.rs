@@ -134,7 +134,11 @@ impl Outage<'_> {
             // lost: look before writing again.
             match landed(self.store, self.run_id, &probe).await {
                 Ok(true) => {
-                    self.recovered(attempts, since, "it had been stored after all");
+                    self.recovered(
+                        attempts,
+                        since,
+                        "found stored (an earlier attempt landed; its answer was lost)",
+                    );
                     return Ok(());
                 }
                 Ok(false) => {}

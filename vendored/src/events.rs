@@ -67,6 +67,14 @@ pub enum EventKind {
     },
     RunFailed {
         error: String,
+        /// Who failed the run by hand (`runs fail`); absent when it failed
+        /// by itself. An operator's fail is final for `runs retry` unless
+        /// forced.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        /// The operator's reason, with `by`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// An operator ended the run (DESIGN §3).
     RunCancelled {
@@ -80,6 +88,10 @@ pub enum EventKind {
         by: String,
         /// The step it resumes at; `None` when every step was done.
         from_step: Option<String>,
+        /// An operator's `runs retry --force` of a run another operator
+        /// had failed (the `run_failed` before this names who).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        forced: bool,
     },
     /// A step was in flight when its process stopped, and its `on_crash`
     /// says not to repeat it: the run waits for an operator.
@@ -90,6 +102,15 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// A `run_failed` that records no operator: the run failed by itself.
+    pub fn failed(error: String) -> EventKind {
+        EventKind::RunFailed {
+            error,
+            by: None,
+            reason: None,
+        }
+    }
+
     /// The `awaiting_approval` event announcing a pause.
     pub fn awaiting(record: &ApprovalRecord) -> EventKind {
         EventKind::AwaitingApproval {

@@ -6,6 +6,10 @@
 //! task returns. Every resume, in this process or another after a restart,
 //! goes through the same path: load, check, claim, re-enter.
 
+mod outage;
+#[cfg(test)]
+mod outage_tests;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +32,9 @@ use crate::store::{
 use crate::time::{Clock, SharedClock};
 use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
+use outage::{LeaseWatch, Outage, Probe, Renewer};
+
+pub use outage::DEFAULT_PATIENCE as DEFAULT_STORE_PATIENCE;
 
 /// Why a start or a decision could not be carried out. A run that fails on
 /// its own (a step error) is not an error here: it is an outcome.
@@ -132,6 +139,9 @@ pub struct AgentRun {
     lease: Duration,
     /// What this process counted of these runs (`GET /metrics`).
     metrics: Arc<crate::metrics::Metrics>,
+    /// The longest a driver waits for an unavailable store to take one
+    /// write (see [`outage`]).
+    patience: Duration,
 }
 
 /// A run stored by [`AgentRun::create`] and not executed yet: hand it to
@@ -168,7 +178,16 @@ impl AgentRun {
             events,
             clock: crate::time::system(),
             lease: crate::durable::DEFAULT_LEASE,
+            patience: DEFAULT_STORE_PATIENCE,
         }
+    }
+
+    /// Wait at most `patience` for an unavailable store (down, disk full)
+    /// to take a driver's write before giving the run up; the run's lease
+    /// bounds the wait too.
+    pub fn with_store_patience(mut self, patience: Duration) -> AgentRun {
+        self.patience = patience;
+        self
     }
 
     /// Hold the runs this process drives for `lease` at a time (renewed
@@ -276,6 +295,7 @@ impl AgentRun {
         run.owner = Some(lease.owner.clone());
         run.lease_until = Some(lease.until);
         log.owner = Some(lease.owner);
+        log.lease.set(Some(lease.until));
         (run, log)
     }
 
@@ -650,11 +670,29 @@ impl AgentRun {
     }
 
     /// `runs retry`, first half: take a `stuck` or `failed` run over for
-    /// this process (one conditional write: of two operators, one wins)
-    /// and record `run_recovered` with `by`. Pass the result to
-    /// [`AgentRun::resume_retried`] (a server answers in between).
-    pub async fn claim_retry(&self, run_id: &str, by: &str) -> Result<OwnedRun, RunError> {
+    /// this process and record `run_recovered` with `by`. Pass the result
+    /// to [`AgentRun::resume_retried`] (a server answers in between).
+    ///
+    /// A run an operator failed (`runs fail`) stays failed: its retry is
+    /// refused, naming who failed it, when and why, unless `force` says the
+    /// operator means it (the `run_recovered` then says `forced`). A run
+    /// that failed by itself is retried as ever. The change is one write
+    /// conditional on the run's last event being the one read here, so of
+    /// a retry and a fail racing (or two retries) exactly one lands.
+    pub async fn claim_retry(
+        &self,
+        run_id: &str,
+        by: &str,
+        force: bool,
+    ) -> Result<OwnedRun, RunError> {
         let run = self.operated_run(run_id, by).await?;
+        let events = self.store.run_events(&run.id, 0).await?;
+        let failed_by = (run.status == RunStatus::Failed)
+            .then(|| OperatorFail::of(&events))
+            .flatten();
+        if let (Some(failed), false) = (&failed_by, force) {
+            return Err(failed.refusal(&run.id).into());
+        }
         let (_, index) = self.resume_point(&run.id).await?;
         let change = RunTransition {
             run_id: run.id.clone(),
@@ -665,13 +703,39 @@ impl AgentRun {
             event: EventKind::RunRecovered {
                 by: by.to_string(),
                 from_step: self.spec.steps.get(index).map(|s| s.id.clone()),
+                forced: failed_by.is_some(),
             },
             at: self.clock.now(),
+            if_last_seq: Some(events.last().map_or(0, |e| e.seq)),
         };
-        let (run, event) = self.store.transition_run(&change).await?;
+        let (run, event) = match self.store.transition_run(&change).await {
+            Ok(changed) => changed,
+            Err(e @ StoreError::WrongRunStatus { .. }) => {
+                return Err(self
+                    .lost_to_operator(run_id, force)
+                    .await
+                    .unwrap_or(e)
+                    .into());
+            }
+            Err(e) => return Err(e.into()),
+        };
         let next_seq = event.seq + 1;
         let _ = self.events.send(event);
         Ok(OwnedRun { run, next_seq })
+    }
+
+    /// A retry's write lost: when an operator's fail won meanwhile, the
+    /// refusal names it (as for a retry that came after it).
+    async fn lost_to_operator(&self, run_id: &str, force: bool) -> Option<StoreError> {
+        if force {
+            return None;
+        }
+        let run = self.store.get_run(run_id).await.ok()??;
+        if run.status != RunStatus::Failed {
+            return None;
+        }
+        let events = self.store.run_events(run_id, 0).await.ok()?;
+        Some(OperatorFail::of(&events)?.refusal(run_id))
     }
 
     /// `runs retry`, second half: drive the run from its last durable
@@ -682,7 +746,9 @@ impl AgentRun {
     }
 
     /// `runs fail`: end a `stuck` run `failed` with `reason`, recording
-    /// who did it. One conditional write.
+    /// who did it (`run_failed` with `by` and `reason`). One write
+    /// conditional on the run's last event being the one read here: of a
+    /// fail and a retry racing, one lands.
     pub async fn fail_stuck(
         &self,
         run_id: &str,
@@ -690,6 +756,12 @@ impl AgentRun {
         by: &str,
     ) -> Result<RunRecord, RunError> {
         let run = self.operated_run(run_id, by).await?;
+        let last = self
+            .store
+            .run_events(&run.id, 0)
+            .await?
+            .last()
+            .map(|e| e.seq);
         let error = format!("failed by {by}: {reason}");
         let change = RunTransition {
             run_id: run.id,
@@ -697,8 +769,13 @@ impl AgentRun {
             to: RunStatus::Failed,
             error: Some(error.clone()),
             lease: None,
-            event: EventKind::RunFailed { error },
+            event: EventKind::RunFailed {
+                error,
+                by: Some(by.to_string()),
+                reason: Some(reason.to_string()),
+            },
             at: self.clock.now(),
+            if_last_seq: Some(last.unwrap_or(0)),
         };
         let (run, event) = self.store.transition_run(&change).await?;
         let _ = self.events.send(event);
@@ -758,6 +835,7 @@ impl AgentRun {
         let journal = self.store.run_journal(&run.id).await?;
         let mut log = EventLog::new(&run.id, next_seq, self.events.clone(), &self.clock);
         log.owner = Some(crate::durable::node_id().to_string());
+        log.lease.set(run.lease_until);
         log.journal = journal.into_iter().map(|e| (e.step_index, e)).collect();
         log.retry_in_doubt = retry_in_doubt;
         log.stored_outputs = run.outputs.clone();
@@ -784,6 +862,7 @@ impl AgentRun {
             log.emit(EventKind::RunRecovered {
                 by,
                 from_step: from_step.clone(),
+                forced: false,
             });
         }
         if !same_spec {
@@ -896,6 +975,9 @@ impl AgentRun {
         // The pause stored these as the run's outputs; the claim kept them.
         log.stored_outputs = record.outputs.clone();
         log.owner = Some(crate::durable::node_id().to_string());
+        // The claim took a lease from about now (see `try_claim`).
+        log.lease
+            .set(Some(crate::time::add(self.clock.now(), self.lease)));
         let ctx = RunContext {
             run_id: record.run_id.clone(),
             agent: record.agent_id.clone(),
@@ -1055,17 +1137,13 @@ impl AgentRun {
                         "a step's store operation failed; ending the run failed"
                     );
                     let error = e.to_string();
-                    log.emit(EventKind::RunFailed {
-                        error: error.clone(),
-                    });
+                    log.emit(EventKind::failed(error.clone()));
                     let _ = self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
                     return Err(RunError::Store(e));
                 }
                 StepOutcome::Failed(StepFailure::Step(error)) => {
                     self.release_dedupe_keys(&ctx, index).await;
-                    log.emit(EventKind::RunFailed {
-                        error: error.clone(),
-                    });
+                    log.emit(EventKind::failed(error.clone()));
                     return self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
                 }
             }
@@ -1096,24 +1174,50 @@ impl AgentRun {
             output: None,
             at: self.clock.now(),
         };
+        let what = format!("progress before step {before:?}");
         let written = if let Some(run) = &mut unstored {
             let lease = self.new_lease();
             run.owner = Some(lease.owner.clone());
             run.lease_until = Some(lease.until);
             log.owner = Some(lease.owner);
-            match self.store.create_run(run, log.pending()).await {
+            log.lease.set(Some(lease.until));
+            let created = match log.buffer.first() {
+                Some(first) => {
+                    let run = &*run;
+                    let events = &log.buffer;
+                    self.outage(log, &what)
+                        .write(Probe::Event(first.clone()), || {
+                            self.store.create_run(run, events)
+                        })
+                        .await
+                }
+                None => self.store.create_run(run, log.pending()).await,
+            };
+            match created {
                 Ok(()) => {
                     log.published();
                     let owner = log.owner.clone().unwrap_or_default();
-                    self.store.record_step(&owner, &entry, &[]).await
+                    self.outage(log, &what)
+                        .write(Probe::Journal(entry.clone()), || {
+                            self.store.record_step(&owner, &entry, &[])
+                        })
+                        .await
                 }
                 Err(e) => {
                     log.owner = None;
+                    log.lease.set(None);
                     Err(e)
                 }
             }
         } else if let Some(owner) = &log.owner {
-            self.store.record_step(owner, &entry, log.pending()).await
+            let probe = match log.buffer.first() {
+                Some(first) => Probe::Event(first.clone()),
+                None => Probe::Journal(entry.clone()),
+            };
+            let events = &log.buffer;
+            self.outage(log, &what)
+                .write(probe, || self.store.record_step(owner, &entry, events))
+                .await
         } else {
             // Driven by no one (never expected): keep the old behaviour.
             self.store.append_events(&log.run_id, log.pending()).await
@@ -1129,7 +1233,6 @@ impl AgentRun {
                 error = %e,
                 "could not store the run's progress before a call; the call is not made"
             );
-            let what = format!("progress before step {before:?}");
             let unstored = unstored.filter(|_| log.owner.is_none());
             return self.fail_unstorable(unstored, what, log, e).await.map(Some);
         }
@@ -1137,7 +1240,13 @@ impl AgentRun {
         log.journal.insert(index, entry);
         // The step may take long: keep the lease while it runs.
         if log.renewer.is_none() {
-            log.renewer = Some(self.renew_while_driving(&log.run_id));
+            log.renewer = Some(outage::renew(
+                &self.store,
+                &self.clock,
+                self.lease,
+                &log.run_id,
+                &log.lease,
+            ));
         }
         Ok(None)
     }
@@ -1163,17 +1272,24 @@ impl AgentRun {
             output: Some(output.clone()),
             at: self.clock.now(),
         };
-        match self.store.record_step(&owner, &entry, log.pending()).await {
+        let what = format!("result of step {:?}", step.id);
+        let probe = match log.buffer.first() {
+            Some(first) => Probe::Event(first.clone()),
+            None => Probe::Journal(entry.clone()),
+        };
+        let events = &log.buffer;
+        let written = self
+            .outage(log, &what)
+            .write(probe, || self.store.record_step(&owner, &entry, events))
+            .await;
+        match written {
             Ok(()) => {
                 log.published();
                 log.journal.insert(index, entry);
                 Ok(None)
             }
             Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
-            Err(e) => {
-                let what = format!("result of step {:?}", step.id);
-                self.fail_unstorable(None, what, log, e).await.map(Some)
-            }
+            Err(e) => self.fail_unstorable(None, what, log, e).await.map(Some),
         }
     }
 
@@ -1194,38 +1310,18 @@ impl AgentRun {
         error
     }
 
-    /// Renew this process's lease on `run_id` every third of a lease until
-    /// dropped (the driver drops it when it stops), or until the run is no
-    /// longer ours.
-    fn renew_while_driving(&self, run_id: &str) -> Renewer {
-        let store = self.store.clone();
-        let lease = self.lease;
-        let clock = Arc::clone(&self.clock);
-        let run_id = run_id.to_string();
-        Renewer(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(crate::durable::renew_every(lease)).await;
-                let renewal = Lease {
-                    owner: crate::durable::node_id().to_string(),
-                    until: crate::time::add(clock.now(), lease),
-                };
-                match store.renew_lease(&run_id, &renewal).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::info!(
-                            run_id = %run_id,
-                            "the run's lease is no longer this process's (recovered elsewhere, or ended); its driver stops at its next write"
-                        );
-                        return;
-                    }
-                    Err(e) => tracing::warn!(
-                        run_id = %run_id,
-                        error = %e,
-                        "could not renew the run's lease; will try again"
-                    ),
-                }
-            }
-        }))
+    /// How this driver's write for `log`'s run waits out a store outage.
+    fn outage<'a>(&'a self, log: &'a EventLog, what: &'a str) -> Outage<'a> {
+        Outage {
+            store: &self.store,
+            clock: &self.clock,
+            run_id: &log.run_id,
+            owner: log.owner.as_deref(),
+            what,
+            lease: self.lease,
+            watch: &log.lease,
+            patience: self.patience,
+        }
     }
 
     /// A tool step whose every call pauses first (`approval: required`).
@@ -1303,10 +1399,24 @@ impl AgentRun {
                 .map(|()| None);
         }
         let unstored = log.unstored.take();
-        let written = match (&unstored, point) {
-            (Some(run), point) => self.store.create_run_at(run, point, log.pending()).await,
-            (None, FirstWrite::Pause(pause)) => self.store.pause_run(pause, log.pending()).await,
-            (None, FirstWrite::End(end)) => self.store.end_run(end, log.pending()).await,
+        let what = match point {
+            FirstWrite::Pause(pause) => format!("pause at step {:?}", pause.record.step_id),
+            FirstWrite::End(end) => format!("end ({})", end.status.as_str()),
+        };
+        let write = || async {
+            match (&unstored, point) {
+                (Some(run), point) => self.store.create_run_at(run, point, &log.buffer).await,
+                (None, FirstWrite::Pause(pause)) => self.store.pause_run(pause, &log.buffer).await,
+                (None, FirstWrite::End(end)) => self.store.end_run(end, &log.buffer).await,
+            }
+        };
+        let written = match log.buffer.first() {
+            Some(first) => {
+                self.outage(log, &what)
+                    .write(Probe::Event(first.clone()), write)
+                    .await
+            }
+            None => write().await,
         };
         match written {
             Ok(()) => {
@@ -1315,15 +1425,7 @@ impl AgentRun {
                 Ok(None)
             }
             Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
-            Err(e) => {
-                let what = match point {
-                    FirstWrite::Pause(pause) => {
-                        format!("pause at step {:?}", pause.record.step_id)
-                    }
-                    FirstWrite::End(end) => format!("end ({})", end.status.as_str()),
-                };
-                self.fail_unstorable(unstored, what, log, e).await.map(Some)
-            }
+            Err(e) => self.fail_unstorable(unstored, what, log, e).await.map(Some),
         }
     }
 
@@ -1394,9 +1496,7 @@ impl AgentRun {
             run_id: log.run_id.clone(),
             seq,
             at: now,
-            kind: EventKind::RunFailed {
-                error: error.clone(),
-            },
+            kind: EventKind::failed(error.clone()),
         });
         let end = RunEnd {
             run_id: log.run_id.clone(),
@@ -1468,9 +1568,7 @@ impl AgentRun {
                     // Never a row that no store could read back.
                     let error = format!("step {:?}: cannot pause: {e}", step.id);
                     self.release_dedupe_keys(ctx, index).await;
-                    log.emit(EventKind::RunFailed {
-                        error: error.clone(),
-                    });
+                    log.emit(EventKind::failed(error.clone()));
                     return self.finish(ctx, RunStatus::Failed, Some(error), log).await;
                 }
             },
@@ -1547,6 +1645,65 @@ impl AgentRun {
     }
 }
 
+/// Who failed a run by hand (`runs fail`), when and why: its last event,
+/// a `run_failed` naming an operator. A run failed before `run_failed`
+/// named one is recognised by the `run_stuck` right before it (a stuck
+/// run ends failed only by an operator).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorFail {
+    pub by: String,
+    pub at: DateTime<Utc>,
+    pub reason: String,
+}
+
+impl OperatorFail {
+    /// From a run's events, oldest first; `None` unless the last one is an
+    /// operator's `run_failed`.
+    pub fn of(events: &[Event]) -> Option<OperatorFail> {
+        let (last, before) = events.split_last()?;
+        match &last.kind {
+            EventKind::RunFailed {
+                by: Some(by),
+                reason,
+                error,
+            } => Some(OperatorFail {
+                by: by.clone(),
+                at: last.at,
+                reason: reason.clone().unwrap_or_else(|| error.clone()),
+            }),
+            EventKind::RunFailed {
+                by: None, error, ..
+            } if before
+                .last()
+                .is_some_and(|e| matches!(e.kind, EventKind::RunStuck { .. })) =>
+            {
+                Some(OperatorFail {
+                    by: "an operator".into(),
+                    at: last.at,
+                    reason: error.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The refusal of a retry of this run (409 `run_conflict`, exit 4).
+    fn refusal(&self, run_id: &str) -> StoreError {
+        StoreError::WrongRunStatus {
+            run_id: run_id.to_string(),
+            status: RunStatus::Failed,
+            expected: format!(
+                "{} failed it at {} ({}), and an operator's fail is final: retry it only \
+                 if you mean to undo that, with `runs retry --force` (HTTP: \
+                 {{\"force\": true}})",
+                self.by,
+                crate::time::format_utc(self.at),
+                self.reason
+            ),
+        }
+    }
+}
+
 /// The context of a run that has not executed any step yet.
 fn fresh_context(run: RunRecord) -> RunContext {
     RunContext {
@@ -1571,15 +1728,6 @@ fn journaled(step: &crate::spec::Step) -> bool {
 }
 
 pub use crate::spec::OnCrash;
-
-/// Renews a driven run's lease in the background until dropped.
-struct Renewer(tokio::task::JoinHandle<()>);
-
-impl Drop for Renewer {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 fn claims_key(step: &crate::spec::Step) -> bool {
     matches!(step.kind, StepKind::Dedupe(_))
@@ -1616,6 +1764,8 @@ struct EventLog {
     retry_in_doubt: bool,
     /// Keeps the lease while a step is in flight.
     renewer: Option<Renewer>,
+    /// Until when the lease is known to hold (see [`outage`]).
+    lease: LeaseWatch,
     /// A decision not claimed yet: the run's end is written by its claim
     /// (see [`AgentRun::claim`]).
     unclaimed: Option<Claim>,
@@ -1640,6 +1790,7 @@ impl EventLog {
             journal: BTreeMap::new(),
             retry_in_doubt: false,
             renewer: None,
+            lease: LeaseWatch::holding_until(None),
             unclaimed: None,
         }
     }

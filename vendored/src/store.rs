@@ -255,6 +255,12 @@ pub struct RunTransition {
     /// run's last.
     pub event: EventKind,
     pub at: DateTime<Utc>,
+    /// Apply only if the run's last event is still this seq: the change
+    /// is conditional on the run being as the operator saw it, so a retry
+    /// and a fail racing on one run cannot both land (the later one finds
+    /// the earlier one's event, answers [`StoreError::WrongRunStatus`] and
+    /// changes nothing). `None`: whatever happened since.
+    pub if_last_seq: Option<u64>,
 }
 
 /// Where a new run first becomes durable when it is stored only then
@@ -682,6 +688,24 @@ pub(crate) fn wrong_status(change: &RunTransition, status: RunStatus) -> StoreEr
             expected.join(" or ")
         ),
     }
+}
+
+/// The error of a transition whose run changed since the caller read it
+/// ([`RunTransition::if_last_seq`]): another operator's change won.
+pub(crate) fn changed_since(change: &RunTransition, status: RunStatus) -> StoreError {
+    StoreError::WrongRunStatus {
+        run_id: change.run_id.clone(),
+        status,
+        expected: "it changed while this was being done (another operator's retry or fail \
+                   won); look at it again"
+            .into(),
+    }
+}
+
+/// Whether `next_seq`, the seq the transition's event would get, is what
+/// [`RunTransition::if_last_seq`] asks for.
+pub(crate) fn unchanged(change: &RunTransition, next_seq: u64) -> bool {
+    change.if_last_seq.is_none_or(|last| last + 1 == next_seq)
 }
 
 /// How a journal entry's state is stored (`tollgate_run_steps.status`).

@@ -98,6 +98,7 @@ macro_rules! store_conformance_tests {
             a_run_created_once_claims_its_key_in_the_same_write_or_not_at_all,
             runs_are_counted_by_status,
             an_operators_change_applies_only_from_the_statuses_it_names_once,
+            a_retry_and_a_fail_racing_on_a_stuck_run_have_exactly_one_winner,
             approvals_are_listed_newest_first_by_decision_else_creation,
             approval_pages_follow_a_cursor_across_equal_times,
             approvals_filter_by_status_step_and_text_alone_and_combined,
@@ -1363,6 +1364,8 @@ pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
         4,
         EventKind::RunFailed {
             error: format!("downstream said {nul}"),
+            by: None,
+            reason: None,
         },
     );
     store
@@ -1654,7 +1657,16 @@ pub async fn a_driver_keeps_its_run_until_its_lease_runs_out_then_loses_every_wr
             .await
             .expect("renew")
     );
-    let e = event("r", 2, 62, EventKind::RunFailed { error: "x".into() });
+    let e = event(
+        "r",
+        2,
+        62,
+        EventKind::RunFailed {
+            error: "x".into(),
+            by: None,
+            reason: None,
+        },
+    );
     not_owner(
         store
             .record_step("node-a", &step("r", 0, None, 62), std::slice::from_ref(&e))
@@ -2233,8 +2245,10 @@ pub async fn an_operators_change_applies_only_from_the_statuses_it_names_once(st
         event: EventKind::RunRecovered {
             by: owner.into(),
             from_step: Some("ship".into()),
+            forced: false,
         },
         at: at(2),
+        if_last_seq: None,
     };
     // Two operators at once: one wins, the other is told the run's status.
     let (alice, bob) = (retry("alice"), retry("bob"));
@@ -2262,6 +2276,120 @@ pub async fn an_operators_change_applies_only_from_the_statuses_it_names_once(st
         Err(StoreError::RunNotFound(id)) => assert_eq!(id, "nope"),
         other => panic!("expected RunNotFound, got {other:?}"),
     }
+}
+
+/// `runs retry` and `runs fail` of one stuck run at once, each conditional
+/// on the run's last event as its operator read it: one lands, the other
+/// changes nothing and is told so (WrongRunStatus), and the events show
+/// only the winner. Then the late one, sent after the winner landed, is
+/// refused the same way: a retry whose `from` allows `failed` does not
+/// undo a fail it never saw. Many rounds, so both orders happen.
+pub async fn a_retry_and_a_fail_racing_on_a_stuck_run_have_exactly_one_winner(store: SharedStore) {
+    let (mut retries_won, mut fails_won) = (0, 0);
+    for round in 0..40u64 {
+        let run_id = format!("race-{round}");
+        let run = run_record(&run_id, "agent", 0);
+        store
+            .create_run(&run, &[event(&run_id, 1, 0, started(&run))])
+            .await
+            .expect("create");
+        let stuck = RunEnd {
+            run_id: run_id.clone(),
+            status: RunStatus::Stuck,
+            outputs: Map::new(),
+            error: Some("in doubt".into()),
+            at: at(1),
+            owner: None,
+        };
+        let in_doubt = event(
+            &run_id,
+            2,
+            1,
+            EventKind::RunStuck {
+                step: "ship".into(),
+                reason: "in doubt".into(),
+            },
+        );
+        store
+            .end_run(&stuck, std::slice::from_ref(&in_doubt))
+            .await
+            .expect("stuck");
+        let retry = RunTransition {
+            run_id: run_id.clone(),
+            from: vec![RunStatus::Stuck, RunStatus::Failed],
+            to: RunStatus::Running,
+            error: None,
+            lease: Some(lease("node-a", 100)),
+            event: EventKind::RunRecovered {
+                by: "alice".into(),
+                from_step: Some("ship".into()),
+                forced: false,
+            },
+            at: at(2),
+            if_last_seq: Some(2),
+        };
+        let fail = RunTransition {
+            run_id: run_id.clone(),
+            from: vec![RunStatus::Stuck],
+            to: RunStatus::Failed,
+            error: Some("failed by bob: refunded".into()),
+            lease: None,
+            event: EventKind::RunFailed {
+                error: "failed by bob: refunded".into(),
+                by: Some("bob".into()),
+                reason: Some("refunded".into()),
+            },
+            at: at(2),
+            if_last_seq: Some(2),
+        };
+        let (r, f) = if round % 2 == 0 {
+            tokio::join!(store.transition_run(&retry), store.transition_run(&fail))
+        } else {
+            let (f, r) = tokio::join!(store.transition_run(&fail), store.transition_run(&retry));
+            (r, f)
+        };
+        let (won, lost, status) = match (r, f) {
+            (Ok(won), Err(lost)) => {
+                retries_won += 1;
+                (won, lost, RunStatus::Running)
+            }
+            (Err(lost), Ok(won)) => {
+                fails_won += 1;
+                (won, lost, RunStatus::Failed)
+            }
+            other => panic!("round {round}: expected one winner, got {other:?}"),
+        };
+        match lost {
+            StoreError::WrongRunStatus { status: now, .. } => assert_eq!(now, status),
+            other => panic!("round {round}: expected WrongRunStatus, got {other:?}"),
+        }
+        assert_eq!(won.0.status, status);
+        let events = store.run_events(&run_id, 2).await.expect("events");
+        assert_eq!(
+            events,
+            std::slice::from_ref(&won.1),
+            "only the winner's event"
+        );
+        // Sent again after the winner landed, the loser still changes nothing.
+        let late = if status == RunStatus::Failed {
+            &retry
+        } else {
+            &fail
+        };
+        assert!(
+            matches!(
+                store.transition_run(late).await,
+                Err(StoreError::WrongRunStatus { .. })
+            ),
+            "round {round}: a late change over a state its sender never saw"
+        );
+        let now = store.get_run(&run_id).await.expect("get").expect("run");
+        assert_eq!(now.status, status, "round {round}");
+        assert_eq!(store.run_events(&run_id, 3).await.expect("events"), []);
+    }
+    // The memory store serialises on one lock, so one order may always
+    // win there; the order alternates, so each side got to go first.
+    assert_eq!(retries_won + fails_won, 40);
 }
 
 fn event_owner(event: &Event) -> Option<String> {

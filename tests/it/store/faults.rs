@@ -6,6 +6,7 @@
 use crate::common;
 use crate::common::assert_stderr_contains;
 use crate::common::server;
+use crate::common::stub_server;
 
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -477,4 +478,103 @@ async fn a_full_disk_fails_writes_clearly_and_recovers_once_space_is_back() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .expect("integrity check");
     assert_eq!(check, "ok", "nothing was corrupted");
+}
+
+/// Six approved POSTs at the downstream when the disk fills up: each call
+/// was made, and its result cannot be journaled. The drivers keep their
+/// runs and write again until the space is back; then every run
+/// completes, none `stuck` or `failed`, and the downstream saw each call
+/// once.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_deciding_while_the_disk_is_full_complete_once_space_is_back() {
+    const RUNS: usize = 6;
+    let full = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answer = full.clone();
+    // The downstream answers only once the disk is full: every result then
+    // has to be journaled on a full disk.
+    let stub = stub_server::StubServer::start(move |_| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !answer.load(std::sync::atomic::Ordering::SeqCst)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stub_server::Response::json(200, json!({"shipped": true}))
+    });
+    let spec = format!(
+        r#"version: 1
+agent: full-desk
+tools:
+  ship:
+    http:
+      method: POST
+      url: "{}"
+      json: {{ n: "{{{{ input.n }}}}" }}
+steps:
+  - id: gate
+    approval:
+      message: "Ship {{{{ input.n }}}}?"
+  - id: ship
+    tool: ship
+    with: {{}}
+"#,
+        stub.url("/ship")
+    );
+    let ws = Workspace::new(&spec);
+    let disk = SmallDisk::mount(ws.path().join("small"), "3m");
+    let state = disk.path.join("state.db");
+    let served = Served::start(&ws.spec, &state, &[], &[]);
+    let api = Api::new();
+    let mut runs = Vec::new();
+    for n in 0..RUNS {
+        let (code, run) = api
+            .post(&served.url("/runs?wait=true"), json!({"input": {"n": n}}))
+            .await;
+        assert_eq!(code, 200, "{run}");
+        let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
+        let (code, body) = api
+            .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+            .await;
+        assert_eq!(code, 200, "{body}");
+        runs.push(run["id"].as_str().unwrap().to_string());
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while stub.count() < RUNS {
+        assert!(std::time::Instant::now() < deadline, "calls never arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let filler = disk.fill();
+    full.store(true, std::sync::atomic::Ordering::SeqCst);
+    // The full disk refused a result, and the driver holds on.
+    let line = served
+        .log_line("the store did not take the run's", Duration::from_secs(30))
+        .await;
+    assert!(line.contains("SQLITE_FULL"), "{line}");
+    std::fs::remove_file(filler).expect("free the space");
+    for run_id in &runs {
+        let run = api.wait_for_status(&served, run_id, "completed").await;
+        assert_eq!(run["error"], Value::Null, "{run}");
+    }
+    served
+        .log_line("the store answers again", Duration::from_secs(30))
+        .await;
+    assert_eq!(stub.count(), RUNS, "each call made once");
+    let mut seen: Vec<String> = stub
+        .requests_to("/ship")
+        .iter()
+        .map(|r| r.json()["n"].to_string())
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), RUNS, "one call per run: {seen:?}");
+    let (_, stuck) = api.get(&served.url("/runs?status=stuck")).await;
+    assert_eq!(stuck["runs"], json!([]), "{stuck}");
+    let (_, failed) = api.get(&served.url("/runs?status=failed")).await;
+    assert_eq!(failed["runs"], json!([]), "{failed}");
+    drop(served);
+    let conn = Connection::open(&state).expect("open");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity check");
+    assert_eq!(check, "ok");
 }

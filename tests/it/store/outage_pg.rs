@@ -3,10 +3,12 @@
 //! (which operation, which store, the driver's and the OS's error), the
 //! health check says so, nothing is corrupted or done twice, and once the
 //! database is back the server serves again with no manual step. The
-//! interrupted run's call was made and its result could not be journaled,
-//! so once its lease runs out the server recovers it, finds the POST in
-//! doubt and ends the run `stuck` (listed by `approvals list --stuck`),
-//! never calling again.
+//! interrupted run's call was made and its result could not be journaled;
+//! its driver writes again while its lease holds, but with a 1 s lease the
+//! outage outlasts it: the driver gives the run up, the server recovers it,
+//! finds the POST in doubt and ends the run `stuck` (listed by `approvals
+//! list --stuck`), never calling again. With the default lease a restart
+//! of the database loses no run (the second test).
 //!
 //! It stops its database, so it runs on a PostgreSQL cluster of its own.
 
@@ -45,6 +47,9 @@ steps:
     )
 }
 
+/// The tests here stop and start one private cluster: one at a time.
+static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Poll `check` every 100 ms for up to 60 s.
 async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -56,6 +61,7 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
+    let _alone = CLUSTER.lock().await;
     let cluster = postgres::private_cluster();
     let db = cluster.database();
     // The downstream answers only once the database is down.
@@ -151,4 +157,70 @@ async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
         .await;
     assert_eq!(code, 200, "{run}");
     assert_eq!(run["status"], "awaiting_approval");
+}
+
+/// A PostgreSQL restart while six approved POSTs are at the downstream,
+/// with the default lease: each call was made and its result cannot be
+/// journaled while the database is away. The drivers keep their runs and
+/// write again until it is back; every run completes (none `stuck`, none
+/// `failed`) and each call was made once.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_deciding_across_a_restart_of_the_database_all_complete() {
+    const RUNS: usize = 6;
+    let _alone = CLUSTER.lock().await;
+    let cluster = postgres::private_cluster();
+    let db = cluster.database();
+    let outage = Arc::new(AtomicBool::new(false));
+    let down = outage.clone();
+    let stub = StubServer::start(move |_| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !down.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Response::json(200, json!({"shipped": true}))
+    });
+    let ws = Workspace::new(&spec(&stub.url("/ship")));
+    let served = Served::start_on_database(&ws.spec, &db.url, &[], &[]);
+    let api = Api::new();
+    let mut runs = Vec::new();
+    for n in 0..RUNS {
+        let (code, run) = api
+            .post(&served.url("/runs?wait=true"), json!({"input": {"n": n}}))
+            .await;
+        assert_eq!(code, 200, "{run}");
+        let key = run["pending_approval"]["key"].as_str().unwrap().to_string();
+        let (code, body) = api
+            .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+            .await;
+        assert_eq!(code, 200, "{body}");
+        runs.push(run["id"].as_str().unwrap().to_string());
+    }
+    eventually("every call reaches the downstream", async || {
+        stub.count() == RUNS
+    })
+    .await;
+    cluster.stop();
+    outage.store(true, Ordering::SeqCst);
+    eventually("a driver holds on through the outage", async || {
+        served.logs().contains("the store did not take the run's")
+    })
+    .await;
+    cluster.start_again();
+    eventually("healthy again", async || {
+        api.get(&served.url("/healthz")).await.0 == 200
+    })
+    .await;
+    for run_id in &runs {
+        let run = api.wait_for_status(&served, run_id, "completed").await;
+        assert_eq!(run["error"], serde_json::Value::Null, "{run}");
+    }
+    assert!(
+        served.logs().contains("the store answers again"),
+        "the recovery is logged"
+    );
+    assert_eq!(stub.count(), RUNS, "each call made once");
+    let (_, stuck) = api.get(&served.url("/runs?status=stuck")).await;
+    assert_eq!(stuck["runs"], json!([]), "{stuck}");
+    let (_, failed) = api.get(&served.url("/runs?status=failed")).await;
+    assert_eq!(failed["runs"], json!([]), "{failed}");
 }

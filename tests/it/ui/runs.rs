@@ -154,6 +154,14 @@ async fn a_stuck_run_is_retried_or_failed_from_its_page() {
     let page = alice.get(&path).await;
     assert_eq!(page.text_of("run-status"), "failed");
     assert!(!page.has_id("fail"), "a failed run is not failed again");
+    // An operator's fail is final here: no retry offered, and a retry
+    // posted anyway is refused as over the API, naming who failed it.
+    assert!(!page.has_id("retry"), "no retry of an operator's fail");
+    let answer = alice
+        .post(&format!("{path}/retry"), &[("csrf", &page.csrf())])
+        .await;
+    assert_eq!(answer.status, 409, "{}", answer.body);
+    assert!(answer.body.contains("shipped by hand"), "{}", answer.body);
     assert_eq!(
         stub.requests_to("/ship")
             .iter()

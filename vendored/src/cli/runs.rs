@@ -85,8 +85,16 @@ pub enum RunsCommand {
     },
     /// Drive a stuck or failed run on from its last durable point, here. A
     /// step that was in flight is called again with the same
-    /// Idempotency-Key.
-    Retry(RunOpArgs),
+    /// Idempotency-Key. A run an operator failed (`runs fail`) is refused
+    /// (exit 4, naming who failed it, when and why) unless --force.
+    Retry {
+        #[command(flatten)]
+        run: RunOpArgs,
+        /// Retry even a run an operator failed, undoing that decision (the
+        /// retry's `run_recovered` event records that it was forced).
+        #[arg(long)]
+        force: bool,
+    },
     /// End a stuck run `failed`, with a reason, in the audit trail.
     Fail {
         #[command(flatten)]
@@ -133,7 +141,7 @@ pub async fn run(
             let source = SpecSource::resolve(spec.as_deref(), embedded)?;
             cancel(&run_id, &source, &store, reason, by, json, custom).await
         }
-        RunsCommand::Retry(args) => retry(args, embedded, custom).await,
+        RunsCommand::Retry { run, force } => retry(run, force, embedded, custom).await,
         RunsCommand::Fail { run, reason } => fail(run, &reason, embedded, custom).await,
     }
 }
@@ -337,13 +345,14 @@ fn operator_agent(
 /// Take the run over and drive it here to its next pause or its end.
 async fn retry(
     args: RunOpArgs,
+    force: bool,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
 ) -> Result<i32, Failure> {
     let (source, agent) = operator_agent(&args, embedded, custom)?;
     let mut events = agent.subscribe();
     let by = super::common::decider(args.by.as_deref());
-    let owned = agent.claim_retry(&args.run_id, &by).await?;
+    let owned = agent.claim_retry(&args.run_id, &by, force).await?;
     let outcome = agent.resume_retried(owned).await;
     if args.json {
         render::drain_events(&mut events);

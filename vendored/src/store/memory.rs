@@ -353,9 +353,13 @@ impl StateStore for MemoryStore {
         if !change.from.contains(&status) {
             return Err(super::wrong_status(change, status));
         }
+        let seq = s.next_seq(&change.run_id);
+        if !super::unchanged(change, seq) {
+            return Err(super::changed_since(change, status));
+        }
         let event = Event {
             run_id: change.run_id.clone(),
-            seq: s.next_seq(&change.run_id),
+            seq,
             at: change.at,
             kind: change.event.clone(),
         };

@@ -277,40 +277,51 @@ async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
 }
 
 request_type! {
-    /// A retry takes no options: send `{}`.
+    /// `{}`, or `{"force": true}` to retry a run an operator failed.
     // The body is still JSON (see `JsonBody`), so that a page of another
     // origin cannot retry with a plain form post.
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
-    pub(super) struct RetryBody {}
+    pub(super) struct RetryBody {
+        /// Retry even a run an operator failed (`POST /runs/{id}/fail`,
+        /// `runs fail`), undoing that decision; without it such a retry is
+        /// refused with 409 `run_conflict` naming who failed the run, when
+        /// and why. A run that failed by itself needs no force.
+        #[serde(default)]
+        force: bool,
+    }
 }
 
-/// POST /runs/{id}/retry: take a `stuck` or `failed` run over and drive it
-/// on from its last durable point in the background (a step found in
-/// flight is re-sent with the same idempotency key). Answers with the run
-/// as the retry left it (`running`), or with `?wait=true` at its next
-/// pause or end. `by` (the caller) is recorded in `run_recovered`.
+/// POST /runs/{id}/retry `{force?}`: take a `stuck` or `failed` run over
+/// and drive it on from its last durable point in the background (a step
+/// found in flight is re-sent with the same idempotency key). Answers with
+/// the run as the retry left it (`running`), or with `?wait=true` at its
+/// next pause or end. `by` (the caller) is recorded in `run_recovered`.
+/// A run an operator failed is refused (409) unless `force`.
 pub(super) async fn retry(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     PathParam(run_id): PathParam,
     QueryParams(wait): QueryParams<WaitParam>,
-    JsonBody(RetryBody {}): JsonBody<RetryBody>,
+    JsonBody(body): JsonBody<RetryBody>,
 ) -> Result<Json<RunView>, ApiError> {
-    retry_run(&state, caller, run_id, wait.wait).await.map(Json)
+    retry_run(&state, caller, run_id, body.force, wait.wait)
+        .await
+        .map(Json)
 }
 
 /// Retry a stuck or failed run as `caller` (POST /runs/{id}/retry and the
-/// runs page's retry form share it).
+/// runs page's retry form share it; the page never forces).
 pub(crate) async fn retry_run(
     state: &AppState,
     caller: Caller,
     run_id: String,
+    force: bool,
     wait: bool,
 ) -> Result<RunView, ApiError> {
     view::load_run(state, &run_id).await?;
-    let owned = state.agent.claim_retry(&run_id, &caller.0).await?;
-    tracing::info!(run_id = %run_id, by = %caller.0, "run retried: driving it on from its last durable point");
+    let owned = state.agent.claim_retry(&run_id, &caller.0, force).await?;
+    tracing::info!(run_id = %run_id, by = %caller.0, force, "run retried: driving it on from its last durable point");
     let agent = state.agent.clone();
     let driving = state.background.spawn(async move {
         let run_id = owned.run.id.clone();

@@ -79,7 +79,7 @@ fn summary(kind: &EventKind) -> String {
         EventKind::RunRejected { .. } => "run rejected".into(),
         EventKind::RunExpired { .. } => "run expired".into(),
         EventKind::RunSkipped { step, .. } => format!("run skipped at {step} (dedupe)"),
-        EventKind::RunFailed { error } => format!("run failed: {error}"),
+        EventKind::RunFailed { error, .. } => format!("run failed: {error}"),
         EventKind::RunCancelled { by, reason } => match reason {
             Some(reason) => format!("run cancelled by {by}: {reason}"),
             None => format!("run cancelled by {by}"),

@@ -14,6 +14,7 @@ use super::form::Form;
 use super::templates::{self, Chrome};
 use super::viewer::Viewer;
 use super::{SharedUi, format, inbox, payload, refusal};
+use crate::run::OperatorFail;
 use crate::run_state::RunStatus;
 use crate::server::auth::Caller;
 use crate::server::extract::PathParam;
@@ -133,7 +134,10 @@ pub(super) async fn page(
         "outputs": outputs,
         "pending": run.pending_approval.as_ref().map(|p| json!({"key": p.key, "message": p.message})),
         "timeline": timeline(&events),
-        "can_retry": matches!(status, RunStatus::Stuck | RunStatus::Failed),
+        // An operator's fail is final here: forcing a retry past it is for
+        // the API and the command line, where it is spelled out.
+        "can_retry": status == RunStatus::Stuck
+            || (status == RunStatus::Failed && OperatorFail::of(&events).is_none()),
         "can_fail": status == RunStatus::Stuck,
         "can_cancel": matches!(status, RunStatus::AwaitingApproval | RunStatus::Running),
         "action": format!("/ui/runs/{}", encode(&run.id)),
@@ -169,7 +173,7 @@ pub(super) async fn act(
     }
     let caller = Caller(viewer.name.clone());
     let done = match action.as_str() {
-        "retry" => api::retry_run(&state, caller, run_id.clone(), false)
+        "retry" => api::retry_run(&state, caller, run_id.clone(), false, false)
             .await
             .map(|_| ()),
         "fail" => api::fail_run(

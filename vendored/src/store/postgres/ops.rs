@@ -1316,6 +1316,12 @@ pub(super) async fn transition_run<C: GenericClient>(
     if !change.from.contains(&run.status) {
         return Err(crate::store::wrong_status(change, run.status));
     }
+    // The row lock above holds every other transition and driver write of
+    // this run off until commit, so the seq read here stays the last.
+    let seq = next_seq(client, &change.run_id).await?;
+    if !crate::store::unchanged(change, seq) {
+        return Err(crate::store::changed_since(change, run.status));
+    }
     let error = text_json(change.error.as_deref());
     let (owner, until) = match &change.lease {
         Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
@@ -1337,7 +1343,7 @@ pub(super) async fn transition_run<C: GenericClient>(
     .await?;
     let event = Event {
         run_id: change.run_id.clone(),
-        seq: next_seq(client, &change.run_id).await?,
+        seq,
         at: change.at,
         kind: change.event.clone(),
     };

@@ -1283,6 +1283,10 @@ pub(super) fn transition_run(
     if !change.from.contains(&run.status) {
         return Err(crate::store::wrong_status(change, run.status));
     }
+    let seq = next_seq(conn, &change.run_id)?;
+    if !crate::store::unchanged(change, seq) {
+        return Err(crate::store::changed_since(change, run.status));
+    }
     let at = format_utc(change.at);
     let mut stmt = conn.prepare_cached(
         "UPDATE tollgate_runs SET status = ?2, error = ?3, owner = ?4, lease_until = ?5, \
@@ -1298,7 +1302,7 @@ pub(super) fn transition_run(
     ))?;
     let event = Event {
         run_id: change.run_id.clone(),
-        seq: next_seq(conn, &change.run_id)?,
+        seq,
         at: change.at,
         kind: change.event.clone(),
     };

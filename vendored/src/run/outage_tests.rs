@@ -1,0 +1,430 @@
+//! The driver's writes through a store outage, on a memory store behind a
+//! wrapper that fails chosen operations: N failures then the store answers,
+//! a write that committed but whose answer was lost, a store that never
+//! comes back.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use crate::events::Event;
+use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::run::{AgentRun, RunError};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::spec::{Spec, ToolSpec};
+use crate::store::*;
+use crate::tools::{CallContext, ModelRequest, ToolError, ToolInvoker};
+
+/// A memory store whose operations fail on demand, as a store that is
+/// down or full answers: [`StoreError::Unavailable`].
+struct Flaky {
+    inner: SharedStore,
+    /// Operations refused (nothing written) this many more times.
+    refuse: Mutex<HashMap<&'static str, usize>>,
+    /// Operations that write, then answer as if the connection dropped.
+    lose_answer: Mutex<HashMap<&'static str, usize>>,
+    /// Every operation fails (reads too) while set.
+    down: AtomicBool,
+}
+
+impl Flaky {
+    fn new() -> Arc<Flaky> {
+        Arc::new(Flaky {
+            inner: crate::store::open("memory:", SqliteOptions::default()).expect("memory"),
+            refuse: Mutex::new(HashMap::new()),
+            lose_answer: Mutex::new(HashMap::new()),
+            down: AtomicBool::new(false),
+        })
+    }
+
+    fn refuse(&self, op: &'static str, times: usize) {
+        self.refuse.lock().unwrap().insert(op, times);
+    }
+
+    fn lose_answer(&self, op: &'static str, times: usize) {
+        self.lose_answer.lock().unwrap().insert(op, times);
+    }
+
+    fn take(map: &Mutex<HashMap<&'static str, usize>>, op: &str) -> bool {
+        let mut map = map.lock().unwrap();
+        match map.get_mut(op) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn before(&self, op: &str) -> StoreResult<()> {
+        if self.down.load(Ordering::SeqCst) || Flaky::take(&self.refuse, op) {
+            return Err(StoreError::Unavailable(format!(
+                "{op}: database disk image is full (SQLITE_FULL) (test)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn after<T>(&self, op: &str, answer: StoreResult<T>) -> StoreResult<T> {
+        if answer.is_ok() && Flaky::take(&self.lose_answer, op) {
+            return Err(StoreError::Unavailable(format!(
+                "{op}: no connection to the database: connection closed (test)"
+            )));
+        }
+        answer
+    }
+}
+
+#[async_trait]
+impl StateStore for Flaky {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
+        self.before("create_run")?;
+        let answer = self.inner.create_run(run, events).await;
+        self.after("create_run", answer)
+    }
+
+    async fn create_run_once(
+        &self,
+        once: &KeyClaim,
+        run: &RunRecord,
+        events: &[Event],
+    ) -> StoreResult<bool> {
+        self.before("create_run_once")?;
+        let answer = self.inner.create_run_once(once, run, events).await;
+        self.after("create_run_once", answer)
+    }
+
+    async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
+        self.before("append_events")?;
+        let answer = self.inner.append_events(run_id, events).await;
+        self.after("append_events", answer)
+    }
+
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        self.before("record_step")?;
+        let answer = self.inner.record_step(owner, entry, events).await;
+        self.after("record_step", answer)
+    }
+
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+        self.before("run_journal")?;
+        let answer = self.inner.run_journal(run_id).await;
+        self.after("run_journal", answer)
+    }
+
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
+        self.before("renew_lease")?;
+        let answer = self.inner.renew_lease(run_id, lease).await;
+        self.after("renew_lease", answer)
+    }
+
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<OwnedRun>> {
+        self.before("claim_orphans")?;
+        let answer = self.inner.claim_orphans(agent_id, lease, now, limit).await;
+        self.after("claim_orphans", answer)
+    }
+
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
+        self.before("transition_run")?;
+        let answer = self.inner.transition_run(change).await;
+        self.after("transition_run", answer)
+    }
+
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
+        self.before("count_runs")?;
+        let answer = self.inner.count_runs(agent_id, status).await;
+        self.after("count_runs", answer)
+    }
+
+    async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
+        self.before("pause_run")?;
+        let answer = self.inner.pause_run(pause, events).await;
+        self.after("pause_run", answer)
+    }
+
+    async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
+        self.before("end_run")?;
+        let answer = self.inner.end_run(end, events).await;
+        self.after("end_run", answer)
+    }
+
+    async fn create_run_at(
+        &self,
+        run: &RunRecord,
+        first: FirstWrite<'_>,
+        events: &[Event],
+    ) -> StoreResult<()> {
+        self.before("create_run_at")?;
+        let answer = self.inner.create_run_at(run, first, events).await;
+        self.after("create_run_at", answer)
+    }
+
+    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
+        self.before("claim")?;
+        let answer = self.inner.claim(claim).await;
+        self.after("claim", answer)
+    }
+
+    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
+        self.before("get_approval")?;
+        let answer = self.inner.get_approval(key).await;
+        self.after("get_approval", answer)
+    }
+
+    async fn pending_for_run(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        self.before("pending_for_run")?;
+        let answer = self.inner.pending_for_run(run_id, now).await;
+        self.after("pending_for_run", answer)
+    }
+
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
+        self.before("latest_approval_key")?;
+        let answer = self.inner.latest_approval_key(run_id).await;
+        self.after("latest_approval_key", answer)
+    }
+
+    async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
+        self.before("list_pending")?;
+        let answer = self.inner.list_pending(query).await;
+        self.after("list_pending", answer)
+    }
+
+    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage> {
+        self.before("list_approvals")?;
+        let answer = self.inner.list_approvals(query).await;
+        self.after("list_approvals", answer)
+    }
+
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>> {
+        self.before("list_stuck")?;
+        let answer = self.inner.list_stuck(agent_id, now).await;
+        self.after("list_stuck", answer)
+    }
+
+    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
+        self.before("expire_due")?;
+        let answer = self.inner.expire_due(now).await;
+        self.after("expire_due", answer)
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        self.before("get_run")?;
+        let answer = self.inner.get_run(run_id).await;
+        self.after("get_run", answer)
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
+        self.before("list_runs")?;
+        let answer = self.inner.list_runs(query).await;
+        self.after("list_runs", answer)
+    }
+
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
+        self.before("cancel_run")?;
+        let answer = self.inner.cancel_run(cancel).await;
+        self.after("cancel_run", answer)
+    }
+
+    async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
+        self.before("run_events")?;
+        let answer = self.inner.run_events(run_id, after_seq).await;
+        self.after("run_events", answer)
+    }
+
+    async fn claim_key(
+        &self,
+        key: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.before("claim_key")?;
+        let answer = self.inner.claim_key(key, owner, now, expires_at).await;
+        self.after("claim_key", answer)
+    }
+
+    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
+        self.before("release_key")?;
+        let answer = self.inner.release_key(key, owner).await;
+        self.after("release_key", answer)
+    }
+}
+
+/// Counts calls; answers at once.
+#[derive(Default)]
+struct Counting(AtomicUsize);
+
+#[async_trait]
+impl ToolInvoker for Counting {
+    async fn call_tool(
+        &self,
+        _tool: &ToolSpec,
+        _args: &Value,
+        _call: &CallContext,
+    ) -> Result<Value, ToolError> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(json!({"id": format!("call-{n}")}))
+    }
+
+    async fn call_model(
+        &self,
+        _request: ModelRequest<'_>,
+        _call: &CallContext,
+    ) -> Result<Value, ToolError> {
+        unreachable!("no model step")
+    }
+}
+
+const SPEC: &str = r#"
+version: 1
+agent: outage
+tools:
+  ship:
+    http: { method: POST, url: "https://ship.example/ship" }
+steps:
+  - id: ship
+    tool: ship
+    with: {}
+  - id: review
+    approval:
+      message: "shipped {{ steps.ship.output.id }}?"
+  - id: again
+    tool: ship
+    with: {}
+"#;
+
+fn agent(store: &Arc<Flaky>, tools: &Arc<Counting>) -> AgentRun {
+    let spec = Arc::new(Spec::parse(SPEC, "agent.yaml").expect("spec"));
+    let shared: SharedStore = store.clone();
+    AgentRun::new(spec, shared).with_tools(tools.clone())
+}
+
+/// Seqs 1, 2, 3...: no event stored twice, none missing.
+async fn assert_events_numbered_once(store: &Flaky, run_id: &str) -> Vec<Event> {
+    let events = store.inner.run_events(run_id, 0).await.expect("events");
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    let expected: Vec<u64> = (1..=events.len() as u64).collect();
+    assert_eq!(seqs, expected, "{events:#?}");
+    events
+}
+
+#[tokio::test]
+async fn every_driver_write_refused_a_few_times_goes_through_once_the_store_answers() {
+    let store = Flaky::new();
+    let tools = Arc::new(Counting::default());
+    let agent = agent(&store, &tools);
+    // The journal of the call's start and of its result, the pause, the
+    // run's creation: each refused three times.
+    for op in ["create_run", "record_step", "pause_run", "end_run"] {
+        store.refuse(op, 3);
+    }
+    let created = agent.create(json!({}), json!({})).await;
+    assert!(
+        created.is_err(),
+        "a run's creation is the caller's to retry"
+    );
+    store.refuse("create_run", 0);
+    let created = agent.create(json!({}), json!({})).await.expect("create");
+    let run_id = created.run_id().to_string();
+    let paused = agent.drive_created(created).await.expect("driven");
+    assert_eq!(paused.status, RunStatus::AwaitingApproval, "{paused:?}");
+    assert_eq!(tools.0.load(Ordering::SeqCst), 1, "called once");
+    let journal = store.inner.run_journal(&run_id).await.expect("journal");
+    assert!(journal[0].output.is_some(), "the call's result is kept");
+    // The decision, then the second call's writes and the end, refused too.
+    for op in ["record_step", "end_run"] {
+        store.refuse(op, 3);
+    }
+    let key = paused.pending.expect("pending").key;
+    let done = agent
+        .resume_by_key(
+            &key,
+            crate::pending_approval::Decision::Approve { reason: None },
+            "alice",
+        )
+        .await
+        .expect("resumed");
+    assert_eq!(done.status, RunStatus::Completed, "{done:?}");
+    assert_eq!(tools.0.load(Ordering::SeqCst), 2, "each call once");
+    assert_events_numbered_once(&store, &run_id).await;
+    let run = store.inner.get_run(&run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_write_that_landed_although_its_answer_was_lost_is_not_done_again() {
+    let store = Flaky::new();
+    let tools = Arc::new(Counting::default());
+    let agent = agent(&store, &tools);
+    // Each of these commits, then answers as a dropped connection would.
+    store.lose_answer("record_step", 2);
+    store.lose_answer("pause_run", 1);
+    let outcome = agent.start(json!({}), json!({})).await.expect("start");
+    assert_eq!(outcome.status, RunStatus::AwaitingApproval, "{outcome:?}");
+    assert_eq!(tools.0.load(Ordering::SeqCst), 1);
+    let events = assert_events_numbered_once(&store, &outcome.run_id).await;
+    let pauses = events
+        .iter()
+        .filter(|e| e.kind.name() == "awaiting_approval")
+        .count();
+    assert_eq!(pauses, 1, "{events:#?}");
+    let key = store
+        .inner
+        .latest_approval_key(&outcome.run_id)
+        .await
+        .expect("key");
+    assert_eq!(
+        key,
+        outcome.pending.map(|p| p.key),
+        "the one pause is stored"
+    );
+}
+
+#[tokio::test]
+async fn a_store_that_stays_down_is_waited_for_no_longer_than_the_patience() {
+    let store = Flaky::new();
+    let tools = Arc::new(Counting::default());
+    let agent = agent(&store, &tools).with_store_patience(Duration::from_millis(300));
+    let created = agent.create(json!({}), json!({})).await.expect("create");
+    store.down.store(true, Ordering::SeqCst);
+    let driven = tokio::time::timeout(Duration::from_secs(20), agent.drive_created(created))
+        .await
+        .expect("gives up within its bound");
+    match driven {
+        Err(RunError::Store(e)) => assert!(e.is_retryable(), "{e}"),
+        other => panic!("expected the store's error, got {other:?}"),
+    }
+    assert_eq!(
+        tools.0.load(Ordering::SeqCst),
+        0,
+        "no call without its journal"
+    );
+}

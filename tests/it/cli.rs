@@ -467,6 +467,30 @@ fn a_decided_record_answers_already_resolved_whatever_the_payload() {
     assert_stderr_contains(&late, "error: already_resolved: ");
 }
 
+/// An approval step's payload is a mapping (validate refuses any other), so
+/// an edit that is not one is refused and the gate stays open.
+#[test]
+fn an_edited_gate_payload_that_is_not_a_mapping_is_refused_and_the_gate_stays_open() {
+    let ws = Workspace::new(GATED_SPEC);
+    let key = ws.pause_run(r#"{"order_id": "P-1"}"#);
+    for payload in [r#""just text""#, "[1, 2]", "7"] {
+        let refused = ws
+            .decide("approve", &key)
+            .args(["--by", "alice", "--payload", payload])
+            .output()
+            .unwrap();
+        assert_exit(&refused, 2);
+        assert_stderr_contains(&refused, "must be a JSON object");
+    }
+    let approved = ws
+        .decide("approve", &key)
+        .args(["--by", "alice", "--payload", r#"{"order": "P-2"}"#])
+        .output()
+        .unwrap();
+    assert_success(&approved);
+    assert_stdout_contains(&approved, "P-2");
+}
+
 /// `2026-12-01T09:08:00Z`: RFC 3339, UTC, to the second.
 fn is_cli_time(word: &str) -> bool {
     let b = word.as_bytes();

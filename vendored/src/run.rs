@@ -927,6 +927,21 @@ impl AgentRun {
                 reason: "edited tool arguments must be a JSON object".into(),
             });
         }
+        // A gate step's payload is a mapping of fields (the spec refuses
+        // any other `payload:`), and later steps read
+        // `steps.<id>.output.payload.field`: an edit keeps that shape.
+        let is_gate_step = record.phase == Phase::Before
+            && self
+                .spec
+                .steps
+                .get(record.step_index)
+                .is_some_and(|s| matches!(s.kind, StepKind::Approval(_) | StepKind::Gate(_)));
+        if is_gate_step && !payload.is_object() {
+            return Err(ApprovalError::InvalidPayload {
+                key: record.key.clone(),
+                reason: "an edited gate payload must be a JSON object (a mapping of fields)".into(),
+            });
+        }
         // A model step's output is always an object (`output: text` too);
         // a replacement of another shape would make every later
         // `steps.<id>.output.field` quietly evaluate to null.

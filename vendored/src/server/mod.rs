@@ -39,6 +39,7 @@ pub mod signature;
 mod state;
 mod sweeper;
 mod tasks;
+mod throttle;
 mod ui;
 mod view;
 

@@ -382,8 +382,16 @@ async fn only_approvers_are_shown_links_and_a_link_decides_only_as_an_approver()
     let unbound = signer().path(key, None);
     let page = holder.get(&unbound).await;
     assert_eq!(page.status, 403, "{}", page.body);
-    assert!(page.body.contains("data-reason=\"unbound\""), "{}", page.body);
-    assert!(page.body.contains("TOLLGATE_UNBOUND_LINKS"), "{}", page.body);
+    assert!(
+        page.body.contains("data-reason=\"unbound\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("TOLLGATE_UNBOUND_LINKS"),
+        "{}",
+        page.body
+    );
     let post = holder.post(&unbound, &[("decision", "approve")]).await;
     assert_eq!(post.status, 403, "{}", post.body);
     assert_eq!(status_of(&alice, &served, key).await["status"], "PENDING");
@@ -537,7 +545,10 @@ async fn bad_link_signatures_are_throttled_per_client_address() {
         )
         .await;
     assert_eq!(locked.status, 429, "{}", locked.body);
-    let retry: u64 = locked.header("retry-after").parse().expect("Retry-After seconds");
+    let retry: u64 = locked
+        .header("retry-after")
+        .parse()
+        .expect("Retry-After seconds");
     assert!((1..=5).contains(&retry), "{retry}");
     let refused = guesser.get(&good).await;
     assert_eq!(refused.status, 429, "the good link too, while locked out");
@@ -550,8 +561,15 @@ async fn bad_link_signatures_are_throttled_per_client_address() {
         .await;
     assert!(line.contains("127.0.0.5"), "{line}");
     let logs = served.logs();
-    assert_eq!(logs.matches("too many bad link signatures").count(), 1, "{logs}");
+    assert_eq!(
+        logs.matches("too many bad link signatures").count(),
+        1,
+        "{logs}"
+    );
     let signature = good.split('/').nth(3).unwrap().split('?').next().unwrap();
     assert!(!logs.contains(signature), "{logs}");
-    assert_eq!(status_of(&api, &served, &paused.key).await["status"], "PENDING");
+    assert_eq!(
+        status_of(&api, &served, &paused.key).await["status"],
+        "PENDING"
+    );
 }

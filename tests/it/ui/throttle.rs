@@ -16,8 +16,7 @@ const TOKENS: &str = "alice:right-token-5d1c";
 /// A client from 127.0.0.N, with the login form's pre-session cookie and
 /// CSRF token.
 async fn login_client(served: &Served, n: u8) -> (Client, String) {
-    let mut client =
-        Client::from_address(served, Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n))));
+    let mut client = Client::from_address(served, Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n))));
     let form = client.get("/ui/login").await;
     assert_eq!(form.status, 200, "{}", form.body);
     let csrf = form.csrf();
@@ -54,7 +53,11 @@ async fn wrong_tokens_lock_out_one_address_with_retry_after() {
         .parse()
         .expect("Retry-After in seconds");
     assert!((1..=5).contains(&retry), "{retry}");
-    assert!(locked.body.contains("data-reason=\"throttled\""), "{}", locked.body);
+    assert!(
+        locked.body.contains("data-reason=\"throttled\""),
+        "{}",
+        locked.body
+    );
     // The right token is refused too while the lockout lasts.
     let right = try_token(&mut guesser, &csrf, "right-token-5d1c").await;
     assert_eq!(right.status, 429, "{}", right.body);

@@ -55,14 +55,14 @@ fn admit<'a>(
     key: &str,
     signature: &str,
     bound: Option<&'a str>,
-) -> Result<&'a str, Response> {
+) -> Result<&'a str, Box<Response>> {
     let client = client.key();
     let now = state.agent.clock().now();
     if let Err(lockout) = ui.bad_links.check(client, now) {
-        return Err(refusal::too_many("bad links", lockout));
+        return Err(Box::new(refusal::too_many("bad links", lockout)));
     }
     let Some(signer) = signer(state) else {
-        return Err(refusal::bad_link());
+        return Err(Box::new(refusal::bad_link()));
     };
     if !signer.verify(key, signature, bound) {
         if let Some(lockout) = ui.bad_links.fail(client, now) {
@@ -72,14 +72,14 @@ fn admit<'a>(
                 "signed links locked out for a client: too many bad link signatures"
             );
         }
-        return Err(refusal::bad_link());
+        return Err(Box::new(refusal::bad_link()));
     }
     if bound.is_none() && !signer.unbound() {
-        return Err(refusal::unbound_off());
+        return Err(Box::new(refusal::unbound_off()));
     }
     let by = bound.unwrap_or(LINK_CALLER);
     if !may_decide(state.agent.spec().approvals.approvers.as_deref(), by) {
-        return Err(refusal::not_an_approver(by));
+        return Err(Box::new(refusal::not_an_approver(by)));
     }
     Ok(by)
 }
@@ -135,7 +135,7 @@ pub(super) async fn page(
 ) -> Response {
     let bound = query.bound.as_deref();
     if let Err(refused) = admit(&state, &ui, client, &key, &signature, bound) {
-        return refused;
+        return *refused;
     }
     let record = match linked(&state, &key).await {
         Ok(Some(record)) => record,
@@ -159,7 +159,7 @@ pub(super) async fn decide(
     let bound = query.bound.as_deref();
     let by = match admit(&state, &ui, client, &key, &signature, bound) {
         Ok(by) => by,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if !csrf::check(
         &ui.key,
@@ -198,7 +198,7 @@ pub(super) async fn timeline(
 ) -> Response {
     let bound = query.bound.as_deref();
     if let Err(refused) = admit(&state, &ui, client, &key, &signature, bound) {
-        return refused;
+        return *refused;
     }
     let record = match linked(&state, &key).await {
         Ok(Some(record)) => record,

@@ -5,6 +5,9 @@
 //! in an error and in the code cannot drift apart. Some live next to their
 //! only reader and are re-exported here.
 
+/// Unbound signed links (deciding as `link` for whoever holds one): off
+/// unless set to 1/true/yes/on.
+pub use crate::links::UNBOUND_LINKS_ENV as UNBOUND_LINKS;
 /// The signed-link secret and the server's public address (DESIGN §11).
 pub use crate::links::{LINK_SECRET_ENV as LINK_SECRET, PUBLIC_URL_ENV as PUBLIC_URL};
 pub use crate::notify::slack::api::API_BASE_ENV as SLACK_API_BASE;

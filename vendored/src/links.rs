@@ -23,10 +23,24 @@ pub const LINK_SECRET_ENV: &str = "TOLLGATE_LINK_SECRET";
 /// The server's address as people reach it, e.g. `https://approvals.example.com`:
 /// links shown outside the server (Slack, `approvals show`) need it to be absolute.
 pub const PUBLIC_URL_ENV: &str = "TOLLGATE_PUBLIC_URL";
+/// `1` (or `true`, `yes`, `on`) turns unbound links on: links that decide
+/// as [`LINK_CALLER`] for whoever holds them. Off by default: every link
+/// shown is bound to the person it is shown to.
+pub const UNBOUND_LINKS_ENV: &str = "TOLLGATE_UNBOUND_LINKS";
 /// `decided_by` of a decision made through an unbound link.
 pub const LINK_CALLER: &str = "link";
-/// The shortest secret accepted: HMAC-SHA256's own key strength.
-pub const MIN_SECRET_BYTES: usize = 32;
+/// The shortest secret accepted, in characters (what the README promises
+/// and the error says): 32, HMAC-SHA256's own key strength when they are
+/// random. A secret of 32 multi-byte characters is longer still in bytes.
+pub const MIN_SECRET_CHARS: usize = 32;
+
+/// Whether `name` may decide under `approvers` (a spec's
+/// `approvals.approvers`; `None` lets anyone decide). The same test as the
+/// decide path's (`AgentRun::check_decider`): a link is shown only to
+/// someone who passes it, and a link decides only as someone who does.
+pub fn may_decide(approvers: Option<&[String]>, name: &str) -> bool {
+    approvers.is_none_or(|allowed| allowed.iter().any(|a| a == name))
+}
 
 /// The prefix of every link message. Versioned so that a later scheme can
 /// never accept a signature made under this one.
@@ -50,13 +64,15 @@ const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkConfigError {
     #[error(
-        "{LINK_SECRET_ENV} is set but blank: set it to at least {MIN_SECRET_BYTES} random bytes (for example `openssl rand -base64 32`), or unset it to turn signed links off"
+        "{LINK_SECRET_ENV} is set but blank: set it to at least {MIN_SECRET_CHARS} random characters (for example `openssl rand -base64 32`), or unset it to turn signed links off"
     )]
     BlankSecret,
     #[error(
-        "{LINK_SECRET_ENV} is too short: use at least {MIN_SECRET_BYTES} bytes (for example `openssl rand -base64 32`)"
+        "{LINK_SECRET_ENV} is too short: use at least {MIN_SECRET_CHARS} characters (for example `openssl rand -base64 32`)"
     )]
     ShortSecret,
+    #[error("{UNBOUND_LINKS_ENV} must be 1, true, yes or on (or 0, false, no, off): {problem}")]
+    Unbound { problem: String },
     #[error("{LINK_SECRET_ENV} is not valid UTF-8")]
     SecretNotUnicode,
     #[error(
@@ -73,6 +89,8 @@ pub struct LinkSigner {
     mac: Hmac<Sha256>,
     /// Without a trailing slash.
     public_url: Option<String>,
+    /// [`UNBOUND_LINKS_ENV`]: unbound links are made and accepted.
+    unbound: bool,
 }
 
 impl std::fmt::Debug for LinkSigner {
@@ -80,24 +98,44 @@ impl std::fmt::Debug for LinkSigner {
         f.debug_struct("LinkSigner")
             .field("secret", &"<redacted>")
             .field("public_url", &self.public_url)
+            .field("unbound", &self.unbound)
             .finish()
     }
 }
 
 impl LinkSigner {
-    /// A signer for `secret` (at least [`MIN_SECRET_BYTES`] bytes, not
-    /// blank), with links made absolute under `public_url` when given.
+    /// A signer for `secret` (at least [`MIN_SECRET_CHARS`] characters,
+    /// not blank), with links made absolute under `public_url` when given.
+    /// Unbound links are off ([`LinkSigner::with_unbound`] turns them on).
     pub fn new(secret: &str, public_url: Option<&str>) -> Result<LinkSigner, LinkConfigError> {
         if secret.trim().is_empty() {
             return Err(LinkConfigError::BlankSecret);
         }
-        if secret.len() < MIN_SECRET_BYTES {
+        // Characters, as documented: a byte count would let 11 three-byte
+        // characters pass as "32".
+        if secret.chars().count() < MIN_SECRET_CHARS {
             return Err(LinkConfigError::ShortSecret);
         }
         let public_url = public_url.map(parse_public_url).transpose()?;
         let mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
             .map_err(|_| LinkConfigError::ShortSecret)?;
-        Ok(LinkSigner { mac, public_url })
+        Ok(LinkSigner {
+            mac,
+            public_url,
+            unbound: false,
+        })
+    }
+
+    /// With unbound links on or off ([`UNBOUND_LINKS_ENV`]).
+    pub fn with_unbound(mut self, unbound: bool) -> LinkSigner {
+        self.unbound = unbound;
+        self
+    }
+
+    /// Whether unbound links are on: made where no single person is
+    /// shown the link, and accepted when presented.
+    pub fn unbound(&self) -> bool {
+        self.unbound
     }
 
     /// From [`LINK_SECRET_ENV`] and [`PUBLIC_URL_ENV`]: `None` when the
@@ -119,7 +157,35 @@ impl LinkSigner {
                 });
             }
         };
-        LinkSigner::new(&secret, public_url.as_deref()).map(Some)
+        let unbound = unbound_from_env()?;
+        LinkSigner::new(&secret, public_url.as_deref())
+            .map(|signer| Some(signer.with_unbound(unbound)))
+    }
+
+    /// The link to show `viewer` for approval `key`: `None` unless the
+    /// viewer may decide it (a link is a way to decide; someone who may
+    /// not decide is shown none). Bound to the viewer, so it decides as
+    /// them; unbound only when unbound links are on and `link` may decide.
+    pub fn link_for_viewer(
+        &self,
+        key: &str,
+        viewer: &str,
+        approvers: Option<&[String]>,
+    ) -> Option<String> {
+        if !may_decide(approvers, viewer) {
+            return None;
+        }
+        match self.unattended_link(key, approvers) {
+            Some(unbound) => Some(unbound),
+            None => Some(self.url(key, Some(viewer))),
+        }
+    }
+
+    /// The link to show where there is no single viewer (a Slack channel,
+    /// `approvals show` without `--link-for`): an unbound link when
+    /// unbound links are on and `link` may decide, else `None`.
+    pub fn unattended_link(&self, key: &str, approvers: Option<&[String]>) -> Option<String> {
+        (self.unbound && may_decide(approvers, LINK_CALLER)).then(|| self.url(key, None))
     }
 
     /// The public URL links are made absolute under, without a trailing slash.
@@ -171,6 +237,16 @@ impl LinkSigner {
         }
     }
 
+    /// The approval's inbox page, `{public URL}/ui/approvals/{key}`: no
+    /// capability, it asks for sign-in. `None` without a public URL.
+    pub fn inbox_url(&self, key: &str) -> Option<String> {
+        let base = self.public_url.as_deref()?;
+        Some(format!(
+            "{base}/ui/approvals/{}",
+            utf8_percent_encode(key, COMPONENT)
+        ))
+    }
+
     /// A key derived from the link secret for another purpose, such as
     /// `derive_key("tollgate-session-v1")` for the session signer: an HMAC
     /// of a tag distinct from every link's, so knowing a derived key (or
@@ -194,6 +270,28 @@ impl LinkSigner {
             .as_bytes(),
         );
         mac.finalize().into_bytes().into()
+    }
+}
+
+/// [`UNBOUND_LINKS_ENV`]: unset or blank is off.
+fn unbound_from_env() -> Result<bool, LinkConfigError> {
+    match std::env::var(UNBOUND_LINKS_ENV) {
+        Ok(text) => parse_switch(&text).ok_or_else(|| LinkConfigError::Unbound {
+            problem: "it is neither".into(),
+        }),
+        Err(std::env::VarError::NotPresent) => Ok(false),
+        Err(std::env::VarError::NotUnicode(_)) => Err(LinkConfigError::Unbound {
+            problem: "it is not valid UTF-8".into(),
+        }),
+    }
+}
+
+/// An on/off switch; blank is off.
+fn parse_switch(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "" | "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
     }
 }
 
@@ -393,6 +491,65 @@ mod tests {
             }
         }
         assert!(LinkSigner::new(&"x".repeat(32), None).is_ok());
+    }
+
+    #[test]
+    fn the_minimum_length_counts_characters_as_documented() {
+        // 31 characters of three bytes each: 93 bytes, still too short.
+        let err = LinkSigner::new(&"€".repeat(31), None).unwrap_err();
+        assert_eq!(err, LinkConfigError::ShortSecret);
+        assert!(err.to_string().contains("32 characters"), "{err}");
+        assert!(LinkSigner::new(&"€".repeat(32), None).is_ok());
+    }
+
+    #[test]
+    fn a_link_is_shown_only_to_who_may_decide_and_bound_to_them() {
+        let approvers = vec!["alice".to_string(), LINK_CALLER.to_string()];
+        let list = Some(approvers.as_slice());
+        let s = signer();
+        assert!(!s.unbound(), "unbound links are off by default");
+        assert_eq!(s.link_for_viewer(KEY, "bob", list), None);
+        assert_eq!(
+            s.link_for_viewer(KEY, "alice", list),
+            Some(s.url(KEY, Some("alice")))
+        );
+        // No list: anyone may decide, still as themselves.
+        assert_eq!(
+            s.link_for_viewer(KEY, "bob", None),
+            Some(s.url(KEY, Some("bob")))
+        );
+        // Nobody in particular: no link unless unbound links are on.
+        assert_eq!(s.unattended_link(KEY, list), None);
+        assert_eq!(s.unattended_link(KEY, None), None);
+
+        let open = signer().with_unbound(true);
+        assert_eq!(open.unattended_link(KEY, list), Some(open.url(KEY, None)));
+        assert_eq!(
+            open.link_for_viewer(KEY, "alice", list),
+            Some(open.url(KEY, None))
+        );
+        // Still none for someone who may not decide.
+        assert_eq!(open.link_for_viewer(KEY, "bob", list), None);
+        // A list without `link`: an unbound link would be refused, so the
+        // viewer gets a bound one and a channel gets none.
+        let only_alice = vec!["alice".to_string()];
+        let list = Some(only_alice.as_slice());
+        assert_eq!(open.unattended_link(KEY, list), None);
+        assert_eq!(
+            open.link_for_viewer(KEY, "alice", list),
+            Some(open.url(KEY, Some("alice")))
+        );
+    }
+
+    #[test]
+    fn the_unbound_switch_reads_on_and_off_words_only() {
+        for on in ["1", "true", "YES", " on "] {
+            assert_eq!(parse_switch(on), Some(true), "{on}");
+        }
+        for off in ["", "0", "false", "No", "off"] {
+            assert_eq!(parse_switch(off), Some(false), "{off}");
+        }
+        assert_eq!(parse_switch("maybe"), None);
     }
 
     #[test]

@@ -1,10 +1,14 @@
-//! Signed approval links (DESIGN §11, issue 16): with TOLLGATE_LINK_SECRET
-//! a real `tollgate serve` shows the link of a pending approval in its
-//! `awaiting_approval` events, in GET /approvals/{key}, in `approvals show`
-//! and in the Slack message, all naming the signature `LinkSigner`
-//! computes; the link is gone once the approval is decided; without a
-//! secret links are off and say so; a bad secret or public URL stops
-//! start-up; and the secret reaches no log, event, message or store.
+//! Signed approval links (DESIGN §11, issues 16 and 22): with
+//! TOLLGATE_LINK_SECRET a real `tollgate serve` shows the link of a pending
+//! approval in its `awaiting_approval` events and in GET /approvals/{key},
+//! bound to the caller (loopback mode: `local`), and `approvals show
+//! --link-for NAME` shows one bound to NAME, all naming the signature
+//! `LinkSigner` computes; where nobody in particular looks (a Slack
+//! channel, `approvals show` alone) no capability is shown unless
+//! TOLLGATE_UNBOUND_LINKS is on: Slack opens the inbox page instead; the
+//! link is gone once the approval is decided; without a secret links are
+//! off and say so; a bad secret or public URL stops start-up; and the
+//! secret reaches no log, event, message or store.
 
 use crate::common;
 use crate::common::server;
@@ -53,7 +57,9 @@ fn show(
     args: &[&str],
 ) -> Output {
     let mut cmd = ws.tollgate();
-    cmd.env_remove(LINK_SECRET_ENV).env_remove(PUBLIC_URL_ENV);
+    cmd.env_remove(LINK_SECRET_ENV)
+        .env_remove(PUBLIC_URL_ENV)
+        .env_remove("TOLLGATE_UNBOUND_LINKS");
     cmd.envs(env.iter().copied());
     cmd.args([
         "approvals",
@@ -99,12 +105,13 @@ async fn a_pending_link_shows_everywhere_with_one_signature_and_goes_once_decide
     let Paused { run_id, key } = api
         .trigger_and_wait_for_pause(&served, "/hooks/refund", json!({ "order_id": "A-7" }))
         .await;
-    // What every place must show: the signature computed independently of
-    // the server, under the public URL without its trailing slash.
+    // What the API and its streams must show the caller (loopback mode:
+    // `local`): the signature computed independently of the server, bound
+    // to the caller, under the public URL without its trailing slash.
     let signer = LinkSigner::new(SECRET, Some(PUBLIC_URL)).expect("a valid signer");
-    let signature = signer.signature(&key, None);
-    let expected = format!("https://approvals.example.com/a/{key}/{signature}");
-    assert!(signer.verify(&key, &signature, None));
+    let signature = signer.signature(&key, Some("local"));
+    let expected = format!("https://approvals.example.com/a/{key}/{signature}?as=local");
+    assert!(signer.verify(&key, &signature, Some("local")));
 
     // The event stream: the pause carries the link, no other event does.
     let events = events_until_paused(&api, &served, &run_id).await;
@@ -121,14 +128,28 @@ async fn a_pending_link_shows_everywhere_with_one_signature_and_goes_once_decide
     assert_eq!(status, 200, "{record}");
     assert_eq!(record["link"], expected.as_str(), "{record}");
 
-    // `approvals show`: text, --json, and a link bound to an odd identity.
+    // `approvals show` alone has nobody to bind a link to: none, saying
+    // how to get one; with unbound links on, the unbound link; and a link
+    // bound to an odd identity on request.
     let cli_env = [(LINK_SECRET_ENV, SECRET), (PUBLIC_URL_ENV, PUBLIC_URL)];
     let out = show(&ws, &db, &key, &cli_env, &[]);
     assert_success(&out);
-    assert_eq!(link_line(&out).as_deref(), Some(expected.as_str()));
+    let line = link_line(&out).expect("a link: line");
+    assert!(line.starts_with("none: --link-for NAME"), "{line}");
+    assert!(line.contains("TOLLGATE_UNBOUND_LINKS"), "{line}");
+    assert!(show_json(&ws, &db, &key, &cli_env).get("link").is_none());
+    let unbound = signer.url(&key, None);
+    let unbound_env = [
+        (LINK_SECRET_ENV, SECRET),
+        (PUBLIC_URL_ENV, PUBLIC_URL),
+        ("TOLLGATE_UNBOUND_LINKS", "1"),
+    ];
+    let out = show(&ws, &db, &key, &unbound_env, &[]);
+    assert_success(&out);
+    assert_eq!(link_line(&out).as_deref(), Some(unbound.as_str()));
     assert_eq!(
-        show_json(&ws, &db, &key, &cli_env)["link"],
-        expected.as_str()
+        show_json(&ws, &db, &key, &unbound_env)["link"],
+        unbound.as_str()
     );
     let odd = "Zoë & ops/on-call";
     let out = show(&ws, &db, &key, &cli_env, &["--link-for", odd]);
@@ -147,7 +168,8 @@ async fn a_pending_link_shows_everywhere_with_one_signature_and_goes_once_decide
     assert_ne!(bound_signature, signature, "a bound link is another link");
     assert!(signer.verify(&key, bound_signature, Some(odd)));
 
-    // Slack: an "Open in browser" url button with the same link.
+    // Slack: a channel has no single viewer, so "Open in browser" opens
+    // the approval's inbox page (sign-in first), not a capability.
     let post = slack_stub::eventually(15, "the Slack message", || {
         slack.requests_to(slack_stub::POST_PATH).into_iter().next()
     })
@@ -163,7 +185,11 @@ async fn a_pending_link_shows_everywhere_with_one_signature_and_goes_once_decide
         .unwrap_or_else(|| panic!("no Open in browser button: {post}"));
     assert_eq!(open["type"], "button");
     assert_eq!(open["text"]["text"], "Open in browser");
-    assert_eq!(open["url"], expected.as_str());
+    assert_eq!(
+        open["url"],
+        format!("https://approvals.example.com/ui/approvals/{key}").as_str()
+    );
+    assert!(!post.to_string().contains("/a/"), "{post}");
 
     // Decided: no link anywhere, and --link-for refuses.
     let (status, decided) = api
@@ -176,7 +202,7 @@ async fn a_pending_link_shows_everywhere_with_one_signature_and_goes_once_decide
     let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
     assert_eq!(record["status"], "APPROVED", "{record}");
     assert!(record.get("link").is_none(), "{record}");
-    let out = show(&ws, &db, &key, &cli_env, &[]);
+    let out = show(&ws, &db, &key, &unbound_env, &[]);
     assert_success(&out);
     assert_eq!(link_line(&out), None, "{}", common::stdout(&out));
     assert!(show_json(&ws, &db, &key, &cli_env).get("link").is_none());
@@ -288,11 +314,11 @@ async fn without_a_public_url_links_are_paths_and_slack_shows_none() {
         .await;
     let signature = LinkSigner::new(SECRET, None)
         .expect("a valid signer")
-        .signature(&key, None);
+        .signature(&key, Some("local"));
     let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
     assert_eq!(
         record["link"],
-        format!("/a/{key}/{signature}").as_str(),
+        format!("/a/{key}/{signature}?as=local").as_str(),
         "{record}"
     );
 

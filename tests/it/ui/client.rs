@@ -94,10 +94,18 @@ pub struct Client {
 
 impl Client {
     pub fn new(served: &Served) -> Client {
+        Client::from_address(served, None)
+    }
+
+    /// A client whose connections come from `local` (any 127.x.y.z reaches
+    /// a server on 127.0.0.1 over loopback): another client address, as
+    /// the server's per-address throttles see it.
+    pub fn from_address(served: &Served, local: Option<std::net::IpAddr>) -> Client {
         Client {
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(Duration::from_secs(60))
+                .local_address(local)
                 .build()
                 .expect("client"),
             base: served.base.clone(),

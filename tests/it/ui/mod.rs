@@ -15,6 +15,7 @@ mod loopback;
 mod paging;
 mod runs;
 mod sessions;
+mod throttle;
 
 /// `tollgate serve` whose one API token is alice's, and an API client
 /// holding it.

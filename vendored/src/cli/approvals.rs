@@ -6,7 +6,7 @@ use super::args::{ApprovalsCommand, DecideArgs, StoreArgs};
 use super::common::SpecSource;
 use super::exit::{self, Failure};
 use super::render;
-use crate::links::{LINK_SECRET_ENV, LinkSigner};
+use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide};
 use crate::store::{ApprovalQuery, PendingPage, PendingQuery, SharedStore};
 use crate::time::SharedClock;
 use crate::tools::CustomTools;
@@ -230,10 +230,12 @@ async fn show(
         .approval_as_of(key, clock.now())
         .await?
         .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
-    let link = link(&record, links.as_ref(), shown.link_for)?;
-    if let (Some(name), Some(source)) = (shown.link_for, spec) {
-        warn_unless_approver(name, source);
-    }
+    // The spec, when at hand, says who may decide; without it the server
+    // still checks the approvers list when the link is used.
+    let approvers = spec
+        .and_then(|source| source.load().ok())
+        .map(|spec| spec.approvals.approvers.clone());
+    let link = link(&record, links.as_ref(), shown.link_for, approvers.as_ref())?;
     if shown.json {
         let mut value = json!(record);
         if let (Some(url), Some(fields)) = (&link, value.as_object_mut()) {
@@ -244,9 +246,12 @@ async fn show(
         render::record(&record);
         // Only a PENDING record has a link to show (or to say is off).
         if record.status == ApprovalStatus::Pending {
-            match &link {
-                Some(url) => say!("link:        {url}"),
-                None => say!("link:        off (set {LINK_SECRET_ENV})"),
+            match (&link, &links) {
+                (Some(url), _) => say!("link:        {url}"),
+                (None, Some(_)) => say!(
+                    "link:        none: --link-for NAME shows one that decides as NAME ({UNBOUND_LINKS_ENV} is off)"
+                ),
+                (None, None) => say!("link:        off (set {LINK_SECRET_ENV})"),
             }
         }
     }
@@ -254,16 +259,31 @@ async fn show(
 }
 
 /// The record's signed link, computed now (links are never stored):
-/// `None` when links are off or the record is no longer PENDING. Asked for
-/// with `--link-for`, a link that cannot be made is an error instead.
+/// bound to `--link-for NAME`; without it, an unbound link when
+/// TOLLGATE_UNBOUND_LINKS is on and `link` may decide, else none (a
+/// terminal has no single viewer to bind a link to). `None` when links are
+/// off or the record is no longer PENDING. Asked for with `--link-for`, a
+/// link that cannot be made is an error instead, as is a link for someone
+/// `approvers` (when the spec is at hand) leaves out: it would be refused.
 fn link(
     record: &ApprovalRecord,
     links: Option<&LinkSigner>,
     link_for: Option<&str>,
+    approvers: Option<&Option<Vec<String>>>,
 ) -> Result<Option<String>, Failure> {
     let pending = record.status == ApprovalStatus::Pending;
+    let list = approvers.and_then(Option::as_deref);
     match (links, link_for) {
-        (Some(links), bound) if pending => Ok(Some(links.url(&record.key, bound))),
+        (Some(_), Some(name)) if approvers.is_some() && !may_decide(list, name) => {
+            Err(Failure::new(
+                exit::FORBIDDEN,
+                format!(
+                    "cannot make a link for {name}: not in approvals.approvers, so deciding through it would be refused"
+                ),
+            ))
+        }
+        (Some(links), Some(name)) if pending => Ok(Some(links.url(&record.key, Some(name)))),
+        (Some(links), None) if pending => Ok(links.unattended_link(&record.key, list)),
         (_, None) => Ok(None),
         (None, Some(name)) => Err(Failure::bad_input(format!(
             "cannot make a link for {name}: signed links are off: set {LINK_SECRET_ENV}"
@@ -279,22 +299,6 @@ fn link(
                 record.key, record.status
             ),
         )),
-    }
-}
-
-/// A link bound to someone the spec's approvers list leaves out would be
-/// refused when used: say so now. Only when the spec is at hand; a spec
-/// that does not load is not this command's concern.
-fn warn_unless_approver(name: &str, source: &SpecSource) {
-    let Ok(spec) = source.load() else {
-        return;
-    };
-    if let Some(approvers) = &spec.approvals.approvers
-        && !approvers.iter().any(|a| a == name)
-    {
-        eprintln!(
-            "warning: {name} is not in approvals.approvers: deciding through this link will be refused"
-        );
     }
 }
 

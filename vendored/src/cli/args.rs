@@ -94,9 +94,10 @@ pub enum ApprovalsCommand {
         #[arg(long, value_name = "TEXT", conflicts_with = "stuck")]
         query: Option<String>,
     },
-    /// Show one approval record, whatever its status. A PENDING record shows
-    /// its signed link when TOLLGATE_LINK_SECRET is set (absolute under
-    /// TOLLGATE_PUBLIC_URL).
+    /// Show one approval record, whatever its status. With
+    /// TOLLGATE_LINK_SECRET set, a PENDING record shows the signed link of
+    /// --link-for NAME (absolute under TOLLGATE_PUBLIC_URL), or, without
+    /// it, an unbound link only when TOLLGATE_UNBOUND_LINKS is on.
     Show {
         key: String,
         #[arg(long)]
@@ -105,8 +106,9 @@ pub enum ApprovalsCommand {
         store: StoreArgs,
         #[arg(long)]
         json: bool,
-        /// Show a signed link bound to this identity instead: whoever opens
-        /// it decides as NAME (the approvers allow-list applies).
+        /// Show a signed link bound to this identity: whoever opens it
+        /// decides as NAME. Refused (exit 6) for a NAME the spec's
+        /// approvals.approvers leaves out.
         #[arg(long, value_name = "NAME")]
         link_for: Option<String>,
     },

@@ -96,6 +96,8 @@ pub struct SlackNotifier {
     /// Signs the "Open in browser" link of each message, when links are
     /// on and have a public URL (Slack opens only absolute URLs).
     links: Option<LinkSigner>,
+    /// `approvals.approvers`: whether `link` may decide (an unbound link).
+    approvers: Option<Vec<String>>,
 }
 
 impl SlackNotifier {
@@ -147,7 +149,21 @@ impl SlackNotifier {
             api,
             clock,
             links: links.filter(|links| links.public_url().is_some()),
+            approvers: spec.approvals.approvers.clone(),
         })))
+    }
+
+    /// Where the message's "Open in browser" button goes. A channel has
+    /// no single viewer, so no link bound to a person: an unbound signed
+    /// link only when unbound links are on (TOLLGATE_UNBOUND_LINKS) and
+    /// `link` may decide; else the approval's inbox page, which asks
+    /// whoever opens it to sign in. Made now, never stored: rotating the
+    /// secret voids it.
+    fn open_in_browser(&self, key: &str) -> Option<String> {
+        let links = self.links.as_ref()?;
+        links
+            .unattended_link(key, self.approvers.as_deref())
+            .or_else(|| links.inbox_url(key))
     }
 
     /// The signing secret, resolved now (rotating it needs no restart).
@@ -183,8 +199,7 @@ impl SlackNotifier {
                 self.release(key).await;
                 return Progress::Skipped;
             };
-            // Made now, never stored: rotating the secret voids it.
-            let link = self.links.as_ref().map(|links| links.url(key, None));
+            let link = self.open_in_browser(key);
             let body = message::pending(&self.config.channel, &record, link.as_deref());
             let result = match self.bot_token() {
                 Ok(token) => self.api.post_message(&token, &body).await,

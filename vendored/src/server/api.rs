@@ -175,22 +175,32 @@ response_type! {
         pub decided_at: Option<DateTime<Utc>>,
         pub created_at: DateTime<Utc>,
         pub expires_at: DateTime<Utc>,
-        /// GET /approvals/{key} only, while the record is PENDING and signed
-        /// links are on (TOLLGATE_LINK_SECRET): the signed link that shows
-        /// and decides this approval without an API token, absolute under
-        /// TOLLGATE_PUBLIC_URL, else a path. Made for each answer, never stored.
+        /// GET /approvals/{key} only, while the record is PENDING, signed
+        /// links are on (TOLLGATE_LINK_SECRET) and the caller may decide it
+        /// (approvals.approvers): the signed link that shows and decides
+        /// this approval without an API token, bound to the caller (it
+        /// decides as them; `?as=NAME`), or unbound (deciding as `link`)
+        /// when TOLLGATE_UNBOUND_LINKS is on and `link` may decide.
+        /// Absolute under TOLLGATE_PUBLIC_URL, else a path. Made for each
+        /// answer, never stored.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub link: Option<String>,
     }
 }
 
 impl ApprovalView {
-    /// With its unbound signed link when `links` are on and the record is
-    /// PENDING (as of the read: an overdue record already reads EXPIRED).
-    pub fn with_link(mut self, links: Option<&LinkSigner>) -> ApprovalView {
+    /// With the signed link `viewer` is shown ([`LinkSigner::link_for_viewer`])
+    /// when `links` are on and the record is PENDING (as of the read: an
+    /// overdue record already reads EXPIRED).
+    pub fn with_link(
+        mut self,
+        links: Option<&LinkSigner>,
+        viewer: &str,
+        approvers: Option<&[String]>,
+    ) -> ApprovalView {
         self.link = links
             .filter(|_| self.status == ApprovalStatus::Pending)
-            .map(|links| links.url(&self.key, None));
+            .and_then(|links| links.link_for_viewer(&self.key, viewer, approvers));
         self
     }
 }

@@ -26,6 +26,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -159,7 +160,7 @@ pub(crate) async fn serve(
             _ = stop.wait_for(|stopping| *stopping) => break,
         };
         let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+            Ok(accepted) => accepted,
             Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
                 // EMFILE and the like: retrying at once would spin.
@@ -168,6 +169,7 @@ pub(crate) async fn serve(
                 continue;
             }
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
         let connection = Connection {
             http: http.clone(),
@@ -177,7 +179,7 @@ pub(crate) async fn serve(
         };
         let open = open_tx.clone();
         tokio::spawn(async move {
-            connection.run(stream).await;
+            connection.run(stream, peer).await;
             drop(slot);
             drop(open);
         });
@@ -242,13 +244,14 @@ struct Connection {
 }
 
 impl Connection {
-    async fn run(mut self, stream: TcpStream) {
+    async fn run(mut self, stream: TcpStream, peer: SocketAddr) {
         let tracker = Arc::new(Tracker::new());
         let socket = Socket::new(stream, Arc::clone(&tracker));
         let service = Dispatch {
             inner: self.service,
             tracker: Arc::clone(&tracker),
             body_timeout: self.limits.body_timeout,
+            peer,
         };
         let conn = self.http.serve_connection(TokioIo::new(socket), service);
         tokio::pin!(conn);
@@ -416,6 +419,9 @@ struct Dispatch {
     inner: TowerToHyperService<Router>,
     tracker: Arc<Tracker>,
     body_timeout: Duration,
+    /// The client's address, for the throttles (server/throttle.rs), as
+    /// axum's `ConnectInfo` would carry it.
+    peer: SocketAddr,
 }
 
 impl Service<Request<Incoming>> for Dispatch {
@@ -428,7 +434,7 @@ impl Service<Request<Incoming>> for Dispatch {
         let in_flight = InFlight(Arc::clone(&self.tracker));
         let late = Arc::new(AtomicBool::new(false));
         let timeout = self.body_timeout;
-        let request = request.map(|body| {
+        let mut request = request.map(|body| {
             Body::new(TimedBody {
                 inner: body,
                 started: Instant::now(),
@@ -437,6 +443,9 @@ impl Service<Request<Incoming>> for Dispatch {
                 late: Arc::clone(&late),
             })
         });
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = match response.await {

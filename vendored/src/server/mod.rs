@@ -39,6 +39,7 @@ pub mod signature;
 mod state;
 mod sweeper;
 mod tasks;
+mod throttle;
 mod ui;
 mod view;
 
@@ -513,8 +514,13 @@ fn start_slack(
 fn log_links(links: Option<&LinkSigner>) {
     match links {
         Some(links) => match links.public_url() {
-            Some(url) => tracing::info!(public_url = %url, "signed links on"),
+            Some(url) => tracing::info!(
+                public_url = %url,
+                unbound_links = links.unbound(),
+                "signed links on"
+            ),
             None => tracing::info!(
+                unbound_links = links.unbound(),
                 "signed links on: links are paths (/a/...) until {PUBLIC_URL_ENV} is set; Slack shows none"
             ),
         },

@@ -83,11 +83,12 @@ pub(super) async fn list(
     }))
 }
 
-/// GET /approvals/{key}: one record, whatever its status, with its signed
-/// `link` while it is PENDING and links are on.
+/// GET /approvals/{key}: one record, whatever its status, with the signed
+/// `link` the caller is shown while it is PENDING and links are on (none
+/// for a caller the approvers list leaves out).
 pub(super) async fn show(
     State(state): State<AppState>,
-    Extension(_caller): Extension<Caller>,
+    Extension(caller): Extension<Caller>,
     PathParam(key): PathParam,
 ) -> Result<Json<ApprovalView>, ApiError> {
     // As of now: overdue reads EXPIRED even before the sweeper marked it.
@@ -98,9 +99,11 @@ pub(super) async fn show(
         .await?
         .filter(|r| r.agent_id == state.agent_id())
         .ok_or(ApprovalError::NotFound { key })?;
-    Ok(Json(
-        ApprovalView::from(record).with_link(state.links.as_ref()),
-    ))
+    Ok(Json(ApprovalView::from(record).with_link(
+        state.links.as_ref(),
+        &caller.0,
+        state.agent.spec().approvals.approvers.as_deref(),
+    )))
 }
 
 request_type! {

@@ -11,9 +11,11 @@
 //! the stream has no gaps and no repeats whichever source sees it first.
 //!
 //! With signed links on, an `awaiting_approval` event whose key is still
-//! PENDING when it is written to the stream carries `link` (DESIGN §11).
-//! The link is added here, as the event is sent, and is never part of the
-//! stored event: a replayed pause that was decided since shows none.
+//! PENDING when it is written to the stream carries `link` (DESIGN §11),
+//! the link the caller is shown (links.rs `link_for_viewer`): bound to the
+//! caller, and none for a caller the approvers list leaves out. The link
+//! is added here, as the event is sent, and is never part of the stored
+//! event: a replayed pause that was decided since shows none.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -44,8 +46,28 @@ const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
 
 pub(crate) async fn stream(
     State(state): State<AppState>,
-    Extension(_caller): Extension<Caller>,
+    Extension(caller): Extension<Caller>,
     PathParam(run_id): PathParam,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    open(state, Watcher::Viewer(caller.0), run_id, headers).await
+}
+
+/// Who a stream is for.
+pub(crate) enum Watcher {
+    /// A caller or a signed-in person: pauses carry the link they are shown.
+    Viewer(String),
+    /// A signed link's page, for approval `key`: no links (the page is
+    /// one), and the stream ends once that approval is no longer PENDING
+    /// (the link is good only while it is).
+    Link { key: String },
+}
+
+/// A run's events for `watcher`.
+pub(crate) async fn open(
+    state: AppState,
+    watcher: Watcher,
+    run_id: String,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let after = match headers.get("last-event-id") {
@@ -65,6 +87,8 @@ pub(crate) async fn stream(
     let feed = Feed {
         store: state.agent.store().clone(),
         links: state.links.clone(),
+        approvers: state.agent.spec().approvals.approvers.clone(),
+        watcher,
         clock: state.agent.clock().clone(),
         run_id,
         last_seq: after,
@@ -107,6 +131,9 @@ struct Feed {
     store: SharedStore,
     /// Signs `awaiting_approval` links; `None` when links are off.
     links: Option<LinkSigner>,
+    /// `approvals.approvers`: who is shown a link.
+    approvers: Option<Vec<String>>,
+    watcher: Watcher,
     clock: SharedClock,
     run_id: String,
     /// The last seq sent (or the client's Last-Event-ID).
@@ -129,6 +156,9 @@ struct Feed {
 impl Feed {
     async fn next(&mut self) -> Option<Event> {
         loop {
+            if !self.still_linked().await {
+                return None;
+            }
             if let Some(event) = self.queue.pop_front() {
                 if event.seq != self.last_seq + 1 {
                     continue;
@@ -182,18 +212,38 @@ impl Feed {
         }
     }
 
+    /// False once a link's stream must end: its approval is no longer
+    /// PENDING, or the store cannot say (the page reconnects and is told).
+    async fn still_linked(&self) -> bool {
+        let Watcher::Link { key } = &self.watcher else {
+            return true;
+        };
+        match self.store.approval_as_of(key, self.clock.now()).await {
+            Ok(Some(record)) => record.status == ApprovalStatus::Pending,
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, error = %e, "cannot read a link's approval for its stream");
+                false
+            }
+        }
+    }
+
     /// The signed link of an `awaiting_approval` event whose key is
-    /// PENDING now (unexpired); `None` for every other event, when links
-    /// are off, or when the store cannot say (no link rather than a link
+    /// PENDING now (unexpired), as the viewer is shown it; `None` for
+    /// every other event, when links are off, for a viewer who may not
+    /// decide, or when the store cannot say (no link rather than a link
     /// to something that may be decided).
     async fn link(&self, event: &Event) -> Option<String> {
         let links = self.links.as_ref()?;
+        let Watcher::Viewer(viewer) = &self.watcher else {
+            return None;
+        };
         let EventKind::AwaitingApproval { key, .. } = &event.kind else {
             return None;
         };
         match self.store.approval_as_of(key, self.clock.now()).await {
             Ok(Some(record)) if record.status == ApprovalStatus::Pending => {
-                Some(links.url(key, None))
+                links.link_for_viewer(key, viewer, self.approvers.as_deref())
             }
             Ok(_) => None,
             Err(e) => {

@@ -1,10 +1,16 @@
 //! Signed approval links: GET /a/{key}/{signature}[?as=NAME] shows the
 //! approval page without sign-in and changes nothing (link previews and
 //! mail scanners fetch links: a GET must never decide, claim or write);
-//! POST decides as the bound identity, or as `link` when unbound, with the
-//! approvers allow-list applied. A link is good only while its approval is
-//! pending; a wrong signature, an approval no longer pending and links off
-//! all show the same `#bad-link` page.
+//! POST decides as the bound identity, or as `link` when unbound. A link is
+//! good only while its approval is pending; a wrong signature, an approval
+//! no longer pending and links off all show the same `#bad-link` page.
+//!
+//! Every route checks, in this order: the client is not locked out for
+//! bad signatures (429, server/throttle.rs); the signature (a bad one is
+//! counted); an unbound link only while unbound links are on
+//! (TOLLGATE_UNBOUND_LINKS, else 403); the identity it decides as passes
+//! the approvers list exactly as the API's callers do (else 403, the API's
+//! refusal, before anything is shown or written).
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
@@ -17,9 +23,11 @@ use super::csrf::{self, Binding};
 use super::form::Form;
 use super::templates::Chrome;
 use super::{SharedUi, Ui, refusal};
-use crate::links::{LINK_CALLER, LinkSigner};
+use crate::links::{LINK_CALLER, LinkSigner, may_decide};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::server::routes::events::Watcher;
 use crate::server::state::AppState;
+use crate::server::throttle::ClientAddr;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -38,22 +46,49 @@ pub(crate) fn derived_session_key(state: &AppState) -> Option<[u8; 32]> {
     signer(state).map(|links| links.derive_key("tollgate-session-v1"))
 }
 
-/// The pending record a link names: `Ok(None)` when the link is not usable
-/// (whatever the reason: the page says nothing more), `Err` when the store
-/// could not be read (an error page, not a "bad link" that would send the
-/// approver off to ask for a new one).
-async fn linked(
+/// The checks of every link route before its record is read (see the
+/// module's comment): `Ok` with who the link decides as, else the refusal.
+fn admit<'a>(
     state: &AppState,
+    ui: &Ui,
+    client: ClientAddr,
     key: &str,
     signature: &str,
-    bound: Option<&str>,
-) -> Result<Option<ApprovalRecord>, Response> {
+    bound: Option<&'a str>,
+) -> Result<&'a str, Box<Response>> {
+    let client = client.key();
+    let now = state.agent.clock().now();
+    if let Err(lockout) = ui.bad_links.check(client, now) {
+        return Err(Box::new(refusal::too_many("bad links", lockout)));
+    }
     let Some(signer) = signer(state) else {
-        return Ok(None);
+        return Err(Box::new(refusal::bad_link()));
     };
     if !signer.verify(key, signature, bound) {
-        return Ok(None);
+        if let Some(lockout) = ui.bad_links.fail(client, now) {
+            tracing::warn!(
+                client = %client,
+                retry_after_secs = lockout.retry_after_secs(),
+                "signed links locked out for a client: too many bad link signatures"
+            );
+        }
+        return Err(Box::new(refusal::bad_link()));
     }
+    if bound.is_none() && !signer.unbound() {
+        return Err(Box::new(refusal::unbound_off()));
+    }
+    let by = bound.unwrap_or(LINK_CALLER);
+    if !may_decide(state.agent.spec().approvals.approvers.as_deref(), by) {
+        return Err(Box::new(refusal::not_an_approver(by)));
+    }
+    Ok(by)
+}
+
+/// The pending record a link names: `Ok(None)` when it is no longer
+/// pending (or gone), `Err` when the store could not be read (an error
+/// page, not a "bad link" that would send the approver off to ask for a
+/// new one).
+async fn linked(state: &AppState, key: &str) -> Result<Option<ApprovalRecord>, Response> {
     match approval::load(state, key).await {
         Ok(record) => Ok(record.filter(|r| r.status == ApprovalStatus::Pending)),
         Err(e) => Err(refusal::from_api(e)),
@@ -94,11 +129,15 @@ fn frame(ui: &Ui, state: &AppState, key: &str, signature: &str, bound: Option<&s
 pub(super) async fn page(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
+    client: ClientAddr,
     Path((key, signature)): Path<(String, String)>,
     Query(query): Query<LinkQuery>,
 ) -> Response {
     let bound = query.bound.as_deref();
-    let record = match linked(&state, &key, &signature, bound).await {
+    if let Err(refused) = admit(&state, &ui, client, &key, &signature, bound) {
+        return *refused;
+    }
+    let record = match linked(&state, &key).await {
         Ok(Some(record)) => record,
         Ok(None) => return refusal::bad_link(),
         Err(failed) => return failed,
@@ -112,14 +151,16 @@ pub(super) async fn page(
 pub(super) async fn decide(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
+    client: ClientAddr,
     Path((key, signature)): Path<(String, String)>,
     Query(query): Query<LinkQuery>,
     Form(fields): Form,
 ) -> Response {
     let bound = query.bound.as_deref();
-    if signer(&state).is_none_or(|s| !s.verify(&key, &signature, bound)) {
-        return refusal::bad_link();
-    }
+    let by = match admit(&state, &ui, client, &key, &signature, bound) {
+        Ok(by) => by,
+        Err(refused) => return *refused,
+    };
     if !csrf::check(
         &ui.key,
         &binding(&key, &signature, bound),
@@ -127,7 +168,6 @@ pub(super) async fn decide(
     ) {
         return refusal::csrf();
     }
-    let by = bound.unwrap_or(LINK_CALLER);
     let (problem, status) = match approval::decide_as(&state, &key, &fields, by).await {
         Answer::Decided(_) => (Problem::default(), StatusCode::OK),
         Answer::Again(problem, status) => (problem, status),
@@ -143,24 +183,29 @@ pub(super) async fn decide(
     }
 }
 
-/// GET /a/{key}/{signature}/stream: the run's events for the link's page
-/// (read-only, so also after the decision the page made).
+/// GET /a/{key}/{signature}/stream: the run's events for the link's page,
+/// while the approval is pending only: the stream ends once it is decided
+/// (or expires, or its run is cancelled), and a link no longer pending is
+/// refused, like its page. The link is a capability for one decision, not
+/// a lasting view of the run.
 pub(super) async fn timeline(
     State(state): State<AppState>,
+    Extension(ui): Extension<SharedUi>,
+    client: ClientAddr,
     Path((key, signature)): Path<(String, String)>,
     Query(query): Query<LinkQuery>,
     headers: HeaderMap,
 ) -> Response {
     let bound = query.bound.as_deref();
-    if signer(&state).is_none_or(|s| !s.verify(&key, &signature, bound)) {
-        return refusal::bad_link();
+    if let Err(refused) = admit(&state, &ui, client, &key, &signature, bound) {
+        return *refused;
     }
-    let record = match approval::load(&state, &key).await {
+    let record = match linked(&state, &key).await {
         Ok(Some(record)) => record,
         Ok(None) => return refusal::bad_link(),
-        Err(e) => return refusal::from_api(e),
+        Err(failed) => return failed,
     };
-    super::stream::run_events(state, record.run_id, headers)
+    super::stream::run_events(state, Watcher::Link { key }, record.run_id, headers)
         .await
         .into_response()
 }

@@ -15,6 +15,7 @@ use super::viewer::safe_next;
 use super::{SharedUi, Ui};
 use crate::server::auth::ApiTokens;
 use crate::server::state::AppState;
+use crate::server::throttle::ClientAddr;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct LoginQuery {
@@ -69,9 +70,14 @@ fn render(
 }
 
 /// POST /ui/login `token, csrf, next`: a session cookie and 303 to `next`.
+/// Throttled per client address (server/throttle.rs): after 5 wrong
+/// tokens in a row, 429 with `Retry-After` for a lockout that doubles with
+/// each further wrong token; the right token too is refused meanwhile
+/// (else a lockout would still tell a guesser which guess was right).
 pub(super) async fn submit(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
+    client: ClientAddr,
     headers: HeaderMap,
     Form(fields): Form,
 ) -> Response {
@@ -83,9 +89,22 @@ pub(super) async fn submit(
     if pre.is_empty() || !csrf::check(&ui.key, &Binding::Pre(pre.into()), fields.csrf.as_deref()) {
         return super::refusal::csrf();
     }
+    let client = client.key();
+    let now = state.agent.clock().now();
+    if let Err(lockout) = ui.sign_in.check(client, now) {
+        return super::refusal::too_many("sign-in attempts", lockout);
+    }
     let token = fields.token.as_deref().map(str::trim).unwrap_or("");
+    // `identify` compares digests in constant time, as for the API.
     let Some(name) = state.tokens.identify(token).map(str::to_string) else {
         tracing::info!("inbox sign-in refused: the token matches no configured token");
+        if let Some(lockout) = ui.sign_in.fail(client, now) {
+            tracing::warn!(
+                client = %client,
+                retry_after_secs = lockout.retry_after_secs(),
+                "inbox sign-in locked out for a client: too many wrong tokens"
+            );
+        }
         return render(
             &ui,
             &headers,
@@ -94,12 +113,8 @@ pub(super) async fn submit(
             StatusCode::UNAUTHORIZED,
         );
     };
-    let value = session::issue(
-        &ui.key,
-        &name,
-        &ApiTokens::digest_token(token),
-        state.agent.clock().now(),
-    );
+    ui.sign_in.succeed(client);
+    let value = session::issue(&ui.key, &name, &ApiTokens::digest_token(token), now);
     tracing::info!(name = %name, "signed in to the approvals inbox");
     let secure = session::is_tls(&headers, ui.public_https);
     let cookie = session::set_cookie(session::COOKIE, &value, session::MAX_AGE.as_secs(), secure);

@@ -41,6 +41,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Router, middleware};
 
 use super::state::AppState;
+use super::throttle::{Policy, Throttle};
 use session::SessionKey;
 
 /// What every page handler shares besides [`AppState`].
@@ -50,6 +51,10 @@ pub(crate) struct Ui {
     /// `TOLLGATE_PUBLIC_URL` is https: session cookies are `Secure` even
     /// when the proxy in front says nothing.
     pub public_https: bool,
+    /// Wrong tokens at /ui/login, per client address.
+    pub sign_in: Throttle,
+    /// Bad signatures at /a/..., per client address.
+    pub bad_links: Throttle,
 }
 
 pub(crate) type SharedUi = Arc<Ui>;
@@ -62,7 +67,12 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .unwrap_or(false);
     // Loaded (and checked) now rather than at the first request.
     templates::pages();
-    let ui: SharedUi = Arc::new(Ui { key, public_https });
+    let ui: SharedUi = Arc::new(Ui {
+        key,
+        public_https,
+        sign_in: Throttle::new(Policy::GUESSES),
+        bad_links: Throttle::new(Policy::GUESSES),
+    });
     Router::new()
         .route("/ui", get(inbox::page))
         .route("/ui/", get(inbox::page))

@@ -65,6 +65,37 @@ pub(crate) fn csrf() -> Response {
     )
 }
 
+/// A client locked out for guessing (server/throttle.rs): 429 with
+/// `Retry-After`, nothing checked or changed.
+pub(crate) fn too_many(what: &str, lockout: crate::server::throttle::Lockout) -> Response {
+    let secs = lockout.retry_after_secs();
+    let mut response = page(
+        StatusCode::TOO_MANY_REQUESTS,
+        "Too many attempts",
+        &format!("Too many {what} from your address. Try again in {secs} seconds."),
+        Some("throttled"),
+    );
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(secs),
+    );
+    response
+}
+
+/// A link that decides as nobody in particular, while unbound links are
+/// off: nothing was changed.
+pub(crate) fn unbound_off() -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        "Link not usable",
+        &format!(
+            "This link is not bound to a person, and unbound links are off on this server              ({}). Ask for a link made for you.",
+            crate::links::UNBOUND_LINKS_ENV
+        ),
+        Some("unbound"),
+    )
+}
+
 /// Someone the approvers allow-list does not name.
 pub(crate) fn not_an_approver(name: &str) -> Response {
     page(

@@ -11,7 +11,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -21,7 +20,6 @@ use tokio::sync::broadcast;
 
 use super::viewer::Viewer;
 use crate::pending_approval::ApprovalStatus;
-use crate::server::auth::Caller;
 use crate::server::extract::PathParam;
 use crate::server::routes::events;
 use crate::server::state::AppState;
@@ -36,22 +34,20 @@ pub(super) async fn timeline(
     headers: HeaderMap,
 ) -> Response {
     // The Viewer extractor is the check: a session (or loopback mode).
-    let _ = viewer;
-    run_events(state, run_id, headers).await
+    run_events(state, events::Watcher::Viewer(viewer.name), run_id, headers).await
 }
 
-/// A run's events, as GET /runs/{id}/events streams them.
-pub(crate) async fn run_events(state: AppState, run_id: String, headers: HeaderMap) -> Response {
-    // The caller is only checked by the API's route; here the page's own
-    // check (a session, or a signed link) has been made.
-    events::stream(
-        State(state),
-        Extension(Caller(String::new())),
-        PathParam(run_id),
-        headers,
-    )
-    .await
-    .into_response()
+/// A run's events, as GET /runs/{id}/events streams them, for `watcher`
+/// (the page's own check, a session or a signed link, has been made).
+pub(crate) async fn run_events(
+    state: AppState,
+    watcher: events::Watcher,
+    run_id: String,
+    headers: HeaderMap,
+) -> Response {
+    events::open(state, watcher, run_id, headers)
+        .await
+        .into_response()
 }
 
 /// What the inbox's first page shows: when it changes, the page refetches.

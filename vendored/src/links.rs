@@ -35,8 +35,8 @@ pub const LINK_CALLER: &str = "link";
 pub const MIN_SECRET_CHARS: usize = 32;
 
 /// Whether `name` may decide under `approvers` (a spec's
-/// `approvals.approvers`; `None` lets anyone decide). The same test as the
-/// decide path's (`AgentRun::check_decider`): a link is shown only to
+/// `approvals.approvers`; `None` lets anyone decide). The one test, which the
+/// decide path uses too (`AgentRun::check_decider`): a link is shown only to
 /// someone who passes it, and a link decides only as someone who does.
 pub fn may_decide(approvers: Option<&[String]>, name: &str) -> bool {
     approvers.is_none_or(|allowed| allowed.iter().any(|a| a == name))

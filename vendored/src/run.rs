@@ -894,14 +894,14 @@ impl AgentRun {
 
     /// `approvals.approvers`, when set, lists who may decide.
     fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
-        match &self.spec.approvals.approvers {
-            Some(allowed) if !allowed.iter().any(|a| a == decided_by) => {
-                Err(ApprovalError::Forbidden {
-                    key: key.into(),
-                    decided_by: decided_by.into(),
-                })
-            }
-            _ => Ok(()),
+        // The same rule decides who is shown a link (links::may_decide).
+        if crate::links::may_decide(self.spec.approvals.approvers.as_deref(), decided_by) {
+            Ok(())
+        } else {
+            Err(ApprovalError::Forbidden {
+                key: key.into(),
+                decided_by: decided_by.into(),
+            })
         }
     }
 

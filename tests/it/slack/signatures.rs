@@ -80,10 +80,13 @@ async fn unsigned_stale_future_and_forged_requests_are_refused() {
             body.clone(),
             with(now - 301, SIGNING_SECRET, &body),
         ),
+        // Well past the 300 s window: the server reads its clock a moment
+        // after `now`, which brings a stamp only 301 s ahead back inside it
+        // on a loaded machine (the exact boundary is the unit test's).
         (
-            "301 s ahead",
+            "360 s ahead",
             body.clone(),
-            with(now + 301, SIGNING_SECRET, &body),
+            with(now + 360, SIGNING_SECRET, &body),
         ),
         ("v1 prefix", body.clone(), v1),
         (

@@ -167,6 +167,40 @@ impl State {
             .map(|e| e.seq + 1)
             .unwrap_or(1)
     }
+
+    /// Give `lease` the oldest `limit` running runs of `agent_id` that
+    /// `pick` chooses (orphans, or a dead owner's runs): one pass under the
+    /// store's lock, so two takers never both get a run.
+    fn take_runs(
+        &mut self,
+        agent_id: &str,
+        lease: &Lease,
+        limit: usize,
+        pick: impl Fn(&RunRecord) -> bool,
+    ) -> Vec<OwnedRun> {
+        let mut ids: Vec<(DateTime<Utc>, String)> = self
+            .runs
+            .values()
+            .filter(|r| r.agent_id == agent_id && r.status == RunStatus::Running)
+            .filter(|r| pick(r))
+            .map(|r| (r.created_at, r.id.clone()))
+            .collect();
+        ids.sort();
+        ids.truncate(limit.max(1));
+        let mut owned = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            let next_seq = self.next_seq(&id);
+            if let Some(run) = self.runs.get_mut(&id) {
+                run.owner = Some(lease.owner.clone());
+                run.lease_until = Some(lease.until);
+                owned.push(OwnedRun {
+                    run: run.clone(),
+                    next_seq,
+                });
+            }
+        }
+        owned
+    }
 }
 
 #[async_trait]
@@ -270,29 +304,10 @@ impl StateStore for MemoryStore {
         limit: usize,
     ) -> StoreResult<Vec<OwnedRun>> {
         check_storable("a lease's end", lease.until)?;
-        let mut s = self.lock();
-        let mut ids: Vec<(DateTime<Utc>, String)> = s
-            .runs
-            .values()
-            .filter(|r| r.agent_id == agent_id && r.status == RunStatus::Running)
-            .filter(|r| r.lease_until.is_none_or(|until| until <= now))
-            .map(|r| (r.created_at, r.id.clone()))
-            .collect();
-        ids.sort();
-        ids.truncate(limit.max(1));
-        let mut owned = Vec::with_capacity(ids.len());
-        for (_, id) in ids {
-            let next_seq = s.next_seq(&id);
-            if let Some(run) = s.runs.get_mut(&id) {
-                run.owner = Some(lease.owner.clone());
-                run.lease_until = Some(lease.until);
-                owned.push(OwnedRun {
-                    run: run.clone(),
-                    next_seq,
-                });
-            }
-        }
-        Ok(owned)
+        let taken = self.lock().take_runs(agent_id, lease, limit, |r| {
+            r.lease_until.is_none_or(|until| until <= now)
+        });
+        Ok(taken)
     }
 
     fn one_kernel(&self) -> bool {
@@ -319,29 +334,10 @@ impl StateStore for MemoryStore {
         limit: usize,
     ) -> StoreResult<Vec<OwnedRun>> {
         check_storable("a lease's end", lease.until)?;
-        let mut s = self.lock();
-        let mut ids: Vec<(DateTime<Utc>, String)> = s
-            .runs
-            .values()
-            .filter(|r| r.agent_id == agent_id && r.status == RunStatus::Running)
-            .filter(|r| r.owner.as_deref() == Some(from))
-            .map(|r| (r.created_at, r.id.clone()))
-            .collect();
-        ids.sort();
-        ids.truncate(limit.max(1));
-        let mut owned = Vec::with_capacity(ids.len());
-        for (_, id) in ids {
-            let next_seq = s.next_seq(&id);
-            if let Some(run) = s.runs.get_mut(&id) {
-                run.owner = Some(lease.owner.clone());
-                run.lease_until = Some(lease.until);
-                owned.push(OwnedRun {
-                    run: run.clone(),
-                    next_seq,
-                });
-            }
-        }
-        Ok(owned)
+        let taken = self
+            .lock()
+            .take_runs(agent_id, lease, limit, |r| r.owner.as_deref() == Some(from));
+        Ok(taken)
     }
 
     async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {

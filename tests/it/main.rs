@@ -13,6 +13,7 @@ mod browser;
 mod cli;
 mod export;
 mod gate_api;
+mod layers;
 mod runs;
 mod secrets;
 mod server;

@@ -2,18 +2,23 @@
 //!
 //! clap's `env = ...` attributes, every `std::env::var` and every message
 //! that names a variable use these constants, so the name in the help text,
-//! in an error and in the code cannot drift apart. Some live next to their
-//! only reader and are re-exported here.
+//! in an error and in the code cannot drift apart. Their readers re-export
+//! some under a local name (`links::LINK_SECRET_ENV`); this module is a
+//! support helper and refers to no other module.
 
+/// The signed-link secret (DESIGN §11); unset turns signed links off.
+pub const LINK_SECRET: &str = "TOLLGATE_LINK_SECRET";
+/// The server's address as people reach it, e.g. `https://approvals.example.com`:
+/// links shown outside the server (Slack, `approvals show`) need it to be absolute.
+pub const PUBLIC_URL: &str = "TOLLGATE_PUBLIC_URL";
 /// Unbound signed links (deciding as `link` for whoever holds one): off
 /// unless set to 1/true/yes/on.
-pub use crate::links::UNBOUND_LINKS_ENV as UNBOUND_LINKS;
-/// The signed-link secret and the server's public address (DESIGN §11).
-pub use crate::links::{LINK_SECRET_ENV as LINK_SECRET, PUBLIC_URL_ENV as PUBLIC_URL};
-pub use crate::notify::slack::api::API_BASE_ENV as SLACK_API_BASE;
+pub const UNBOUND_LINKS: &str = "TOLLGATE_UNBOUND_LINKS";
+/// Overrides the Slack API base URL (tests point it at a local stub).
+pub const SLACK_API_BASE: &str = "TOLLGATE_SLACK_API_BASE";
 /// `name:token,name2:token2`: read by hand (never through clap), so no help
 /// or error text can show a token.
-pub use crate::server::TOKENS_ENV as API_TOKENS;
+pub const API_TOKENS: &str = "TOLLGATE_API_TOKENS";
 
 /// Where the state lives (`sqlite://PATH`, `postgres://...`, `memory:`).
 pub const DATABASE_URL: &str = "TOLLGATE_DATABASE_URL";

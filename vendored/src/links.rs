@@ -19,14 +19,14 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 /// The link secret; unset turns signed links off.
-pub const LINK_SECRET_ENV: &str = "TOLLGATE_LINK_SECRET";
-/// The server's address as people reach it, e.g. `https://approvals.example.com`:
-/// links shown outside the server (Slack, `approvals show`) need it to be absolute.
-pub const PUBLIC_URL_ENV: &str = "TOLLGATE_PUBLIC_URL";
+pub use crate::env::LINK_SECRET as LINK_SECRET_ENV;
+/// The server's address as people reach it: links shown outside the server
+/// (Slack, `approvals show`) need it to be absolute.
+pub use crate::env::PUBLIC_URL as PUBLIC_URL_ENV;
 /// `1` (or `true`, `yes`, `on`) turns unbound links on: links that decide
 /// as [`LINK_CALLER`] for whoever holds them. Off by default: every link
 /// shown is bound to the person it is shown to.
-pub const UNBOUND_LINKS_ENV: &str = "TOLLGATE_UNBOUND_LINKS";
+pub use crate::env::UNBOUND_LINKS as UNBOUND_LINKS_ENV;
 /// `decided_by` of a decision made through an unbound link.
 pub const LINK_CALLER: &str = "link";
 /// The shortest secret accepted, in characters (what the README promises

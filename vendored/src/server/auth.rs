@@ -16,7 +16,7 @@ use super::error::ApiError;
 use super::state::AppState;
 
 /// The environment variable holding the tokens.
-pub const TOKENS_ENV: &str = "TOLLGATE_API_TOKENS";
+pub use crate::env::API_TOKENS as TOKENS_ENV;
 
 /// Who decides when the server has no tokens (loopback only).
 pub const LOCAL_CALLER: &str = "local";

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// Overrides the API base URL (tests point it at a local stub).
-pub const API_BASE_ENV: &str = "TOLLGATE_SLACK_API_BASE";
+pub use crate::env::SLACK_API_BASE as API_BASE_ENV;
 pub const DEFAULT_API_BASE: &str = "https://slack.com/api";
 
 /// One call's budget. Slack answers in well under a second; a call that

@@ -27,6 +27,7 @@ pub mod secrets;
 pub mod server;
 pub mod spec;
 pub mod store;
+pub mod support;
 pub mod testing;
 pub mod time;
 pub mod tools;

@@ -11,8 +11,9 @@
 //!   so each signed request is taken once. Several `v1=` entries may be sent
 //!   (one per secret, while rotating); one match is enough.
 
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
+
+use crate::support::hmac::HmacKey;
 
 pub const SIGNATURE_HEADER: &str = "x-tollgate-signature";
 
@@ -63,7 +64,11 @@ pub fn check(
     };
     if let Some(hex) = header.strip_prefix("sha256=") {
         let claimed = crate::hex::decode(hex).ok_or(SignatureError::Malformed)?;
-        return mac_matches(secret, &[body], &claimed).map(|()| Verified::Plain);
+        return if HmacKey::new(secret).verify(&[body], &claimed) {
+            Ok(Verified::Plain)
+        } else {
+            Err(SignatureError::Mismatch)
+        };
     }
     let mut timestamp = None;
     let mut claimed = Vec::new();
@@ -96,10 +101,8 @@ pub fn check(
     }
     // The exact digits sent are what was signed ("0170" and "170" differ).
     let signed = [t_text.as_bytes(), b".", body];
-    if claimed
-        .iter()
-        .any(|c| mac_matches(secret, &signed, c).is_ok())
-    {
+    let key = HmacKey::new(secret);
+    if claimed.iter().any(|c| key.verify(&signed, c)) {
         let mut digest = Sha256::new();
         for part in signed {
             digest.update(part);
@@ -118,28 +121,8 @@ pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
     check(secret, body, header, crate::time::now().timestamp()).is_ok()
 }
 
-fn mac_matches(secret: &[u8], parts: &[&[u8]], claimed: &[u8]) -> Result<(), SignatureError> {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return Err(SignatureError::Mismatch);
-    };
-    for part in parts {
-        mac.update(part);
-    }
-    // verify_slice compares in constant time.
-    mac.verify_slice(claimed)
-        .map_err(|_| SignatureError::Mismatch)
-}
-
 fn hmac_hex(secret: &[u8], parts: &[&[u8]]) -> String {
-    let mut mac = match Hmac::<Sha256>::new_from_slice(secret) {
-        Ok(mac) => mac,
-        // HMAC takes keys of any length; this cannot happen.
-        Err(_) => return String::new(),
-    };
-    for part in parts {
-        mac.update(part);
-    }
-    crate::hex::encode(&mac.finalize().into_bytes())
+    crate::hex::encode(&HmacKey::new(secret).sign(parts))
 }
 
 /// The plain header value a sender computes (for clients and tests).

@@ -79,7 +79,7 @@ where
                 let spec = source.load()?;
                 custom
                     .check(&spec)
-                    .map_err(|e| super::Failure::bad_input(e.to_string()))?;
+                    .map_err(|e| super::ExitFailure::bad_input(e.to_string()))?;
                 super::spec_commands::validate(&source)
             }
             ExportedCommand::Hash => super::spec_commands::hash(&source),

@@ -23,7 +23,7 @@ pub const REPLAY_WINDOW_SECS: i64 = 300;
 /// Why a signature was refused. The messages say what to send, never what
 /// the right signature would have been.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SignatureError {
+pub enum WebhookSignatureError {
     #[error(
         "missing X-Tollgate-Signature: send t=<unix time>,v1=<hex HMAC-SHA256 of \"<t>.<body>\"> or sha256=<hex HMAC-SHA256 of the body>"
     )]
@@ -57,17 +57,17 @@ pub fn check(
     body: &[u8],
     header: Option<&str>,
     now: i64,
-) -> Result<Verified, SignatureError> {
+) -> Result<Verified, WebhookSignatureError> {
     let header = header.map(str::trim).filter(|h| !h.is_empty());
     let Some(header) = header else {
-        return Err(SignatureError::Missing);
+        return Err(WebhookSignatureError::Missing);
     };
     if let Some(hex) = header.strip_prefix("sha256=") {
-        let claimed = crate::hex::decode(hex).ok_or(SignatureError::Malformed)?;
+        let claimed = crate::hex::decode(hex).ok_or(WebhookSignatureError::Malformed)?;
         return if HmacKey::new(secret).verify(&[body], &claimed) {
             Ok(Verified::Plain)
         } else {
-            Err(SignatureError::Mismatch)
+            Err(WebhookSignatureError::Mismatch)
         };
     }
     let mut timestamp = None;
@@ -76,28 +76,27 @@ pub fn check(
         let (name, value) = part
             .trim()
             .split_once('=')
-            .ok_or(SignatureError::Malformed)?;
+            .ok_or(WebhookSignatureError::Malformed)?;
         match name.trim() {
             "t" if timestamp.is_none() => {
                 let t: i64 = value
                     .trim()
                     .parse()
-                    .map_err(|_| SignatureError::Malformed)?;
+                    .map_err(|_| WebhookSignatureError::Malformed)?;
                 timestamp = Some((value.trim(), t));
             }
-            "t" => return Err(SignatureError::Malformed),
-            "v1" => {
-                claimed.push(crate::hex::decode(value.trim()).ok_or(SignatureError::Malformed)?)
-            }
+            "t" => return Err(WebhookSignatureError::Malformed),
+            "v1" => claimed
+                .push(crate::hex::decode(value.trim()).ok_or(WebhookSignatureError::Malformed)?),
             // Other schemes (v0, a future v2) are ignored, as in Stripe's.
             _ => {}
         }
     }
     let (Some((t_text, t)), false) = (timestamp, claimed.is_empty()) else {
-        return Err(SignatureError::Malformed);
+        return Err(WebhookSignatureError::Malformed);
     };
     if now.abs_diff(t) > REPLAY_WINDOW_SECS.unsigned_abs() {
-        return Err(SignatureError::Stale);
+        return Err(WebhookSignatureError::Stale);
     }
     // The exact digits sent are what was signed ("0170" and "170" differ).
     let signed = [t_text.as_bytes(), b".", body];
@@ -111,7 +110,7 @@ pub fn check(
             replay_key: crate::hex::encode(&digest.finalize()),
         })
     } else {
-        Err(SignatureError::Mismatch)
+        Err(WebhookSignatureError::Mismatch)
     }
 }
 
@@ -184,22 +183,22 @@ mod tests {
         // A replay after the window.
         assert_eq!(
             check(b"k", body, Some(&good), now + 301),
-            Err(SignatureError::Stale)
+            Err(WebhookSignatureError::Stale)
         );
         // The time cannot be moved: it is inside the MAC.
         let moved = good.replace(&format!("t={now}"), &format!("t={}", now + 200));
         assert_eq!(
             check(b"k", body, Some(&moved), now + 200),
-            Err(SignatureError::Mismatch)
+            Err(WebhookSignatureError::Mismatch)
         );
         // Another body, another secret.
         assert_eq!(
             check(b"k", b"{}", Some(&good), now),
-            Err(SignatureError::Mismatch)
+            Err(WebhookSignatureError::Mismatch)
         );
         assert_eq!(
             check(b"other", body, Some(&good), now),
-            Err(SignatureError::Mismatch)
+            Err(WebhookSignatureError::Mismatch)
         );
         // Rotation: one of several v1 entries matches; spaces are allowed.
         let other = sign_at(b"old", body, now);
@@ -247,7 +246,7 @@ mod tests {
         ] {
             assert_eq!(
                 check(b"k", body, Some(&bad), now),
-                Err(SignatureError::Malformed),
+                Err(WebhookSignatureError::Malformed),
                 "{bad}"
             );
         }
@@ -258,11 +257,11 @@ mod tests {
                 Some(&format!("t=-9223372036854775808,v1={hex}")),
                 now
             ),
-            Err(SignatureError::Stale)
+            Err(WebhookSignatureError::Stale)
         );
         assert_eq!(
             check(b"k", body, Some("  "), now),
-            Err(SignatureError::Missing)
+            Err(WebhookSignatureError::Missing)
         );
     }
 }

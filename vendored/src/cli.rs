@@ -27,9 +27,11 @@ pub mod serve;
 pub mod spec_commands;
 pub mod store_location;
 
+/// Exported servers' generated code names it here (`cli::Embedded`); it
+/// lives in [`crate::embedded`], which the server reads too.
+pub use crate::embedded::Embedded;
 pub use common::{SpecSource, agent, decider};
 pub use exit::ExitFailure;
-pub use exported::Embedded;
 pub(crate) use exported::run_exported;
 
 /// Run an async command on a fresh multi-thread runtime and turn its result

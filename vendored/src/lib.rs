@@ -7,6 +7,7 @@ pub mod app;
 pub mod backoff;
 pub mod cli;
 pub mod durable;
+pub mod embedded;
 pub mod env;
 pub mod events;
 pub mod expr;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::exit::ExitFailure;
-use super::exported::Embedded;
+use crate::embedded::Embedded;
 use crate::tools::{CustomTools, Toolbox};
 use crate::{AgentRun, SharedStore, Spec};
 

@@ -5,7 +5,7 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
-use tollgate_runtime::cli::{self as shared, Failure, SpecSource};
+use tollgate_runtime::cli::{self as shared, ExitFailure, SpecSource};
 use tollgate_runtime::tools::CustomTools;
 
 use crate::cli::{Cli, Command};
@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     shared::block_on_command(dispatch(cli.command))
 }
 
-async fn dispatch(command: Command) -> Result<i32, Failure> {
+async fn dispatch(command: Command) -> Result<i32, ExitFailure> {
     // tollgate itself has no custom tools: a spec with `rust:` tools must be
     // exported to implement them.
     let custom = CustomTools::new();

@@ -52,7 +52,8 @@ use thiserror::Error;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::cli::{Embedded, SpecSource};
+use crate::cli::SpecSource;
+use crate::embedded::Embedded;
 use crate::server::{self, Mounted, RouterHook, ServerConfig, ServerError};
 use crate::store::SharedStore;
 use crate::tools::{CustomTool, CustomTools, CustomToolsError, Toolbox};

@@ -27,15 +27,17 @@ pub mod serve;
 pub mod spec_commands;
 pub mod store_location;
 
+/// Exported servers' generated code names it here (`cli::Embedded`); it
+/// lives in [`crate::embedded`], which the server reads too.
+pub use crate::embedded::Embedded;
 pub use common::{SpecSource, agent, decider};
-pub use exit::Failure;
-pub use exported::Embedded;
+pub use exit::ExitFailure;
 pub(crate) use exported::run_exported;
 
 /// Run an async command on a fresh multi-thread runtime and turn its result
 /// into an exit status, printing `error: ...` for failures.
 pub fn block_on_command(
-    command: impl std::future::Future<Output = Result<i32, Failure>>,
+    command: impl std::future::Future<Output = Result<i32, ExitFailure>>,
 ) -> std::process::ExitCode {
     // A process that dies of SIGBUS or SIGSEGV says so in its log.
     #[cfg(unix)]

@@ -13,10 +13,12 @@
 //! cookie) through [`LinkSigner::derive_key`], domain-separated so that no
 //! signature made for one purpose is valid for another.
 
-use hmac::{Hmac, Mac};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
+
+use crate::support::hmac::{HmacKey, MAC_LEN};
 
 /// The link secret; unset turns signed links off.
 pub use crate::env::LINK_SECRET as LINK_SECRET_ENV;
@@ -85,8 +87,8 @@ pub enum LinkConfigError {
 /// public URL only, never the secret.
 #[derive(Clone)]
 pub struct LinkSigner {
-    /// Keyed with the secret once; every signature starts from a clone.
-    mac: Hmac<Sha256>,
+    /// The secret, as an HMAC key.
+    key: HmacKey,
     /// Without a trailing slash.
     public_url: Option<String>,
     /// [`UNBOUND_LINKS_ENV`]: unbound links are made and accepted.
@@ -117,10 +119,8 @@ impl LinkSigner {
             return Err(LinkConfigError::ShortSecret);
         }
         let public_url = public_url.map(parse_public_url).transpose()?;
-        let mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
-            .map_err(|_| LinkConfigError::ShortSecret)?;
         Ok(LinkSigner {
-            mac,
+            key: HmacKey::new(secret.as_bytes()),
             public_url,
             unbound: false,
         })
@@ -251,25 +251,18 @@ impl LinkSigner {
     /// `derive_key("tollgate-session-v1")` for the session signer: an HMAC
     /// of a tag distinct from every link's, so knowing a derived key (or
     /// any link) tells nothing about the secret or another purpose's key.
-    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
-        let mut mac = self.mac.clone();
-        mac.update(DERIVE_TAG.as_bytes());
-        mac.update(b"\0");
-        mac.update(purpose.as_bytes());
-        mac.finalize().into_bytes().into()
+    pub fn derive_key(&self, purpose: &str) -> [u8; MAC_LEN] {
+        self.key
+            .sign(&[DERIVE_TAG.as_bytes(), b"\0", purpose.as_bytes()])
     }
 
-    fn tag(&self, key: &str, bound: Option<&str>) -> [u8; 32] {
-        let mut mac = self.mac.clone();
-        mac.update(
-            format!(
-                "{LINK_TAG}\0{key}\0{}\0{}",
-                bound.unwrap_or(""),
-                bound.is_some()
-            )
-            .as_bytes(),
+    fn tag(&self, key: &str, bound: Option<&str>) -> [u8; MAC_LEN] {
+        let message = format!(
+            "{LINK_TAG}\0{key}\0{}\0{}",
+            bound.unwrap_or(""),
+            bound.is_some()
         );
-        mac.finalize().into_bytes().into()
+        self.key.sign(&[message.as_bytes()])
     }
 }
 
@@ -328,23 +321,14 @@ fn parse_public_url(text: &str) -> Result<String, LinkConfigError> {
 
 /// base64url without padding (RFC 4648 §5), as links carry it.
 fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity((bytes.len() * 4).div_ceil(3));
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
 
     const SECRET: &str = "0123456789abcdef0123456789abcdef";
     const KEY: &str = "3f0a2b9e-5c1d-4e7f-8a9b-0c1d2e3f4a5b";

@@ -29,26 +29,14 @@ const MODEL_KEY: &str = "sk-Mdl/key+With\"Odd\\chars";
 const SLACK_TOKEN: &str = "xoxb-Slk/tok+en\"q\\9 z&w=1";
 
 fn base64(bytes: &[u8], url_safe: bool, pad: bool) -> String {
-    let alphabet: &[u8] = if url_safe {
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-    } else {
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-    };
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(alphabet[(n >> (18 - 6 * i)) as usize & 63]));
-            } else if pad {
-                out.push('=');
-            }
-        }
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    match (url_safe, pad) {
+        (false, true) => STANDARD.encode(bytes),
+        (false, false) => STANDARD_NO_PAD.encode(bytes),
+        (true, true) => URL_SAFE.encode(bytes),
+        (true, false) => URL_SAFE_NO_PAD.encode(bytes),
     }
-    out
 }
 
 fn percent(text: &str, keep: &str, space_plus: bool, lower: bool) -> String {

@@ -3,12 +3,9 @@
 //! text (the agent and its spec's description). `tollgate` itself keeps
 //! clap's own `--version`, the tool's version.
 
-use super::exported::Embedded;
-
-/// The tollgate version whose runtime this is. `vendored/` is copied byte
-/// for byte into every export, so in an exported server it is the version
-/// of the tollgate that generated it.
-pub const GENERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
+use crate::embedded::Embedded;
+/// Where it always was for callers of the CLI; it lives in [`crate::embedded`].
+pub use crate::embedded::GENERATOR_VERSION;
 
 /// The version text after the program name: `spec 3f0a2b9e1c4d (tollgate
 /// 0.1.0)`; so `--version` prints `AGENT spec HASH12 (tollgate VERSION)`.

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::args::{ApprovalsCommand, DecideArgs, StoreArgs};
 use super::common::SpecSource;
-use super::exit::{self, Failure};
+use super::exit::{self, ExitFailure};
 use super::render;
 use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide};
 use crate::store::{ApprovalQuery, PendingPage, PendingQuery, SharedStore};
@@ -18,7 +18,7 @@ pub async fn run(
     command: ApprovalsCommand,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     // A process of its own reads the system clock; what it decides by
     // (expiry, "as of now") is read from this one value.
     let clock = crate::time::system();
@@ -90,7 +90,7 @@ async fn open_swept(
     store: &StoreArgs,
     spec: Option<&SpecSource>,
     clock: &SharedClock,
-) -> Result<SharedStore, Failure> {
+) -> Result<SharedStore, ExitFailure> {
     let store = super::store_location::open_existing(store, spec)?;
     store.expire_due(clock.now()).await?;
     Ok(store)
@@ -114,7 +114,7 @@ async fn pending_page(
     store: &SharedStore,
     query: PendingQuery,
     filters: &ListFilters,
-) -> Result<PendingPage, Failure> {
+) -> Result<PendingPage, ExitFailure> {
     if !filters.any() {
         return Ok(store.list_pending(&query).await?);
     }
@@ -144,7 +144,7 @@ async fn list(
     limit: Option<usize>,
     filters: &ListFilters,
     clock: &SharedClock,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     let agent_id = match spec {
         Some(source) => Some(source.load()?.agent.clone()),
         None => None,
@@ -218,11 +218,11 @@ async fn show(
     store_args: &StoreArgs,
     shown: Shown<'_>,
     clock: &SharedClock,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     // Read first: a bad link secret is refused before anything else.
-    let links = LinkSigner::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
+    let links = LinkSigner::from_env().map_err(|e| ExitFailure::bad_input(e.to_string()))?;
     if shown.link_for.is_some_and(|name| name.trim().is_empty()) {
-        return Err(Failure::bad_input("--link-for needs a name"));
+        return Err(ExitFailure::bad_input("--link-for needs a name"));
     }
     let store = super::store_location::open_existing(store_args, spec)?;
     // As of now: overdue reads EXPIRED even before a sweep marked it.
@@ -270,12 +270,12 @@ fn link(
     links: Option<&LinkSigner>,
     link_for: Option<&str>,
     approvers: Option<&Option<Vec<String>>>,
-) -> Result<Option<String>, Failure> {
+) -> Result<Option<String>, ExitFailure> {
     let pending = record.status == ApprovalStatus::Pending;
     let list = approvers.and_then(Option::as_deref);
     match (links, link_for) {
         (Some(_), Some(name)) if approvers.is_some() && !may_decide(list, name) => {
-            Err(Failure::new(
+            Err(ExitFailure::new(
                 exit::FORBIDDEN,
                 format!(
                     "cannot make a link for {name}: not in approvals.approvers, so deciding through it would be refused"
@@ -285,10 +285,10 @@ fn link(
         (Some(links), Some(name)) if pending => Ok(Some(links.url(&record.key, Some(name)))),
         (Some(links), None) if pending => Ok(links.unattended_link(&record.key, list)),
         (_, None) => Ok(None),
-        (None, Some(name)) => Err(Failure::bad_input(format!(
+        (None, Some(name)) => Err(ExitFailure::bad_input(format!(
             "cannot make a link for {name}: signed links are off: set {LINK_SECRET_ENV}"
         ))),
-        (Some(_), Some(name)) => Err(Failure::new(
+        (Some(_), Some(name)) => Err(ExitFailure::new(
             if record.status == ApprovalStatus::Expired {
                 exit::NOT_FOUND
             } else {
@@ -308,7 +308,7 @@ async fn decide(
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
     clock: &SharedClock,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
     let spec = source.load()?;
     let store = open_swept(&args.store, Some(&source), clock).await?;

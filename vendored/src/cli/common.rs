@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::exit::Failure;
-use super::exported::Embedded;
+use super::exit::ExitFailure;
+use crate::embedded::Embedded;
 use crate::tools::{CustomTools, Toolbox};
 use crate::{AgentRun, SharedStore, Spec};
 
@@ -19,7 +19,7 @@ pub enum SpecSource {
 
 impl SpecSource {
     /// Parse and validate, or fail with exit 2 and the error's position.
-    pub fn load(&self) -> Result<Arc<Spec>, Failure> {
+    pub fn load(&self) -> Result<Arc<Spec>, ExitFailure> {
         let spec = match self {
             SpecSource::File(path) => Spec::load(path)?,
             SpecSource::Embedded(e) => {
@@ -29,7 +29,7 @@ impl SpecSource {
                 // the spec language, which must not go unnoticed (pauses are
                 // keyed to the hash).
                 if spec.hash.as_str() != e.spec_hash {
-                    return Err(Failure::bad_input(format!(
+                    return Err(ExitFailure::bad_input(format!(
                         "the built-in spec hashes to {} but was exported as {}; re-export it with a matching tollgate",
                         spec.hash.short(),
                         crate::SpecHash::short_of(e.spec_hash)
@@ -62,11 +62,11 @@ impl SpecSource {
     pub fn resolve(
         flag: Option<&Path>,
         embedded: Option<&SpecSource>,
-    ) -> Result<SpecSource, Failure> {
+    ) -> Result<SpecSource, ExitFailure> {
         match (flag, embedded) {
             (Some(path), _) => Ok(SpecSource::File(path.to_path_buf())),
             (None, Some(source)) => Ok(source.clone()),
-            (None, None) => Err(Failure::bad_input("--spec SPEC is required")),
+            (None, None) => Err(ExitFailure::bad_input("--spec SPEC is required")),
         }
     }
 }
@@ -77,15 +77,15 @@ pub fn agent(
     spec: Arc<Spec>,
     store: SharedStore,
     custom: &CustomTools,
-) -> Result<AgentRun, Failure> {
+) -> Result<AgentRun, ExitFailure> {
     let tools = Toolbox::new()
-        .map_err(|e| Failure::new(super::exit::RUN_FAILED, e.message))?
+        .map_err(|e| ExitFailure::new(super::exit::RUN_FAILED, e.message))?
         .with_custom_tools(custom.clone());
     tools
         .check(&spec)
-        .map_err(|e| Failure::bad_input(e.to_string()))?;
+        .map_err(|e| ExitFailure::bad_input(e.to_string()))?;
     // Every command that drives runs holds them under the same lease.
-    let lease = crate::durable::lease_from_env().map_err(Failure::bad_input)?;
+    let lease = crate::durable::lease_from_env().map_err(ExitFailure::bad_input)?;
     Ok(AgentRun::new(spec, store)
         .with_tools(Arc::new(tools))
         .with_lease(lease))

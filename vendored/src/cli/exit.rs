@@ -28,35 +28,35 @@ pub const FORBIDDEN: i32 = 6;
 
 /// An error that ends the command with a specific exit status.
 #[derive(Debug)]
-pub struct Failure {
+pub struct ExitFailure {
     pub code: i32,
     pub message: String,
 }
 
-impl Failure {
-    pub fn new(code: i32, message: impl Into<String>) -> Failure {
-        Failure {
+impl ExitFailure {
+    pub fn new(code: i32, message: impl Into<String>) -> ExitFailure {
+        ExitFailure {
             code,
             message: message.into(),
         }
     }
 
-    pub fn bad_input(message: impl Into<String>) -> Failure {
-        Failure::new(BAD_INPUT, message)
+    pub fn bad_input(message: impl Into<String>) -> ExitFailure {
+        ExitFailure::new(BAD_INPUT, message)
     }
 }
 
-impl fmt::Display for Failure {
+impl fmt::Display for ExitFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for Failure {}
+impl std::error::Error for ExitFailure {}
 
-impl From<SpecError> for Failure {
+impl From<SpecError> for ExitFailure {
     fn from(e: SpecError) -> Self {
-        Failure::bad_input(e.to_string())
+        ExitFailure::bad_input(e.to_string())
     }
 }
 
@@ -70,36 +70,38 @@ pub fn for_approval(e: &ApprovalError) -> i32 {
     }
 }
 
-impl From<ApprovalError> for Failure {
+impl From<ApprovalError> for ExitFailure {
     fn from(e: ApprovalError) -> Self {
-        Failure::new(for_approval(&e), format!("{}: {e}", e.code()))
+        ExitFailure::new(for_approval(&e), format!("{}: {e}", e.code()))
     }
 }
 
-impl From<RunError> for Failure {
+impl From<RunError> for ExitFailure {
     fn from(e: RunError) -> Self {
         match e {
             RunError::Approval(a) => a.into(),
-            RunError::NoPendingApproval(_) => Failure::new(NOT_FOUND, e.to_string()),
-            RunError::WrongAgent { .. } => Failure::bad_input(e.to_string()),
-            RunError::CancelForbidden { .. } => Failure::new(FORBIDDEN, format!("forbidden: {e}")),
-            RunError::Forbidden { .. } => Failure::new(FORBIDDEN, e.to_string()),
+            RunError::NoPendingApproval(_) => ExitFailure::new(NOT_FOUND, e.to_string()),
+            RunError::WrongAgent { .. } => ExitFailure::bad_input(e.to_string()),
+            RunError::CancelForbidden { .. } => {
+                ExitFailure::new(FORBIDDEN, format!("forbidden: {e}"))
+            }
+            RunError::Forbidden { .. } => ExitFailure::new(FORBIDDEN, e.to_string()),
             RunError::Store(crate::StoreError::RunNotFound(_)) => {
-                Failure::new(NOT_FOUND, format!("run_not_found: {e}"))
+                ExitFailure::new(NOT_FOUND, format!("run_not_found: {e}"))
             }
             RunError::Store(crate::StoreError::RunNotCancellable { .. }) => {
-                Failure::new(CONFLICT, format!("run_not_cancellable: {e}"))
+                ExitFailure::new(CONFLICT, format!("run_not_cancellable: {e}"))
             }
             RunError::Store(crate::StoreError::WrongRunStatus { .. }) => {
-                Failure::new(CONFLICT, format!("run_conflict: {e}"))
+                ExitFailure::new(CONFLICT, format!("run_conflict: {e}"))
             }
-            RunError::Store(_) => Failure::new(RUN_FAILED, e.to_string()),
-            RunError::NotDriven { .. } => Failure::new(CONFLICT, e.to_string()),
+            RunError::Store(_) => ExitFailure::new(RUN_FAILED, e.to_string()),
+            RunError::NotDriven { .. } => ExitFailure::new(CONFLICT, e.to_string()),
         }
     }
 }
 
-impl From<crate::StoreError> for Failure {
+impl From<crate::StoreError> for ExitFailure {
     fn from(e: crate::StoreError) -> Self {
         RunError::from(e).into()
     }
@@ -168,7 +170,7 @@ mod tests {
         ];
         for (error, want) in cases {
             let code = error.code();
-            let failure = Failure::from(error);
+            let failure = ExitFailure::from(error);
             assert_eq!(failure.code, want, "{failure}");
             assert!(failure.message.starts_with(code), "{failure}");
         }

@@ -8,19 +8,9 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::args::ApprovalsCommand;
 use super::common::SpecSource;
+use crate::embedded::Embedded;
 use crate::server::RouterHook;
 use crate::tools::CustomTools;
-
-/// The spec built into an exported server (see its `src/generated.rs`).
-#[derive(Debug, Clone, Copy)]
-pub struct Embedded {
-    pub agent: &'static str,
-    /// The 64-hex hash the generator computed; checked against the parsed spec.
-    pub spec_hash: &'static str,
-    pub spec_yaml: &'static str,
-    /// The file the spec came from, for error messages (`agent.yaml`).
-    pub spec_file: &'static str,
-}
 
 #[derive(Debug, Parser)]
 #[command(version, about = "A tollgate server with its spec built in.")]
@@ -79,7 +69,7 @@ where
                 let spec = source.load()?;
                 custom
                     .check(&spec)
-                    .map_err(|e| super::Failure::bad_input(e.to_string()))?;
+                    .map_err(|e| super::ExitFailure::bad_input(e.to_string()))?;
                 super::spec_commands::validate(&source)
             }
             ExportedCommand::Hash => super::spec_commands::hash(&source),

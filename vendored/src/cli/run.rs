@@ -7,13 +7,13 @@ use serde_json::{Value, json};
 
 use super::args::RunArgs;
 use super::common::SpecSource;
-use super::exit::{self, Failure};
+use super::exit::{self, ExitFailure};
 use super::render;
 use crate::store::{MemoryStore, SharedStore};
 use crate::tools::CustomTools;
 use crate::{ApprovalRecord, Decision, RunOutcome, RunStatus};
 
-pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, Failure> {
+pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, ExitFailure> {
     let source = SpecSource::File(args.spec.clone());
     let spec = source.load()?;
     let store: SharedStore = if args.persist {
@@ -55,7 +55,7 @@ pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, Failure> {
     finish(&outcome, &source, args.json)
 }
 
-fn finish(outcome: &RunOutcome, source: &SpecSource, json: bool) -> Result<i32, Failure> {
+fn finish(outcome: &RunOutcome, source: &SpecSource, json: bool) -> Result<i32, ExitFailure> {
     if !json {
         render::outcome(outcome, source);
     } else if outcome.status == RunStatus::Failed {
@@ -70,7 +70,7 @@ fn finish(outcome: &RunOutcome, source: &SpecSource, json: bool) -> Result<i32, 
 
 /// Ask on stdin: approve, reject or edit. Never decides on its own: a closed
 /// stdin is an error, since without --persist the pause would be lost.
-fn prompt(record: &ApprovalRecord) -> Result<Decision, Failure> {
+fn prompt(record: &ApprovalRecord) -> Result<Decision, ExitFailure> {
     let stderr = std::io::stderr();
     let mut err = stderr.lock();
     let _ = writeln!(
@@ -110,7 +110,7 @@ fn prompt(record: &ApprovalRecord) -> Result<Decision, Failure> {
 /// Ask for the edited payload until it is valid JSON: after a typo the
 /// person retypes the JSON, not the y/n/e answer. An empty line goes back
 /// to the question (`None`).
-fn ask_payload(err: &mut impl Write) -> Result<Option<Value>, Failure> {
+fn ask_payload(err: &mut impl Write) -> Result<Option<Value>, ExitFailure> {
     loop {
         let text = ask(err, "new payload (JSON, one line; empty to go back): ")?;
         let text = text.trim();
@@ -130,16 +130,16 @@ fn ask_payload(err: &mut impl Write) -> Result<Option<Value>, Failure> {
     }
 }
 
-fn ask(err: &mut impl Write, question: &str) -> Result<String, Failure> {
+fn ask(err: &mut impl Write, question: &str) -> Result<String, ExitFailure> {
     let _ = write!(err, "{question}");
     let _ = err.flush();
     let mut line = String::new();
     let read = std::io::stdin()
         .lock()
         .read_line(&mut line)
-        .map_err(|e| Failure::new(exit::RUN_FAILED, format!("cannot read stdin: {e}")))?;
+        .map_err(|e| ExitFailure::new(exit::RUN_FAILED, format!("cannot read stdin: {e}")))?;
     if read == 0 {
-        return Err(Failure::new(
+        return Err(ExitFailure::new(
             exit::RUN_FAILED,
             "stdin closed before a decision; the pause was not kept (use --persist to keep it)",
         ));

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::args::{RunOpArgs, StoreArgs};
 use super::common::SpecSource;
-use super::exit::{self, Failure};
+use super::exit::{self, ExitFailure};
 use super::render::{self, indent, one_line, timestamp};
 use super::store_location;
 use crate::events::EventKind;
@@ -109,7 +109,7 @@ pub async fn run(
     command: RunsCommand,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     match command {
         RunsCommand::List {
             spec,
@@ -148,7 +148,10 @@ pub async fn run(
 
 /// The store, with overdue approvals expired first (as `approvals` does),
 /// so that a run whose approval ran out reads `expired`.
-async fn open_swept(store: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
+async fn open_swept(
+    store: &StoreArgs,
+    spec: Option<&SpecSource>,
+) -> Result<SharedStore, ExitFailure> {
     let store = super::store_location::open_existing(store, spec)?;
     store.expire_due(crate::time::now()).await?;
     Ok(store)
@@ -160,7 +163,7 @@ async fn list(
     status: Option<RunStatus>,
     limit: Option<usize>,
     json: bool,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     let agent_id = match spec {
         Some(source) => Some(source.load()?.agent.clone()),
         None => None,
@@ -220,10 +223,10 @@ async fn show(
     spec: Option<&SpecSource>,
     store_args: &StoreArgs,
     json: bool,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     let store = super::store_location::open_existing(store_args, spec)?;
     let run = store.get_run(run_id).await?.ok_or_else(|| {
-        Failure::new(
+        ExitFailure::new(
             exit::NOT_FOUND,
             format!("run_not_found: no run with id {run_id}"),
         )
@@ -295,7 +298,7 @@ async fn cancel(
     by: Option<String>,
     json: bool,
     custom: &CustomTools,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     let spec = source.load()?;
     let store = open_swept(store_args, Some(source)).await?;
     let agent = super::common::agent(spec, store, custom)?;
@@ -334,7 +337,7 @@ fn operator_agent(
     args: &RunOpArgs,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
-) -> Result<(SpecSource, crate::AgentRun), Failure> {
+) -> Result<(SpecSource, crate::AgentRun), ExitFailure> {
     let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
     let spec = source.load()?;
     let store = store_location::open_existing(&args.store, Some(&source))?;
@@ -348,7 +351,7 @@ async fn retry(
     force: bool,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     let (source, agent) = operator_agent(&args, embedded, custom)?;
     let mut events = agent.subscribe();
     let by = super::common::decider(args.by.as_deref());
@@ -369,9 +372,9 @@ async fn fail(
     reason: &str,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     if reason.trim().is_empty() {
-        return Err(Failure::bad_input(
+        return Err(ExitFailure::bad_input(
             "--reason must say why the run is failed",
         ));
     }

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::args::{StoreArgs, duration_arg};
 use super::common::SpecSource;
-use super::exit::{self, Failure};
+use super::exit::{self, ExitFailure};
 use crate::env;
 use crate::links::LinkSigner;
 use crate::server::{self, ApiTokens, Limits, LogFormat, Server, ServerConfig};
@@ -120,7 +120,7 @@ pub async fn run(
     args: ServeArgs,
     source: &SpecSource,
     custom: &CustomTools,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     run_with(args, source, custom, None).await
 }
 
@@ -131,7 +131,7 @@ pub async fn run_with(
     source: &SpecSource,
     custom: &CustomTools,
     extend: Option<server::RouterHook>,
-) -> Result<i32, Failure> {
+) -> Result<i32, ExitFailure> {
     server::init_logging_as(args.log_format);
     let spec = source.load()?;
     let limits = Limits {
@@ -142,9 +142,9 @@ pub async fn run_with(
     };
     // Read by hand, not through clap's `env`, so no help or error text can
     // ever show a token.
-    let tokens = ApiTokens::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
+    let tokens = ApiTokens::from_env().map_err(|e| ExitFailure::bad_input(e.to_string()))?;
     // Also by hand: the link secret must never reach clap's messages.
-    let links = LinkSigner::from_env().map_err(|e| Failure::bad_input(e.to_string()))?;
+    let links = LinkSigner::from_env().map_err(|e| ExitFailure::bad_input(e.to_string()))?;
     let store = super::store_location::open(&args.store, Some(source))?;
     // Never serve a store that cannot take writes (or a damaged SQLite
     // file, checked in full here whatever its size): every run and decision
@@ -152,7 +152,7 @@ pub async fn run_with(
     store
         .verify_writable()
         .await
-        .map_err(|e| Failure::bad_input(format!("cannot serve {}: {e}", store.describe())))?;
+        .map_err(|e| ExitFailure::bad_input(format!("cannot serve {}: {e}", store.describe())))?;
     let agent = super::agent(spec, store, custom)?.with_lease(args.run_lease);
     let config = ServerConfig {
         listen: args.listen,
@@ -172,11 +172,11 @@ pub async fn run_with(
     Ok(exit::OK)
 }
 
-fn failure(e: server::ServerError) -> Failure {
+fn failure(e: server::ServerError) -> ExitFailure {
     let code = if e.is_config() {
         exit::BAD_INPUT
     } else {
         exit::RUN_FAILED
     };
-    Failure::new(code, e.to_string())
+    ExitFailure::new(code, e.to_string())
 }

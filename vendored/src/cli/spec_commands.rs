@@ -1,9 +1,9 @@
 //! `tollgate validate` and `tollgate hash`.
 
 use super::common::SpecSource;
-use super::exit::Failure;
+use super::exit::ExitFailure;
 
-pub fn validate(source: &SpecSource) -> Result<i32, Failure> {
+pub fn validate(source: &SpecSource) -> Result<i32, ExitFailure> {
     let spec = source.load()?;
     let name = match source {
         SpecSource::File(path) => path.display().to_string(),
@@ -19,7 +19,7 @@ pub fn validate(source: &SpecSource) -> Result<i32, Failure> {
     Ok(super::exit::OK)
 }
 
-pub fn hash(source: &SpecSource) -> Result<i32, Failure> {
+pub fn hash(source: &SpecSource) -> Result<i32, ExitFailure> {
     let spec = source.load()?;
     say!("{}", spec.hash);
     Ok(super::exit::OK)

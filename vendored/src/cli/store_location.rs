@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::StoreArgs;
 use super::common::SpecSource;
-use super::exit::Failure;
+use super::exit::ExitFailure;
 use crate::env;
 use crate::store::{self, SharedStore, SqliteOptions, Synchronous};
 
@@ -20,9 +20,9 @@ pub fn default_state_path(spec: &Path) -> PathBuf {
 /// Resolve and open the store named by the flags, falling back to the spec's
 /// default state file. Creates a SQLite file that is not there yet: for the
 /// commands that write (`run --persist`, `serve`).
-pub fn open(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
+pub fn open(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, ExitFailure> {
     let (location, _) = locate(args, spec)?;
-    store::open(&location, sqlite_options()?).map_err(|e| Failure::bad_input(e.to_string()))
+    store::open(&location, sqlite_options()?).map_err(|e| ExitFailure::bad_input(e.to_string()))
 }
 
 /// [`open`] for commands that read or decide what is already stored
@@ -30,11 +30,14 @@ pub fn open(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, 
 /// is not created (an empty new store would only answer "nothing pending"
 /// from the wrong place); it is exit 3, naming the path and why it was
 /// looked at. A PostgreSQL database must exist to be connected to at all.
-pub fn open_existing(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<SharedStore, Failure> {
+pub fn open_existing(
+    args: &StoreArgs,
+    spec: Option<&SpecSource>,
+) -> Result<SharedStore, ExitFailure> {
     let (location, why) = locate(args, spec)?;
     if let Some(path) = sqlite_path(&location) {
         if !path.exists() {
-            return Err(Failure::new(
+            return Err(ExitFailure::new(
                 super::exit::NOT_FOUND,
                 format!(
                     "no state store at {} ({why}); nothing was created. Point at the store with --state PATH or --database-url URL",
@@ -43,11 +46,14 @@ pub fn open_existing(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<Shar
             ));
         }
     }
-    store::open(&location, sqlite_options()?).map_err(|e| Failure::bad_input(e.to_string()))
+    store::open(&location, sqlite_options()?).map_err(|e| ExitFailure::bad_input(e.to_string()))
 }
 
 /// The store location and which flag (or default) named it.
-fn locate(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<(String, &'static str), Failure> {
+fn locate(
+    args: &StoreArgs,
+    spec: Option<&SpecSource>,
+) -> Result<(String, &'static str), ExitFailure> {
     if let Some(path) = &args.state {
         Ok((path.display().to_string(), "from --state"))
     } else if let Some(url) = &args.database_url {
@@ -59,7 +65,7 @@ fn locate(args: &StoreArgs, spec: Option<&SpecSource>) -> Result<(String, &'stat
         };
         Ok((spec.default_state_path().display().to_string(), why))
     } else {
-        Err(Failure::bad_input(
+        Err(ExitFailure::bad_input(
             "say where the state is: --spec SPEC, --state PATH or --database-url URL",
         ))
     }
@@ -80,7 +86,7 @@ fn sqlite_path(location: &str) -> Option<&Path> {
 /// power loss for speed; FULL is the default. `TOLLGATE_SQLITE_BUSY_TIMEOUT`
 /// (a duration) is how long a write waits for another process's lock before
 /// it fails as busy (`serve` then answers 503 with Retry-After).
-fn sqlite_options() -> Result<SqliteOptions, Failure> {
+fn sqlite_options() -> Result<SqliteOptions, ExitFailure> {
     let synchronous = match std::env::var(env::SQLITE_SYNCHRONOUS) {
         Ok(v) if v.eq_ignore_ascii_case("normal") => Synchronous::Normal,
         _ => Synchronous::Full,
@@ -88,7 +94,7 @@ fn sqlite_options() -> Result<SqliteOptions, Failure> {
     let defaults = SqliteOptions::default();
     let busy_timeout = match std::env::var(env::SQLITE_BUSY_TIMEOUT) {
         Ok(text) => crate::time::parse_duration(&text)
-            .map_err(|e| Failure::bad_input(format!("{}: {e}", env::SQLITE_BUSY_TIMEOUT)))?,
+            .map_err(|e| ExitFailure::bad_input(format!("{}: {e}", env::SQLITE_BUSY_TIMEOUT)))?,
         Err(_) => defaults.busy_timeout,
     };
     Ok(SqliteOptions {

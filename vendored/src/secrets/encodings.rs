@@ -12,30 +12,19 @@
 //!   fixed by the secret alone at each of the three byte alignments inside a
 //!   longer blob, as in `Basic base64(user:secret)`).
 
-const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const URL_SAFE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+use ::base64::Engine as _;
+use ::base64::engine::GeneralPurpose;
+use ::base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
 /// `bytes` in base64; `url_safe` picks the `-_` alphabet.
 pub fn base64(bytes: &[u8], url_safe: bool, pad: bool) -> String {
-    let alphabet = if url_safe { URL_SAFE } else { STANDARD };
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = chunk.len() + 1;
-        for i in 0..4 {
-            if i < chars {
-                out.push(char::from(alphabet[(n >> (18 - 6 * i)) as usize & 63]));
-            } else if pad {
-                out.push('=');
-            }
-        }
-    }
-    out
+    let engine: &GeneralPurpose = match (url_safe, pad) {
+        (false, true) => &STANDARD,
+        (false, false) => &STANDARD_NO_PAD,
+        (true, true) => &URL_SAFE,
+        (true, false) => &URL_SAFE_NO_PAD,
+    };
+    engine.encode(bytes)
 }
 
 /// Every base64 form of `secret` worth looking for, longest first, without

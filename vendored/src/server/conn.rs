@@ -18,6 +18,23 @@
 //! A response in progress is never timed out: event streams stay open as
 //! long as their run lasts.
 //!
+//! Why a watchdog and a timed body rather than what hyper and tower-http
+//! offer (both are in the tree):
+//!
+//! - hyper's http1 `header_read_timeout` starts when hyper begins reading
+//!   a head, which on a kept-alive connection is right after the previous
+//!   response: it would close an idle connection at the header timeout,
+//!   not the idle one (tests/it/server/connection_limits.rs:
+//!   `a_kept_alive_connection_may_wait_longer_than_the_header_timeout`),
+//!   and it has no idle timeout of its own. So it is off, and the watchdog
+//!   times heads and idle time together.
+//! - tower-http's `RequestBodyTimeoutLayer` (feature `timeout`) limits the
+//!   wait for each frame, restarting after every one: a body trickled a
+//!   byte at a time never times out, and its error reaches the handler
+//!   rather than becoming a 408 with `connection: close`
+//!   (`a_body_that_arrives_too_slowly_gets_408_and_the_connection_closes`).
+//!   [`TimedBody`] holds the whole body to one deadline instead.
+//!
 //! hyper answers requests it cannot parse itself (400, 414, 431, with an
 //! empty body). The socket wrapper recognises those answers (they are the
 //! only bytes hyper writes before it has handed a request over) and sends
@@ -142,7 +159,7 @@ pub(crate) async fn serve(
         .max_header_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS)
         // The watchdog times heads; hyper's own timer would count idle
-        // time as header time.
+        // time as header time (see the module comment).
         .header_read_timeout(None)
         // One buffer per write, so hyper's own error answers can be
         // recognised (see `Socket::poll_write`).

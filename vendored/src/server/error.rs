@@ -29,11 +29,11 @@ pub enum ApiError {
     /// A Slack signature that is missing, stale or does not match: the
     /// verifier's own error, kept as the source.
     #[error("{0}")]
-    SlackSignature(#[from] crate::notify::slack::signature::SignatureError),
+    SlackSignature(#[from] crate::notify::slack::signature::SlackSignatureError),
 
     /// A webhook signature that is missing, malformed, stale or wrong.
     #[error(transparent)]
-    WebhookSignature(#[from] crate::server::signature::SignatureError),
+    WebhookSignature(#[from] crate::server::signature::WebhookSignatureError),
 
     /// A decision refused by the rules (not found, expired, already
     /// resolved, spec changed, forbidden, invalid payload).
@@ -286,7 +286,7 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify::slack::signature::SignatureError;
+    use crate::notify::slack::signature::SlackSignatureError;
     use std::error::Error as _;
 
     fn approval(e: ApprovalError) -> (u16, &'static str) {
@@ -344,11 +344,13 @@ mod tests {
 
     #[test]
     fn a_slack_signature_error_is_kept_as_the_source() {
-        let e = ApiError::from(SignatureError::Stale);
+        let e = ApiError::from(SlackSignatureError::Stale);
         assert_eq!((e.status().as_u16(), e.code()), (401, "unauthorized"));
-        assert_eq!(e.to_string(), SignatureError::Stale.to_string());
-        let source = e.source().and_then(|s| s.downcast_ref::<SignatureError>());
-        assert_eq!(source, Some(&SignatureError::Stale));
+        assert_eq!(e.to_string(), SlackSignatureError::Stale.to_string());
+        let source = e
+            .source()
+            .and_then(|s| s.downcast_ref::<SlackSignatureError>());
+        assert_eq!(source, Some(&SlackSignatureError::Stale));
     }
 
     #[test]

@@ -115,13 +115,21 @@ pub fn init_logging_as(format: LogFormat) {
 /// name) and, inside spans, `spans` (outermost first, each with its
 /// fields as the text format writes them).
 ///
-/// A small formatter rather than tracing-subscriber's `json` feature: that
-/// feature pulls in tracing-serde for every exported server, and the
-/// shape it writes (fields nested under `fields`, message among them)
-/// suits a collector less than a flat `message` does. The line passes the
-/// same redactor as text lines, which knows each secret's JSON-escaped
-/// form, and redaction writes only letters and brackets, so the line
-/// stays valid JSON.
+/// A small formatter rather than tracing-subscriber's `json` feature,
+/// because that formatter (0.3) cannot write the documented line that
+/// collectors and the tests parse (README "Serving over HTTP"):
+/// - its keys are fixed: without `flatten_event` the message is inside
+///   `fields` (`fields.message`, no top-level `message`); with
+///   `flatten_event(true)` every field is top-level and there is no
+///   `fields` object. Nothing renames or splits them, so a top-level
+///   `message` beside `fields` (the other fields) is out of reach;
+/// - its `spans` are objects with each span field as a key (and need
+///   the JSON field formatter for spans), not `{name, fields}`;
+/// - it adds a crate, tracing-serde, to every exported server.
+///
+/// The line passes the same redactor as text lines, which knows each
+/// secret's JSON-escaped form, and redaction writes only letters and
+/// brackets, so the line stays valid JSON.
 pub struct JsonLines;
 
 impl<S, N> FormatEvent<S, N> for JsonLines

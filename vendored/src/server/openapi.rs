@@ -11,7 +11,10 @@
 //! proc-macro chain into every exported server's build, where build time
 //! is counted (issue 15). The subset of JSON Schema used here is small
 //! enough to write, and `check.rs` holds live answers to it in tests.
+//! Only tests need that checker, so it is compiled for them alone (this
+//! crate's unit tests, or the `openapi-check` feature), never in an export.
 
+#[cfg(any(test, feature = "openapi-check"))]
 mod check;
 mod errors;
 mod gates;
@@ -21,6 +24,7 @@ mod tests;
 
 use serde_json::{Map, Value, json};
 
+#[cfg(any(test, feature = "openapi-check"))]
 pub use check::schema_errors;
 pub use schema::Components;
 use schema::Schema;

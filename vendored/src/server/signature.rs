@@ -11,8 +11,9 @@
 //!   so each signed request is taken once. Several `v1=` entries may be sent
 //!   (one per secret, while rotating); one match is enough.
 
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
+
+use crate::support::hmac::HmacKey;
 
 pub const SIGNATURE_HEADER: &str = "x-tollgate-signature";
 
@@ -22,7 +23,7 @@ pub const REPLAY_WINDOW_SECS: i64 = 300;
 /// Why a signature was refused. The messages say what to send, never what
 /// the right signature would have been.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SignatureError {
+pub enum WebhookSignatureError {
     #[error(
         "missing X-Tollgate-Signature: send t=<unix time>,v1=<hex HMAC-SHA256 of \"<t>.<body>\"> or sha256=<hex HMAC-SHA256 of the body>"
     )]
@@ -56,14 +57,18 @@ pub fn check(
     body: &[u8],
     header: Option<&str>,
     now: i64,
-) -> Result<Verified, SignatureError> {
+) -> Result<Verified, WebhookSignatureError> {
     let header = header.map(str::trim).filter(|h| !h.is_empty());
     let Some(header) = header else {
-        return Err(SignatureError::Missing);
+        return Err(WebhookSignatureError::Missing);
     };
     if let Some(hex) = header.strip_prefix("sha256=") {
-        let claimed = crate::hex::decode(hex).ok_or(SignatureError::Malformed)?;
-        return mac_matches(secret, &[body], &claimed).map(|()| Verified::Plain);
+        let claimed = crate::hex::decode(hex).ok_or(WebhookSignatureError::Malformed)?;
+        return if HmacKey::new(secret).verify(&[body], &claimed) {
+            Ok(Verified::Plain)
+        } else {
+            Err(WebhookSignatureError::Mismatch)
+        };
     }
     let mut timestamp = None;
     let mut claimed = Vec::new();
@@ -71,35 +76,32 @@ pub fn check(
         let (name, value) = part
             .trim()
             .split_once('=')
-            .ok_or(SignatureError::Malformed)?;
+            .ok_or(WebhookSignatureError::Malformed)?;
         match name.trim() {
             "t" if timestamp.is_none() => {
                 let t: i64 = value
                     .trim()
                     .parse()
-                    .map_err(|_| SignatureError::Malformed)?;
+                    .map_err(|_| WebhookSignatureError::Malformed)?;
                 timestamp = Some((value.trim(), t));
             }
-            "t" => return Err(SignatureError::Malformed),
-            "v1" => {
-                claimed.push(crate::hex::decode(value.trim()).ok_or(SignatureError::Malformed)?)
-            }
+            "t" => return Err(WebhookSignatureError::Malformed),
+            "v1" => claimed
+                .push(crate::hex::decode(value.trim()).ok_or(WebhookSignatureError::Malformed)?),
             // Other schemes (v0, a future v2) are ignored, as in Stripe's.
             _ => {}
         }
     }
     let (Some((t_text, t)), false) = (timestamp, claimed.is_empty()) else {
-        return Err(SignatureError::Malformed);
+        return Err(WebhookSignatureError::Malformed);
     };
     if now.abs_diff(t) > REPLAY_WINDOW_SECS.unsigned_abs() {
-        return Err(SignatureError::Stale);
+        return Err(WebhookSignatureError::Stale);
     }
     // The exact digits sent are what was signed ("0170" and "170" differ).
     let signed = [t_text.as_bytes(), b".", body];
-    if claimed
-        .iter()
-        .any(|c| mac_matches(secret, &signed, c).is_ok())
-    {
+    let key = HmacKey::new(secret);
+    if claimed.iter().any(|c| key.verify(&signed, c)) {
         let mut digest = Sha256::new();
         for part in signed {
             digest.update(part);
@@ -108,7 +110,7 @@ pub fn check(
             replay_key: crate::hex::encode(&digest.finalize()),
         })
     } else {
-        Err(SignatureError::Mismatch)
+        Err(WebhookSignatureError::Mismatch)
     }
 }
 
@@ -118,28 +120,8 @@ pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
     check(secret, body, header, crate::time::now().timestamp()).is_ok()
 }
 
-fn mac_matches(secret: &[u8], parts: &[&[u8]], claimed: &[u8]) -> Result<(), SignatureError> {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return Err(SignatureError::Mismatch);
-    };
-    for part in parts {
-        mac.update(part);
-    }
-    // verify_slice compares in constant time.
-    mac.verify_slice(claimed)
-        .map_err(|_| SignatureError::Mismatch)
-}
-
 fn hmac_hex(secret: &[u8], parts: &[&[u8]]) -> String {
-    let mut mac = match Hmac::<Sha256>::new_from_slice(secret) {
-        Ok(mac) => mac,
-        // HMAC takes keys of any length; this cannot happen.
-        Err(_) => return String::new(),
-    };
-    for part in parts {
-        mac.update(part);
-    }
-    crate::hex::encode(&mac.finalize().into_bytes())
+    crate::hex::encode(&HmacKey::new(secret).sign(parts))
 }
 
 /// The plain header value a sender computes (for clients and tests).
@@ -201,22 +183,22 @@ mod tests {
         // A replay after the window.
         assert_eq!(
             check(b"k", body, Some(&good), now + 301),
-            Err(SignatureError::Stale)
+            Err(WebhookSignatureError::Stale)
         );
         // The time cannot be moved: it is inside the MAC.
         let moved = good.replace(&format!("t={now}"), &format!("t={}", now + 200));
         assert_eq!(
             check(b"k", body, Some(&moved), now + 200),
-            Err(SignatureError::Mismatch)
+            Err(WebhookSignatureError::Mismatch)
         );
         // Another body, another secret.
         assert_eq!(
             check(b"k", b"{}", Some(&good), now),
-            Err(SignatureError::Mismatch)
+            Err(WebhookSignatureError::Mismatch)
         );
         assert_eq!(
             check(b"other", body, Some(&good), now),
-            Err(SignatureError::Mismatch)
+            Err(WebhookSignatureError::Mismatch)
         );
         // Rotation: one of several v1 entries matches; spaces are allowed.
         let other = sign_at(b"old", body, now);
@@ -264,7 +246,7 @@ mod tests {
         ] {
             assert_eq!(
                 check(b"k", body, Some(&bad), now),
-                Err(SignatureError::Malformed),
+                Err(WebhookSignatureError::Malformed),
                 "{bad}"
             );
         }
@@ -275,11 +257,11 @@ mod tests {
                 Some(&format!("t=-9223372036854775808,v1={hex}")),
                 now
             ),
-            Err(SignatureError::Stale)
+            Err(WebhookSignatureError::Stale)
         );
         assert_eq!(
             check(b"k", body, Some("  "), now),
-            Err(SignatureError::Missing)
+            Err(WebhookSignatureError::Missing)
         );
     }
 }

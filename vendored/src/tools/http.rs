@@ -24,7 +24,7 @@ use crate::pending_approval::is_credential_header;
 use crate::secrets::Redactor;
 use crate::spec::{HttpToolSpec, IdempotencySpec, ToolSpec};
 use response::Received;
-use retry::{Failure, RetryPolicy};
+use retry::{AttemptFailure, RetryPolicy};
 
 pub use url::encode_component;
 
@@ -314,12 +314,12 @@ enum AttemptError {
 }
 
 impl AttemptError {
-    fn failure(&self) -> Option<Failure> {
+    fn failure(&self) -> Option<AttemptFailure> {
         match self {
-            AttemptError::Reqwest(e) if e.is_timeout() => Some(Failure::Timeout),
+            AttemptError::Reqwest(e) if e.is_timeout() => Some(AttemptFailure::Timeout),
             // A bad request or a redirect loop will not go better next time.
             AttemptError::Reqwest(e) if e.is_builder() || e.is_redirect() => None,
-            AttemptError::Reqwest(_) => Some(Failure::Transport),
+            AttemptError::Reqwest(_) => Some(AttemptFailure::Transport),
             AttemptError::TooLarge => None,
         }
     }
@@ -339,7 +339,7 @@ async fn send(
         let (failure, retry_after) = match &outcome {
             Ok(r) if accepted(r.status, ok_status) => return (outcome, attempt),
             Ok(r) => (
-                Some(Failure::Status(r.status)),
+                Some(AttemptFailure::Status(r.status)),
                 retry::retry_after(&r.headers),
             ),
             Err(e) => (e.failure(), None),

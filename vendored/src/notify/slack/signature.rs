@@ -3,8 +3,7 @@
 //! app's signing secret. The timestamp must be within five minutes of now,
 //! either way, so a captured request cannot be replayed later.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use crate::support::hmac::HmacKey;
 
 pub const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
 pub const SIGNATURE_HEADER: &str = "x-slack-signature";
@@ -15,7 +14,7 @@ pub const MAX_SKEW_SECS: i64 = 300;
 /// Why a request is not from Slack (as far as we can tell). The messages
 /// name what is wrong, never a secret or the expected signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SignatureError {
+pub enum SlackSignatureError {
     #[error("the Slack signing secret is empty")]
     EmptySecret,
     #[error("missing X-Slack-Request-Timestamp")]
@@ -40,49 +39,44 @@ pub fn verify(
     signature: Option<&str>,
     body: &[u8],
     now_unix: i64,
-) -> Result<(), SignatureError> {
+) -> Result<(), SlackSignatureError> {
     if secret.is_empty() {
-        return Err(SignatureError::EmptySecret);
+        return Err(SlackSignatureError::EmptySecret);
     }
     let timestamp = timestamp
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or(SignatureError::MissingTimestamp)?;
+        .ok_or(SlackSignatureError::MissingTimestamp)?;
     let sent_at: i64 = timestamp
         .parse()
-        .map_err(|_| SignatureError::InvalidTimestamp)?;
+        .map_err(|_| SlackSignatureError::InvalidTimestamp)?;
     if now_unix.abs_diff(sent_at) > MAX_SKEW_SECS.unsigned_abs() {
-        return Err(SignatureError::Stale);
+        return Err(SlackSignatureError::Stale);
     }
     let signature = signature
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .ok_or(SignatureError::MissingSignature)?;
+        .ok_or(SlackSignatureError::MissingSignature)?;
     let hex = signature
         .strip_prefix("v0=")
-        .ok_or(SignatureError::UnsupportedVersion)?;
-    let claimed = crate::hex::decode(hex).ok_or(SignatureError::Mismatch)?;
-    let mac = mac(secret, timestamp, body).ok_or(SignatureError::EmptySecret)?;
-    // verify_slice compares in constant time.
-    mac.verify_slice(&claimed)
-        .map_err(|_| SignatureError::Mismatch)
+        .ok_or(SlackSignatureError::UnsupportedVersion)?;
+    let claimed = crate::hex::decode(hex).ok_or(SlackSignatureError::Mismatch)?;
+    if HmacKey::new(secret.as_bytes()).verify(&signed(timestamp, body), &claimed) {
+        Ok(())
+    } else {
+        Err(SlackSignatureError::Mismatch)
+    }
 }
 
 /// The `X-Slack-Signature` value Slack would send (for tests and tools).
 pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
-    let Some(mac) = mac(secret, timestamp, body) else {
-        return String::new();
-    };
-    format!("v0={}", crate::hex::encode(&mac.finalize().into_bytes()))
+    let mac = HmacKey::new(secret.as_bytes()).sign(&signed(timestamp, body));
+    format!("v0={}", crate::hex::encode(&mac))
 }
 
-fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Option<Hmac<Sha256>> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).ok()?;
-    mac.update(b"v0:");
-    mac.update(timestamp.as_bytes());
-    mac.update(b":");
-    mac.update(body);
-    Some(mac)
+/// What v0 signs: `v0:{timestamp}:{body}`.
+fn signed<'a>(timestamp: &'a str, body: &'a [u8]) -> [&'a [u8]; 4] {
+    [b"v0:", timestamp.as_bytes(), b":", body]
 }
 
 #[cfg(test)]
@@ -101,7 +95,7 @@ mod tests {
         signature: Option<&str>,
         body: &[u8],
         now: i64,
-    ) -> Result<(), SignatureError> {
+    ) -> Result<(), SlackSignatureError> {
         verify(SECRET, timestamp, signature, body, now)
     }
 
@@ -136,7 +130,7 @@ mod tests {
         body[last] ^= 0x01;
         assert_eq!(
             check(Some(TIMESTAMP), Some(EXPECTED), &body, NOW),
-            Err(SignatureError::Mismatch)
+            Err(SlackSignatureError::Mismatch)
         );
     }
 
@@ -145,18 +139,18 @@ mod tests {
         // The request is 301 s old.
         assert_eq!(
             check(Some(TIMESTAMP), Some(EXPECTED), BODY.as_bytes(), NOW + 301),
-            Err(SignatureError::Stale)
+            Err(SlackSignatureError::Stale)
         );
         // The request claims to be from 301 s in the future.
         assert_eq!(
             check(Some(TIMESTAMP), Some(EXPECTED), BODY.as_bytes(), NOW - 301),
-            Err(SignatureError::Stale)
+            Err(SlackSignatureError::Stale)
         );
         // Re-signing with a fresh-looking timestamp does not help an old
         // signature: the timestamp is part of what is signed.
         assert_eq!(
             check(Some("1531420700"), Some(EXPECTED), BODY.as_bytes(), NOW),
-            Err(SignatureError::Mismatch)
+            Err(SlackSignatureError::Mismatch)
         );
     }
 
@@ -165,40 +159,40 @@ mod tests {
         let body = BODY.as_bytes();
         assert_eq!(
             check(None, Some(EXPECTED), body, NOW),
-            Err(SignatureError::MissingTimestamp)
+            Err(SlackSignatureError::MissingTimestamp)
         );
         assert_eq!(
             check(Some(""), Some(EXPECTED), body, NOW),
-            Err(SignatureError::MissingTimestamp)
+            Err(SlackSignatureError::MissingTimestamp)
         );
         assert_eq!(
             check(Some("soon"), Some(EXPECTED), body, NOW),
-            Err(SignatureError::InvalidTimestamp)
+            Err(SlackSignatureError::InvalidTimestamp)
         );
         assert_eq!(
             check(Some(TIMESTAMP), None, body, NOW),
-            Err(SignatureError::MissingSignature)
+            Err(SlackSignatureError::MissingSignature)
         );
         assert_eq!(
             check(Some(TIMESTAMP), Some(""), body, NOW),
-            Err(SignatureError::MissingSignature)
+            Err(SlackSignatureError::MissingSignature)
         );
         let v1 = EXPECTED.replacen("v0=", "v1=", 1);
         assert_eq!(
             check(Some(TIMESTAMP), Some(&v1), body, NOW),
-            Err(SignatureError::UnsupportedVersion)
+            Err(SlackSignatureError::UnsupportedVersion)
         );
         assert_eq!(
             check(Some(TIMESTAMP), Some(&EXPECTED[3..]), body, NOW),
-            Err(SignatureError::UnsupportedVersion)
+            Err(SlackSignatureError::UnsupportedVersion)
         );
         assert_eq!(
             check(Some(TIMESTAMP), Some("v0=zz"), body, NOW),
-            Err(SignatureError::Mismatch)
+            Err(SlackSignatureError::Mismatch)
         );
         assert_eq!(
             check(Some(TIMESTAMP), Some("v0=abc"), body, NOW),
-            Err(SignatureError::Mismatch)
+            Err(SlackSignatureError::Mismatch)
         );
         assert_eq!(
             check(
@@ -207,7 +201,7 @@ mod tests {
                 body,
                 NOW
             ),
-            Err(SignatureError::Mismatch)
+            Err(SlackSignatureError::Mismatch)
         );
     }
 
@@ -222,7 +216,7 @@ mod tests {
                 BODY.as_bytes(),
                 NOW
             ),
-            Err(SignatureError::EmptySecret)
+            Err(SlackSignatureError::EmptySecret)
         );
     }
 
@@ -236,7 +230,7 @@ mod tests {
                 BODY.as_bytes(),
                 NOW
             ),
-            Err(SignatureError::Mismatch)
+            Err(SlackSignatureError::Mismatch)
         );
     }
 }

@@ -5,7 +5,8 @@
 //! `anyOf`, `oneOf`, `allOf`, `not`, `format: date-time`).
 //!
 //! Public so that a test of a server (this repository's, an exported
-//! crate's) can hold the answers it gets to the document it was given.
+//! crate's with the `openapi-check` feature on) can hold the answers it
+//! gets to the document it was given.
 //! A keyword outside the subset is reported as an error, never ignored,
 //! so the document cannot quietly outgrow its checker.
 

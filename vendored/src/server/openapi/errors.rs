@@ -90,8 +90,8 @@ fn samples() -> Vec<ApiError> {
     all.extend([
         ApiError::InvalidRequest(String::new()),
         ApiError::Unauthorized,
-        ApiError::SlackSignature(crate::notify::slack::signature::SignatureError::Stale),
-        ApiError::WebhookSignature(crate::server::signature::SignatureError::Stale),
+        ApiError::SlackSignature(crate::notify::slack::signature::SlackSignatureError::Stale),
+        ApiError::WebhookSignature(crate::server::signature::WebhookSignatureError::Stale),
         ApiError::RunNotFound(String::new()),
         ApiError::RunNotCancellable {
             run_id: String::new(),

@@ -59,7 +59,7 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         &[
             ("agent", &spec.agent),
             ("spec_hash", spec.hash.as_str()),
-            ("version", crate::cli::about::GENERATOR_VERSION),
+            ("version", crate::embedded::GENERATOR_VERSION),
         ],
         1.0,
     );

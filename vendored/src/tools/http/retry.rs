@@ -21,7 +21,7 @@ const MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// How one attempt ended, as far as retrying is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub enum AttemptFailure {
     /// The exchange broke: refused, reset, DNS, TLS, a cut-off body.
     Transport,
     Timeout,
@@ -62,17 +62,17 @@ impl RetryPolicy {
     }
 
     /// Whether `failure` on attempt `attempt` (1-based) is tried again.
-    pub fn should_retry(&self, attempt: u32, failure: Failure) -> bool {
+    pub fn should_retry(&self, attempt: u32, failure: AttemptFailure) -> bool {
         attempt < self.attempts && self.covers(failure)
     }
 
-    fn covers(&self, failure: Failure) -> bool {
+    fn covers(&self, failure: AttemptFailure) -> bool {
         match (self.scope, failure) {
-            (_, Failure::Transport) => true,
-            (Scope::Safe, Failure::Timeout) => false,
-            (Scope::Safe, Failure::Status(s)) => matches!(s, 502..=504),
-            (Scope::OptedIn, Failure::Timeout) => true,
-            (Scope::OptedIn, Failure::Status(s)) => s == 429 || (500..=599).contains(&s),
+            (_, AttemptFailure::Transport) => true,
+            (Scope::Safe, AttemptFailure::Timeout) => false,
+            (Scope::Safe, AttemptFailure::Status(s)) => matches!(s, 502..=504),
+            (Scope::OptedIn, AttemptFailure::Timeout) => true,
+            (Scope::OptedIn, AttemptFailure::Status(s)) => s == 429 || (500..=599).contains(&s),
         }
     }
 
@@ -128,19 +128,19 @@ mod tests {
     #[test]
     fn get_retries_only_what_never_reached_the_application() {
         let p = RetryPolicy::for_tool(&spec("GET", None));
-        assert!(p.should_retry(1, Failure::Transport));
-        assert!(p.should_retry(2, Failure::Status(503)));
-        assert!(!p.should_retry(3, Failure::Status(503)), "bounded");
-        assert!(!p.should_retry(1, Failure::Status(500)));
-        assert!(!p.should_retry(1, Failure::Status(429)));
-        assert!(!p.should_retry(1, Failure::Timeout));
+        assert!(p.should_retry(1, AttemptFailure::Transport));
+        assert!(p.should_retry(2, AttemptFailure::Status(503)));
+        assert!(!p.should_retry(3, AttemptFailure::Status(503)), "bounded");
+        assert!(!p.should_retry(1, AttemptFailure::Status(500)));
+        assert!(!p.should_retry(1, AttemptFailure::Status(429)));
+        assert!(!p.should_retry(1, AttemptFailure::Timeout));
     }
 
     #[test]
     fn post_is_never_retried_unless_asked() {
         let p = RetryPolicy::for_tool(&spec("POST", None));
-        assert!(!p.should_retry(1, Failure::Transport));
-        assert!(!p.should_retry(1, Failure::Status(503)));
+        assert!(!p.should_retry(1, AttemptFailure::Transport));
+        assert!(!p.should_retry(1, AttemptFailure::Status(503)));
         let asked = RetryPolicy::for_tool(&spec(
             "POST",
             Some(RetrySpec {
@@ -149,15 +149,15 @@ mod tests {
             }),
         ));
         for f in [
-            Failure::Transport,
-            Failure::Timeout,
-            Failure::Status(429),
-            Failure::Status(500),
+            AttemptFailure::Transport,
+            AttemptFailure::Timeout,
+            AttemptFailure::Status(429),
+            AttemptFailure::Status(500),
         ] {
             assert!(asked.should_retry(2, f), "{f:?}");
         }
-        assert!(!asked.should_retry(3, Failure::Status(500)));
-        assert!(!asked.should_retry(1, Failure::Status(404)));
+        assert!(!asked.should_retry(3, AttemptFailure::Status(500)));
+        assert!(!asked.should_retry(1, AttemptFailure::Status(404)));
     }
 
     #[test]

@@ -1,0 +1,3 @@
+//! Small helpers the other layers share and that belong to none of them.
+
+pub mod hmac;

@@ -132,7 +132,7 @@ pub(super) async fn page(
         "created_at": format::time(run.created_at),
         "updated_at": format::time(run.updated_at),
         "outputs": outputs,
-        "pending": run.pending_approval.as_ref().map(|p| json!({"key": p.key, "message": p.message})),
+        "pending": run.pending_approval.as_ref().map(|p| json!({"key": p.record.key, "message": p.record.message})),
         "timeline": timeline(&events),
         // An operator's fail is final here: forcing a retry past it is for
         // the API and the command line, where it is spelled out.

@@ -6,18 +6,21 @@ use axum::Extension;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::listing::{self, Listing};
-use super::templates;
-use super::viewer::Viewer;
-use super::{SharedUi, format, inbox, payload, refusal};
-use crate::pending_approval::ApprovalStatus;
+use super::{blank_to_none, inbox, refusal};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::server::paging::{PageLinks, Position, UI_PAGE};
 use crate::server::state::AppState;
+use crate::server::ui::SharedUi;
+use crate::server::ui::auth::viewer::Viewer;
+use crate::server::ui::listing::{self, Listing};
+use crate::server::ui::render::format;
+use crate::server::ui::render::payload::{self, DiffLine};
+use crate::server::ui::render::templates::{self, Page};
 
 /// The statuses the history lists.
-const DONE: [ApprovalStatus; 5] = [
+pub(crate) const DONE: [ApprovalStatus; 5] = [
     ApprovalStatus::Approved,
     ApprovalStatus::Modified,
     ApprovalStatus::Rejected,
@@ -27,7 +30,7 @@ const DONE: [ApprovalStatus; 5] = [
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(super) struct HistoryQuery {
+pub(crate) struct HistoryQuery {
     status: Option<String>,
     step: Option<String>,
     q: Option<String>,
@@ -35,13 +38,56 @@ pub(super) struct HistoryQuery {
     trail: Option<String>,
 }
 
-fn blank_to_none(value: Option<String>) -> Option<String> {
-    value
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+/// One decided (expired, cancelled) approval, as a row of the history.
+#[derive(Debug, Serialize)]
+pub(crate) struct HistoryRow {
+    key: String,
+    message: String,
+    step: String,
+    status: &'static str,
+    decided_by: Option<String>,
+    decided_at: Option<String>,
+    reason: Option<String>,
+    /// A MODIFIED record's edit.
+    diff: Option<Vec<DiffLine>>,
 }
 
-pub(super) async fn page(
+impl HistoryRow {
+    pub fn new(record: &ApprovalRecord) -> HistoryRow {
+        HistoryRow {
+            key: record.key.clone(),
+            message: super::message_of(record),
+            step: record.step_id.clone(),
+            status: record.status.as_str(),
+            decided_by: record.decided_by.clone(),
+            decided_at: record.decided_at.map(format::time),
+            reason: record.reason().map(str::to_string),
+            diff: record
+                .modified_payload()
+                .map(|edited| payload::diff(&record.payload, edited)),
+        }
+    }
+}
+
+/// GET /ui/history.
+#[derive(Debug, Serialize)]
+pub(crate) struct HistoryPage {
+    pub rows: Vec<HistoryRow>,
+    /// The status filter's choices, and the one chosen.
+    pub statuses: Vec<&'static str>,
+    pub status: Option<String>,
+    /// The step filter's choices, and the one chosen.
+    pub steps: Vec<String>,
+    pub step: Option<String>,
+    pub q: Option<String>,
+    pub links: PageLinks,
+}
+
+impl Page for HistoryPage {
+    const TEMPLATE: &'static str = "history.html";
+}
+
+pub(crate) async fn page(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     viewer: Viewer,
@@ -64,15 +110,15 @@ pub(super) async fn page(
     };
     let step = blank_to_none(query.step);
     let text = blank_to_none(query.q);
-    let cursor = blank_to_none(query.cursor);
+    let position = Position::new(query.cursor, query.trail);
     let listed = match listing::approvals(
         &state,
         Listing {
             statuses,
             step: step.clone(),
             text: text.clone(),
-            limit: inbox::PAGE,
-            cursor: cursor.clone(),
+            limit: UI_PAGE,
+            cursor: position.cursor.clone(),
         },
     )
     .await
@@ -80,48 +126,23 @@ pub(super) async fn page(
         Ok(listed) => listed,
         Err(e) => return viewer.finish(refusal::from_api(e)),
     };
-    let rows: Vec<serde_json::Value> = listed
-        .approvals
-        .iter()
-        .map(|r| {
-            json!({
-                "key": r.key,
-                "message": r.message.clone().unwrap_or_else(|| format!("Approve step {}?", r.step_id)),
-                "step": r.step_id,
-                "status": r.status.as_str(),
-                "decided_by": r.decided_by,
-                "decided_at": r.decided_at.map(format::time),
-                "reason": r.reason(),
-                "diff": r.modified_payload().map(|edited| payload::diff(&r.payload, edited)),
-            })
-        })
-        .collect();
-    let (prev, next) = inbox::paging(
+    let links = position.links(
         &[
             ("status", status_text.as_deref()),
             ("step", step.as_deref()),
             ("q", text.as_deref()),
         ],
-        cursor.as_deref(),
-        query.trail.as_deref(),
         listed.next_cursor.as_deref(),
     );
-    let statuses: Vec<&str> = DONE.iter().map(|s| s.as_str()).collect();
-    let context = json!({
-        "rows": rows,
-        "statuses": statuses,
-        "status": status_text.map(|s| s.to_ascii_uppercase()),
-        "steps": inbox::gate_steps(&state),
-        "step": step,
-        "q": text,
-        "prev": prev,
-        "next": next,
-    });
+    let page = HistoryPage {
+        rows: listed.approvals.iter().map(HistoryRow::new).collect(),
+        statuses: DONE.iter().map(|s| s.as_str()).collect(),
+        status: status_text.map(|s| s.to_ascii_uppercase()),
+        steps: inbox::gate_steps(&state),
+        step,
+        q: text,
+        links,
+    };
     let chrome = viewer.chrome(&ui, "History", "history");
-    viewer.finish(templates::page(
-        StatusCode::OK,
-        "history.html",
-        context,
-        &chrome,
-    ))
+    viewer.finish(templates::page(StatusCode::OK, &page, &chrome))
 }

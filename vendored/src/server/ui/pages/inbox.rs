@@ -5,33 +5,34 @@
 use axum::Extension;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::listing::{self, Listing};
-use super::templates::{self, Chrome};
-use super::viewer::Viewer;
-use super::{SharedUi, format};
+use super::{blank_to_none, refusal};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::server::paging::{PageLinks, Position, UI_PAGE};
 use crate::server::state::AppState;
-
-/// Rows per page.
-pub(crate) const PAGE: usize = 25;
+use crate::server::ui::SharedUi;
+use crate::server::ui::auth::viewer::Viewer;
+use crate::server::ui::listing::{self, Listing};
+use crate::server::ui::render::format;
+use crate::server::ui::render::templates::{self, Chrome, Page};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(super) struct InboxQuery {
+pub(crate) struct InboxQuery {
     pub step: Option<String>,
     pub q: Option<String>,
     pub cursor: Option<String>,
-    /// The cursors of the pages before this one, newest last, joined by
-    /// newlines (`""` for the first page): the way back.
+    /// The cursors of the pages before this one (server/paging.rs).
     pub trail: Option<String>,
     pub fragment: Option<String>,
 }
 
-#[derive(Serialize)]
-struct Row {
+/// One pending approval, as a row of the inbox.
+#[derive(Debug, Serialize)]
+pub(crate) struct Row {
     key: String,
     message: String,
     agent: String,
@@ -42,20 +43,51 @@ struct Row {
     expires_at: String,
 }
 
-fn row(record: &ApprovalRecord, now: chrono::DateTime<chrono::Utc>) -> Row {
-    Row {
-        key: record.key.clone(),
-        message: record
-            .message
-            .clone()
-            .unwrap_or_else(|| format!("Approve step {}?", record.step_id)),
-        agent: record.agent_id.clone(),
-        step: record.step_id.clone(),
-        age: format::span(record.created_at, now),
-        created_at: format::machine(record.created_at),
-        time_left: format::span(now, record.expires_at),
-        expires_at: format::machine(record.expires_at),
+impl Row {
+    pub fn new(record: &ApprovalRecord, now: DateTime<Utc>) -> Row {
+        Row {
+            key: record.key.clone(),
+            message: super::message_of(record),
+            agent: record.agent_id.clone(),
+            step: record.step_id.clone(),
+            age: format::span(record.created_at, now),
+            created_at: format::machine(record.created_at),
+            time_left: format::span(now, record.expires_at),
+            expires_at: format::machine(record.expires_at),
+        }
     }
+}
+
+/// The rows (`inbox_rows.html`), on the page and on their own.
+#[derive(Debug, Serialize)]
+pub(crate) struct InboxRows {
+    pub rows: Vec<Row>,
+    /// A step or text filter is set: an empty list says so.
+    pub filtered: bool,
+}
+
+/// `inbox_rows.html` alone (`?fragment=rows`).
+#[derive(Serialize)]
+pub(crate) struct RowsFragment<'a> {
+    pub inbox: &'a InboxRows,
+}
+
+/// GET /ui.
+#[derive(Debug, Serialize)]
+pub(crate) struct InboxPage {
+    pub inbox: InboxRows,
+    /// The step filter's choices, and the one chosen.
+    pub steps: Vec<String>,
+    pub step: Option<String>,
+    pub q: Option<String>,
+    pub deciders: String,
+    /// Where the live script fetches the rows.
+    pub fragment_url: String,
+    pub links: PageLinks,
+}
+
+impl Page for InboxPage {
+    const TEMPLATE: &'static str = "inbox.html";
 }
 
 /// The steps of the spec that can pause: the step filter's choices.
@@ -78,51 +110,22 @@ pub(crate) fn deciders(state: &AppState) -> String {
     }
 }
 
-fn blank_to_none(value: Option<String>) -> Option<String> {
-    value
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+/// Where the live script fetches the rows of the list these filters show.
+pub(crate) fn fragment_url(step: Option<&str>, q: Option<&str>) -> String {
+    let mut pairs = vec![("fragment", "rows")];
+    if let Some(step) = step {
+        pairs.push(("step", step));
+    }
+    if let Some(q) = q {
+        pairs.push(("q", q));
+    }
+    format!(
+        "/ui?{}",
+        serde_urlencoded::to_string(pairs).unwrap_or_default()
+    )
 }
 
-/// Links to the pages before and after, as query strings.
-pub(crate) fn paging(
-    base: &[(&str, Option<&str>)],
-    cursor: Option<&str>,
-    trail: Option<&str>,
-    next: Option<&str>,
-) -> (Option<String>, Option<String>) {
-    // `Some("")` is a trail of one entry: the first page (no cursor).
-    let trail: Vec<&str> = trail.map(|t| t.split('\n').collect()).unwrap_or_default();
-    let encode = |pairs: Vec<(&str, String)>| {
-        let mut all: Vec<(&str, String)> = base
-            .iter()
-            .filter_map(|(k, v)| v.map(|v| (*k, v.to_string())))
-            .collect();
-        all.extend(pairs);
-        serde_urlencoded::to_string(all).unwrap_or_default()
-    };
-    let next_link = next.map(|next| {
-        let mut newer = trail.clone();
-        newer.push(cursor.unwrap_or(""));
-        encode(vec![
-            ("cursor", next.to_string()),
-            ("trail", newer.join("\n")),
-        ])
-    });
-    let prev_link = trail.split_last().map(|(last, rest)| {
-        let mut pairs = Vec::new();
-        if !last.is_empty() {
-            pairs.push(("cursor", last.to_string()));
-        }
-        if !rest.is_empty() {
-            pairs.push(("trail", rest.join("\n")));
-        }
-        encode(pairs)
-    });
-    (prev_link, next_link)
-}
-
-pub(super) async fn page(
+pub(crate) async fn page(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     viewer: Viewer,
@@ -130,7 +133,7 @@ pub(super) async fn page(
 ) -> Response {
     let step = blank_to_none(query.step);
     let text = blank_to_none(query.q);
-    let cursor = blank_to_none(query.cursor);
+    let position = Position::new(query.cursor, query.trail);
     let now = state.agent.clock().now();
     let listed = match listing::approvals(
         &state,
@@ -138,111 +141,45 @@ pub(super) async fn page(
             statuses: vec![ApprovalStatus::Pending],
             step: step.clone(),
             text: text.clone(),
-            limit: PAGE,
-            cursor: cursor.clone(),
+            limit: UI_PAGE,
+            cursor: position.cursor.clone(),
         },
     )
     .await
     {
         Ok(listed) => listed,
-        Err(e) => return viewer.finish(super::refusal::from_api(e)),
+        Err(e) => return viewer.finish(refusal::from_api(e)),
     };
-    let rows: Vec<Row> = listed.approvals.iter().map(|r| row(r, now)).collect();
-    let (prev, next) = paging(
+    let inbox = InboxRows {
+        rows: listed.approvals.iter().map(|r| Row::new(r, now)).collect(),
+        filtered: step.is_some() || text.is_some(),
+    };
+    if query.fragment.as_deref() == Some("rows") {
+        return viewer.finish(templates::fragment(
+            "inbox_rows.html",
+            RowsFragment { inbox: &inbox },
+        ));
+    }
+    let links = position.links(
         &[("step", step.as_deref()), ("q", text.as_deref())],
-        cursor.as_deref(),
-        query.trail.as_deref(),
         listed.next_cursor.as_deref(),
     );
-    let context = serde_json::json!({
-        "rows": rows,
-        "steps": gate_steps(&state),
-        "step": step,
-        "q": text,
-        "deciders": deciders(&state),
-        "prev": prev,
-        "next": next,
-        "first_page": cursor.is_none(),
-    });
-    if query.fragment.as_deref() == Some("rows") {
-        return viewer.finish(templates::fragment("inbox_rows.html", &context));
-    }
-    let fragment_url = {
-        let mut pairs = vec![("fragment", "rows")];
-        if let Some(step) = step.as_deref() {
-            pairs.push(("step", step));
-        }
-        if let Some(q) = text.as_deref() {
-            pairs.push(("q", q));
-        }
-        format!(
-            "/ui?{}",
-            serde_urlencoded::to_string(pairs).unwrap_or_default()
-        )
+    let page = InboxPage {
+        inbox,
+        steps: gate_steps(&state),
+        fragment_url: fragment_url(step.as_deref(), text.as_deref()),
+        step,
+        q: text,
+        deciders: deciders(&state),
+        links,
     };
-    let mut context = context;
-    context["fragment_url"] = fragment_url.into();
-    let context = match templates::with_partial(&context, "rows_html", "inbox_rows.html", &context)
-    {
-        Ok(context) => context,
-        Err(failed) => return viewer.finish(failed.into_response()),
-    };
+    let first = position.is_first();
     let chrome = Chrome {
         // Live on the first page only: later pages hold older rows, and
         // swapping them under a reader would lose their place.
-        live: cursor.is_none().then_some("inbox"),
-        stream: cursor.is_none().then(|| "/ui/stream".to_string()),
+        live: first.then_some("inbox"),
+        stream: first.then(|| "/ui/stream".to_string()),
         ..viewer.chrome(&ui, "Approvals inbox", "inbox")
     };
-    viewer.finish(templates::page(
-        StatusCode::OK,
-        "inbox.html",
-        context,
-        &chrome,
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::paging;
-
-    fn query(text: &str) -> Vec<(String, String)> {
-        serde_urlencoded::from_str(text).unwrap()
-    }
-
-    #[test]
-    fn paging_goes_forward_and_back_keeping_the_filters() {
-        let base = [("step", Some("gate")), ("q", None)];
-        // First page: no way back; forward carries the cursor and a trail.
-        let (prev, next) = paging(&base, None, None, Some("c1"));
-        assert!(prev.is_none());
-        let next = query(&next.unwrap());
-        assert_eq!(
-            next,
-            [
-                ("step".into(), "gate".into()),
-                ("cursor".into(), "c1".into()),
-                ("trail".into(), "".into())
-            ]
-        );
-        // Second page (cursor c1, trail [""]): back to the first page.
-        let (prev, next) = paging(&base, Some("c1"), Some(""), Some("c2"));
-        assert_eq!(
-            query(&prev.unwrap()),
-            [("step".to_string(), "gate".to_string())]
-        );
-        let next = query(&next.unwrap());
-        assert_eq!(next[2], ("trail".into(), "\nc1".into()));
-        // Third page: back to the second.
-        let (prev, next) = paging(&base, Some("c2"), Some("\nc1"), None);
-        assert!(next.is_none());
-        assert_eq!(
-            query(&prev.unwrap()),
-            [
-                ("step".into(), "gate".into()),
-                ("cursor".into(), "c1".into()),
-                ("trail".into(), "".into())
-            ]
-        );
-    }
+    viewer.finish(templates::page(StatusCode::OK, &page, &chrome))
 }

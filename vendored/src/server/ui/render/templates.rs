@@ -1,61 +1,77 @@
-//! The page templates: minijinja with HTML auto-escaping (every template
-//! name ends in `.html`), embedded with `include_str!` and loaded once.
+//! The page templates: minijinja with HTML auto-escaping, embedded with
+//! `include_str!` and loaded once.
+//!
+//! Pages extend `base.html` (the layout: head, navigation, sign-out,
+//! `<main>`) and fill its `content` block; `inbox_rows.html` and
+//! `timeline.html` are the parts pages share (`{% include %}`), and
+//! `macros.html` the markup they repeat. Each page's context is one typed
+//! struct ([`Page`]), and an undefined name fails rendering (strict
+//! undefined behaviour): a typo in a template is an error page and a
+//! failing test (`pages/tests.rs` renders every page), never a blank.
 //!
 //! Everything a page shows from a record (messages, payloads, step ids,
 //! reasons, names) is untrusted and goes through `{{ }}`, escaped; no
-//! template uses `|safe`. The one value marked safe is the body of a page
-//! handed to `base.html`: the output of another template of this set, and
-//! so already escaped.
+//! template uses `|safe`, and no HTML is put together outside a template.
 
 use std::sync::OnceLock;
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use minijinja::{Environment, Value};
+use minijinja::{Environment, UndefinedBehavior, Value};
 use serde::Serialize;
 
-use super::assets;
+use super::super::assets;
 
-const TEMPLATES: [(&str, &str); 10] = [
-    ("base.html", include_str!("templates/base.html")),
-    ("login.html", include_str!("templates/login.html")),
-    ("inbox.html", include_str!("templates/inbox.html")),
-    ("inbox_rows.html", include_str!("templates/inbox_rows.html")),
-    ("approval.html", include_str!("templates/approval.html")),
-    ("history.html", include_str!("templates/history.html")),
-    ("runs.html", include_str!("templates/runs.html")),
-    ("run.html", include_str!("templates/run.html")),
-    ("refusal.html", include_str!("templates/refusal.html")),
-    ("timeline.html", include_str!("templates/timeline.html")),
+const TEMPLATES: [(&str, &str); 11] = [
+    ("base.html", include_str!("../templates/base.html")),
+    ("macros.html", include_str!("../templates/macros.html")),
+    ("login.html", include_str!("../templates/login.html")),
+    ("inbox.html", include_str!("../templates/inbox.html")),
+    (
+        "inbox_rows.html",
+        include_str!("../templates/inbox_rows.html"),
+    ),
+    ("approval.html", include_str!("../templates/approval.html")),
+    ("history.html", include_str!("../templates/history.html")),
+    ("runs.html", include_str!("../templates/runs.html")),
+    ("run.html", include_str!("../templates/run.html")),
+    ("refusal.html", include_str!("../templates/refusal.html")),
+    ("timeline.html", include_str!("../templates/timeline.html")),
 ];
 
+/// A page's context: what its template shows besides the layout's
+/// [`Chrome`].
+pub(crate) trait Page: Serialize {
+    /// The template that renders it (it extends `base.html`).
+    const TEMPLATE: &'static str;
+}
+
 /// The loaded templates.
-pub(crate) struct Pages {
+pub(crate) struct Templates {
     env: Environment<'static>,
 }
 
 /// The templates, loaded at the first call.
-pub(crate) fn pages() -> &'static Pages {
-    static PAGES: OnceLock<Pages> = OnceLock::new();
-    PAGES.get_or_init(Pages::load)
+pub(crate) fn templates() -> &'static Templates {
+    static TEMPLATES_CELL: OnceLock<Templates> = OnceLock::new();
+    TEMPLATES_CELL.get_or_init(Templates::load)
 }
 
-impl Pages {
-    fn load() -> Pages {
+impl Templates {
+    fn load() -> Templates {
         let mut env = Environment::new();
-        // `.html`: auto-escaping on (minijinja's default callback), and the
-        // same for every template here.
+        // Every template here is HTML, whatever its name.
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Lenient);
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
         for (name, source) in TEMPLATES {
             env.add_template(name, source)
                 .unwrap_or_else(|e| panic!("inbox template {name} does not parse: {e:#}"));
         }
-        Pages { env }
+        Templates { env }
     }
 
     /// `name` rendered with `context`; a failure (a bug, never data) is
-    /// logged and shown as a plain error page.
+    /// logged.
     pub fn render(&self, name: &str, context: impl Serialize) -> Result<String, RenderFailed> {
         let rendered = self
             .env
@@ -83,7 +99,7 @@ impl IntoResponse for RenderFailed {
     }
 }
 
-/// What `base.html` needs besides the body.
+/// What `base.html` needs besides the page.
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct Chrome {
     pub title: String,
@@ -94,7 +110,8 @@ pub(crate) struct Chrome {
     pub signed_in: bool,
     /// The CSRF token of the sign-out form.
     pub csrf: Option<String>,
-    /// Which navigation entry is current: inbox, history, runs.
+    /// Which navigation entry is current: inbox, history, runs; `""` for
+    /// no navigation.
     pub nav: &'static str,
     /// `id` of `<main>` (`forbidden`, `not-found`, `bad-link` for
     /// refusals); `content` when `None`.
@@ -107,96 +124,43 @@ pub(crate) struct Chrome {
     pub stream: Option<String>,
 }
 
+/// A whole page's context: the layout's and the page's own (flattened, so
+/// the page's template reads its fields by their names).
 #[derive(Serialize)]
-struct BaseContext<'a> {
+struct Whole<'a, P: Page> {
     chrome: &'a Chrome,
-    css: &'a str,
-    js: &'a str,
-    body: Value,
+    css: &'static str,
+    js: &'static str,
+    #[serde(flatten)]
+    page: &'a P,
 }
 
-/// A whole page: `template` rendered with `context`, inside `base.html`.
-pub(crate) fn page(
-    status: StatusCode,
-    template: &str,
-    context: impl Serialize,
-    chrome: &Chrome,
-) -> Response {
-    let pages = pages();
-    let body = match pages.render(template, context) {
-        Ok(body) => body,
-        Err(failed) => return failed.into_response(),
-    };
-    let whole = pages.render(
-        "base.html",
-        BaseContext {
+/// The HTML of a whole page.
+pub(crate) fn render_page<P: Page>(page: &P, chrome: &Chrome) -> Result<String, RenderFailed> {
+    templates().render(
+        P::TEMPLATE,
+        Whole {
             chrome,
             css: assets::css_url(),
             js: assets::js_url(),
-            body: Value::from_safe_string(body),
+            page,
         },
-    );
-    match whole {
+    )
+}
+
+/// A whole page as the answer, with `status`.
+pub(crate) fn page<P: Page>(status: StatusCode, page: &P, chrome: &Chrome) -> Response {
+    match render_page(page, chrome) {
         Ok(html) => (status, Html(html)).into_response(),
         Err(failed) => failed.into_response(),
     }
 }
 
-/// `context` with `name` set to the rendered `partial` (another template
-/// of this set, rendered with `partial_context`; escaped already, so it is
-/// marked safe).
-pub(crate) fn with_partial(
-    context: impl Serialize,
-    name: &str,
-    partial: &str,
-    partial_context: impl Serialize,
-) -> Result<Value, RenderFailed> {
-    let html = pages().render(partial, partial_context)?;
-    let mut merged: std::collections::BTreeMap<String, Value> = std::collections::BTreeMap::new();
-    let base = Value::from_serialize(&context);
-    if let Ok(keys) = base.try_iter() {
-        for key in keys {
-            if let Ok(value) = base.get_item(&key) {
-                merged.insert(key.to_string(), value);
-            }
-        }
-    }
-    merged.insert(name.to_string(), Value::from_safe_string(html));
-    Ok(Value::from(merged))
-}
-
-/// `context` with `timeline_html`: its `timeline` rendered by
-/// `timeline.html` (the approval and run pages share it).
-pub(crate) fn with_timeline(context: &serde_json::Value) -> Result<Value, RenderFailed> {
-    with_partial(
-        context,
-        "timeline_html",
-        "timeline.html",
-        serde_json::json!({"timeline": context["timeline"]}),
-    )
-}
-
-/// A fragment (no `base.html`): the inbox rows the live script swaps in.
+/// A part of a page on its own (no layout): the inbox rows the live
+/// script swaps in.
 pub(crate) fn fragment(template: &str, context: impl Serialize) -> Response {
-    match pages().render(template, context) {
+    match templates().render(template, context) {
         Ok(html) => Html(html).into_response(),
         Err(failed) => failed.into_response(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_template_loads_and_escapes() {
-        let html = pages()
-            .render(
-                "refusal.html",
-                serde_json::json!({"id": "forbidden", "heading": "<b>x</b>", "message": "\"><img src=x onerror=alert(1)>"}),
-            )
-            .unwrap();
-        assert!(!html.contains("<img"), "{html}");
-        assert!(html.contains("&lt;b&gt;"), "{html}");
     }
 }

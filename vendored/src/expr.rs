@@ -582,6 +582,14 @@ fn scan(template: &str) -> Result<Scanned<'_>, String> {
                 }
                 let (end, first) = scan_code(template, start, close, &mut out)?;
                 i = end;
+                if kind == b'%'
+                    && let Some(name) = first.filter(|n| NOT_IN_EXPRESSIONS.contains(n))
+                {
+                    return Err(format!(
+                        "unknown statement {name}: expressions have no macros, includes or \
+                         template inheritance"
+                    ));
+                }
                 if kind == b'%' && first == Some("raw") {
                     // `{% raw %}...{% endraw %}`: the inside is text.
                     match find(b, i, b"endraw").and_then(|at| find(b, at, b"%}")) {
@@ -595,6 +603,14 @@ fn scan(template: &str) -> Result<Scanned<'_>, String> {
     }
     Ok(out)
 }
+
+/// Statements minijinja knows (its `macros` and `multi_template` features,
+/// which the inbox's own templates use: server/ui/templates/) that the
+/// expression language does not have: refused here as minijinja refuses a
+/// statement it does not know, so those features change no spec.
+const NOT_IN_EXPRESSIONS: [&str; 9] = [
+    "macro", "call", "extends", "block", "include", "import", "from", "endmacro", "endcall",
+];
 
 fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
     b.get(from..)?
@@ -936,6 +952,21 @@ mod tests {
                 .message
                 .contains("deeper than 32")
         );
+        for statement in [
+            "{% macro m() %}x{% endmacro %}{{ m() }}",
+            "{% include 'x' %}",
+            "{% import 'x' as y %}",
+            "{% from 'x' import y %}",
+            "{% extends 'x' %}",
+            "{% block b %}x{% endblock %}",
+            "{%- call m() %}x{% endcall %}",
+        ] {
+            let refused = check(statement).unwrap_err().message;
+            assert!(
+                refused.contains("unknown statement"),
+                "{statement}: {refused}"
+            );
+        }
         let tags = "{% if true %}x{% endif %}".repeat(200);
         assert!(check(&tags).unwrap_err().message.contains("more than 250"));
         let big = format!("{}{{{{ input }}}}", "x".repeat(MAX_TEMPLATE_BYTES));

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use crate::links::LinkSigner;
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::server::openapi::schema::response_type;
 use crate::store::PendingPage;
@@ -157,24 +157,10 @@ response_type! {
     /// Every field of the stored record, named as stored.
     #[derive(Debug, Serialize)]
     pub(crate) struct ApprovalView {
-        pub key: String,
-        pub run_id: String,
-        pub agent_id: String,
-        pub spec_hash: String,
-        pub step_index: usize,
-        pub step_id: String,
-        pub phase: Phase,
-        pub message: Option<String>,
-        pub payload: Value,
-        pub outputs: Map<String, Value>,
-        pub input: Value,
-        pub trigger: Value,
-        pub status: ApprovalStatus,
-        pub decision_data: Option<Value>,
-        pub decided_by: Option<String>,
-        pub decided_at: Option<DateTime<Utc>>,
-        pub created_at: DateTime<Utc>,
-        pub expires_at: DateTime<Utc>,
+        // The record's own serialization, field for field and in its order
+        // (its schema: `impl Schema for ApprovalRecord` in openapi/schema.rs).
+        #[serde(flatten)]
+        pub record: ApprovalRecord,
         /// GET /approvals/{key} only, while the record is PENDING, signed
         /// links are on (TOLLGATE_LINK_SECRET) and the caller may decide it
         /// (approvals.approvers): the signed link that shows and decides
@@ -199,35 +185,15 @@ impl ApprovalView {
         approvers: Option<&[String]>,
     ) -> ApprovalView {
         self.link = links
-            .filter(|_| self.status == ApprovalStatus::Pending)
-            .and_then(|links| links.link_for_viewer(&self.key, viewer, approvers));
+            .filter(|_| self.record.status == ApprovalStatus::Pending)
+            .and_then(|links| links.link_for_viewer(&self.record.key, viewer, approvers));
         self
     }
 }
 
 impl From<ApprovalRecord> for ApprovalView {
-    fn from(r: ApprovalRecord) -> ApprovalView {
-        ApprovalView {
-            key: r.key,
-            run_id: r.run_id,
-            agent_id: r.agent_id,
-            spec_hash: r.spec_hash,
-            step_index: r.step_index,
-            step_id: r.step_id,
-            phase: r.phase,
-            message: r.message,
-            payload: r.payload,
-            outputs: r.outputs,
-            input: r.input,
-            trigger: r.trigger,
-            status: r.status,
-            decision_data: r.decision_data,
-            decided_by: r.decided_by,
-            decided_at: r.decided_at,
-            created_at: r.created_at,
-            expires_at: r.expires_at,
-            link: None,
-        }
+    fn from(record: ApprovalRecord) -> ApprovalView {
+        ApprovalView { record, link: None }
     }
 }
 

@@ -33,6 +33,7 @@ mod extract;
 mod logging;
 pub mod openapi;
 mod origin;
+mod paging;
 mod routes;
 pub mod schedule;
 pub mod signature;

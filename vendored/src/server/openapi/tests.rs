@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{Components, document, schema_errors};
-use crate::pending_approval::{ApprovalStatus, Phase};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::RunStatus;
 use crate::server::api::{
     ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, HealthError, LeaseView,
@@ -57,7 +57,7 @@ fn at(seconds: i64) -> chrono::DateTime<Utc> {
 
 fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) -> ApprovalView {
     let decided = status != ApprovalStatus::Pending;
-    ApprovalView {
+    ApprovalView::from(ApprovalRecord {
         key: "0b5d1c1e-6d2f-4f0e-9a51-52cbb1cba5a5".into(),
         run_id: "019a7f3e-0000-7000-8000-000000000001".into(),
         agent_id: spec.agent.clone(),
@@ -76,8 +76,7 @@ fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) 
         decided_at: decided.then(|| at(60)),
         created_at: at(0),
         expires_at: at(3600),
-        link: None,
-    }
+    })
 }
 
 fn run_view(spec: &Spec, pending: Option<ApprovalView>) -> RunView {

@@ -18,6 +18,7 @@ use crate::server::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
 use crate::server::openapi::schema::request_type;
+use crate::server::paging;
 use crate::server::state::AppState;
 use crate::store::{ApprovalQuery, PendingQuery};
 
@@ -45,10 +46,10 @@ pub(super) async fn list(
     Extension(_caller): Extension<Caller>,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Result<Json<ApprovalsPage>, ApiError> {
-    let limit = super::page_limit(params.limit)?;
+    let limit = paging::limit(params.limit)?;
     let agent_id = Some(state.agent_id().to_string());
     let now = state.agent.clock().now();
-    let cursor = params.cursor.filter(|c| !c.is_empty());
+    let cursor = paging::cursor(params.cursor);
     // Empty values filter nothing, as an absent one.
     let step_id = params.step.filter(|s| !s.is_empty());
     let text = params.q.filter(|q| !q.is_empty());

@@ -24,20 +24,6 @@ use super::state::AppState;
 
 pub(crate) use openapi::operations;
 
-/// A page of a list (`GET /approvals`, `GET /runs`): `?limit=` entries,
-/// 50 unless asked, at most 500.
-pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
-    const DEFAULT_PAGE: usize = 50;
-    const MAX_PAGE: usize = 500;
-    let limit = asked.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::invalid(format!(
-            "limit must be between 1 and {MAX_PAGE}, found {limit}"
-        )));
-    }
-    Ok(limit)
-}
-
 /// Paths the API owns; a webhook path may not start with one of them. The
 /// list lives with the spec, whose validation refuses such a path first.
 pub(crate) use crate::spec::RESERVED_PATHS as RESERVED_PREFIXES;

@@ -17,6 +17,7 @@ use crate::server::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
 use crate::server::openapi::schema::request_type;
+use crate::server::paging;
 use crate::server::state::AppState;
 use crate::server::{tasks, view};
 use crate::store::RunQuery;
@@ -87,7 +88,7 @@ pub(super) async fn list(
     Extension(_caller): Extension<Caller>,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Result<Json<RunsPage>, ApiError> {
-    let limit = super::page_limit(params.limit)?;
+    let limit = paging::limit(params.limit)?;
     let status = match params.status.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
@@ -105,7 +106,7 @@ pub(super) async fn list(
             agent_id: Some(state.agent_id().to_string()),
             status,
             limit,
-            cursor: params.cursor.filter(|c| !c.is_empty()),
+            cursor: paging::cursor(params.cursor),
         })
         .await?;
     Ok(Json(page.into()))

@@ -55,7 +55,7 @@ pub(super) async fn serve(PathParam(file): PathParam, headers: HeaderMap) -> Res
     let asset = match file.as_str() {
         "app.css" => css(),
         "app.js" => js(),
-        _ => return super::refusal::not_found(),
+        _ => return super::pages::refusal::not_found(),
     };
     let etag = format!("\"{}\"", asset.hash);
     let cache = HeaderValue::from_static("public, max-age=31536000, immutable");

@@ -37,7 +37,7 @@ impl<S: Send + Sync> FromRequest<S> for Form {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let RawBody(bytes) = RawBody::from_request(request, state).await.map_err(|e| {
-            super::refusal::page(e.status(), "Request refused", &e.to_string(), None)
+            super::pages::refusal::page(e.status(), "Request refused", &e.to_string(), None)
         })?;
         Ok(Form(
             serde_urlencoded::from_bytes(&bytes).unwrap_or_default(),

@@ -2,38 +2,31 @@
 //! who decide, built into every server.
 //!
 //! - `/ui/login`, `/ui/logout`: sign in with an API token; a signed session
-//!   cookie after that (session.rs). Without API tokens (loopback mode)
+//!   cookie after that (auth/session.rs). Without API tokens (loopback mode)
 //!   there is no sign-in: everyone is `local`, behind the Host and Origin
 //!   checks of server/origin.rs.
 //! - `/ui` (inbox), `/ui/approvals/{key}` (one approval, its decisions),
 //!   `/ui/history`, `/ui/runs`, `/ui/runs/{id}`: the pages.
-//! - `/a/{key}/{signature}`: a signed approval link (link.rs), no sign-in.
+//! - `/a/{key}/{signature}`: a signed approval link (pages/link.rs), no
+//!   sign-in.
 //! - `/ui/stream`, `/ui/runs/{id}/stream`: live updates (stream.rs).
 //! - `/ui/assets/...`: the CSS and JavaScript, embedded (assets.rs).
 //!
-//! Every form POST carries a CSRF token (csrf.rs); every response carries
-//! the security headers of headers.rs. Decisions go through the API's own
+//! The folders: auth/ (sessions, CSRF tokens, the viewer), pages/ (one
+//! module per page: its typed context and handlers), render/ (templates,
+//! formats, payloads, the timeline, headers) and templates/. Every form
+//! POST carries a CSRF token (auth/csrf.rs); every response carries the
+//! security headers of render/headers.rs. Decisions go through the API's own
 //! path (server/tasks.rs `decide`), so the approvers allow-list and the
 //! claim rules are the API's.
 
-mod approval;
 mod assets;
-mod csrf;
+mod auth;
 mod form;
-mod format;
-mod headers;
-mod history;
-mod inbox;
-mod link;
 mod listing;
-mod login;
-mod payload;
-mod refusal;
-mod runs;
-mod session;
+mod pages;
+mod render;
 mod stream;
-mod templates;
-mod viewer;
 
 use std::sync::Arc;
 
@@ -42,7 +35,9 @@ use axum::{Extension, Router, middleware};
 
 use super::state::AppState;
 use super::throttle::{Policy, Throttle};
-use session::SessionKey;
+use auth::session::{self, SessionKey};
+use pages::{approval, history, inbox, link, login, refusal, runs};
+use render::{headers, templates};
 
 /// What every page handler shares besides [`AppState`].
 pub(crate) struct Ui {
@@ -66,7 +61,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .map(|url| url.trim().to_ascii_lowercase().starts_with("https://"))
         .unwrap_or(false);
     // Loaded (and checked) now rather than at the first request.
-    templates::pages();
+    templates::templates();
     let ui: SharedUi = Arc::new(Ui {
         key,
         public_https,

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use tokio::sync::broadcast;
 
-use super::viewer::Viewer;
+use super::auth::viewer::Viewer;
 use crate::pending_approval::ApprovalStatus;
 use crate::server::extract::PathParam;
 use crate::server::routes::events;
@@ -58,7 +58,7 @@ async fn fingerprint(state: &AppState) -> Option<Vec<(String, ApprovalStatus)>> 
             statuses: vec![ApprovalStatus::Pending],
             step: None,
             text: None,
-            limit: super::inbox::PAGE,
+            limit: crate::server::paging::UI_PAGE,
             cursor: None,
         },
     )

@@ -18,20 +18,22 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::approval::{self, Answer, Frame, Problem, encode};
-use super::csrf::{self, Binding};
-use super::form::Form;
-use super::templates::Chrome;
-use super::{SharedUi, Ui, refusal};
+use super::approval::{self, Answer, Frame, Problem};
+use super::refusal;
 use crate::links::{LINK_CALLER, LinkSigner, may_decide};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::server::routes::events::Watcher;
 use crate::server::state::AppState;
 use crate::server::throttle::ClientAddr;
+use crate::server::ui::auth::csrf::{self, Binding};
+use crate::server::ui::form::Form;
+use crate::server::ui::render::format::segment;
+use crate::server::ui::render::templates::Chrome;
+use crate::server::ui::{SharedUi, Ui};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(super) struct LinkQuery {
+pub(crate) struct LinkQuery {
     #[serde(rename = "as")]
     bound: Option<String>,
 }
@@ -39,11 +41,6 @@ pub(super) struct LinkQuery {
 /// The link signer, when links are on.
 fn signer(state: &AppState) -> Option<&LinkSigner> {
     state.links.as_ref()
-}
-
-/// The session key derived from the link secret, when there is one.
-pub(crate) fn derived_session_key(state: &AppState) -> Option<[u8; 32]> {
-    signer(state).map(|links| links.derive_key("tollgate-session-v1"))
 }
 
 /// The checks of every link route before its record is read (see the
@@ -106,7 +103,7 @@ fn binding(key: &str, signature: &str, bound: Option<&str>) -> Binding {
 fn frame(ui: &Ui, state: &AppState, key: &str, signature: &str, bound: Option<&str>) -> Frame {
     let path = match signer(state) {
         Some(signer) => signer.path(key, bound),
-        None => format!("/a/{}/{}", encode(key), encode(signature)),
+        None => format!("/a/{}/{}", segment(key), segment(signature)),
     };
     let stream = match path.split_once('?') {
         Some((base, query)) => format!("{base}/stream?{query}"),
@@ -126,7 +123,7 @@ fn frame(ui: &Ui, state: &AppState, key: &str, signature: &str, bound: Option<&s
 }
 
 /// GET /a/{key}/{signature}: the approval page; nothing is written.
-pub(super) async fn page(
+pub(crate) async fn page(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     client: ClientAddr,
@@ -148,7 +145,7 @@ pub(super) async fn page(
 
 /// POST /a/{key}/{signature}: decide as the bound identity (or `link`).
 /// The outcome is shown at once: the link stops working once decided.
-pub(super) async fn decide(
+pub(crate) async fn decide(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     client: ClientAddr,
@@ -188,7 +185,7 @@ pub(super) async fn decide(
 /// (or expires, or its run is cancelled), and a link no longer pending is
 /// refused, like its page. The link is a capability for one decision, not
 /// a lasting view of the run.
-pub(super) async fn timeline(
+pub(crate) async fn timeline(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     client: ClientAddr,
@@ -205,7 +202,7 @@ pub(super) async fn timeline(
         Ok(None) => return refusal::bad_link(),
         Err(failed) => return failed,
     };
-    super::stream::run_events(state, Watcher::Link { key }, record.run_id, headers)
+    crate::server::ui::stream::run_events(state, Watcher::Link { key }, record.run_id, headers)
         .await
         .into_response()
 }

@@ -5,19 +5,24 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::form::{Fields, Form};
-use super::templates::{self, Chrome};
-use super::viewer::Viewer;
-use super::{SharedUi, format, inbox, payload, refusal};
-use crate::events::{Event, EventKind};
+use super::{Output, inbox, refusal};
+use crate::events::Event;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
 use crate::run::RunError;
 use crate::server::error::ApiError;
 use crate::server::extract::PathParam;
 use crate::server::state::AppState;
+use crate::server::ui::auth::viewer::Viewer;
+use crate::server::ui::form::{Fields, Form};
+use crate::server::ui::render::format::{self, segment};
+use crate::server::ui::render::payload::{self, DiffLine, Node};
+use crate::server::ui::render::templates::{self, Chrome, Page};
+use crate::server::ui::render::timeline::{self, TimelineEntry};
+use crate::server::ui::{SharedUi, Ui};
 use crate::server::{tasks, view};
 
 /// How the page was reached: it decides where the forms post, what the
@@ -34,73 +39,116 @@ pub(crate) struct Frame {
 }
 
 /// What a failed decision shows on the re-rendered page.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Problem {
     /// The edit box's text, kept as the person typed it.
     pub payload_text: Option<String>,
     pub payload_error: Option<String>,
-    /// Someone else won: (who, when).
-    pub already_decided: Option<(String, String)>,
+    /// Someone else won.
+    pub already_decided: Option<AlreadyDecided>,
 }
 
-#[derive(Serialize)]
-struct TimelineEntry {
-    seq: u64,
-    kind: &'static str,
-    at: String,
-    at_machine: String,
-    summary: String,
+/// Who decided first, and when (shown after a lost race).
+#[derive(Debug, Serialize)]
+pub(crate) struct AlreadyDecided {
+    pub by: String,
+    pub at: String,
 }
 
-/// One line for an event, as the timeline shows it (the script builds the
-/// same from the stream's JSON).
-fn summary(kind: &EventKind) -> String {
-    match kind {
-        EventKind::RunStarted { .. } => "run started".into(),
-        EventKind::StepStarted { step, .. } => format!("step {step} started"),
-        EventKind::StepCompleted { step, replayed, .. } => {
-            if *replayed {
-                format!("step {step} completed (replayed)")
-            } else {
-                format!("step {step} completed")
-            }
+/// A record no longer pending: what became of it.
+#[derive(Debug, Serialize)]
+pub(crate) struct Outcome {
+    status: &'static str,
+    decided_by: Option<String>,
+    decided_at: Option<String>,
+    reason: Option<String>,
+    /// A MODIFIED record's edit.
+    diff: Option<Vec<DiffLine>>,
+}
+
+/// GET /ui/approvals/{key} and a signed link's page.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApprovalPage {
+    message: String,
+    agent: String,
+    step: String,
+    phase: &'static str,
+    created_at: String,
+    expires_at: String,
+    time_left: String,
+    deciders: String,
+    run_id: String,
+    run_link: bool,
+    /// The run's status now; `None` when it cannot be read.
+    run_status: Option<&'static str>,
+    pending: bool,
+    outcome: Option<Outcome>,
+    already_decided: Option<AlreadyDecided>,
+    tree: Node,
+    raw: String,
+    /// The edit box's text.
+    edit: String,
+    payload_error: Option<String>,
+    input: String,
+    outputs: Vec<Output>,
+    timeline: Vec<TimelineEntry>,
+    /// Where the decision forms post, and their CSRF token.
+    action: String,
+    csrf: String,
+}
+
+impl Page for ApprovalPage {
+    const TEMPLATE: &'static str = "approval.html";
+}
+
+/// What the approval page shows besides the record.
+pub(crate) struct Seen<'a> {
+    pub now: DateTime<Utc>,
+    pub deciders: String,
+    pub run_status: Option<&'static str>,
+    pub events: &'a [Event],
+}
+
+impl ApprovalPage {
+    pub fn new(record: &ApprovalRecord, seen: Seen<'_>, frame: &Frame, problem: Problem) -> Self {
+        let pending = record.status == ApprovalStatus::Pending;
+        let outcome = (!pending).then(|| Outcome {
+            status: record.status.as_str(),
+            decided_by: record.decided_by.clone(),
+            decided_at: record.decided_at.map(format::time),
+            reason: record.reason().map(str::to_string),
+            diff: record
+                .modified_payload()
+                .map(|edited| payload::diff(&record.payload, edited)),
+        });
+        ApprovalPage {
+            message: super::message_of(record),
+            agent: record.agent_id.clone(),
+            step: record.step_id.clone(),
+            phase: record.phase.as_str(),
+            created_at: format::time(record.created_at),
+            expires_at: format::time(record.expires_at),
+            time_left: format::span(seen.now, record.expires_at),
+            deciders: seen.deciders,
+            run_id: record.run_id.clone(),
+            run_link: frame.run_link,
+            run_status: seen.run_status,
+            pending,
+            outcome,
+            already_decided: problem.already_decided,
+            tree: payload::tree(&record.payload),
+            raw: payload::pretty(&record.payload),
+            edit: problem
+                .payload_text
+                .unwrap_or_else(|| payload::pretty(&record.payload)),
+            payload_error: problem.payload_error,
+            input: payload::pretty(&record.input),
+            outputs: Output::all(&record.outputs),
+            timeline: timeline::entries(seen.events),
+            action: frame.action.clone(),
+            csrf: frame.csrf.clone(),
         }
-        EventKind::AwaitingApproval { step, .. } => format!("waiting for approval at {step}"),
-        EventKind::ApprovalResolved {
-            decision,
-            decided_by,
-            reason,
-            ..
-        } => match reason {
-            Some(reason) => format!("{decision} by {decided_by}: {reason}"),
-            None => format!("{decision} by {decided_by}"),
-        },
-        EventKind::RunCompleted { .. } => "run completed".into(),
-        EventKind::RunRejected { .. } => "run rejected".into(),
-        EventKind::RunExpired { .. } => "run expired".into(),
-        EventKind::RunSkipped { step, .. } => format!("run skipped at {step} (dedupe)"),
-        EventKind::RunFailed { error, .. } => format!("run failed: {error}"),
-        EventKind::RunCancelled { by, reason } => match reason {
-            Some(reason) => format!("run cancelled by {by}: {reason}"),
-            None => format!("run cancelled by {by}"),
-        },
-        EventKind::RunRecovered { by, .. } => format!("run recovered by {by}"),
-        EventKind::RunStuck { step, reason } => format!("run stuck at {step}: {reason}"),
     }
-}
-
-pub(crate) fn timeline(events: &[Event]) -> Value {
-    let entries: Vec<TimelineEntry> = events
-        .iter()
-        .map(|e| TimelineEntry {
-            seq: e.seq,
-            kind: e.kind.name(),
-            at: format::time(e.at),
-            at_machine: format::machine(e.at),
-            summary: summary(&e.kind),
-        })
-        .collect();
-    json!(entries)
 }
 
 /// This agent's record `key`, as of now (an overdue one reads EXPIRED).
@@ -121,7 +169,6 @@ pub(crate) async fn render(
     problem: Problem,
     status: StatusCode,
 ) -> Response {
-    let now = state.agent.clock().now();
     let events = match state.agent.store().run_events(&record.run_id, 0).await {
         Ok(events) => events,
         Err(e) => return refusal::from_api(e.into()),
@@ -130,64 +177,26 @@ pub(crate) async fn render(
         Ok(run) => Some(run.status.as_str()),
         Err(_) => None,
     };
-    let pending = record.status == ApprovalStatus::Pending;
-    let outcome = (!pending).then(|| {
-        json!({
-            "status": record.status.as_str(),
-            "words": record.status.past_tense(),
-            "decided_by": record.decided_by,
-            "decided_at": record.decided_at.map(format::time),
-            "reason": record.reason(),
-            "diff": record.modified_payload().map(|edited| payload::diff(&record.payload, edited)),
-        })
-    });
-    let outputs: Vec<Value> = record
-        .outputs
-        .iter()
-        .map(|(step, output)| json!({"step": step, "raw": payload::pretty(output)}))
-        .collect();
-    let context = json!({
-        "key": record.key,
-        "run_id": record.run_id,
-        "agent": record.agent_id,
-        "step": record.step_id,
-        "phase": record.phase.as_str(),
-        "message": record.message.clone().unwrap_or_else(|| format!("Approve step {}?", record.step_id)),
-        "status": record.status.as_str(),
-        "created_at": format::time(record.created_at),
-        "expires_at": format::time(record.expires_at),
-        "time_left": format::span(now, record.expires_at),
-        "deciders": inbox::deciders(state),
-        "tree": payload::tree(&record.payload),
-        "raw": payload::pretty(&record.payload),
-        "edit": problem.payload_text.unwrap_or_else(|| payload::pretty(&record.payload)),
-        "payload_error": problem.payload_error,
-        "input": payload::pretty(&record.input),
-        "outputs": outputs,
-        "timeline": timeline(&events),
-        "pending": pending,
-        "outcome": outcome,
-        "run_status": run_status,
-        "already_decided": problem.already_decided.map(|(by, at)| json!({"by": by, "at": at})),
-        "action": frame.action,
-        "csrf": frame.csrf,
-        "run_link": frame.run_link,
-    });
-    let context = match templates::with_timeline(&context) {
-        Ok(context) => context,
-        Err(failed) => return failed.into_response(),
+    let seen = Seen {
+        now: state.agent.clock().now(),
+        deciders: inbox::deciders(state),
+        run_status,
+        events: &events,
     };
-    let mut chrome = frame.chrome;
-    chrome.live = Some("timeline");
-    chrome.stream = Some(frame.stream);
-    templates::page(status, "approval.html", context, &chrome)
+    let page = ApprovalPage::new(record, seen, &frame, problem);
+    let chrome = Chrome {
+        live: Some("timeline"),
+        stream: Some(frame.stream),
+        ..frame.chrome
+    };
+    templates::page(status, &page, &chrome)
 }
 
-fn ui_frame(ui: &super::Ui, viewer: &Viewer, record: &ApprovalRecord) -> Frame {
+fn ui_frame(ui: &Ui, viewer: &Viewer, record: &ApprovalRecord) -> Frame {
     Frame {
-        action: format!("/ui/approvals/{}", encode(&record.key)),
+        action: format!("/ui/approvals/{}", segment(&record.key)),
         csrf: viewer.csrf(ui),
-        stream: format!("/ui/runs/{}/stream", encode(&record.run_id)),
+        stream: format!("/ui/runs/{}/stream", segment(&record.run_id)),
         chrome: viewer.chrome(
             ui,
             record.message.clone().unwrap_or_else(|| "Approval".into()),
@@ -197,21 +206,8 @@ fn ui_frame(ui: &super::Ui, viewer: &Viewer, record: &ApprovalRecord) -> Frame {
     }
 }
 
-/// What a path segment escapes: everything but RFC 3986's unreserved
-/// characters (so a UUID or run id reads as itself).
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
-
-/// A path segment, percent-encoded.
-pub(crate) fn encode(segment: &str) -> String {
-    percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
-}
-
 /// GET /ui/approvals/{key}.
-pub(super) async fn page(
+pub(crate) async fn page(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     viewer: Viewer,
@@ -226,7 +222,6 @@ pub(super) async fn page(
     let response = render(&state, &record, frame, Problem::default(), StatusCode::OK).await;
     viewer.finish(response)
 }
-
 /// The decision a form asks for, or the problem with it (shown by the
 /// edit box).
 pub(crate) fn decision_of(fields: &Fields) -> Result<Decision, Problem> {
@@ -301,12 +296,12 @@ pub(crate) async fn decide_as(state: &AppState, key: &str, fields: &Fields, by: 
             ..
         })) => Answer::Again(
             Problem {
-                already_decided: Some((
-                    decided_by.unwrap_or_else(|| "someone".into()),
-                    decided_at
+                already_decided: Some(AlreadyDecided {
+                    by: decided_by.unwrap_or_else(|| "someone".into()),
+                    at: decided_at
                         .map(format::time)
                         .unwrap_or_else(|| "an unknown time".into()),
-                )),
+                }),
                 ..Problem::default()
             },
             StatusCode::CONFLICT,
@@ -325,7 +320,7 @@ pub(crate) async fn decide_as(state: &AppState, key: &str, fields: &Fields, by: 
 
 /// POST /ui/approvals/{key} `csrf, decision, reason?, payload?`: 303 back
 /// to the page, which shows the outcome.
-pub(super) async fn decide(
+pub(crate) async fn decide(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     viewer: Viewer,
@@ -338,7 +333,7 @@ pub(super) async fn decide(
     let answer = decide_as(&state, &key, &fields, &viewer.name).await;
     let response = match answer {
         Answer::Decided(record) => {
-            Redirect::to(&format!("/ui/approvals/{}", encode(&record.key))).into_response()
+            Redirect::to(&format!("/ui/approvals/{}", segment(&record.key))).into_response()
         }
         Answer::Again(problem, status) => match load(&state, &key).await {
             Ok(Some(record)) => {

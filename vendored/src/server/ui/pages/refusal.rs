@@ -5,10 +5,21 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::json;
+use serde::Serialize;
 
-use super::templates::{self, Chrome};
 use crate::server::error::ApiError;
+use crate::server::ui::render::templates::{self, Chrome, Page};
+
+/// A refusal: what was refused, and why.
+#[derive(Debug, Serialize)]
+pub(crate) struct RefusalPage<'a> {
+    heading: &'a str,
+    message: &'a str,
+}
+
+impl Page for RefusalPage<'_> {
+    const TEMPLATE: &'static str = "refusal.html";
+}
 
 /// A refusal page with `status`: `<main>`'s id follows the status.
 pub(crate) fn page(
@@ -28,12 +39,7 @@ pub(crate) fn page(
         reason,
         ..Chrome::default()
     };
-    templates::page(
-        status,
-        "refusal.html",
-        json!({"heading": heading, "message": message}),
-        &chrome,
-    )
+    templates::page(status, &RefusalPage { heading, message }, &chrome)
 }
 
 pub(crate) fn not_found() -> Response {
@@ -115,16 +121,12 @@ pub(crate) fn bad_link() -> Response {
         main_id: Some("bad-link"),
         ..Chrome::default()
     };
-    templates::page(
-        StatusCode::NOT_FOUND,
-        "refusal.html",
-        json!({
-            "heading": "This link is not valid",
-            "message": "The link is wrong, or the approval it was for is no longer waiting for a decision. \
-                        Ask for a new link, or sign in to the approvals inbox.",
-        }),
-        &chrome,
-    )
+    let page = RefusalPage {
+        heading: "This link is not valid",
+        message: "The link is wrong, or the approval it was for is no longer waiting for a \
+                  decision. Ask for a new link, or sign in to the approvals inbox.",
+    };
+    templates::page(StatusCode::NOT_FOUND, &page, &chrome)
 }
 
 /// An error of the API's own path, as a page: its status and message

@@ -4,27 +4,47 @@ use axum::Extension;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::csrf::{self, Binding};
-use super::form::Form;
-use super::session;
-use super::templates::{self, Chrome};
-use super::viewer::safe_next;
-use super::{SharedUi, Ui};
+use super::refusal;
 use crate::server::auth::ApiTokens;
 use crate::server::state::AppState;
 use crate::server::throttle::ClientAddr;
+use crate::server::ui::auth::csrf::{self, Binding};
+use crate::server::ui::auth::session;
+use crate::server::ui::auth::viewer::safe_next;
+use crate::server::ui::form::Form;
+use crate::server::ui::render::templates::{self, Chrome, Page};
+use crate::server::ui::{SharedUi, Ui};
 
 #[derive(Debug, Deserialize)]
-pub(super) struct LoginQuery {
+pub(crate) struct LoginQuery {
     next: Option<String>,
+}
+
+/// GET /ui/login, and the form again after a wrong token.
+#[derive(Debug, Serialize)]
+pub(crate) struct LoginPage<'a> {
+    /// The form's CSRF token (bound to the pre-session cookie).
+    csrf: String,
+    /// Where to go once signed in.
+    next: &'a str,
+    error: Option<&'a str>,
+}
+
+impl Page for LoginPage<'_> {
+    const TEMPLATE: &'static str = "login.html";
+}
+
+impl<'a> LoginPage<'a> {
+    pub fn new(csrf: String, next: &'a str, error: Option<&'a str>) -> LoginPage<'a> {
+        LoginPage { csrf, next, error }
+    }
 }
 
 /// GET /ui/login: the form (with a pre-session cookie for its CSRF token).
 /// Without API tokens there is nothing to sign in with: on to the inbox.
-pub(super) async fn form(
+pub(crate) async fn form(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     Query(query): Query<LoginQuery>,
@@ -53,12 +73,7 @@ fn render(
         title: "Sign in".into(),
         ..Chrome::default()
     };
-    let mut response = templates::page(
-        status,
-        "login.html",
-        json!({"csrf": token, "next": next, "error": error}),
-        &chrome,
-    );
+    let mut response = templates::page(status, &LoginPage::new(token, next, error), &chrome);
     if fresh {
         let secure = session::is_tls(headers, ui.public_https);
         let cookie = session::set_cookie(csrf::PRE_COOKIE, &pre, 12 * 3600, secure);
@@ -74,7 +89,7 @@ fn render(
 /// tokens in a row, 429 with `Retry-After` for a lockout that doubles with
 /// each further wrong token; the right token too is refused meanwhile
 /// (else a lockout would still tell a guesser which guess was right).
-pub(super) async fn submit(
+pub(crate) async fn submit(
     State(state): State<AppState>,
     Extension(ui): Extension<SharedUi>,
     client: ClientAddr,
@@ -87,12 +102,12 @@ pub(super) async fn submit(
     }
     let pre = session::cookie(&headers, csrf::PRE_COOKIE).unwrap_or("");
     if pre.is_empty() || !csrf::check(&ui.key, &Binding::Pre(pre.into()), fields.csrf.as_deref()) {
-        return super::refusal::csrf();
+        return refusal::csrf();
     }
     let client = client.key();
     let now = state.agent.clock().now();
     if let Err(lockout) = ui.sign_in.check(client, now) {
-        return super::refusal::too_many("sign-in attempts", lockout);
+        return refusal::too_many("sign-in attempts", lockout);
     }
     let token = fields.token.as_deref().map(str::trim).unwrap_or("");
     // `identify` compares digests in constant time, as for the API.
@@ -128,7 +143,7 @@ pub(super) async fn submit(
 /// POST /ui/logout `csrf`: the session cookie cleared, 303 to the login
 /// page. The token must match the session being ended (a page of another
 /// site cannot sign anyone out); without a session there is nothing to end.
-pub(super) async fn logout(
+pub(crate) async fn logout(
     Extension(ui): Extension<SharedUi>,
     headers: HeaderMap,
     Form(fields): Form,
@@ -137,7 +152,7 @@ pub(super) async fn logout(
     if let Some(value) = session::cookie(&headers, session::COOKIE) {
         let binding = Binding::Session(value.to_string());
         if !csrf::check(&ui.key, &binding, fields.csrf.as_deref()) {
-            return super::refusal::csrf();
+            return refusal::csrf();
         }
     }
     let mut response = Redirect::to("/ui/login").into_response();

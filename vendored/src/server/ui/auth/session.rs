@@ -18,7 +18,6 @@ use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use super::link;
 use crate::server::auth::ApiTokens;
 use crate::server::state::AppState;
 
@@ -99,8 +98,10 @@ pub(crate) fn key_for(state: &AppState) -> SessionKey {
     {
         return SessionKey::from_secret(&secret);
     }
-    if let Some(derived) = link::derived_session_key(state) {
-        return SessionKey::from_bytes(derived);
+    if let Some(links) = &state.links {
+        // The link secret's own derivation, under a label of its own: the
+        // session key is not the link key.
+        return SessionKey::from_bytes(links.derive_key("tollgate-session-v1"));
     }
     if !state.tokens.is_empty() {
         tracing::warn!(

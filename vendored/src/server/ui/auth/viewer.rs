@@ -8,10 +8,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::csrf::{self, Binding};
 use super::session;
-use super::templates::Chrome;
-use super::{SharedUi, Ui};
 use crate::server::auth::LOCAL_CALLER;
 use crate::server::state::AppState;
+use crate::server::ui::render::headers;
+use crate::server::ui::render::templates::Chrome;
+use crate::server::ui::{SharedUi, Ui};
 
 /// The person a page is for.
 #[derive(Debug, Clone)]
@@ -121,7 +122,7 @@ fn sign_in_first(parts: &Parts) -> Response {
         "/ui"
     };
     let encoded = percent_encoding::utf8_percent_encode(next, percent_encoding::NON_ALPHANUMERIC);
-    super::headers::with_headers(Redirect::to(&format!("/ui/login?next={encoded}")).into_response())
+    headers::with_headers(Redirect::to(&format!("/ui/login?next={encoded}")).into_response())
 }
 
 /// `next` if it is a path of this server's inbox (no open redirect):

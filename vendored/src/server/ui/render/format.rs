@@ -1,4 +1,4 @@
-//! Times as people read them on a page.
+//! Times as people read them on a page, and ids as paths carry them.
 
 use chrono::{DateTime, Utc};
 
@@ -10,6 +10,19 @@ pub(crate) fn time(t: DateTime<Utc>) -> String {
 /// RFC 3339 to the second, for `<time datetime=...>`.
 pub(crate) fn machine(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// What a path segment escapes: everything but RFC 3986's unreserved
+/// characters (so a UUID or run id reads as itself).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// A path segment (a key, a run id), percent-encoded.
+pub(crate) fn segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
 }
 
 /// A span as its two largest units: `45s`, `3m`, `2h 5m`, `4d 3h`.

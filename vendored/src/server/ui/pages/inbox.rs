@@ -1,0 +1,185 @@
+//! GET /ui: the pending approvals, newest first, filtered by step and
+//! text, a page at a time; `?fragment=rows` answers the rows alone (the
+//! live script swaps them in).
+
+use axum::Extension;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{blank_to_none, refusal};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::server::paging::{PageLinks, Position, UI_PAGE};
+use crate::server::state::AppState;
+use crate::server::ui::SharedUi;
+use crate::server::ui::auth::viewer::Viewer;
+use crate::server::ui::listing::{self, Listing};
+use crate::server::ui::render::format;
+use crate::server::ui::render::templates::{self, Chrome, Page};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct InboxQuery {
+    pub step: Option<String>,
+    pub q: Option<String>,
+    pub cursor: Option<String>,
+    /// The cursors of the pages before this one (server/paging.rs).
+    pub trail: Option<String>,
+    pub fragment: Option<String>,
+}
+
+/// One pending approval, as a row of the inbox.
+#[derive(Debug, Serialize)]
+pub(crate) struct Row {
+    key: String,
+    message: String,
+    agent: String,
+    step: String,
+    age: String,
+    created_at: String,
+    time_left: String,
+    expires_at: String,
+}
+
+impl Row {
+    pub fn new(record: &ApprovalRecord, now: DateTime<Utc>) -> Row {
+        Row {
+            key: record.key.clone(),
+            message: super::message_of(record),
+            agent: record.agent_id.clone(),
+            step: record.step_id.clone(),
+            age: format::span(record.created_at, now),
+            created_at: format::machine(record.created_at),
+            time_left: format::span(now, record.expires_at),
+            expires_at: format::machine(record.expires_at),
+        }
+    }
+}
+
+/// The rows (`inbox_rows.html`), on the page and on their own.
+#[derive(Debug, Serialize)]
+pub(crate) struct InboxRows {
+    pub rows: Vec<Row>,
+    /// A step or text filter is set: an empty list says so.
+    pub filtered: bool,
+}
+
+/// `inbox_rows.html` alone (`?fragment=rows`).
+#[derive(Serialize)]
+pub(crate) struct RowsFragment<'a> {
+    pub inbox: &'a InboxRows,
+}
+
+/// GET /ui.
+#[derive(Debug, Serialize)]
+pub(crate) struct InboxPage {
+    pub inbox: InboxRows,
+    /// The step filter's choices, and the one chosen.
+    pub steps: Vec<String>,
+    pub step: Option<String>,
+    pub q: Option<String>,
+    pub deciders: String,
+    /// Where the live script fetches the rows.
+    pub fragment_url: String,
+    pub links: PageLinks,
+}
+
+impl Page for InboxPage {
+    const TEMPLATE: &'static str = "inbox.html";
+}
+
+/// The steps of the spec that can pause: the step filter's choices.
+pub(crate) fn gate_steps(state: &AppState) -> Vec<String> {
+    let spec = state.agent.spec();
+    spec.steps
+        .iter()
+        .filter(|s| spec.step_can_pause(s))
+        .map(|s| s.id.clone())
+        .collect()
+}
+
+/// Who may decide, as the page says it.
+pub(crate) fn deciders(state: &AppState) -> String {
+    match &state.agent.spec().approvals.approvers {
+        Some(names) if !names.is_empty() => names.join(", "),
+        Some(_) => "nobody (approvals.approvers is empty)".into(),
+        None if state.tokens.is_empty() => "anyone on this machine".into(),
+        None => "anyone with an API token".into(),
+    }
+}
+
+/// Where the live script fetches the rows of the list these filters show.
+pub(crate) fn fragment_url(step: Option<&str>, q: Option<&str>) -> String {
+    let mut pairs = vec![("fragment", "rows")];
+    if let Some(step) = step {
+        pairs.push(("step", step));
+    }
+    if let Some(q) = q {
+        pairs.push(("q", q));
+    }
+    format!(
+        "/ui?{}",
+        serde_urlencoded::to_string(pairs).unwrap_or_default()
+    )
+}
+
+pub(crate) async fn page(
+    State(state): State<AppState>,
+    Extension(ui): Extension<SharedUi>,
+    viewer: Viewer,
+    Query(query): Query<InboxQuery>,
+) -> Response {
+    let step = blank_to_none(query.step);
+    let text = blank_to_none(query.q);
+    let position = Position::new(query.cursor, query.trail);
+    let now = state.agent.clock().now();
+    let listed = match listing::approvals(
+        &state,
+        Listing {
+            statuses: vec![ApprovalStatus::Pending],
+            step: step.clone(),
+            text: text.clone(),
+            limit: UI_PAGE,
+            cursor: position.cursor.clone(),
+        },
+    )
+    .await
+    {
+        Ok(listed) => listed,
+        Err(e) => return viewer.finish(refusal::from_api(e)),
+    };
+    let inbox = InboxRows {
+        rows: listed.approvals.iter().map(|r| Row::new(r, now)).collect(),
+        filtered: step.is_some() || text.is_some(),
+    };
+    if query.fragment.as_deref() == Some("rows") {
+        return viewer.finish(templates::fragment(
+            "inbox_rows.html",
+            RowsFragment { inbox: &inbox },
+        ));
+    }
+    let links = position.links(
+        &[("step", step.as_deref()), ("q", text.as_deref())],
+        listed.next_cursor.as_deref(),
+    );
+    let page = InboxPage {
+        inbox,
+        steps: gate_steps(&state),
+        fragment_url: fragment_url(step.as_deref(), text.as_deref()),
+        step,
+        q: text,
+        deciders: deciders(&state),
+        links,
+    };
+    let first = position.is_first();
+    let chrome = Chrome {
+        // Live on the first page only: later pages hold older rows, and
+        // swapping them under a reader would lose their place.
+        live: first.then_some("inbox"),
+        stream: first.then(|| "/ui/stream".to_string()),
+        ..viewer.chrome(&ui, "Approvals inbox", "inbox")
+    };
+    viewer.finish(templates::page(StatusCode::OK, &page, &chrome))
+}

@@ -192,8 +192,7 @@ pub async fn concurrent_claims_of_one_key_have_exactly_one_winner(store: SharedS
     assert_eq!(winners.len(), 1, "exactly one winner");
     let record = store.get_approval("k").await.expect("get").expect("record");
     assert_eq!(record.decided_by, winners[0].record.decided_by);
-    let events = store.run_events("run-k", 0).await.expect("events");
-    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    let seqs = event_seqs(store.as_ref(), "run-k").await;
     assert_eq!(seqs, vec![1, 2, 3], "one approval_resolved event");
 }
 
@@ -634,13 +633,7 @@ pub async fn cancelling_a_running_run_ends_it_cancelled(store: SharedStore) {
     assert_eq!(stored.status, RunStatus::Cancelled);
     // Nobody drives a cancelled run: its driver's lease goes with it.
     assert_eq!((stored.owner, stored.lease_until), (None, None));
-    let seqs: Vec<u64> = store
-        .run_events("r", 0)
-        .await
-        .expect("events")
-        .iter()
-        .map(|e| e.seq)
-        .collect();
+    let seqs = event_seqs(store.as_ref(), "r").await;
     assert_eq!(seqs, vec![1, 2]);
 }
 
@@ -765,8 +758,7 @@ pub async fn a_cancel_racing_claims_has_exactly_one_winner(store: SharedStore) {
             }
             other => panic!("round {round}: the approval ended {other:?}"),
         }
-        let events = store.run_events(&record.run_id, 0).await.expect("events");
-        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        let seqs = event_seqs(store.as_ref(), &record.run_id).await;
         let want: Vec<u64> = (1..=(2 + claims + cancels) as u64).collect();
         assert_eq!(seqs, want, "round {round}: one event per winner, no gaps");
     }

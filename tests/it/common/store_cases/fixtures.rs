@@ -92,15 +92,39 @@ pub async fn paused_run(
     agent: &str,
     created: u64,
 ) -> ApprovalRecord {
+    paused_with(store, key, agent, created, |_| {}).await
+}
+
+/// A run created at `created` and paused with `key`, its record shaped by
+/// `shape` first (another step, message or expiry).
+pub(super) async fn paused_with(
+    store: &dyn StateStore,
+    key: &str,
+    agent: &str,
+    created: u64,
+    shape: impl FnOnce(&mut ApprovalRecord),
+) -> ApprovalRecord {
     let run_id = format!("run-{key}");
     let run = run_record(&run_id, agent, created);
     store
         .create_run(&run, &[event(&run_id, 1, created, started(&run))])
         .await
         .expect("create run");
-    let record = pending_record(key, &run_id, agent, created);
+    let mut record = pending_record(key, &run_id, agent, created);
+    shape(&mut record);
     pause(store, &record, 2).await;
     record
+}
+
+/// The sequence numbers of a run's events, in the order the store gives.
+pub(super) async fn event_seqs(store: &dyn StateStore, run_id: &str) -> Vec<u64> {
+    store
+        .run_events(run_id, 0)
+        .await
+        .expect("events")
+        .iter()
+        .map(|e| e.seq)
+        .collect()
 }
 
 pub(super) async fn pause(store: &dyn StateStore, record: &ApprovalRecord, seq: u64) {

@@ -388,27 +388,6 @@ pub async fn a_malformed_runs_cursor_is_rejected(store: SharedStore) {
     );
 }
 
-/// A run created at `created` and paused with `key`, its record shaped by
-/// `shape` first (another step, message or expiry).
-async fn paused_with(
-    store: &dyn StateStore,
-    key: &str,
-    agent: &str,
-    created: u64,
-    shape: impl FnOnce(&mut ApprovalRecord),
-) -> ApprovalRecord {
-    let run_id = format!("run-{key}");
-    let run = run_record(&run_id, agent, created);
-    store
-        .create_run(&run, &[event(&run_id, 1, created, started(&run))])
-        .await
-        .expect("create run");
-    let mut record = pending_record(key, &run_id, agent, created);
-    shape(&mut record);
-    pause(store, &record, 2).await;
-    record
-}
-
 /// Every status, no filter, one agent's or every agent's records at `now`.
 fn approvals_at(now: u64) -> ApprovalQuery {
     ApprovalQuery {

@@ -634,13 +634,7 @@ pub async fn the_journal_keeps_each_steps_start_then_its_output(store: SharedSto
         [step("r", 0, Some(output), 2), step("r", 2, None, 3)],
         "by step index, the output as written"
     );
-    let seqs: Vec<u64> = store
-        .run_events("r", 0)
-        .await
-        .expect("events")
-        .iter()
-        .map(|e| e.seq)
-        .collect();
+    let seqs = event_seqs(store.as_ref(), "r").await;
     assert_eq!(seqs, [1, 2, 3], "the events went in with the entries");
     not_owner(
         store

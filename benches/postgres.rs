@@ -9,7 +9,7 @@
 #[path = "../tests/it/common/postgres.rs"]
 mod pg;
 #[allow(unused_macros)]
-#[path = "../tests/it/common/store_cases.rs"]
+#[path = "../tests/it/common/store_cases/mod.rs"]
 mod store_cases;
 
 use std::sync::Arc;

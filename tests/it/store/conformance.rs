@@ -1,5 +1,5 @@
 //! Every store keeps the same contract (DESIGN §3-§4): the cases live in
-//! `common/store_cases.rs` and run here against the memory store and a real
+//! `common/store_cases/` and run here against the memory store and a real
 //! SQLite file. SQLite-only properties (durability across instances,
 //! migrations under concurrent opens, many instances racing on one file)
 //! follow below.
@@ -177,7 +177,7 @@ mod sqlite_file {
         };
         let store: SharedStore =
             Arc::new(SqliteStore::open(&dir.path().join("state.db"), options).expect("open"));
-        super::store_cases::create_pause_claim_end_round_trip_keeps_every_field(store).await;
+        super::store_cases::runs::create_pause_claim_end_round_trip_keeps_every_field(store).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]

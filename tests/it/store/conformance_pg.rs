@@ -1,5 +1,5 @@
 //! The store contract (DESIGN §3-§4) against a real PostgreSQL server: every
-//! case of `common/store_cases.rs`, each in a fresh database of a throwaway
+//! case of `common/store_cases/`, each in a fresh database of a throwaway
 //! cluster (`common/postgres.rs`), then what only a shared database can get
 //! wrong: migrations racing and sharing the database, time zones, claims
 //! racing across store instances, and opening by URL.

@@ -1,0 +1,140 @@
+//! The store contract (DESIGN §3-§4), written once and run against every
+//! store. A backend provides an async `open` returning a [`TestStore`] and
+//! calls [`store_conformance_tests!`] inside its own module:
+//!
+//! ```ignore
+//! mod sqlite {
+//!     async fn open() -> TestStore { ... }
+//!     store_conformance_tests!(open);
+//! }
+//! ```
+//!
+//! Every case drives the store through the `StateStore` trait only, with an
+//! explicit clock (every method takes `now`), so the cases are deterministic
+//! and never sleep.
+//!
+//! A module per concept of the store, each case where the concept it mainly
+//! tests is: `runs` (the run log a driver writes), `approvals` (claims,
+//! expiry, cancels), `queries` (the read model), `keys` (dedupe keys) and
+//! `values` (what every write keeps or refuses). `fixtures` holds the
+//! builders they share and `prelude` every import they share.
+
+#![allow(dead_code)]
+
+use std::any::Any;
+
+use tollgate_runtime::store::SharedStore;
+
+mod fixtures;
+mod prelude;
+
+pub mod approvals;
+pub mod keys;
+pub mod queries;
+pub mod runs;
+pub mod values;
+
+// What the store suites and the notification cases build with. The
+// PostgreSQL bench includes this module by path and uses only some of them.
+#[allow(unused_imports)]
+pub use fixtures::{SPEC, TTL, approve, at, paused_run};
+
+/// A store under test plus whatever must outlive it (a temp dir, a schema).
+pub struct TestStore {
+    pub store: SharedStore,
+    _keep: Option<Box<dyn Any + Send>>,
+}
+
+impl TestStore {
+    pub fn new(store: SharedStore) -> TestStore {
+        TestStore { store, _keep: None }
+    }
+
+    pub fn keeping(store: SharedStore, keep: impl Any + Send) -> TestStore {
+        TestStore {
+            store,
+            _keep: Some(Box::new(keep)),
+        }
+    }
+}
+
+/// One `#[tokio::test]` per case, each on a fresh store from `$open`, in a
+/// module per concept as the cases are (`memory::approvals::...`), so one
+/// concept's cases run alone with a filter. Include this module with
+/// `#[macro_use]` to use it.
+macro_rules! store_conformance_tests {
+    ($open:ident) => {
+        store_conformance_tests!(@concept $open; runs:
+            create_pause_claim_end_round_trip_keeps_every_field,
+            events_come_back_in_seq_order_after_a_seq,
+            writes_to_an_unknown_run_are_run_not_found,
+            creating_a_run_twice_is_refused,
+            a_run_stored_at_its_pause_is_one_atomic_write,
+            a_run_stored_at_its_end_is_one_atomic_write,
+            a_refused_first_write_stores_nothing,
+            a_driver_keeps_its_run_until_its_lease_runs_out_then_loses_every_write,
+            runs_without_a_lease_are_orphans_with_one_winner_among_many_claimers,
+            a_dead_owners_runs_are_taken_over_before_their_lease_ends_with_one_winner,
+            the_journal_keeps_each_steps_start_then_its_output,
+            an_operators_change_applies_only_from_the_statuses_it_names_once,
+            a_retry_and_a_fail_racing_on_a_stuck_run_have_exactly_one_winner,
+        );
+        store_conformance_tests!(@concept $open; approvals:
+            claim_of_an_unknown_key_is_not_found,
+            claim_after_expiry_is_approval_expired,
+            second_claim_is_already_resolved_saying_who_what_when,
+            approve_under_another_spec_is_spec_changed_and_stays_pending,
+            reject_is_allowed_under_another_spec,
+            modify_stores_the_new_payload_in_decision_data,
+            concurrent_claims_of_one_key_have_exactly_one_winner,
+            expiry_sweep_expires_once_and_ends_the_run,
+            expired_records_are_neither_listed_nor_claimable,
+            a_runs_latest_approval_key_is_found_whatever_its_status,
+            a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,
+            a_claim_that_ends_the_run_ends_it_in_the_same_write,
+            a_claim_with_a_planned_end_writes_both_or_nothing,
+            cancelling_a_waiting_run_cancels_its_approval_in_one_write,
+            cancelling_a_running_run_ends_it_cancelled,
+            a_final_run_cannot_be_cancelled_and_an_unknown_one_is_not_found,
+            a_cancel_racing_claims_has_exactly_one_winner,
+        );
+        store_conformance_tests!(@concept $open; queries:
+            pending_pages_are_newest_first_without_duplicates,
+            pending_list_filters_by_agent,
+            pending_approvals_are_counted_by_step,
+            malformed_cursor_is_rejected,
+            stuck_lists_decided_runs_that_never_finished,
+            runs_are_counted_by_status,
+            runs_are_listed_newest_first_by_page_and_filtered_by_agent_and_status,
+            a_malformed_runs_cursor_is_rejected,
+            approvals_are_listed_newest_first_by_decision_else_creation,
+            approval_pages_follow_a_cursor_across_equal_times,
+            approvals_filter_by_status_step_and_text_alone_and_combined,
+            an_overdue_pending_approval_is_listed_as_expired,
+            like_metacharacters_in_the_text_are_matched_literally,
+            a_text_filter_fills_its_pages_past_rows_only_its_sql_let_through,
+            another_agents_approvals_are_not_listed,
+            a_malformed_approvals_cursor_is_rejected,
+        );
+        store_conformance_tests!(@concept $open; keys:
+            claim_key_is_exclusive_until_released_or_expired,
+            a_run_created_once_claims_its_key_in_the_same_write_or_not_at_all,
+        );
+        store_conformance_tests!(@concept $open; values:
+            nul_characters_are_kept_in_every_field,
+            a_time_past_the_year_9999_is_refused_before_any_write,
+            json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write,
+        );
+    };
+    (@concept $open:ident; $concept:ident: $($case:ident),* $(,)?) => {
+        mod $concept {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let under_test = super::$open().await;
+                    $crate::common::store_cases::$concept::$case(under_test.store.clone()).await;
+                }
+            )*
+        }
+    };
+}

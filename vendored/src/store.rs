@@ -9,7 +9,6 @@
 
 mod columns;
 pub mod feed;
-mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
@@ -26,10 +25,9 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 
-pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};
-pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -332,9 +330,8 @@ pub fn approval_order_at(record: &ApprovalRecord) -> DateTime<Utc> {
 }
 
 /// [`ApprovalQuery`] taken apart into what a store's query needs: which
-/// stored rows each status asks for, and the checks a store applies to a
-/// decoded record (all of them in memory; the text check where SQL can only
-/// approximate it).
+/// stored rows each status asks for, and the text check a store applies to
+/// a decoded record (where SQL can only approximate it).
 pub(crate) struct ApprovalFilter<'a> {
     query: &'a ApprovalQuery,
     /// Stored PENDING rows that are not yet due (listed as PENDING).
@@ -370,16 +367,6 @@ impl<'a> ApprovalFilter<'a> {
     /// The text to search for, as given (for a store's LIKE pattern).
     pub fn text(&self) -> Option<&'a str> {
         self.query.text.as_deref().filter(|t| !t.is_empty())
-    }
-
-    /// Whether a record, as of the query's `now` (see [`expired_as_of`]),
-    /// belongs in the listing.
-    pub fn matches(&self, record: &ApprovalRecord) -> bool {
-        let q = self.query;
-        q.agent_id.as_ref().is_none_or(|a| &record.agent_id == a)
-            && (q.statuses.is_empty() || q.statuses.contains(&record.status))
-            && q.step_id.as_ref().is_none_or(|s| &record.step_id == s)
-            && self.text_matches(record)
     }
 
     /// The text filter alone: a case-insensitive substring of any of the
@@ -1217,7 +1204,7 @@ fn open_local(location: &str, sqlite: SqliteOptions) -> StoreResult<SharedStore>
         return Err(StoreError::PostgresNotBuilt);
     }
     if location == "memory:" || location == "memory://" {
-        return Ok(Arc::new(MemoryStore::new()));
+        return Ok(Arc::new(SqliteStore::in_memory()?));
     }
     let path = location.strip_prefix("sqlite://").unwrap_or(location);
     if path.is_empty() {
@@ -1419,7 +1406,7 @@ mod listing_tests {
             ApprovalFilter::new(&q).text_matches(&record)
         };
         assert!(matches("refund"));
-        assert!(matches("écu"), "memory folds beyond ASCII");
+        assert!(matches("écu"), "the check folds beyond ASCII");
         assert!(matches("GRACE"));
         assert!(matches(&record.step_id.to_uppercase()));
         assert!(matches(&record.key[..8]));

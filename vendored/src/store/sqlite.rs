@@ -136,9 +136,13 @@ pub struct SqliteStore {
 }
 
 struct Connections {
+    /// The file; for a database in memory, `memory:` (named in errors only).
     path: PathBuf,
     writer: GroupWriter,
-    reader: Mutex<Connection>,
+    /// The second connection reads. `None` for a database in memory, which
+    /// one connection holds: reads go through the writer (no fsync to wait
+    /// for there, so they lose nothing by it).
+    reader: Option<Mutex<Connection>>,
     /// Set when SQLite reported the file damaged: every write is refused
     /// from then on (with the detail), until the file is restored and the
     /// process restarted.
@@ -146,6 +150,28 @@ struct Connections {
     /// Set when a write failed for want of space, permission or I/O; the
     /// health check then probes with a real write until one succeeds.
     unwritable: AtomicBool,
+}
+
+/// How a database in memory is named in descriptions and errors (the
+/// location that opens one).
+const MEMORY: &str = "memory:";
+
+/// The name users know for a store in memory (`tollgate run` without
+/// `--persist`, tests): a [`SqliteStore`] on a private in-memory database,
+/// so that one body of code decides claims, cancels, expiry and leases.
+pub enum MemoryStore {}
+
+impl MemoryStore {
+    /// A new, empty store in memory, its own database.
+    #[expect(
+        clippy::new_ret_no_self,
+        reason = "MemoryStore names a way to open a SqliteStore, kept for its users"
+    )]
+    pub fn new() -> SqliteStore {
+        // Only an allocation failure of SQLite's or a broken migration
+        // (a bug every test would show) can fail here.
+        SqliteStore::in_memory().expect("an in-memory SQLite database opens")
+    }
 }
 
 /// Statements each connection keeps prepared: every distinct query of the
@@ -231,11 +257,35 @@ impl SqliteStore {
             db: Arc::new(Connections {
                 path: path.to_path_buf(),
                 writer: GroupWriter::new(writer),
-                reader: Mutex::new(reader),
+                reader: Some(Mutex::new(reader)),
                 corrupt: Mutex::new(None),
                 unwritable: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// A private database in memory, gone when the store is dropped: what
+    /// `memory:` opens (see [`MemoryStore`]). The same schema and the same
+    /// SQL as a file, so the same rules for claims, cancels, expiry and
+    /// leases; one connection, so no file, no WAL and no fsync.
+    pub fn in_memory() -> StoreResult<SqliteStore> {
+        let mut conn = Connection::open_in_memory()?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        schema::migrate(&mut conn)?;
+        Ok(SqliteStore {
+            db: Arc::new(Connections {
+                path: PathBuf::from(MEMORY),
+                writer: GroupWriter::new(conn),
+                reader: None,
+                corrupt: Mutex::new(None),
+                unwritable: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    fn in_memory_db(&self) -> bool {
+        self.db.reader.is_none()
     }
 
     /// Run `op` inside a `BEGIN IMMEDIATE` transaction on the writer
@@ -278,7 +328,10 @@ impl SqliteStore {
         let op = Arc::new(op);
         self.damage_checked(what.into(), || {
             let (db, op) = (Arc::clone(&self.db), Arc::clone(&op));
-            blocking(move || op(&lock(&db.reader)))
+            blocking(move || match &db.reader {
+                Some(reader) => op(&lock(reader)),
+                None => db.writer.write(move |conn| op(conn)),
+            })
         })
         .await
     }
@@ -295,7 +348,8 @@ impl SqliteStore {
         Fut: std::future::Future<Output = StoreResult<T>>,
     {
         let answer = match attempt().await {
-            Err(StoreError::CorruptFile { detail, .. }) => detail,
+            // A database in memory has no file to check again.
+            Err(StoreError::CorruptFile { detail, .. }) if !self.in_memory_db() => detail,
             other => return other.map_err(|e| self.failed(e, &what)),
         };
         let path = self.db.path.clone();
@@ -480,6 +534,9 @@ where
 #[async_trait]
 impl StateStore for SqliteStore {
     fn describe(&self) -> String {
+        if self.in_memory_db() {
+            return MEMORY.into();
+        }
         format!("sqlite://{}", self.db.path.display())
     }
 
@@ -869,8 +926,10 @@ impl StateStore for SqliteStore {
                 detail,
             });
         }
-        let path = self.db.path.clone();
-        blocking(move || files::check_writable(&path)).await?;
+        if !self.in_memory_db() {
+            let path = self.db.path.clone();
+            blocking(move || files::check_writable(&path)).await?;
+        }
         if self.db.unwritable.load(Ordering::Relaxed) {
             // A write failed (no space, no permission, an I/O error): only a
             // real one tells whether that is over.

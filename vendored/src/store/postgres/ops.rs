@@ -581,7 +581,7 @@ pub(super) async fn pending_for_run<C: GenericClient>(
 }
 
 /// The key of the run's latest approval, whatever its status (see
-/// `StateStore::latest_approval_key`): `tollgate_approvals_run_idx` finds
+/// `Approvals::latest_approval_key`): `tollgate_approvals_run_idx` finds
 /// the run's few rows.
 pub(super) async fn latest_approval_key<C: GenericClient>(
     client: &C,
@@ -661,7 +661,7 @@ pub(super) async fn list_pending<C: GenericClient>(
 }
 
 /// One page of approval records of any status (see
-/// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
+/// [`crate::store::Queries::list_approvals`]). Rows that do not decode
 /// take their place in the page as `unreadable`, by key.
 ///
 /// The message and decided_by columns hold JSON strings (schema version 3:
@@ -901,7 +901,7 @@ fn json_string_body(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_string()
 }
 
-/// Runs newest first (see [`crate::store::StateStore::list_runs`]).
+/// Runs newest first (see [`crate::store::Queries::list_runs`]).
 pub(super) async fn list_runs<C: GenericClient>(
     client: &C,
     query: &RunQuery,
@@ -940,7 +940,7 @@ pub(super) async fn list_runs<C: GenericClient>(
     Ok(RunsPage { runs, next_cursor })
 }
 
-/// See [`crate::store::StateStore::cancel_run`]. Under READ COMMITTED the
+/// See [`crate::store::Approvals::cancel_run`]. Under READ COMMITTED the
 /// approval's conditional UPDATE races a claim's on the same row lock: the
 /// second re-checks `status = 'PENDING'` against the committed row and
 /// matches nothing. Locks are taken in the claim's order (the approval,
@@ -1063,7 +1063,7 @@ pub(super) async fn list_stuck<C: GenericClient>(
 
 // ------------------------------------------------------------ durable runs
 
-/// The fence and the journal write of [`crate::store::StateStore::record_step`].
+/// The fence and the journal write of [`crate::store::RunLog::record_step`].
 /// The fence's UPDATE takes the run's row lock, so a recovery claiming the
 /// run waits for this transaction and then finds the lease renewed or not.
 pub(super) async fn record_step<C: GenericClient>(
@@ -1184,7 +1184,7 @@ pub(super) async fn claim_orphans<C: GenericClient>(
     .await
 }
 
-/// See [`crate::store::StateStore::leased_owners`].
+/// See [`crate::store::RunLog::leased_owners`].
 pub(super) async fn leased_owners<C: GenericClient>(
     client: &C,
     agent_id: &str,
@@ -1238,7 +1238,7 @@ pub(super) async fn take_over_runs<C: GenericClient>(
     .await
 }
 
-/// See [`crate::store::StateStore::count_runs_by_status`].
+/// See [`crate::store::Queries::count_runs_by_status`].
 pub(super) async fn count_runs_by_status<C: GenericClient>(
     client: &C,
     agent_id: &str,
@@ -1260,7 +1260,7 @@ pub(super) async fn count_runs_by_status<C: GenericClient>(
     Ok(counts)
 }
 
-/// See [`crate::store::StateStore::count_pending_by_step`].
+/// See [`crate::store::Queries::count_pending_by_step`].
 pub(super) async fn count_pending_by_step<C: GenericClient>(
     client: &C,
     agent_id: &str,
@@ -1298,7 +1298,7 @@ pub(super) async fn count_runs<C: GenericClient>(
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// See [`crate::store::StateStore::transition_run`]; the row is locked
+/// See [`crate::store::RunLog::transition_run`]; the row is locked
 /// first, so two operators acting at once take turns and the second sees
 /// the first's change.
 pub(super) async fn transition_run<C: GenericClient>(

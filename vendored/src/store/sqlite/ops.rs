@@ -654,7 +654,7 @@ pub(super) fn list_runs(conn: &Connection, query: &RunQuery) -> StoreResult<Runs
     Ok(RunsPage { runs, next_cursor })
 }
 
-/// See [`crate::store::StateStore::cancel_run`]. Runs in the writer's
+/// See [`crate::store::Approvals::cancel_run`]. Runs in the writer's
 /// `BEGIN IMMEDIATE` transaction, so it and a claim of the same approval
 /// are serialised: whichever comes second finds nothing PENDING.
 pub(super) fn cancel_run(conn: &Connection, cancel: &CancelRun) -> StoreResult<Cancelled> {
@@ -731,7 +731,7 @@ pub(super) fn pending_for_run(
 }
 
 /// The key of the run's latest approval, whatever its status (see
-/// `StateStore::latest_approval_key`): `tollgate_approvals_run_idx` finds
+/// `Approvals::latest_approval_key`): `tollgate_approvals_run_idx` finds
 /// the run's few rows.
 pub(super) fn latest_approval_key(conn: &Connection, run_id: &str) -> StoreResult<Option<String>> {
     let mut stmt = conn.prepare_cached(
@@ -856,7 +856,7 @@ impl ApprovalsShape {
 }
 
 /// One page of approval records of any status (see
-/// [`crate::store::StateStore::list_approvals`]). Rows that do not decode
+/// [`crate::store::Queries::list_approvals`]). Rows that do not decode
 /// take their place in the page as `unreadable`, by key. Should the SQL's
 /// text filter let a row through that [`ApprovalPager`] then drops (a
 /// needle holding a NUL: LIKE sees the pattern only up to it), this reads
@@ -1091,7 +1091,7 @@ impl StepRow {
     }
 }
 
-/// The fence and the journal write of [`crate::store::StateStore::record_step`].
+/// The fence and the journal write of [`crate::store::RunLog::record_step`].
 pub(super) fn record_step(conn: &Connection, owner: &str, row: &StepRow) -> StoreResult<()> {
     let mut fence = conn.prepare_cached(
         "UPDATE tollgate_runs SET updated_at = ?2 \
@@ -1179,7 +1179,7 @@ pub(super) fn claim_orphans(
     })
 }
 
-/// See [`crate::store::StateStore::leased_owners`].
+/// See [`crate::store::RunLog::leased_owners`].
 pub(super) fn leased_owners(
     conn: &Connection,
     agent_id: &str,
@@ -1220,7 +1220,7 @@ pub(super) fn take_over_runs(
     })
 }
 
-/// See [`crate::store::StateStore::count_runs_by_status`]: one pass over
+/// See [`crate::store::Queries::count_runs_by_status`]: one pass over
 /// the agent's runs, whatever the number of statuses.
 pub(super) fn count_runs_by_status(
     conn: &Connection,
@@ -1242,7 +1242,7 @@ pub(super) fn count_runs_by_status(
     Ok(counts)
 }
 
-/// See [`crate::store::StateStore::count_pending_by_step`]: the same rows
+/// See [`crate::store::Queries::count_pending_by_step`]: the same rows
 /// `list_pending` lists, through the same partial index, grouped.
 pub(super) fn count_pending_by_step(
     conn: &Connection,
@@ -1272,7 +1272,7 @@ pub(super) fn count_runs(conn: &Connection, agent_id: &str, status: &str) -> Sto
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// See [`crate::store::StateStore::transition_run`]; under `BEGIN
+/// See [`crate::store::RunLog::transition_run`]; under `BEGIN
 /// IMMEDIATE`, the read and the write see the same row.
 pub(super) fn transition_run(
     conn: &Connection,

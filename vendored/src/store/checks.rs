@@ -112,3 +112,35 @@ pub(crate) fn check_pause(pause: &Pause) -> StoreResult<()> {
     check_storable("expires_at", pause.record.expires_at)?;
     check_storable("created_at", pause.record.created_at)
 }
+
+/// Refuse a lease (a run's or a message's) that ends later than a store
+/// can hold.
+pub(crate) fn check_lease_end(until: DateTime<Utc>) -> StoreResult<()> {
+    check_storable("a lease's end", until)
+}
+
+/// Refuse a key claim that expires later than a store can hold.
+pub(crate) fn check_claim_end(expires_at: DateTime<Utc>) -> StoreResult<()> {
+    check_storable("a claim's expires_at", expires_at)
+}
+
+/// A caller's row count as SQL's `LIMIT` takes it: at least one row, and
+/// any count past `i64` as no limit at all.
+pub(crate) fn row_limit(limit: usize) -> i64 {
+    i64::try_from(limit.max(1)).unwrap_or(i64::MAX)
+}
+
+/// The error of an insert: when it broke a unique constraint, `what` was
+/// already stored ([`StoreError::Conflict`]: retrying cannot help);
+/// otherwise the backend's own classification of `e`.
+pub(crate) fn already_exists(
+    unique_violation: bool,
+    e: impl Into<StoreError>,
+    what: impl FnOnce() -> String,
+) -> StoreError {
+    if unique_violation {
+        StoreError::Conflict(format!("{} already exists", what()))
+    } else {
+        e.into()
+    }
+}

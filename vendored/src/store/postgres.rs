@@ -66,7 +66,7 @@ use super::{
     KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
     PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StoreError, StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_pause, check_storable, report_skipped,
+    check_claim_end, check_lease_end, check_pause, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -355,7 +355,7 @@ impl NotificationStore for PostgresStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Option<Notification>> {
-        check_storable("a lease's end", until)?;
+        check_lease_end(until)?;
         notifications::lease(&self.client().await?, key, &now, &until).await
     }
 
@@ -373,7 +373,7 @@ impl NotificationStore for PostgresStore {
         now: DateTime<Utc>,
         limit: usize,
     ) -> StoreResult<NotificationsDue> {
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let limit = row_limit(limit);
         let client = self.client().await?;
         Ok(NotificationsDue {
             to_post: notifications::due_to_post(&client, agent_id, &now, limit).await?,

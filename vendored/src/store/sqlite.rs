@@ -83,8 +83,8 @@ use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
     KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
     PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause,
-    check_storable, report_skipped,
+    SharedNotifications, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_claim_end,
+    check_lease_end, check_pause, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -545,7 +545,7 @@ impl NotificationStore for SqliteStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Option<Notification>> {
-        check_storable("a lease's end", until)?;
+        check_lease_end(until)?;
         let key = key.to_string();
         let (now, until) = (format_utc(now), format_utc(until));
         self.write(format!("leasing the message of {key}"), move |conn| {
@@ -578,7 +578,7 @@ impl NotificationStore for SqliteStore {
     ) -> StoreResult<NotificationsDue> {
         let agent_id = agent_id.to_string();
         let now = format_utc(now);
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let limit = row_limit(limit);
         self.read("listing message work", move |conn| {
             Ok(NotificationsDue {
                 to_post: notifications::due_to_post(conn, &agent_id, &now, limit)?,

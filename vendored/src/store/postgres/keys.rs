@@ -11,7 +11,7 @@ impl Keys for PostgresStore {
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", expires_at)?;
+        check_claim_end(expires_at)?;
         let claimed =
             async { ops::claim_key(&self.client().await?, key, owner, &now, &expires_at).await }
                 .await;

@@ -31,7 +31,7 @@ use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
     Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult,
-    StuckClaim, UnreadableRow, cursor, like_pattern, resolved_event,
+    StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
 };
 
 pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*};

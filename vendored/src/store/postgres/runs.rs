@@ -24,7 +24,7 @@ impl RunLog for PostgresStore {
         run: &RunRecord,
         events: &[Event],
     ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", once.expires_at)?;
+        check_claim_end(once.expires_at)?;
         let result: StoreResult<_> = async {
             in_transaction!(self, |tx| {
                 async {
@@ -89,7 +89,7 @@ impl RunLog for PostgresStore {
     }
 
     async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
-        check_storable("a lease's end", lease.until)?;
+        check_lease_end(lease.until)?;
         let renewed = async { ops::renew_lease(&self.client().await?, run_id, lease).await }.await;
         self.context(&format!("renewing the lease of run {run_id}"), renewed)
     }
@@ -101,8 +101,8 @@ impl RunLog for PostgresStore {
         now: DateTime<Utc>,
         limit: usize,
     ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        check_lease_end(lease.until)?;
+        let limit = row_limit(limit);
         let claimed =
             async { ops::claim_orphans(&self.client().await?, agent_id, lease, &now, limit).await }
                 .await;
@@ -121,8 +121,8 @@ impl RunLog for PostgresStore {
         lease: &Lease,
         limit: usize,
     ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        check_lease_end(lease.until)?;
+        let limit = row_limit(limit);
         let taken = async {
             ops::take_over_runs(&self.client().await?, agent_id, from, lease, limit).await
         }
@@ -132,7 +132,7 @@ impl RunLog for PostgresStore {
 
     async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
         if let Some(lease) = &change.lease {
-            check_storable("a lease's end", lease.until)?;
+            check_lease_end(lease.until)?;
         }
         let result: StoreResult<_> =
             async { in_transaction!(self, |tx| ops::transition_run(&tx, change).await) }.await;

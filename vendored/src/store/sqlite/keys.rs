@@ -11,7 +11,7 @@ impl Keys for SqliteStore {
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", expires_at)?;
+        check_claim_end(expires_at)?;
         let (key, owner) = (key.to_string(), owner.to_string());
         let (now, expires_at) = (format_utc(now), format_utc(expires_at));
         self.write(format!("claiming key {key}"), move |conn| {

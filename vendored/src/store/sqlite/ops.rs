@@ -28,7 +28,7 @@ use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
     FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
-    StoreResult, StuckClaim, UnreadableRow, cursor, like_pattern, resolved_event,
+    StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
 };
 use crate::time::format_utc;
 

@@ -21,7 +21,7 @@ impl RunLog for SqliteStore {
         run: &RunRecord,
         events: &[Event],
     ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", once.expires_at)?;
+        check_claim_end(once.expires_at)?;
         let row = RunRow::encode(run)?;
         let run_id = run.id.clone();
         let events = encode_events(events)?;
@@ -78,7 +78,7 @@ impl RunLog for SqliteStore {
     }
 
     async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
-        check_storable("a lease's end", lease.until)?;
+        check_lease_end(lease.until)?;
         let (run_id, owner) = (run_id.to_string(), lease.owner.clone());
         let until = format_utc(lease.until);
         self.write(format!("renewing the lease of run {run_id}"), move |conn| {
@@ -94,10 +94,10 @@ impl RunLog for SqliteStore {
         now: DateTime<Utc>,
         limit: usize,
     ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
+        check_lease_end(lease.until)?;
         let (agent_id, owner) = (agent_id.to_string(), lease.owner.clone());
         let (until, now) = (format_utc(lease.until), format_utc(now));
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let limit = row_limit(limit);
         self.write("claiming orphaned runs", move |conn| {
             ops::claim_orphans(conn, &agent_id, &owner, &until, &now, limit)
         })
@@ -119,10 +119,10 @@ impl RunLog for SqliteStore {
         lease: &Lease,
         limit: usize,
     ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
+        check_lease_end(lease.until)?;
         let (agent_id, from) = (agent_id.to_string(), from.to_string());
         let (owner, until) = (lease.owner.clone(), format_utc(lease.until));
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let limit = row_limit(limit);
         self.write(format!("taking over the runs of {from}"), move |conn| {
             ops::take_over_runs(conn, &agent_id, &from, &owner, &until, limit)
         })
@@ -131,7 +131,7 @@ impl RunLog for SqliteStore {
 
     async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
         if let Some(lease) = &change.lease {
-            check_storable("a lease's end", lease.until)?;
+            check_lease_end(lease.until)?;
         }
         // Encoded here so that an unstorable event fails before the write.
         encode_events(&[Event {

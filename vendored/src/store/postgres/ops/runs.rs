@@ -28,13 +28,10 @@ pub(crate) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) ->
         &run.owner,
         &run.lease_until,
     ];
-    client.execute(&stmt, &params).await.map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::Conflict(format!("run {} already exists", run.id))
-        } else {
-            e.into()
-        }
-    })?;
+    client
+        .execute(&stmt, &params)
+        .await
+        .map_err(|e| already_exists(is_unique_violation(&e), e, || format!("run {}", run.id)))?;
     Ok(())
 }
 
@@ -145,11 +142,9 @@ pub(super) async fn insert_approval<C: GenericClient>(
         &r.expires_at,
     ];
     client.execute(&stmt, &params).await.map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::Conflict(format!("an approval with key {} already exists", r.key))
-        } else {
-            e.into()
-        }
+        already_exists(is_unique_violation(&e), e, || {
+            format!("an approval with key {}", r.key)
+        })
     })?;
     Ok(())
 }

@@ -22,13 +22,7 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRow) -> StoreResult<()> {
         &run.owner,
         &run.lease_until,
     ))
-    .map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::Conflict(format!("run {} already exists", run.id))
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(|e| already_exists(is_unique_violation(&e), e, || format!("run {}", run.id)))?;
     Ok(())
 }
 
@@ -138,11 +132,9 @@ pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResu
         &row.expires_at,
     ];
     stmt.execute(params.as_slice()).map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::Conflict(format!("an approval with key {} already exists", row.key))
-        } else {
-            e.into()
-        }
+        already_exists(is_unique_violation(&e), e, || {
+            format!("an approval with key {}", row.key)
+        })
     })?;
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! Every store keeps the same contract (DESIGN §3-§4): the cases live in
-//! `common/store_cases/` and run here against the memory store and a real
-//! SQLite file. SQLite-only properties (durability across instances,
-//! migrations under concurrent opens, many instances racing on one file)
-//! follow below.
+//! `common/store_cases/` and run here against the memory store (SQLite on
+//! a database in memory) and a real SQLite file. SQLite-only properties
+//! (durability across instances, migrations under concurrent opens, many
+//! instances racing on one file) follow below.
 
 use crate::common::store_cases;
 

@@ -451,7 +451,7 @@ mod postgres_only {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn approval_pages_read_the_pending_and_settled_indexes() {
-        use tollgate_runtime::store::{ApprovalQuery, StateStore};
+        use tollgate_runtime::store::{ApprovalQuery, prelude::*};
         let db = pg::database();
         let store = PostgresStore::connect(&db.url, PostgresOptions::default())
             .await

@@ -19,7 +19,7 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 use server::{Api, Served};
 use tollgate_runtime::store::{
-    ApprovalQuery, PendingQuery, SqliteOptions, SqliteStore, StateStore, StoreError,
+    ApprovalQuery, PendingQuery, SqliteOptions, SqliteStore, StoreError, prelude::*,
 };
 use tollgate_runtime::{ApprovalStatus, RunStatus};
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tollgate_runtime::store::{PostgresOptions, PostgresStore, StateStore, StoreError};
+use tollgate_runtime::store::{PostgresOptions, PostgresStore, StoreError, prelude::*};
 
 use crate::common::Workspace;
 use crate::common::postgres::{SCRAM_PASSWORD, SCRAM_USER, TestDb, tls_cluster};

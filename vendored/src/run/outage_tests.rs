@@ -81,11 +81,7 @@ impl Flaky {
 }
 
 #[async_trait]
-impl StateStore for Flaky {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
+impl RunLog for Flaky {
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
         self.before("create_run")?;
         let answer = self.inner.create_run(run, events).await;
@@ -150,12 +146,6 @@ impl StateStore for Flaky {
         self.after("transition_run", answer)
     }
 
-    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
-        self.before("count_runs")?;
-        let answer = self.inner.count_runs(agent_id, status).await;
-        self.after("count_runs", answer)
-    }
-
     async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
         self.before("pause_run")?;
         let answer = self.inner.pause_run(pause, events).await;
@@ -178,7 +168,10 @@ impl StateStore for Flaky {
         let answer = self.inner.create_run_at(run, first, events).await;
         self.after("create_run_at", answer)
     }
+}
 
+#[async_trait]
+impl Approvals for Flaky {
     async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
         self.before("claim")?;
         let answer = self.inner.claim(claim).await;
@@ -207,6 +200,27 @@ impl StateStore for Flaky {
         self.after("latest_approval_key", answer)
     }
 
+    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
+        self.before("expire_due")?;
+        let answer = self.inner.expire_due(now).await;
+        self.after("expire_due", answer)
+    }
+
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
+        self.before("cancel_run")?;
+        let answer = self.inner.cancel_run(cancel).await;
+        self.after("cancel_run", answer)
+    }
+}
+
+#[async_trait]
+impl Queries for Flaky {
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
+        self.before("count_runs")?;
+        let answer = self.inner.count_runs(agent_id, status).await;
+        self.after("count_runs", answer)
+    }
+
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
         self.before("list_pending")?;
         let answer = self.inner.list_pending(query).await;
@@ -229,12 +243,6 @@ impl StateStore for Flaky {
         self.after("list_stuck", answer)
     }
 
-    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
-        self.before("expire_due")?;
-        let answer = self.inner.expire_due(now).await;
-        self.after("expire_due", answer)
-    }
-
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
         self.before("get_run")?;
         let answer = self.inner.get_run(run_id).await;
@@ -247,18 +255,15 @@ impl StateStore for Flaky {
         self.after("list_runs", answer)
     }
 
-    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
-        self.before("cancel_run")?;
-        let answer = self.inner.cancel_run(cancel).await;
-        self.after("cancel_run", answer)
-    }
-
     async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
         self.before("run_events")?;
         let answer = self.inner.run_events(run_id, after_seq).await;
         self.after("run_events", answer)
     }
+}
 
+#[async_trait]
+impl Keys for Flaky {
     async fn claim_key(
         &self,
         key: &str,
@@ -275,6 +280,13 @@ impl StateStore for Flaky {
         self.before("release_key")?;
         let answer = self.inner.release_key(key, owner).await;
         self.after("release_key", answer)
+    }
+}
+
+#[async_trait]
+impl Health for Flaky {
+    fn describe(&self) -> String {
+        self.inner.describe()
     }
 }
 

@@ -62,11 +62,11 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use super::feed::ChangeFeed;
 use super::{
-    ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification,
-    NotificationStore, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
-    RunEnd, RunQuery, RunTransition, RunsPage, SharedNotifications, StateStore, StoreError,
-    StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable,
-    report_skipped,
+    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
+    KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
+    PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
+    SharedNotifications, StoreError, StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY,
+    check_claim_end, check_lease_end, check_pause, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -202,7 +202,7 @@ pub(crate) fn describe_error(e: &(dyn std::error::Error + 'static)) -> String {
 
 impl PostgresStore {
     /// The plan PostgreSQL picks (`EXPLAIN`, one line per row) for the
-    /// first batch of a [`StateStore::list_approvals`] page: for checking
+    /// first batch of a [`Queries::list_approvals`] page: for checking
     /// which indexes a listing reads on a real database.
     pub async fn explain_list_approvals(&self, query: &ApprovalQuery) -> StoreResult<Vec<String>> {
         let plan = async { ops::explain_approvals(&self.client().await?, query).await }.await;
@@ -310,6 +310,14 @@ macro_rules! in_transaction {
     }};
 }
 
+// The impls of each concept use `in_transaction!`, so they are declared
+// after it: a macro is in scope from its definition on.
+mod approvals;
+mod health;
+mod keys;
+mod queries;
+mod runs;
+
 /// `postgres://user@host:port/db` without the password or query options.
 fn describe(config: &tokio_postgres::Config) -> String {
     use tokio_postgres::config::Host;
@@ -340,412 +348,6 @@ fn redact(url: &str) -> String {
 }
 
 #[async_trait]
-impl StateStore for PostgresStore {
-    fn describe(&self) -> String {
-        self.description.clone()
-    }
-
-    async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
-        let result: StoreResult<_> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    ops::insert_run(&tx, run).await?;
-                    ops::insert_events(&tx, &run.id, events).await
-                }
-                .await
-            })
-        }
-        .await;
-        self.context(&format!("storing run {}", run.id), result)
-    }
-
-    async fn create_run_once(
-        &self,
-        once: &KeyClaim,
-        run: &RunRecord,
-        events: &[Event],
-    ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", once.expires_at)?;
-        let result: StoreResult<_> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    let claimed =
-                        ops::claim_key(&tx, &once.key, &once.owner, &once.now, &once.expires_at)
-                            .await?;
-                    if claimed {
-                        ops::insert_run(&tx, run).await?;
-                        ops::insert_events(&tx, &run.id, events).await?;
-                    }
-                    Ok(claimed)
-                }
-                .await
-            })
-        }
-        .await;
-        self.context(
-            &format!("storing run {} once for {}", run.id, once.key),
-            result,
-        )
-    }
-
-    async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
-        let result: StoreResult<_> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    ops::require_run(&tx, run_id).await?;
-                    ops::insert_events(&tx, run_id, events).await
-                }
-                .await
-            })
-        }
-        .await;
-        self.context(&format!("appending events of run {run_id}"), result)
-    }
-
-    async fn record_step(
-        &self,
-        owner: &str,
-        entry: &JournalEntry,
-        events: &[Event],
-    ) -> StoreResult<()> {
-        let result: StoreResult<_> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    ops::record_step(&tx, owner, entry).await?;
-                    ops::insert_events(&tx, &entry.run_id, events).await
-                }
-                .await
-            })
-        }
-        .await;
-        self.context(
-            &format!("journaling step {} of run {}", entry.step_id, entry.run_id),
-            result,
-        )
-    }
-
-    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
-        let read = async { ops::run_journal(&self.client().await?, run_id).await }.await;
-        self.context(&format!("reading the journal of run {run_id}"), read)
-    }
-
-    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
-        check_storable("a lease's end", lease.until)?;
-        let renewed = async { ops::renew_lease(&self.client().await?, run_id, lease).await }.await;
-        self.context(&format!("renewing the lease of run {run_id}"), renewed)
-    }
-
-    async fn claim_orphans(
-        &self,
-        agent_id: &str,
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
-        let claimed =
-            async { ops::claim_orphans(&self.client().await?, agent_id, lease, &now, limit).await }
-                .await;
-        self.context("claiming orphaned runs", claimed)
-    }
-
-    async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
-        let read = async { ops::leased_owners(&self.client().await?, agent_id, &now).await }.await;
-        self.context("listing the owners of leased runs", read)
-    }
-
-    async fn take_over_runs(
-        &self,
-        agent_id: &str,
-        from: &str,
-        lease: &Lease,
-        limit: usize,
-    ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
-        let taken = async {
-            ops::take_over_runs(&self.client().await?, agent_id, from, lease, limit).await
-        }
-        .await;
-        self.context(&format!("taking over the runs of {from}"), taken)
-    }
-
-    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
-        if let Some(lease) = &change.lease {
-            check_storable("a lease's end", lease.until)?;
-        }
-        let result: StoreResult<_> =
-            async { in_transaction!(self, |tx| ops::transition_run(&tx, change).await) }.await;
-        self.context(&format!("changing run {}", change.run_id), result)
-    }
-
-    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
-        let counted =
-            async { ops::count_runs(&self.client().await?, agent_id, status).await }.await;
-        self.context("counting runs", counted)
-    }
-
-    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
-        let counted =
-            async { ops::count_runs_by_status(&self.client().await?, agent_id).await }.await;
-        self.context("counting runs by status", counted)
-    }
-
-    async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
-        check_pause(pause)?;
-        let result: StoreResult<_> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    ops::pause_run(&tx, pause).await?;
-                    ops::insert_events(&tx, &pause.record.run_id, events).await
-                }
-                .await
-            })
-        }
-        .await;
-        self.context(
-            &format!("storing the pause of run {}", pause.record.run_id),
-            result,
-        )
-    }
-
-    async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
-        let result: StoreResult<_> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    ops::end_run(&tx, end).await?;
-                    ops::insert_events(&tx, &end.run_id, events).await
-                }
-                .await
-            })
-        }
-        .await;
-        self.context(&format!("storing the end of run {}", end.run_id), result)
-    }
-
-    async fn create_run_at(
-        &self,
-        run: &RunRecord,
-        first: FirstWrite<'_>,
-        events: &[Event],
-    ) -> StoreResult<()> {
-        if let FirstWrite::Pause(pause) = first {
-            check_pause(pause)?;
-        }
-        let result: StoreResult<_> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    ops::insert_run(&tx, run).await?;
-                    match first {
-                        FirstWrite::Pause(pause) => ops::pause_run(&tx, pause).await?,
-                        FirstWrite::End(end) => ops::end_run(&tx, end).await?,
-                    }
-                    ops::insert_events(&tx, &run.id, events).await
-                }
-                .await
-            })
-        }
-        .await;
-        self.context(&format!("storing run {}", run.id), result)
-    }
-
-    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
-        let result: StoreResult<_> =
-            async { in_transaction!(self, |tx| ops::claim(&tx, claim).await) }.await;
-        self.context(&format!("deciding approval {}", claim.key), result)
-    }
-
-    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
-        let read = async { ops::get_approval(&self.client().await?, key).await }.await;
-        self.context(&format!("reading approval {key}"), read)
-    }
-
-    async fn approvals_by_key(&self, keys: &[String]) -> StoreResult<Vec<ApprovalRecord>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        ops::approvals_by_key(&self.client().await?, keys).await
-    }
-
-    async fn pending_for_run(
-        &self,
-        run_id: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Option<ApprovalRecord>> {
-        let read = async { ops::pending_for_run(&self.client().await?, run_id, &now).await }.await;
-        self.context(
-            &format!("reading the pending approval of run {run_id}"),
-            read,
-        )
-    }
-
-    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
-        let read = async { ops::latest_approval_key(&self.client().await?, run_id).await }.await;
-        self.context(
-            &format!("finding the latest approval of run {run_id}"),
-            read,
-        )
-    }
-
-    async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
-        let page = async { ops::list_pending(&self.client().await?, query).await }.await;
-        let page = self.context("listing pending approvals", page)?;
-        report_skipped(&self.description, "approval", &page.unreadable);
-        Ok(page)
-    }
-
-    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage> {
-        let page = async { ops::list_approvals(&self.client().await?, query).await }.await;
-        let page = self.context("listing approvals", page)?;
-        report_skipped(&self.description, "approval", &page.unreadable);
-        Ok(page)
-    }
-
-    async fn count_pending_by_step(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
-        let counted =
-            async { ops::count_pending_by_step(&self.client().await?, agent_id, &now).await }.await;
-        self.context("counting pending approvals", counted)
-    }
-
-    async fn list_stuck(
-        &self,
-        agent_id: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<StuckClaim>> {
-        let listed = async { ops::list_stuck(&self.client().await?, agent_id, &now).await }.await;
-        let (stuck, unreadable) = self.context("listing stuck runs", listed)?;
-        report_skipped(&self.description, "approval", &unreadable);
-        Ok(stuck)
-    }
-
-    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
-        // Every CLI command sweeps first; a read spares them a write
-        // transaction when nothing is due.
-        let due = async { ops::any_due(&self.client().await?, &now).await }.await;
-        if !self.context("looking for overdue approvals", due)? {
-            return Ok(Vec::new());
-        }
-        let result: StoreResult<_> =
-            async { in_transaction!(self, |tx| ops::expire_due(&tx, &now).await) }.await;
-        let (expired, unreadable) = self.context("expiring overdue approvals", result)?;
-        report_skipped(&self.description, "approval", &unreadable);
-        Ok(expired)
-    }
-
-    async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
-        let read = async { ops::get_run(&self.client().await?, run_id).await }.await;
-        self.context(&format!("reading run {run_id}"), read)
-    }
-
-    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
-        let read = async { ops::list_runs(&self.client().await?, query).await }.await;
-        self.context("listing runs", read)
-    }
-
-    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
-        let result: StoreResult<_> =
-            async { in_transaction!(self, |tx| ops::cancel_run(&tx, cancel).await) }.await;
-        self.context(&format!("cancelling run {}", cancel.run_id), result)
-    }
-
-    async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
-        let read = async { ops::run_events(&self.client().await?, run_id, after_seq).await }.await;
-        self.context(&format!("reading the events of run {run_id}"), read)
-    }
-
-    async fn claim_key(
-        &self,
-        key: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        expires_at: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", expires_at)?;
-        let claimed =
-            async { ops::claim_key(&self.client().await?, key, owner, &now, &expires_at).await }
-                .await;
-        self.context(&format!("claiming key {key}"), claimed)
-    }
-
-    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
-        let released = async { ops::release_key(&self.client().await?, key, owner).await }.await;
-        self.context(&format!("releasing key {key}"), released)
-    }
-
-    async fn check_writable(&self) -> StoreResult<()> {
-        // Reachable, and a primary that takes writes: nothing is written.
-        let client = self.context("checking the store can take writes", self.client().await)?;
-        let row = client
-            .query_one(
-                "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'",
-                &[],
-            )
-            .await;
-        let read_only: bool = self
-            .context(
-                "checking the store can take writes",
-                row.map_err(Into::into),
-            )?
-            .try_get(0)
-            .map_err(StoreError::from)?;
-        if read_only {
-            return Err(StoreError::NotWritable {
-                path: self.description.clone(),
-                detail: "the server is read-only (a standby, or default_transaction_read_only \
-                         is on): point the URL at the primary"
-                    .into(),
-            });
-        }
-        Ok(())
-    }
-
-    async fn verify_writable(&self) -> StoreResult<()> {
-        // Bookkeeping, not a decision: the probe row is deleted in the same
-        // transaction, so its time is never read (no clock needed).
-        let now = crate::time::now();
-        let result: StoreResult<()> = async {
-            in_transaction!(self, |tx| {
-                async {
-                    ops::execute(
-                    &tx,
-                    "INSERT INTO tollgate_claims (key, owner, expires_at) VALUES ($1, 'probe', $2) \
-                     ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at",
-                    &[&WRITE_PROBE_KEY, &now],
-                )
-                .await?;
-                    ops::execute(
-                        &tx,
-                        "DELETE FROM tollgate_claims WHERE key = $1",
-                        &[&WRITE_PROBE_KEY],
-                    )
-                    .await?;
-                    Ok(())
-                }
-                .await
-            })
-        }
-        .await;
-        self.context("probing the store with a write", result)
-    }
-
-    fn change_feed(&self) -> Option<Arc<dyn ChangeFeed>> {
-        Some(Arc::new(listen::Listener::new(
-            self.config.clone(),
-            self.tls.clone(),
-        )))
-    }
-
-    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
-        Some(self)
-    }
-}
-
-#[async_trait]
 impl NotificationStore for PostgresStore {
     async fn lease_notification(
         &self,
@@ -753,7 +355,7 @@ impl NotificationStore for PostgresStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Option<Notification>> {
-        check_storable("a lease's end", until)?;
+        check_lease_end(until)?;
         notifications::lease(&self.client().await?, key, &now, &until).await
     }
 
@@ -771,7 +373,7 @@ impl NotificationStore for PostgresStore {
         now: DateTime<Utc>,
         limit: usize,
     ) -> StoreResult<NotificationsDue> {
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let limit = row_limit(limit);
         let client = self.client().await?;
         Ok(NotificationsDue {
             to_post: notifications::due_to_post(&client, agent_id, &now, limit).await?,

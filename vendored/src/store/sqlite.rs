@@ -35,7 +35,7 @@
 //!   the whole file (its cost grows with the file) when the file is at most
 //!   [`SqliteOptions::quick_check_up_to`] bytes (64 MiB by default: every CLI
 //!   command opens the store); `serve` runs it at start whatever the size
-//!   ([`StateStore::verify_writable`]). A damaged file, or SQLITE_CORRUPT /
+//!   ([`Health::verify_writable`]). A damaged file, or SQLITE_CORRUPT /
 //!   SQLITE_NOTADB from any later operation, is [`StoreError::CorruptFile`],
 //!   which says how to restore, and from then on this store refuses every
 //!   write: writing into a damaged b-tree spreads the damage.
@@ -52,12 +52,17 @@
 //! the connection behind a mutex: one connection writes, a second one reads,
 //! so listing and polling never queue behind a commit's fsync.
 
+mod approvals;
 mod codec;
 mod damage;
 mod files;
 mod group_commit;
+mod health;
+mod keys;
 mod notifications;
 mod ops;
+mod queries;
+mod runs;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -75,10 +80,11 @@ use self::group_commit::GroupWriter;
 
 use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
 use super::{
-    ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Notification,
-    NotificationStore, NotificationWrite, NotificationsDue, Pause, PendingPage, PendingQuery,
-    RunEnd, RunQuery, RunTransition, RunsPage, SharedNotifications, StateStore, StoreError,
-    StoreResult, StuckClaim, WRITE_PROBE_KEY, check_pause, check_storable, report_skipped,
+    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
+    KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
+    PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
+    SharedNotifications, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_claim_end,
+    check_lease_end, check_pause, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -136,9 +142,13 @@ pub struct SqliteStore {
 }
 
 struct Connections {
+    /// The file; for a database in memory, `memory:` (named in errors only).
     path: PathBuf,
     writer: GroupWriter,
-    reader: Mutex<Connection>,
+    /// The second connection reads. `None` for a database in memory, which
+    /// one connection holds: reads go through the writer (no fsync to wait
+    /// for there, so they lose nothing by it).
+    reader: Option<Mutex<Connection>>,
     /// Set when SQLite reported the file damaged: every write is refused
     /// from then on (with the detail), until the file is restored and the
     /// process restarted.
@@ -146,6 +156,28 @@ struct Connections {
     /// Set when a write failed for want of space, permission or I/O; the
     /// health check then probes with a real write until one succeeds.
     unwritable: AtomicBool,
+}
+
+/// How a database in memory is named in descriptions and errors (the
+/// location that opens one).
+const MEMORY: &str = "memory:";
+
+/// The name users know for a store in memory (`tollgate run` without
+/// `--persist`, tests): a [`SqliteStore`] on a private in-memory database,
+/// so that one body of code decides claims, cancels, expiry and leases.
+pub enum MemoryStore {}
+
+impl MemoryStore {
+    /// A new, empty store in memory, its own database.
+    #[expect(
+        clippy::new_ret_no_self,
+        reason = "MemoryStore names a way to open a SqliteStore, kept for its users"
+    )]
+    pub fn new() -> SqliteStore {
+        // Only an allocation failure of SQLite's or a broken migration
+        // (a bug every test would show) can fail here.
+        SqliteStore::in_memory().expect("an in-memory SQLite database opens")
+    }
 }
 
 /// Statements each connection keeps prepared: every distinct query of the
@@ -231,11 +263,35 @@ impl SqliteStore {
             db: Arc::new(Connections {
                 path: path.to_path_buf(),
                 writer: GroupWriter::new(writer),
-                reader: Mutex::new(reader),
+                reader: Some(Mutex::new(reader)),
                 corrupt: Mutex::new(None),
                 unwritable: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// A private database in memory, gone when the store is dropped: what
+    /// `memory:` opens (see [`MemoryStore`]). The same schema and the same
+    /// SQL as a file, so the same rules for claims, cancels, expiry and
+    /// leases; one connection, so no file, no WAL and no fsync.
+    pub fn in_memory() -> StoreResult<SqliteStore> {
+        let mut conn = Connection::open_in_memory()?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        schema::migrate(&mut conn)?;
+        Ok(SqliteStore {
+            db: Arc::new(Connections {
+                path: PathBuf::from(MEMORY),
+                writer: GroupWriter::new(conn),
+                reader: None,
+                corrupt: Mutex::new(None),
+                unwritable: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    fn in_memory_db(&self) -> bool {
+        self.db.reader.is_none()
     }
 
     /// Run `op` inside a `BEGIN IMMEDIATE` transaction on the writer
@@ -278,7 +334,10 @@ impl SqliteStore {
         let op = Arc::new(op);
         self.damage_checked(what.into(), || {
             let (db, op) = (Arc::clone(&self.db), Arc::clone(&op));
-            blocking(move || op(&lock(&db.reader)))
+            blocking(move || match &db.reader {
+                Some(reader) => op(&lock(reader)),
+                None => db.writer.write(move |conn| op(conn)),
+            })
         })
         .await
     }
@@ -295,7 +354,8 @@ impl SqliteStore {
         Fut: std::future::Future<Output = StoreResult<T>>,
     {
         let answer = match attempt().await {
-            Err(StoreError::CorruptFile { detail, .. }) => detail,
+            // A database in memory has no file to check again.
+            Err(StoreError::CorruptFile { detail, .. }) if !self.in_memory_db() => detail,
             other => return other.map_err(|e| self.failed(e, &what)),
         };
         let path = self.db.path.clone();
@@ -478,421 +538,6 @@ where
 }
 
 #[async_trait]
-impl StateStore for SqliteStore {
-    fn describe(&self) -> String {
-        format!("sqlite://{}", self.db.path.display())
-    }
-
-    async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
-        let row = RunRow::encode(run)?;
-        let run_id = run.id.clone();
-        let events = encode_events(events)?;
-        self.write(format!("storing run {run_id}"), move |conn| {
-            ops::insert_run(conn, &row)?;
-            ops::insert_events(conn, &run_id, &events)
-        })
-        .await
-    }
-
-    async fn create_run_once(
-        &self,
-        once: &KeyClaim,
-        run: &RunRecord,
-        events: &[Event],
-    ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", once.expires_at)?;
-        let row = RunRow::encode(run)?;
-        let run_id = run.id.clone();
-        let events = encode_events(events)?;
-        let (key, owner) = (once.key.clone(), once.owner.clone());
-        let (now, expires_at) = (format_utc(once.now), format_utc(once.expires_at));
-        self.write(
-            format!("storing run {run_id} once for {key}"),
-            move |conn| {
-                if !ops::claim_key(conn, &key, &owner, &now, &expires_at)? {
-                    return Ok(false);
-                }
-                ops::insert_run(conn, &row)?;
-                ops::insert_events(conn, &run_id, &events)?;
-                Ok(true)
-            },
-        )
-        .await
-    }
-
-    async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
-        let run_id = run_id.to_string();
-        let events = encode_events(events)?;
-        self.write(format!("appending events of run {run_id}"), move |conn| {
-            ops::require_run(conn, &run_id)?;
-            ops::insert_events(conn, &run_id, &events)
-        })
-        .await
-    }
-
-    async fn record_step(
-        &self,
-        owner: &str,
-        entry: &JournalEntry,
-        events: &[Event],
-    ) -> StoreResult<()> {
-        let row = ops::StepRow::encode(entry)?;
-        let (run_id, owner) = (entry.run_id.clone(), owner.to_string());
-        let events = encode_events(events)?;
-        let what = format!("journaling step {} of run {run_id}", entry.step_id);
-        self.write(what, move |conn| {
-            ops::record_step(conn, &owner, &row)?;
-            ops::insert_events(conn, &run_id, &events)
-        })
-        .await
-    }
-
-    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
-        let run_id = run_id.to_string();
-        self.read(
-            format!("reading the journal of run {run_id}"),
-            move |conn| ops::run_journal(conn, &run_id),
-        )
-        .await
-    }
-
-    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool> {
-        check_storable("a lease's end", lease.until)?;
-        let (run_id, owner) = (run_id.to_string(), lease.owner.clone());
-        let until = format_utc(lease.until);
-        self.write(format!("renewing the lease of run {run_id}"), move |conn| {
-            ops::renew_lease(conn, &run_id, &owner, &until)
-        })
-        .await
-    }
-
-    async fn claim_orphans(
-        &self,
-        agent_id: &str,
-        lease: &Lease,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
-        let (agent_id, owner) = (agent_id.to_string(), lease.owner.clone());
-        let (until, now) = (format_utc(lease.until), format_utc(now));
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
-        self.write("claiming orphaned runs", move |conn| {
-            ops::claim_orphans(conn, &agent_id, &owner, &until, &now, limit)
-        })
-        .await
-    }
-
-    fn one_kernel(&self) -> bool {
-        true
-    }
-
-    async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
-        let (agent_id, now) = (agent_id.to_string(), format_utc(now));
-        self.read("listing the owners of leased runs", move |conn| {
-            ops::leased_owners(conn, &agent_id, &now)
-        })
-        .await
-    }
-
-    async fn take_over_runs(
-        &self,
-        agent_id: &str,
-        from: &str,
-        lease: &Lease,
-        limit: usize,
-    ) -> StoreResult<Vec<OwnedRun>> {
-        check_storable("a lease's end", lease.until)?;
-        let (agent_id, from) = (agent_id.to_string(), from.to_string());
-        let (owner, until) = (lease.owner.clone(), format_utc(lease.until));
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
-        self.write(format!("taking over the runs of {from}"), move |conn| {
-            ops::take_over_runs(conn, &agent_id, &from, &owner, &until, limit)
-        })
-        .await
-    }
-
-    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)> {
-        if let Some(lease) = &change.lease {
-            check_storable("a lease's end", lease.until)?;
-        }
-        // Encoded here so that an unstorable event fails before the write.
-        encode_events(&[Event {
-            run_id: change.run_id.clone(),
-            seq: 0,
-            at: change.at,
-            kind: change.event.clone(),
-        }])?;
-        let change = change.clone();
-        self.write(format!("changing run {}", change.run_id), move |conn| {
-            ops::transition_run(conn, &change)
-        })
-        .await
-    }
-
-    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
-        let agent_id = agent_id.to_string();
-        self.read("counting runs", move |conn| {
-            ops::count_runs(conn, &agent_id, status.as_str())
-        })
-        .await
-    }
-
-    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
-        let agent_id = agent_id.to_string();
-        self.read("counting runs by status", move |conn| {
-            ops::count_runs_by_status(conn, &agent_id)
-        })
-        .await
-    }
-
-    async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()> {
-        check_pause(pause)?;
-        let row = ApprovalRow::encode(pause)?;
-        let run_id = pause.record.run_id.clone();
-        let events = encode_events(events)?;
-        self.write(format!("storing the pause of run {run_id}"), move |conn| {
-            ops::pause_run(conn, &row)?;
-            ops::insert_events(conn, &run_id, &events)
-        })
-        .await
-    }
-
-    async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()> {
-        let row = EndRow::encode(end)?;
-        let run_id = end.run_id.clone();
-        let events = encode_events(events)?;
-        self.write(format!("storing the end of run {run_id}"), move |conn| {
-            ops::end_run(conn, &row)?;
-            ops::insert_events(conn, &run_id, &events)
-        })
-        .await
-    }
-
-    async fn create_run_at(
-        &self,
-        run: &RunRecord,
-        first: FirstWrite<'_>,
-        events: &[Event],
-    ) -> StoreResult<()> {
-        if let FirstWrite::Pause(pause) = first {
-            check_pause(pause)?;
-        }
-        let run_row = RunRow::encode(run)?;
-        let run_id = run.id.clone();
-        let first = FirstRow::encode(first)?;
-        let events = encode_events(events)?;
-        self.write(format!("storing run {run_id}"), move |conn| {
-            // The run row is inserted and then updated in one transaction:
-            // the page is written to the WAL once, at the commit.
-            ops::insert_run(conn, &run_row)?;
-            match &first {
-                FirstRow::Pause(row) => ops::pause_run(conn, row)?,
-                FirstRow::End(row) => ops::end_run(conn, row)?,
-            }
-            ops::insert_events(conn, &run_id, &events)
-        })
-        .await
-    }
-
-    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
-        let row = ClaimRow::encode(claim)?;
-        let claim = claim.clone();
-        self.write(format!("deciding approval {}", claim.key), move |conn| {
-            ops::claim(conn, &claim, &row)
-        })
-        .await
-    }
-
-    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
-        let key = key.to_string();
-        self.read(format!("reading approval {key}"), move |conn| {
-            ops::get_approval(conn, &key)
-        })
-        .await
-    }
-
-    async fn pending_for_run(
-        &self,
-        run_id: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Option<ApprovalRecord>> {
-        let run_id = run_id.to_string();
-        let now = format_utc(now);
-        self.read(
-            format!("reading the pending approval of run {run_id}"),
-            move |conn| ops::pending_for_run(conn, &run_id, &now),
-        )
-        .await
-    }
-
-    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
-        let run_id = run_id.to_string();
-        self.read(
-            format!("finding the latest approval of run {run_id}"),
-            move |conn| ops::latest_approval_key(conn, &run_id),
-        )
-        .await
-    }
-
-    async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage> {
-        let query = query.clone();
-        let page = self
-            .read("listing pending approvals", move |conn| {
-                ops::list_pending(conn, &query)
-            })
-            .await?;
-        report_skipped(&self.describe(), "approval", &page.unreadable);
-        Ok(page)
-    }
-
-    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage> {
-        let query = query.clone();
-        let page = self
-            .read("listing approvals", move |conn| {
-                ops::list_approvals(conn, &query)
-            })
-            .await?;
-        report_skipped(&self.describe(), "approval", &page.unreadable);
-        Ok(page)
-    }
-
-    async fn count_pending_by_step(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
-        let agent_id = agent_id.to_string();
-        let now = format_utc(now);
-        self.read("counting pending approvals", move |conn| {
-            ops::count_pending_by_step(conn, &agent_id, &now)
-        })
-        .await
-    }
-
-    async fn list_stuck(
-        &self,
-        agent_id: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<StuckClaim>> {
-        let agent_id = agent_id.map(str::to_string);
-        let now = format_utc(now);
-        let (stuck, unreadable) = self
-            .read("listing stuck runs", move |conn| {
-                ops::list_stuck(conn, agent_id.as_deref(), &now)
-            })
-            .await?;
-        report_skipped(&self.describe(), "approval", &unreadable);
-        Ok(stuck)
-    }
-
-    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
-        let now = format_utc(now);
-        // Every CLI command sweeps first; a read on the reader connection
-        // spares them the write lock (and a commit) when nothing is due.
-        let probe = now.clone();
-        if !self
-            .read("looking for overdue approvals", move |conn| {
-                ops::any_due(conn, &probe)
-            })
-            .await?
-        {
-            return Ok(Vec::new());
-        }
-        let (expired, unreadable) = self
-            .write("expiring overdue approvals", move |conn| {
-                ops::expire_due(conn, &now)
-            })
-            .await?;
-        report_skipped(&self.describe(), "approval", &unreadable);
-        Ok(expired)
-    }
-
-    async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
-        let run_id = run_id.to_string();
-        self.read(format!("reading run {run_id}"), move |conn| {
-            ops::get_run(conn, &run_id)
-        })
-        .await
-    }
-
-    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
-        let query = query.clone();
-        self.read("listing runs", move |conn| ops::list_runs(conn, &query))
-            .await
-    }
-
-    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
-        let cancel = cancel.clone();
-        self.write(format!("cancelling run {}", cancel.run_id), move |conn| {
-            ops::cancel_run(conn, &cancel)
-        })
-        .await
-    }
-
-    async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>> {
-        let run_id = run_id.to_string();
-        self.read(format!("reading the events of run {run_id}"), move |conn| {
-            ops::run_events(conn, &run_id, after_seq)
-        })
-        .await
-    }
-
-    async fn claim_key(
-        &self,
-        key: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        expires_at: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        check_storable("a claim's expires_at", expires_at)?;
-        let (key, owner) = (key.to_string(), owner.to_string());
-        let (now, expires_at) = (format_utc(now), format_utc(expires_at));
-        self.write(format!("claiming key {key}"), move |conn| {
-            ops::claim_key(conn, &key, &owner, &now, &expires_at)
-        })
-        .await
-    }
-
-    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()> {
-        let (key, owner) = (key.to_string(), owner.to_string());
-        self.write(format!("releasing key {key}"), move |conn| {
-            ops::release_key(conn, &key, &owner)
-        })
-        .await
-    }
-
-    async fn check_writable(&self) -> StoreResult<()> {
-        if let Some(detail) = lock(&self.db.corrupt).clone() {
-            return Err(StoreError::CorruptFile {
-                path: self.db.path.display().to_string(),
-                detail,
-            });
-        }
-        let path = self.db.path.clone();
-        blocking(move || files::check_writable(&path)).await?;
-        if self.db.unwritable.load(Ordering::Relaxed) {
-            // A write failed (no space, no permission, an I/O error): only a
-            // real one tells whether that is over.
-            return self.probe_write().await;
-        }
-        // All well so far: nothing is written (GET never changes state), and
-        // nothing waits for another process's write lock.
-        Ok(())
-    }
-
-    async fn verify_writable(&self) -> StoreResult<()> {
-        self.read("checking the file (PRAGMA quick_check)", quick_check)
-            .await?;
-        self.probe_write().await
-    }
-
-    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
-        Some(self)
-    }
-}
-
-#[async_trait]
 impl NotificationStore for SqliteStore {
     async fn lease_notification(
         &self,
@@ -900,7 +545,7 @@ impl NotificationStore for SqliteStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Option<Notification>> {
-        check_storable("a lease's end", until)?;
+        check_lease_end(until)?;
         let key = key.to_string();
         let (now, until) = (format_utc(now), format_utc(until));
         self.write(format!("leasing the message of {key}"), move |conn| {
@@ -933,7 +578,7 @@ impl NotificationStore for SqliteStore {
     ) -> StoreResult<NotificationsDue> {
         let agent_id = agent_id.to_string();
         let now = format_utc(now);
-        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let limit = row_limit(limit);
         self.read("listing message work", move |conn| {
             Ok(NotificationsDue {
                 to_post: notifications::due_to_post(conn, &agent_id, &now, limit)?,

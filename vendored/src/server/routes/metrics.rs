@@ -14,6 +14,8 @@
 //! rather than leave its gauges out: Prometheus marks the target down
 //! (`up == 0`), which is what should page someone.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -23,7 +25,7 @@ use crate::metrics::{CONTENT_TYPE, Exposition};
 use crate::run_state::RunStatus;
 use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
-use crate::store::StoreError;
+use crate::store::{Queries, StoreError};
 
 pub(super) async fn render(State(state): State<AppState>) -> Response {
     match exposition(&state).await {
@@ -64,9 +66,7 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         1.0,
     );
 
-    let mut pending = store
-        .count_pending_by_step(&spec.agent, agent.clock().now())
-        .await?;
+    let (mut pending, runs) = read_gauges(store.as_ref(), &spec.agent, agent.clock().now()).await?;
     out.family(
         "tollgate_pending_approvals",
         "gauge",
@@ -92,7 +92,7 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         "This agent's runs in the shared store, by status.",
     );
     let mut stuck = 0;
-    for (status, n) in store.count_runs_by_status(&spec.agent).await? {
+    for (status, n) in runs {
         if status == RunStatus::Stuck {
             stuck = n;
         }
@@ -107,4 +107,16 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
 
     agent.metrics().write(&mut out);
     Ok(out.into_text())
+}
+
+/// What the gauges read from the store: this agent's unexpired pending
+/// approvals by step, and its runs by status. The read model only.
+async fn read_gauges<Q: Queries + ?Sized>(
+    store: &Q,
+    agent: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(BTreeMap<String, u64>, Vec<(RunStatus, u64)>), StoreError> {
+    let pending = store.count_pending_by_step(agent, now).await?;
+    let runs = store.count_runs_by_status(agent).await?;
+    Ok((pending, runs))
 }

@@ -82,7 +82,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::store::StateStore;
+    use crate::store::prelude::*;
     use crate::store::sqlite::{SqliteOptions, SqliteStore};
 
     struct Dir(std::path::PathBuf);

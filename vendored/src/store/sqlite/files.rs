@@ -132,7 +132,7 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
-    use crate::store::StateStore;
+    use crate::store::prelude::*;
     use crate::store::sqlite::{SqliteOptions, SqliteStore};
 
     /// The POSIX locks this process holds on `file`, from /proc/locks (a

@@ -10,7 +10,7 @@ use serde_json::{Map, json};
 use super::{SqliteOptions, SqliteStore, ops, schema};
 use crate::pending_approval::{ApprovalRecord, sample_record};
 use crate::run_state::{RunRecord, RunStatus};
-use crate::store::{Pause, StateStore, StoreError, StoreErrorKind};
+use crate::store::{Pause, StoreError, StoreErrorKind, prelude::*};
 use crate::time::now;
 
 /// A fresh directory under the system temp dir, removed on drop (the

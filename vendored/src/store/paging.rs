@@ -1,0 +1,349 @@
+//! Paging written once for both SQL stores: the cursor, the approval
+//! filter taken apart into what SQL can ask, and the pager that fills one
+//! page from rows read batch by batch.
+
+use chrono::{DateTime, Utc};
+
+use super::{ApprovalPage, ApprovalQuery, StoreError, StoreResult, UnreadableRow, expired_as_of};
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+
+/// [`ApprovalQuery`] taken apart into what a store's query needs: which
+/// stored rows each status asks for, and the text check a store applies to
+/// a decoded record (where SQL can only approximate it).
+pub(crate) struct ApprovalFilter<'a> {
+    query: &'a ApprovalQuery,
+    /// Stored PENDING rows that are not yet due (listed as PENDING).
+    pub pending_live: bool,
+    /// Stored PENDING rows that are overdue (listed as EXPIRED).
+    pub pending_overdue: bool,
+    /// Stored statuses other than PENDING to list.
+    pub settled: Vec<ApprovalStatus>,
+    /// The text filter, lowercased; `None` when absent or empty.
+    needle: Option<String>,
+}
+
+impl<'a> ApprovalFilter<'a> {
+    pub fn new(query: &'a ApprovalQuery) -> ApprovalFilter<'a> {
+        let wants = |s: ApprovalStatus| query.statuses.is_empty() || query.statuses.contains(&s);
+        ApprovalFilter {
+            query,
+            pending_live: wants(ApprovalStatus::Pending),
+            pending_overdue: wants(ApprovalStatus::Expired),
+            settled: ApprovalStatus::ALL
+                .iter()
+                .copied()
+                .filter(|s| *s != ApprovalStatus::Pending && wants(*s))
+                .collect(),
+            needle: query
+                .text
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(str::to_lowercase),
+        }
+    }
+
+    /// The text to search for, as given (for a store's LIKE pattern).
+    pub fn text(&self) -> Option<&'a str> {
+        self.query.text.as_deref().filter(|t| !t.is_empty())
+    }
+
+    /// The text filter alone: a case-insensitive substring of any of the
+    /// searched fields.
+    pub fn text_matches(&self, record: &ApprovalRecord) -> bool {
+        let Some(needle) = &self.needle else {
+            return true;
+        };
+        [
+            record.message.as_deref(),
+            Some(record.step_id.as_str()),
+            Some(record.key.as_str()),
+            Some(record.run_id.as_str()),
+            record.decided_by.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|field| field.to_lowercase().contains(needle.as_str()))
+    }
+}
+
+/// Builds one [`ApprovalPage`] from rows a SQL store reads in order, batch
+/// by batch. A store's SQL filters on everything but can only approximate
+/// the text filter (it cannot compare PostgreSQL's JSON-string columns or
+/// SQLite text past a NUL exactly), so it may return a few rows too many:
+/// each is checked here, and a store reads another batch, from
+/// [`ApprovalPager::after`], while the page is not full.
+pub(crate) struct ApprovalPager<'a> {
+    filter: &'a ApprovalFilter<'a>,
+    now: DateTime<Utc>,
+    limit: usize,
+    page: ApprovalPage,
+    /// The position of the page's last row: the next page's cursor.
+    last: Option<String>,
+    /// Where the next batch starts: the position of the last row offered.
+    pub after: Option<(DateTime<Utc>, String)>,
+    /// Whether the last batch moved `after` on.
+    advanced: bool,
+    done: bool,
+}
+
+impl<'a> ApprovalPager<'a> {
+    pub fn new(filter: &'a ApprovalFilter<'a>) -> StoreResult<ApprovalPager<'a>> {
+        let query = filter.query;
+        let after = match query.cursor.as_deref() {
+            Some(text) => {
+                let (at, key) = cursor::decode(text)?;
+                let at = crate::time::parse_utc(&at)
+                    .ok_or_else(|| StoreError::InvalidCursor(text.to_string()))?;
+                Some((at, key))
+            }
+            None => None,
+        };
+        Ok(ApprovalPager {
+            filter,
+            now: query.now,
+            limit: query.limit.max(1),
+            page: ApprovalPage {
+                approvals: Vec::new(),
+                next_cursor: None,
+                unreadable: Vec::new(),
+            },
+            last: None,
+            after,
+            advanced: false,
+            done: false,
+        })
+    }
+
+    /// How many rows a batch reads: one more than the page holds tells
+    /// whether another page exists.
+    pub fn batch(&self) -> usize {
+        self.limit.saturating_add(1)
+    }
+
+    /// Offer the next row in order: its key, its order time (`None` when
+    /// that does not read) and the record as decoded. False once the page
+    /// is complete.
+    pub fn offer(
+        &mut self,
+        key: String,
+        at: Option<DateTime<Utc>>,
+        record: StoreResult<ApprovalRecord>,
+    ) -> StoreResult<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        let entry = match record {
+            Ok(record) => {
+                let record = expired_as_of(record, self.now);
+                self.filter.text_matches(&record).then_some(Ok(record))
+            }
+            Err(e @ StoreError::Corrupt(_)) => Some(Err(UnreadableRow::new(&key, &e))),
+            Err(e) => return Err(e),
+        };
+        if let Some(entry) = entry {
+            if self.page.approvals.len() + self.page.unreadable.len() == self.limit {
+                // One more row belongs to the listing: there is a next page.
+                self.page.next_cursor = self.last.take();
+                self.done = true;
+                return Ok(false);
+            }
+            match entry {
+                Ok(record) => self.page.approvals.push(record),
+                Err(unreadable) => self.page.unreadable.push(unreadable),
+            }
+            if let Some(at) = at {
+                self.last = Some(cursor::encode(at, &key));
+            }
+        }
+        if let Some(at) = at {
+            self.after = Some((at, key));
+            self.advanced = true;
+        }
+        Ok(true)
+    }
+
+    /// After a batch of `read` rows: whether to read another. Not when the
+    /// page is complete, the rows ran out, or the batch did not move on (its
+    /// rows' times did not read: reading again would loop).
+    pub fn wants_more(&mut self, read: usize) -> bool {
+        let more = !self.done && read == self.batch() && self.advanced;
+        if !self.done && read == self.batch() && !self.advanced {
+            self.page.next_cursor = self.last.take();
+        }
+        self.advanced = false;
+        more
+    }
+
+    pub fn finish(self) -> ApprovalPage {
+        self.page
+    }
+}
+
+/// The SQL condition narrowing settled rows (`status <> 'PENDING'`) to
+/// `statuses`: none when they are all of them, so that the query's
+/// condition is exactly its partial index's and the planner walks that
+/// index in order (PostgreSQL otherwise guesses the IN list selective and
+/// sorts). A status this build does not know (a newer writer's) is then
+/// listed, as unreadable, rather than hidden. The statuses are
+/// [`ApprovalStatus`] names, never a caller's text.
+pub(crate) fn settled_statuses_sql(statuses: &[&str]) -> String {
+    let every = ApprovalStatus::ALL
+        .iter()
+        .filter(|s| **s != ApprovalStatus::Pending)
+        .all(|s| statuses.contains(&s.as_str()));
+    if every {
+        return String::new();
+    }
+    let quoted: Vec<String> = statuses.iter().map(|s| format!("'{s}'")).collect();
+    format!(" AND status IN ({})", quoted.join(", "))
+}
+
+/// A `LIKE` pattern matching `text` anywhere, its `%`, `_` and `\`
+/// matched literally (with `ESCAPE '\'`): the text is untrusted and is
+/// bound as a parameter, never spliced into SQL.
+pub(crate) fn like_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+/// Cursor encoding shared by the stores: `created_at|key` of the last row.
+pub(crate) mod cursor {
+    use chrono::{DateTime, Utc};
+
+    use super::StoreError;
+
+    pub fn encode(created_at: DateTime<Utc>, key: &str) -> String {
+        format!("{}|{}", crate::time::format_utc(created_at), key)
+    }
+
+    pub fn decode(cursor: &str) -> Result<(String, String), StoreError> {
+        match cursor.split_once('|') {
+            Some((at, key)) if crate::time::parse_utc(at).is_some() && !key.is_empty() => {
+                Ok((at.to_string(), key.to_string()))
+            }
+            _ => Err(StoreError::InvalidCursor(cursor.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+    use crate::pending_approval::sample_record;
+
+    #[test]
+    fn a_cursor_round_trips_its_time_and_key() {
+        let at = crate::time::parse_utc("2026-03-01T09:00:00.123456Z").expect("time");
+        let text = cursor::encode(at, "key|with|bars");
+        assert_eq!(text, "2026-03-01T09:00:00.123456Z|key|with|bars");
+        let (time, key) = cursor::decode(&text).expect("decode");
+        assert_eq!(crate::time::parse_utc(&time), Some(at));
+        // The time never holds a bar: the first one ends it, the key keeps
+        // the rest.
+        assert_eq!(key, "key|with|bars");
+    }
+
+    #[test]
+    fn a_malformed_cursor_is_refused_naming_it() {
+        for bad in [
+            "",
+            "no-bar",
+            "|key",
+            "2026-03-01T09:00:00Z|",
+            "yesterday|key",
+            "2026-13-01T09:00:00Z|key",
+        ] {
+            match cursor::decode(bad) {
+                Err(e @ StoreError::InvalidCursor(_)) => {
+                    assert_eq!(e.to_string(), format!("malformed cursor {bad:?}"));
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn like_metacharacters_are_escaped() {
+        assert_eq!(like_pattern("50%"), "%50\\%%");
+        assert_eq!(like_pattern("a_b"), "%a\\_b%");
+        assert_eq!(like_pattern("c:\\x"), "%c:\\\\x%");
+        assert_eq!(like_pattern("plain"), "%plain%");
+        assert_eq!(like_pattern("' OR 1=1"), "%' OR 1=1%");
+    }
+
+    #[test]
+    fn the_settled_condition_names_statuses_only_when_not_all() {
+        assert_eq!(
+            settled_statuses_sql(&["APPROVED", "REJECTED", "MODIFIED", "EXPIRED", "CANCELLED"]),
+            ""
+        );
+        assert_eq!(
+            settled_statuses_sql(&["APPROVED", "EXPIRED"]),
+            " AND status IN ('APPROVED', 'EXPIRED')"
+        );
+    }
+
+    fn query(statuses: Vec<ApprovalStatus>) -> ApprovalQuery {
+        ApprovalQuery {
+            agent_id: None,
+            statuses,
+            step_id: None,
+            text: None,
+            now: crate::time::now(),
+            limit: 10,
+            cursor: None,
+        }
+    }
+
+    #[test]
+    fn statuses_map_to_the_rows_each_arm_reads() {
+        use ApprovalStatus::*;
+        let all = query(vec![]);
+        let f = ApprovalFilter::new(&all);
+        assert!(f.pending_live && f.pending_overdue);
+        assert_eq!(
+            f.settled,
+            vec![Approved, Rejected, Modified, Expired, Cancelled]
+        );
+
+        let inbox = query(vec![Pending]);
+        let f = ApprovalFilter::new(&inbox);
+        assert!(f.pending_live && !f.pending_overdue && f.settled.is_empty());
+
+        // EXPIRED reads overdue PENDING rows too.
+        let expired = query(vec![Expired]);
+        let f = ApprovalFilter::new(&expired);
+        assert!(!f.pending_live && f.pending_overdue);
+        assert_eq!(f.settled, vec![Expired]);
+    }
+
+    #[test]
+    fn the_text_filter_is_a_case_insensitive_substring_of_the_searched_fields() {
+        let mut record = sample_record("3f0a2b9e-key", "7c1d-run");
+        record.message = Some("Refund ÉCU to Ada".into());
+        record.decided_by = Some("Grace".into());
+        let matches = |text: &str| {
+            let q = ApprovalQuery {
+                text: Some(text.into()),
+                ..query(vec![])
+            };
+            ApprovalFilter::new(&q).text_matches(&record)
+        };
+        assert!(matches("refund"));
+        assert!(matches("écu"), "the check folds beyond ASCII");
+        assert!(matches("GRACE"));
+        assert!(matches(&record.step_id.to_uppercase()));
+        assert!(matches(&record.key[..8]));
+        assert!(matches(&record.run_id));
+        assert!(matches(""), "an empty text filters nothing");
+        assert!(!matches("refund ada"));
+    }
+}

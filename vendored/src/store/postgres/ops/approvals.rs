@@ -1,0 +1,295 @@
+//! The approvals' SQL: the claim, the cancel, the expiry sweep, reading records.
+
+use super::*;
+
+/// A run's final status (expired, cancelled): nobody drives it any more,
+/// so its owner and lease go too.
+pub(super) async fn set_run_status<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    status: RunStatus,
+    at: &DateTime<Utc>,
+) -> StoreResult<()> {
+    execute(
+        client,
+        "UPDATE tollgate_runs SET status = $2, updated_at = $3, owner = NULL, lease_until = NULL \
+         WHERE id = $1",
+        &[&run_id, &status.as_str(), at],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The claim's conditional write. Approve and modify also require the spec
+/// the run paused with; a reject is allowed under any spec.
+pub(super) const CLAIM_SAME_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
+     WHERE key = $5 AND status = 'PENDING' AND expires_at > $4 AND spec_hash = $6 \
+     RETURNING ";
+
+pub(super) const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
+     WHERE key = $5 AND status = 'PENDING' AND expires_at > $4 \
+     RETURNING ";
+
+/// One conditional UPDATE decides; under READ COMMITTED a concurrent
+/// claimer of the same key blocks on the row lock, then re-checks the WHERE
+/// against the committed row and matches nothing. Claims of different keys
+/// lock different rows and never wait for each other.
+pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreResult<Claimed> {
+    let status = claim.decision.status().as_str();
+    let data = claim.decision.data();
+    if let Some(data) = &data {
+        checked(data, "decision data")?;
+    }
+    let same_spec = claim.decision.requires_same_spec();
+    let head = if same_spec {
+        CLAIM_SAME_SPEC
+    } else {
+        CLAIM_ANY_SPEC
+    };
+    let sql = format!("{head}{APPROVAL_COLUMNS}");
+    let decided_by = Value::String(claim.decided_by.clone());
+    let common: [Param<'_>; 5] = [&status, &data, &decided_by, &claim.now, &claim.key];
+    let mut params = common.to_vec();
+    if same_spec {
+        params.push(&claim.spec_hash);
+    }
+    let Some(record) = query_opt(client, &sql, &params, approval_from_row).await? else {
+        let current = get_approval(client, &claim.key).await?;
+        return Err(
+            ApprovalError::explain_failed_claim(&claim.key, current.as_ref(), claim).into(),
+        );
+    };
+    let event = resolved_event(&record, claim, next_seq(client, &record.run_id).await?);
+    if let Some((end, ended)) = claim.run_end(&record, event.seq + 1) {
+        end_run(client, &end).await?;
+        let mut events = Vec::with_capacity(ended.len() + 1);
+        events.push(event.clone());
+        events.extend(ended);
+        insert_events(client, &record.run_id, &events).await?;
+    } else {
+        // The claimer (if any) drives the run on from this commit: it owns it.
+        let (owner, until) = match claim.lease() {
+            Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
+            None => (None, None),
+        };
+        execute(
+            client,
+            "UPDATE tollgate_runs SET status = 'running', updated_at = $2, owner = $3, \
+             lease_until = $4 WHERE id = $1",
+            &[&record.run_id, &claim.now, &owner, &until],
+        )
+        .await?;
+        insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+    }
+    notify::send(client, &record.key, &record.run_id, record.status).await?;
+    Ok(Claimed { record, event })
+}
+
+/// Every overdue PENDING record becomes EXPIRED, its run `expired`. Rows
+/// another transaction holds (a claim in flight, another node's sweep) are
+/// skipped, not waited for: each record is expired by exactly one sweep,
+/// and two sweeps never deadlock on each other's rows.
+pub(crate) async fn expire_due<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
+    // Lock the due rows first and decode them: a row that does not decode
+    // is left as it is (and reported), so the others are still expired.
+    let select = client
+        .prepare_cached(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND expires_at <= $1 \
+             FOR UPDATE SKIP LOCKED"
+        ))
+        .await?;
+    let rows = client.query(&select, &[now]).await?;
+    let (due, unreadable) = decode_skipping(&rows, approval_from_row)?;
+    let mut expired = Vec::with_capacity(due.len());
+    for mut record in due {
+        let changed = execute(
+            client,
+            "UPDATE tollgate_approvals SET status = 'EXPIRED' \
+             WHERE key = $1 AND status = 'PENDING'",
+            &[&record.key],
+        )
+        .await?;
+        if changed == 1 {
+            record.status = ApprovalStatus::Expired;
+            expired.push(record);
+        }
+    }
+    // The sweep reports oldest first.
+    expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+    for record in &expired {
+        let event = Event {
+            run_id: record.run_id.clone(),
+            seq: next_seq(client, &record.run_id).await?,
+            at: *now,
+            kind: EventKind::RunExpired {
+                key: record.key.clone(),
+            },
+        };
+        set_run_status(client, &record.run_id, RunStatus::Expired, now).await?;
+        insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+        notify::send(client, &record.key, &record.run_id, ApprovalStatus::Expired).await?;
+    }
+    Ok((expired, unreadable))
+}
+
+/// True when some PENDING record is overdue (a cheap read before a sweep).
+pub(crate) async fn any_due<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+) -> StoreResult<bool> {
+    let found = query_opt(
+        client,
+        "SELECT 1 FROM tollgate_approvals WHERE status = 'PENDING' AND expires_at <= $1 LIMIT 1",
+        &[now],
+        |_| Ok(()),
+    )
+    .await?;
+    Ok(found.is_some())
+}
+
+pub(crate) async fn get_approval<C: GenericClient>(
+    client: &C,
+    key: &str,
+) -> StoreResult<Option<ApprovalRecord>> {
+    query_opt(
+        client,
+        &format!("SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals WHERE key = $1"),
+        &[&key],
+        approval_from_row,
+    )
+    .await
+}
+
+/// The records of `keys` that exist (the watcher's catch-up), in one query.
+pub(crate) async fn approvals_by_key<C: GenericClient>(
+    client: &C,
+    keys: &[String],
+) -> StoreResult<Vec<ApprovalRecord>> {
+    query_all(
+        client,
+        &format!("SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals WHERE key = ANY($1)"),
+        &[&keys],
+        approval_from_row,
+    )
+    .await
+}
+
+pub(crate) async fn pending_for_run<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+    now: &DateTime<Utc>,
+) -> StoreResult<Option<ApprovalRecord>> {
+    query_opt(
+        client,
+        &format!(
+            "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+             WHERE run_id = $1 AND status = 'PENDING' AND expires_at > $2 \
+             ORDER BY created_at DESC, key DESC LIMIT 1"
+        ),
+        &[&run_id, now],
+        approval_from_row,
+    )
+    .await
+}
+
+/// The key of the run's latest approval, whatever its status (see
+/// `Approvals::latest_approval_key`): `tollgate_approvals_run_idx` finds
+/// the run's few rows.
+pub(crate) async fn latest_approval_key<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+) -> StoreResult<Option<String>> {
+    query_opt(
+        client,
+        "SELECT key FROM tollgate_approvals WHERE run_id = $1 \
+         ORDER BY created_at DESC, step_index DESC, key DESC LIMIT 1",
+        &[&run_id],
+        |row| Ok(row.try_get(0)?),
+    )
+    .await
+}
+
+/// See [`crate::store::Approvals::cancel_run`]. Under READ COMMITTED the
+/// approval's conditional UPDATE races a claim's on the same row lock: the
+/// second re-checks `status = 'PENDING'` against the committed row and
+/// matches nothing. Locks are taken in the claim's order (the approval,
+/// then the run), so the two never deadlock. A run that changed state
+/// between the read and the write (decided, paused) is looked at again.
+pub(crate) async fn cancel_run<C: GenericClient>(
+    client: &C,
+    cancel: &CancelRun,
+) -> StoreResult<Cancelled> {
+    let data = cancel.decision_data();
+    if let Some(data) = &data {
+        checked(data, "cancel reason")?;
+    }
+    let by = Value::String(cancel.by.clone());
+    for _ in 0..3 {
+        let run = get_run(client, &cancel.run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(cancel.run_id.clone()))?;
+        let approval = match run.status {
+            RunStatus::AwaitingApproval => {
+                let sql = format!(
+                    "UPDATE tollgate_approvals                      SET status = 'CANCELLED', decision_data = $1, decided_by = $2, decided_at = $3                      WHERE run_id = $4 AND status = 'PENDING' AND expires_at > $3                      RETURNING {APPROVAL_COLUMNS}"
+                );
+                let params: [Param<'_>; 4] = [&data, &by, &cancel.now, &cancel.run_id];
+                let cancelled = query_all(client, &sql, &params, approval_from_row).await?;
+                let Some(record) = cancelled.into_iter().next() else {
+                    // Decided since the read (look again), or overdue.
+                    match get_run(client, &cancel.run_id).await?.map(|r| r.status) {
+                        Some(RunStatus::AwaitingApproval) => {
+                            return Err(StoreError::RunNotCancellable {
+                                run_id: cancel.run_id.clone(),
+                                status: RunStatus::Expired,
+                            });
+                        }
+                        _ => continue,
+                    }
+                };
+                set_run_status(client, &cancel.run_id, RunStatus::Cancelled, &cancel.now).await?;
+                Some(record)
+            }
+            RunStatus::Running => {
+                let changed = execute(
+                    client,
+                    "UPDATE tollgate_runs SET status = 'cancelled', updated_at = $2, \
+                     owner = NULL, lease_until = NULL \
+                     WHERE id = $1 AND status = 'running'",
+                    &[&cancel.run_id, &cancel.now],
+                )
+                .await?;
+                if changed == 0 {
+                    continue;
+                }
+                None
+            }
+            status => {
+                return Err(StoreError::RunNotCancellable {
+                    run_id: cancel.run_id.clone(),
+                    status,
+                });
+            }
+        };
+        let event = cancel.event(next_seq(client, &cancel.run_id).await?);
+        insert_events(client, &cancel.run_id, std::slice::from_ref(&event)).await?;
+        if let Some(record) = &approval {
+            notify::send(client, &record.key, &record.run_id, record.status).await?;
+        }
+        return Ok(Cancelled {
+            was: run.status,
+            approval,
+            event,
+        });
+    }
+    Err(StoreError::Unavailable(format!(
+        "run {} kept changing state while it was being cancelled; try again",
+        cancel.run_id
+    )))
+}

@@ -1,0 +1,134 @@
+//! The read model's questions and answers: which runs or approvals to
+//! list, one page of them, the rows that could not be read, stuck claims.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::StoreError;
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::run_state::{RunRecord, RunStatus};
+
+/// Which pending approvals to list.
+#[derive(Debug, Clone)]
+pub struct PendingQuery {
+    /// Only this agent's records; `None` lists every agent sharing the store.
+    pub agent_id: Option<String>,
+    /// Records with `expires_at <= now` are never listed.
+    pub now: DateTime<Utc>,
+    pub limit: usize,
+    /// Opaque cursor from a previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of pending approvals, newest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingPage {
+    pub approvals: Vec<ApprovalRecord>,
+    pub next_cursor: Option<String>,
+    /// Rows of this page that could not be decoded (a damaged or foreign
+    /// row): skipped so that they cannot hide the others, and named here so
+    /// that someone can look at them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// Which approval records to list (the inbox and the history pages).
+#[derive(Debug, Clone)]
+pub struct ApprovalQuery {
+    /// Only this agent's records; `None` lists every agent sharing the store.
+    pub agent_id: Option<String>,
+    /// Statuses to list; empty lists every status. A PENDING record whose
+    /// `expires_at <= now` counts as EXPIRED (it is returned as EXPIRED,
+    /// via [`expired_as_of`]), never as PENDING.
+    pub statuses: Vec<ApprovalStatus>,
+    /// Only this step id.
+    pub step_id: Option<String>,
+    /// Case-insensitive substring of the message, step id, key, run id or
+    /// decided_by. An empty text filters nothing.
+    pub text: Option<String>,
+    pub now: DateTime<Utc>,
+    pub limit: usize,
+    /// Opaque cursor from a previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of approval records, newest first: by `decided_at` when set,
+/// else `created_at` (the time the record last changed), ties by key.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalPage {
+    pub approvals: Vec<ApprovalRecord>,
+    pub next_cursor: Option<String>,
+    /// Rows of this page that could not be decoded, as in
+    /// [`PendingPage::unreadable`]: skipped and named.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// The time an approval is listed by ([`ApprovalPage`]'s order): when it
+/// was decided, else when it was created. An EXPIRED record keeps its
+/// `created_at` (the sweep sets no `decided_at`).
+pub fn approval_order_at(record: &ApprovalRecord) -> DateTime<Utc> {
+    record.decided_at.unwrap_or(record.created_at)
+}
+
+/// Which runs to list (GET /runs, `tollgate runs list`).
+#[derive(Debug, Clone)]
+pub struct RunQuery {
+    /// Only this agent's runs; `None` lists every agent sharing the store.
+    pub agent_id: Option<String>,
+    /// Only runs with this stored status.
+    pub status: Option<RunStatus>,
+    pub limit: usize,
+    /// Opaque cursor from a previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of runs, newest first (by `created_at`, then id).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunsPage {
+    pub runs: Vec<RunRecord>,
+    pub next_cursor: Option<String>,
+}
+
+/// A stored approval this build could not decode, by its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnreadableRow {
+    pub key: String,
+    pub error: String,
+}
+
+impl UnreadableRow {
+    pub(crate) fn new(key: &str, error: &StoreError) -> UnreadableRow {
+        UnreadableRow {
+            key: key.to_string(),
+            error: error.to_string(),
+        }
+    }
+}
+
+/// Report rows that a listing or a sweep skipped: one warning each, naming
+/// it, so one bad row never stops the others and is never silently lost.
+pub(crate) fn report_skipped(store: &str, what: &str, rows: &[UnreadableRow]) {
+    for row in rows {
+        tracing::warn!(store, key = %row.key, error = %row.error, "skipped an unreadable {what}");
+    }
+}
+
+/// A decided approval whose run never reached a final state: the process
+/// that claimed it stopped mid-step. Shown, never silently re-run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StuckClaim {
+    pub record: ApprovalRecord,
+    pub run_status: RunStatus,
+    pub run_updated_at: DateTime<Utc>,
+}
+
+/// The expiry rule at read time: PENDING past `expires_at` is EXPIRED.
+pub fn expired_as_of(mut record: ApprovalRecord, now: DateTime<Utc>) -> ApprovalRecord {
+    if record.status == crate::pending_approval::ApprovalStatus::Pending
+        && record.is_expired_at(now)
+    {
+        record.status = crate::pending_approval::ApprovalStatus::Expired;
+    }
+    record
+}

@@ -1,0 +1,76 @@
+//! The SQLite store: approvals: the claim, the cancel, the expiry sweep, and the records as decisions read them.
+
+use super::*;
+
+#[async_trait]
+impl Approvals for SqliteStore {
+    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed> {
+        let row = ClaimRow::encode(claim)?;
+        let claim = claim.clone();
+        self.write(format!("deciding approval {}", claim.key), move |conn| {
+            ops::claim(conn, &claim, &row)
+        })
+        .await
+    }
+
+    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
+        let key = key.to_string();
+        self.read(format!("reading approval {key}"), move |conn| {
+            ops::get_approval(conn, &key)
+        })
+        .await
+    }
+
+    async fn pending_for_run(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        let run_id = run_id.to_string();
+        let now = format_utc(now);
+        self.read(
+            format!("reading the pending approval of run {run_id}"),
+            move |conn| ops::pending_for_run(conn, &run_id, &now),
+        )
+        .await
+    }
+
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>> {
+        let run_id = run_id.to_string();
+        self.read(
+            format!("finding the latest approval of run {run_id}"),
+            move |conn| ops::latest_approval_key(conn, &run_id),
+        )
+        .await
+    }
+
+    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>> {
+        let now = format_utc(now);
+        // Every CLI command sweeps first; a read on the reader connection
+        // spares them the write lock (and a commit) when nothing is due.
+        let probe = now.clone();
+        if !self
+            .read("looking for overdue approvals", move |conn| {
+                ops::any_due(conn, &probe)
+            })
+            .await?
+        {
+            return Ok(Vec::new());
+        }
+        let (expired, unreadable) = self
+            .write("expiring overdue approvals", move |conn| {
+                ops::expire_due(conn, &now)
+            })
+            .await?;
+        report_skipped(&self.describe(), "approval", &unreadable);
+        Ok(expired)
+    }
+
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
+        let cancel = cancel.clone();
+        self.write(format!("cancelling run {}", cancel.run_id), move |conn| {
+            ops::cancel_run(conn, &cancel)
+        })
+        .await
+    }
+}

@@ -1,0 +1,223 @@
+//! The approvals' SQL: the claim, the cancel, the expiry sweep, reading records.
+
+use super::*;
+
+/// A run's final status (expired, cancelled): nobody drives it any more,
+/// so its owner and lease go too.
+pub(super) fn set_run_status(
+    conn: &Connection,
+    run_id: &str,
+    status: RunStatus,
+    at: &str,
+) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE tollgate_runs SET status = ?2, updated_at = ?3, owner = NULL, lease_until = NULL \
+         WHERE id = ?1",
+    )?;
+    stmt.execute((run_id, status.as_str(), at))?;
+    Ok(())
+}
+
+/// The claim's conditional write. Approve and modify also require the spec
+/// the run paused with; a reject is allowed under any spec.
+pub(super) const CLAIM_SAME_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = ?1, decision_data = ?2, decided_by = ?3, decided_at = ?4 \
+     WHERE key = ?5 AND status = 'PENDING' AND expires_at > ?6 AND spec_hash = ?7 \
+     RETURNING ";
+
+pub(super) const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
+     SET status = ?1, decision_data = ?2, decided_by = ?3, decided_at = ?4 \
+     WHERE key = ?5 AND status = 'PENDING' AND expires_at > ?6 \
+     RETURNING ";
+
+pub(crate) fn claim(conn: &Connection, claim: &Claim, row: &ClaimRow) -> StoreResult<Claimed> {
+    let Some(record) = claim_write(conn, claim, row)? else {
+        let current = get_approval(conn, &claim.key)?;
+        return Err(
+            ApprovalError::explain_failed_claim(&claim.key, current.as_ref(), claim).into(),
+        );
+    };
+    let event = resolved_event(&record, claim, next_seq(conn, &record.run_id)?);
+    append_one(conn, &event)?;
+    if let Some((end, ended)) = claim.run_end(&record, event.seq + 1) {
+        end_run(conn, &EndRow::encode(&end)?)?;
+        for event in &ended {
+            append_one(conn, event)?;
+        }
+    } else {
+        // The claimer (if any) drives the run on from this commit: it owns it.
+        let mut stmt = conn.prepare_cached(
+            "UPDATE tollgate_runs SET status = 'running', updated_at = ?2, owner = ?3, \
+             lease_until = ?4 WHERE id = ?1",
+        )?;
+        stmt.execute((&record.run_id, &row.now, &row.owner, &row.lease_until))?;
+    }
+    Ok(Claimed { record, event })
+}
+
+pub(super) fn claim_write(
+    conn: &Connection,
+    claim: &Claim,
+    row: &ClaimRow,
+) -> StoreResult<Option<ApprovalRecord>> {
+    let same_spec = claim.decision.requires_same_spec();
+    let head = if same_spec {
+        CLAIM_SAME_SPEC
+    } else {
+        CLAIM_ANY_SPEC
+    };
+    let mut stmt = conn.prepare_cached(&format!("{head}{APPROVAL_COLUMNS}"))?;
+    let common: [&dyn ToSql; 6] = [
+        &row.status,
+        &row.decision_data,
+        &claim.decided_by,
+        &row.now,
+        &claim.key,
+        &row.now,
+    ];
+    if same_spec {
+        let mut params = common.to_vec();
+        params.push(&claim.spec_hash);
+        query_opt(&mut stmt, params.as_slice(), approval_from_row)
+    } else {
+        query_opt(&mut stmt, common.as_slice(), approval_from_row)
+    }
+}
+
+/// True when some PENDING record is overdue (a cheap read before a sweep).
+pub(crate) fn any_due(conn: &Connection, now: &str) -> StoreResult<bool> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= ?1)",
+    )?;
+    Ok(stmt.query_row([now], |row| row.get(0))?)
+}
+
+/// Every overdue PENDING record becomes EXPIRED, its run `expired`. A row
+/// that does not decode is left as it is and returned apart, so that the
+/// sweep goes on for all the others.
+pub(crate) fn expire_due(
+    conn: &Connection,
+    now: &str,
+) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
+    let mut select = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= ?1"
+    ))?;
+    let (due, unreadable) = query_skipping(&mut select, [now], approval_from_row)?;
+    let mut update = conn.prepare_cached(
+        "UPDATE tollgate_approvals SET status = 'EXPIRED' WHERE key = ?1 AND status = 'PENDING'",
+    )?;
+    let mut expired = Vec::with_capacity(due.len());
+    for mut record in due {
+        if update.execute([&record.key])? == 1 {
+            record.status = crate::pending_approval::ApprovalStatus::Expired;
+            expired.push(record);
+        }
+    }
+    // The sweep reports oldest first.
+    expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+    for record in &expired {
+        end_expired_run(conn, record, now)?;
+    }
+    Ok((expired, unreadable))
+}
+
+pub(super) fn end_expired_run(
+    conn: &Connection,
+    record: &ApprovalRecord,
+    now: &str,
+) -> StoreResult<()> {
+    let at = crate::time::parse_utc(now)
+        .ok_or_else(|| StoreError::Database(format!("bad sweep time {now:?}")))?;
+    let event = Event {
+        run_id: record.run_id.clone(),
+        seq: next_seq(conn, &record.run_id)?,
+        at,
+        kind: EventKind::RunExpired {
+            key: record.key.clone(),
+        },
+    };
+    set_run_status(conn, &record.run_id, RunStatus::Expired, now)?;
+    append_one(conn, &event)
+}
+
+pub(crate) fn get_approval(conn: &Connection, key: &str) -> StoreResult<Option<ApprovalRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals WHERE key = ?1"
+    ))?;
+    query_opt(&mut stmt, [key], approval_from_row)
+}
+
+/// See [`crate::store::Approvals::cancel_run`]. Runs in the writer's
+/// `BEGIN IMMEDIATE` transaction, so it and a claim of the same approval
+/// are serialised: whichever comes second finds nothing PENDING.
+pub(crate) fn cancel_run(conn: &Connection, cancel: &CancelRun) -> StoreResult<Cancelled> {
+    let now = format_utc(cancel.now);
+    let run = get_run(conn, &cancel.run_id)?
+        .ok_or_else(|| StoreError::RunNotFound(cancel.run_id.clone()))?;
+    let approval = match run.status {
+        RunStatus::AwaitingApproval => {
+            let data = cancel
+                .decision_data()
+                .map(|d| to_json(&d, "cancel reason"))
+                .transpose()?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "UPDATE tollgate_approvals                  SET status = 'CANCELLED', decision_data = ?1, decided_by = ?2, decided_at = ?3                  WHERE run_id = ?4 AND status = 'PENDING' AND expires_at > ?3                  RETURNING {APPROVAL_COLUMNS}"
+            ))?;
+            let cancelled = query_all(
+                &mut stmt,
+                (&data, &cancel.by, &now, &cancel.run_id),
+                approval_from_row,
+            )?;
+            // An awaiting run whose approval is overdue has expired (the
+            // sweep will say so): nothing left to cancel.
+            let Some(first) = cancelled.into_iter().next() else {
+                return Err(StoreError::RunNotCancellable {
+                    run_id: cancel.run_id.clone(),
+                    status: RunStatus::Expired,
+                });
+            };
+            Some(first)
+        }
+        RunStatus::Running => None,
+        status => {
+            return Err(StoreError::RunNotCancellable {
+                run_id: cancel.run_id.clone(),
+                status,
+            });
+        }
+    };
+    let event = cancel.event(next_seq(conn, &cancel.run_id)?);
+    set_run_status(conn, &cancel.run_id, RunStatus::Cancelled, &now)?;
+    append_one(conn, &event)?;
+    Ok(Cancelled {
+        was: run.status,
+        approval,
+        event,
+    })
+}
+
+pub(crate) fn pending_for_run(
+    conn: &Connection,
+    run_id: &str,
+    now: &str,
+) -> StoreResult<Option<ApprovalRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE run_id = ?1 AND status = 'PENDING' AND expires_at > ?2 \
+         ORDER BY created_at DESC, key DESC LIMIT 1"
+    ))?;
+    query_opt(&mut stmt, (run_id, now), approval_from_row)
+}
+
+/// The key of the run's latest approval, whatever its status (see
+/// `Approvals::latest_approval_key`): `tollgate_approvals_run_idx` finds
+/// the run's few rows.
+pub(crate) fn latest_approval_key(conn: &Connection, run_id: &str) -> StoreResult<Option<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT key FROM tollgate_approvals WHERE run_id = ?1 \
+         ORDER BY created_at DESC, step_index DESC, key DESC LIMIT 1",
+    )?;
+    query_opt(&mut stmt, [run_id], |row| Ok(row.get(0)?))
+}

@@ -1,0 +1,342 @@
+//! The store's traits, one per concept ([`RunLog`], [`Approvals`],
+//! [`Queries`], [`Keys`], [`Health`]), and [`StateStore`], their sum.
+//! `use tollgate_runtime::store::prelude::*` brings them all into scope.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{
+    ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Pause,
+    PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage, SharedNotifications,
+    StoreResult, StuckClaim, expired_as_of, feed,
+};
+use crate::events::Event;
+use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+
+/// The run log: what a run's driver writes (creation, events, journal,
+/// pauses, ends, leases) and the little it reads back for itself (its
+/// journal). Every write at a durable point is one transaction; writes of a
+/// driver that lost its run are fenced ([`StoreError::NotOwner`](super::StoreError::NotOwner)).
+#[async_trait]
+pub trait RunLog: Send + Sync + 'static {
+    /// Insert a new run with its first events.
+    async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()>;
+
+    /// [`RunLog::create_run`] if `once` can be claimed (as
+    /// [`Keys::claim_key`] would), in one write: a trigger that must
+    /// start at most one run (a schedule tick, a signed webhook request)
+    /// claims its key and stores its run, or does neither, so a crash
+    /// between the two can neither lose the run nor let it start twice.
+    /// False, with nothing written, when the key is taken.
+    async fn create_run_once(
+        &self,
+        once: &KeyClaim,
+        run: &RunRecord,
+        events: &[Event],
+    ) -> StoreResult<bool>;
+
+    /// Append events to a run that is executing.
+    async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()>;
+
+    /// Atomically, if the run is still `running` and owned by `owner`
+    /// (else [`StoreError::NotOwner`](super::StoreError::NotOwner), and nothing changes): record a
+    /// journal entry (a step's start, or its output once it completed;
+    /// the entry for that step is replaced) and append `events`.
+    async fn record_step(
+        &self,
+        owner: &str,
+        entry: &JournalEntry,
+        events: &[Event],
+    ) -> StoreResult<()>;
+
+    /// The run's journal, by step index.
+    async fn run_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>>;
+
+    /// Extend the lease of a run its owner still drives (`running`, owned
+    /// by `lease.owner`). False when it does not own it any more.
+    async fn renew_lease(&self, run_id: &str, lease: &Lease) -> StoreResult<bool>;
+
+    /// Claim up to `limit` orphaned runs of `agent_id` (`running`, with a
+    /// lease past at `now` or none) for `lease`, oldest first: one
+    /// conditional write per run, so each orphan has one winner across
+    /// every process. Returns the runs as claimed, each with the seq its
+    /// next event gets.
+    async fn claim_orphans(
+        &self,
+        agent_id: &str,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<OwnedRun>>;
+
+    /// The owners of `agent_id`'s `running` runs whose lease still holds
+    /// at `now`, each once: the candidates for a same-host take-over of a
+    /// dead owner's runs ([`crate::durable::owner`]). The default lists
+    /// none, and those runs wait for their lease.
+    async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
+        let _ = (agent_id, now);
+        Ok(Vec::new())
+    }
+
+    /// Take over up to `limit` of `agent_id`'s `running` runs owned by
+    /// exactly `from` (an owner found dead) for `lease`, oldest first,
+    /// whatever their lease: one conditional write on each run's id and
+    /// that exact owner, so of two processes taking over one dead owner's
+    /// run one wins. Returns the runs as taken, each with the seq its next
+    /// event gets.
+    async fn take_over_runs(
+        &self,
+        agent_id: &str,
+        from: &str,
+        lease: &Lease,
+        limit: usize,
+    ) -> StoreResult<Vec<OwnedRun>> {
+        let _ = (agent_id, from, lease, limit);
+        Ok(Vec::new())
+    }
+
+    /// Apply `change` if the run's status is one of `change.from` (else
+    /// [`StoreError::WrongRunStatus`](super::StoreError::WrongRunStatus) or `RunNotFound`, and nothing
+    /// changes), appending its event. Returns the run as changed and the
+    /// event as stored.
+    async fn transition_run(&self, change: &RunTransition) -> StoreResult<(RunRecord, Event)>;
+
+    /// Atomically: insert the pending record, set the run to
+    /// `awaiting_approval` with its outputs so far, append `events`.
+    async fn pause_run(&self, pause: &Pause, events: &[Event]) -> StoreResult<()>;
+
+    /// Atomically: set the run's final (or running) state, append `events`.
+    async fn end_run(&self, end: &RunEnd, events: &[Event]) -> StoreResult<()>;
+
+    /// Atomically: insert a run that was never stored, apply its first
+    /// durable point (`first`: a pause or its end) and append `events` (all
+    /// of them, from `run_started`). A run that reaches its first gate, or
+    /// its end, without calling out so costs one commit instead of two.
+    async fn create_run_at(
+        &self,
+        run: &RunRecord,
+        first: FirstWrite<'_>,
+        events: &[Event],
+    ) -> StoreResult<()>;
+}
+
+/// Approvals: the claim, the cancel and the expiry sweep (the race rules:
+/// one conditional write each, one winner in any process), and the records
+/// as a decision or a watcher reads them.
+#[async_trait]
+pub trait Approvals: Send + Sync + 'static {
+    /// The claim: one conditional write, `PENDING` and unexpired (and, for
+    /// approve/modify, the same spec hash) -> decided. On success the run is
+    /// set back to `running` and an `approval_resolved` event is appended, in
+    /// the same transaction. Exactly one caller in any process wins; the
+    /// others get [`ApprovalError`] explaining why.
+    async fn claim(&self, claim: &Claim) -> StoreResult<Claimed>;
+
+    async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>>;
+
+    /// The run's unexpired PENDING record, if it is paused.
+    async fn pending_for_run(
+        &self,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>>;
+
+    /// The key of the run's latest approval, whatever its status: what a
+    /// decision addressed by run id decides. A run pauses at one gate at a
+    /// time, so its latest record is the pending one while it waits, and
+    /// otherwise the one that explains why nothing is pending (decided,
+    /// expired). Latest by `created_at`, then `step_index`, then key; one
+    /// read through the approvals-by-run index. `None` when the run never
+    /// paused (or does not exist).
+    async fn latest_approval_key(&self, run_id: &str) -> StoreResult<Option<String>>;
+
+    /// Mark every overdue PENDING record EXPIRED and end its run `expired`
+    /// (with a `run_expired` event). At most once across processes: returns
+    /// only the records this call expired.
+    async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>>;
+
+    /// End a waiting or running run `cancelled`, with a `run_cancelled`
+    /// event, in one transaction. A waiting run's PENDING, unexpired
+    /// approval becomes CANCELLED (`decided_by` the canceller) in the same
+    /// conditional write that a decision's claim races: exactly one of
+    /// them wins. A run in any other state is
+    /// [`StoreError::RunNotCancellable`](super::StoreError::RunNotCancellable).
+    async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled>;
+
+    /// The records of `keys` that exist, in any order: what a watcher
+    /// re-reads for the keys it waits on. One query where the store can.
+    async fn approvals_by_key(&self, keys: &[String]) -> StoreResult<Vec<ApprovalRecord>> {
+        let mut found = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(record) = self.get_approval(key).await? {
+                found.push(record);
+            }
+        }
+        Ok(found)
+    }
+
+    /// The record of `key` as a reader at `now` must see it: a PENDING
+    /// record past its `expires_at` reads EXPIRED even before a sweep
+    /// marked it so (the claim refuses it either way).
+    async fn approval_as_of(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        Ok(self.get_approval(key).await?.map(|r| expired_as_of(r, now)))
+    }
+}
+
+/// The read model for the API, the UI, the CLI and metrics: runs and their
+/// events, pages of approvals, counts, stuck claims. Reads only.
+#[async_trait]
+pub trait Queries: Send + Sync + 'static {
+    /// How many of `agent_id`'s runs have `status` (for the start-up log).
+    async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64>;
+
+    /// `agent_id`'s runs counted by status: every status, in
+    /// [`RunStatus::ALL`] order, zero or not (`GET /metrics`). This default
+    /// counts one status at a time; SQLite and PostgreSQL read the runs
+    /// once, grouped.
+    async fn count_runs_by_status(&self, agent_id: &str) -> StoreResult<Vec<(RunStatus, u64)>> {
+        let mut counts = Vec::with_capacity(RunStatus::ALL.len());
+        for &status in RunStatus::ALL {
+            counts.push((status, self.count_runs(agent_id, status).await?));
+        }
+        Ok(counts)
+    }
+
+    async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
+
+    /// Approval records of any status, filtered (see [`ApprovalQuery`]),
+    /// newest first by [`approval_order_at`] then key, one page at a time:
+    /// the inbox (PENDING) and the history (every other status). Overdue
+    /// PENDING records are listed, and filtered, as EXPIRED.
+    async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage>;
+
+    /// `agent_id`'s unexpired PENDING approvals at `now`, counted by step
+    /// id (`GET /metrics`). This default pages through
+    /// [`Queries::list_pending`]; SQLite and PostgreSQL count in one
+    /// grouped query instead.
+    async fn count_pending_by_step(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let mut counts = std::collections::BTreeMap::new();
+        let mut query = PendingQuery {
+            agent_id: Some(agent_id.to_string()),
+            now,
+            limit: 500,
+            cursor: None,
+        };
+        loop {
+            let page = self.list_pending(&query).await?;
+            for record in page.approvals {
+                *counts.entry(record.step_id).or_insert(0) += 1;
+            }
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(counts),
+            }
+        }
+    }
+
+    /// Decided approvals whose run never reached a final state: `stuck` (a
+    /// step was in flight when its process died), or still `running` after
+    /// the claim with no live lease at `now` (its driver stopped and no
+    /// process recovered it yet; one with a live lease is running, never
+    /// stuck), newest decision first.
+    async fn list_stuck(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<StuckClaim>>;
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
+
+    /// Runs newest first (`created_at`, then id), one page at a time.
+    async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage>;
+
+    /// The run's events with `seq > after_seq`, in order.
+    async fn run_events(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<Event>>;
+}
+
+/// Keys claimed at most once at a time: dedupe keys of signed requests and
+/// scheduler ticks ([`KeyClaim`]).
+#[async_trait]
+pub trait Keys: Send + Sync + 'static {
+    /// Claim a dedupe (or scheduler tick) key for `owner` until
+    /// `expires_at`. True when this caller got it: the key was free or its
+    /// previous claim expired.
+    async fn claim_key(
+        &self,
+        key: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Release a key `owner` claimed (a failed run lets a retry through). A
+    /// claim that expired and was taken over by someone else is left alone.
+    async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()>;
+}
+
+/// What a store is and can do: its description, whether it can be written
+/// now (health checks, start-up), and its capabilities (one kernel, a change
+/// feed, notifications).
+#[async_trait]
+pub trait Health: Send + Sync + 'static {
+    /// A short description for logs and errors (never contains credentials).
+    fn describe(&self) -> String;
+
+    /// Whether every process that can share this store runs on one
+    /// kernel: a SQLite file (its locks and shared memory work on one host
+    /// only) or memory. Then a run owner with this host's name and another
+    /// boot id ran before a reboot and is dead; on a store shared across
+    /// machines it may be another machine of the same name. The default
+    /// assumes the store is shared across machines.
+    fn one_kernel(&self) -> bool {
+        false
+    }
+
+    /// Whether the store can take writes now, for a health check. Changes
+    /// nothing when all is well (GET never changes state): a store writes
+    /// a probe only after a write failed, to find out whether it recovered.
+    async fn check_writable(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// One real committed write that leaves no trace in the data: what a
+    /// server does before it starts, so that it never serves a store it
+    /// cannot write. Also runs the store's full integrity check where it has
+    /// one (SQLite's quick check, however large the file).
+    async fn verify_writable(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// How this store pushes approval changes made by any process, if it
+    /// can (PostgreSQL LISTEN/NOTIFY). `None`: watchers poll it.
+    fn change_feed(&self) -> Option<Arc<dyn feed::ChangeFeed>> {
+        None
+    }
+
+    /// Where this store keeps the chat messages announcing approvals
+    /// ([`NotificationStore`]); `None` for a store that keeps none, which
+    /// then cannot serve a spec with Slack notifications.
+    fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
+        None
+    }
+}
+
+/// Everything a store is: the sum of the concepts, implemented for every
+/// type that implements each of them. Code that needs one concept only
+/// takes that trait; [`SharedStore`] holds the whole store.
+pub trait StateStore: RunLog + Approvals + Queries + Keys + Health {}
+
+impl<T: RunLog + Approvals + Queries + Keys + Health + ?Sized> StateStore for T {}
+
+pub type SharedStore = Arc<dyn StateStore>;

@@ -1,0 +1,142 @@
+//! The values a store's writes take and return: a pause, a run's end, an
+//! operator's transition, a claimed key, a cancel, a claim's outcome.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::events::{Event, EventKind};
+use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::run_state::{Lease, RunStatus};
+
+/// The outcome of a successful claim.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The record as decided (status, decided_by, decided_at, decision_data set).
+    pub record: ApprovalRecord,
+    /// The `approval_resolved` event the claim appended to the run.
+    pub event: Event,
+}
+
+/// What a run looks like at its end (or when it ends for good).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub outputs: Map<String, Value>,
+    pub error: Option<String>,
+    pub at: DateTime<Utc>,
+    /// The driver that must still own the `running` run for the write to
+    /// apply (fencing, see [`Lease`]); `None` for a write made on behalf of
+    /// no driver (the gate API, a run never stored before).
+    pub owner: Option<String>,
+}
+
+/// An operator's change of a stopped run (`runs retry`, `runs fail`): one
+/// conditional write, so of two operators acting at once one wins.
+#[derive(Debug, Clone)]
+pub struct RunTransition {
+    pub run_id: String,
+    /// The statuses the run may have for the change to apply.
+    pub from: Vec<RunStatus>,
+    pub to: RunStatus,
+    /// The run's new `error` (`None` clears it).
+    pub error: Option<String>,
+    /// The new owner (a retry drives the run on); `None`: nobody.
+    pub lease: Option<Lease>,
+    /// The event recording the change; the store numbers it after the
+    /// run's last.
+    pub event: EventKind,
+    pub at: DateTime<Utc>,
+    /// Apply only if the run's last event is still this seq: the change
+    /// is conditional on the run being as the operator saw it, so a retry
+    /// and a fail racing on one run cannot both land (the later one finds
+    /// the earlier one's event, answers [`StoreError::WrongRunStatus`] and
+    /// changes nothing). `None`: whatever happened since.
+    pub if_last_seq: Option<u64>,
+}
+
+/// Where a new run first becomes durable when it is stored only then
+/// ([`RunLog::create_run_at`](super::RunLog::create_run_at)): its first pause, or its end.
+#[derive(Debug, Clone, Copy)]
+pub enum FirstWrite<'a> {
+    Pause(&'a Pause),
+    End(&'a RunEnd),
+}
+
+/// A pause: the record to insert plus the run's state so far.
+#[derive(Debug, Clone)]
+pub struct Pause {
+    pub record: ApprovalRecord,
+    pub at: DateTime<Utc>,
+    /// As [`RunEnd::owner`]: the driver that must still own the run.
+    pub owner: Option<String>,
+}
+
+/// A key claimed at most once at a time (a schedule tick, a signed
+/// webhook request): see [`Keys::claim_key`](super::Keys::claim_key) and
+/// [`RunLog::create_run_once`](super::RunLog::create_run_once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyClaim {
+    pub key: String,
+    pub owner: String,
+    pub now: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// An operator cancelling a run.
+#[derive(Debug, Clone)]
+pub struct CancelRun {
+    pub run_id: String,
+    /// Who cancels: `by` of the `run_cancelled` event, and `decided_by` of
+    /// the approval it cancels.
+    pub by: String,
+    pub reason: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+impl CancelRun {
+    /// `decision_data` of a cancelled approval: `{"reason": ...}`.
+    pub fn decision_data(&self) -> Option<Value> {
+        self.reason
+            .as_ref()
+            .map(|r| serde_json::json!({ "reason": r }))
+    }
+
+    pub(crate) fn event(&self, seq: u64) -> Event {
+        Event {
+            run_id: self.run_id.clone(),
+            seq,
+            at: self.now,
+            kind: EventKind::RunCancelled {
+                by: self.by.clone(),
+                reason: self.reason.clone(),
+            },
+        }
+    }
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone)]
+pub struct Cancelled {
+    /// The status the run had: `awaiting_approval` or `running`.
+    pub was: RunStatus,
+    /// The approval it waited on, now CANCELLED (a waiting run only).
+    pub approval: Option<ApprovalRecord>,
+    /// The `run_cancelled` event appended.
+    pub event: Event,
+}
+
+/// The `approval_resolved` event a successful claim appends.
+pub(crate) fn resolved_event(record: &ApprovalRecord, claim: &Claim, seq: u64) -> Event {
+    Event {
+        run_id: record.run_id.clone(),
+        seq,
+        at: claim.now,
+        kind: EventKind::ApprovalResolved {
+            key: record.key.clone(),
+            decision: claim.decision.name().to_string(),
+            decided_by: claim.decided_by.clone(),
+            reason: claim.decision.reason().map(str::to_string),
+        },
+    }
+}

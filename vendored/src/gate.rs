@@ -41,10 +41,11 @@
 //!   decided_by, reason, payload}}`) or `run_rejected`; or `run_expired`.
 //!
 //! A request is one store write (the run with its pause), so a crash leaves
-//! the whole request or none of it. A decision is the claim, then the end of
-//! the request's run: a crash in between leaves the run `running` with its
-//! decision made, which `approvals list --stuck` shows (no workflow server
-//! recovers a gate's run: its agent is no spec's).
+//! the whole request or none of it. A decision is one write too: the gate
+//! works out the request's end from the record it read ([`request_finish`])
+//! and the claim stores the decision and that end together, so a crash
+//! cannot leave a decided request whose run looks in progress (no workflow
+//! server would recover it: its agent is no spec's).
 
 use std::time::Duration;
 
@@ -55,7 +56,7 @@ use thiserror::Error;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{
-    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
@@ -312,15 +313,17 @@ impl Gate {
             return Ok(Outcome { record });
         }
         let now = self.clock.now();
-        let claim = Claim {
+        let mut claim = Claim {
             key: key.into(),
             decision,
             decided_by: decided_by.into(),
             now,
             spec_hash: GATE_SPEC_HASH.into(),
-            // The decision ends the request's run, in the same write.
-            then: AfterClaim::EndRun,
+            then: AfterClaim::Release,
         };
+        // The decision ends the request's run, in the same write.
+        let finish = request_finish(&record.decided_by_claim(&claim), now);
+        claim.then = AfterClaim::Finish(Box::new(finish));
         let claimed = match self.store.claim(&claim).await {
             Ok(claimed) => claimed,
             Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
@@ -367,49 +370,45 @@ fn approved(record: &ApprovalRecord) -> bool {
     )
 }
 
-/// How a decision ends a gate request's run ([`AfterClaim::EndRun`]):
-/// the run's end and its final event, numbered `seq`. Every store calls
-/// this inside the claim's write.
-pub(crate) fn decided_run_end(
-    record: &ApprovalRecord,
-    at: chrono::DateTime<chrono::Utc>,
-    seq: u64,
-) -> (RunEnd, Event) {
-    let end = run_end(record, at);
-    let kind = if approved(record) {
-        EventKind::RunCompleted {
-            outputs: end.outputs.clone(),
-        }
-    } else {
-        EventKind::RunRejected {
-            reason: record.reason().map(str::to_string),
-        }
-    };
-    (end, event(&record.run_id, seq, at, kind))
-}
-
-fn run_end(record: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunEnd {
+/// How a decision ends a gate request's run: approve and modify complete it
+/// with the decision as its output, reject rejects it, at `at` (the claim's
+/// time). `decided` is the record as the claim decides it
+/// ([`ApprovalRecord::decided_by_claim`]). Worked out before the claim and
+/// written by it ([`AfterClaim::Finish`]): the decision and the run's end
+/// are one commit, and a claim that loses writes neither.
+pub fn request_finish(decided: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunFinish {
     let mut outputs = Map::new();
     outputs.insert(
-        record.step_id.clone(),
+        decided.step_id.clone(),
         json!({
-            "approved": approved(record),
-            "decided_by": record.decided_by,
-            "reason": record.reason(),
-            "payload": record.effective_payload(),
+            "approved": approved(decided),
+            "decided_by": decided.decided_by,
+            "reason": decided.reason(),
+            "payload": decided.effective_payload(),
         }),
     );
-    RunEnd {
-        run_id: record.run_id.clone(),
-        status: if approved(record) {
-            RunStatus::Completed
-        } else {
-            RunStatus::Rejected
+    let (status, kind) = if approved(decided) {
+        let kind = EventKind::RunCompleted {
+            outputs: outputs.clone(),
+        };
+        (RunStatus::Completed, kind)
+    } else {
+        let kind = EventKind::RunRejected {
+            reason: decided.reason().map(str::to_string),
+        };
+        (RunStatus::Rejected, kind)
+    };
+    RunFinish {
+        end: RunEnd {
+            run_id: decided.run_id.clone(),
+            status,
+            outputs,
+            error: None,
+            at,
+            owner: None,
         },
-        outputs,
-        error: None,
-        at,
-        owner: None,
+        // Numbered by the store, after the decision's own event.
+        events: vec![event(&decided.run_id, 0, at, kind)],
     }
 }
 

@@ -1,0 +1,242 @@
+//! Driving a run: execute its steps in order from where it stands, until
+//! it pauses or ends, handling steps a crash left in flight.
+
+use serde_json::Value;
+
+use super::event_log::EventLog;
+use super::{AgentRun, OnCrash, RunError, RunOutcome, claims_key, journaled};
+use crate::events::EventKind;
+use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::run_state::RunStatus;
+use crate::spec::StepKind;
+use crate::workflow::{self, RunContext, StepEnv, StepFailure, StepOutcome};
+
+impl AgentRun {
+    pub(super) async fn drive(
+        &self,
+        mut ctx: RunContext,
+        mut index: usize,
+        mut resumed: Option<ApprovalRecord>,
+        mut log: EventLog,
+    ) -> Result<RunOutcome, RunError> {
+        let env = StepEnv {
+            spec: &self.spec,
+            store: &self.store,
+            tools: self.tools.as_ref(),
+            clock: self.clock.as_ref(),
+        };
+        while let Some(step) = self.spec.steps.get(index) {
+            let decision = resumed.take().filter(|r| r.step_index == index);
+            if let Some(record) = &decision {
+                // From this gate on, every call's idempotency key derives
+                // from it (the gated tool's own call included).
+                ctx.gate_key = Some(record.key.clone());
+            }
+            let outcome = match decision {
+                // The step ran before the pause; never run it again.
+                Some(record) if record.phase == Phase::After => {
+                    match workflow::after_gate_output(&record) {
+                        Ok(output) => StepOutcome::Completed(output),
+                        Err(reason) => StepOutcome::Rejected { reason },
+                    }
+                }
+                // A side effect journaled as done is never repeated.
+                _ if journaled(step) && log.completed(index).is_some() => {
+                    let output = log.completed(index).cloned().unwrap_or(Value::Null);
+                    log.emit(EventKind::StepCompleted {
+                        step: step.id.clone(),
+                        index,
+                        output: output.clone(),
+                        replayed: true,
+                    });
+                    ctx.outputs.insert(step.id.clone(), output);
+                    index += 1;
+                    continue;
+                }
+                decision => {
+                    // A gated tool entered without its decision only pauses,
+                    // and one entered with a rejection only ends the run: it
+                    // calls nothing, so it journals nothing (a start recorded
+                    // now would read as a call in doubt after a crash before
+                    // the pause or the end, and leave the run stuck).
+                    let calls = journaled(step)
+                        && !(self.gated(step)
+                            && decision
+                                .as_ref()
+                                .is_none_or(|d| d.status == ApprovalStatus::Rejected));
+                    let in_doubt = calls && log.in_doubt(index);
+                    if in_doubt && !log.retry_in_doubt {
+                        match self.on_crash(step) {
+                            OnCrash::Retry => tracing::info!(
+                                run_id = %ctx.run_id,
+                                step = %step.id,
+                                "step was in flight when its process stopped; on_crash: retry, calling again with the same idempotency key"
+                            ),
+                            OnCrash::Stuck => return self.stuck(&ctx, step, log).await,
+                        }
+                    }
+                    log.emit(EventKind::StepStarted {
+                        step: step.id.clone(),
+                        index,
+                    });
+                    if calls {
+                        // A call may take long or have side effects: the
+                        // journal records its start (with the run's
+                        // progress) before it is made, so that a crash
+                        // leaves it in doubt, never forgotten. A dedupe
+                        // key's owner must be a stored run.
+                        if let Some(failed) = self.flush(step, index, &mut log).await? {
+                            return Ok(failed);
+                        }
+                    }
+                    if in_doubt && claims_key(step) {
+                        // The key may be this run's own from before the
+                        // crash: let go of it (only if it is ours) and
+                        // claim it again.
+                        self.release_dedupe_key_of(step, &ctx).await;
+                    }
+                    let started = std::time::Instant::now();
+                    let outcome = workflow::execute_step(&env, step, &ctx, decision.as_ref()).await;
+                    // A pause before the step is no run of it; one after
+                    // (a guardrail on a model's output) follows a real run.
+                    if !matches!(&outcome, StepOutcome::Paused(g) if g.phase == Phase::Before) {
+                        self.metrics.step_finished(index, started.elapsed());
+                    }
+                    outcome
+                }
+            };
+            match outcome {
+                StepOutcome::Completed(output) => {
+                    log.emit(EventKind::StepCompleted {
+                        step: step.id.clone(),
+                        index,
+                        output: output.clone(),
+                        replayed: false,
+                    });
+                    if journaled(step)
+                        && let Some(failed) = self
+                            .journal_completed(step, index, &output, &mut log)
+                            .await?
+                    {
+                        return Ok(failed);
+                    }
+                    ctx.outputs.insert(step.id.clone(), output);
+                    index += 1;
+                }
+                StepOutcome::Paused(gate) => return self.pause(&ctx, index, gate, log).await,
+                StepOutcome::Rejected { reason } => {
+                    log.emit(EventKind::RunRejected { reason });
+                    return self.finish(&ctx, RunStatus::Rejected, None, log).await;
+                }
+                StepOutcome::Skipped { dedupe_key } => {
+                    log.emit(EventKind::RunSkipped {
+                        step: step.id.clone(),
+                        dedupe_key,
+                    });
+                    return self.finish(&ctx, RunStatus::Skipped, None, log).await;
+                }
+                StepOutcome::Failed(StepFailure::Store(e)) => {
+                    // The store is unreachable: record what we can, report it.
+                    tracing::error!(
+                        run_id = %ctx.run_id,
+                        step = %step.id,
+                        store = %self.store.describe(),
+                        error = %e,
+                        "a step's store operation failed; ending the run failed"
+                    );
+                    let error = e.to_string();
+                    log.emit(EventKind::failed(error.clone()));
+                    let _ = self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
+                    return Err(RunError::Store(e));
+                }
+                StepOutcome::Failed(StepFailure::Step(error)) => {
+                    self.release_dedupe_keys(&ctx, index).await;
+                    log.emit(EventKind::failed(error.clone()));
+                    return self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
+                }
+            }
+        }
+        log.emit(EventKind::RunCompleted {
+            outputs: ctx.outputs.clone(),
+        });
+        self.finish(&ctx, RunStatus::Completed, None, log).await
+    }
+
+    /// A tool step whose every call pauses first (`approval: required`).
+    fn gated(&self, step: &crate::spec::Step) -> bool {
+        matches!(&step.kind, StepKind::Tool { tool, .. }
+            if self.spec.tools.get(tool).is_some_and(|t| t.approval_required))
+    }
+
+    /// What to do with `step` found in flight after a crash.
+    fn on_crash(&self, step: &crate::spec::Step) -> OnCrash {
+        match &step.kind {
+            // Claiming a dedupe key again is safe: see `drive`.
+            StepKind::Dedupe(_) => OnCrash::Retry,
+            StepKind::Tool { tool, .. } => self
+                .spec
+                .tools
+                .get(tool)
+                .map_or(OnCrash::Stuck, crate::spec::ToolSpec::on_crash),
+            StepKind::Model(model) => model.on_crash(),
+            _ => OnCrash::Retry,
+        }
+    }
+
+    /// End the run `stuck` at `step`, which was in flight when its process
+    /// stopped and must not be repeated without an operator.
+    async fn stuck(
+        &self,
+        ctx: &RunContext,
+        step: &crate::spec::Step,
+        mut log: EventLog,
+    ) -> Result<RunOutcome, RunError> {
+        let reason = format!(
+            "step {:?} was in flight when its process stopped, and its on_crash is stuck: \
+             it may or may not have taken effect. Check the downstream, then `runs retry` \
+             (calls again with the same idempotency key) or `runs fail`",
+            step.id
+        );
+        tracing::warn!(run_id = %ctx.run_id, step = %step.id, "run stuck: a step was in flight when its process stopped");
+        log.emit(EventKind::RunStuck {
+            step: step.id.clone(),
+            reason: reason.clone(),
+        });
+        self.finish(ctx, RunStatus::Stuck, Some(reason), log).await
+    }
+
+    /// Release the dedupe key `step` claims, if this run holds it.
+    async fn release_dedupe_key_of(&self, step: &crate::spec::Step, ctx: &RunContext) {
+        let StepKind::Dedupe(dedupe) = &step.kind else {
+            return;
+        };
+        let Ok(key) = crate::expr::evaluate_to_string(&dedupe.key, &ctx.expr_context()) else {
+            return;
+        };
+        let claim_key = workflow::dedupe_claim_key(&self.spec.agent, &key);
+        let _ = self.store.release_key(&claim_key, &ctx.run_id).await;
+    }
+
+    /// A failed run lets a retry through: release the dedupe keys it claimed
+    /// (unless a step says `release_on_failure: false`).
+    pub(super) async fn release_dedupe_keys(&self, ctx: &RunContext, failed_at: usize) {
+        for step in self.spec.steps.iter().take(failed_at) {
+            let StepKind::Dedupe(dedupe) = &step.kind else {
+                continue;
+            };
+            if !dedupe.release_on_failure {
+                continue;
+            }
+            let key = ctx
+                .outputs
+                .get(&step.id)
+                .and_then(|o| o.get("key"))
+                .and_then(Value::as_str);
+            if let Some(key) = key {
+                let claim_key = workflow::dedupe_claim_key(&self.spec.agent, key);
+                // Best effort: if this fails the key simply expires with its TTL.
+                let _ = self.store.release_key(&claim_key, &ctx.run_id).await;
+            }
+        }
+    }
+}

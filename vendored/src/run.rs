@@ -74,6 +74,12 @@ pub enum RunError {
     /// operator's action (`runs retry`, `runs fail`).
     #[error("{by} may not retry or fail run {run_id}: not in approvals.approvers")]
     Forbidden { run_id: String, by: String },
+    /// A background task doing the work of a request (creating a run,
+    /// claiming a decision) ended before it answered: it panicked or its
+    /// runtime is shutting down. The store said nothing wrong; what the
+    /// task did, if anything, is as the store holds it.
+    #[error("the task {task} stopped before it answered")]
+    TaskDropped { task: &'static str },
 }
 
 impl From<StoreError> for RunError {

@@ -93,7 +93,9 @@ impl From<RunError> for Failure {
             RunError::Store(crate::StoreError::WrongRunStatus { .. }) => {
                 Failure::new(CONFLICT, format!("run_conflict: {e}"))
             }
-            RunError::Store(_) => Failure::new(RUN_FAILED, e.to_string()),
+            RunError::Store(_) | RunError::TaskDropped { .. } => {
+                Failure::new(RUN_FAILED, e.to_string())
+            }
             RunError::NotDriven { .. } => Failure::new(CONFLICT, e.to_string()),
         }
     }

@@ -58,6 +58,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
+use crate::run::{Decided, Decider, DecisionRequest, decide_approval};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
 use crate::time::SharedClock;
@@ -288,62 +289,27 @@ impl Gate {
         Ok(self.store.list_pending(&query).await?)
     }
 
-    /// Decide a request: the same claim as a workflow gate, so exactly one
-    /// decision wins across every process. Refuses keys of workflow gates.
+    /// Decide a request: the same decision path and claim as a workflow
+    /// gate (`run::decide_approval`), so exactly one decision wins
+    /// across every process. Refuses keys of workflow gates.
     pub async fn decide(
         &self,
         key: &str,
         decision: Decision,
         decided_by: &str,
     ) -> Result<Outcome, GateError> {
-        let record = self
-            .store
-            .get_approval(key)
-            .await?
-            .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
-        if !record.agent_id.starts_with(GATE_AGENT_PREFIX) {
-            return Err(GateError::NotAGate {
-                key: key.into(),
-                agent: record.agent_id,
-            });
-        }
-        // The decider repeating the decision that won gets it back
-        // (`ApprovalRecord::was_decided_as`), not `already_resolved`.
-        if record.was_decided_as(&decision, decided_by) {
-            return Ok(Outcome { record });
-        }
-        let now = self.clock.now();
-        let mut claim = Claim {
-            key: key.into(),
+        let request = DecisionRequest {
+            key,
             decision,
-            decided_by: decided_by.into(),
-            now,
+            decided_by,
+            now: self.clock.now(),
             spec_hash: GATE_SPEC_HASH.into(),
-            then: AfterClaim::Release,
         };
-        // The decision ends the request's run, in the same write.
-        let finish = request_finish(&record.decided_by_claim(&claim), now);
-        claim.then = AfterClaim::Finish(Box::new(finish));
-        let claimed = match self.store.claim(&claim).await {
-            Ok(claimed) => claimed,
-            Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
-                // Lost to a decision since the read: this decider's own
-                // (a retry in flight) is a repeat, anyone else's a conflict.
-                let won = self.store.get_approval(key).await?;
-                return match won {
-                    Some(won) if won.was_decided_as(&claim.decision, decided_by) => {
-                        Ok(Outcome { record: won })
-                    }
-                    other => {
-                        Err(ApprovalError::explain_failed_claim(key, other.as_ref(), &claim).into())
-                    }
-                };
-            }
-            Err(e) => return Err(e.into()),
+        let record = match decide_approval(self, self.store.as_ref(), request).await? {
+            Decided::Won { claimed, .. } => claimed.record,
+            Decided::Repeat(record) => record,
         };
-        Ok(Outcome {
-            record: claimed.record,
-        })
+        Ok(Outcome { record })
     }
 
     /// Expire every overdue request (and workflow gate: the sweep is the
@@ -351,6 +317,38 @@ impl Gate {
     /// it themselves when their own record's time is up.
     pub async fn recover_expired(&self) -> Result<Vec<ApprovalRecord>, GateError> {
         Ok(self.store.expire_due(self.clock.now()).await?)
+    }
+}
+
+/// A gate request's decisions: only gate requests are decided here, anyone
+/// may decide them, and the decision ends the request's run in the claim's
+/// own write ([`request_finish`]).
+impl Decider for Gate {
+    type Error = GateError;
+    type Plan = ();
+
+    fn admit(&self, record: &ApprovalRecord, _decided_by: &str) -> Result<(), GateError> {
+        if !record.agent_id.starts_with(GATE_AGENT_PREFIX) {
+            return Err(GateError::NotAGate {
+                key: record.key.clone(),
+                agent: record.agent_id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A request's payload is whatever its caller asked with: any edit fits.
+    fn check(&self, _record: &ApprovalRecord, _decision: &Decision) -> Result<(), GateError> {
+        Ok(())
+    }
+
+    async fn plan(
+        &self,
+        record: &ApprovalRecord,
+        claim: &Claim,
+    ) -> Result<(AfterClaim, ()), GateError> {
+        let finish = request_finish(&record.decided_by_claim(claim), claim.now);
+        Ok((AfterClaim::Finish(Box::new(finish)), ()))
     }
 }
 

@@ -43,6 +43,7 @@ use crate::workflow::RunContext;
 
 pub use crate::spec::OnCrash;
 pub use decide::ClaimedDecision;
+pub(crate) use decide::{Decided, Decider, DecisionRequest, decide_approval};
 pub use operate::OperatorFail;
 pub use outage::DEFAULT_PATIENCE as DEFAULT_STORE_PATIENCE;
 pub use start::CreatedRun;

@@ -1,13 +1,132 @@
-//! Deciding a pending approval: who may decide, whether the decision fits
-//! its gate, and the claim (one conditional write; exactly one decision per
-//! key wins across processes).
+//! Deciding a pending approval, on one path for every decider: a
+//! workflow's [`AgentRun::claim`] (which the server's decide task, the
+//! CLI, Slack and the inbox call) and the gate API's `Gate::decide`. Read
+//! the record, check it, plan what the claim's write does to the run, then
+//! claim: one conditional write, so exactly one decision per key wins
+//! across processes. Deciding never drives a run: it is driven only after
+//! its claim won (see `resume`).
 
+use chrono::{DateTime, Utc};
+
+use super::drive::Stop;
 use super::{AgentRun, RunError, RunOutcome, claims_key, journaled};
+use crate::events::Event;
 use crate::pending_approval::{
-    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
 use crate::spec::StepKind;
-use crate::store::StoreError;
+use crate::store::{Claimed, RunEnd, StateStore, StoreError};
+
+/// What differs between deciders: their own checks, and what the claim's
+/// write does to the run besides deciding. Everything else (repeats, the
+/// record's state, the claim, a lost race) is [`decide_approval`]'s, the same for
+/// all of them.
+pub(crate) trait Decider {
+    type Error: From<ApprovalError> + From<StoreError>;
+    /// What the decider worked out before the claim and needs once it won.
+    type Plan;
+
+    /// Checks of the record as read, before its state is looked at: who
+    /// may decide, whose record it is.
+    fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), Self::Error>;
+
+    /// Checks of a decision on a record still pending: does it fit its
+    /// gate. A refusal leaves the record untouched and PENDING.
+    fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), Self::Error>;
+
+    /// What the claim's write does to the run, worked out from the record
+    /// as read and the claim about to be made. Writes nothing.
+    async fn plan(
+        &self,
+        record: &ApprovalRecord,
+        claim: &Claim,
+    ) -> Result<(AfterClaim, Self::Plan), Self::Error>;
+}
+
+/// One decision asked for.
+pub(crate) struct DecisionRequest<'a> {
+    pub key: &'a str,
+    pub decision: Decision,
+    pub decided_by: &'a str,
+    pub now: DateTime<Utc>,
+    /// The decider's spec hash (checked by the claim for approve and modify).
+    pub spec_hash: String,
+}
+
+/// What a decision came to.
+pub(crate) enum Decided<P> {
+    /// This claim won: the store's answer (the record as decided and the
+    /// `approval_resolved` event it appended) and the decider's plan.
+    Won { claimed: Claimed, plan: P },
+    /// The same decider repeated the decision that had won (a retry after
+    /// a lost answer, see [`ApprovalRecord::was_decided_as`]): nothing was
+    /// written; the record as decided.
+    Repeat(ApprovalRecord),
+}
+
+/// The one decision path: read the record, let `decider` admit it, answer
+/// a repeat with the decision that won, refuse a record no longer pending
+/// for its state, let `decider` check the decision and plan the claim's
+/// write, then claim. A claim that lost the race since the read is, to the
+/// same decider with the same decision, a repeat; to anyone else, a
+/// conflict.
+pub(crate) async fn decide_approval<D: Decider>(
+    decider: &D,
+    store: &dyn StateStore,
+    request: DecisionRequest<'_>,
+) -> Result<Decided<D::Plan>, D::Error> {
+    let DecisionRequest {
+        key,
+        decision,
+        decided_by,
+        now,
+        spec_hash,
+    } = request;
+    let record = store
+        .get_approval(key)
+        .await?
+        .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
+    decider.admit(&record, decided_by)?;
+    let mut claim = Claim {
+        key: key.to_string(),
+        decision,
+        decided_by: decided_by.to_string(),
+        now,
+        spec_hash,
+        // Replaced by the decider's plan below, once the decision is known
+        // to be worth a write.
+        then: AfterClaim::Release,
+    };
+    if record.was_decided_as(&claim.decision, decided_by) {
+        return Ok(Decided::Repeat(record));
+    }
+    // A record that is no longer pending answers for its state
+    // (`already_resolved`, `approval_expired`) whatever the decision looks
+    // like: a payload that would not fit is beside the point then.
+    if record.status != ApprovalStatus::Pending || record.is_expired_at(now) {
+        return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
+    }
+    decider.check(&record, &claim.decision)?;
+    let (then, plan) = decider.plan(&record, &claim).await?;
+    claim.then = then;
+    match store.claim(&claim).await {
+        Ok(claimed) => Ok(Decided::Won { claimed, plan }),
+        Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+            match store.get_approval(&claim.key).await? {
+                Some(won) if won.was_decided_as(&claim.decision, &claim.decided_by) => {
+                    Ok(Decided::Repeat(won))
+                }
+                other => {
+                    Err(
+                        ApprovalError::explain_failed_claim(&claim.key, other.as_ref(), &claim)
+                            .into(),
+                    )
+                }
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// A decision that won its claim; the run waits for [`AgentRun::resume_claimed`].
 #[derive(Debug, Clone)]
@@ -40,6 +159,17 @@ impl ClaimedDecision {
             repeated: true,
         }
     }
+}
+
+/// A run's end worked out before its decision's claim (see
+/// [`AgentRun::plan_finish`]).
+pub(crate) struct PlannedFinish {
+    /// The record as the claim decides it.
+    decided: ApprovalRecord,
+    /// What the claim's write stores besides the decision.
+    finish: RunFinish,
+    /// What the caller hears once the claim won.
+    outcome: RunOutcome,
 }
 
 impl AgentRun {
@@ -87,87 +217,68 @@ impl AgentRun {
         decision: Decision,
         decided_by: &str,
     ) -> Result<ClaimedDecision, RunError> {
-        let record = self
-            .store
-            .get_approval(key)
-            .await?
-            .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
-        self.check_decider(key, decided_by)?;
-        if record.agent_id != self.spec.agent {
-            return Err(RunError::WrongAgent {
-                key: key.into(),
-                found: record.agent_id,
-                expected: self.spec.agent.clone(),
-            });
-        }
-        let claim = Claim {
-            key: key.to_string(),
+        let request = DecisionRequest {
+            key,
             decision,
-            decided_by: decided_by.to_string(),
+            decided_by,
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
-            then: AfterClaim::Drive(self.new_lease()),
         };
-        // The decider repeating the decision that won (a retry after a
-        // lost answer) gets that decision back, not `already_resolved`.
-        if record.was_decided_as(&claim.decision, decided_by) {
-            return Ok(ClaimedDecision::repeat(record));
+        Ok(
+            match decide_approval(self, self.store.as_ref(), request).await? {
+                Decided::Repeat(record) => ClaimedDecision::repeat(record),
+                Decided::Won {
+                    claimed,
+                    plan: None,
+                } => {
+                    // The claim stored this event; announce it.
+                    let _ = self.events.send(claimed.event.clone());
+                    ClaimedDecision {
+                        next_seq: claimed.event.seq + 1,
+                        record: claimed.record,
+                        finished: None,
+                        repeated: false,
+                    }
+                }
+                Decided::Won {
+                    claimed,
+                    plan: Some(planned),
+                } => self.finished_by_claim(claimed, planned),
+            },
+        )
+    }
+
+    /// The claim won and wrote the planned end with the decision: announce
+    /// the decision's event and the planned ones, numbered after it as the
+    /// store numbered them.
+    fn finished_by_claim(&self, claimed: Claimed, planned: PlannedFinish) -> ClaimedDecision {
+        let first = claimed.event.seq + 1;
+        let _ = self.events.send(claimed.event);
+        for (event, seq) in planned.finish.events.into_iter().zip(first..) {
+            let _ = self.events.send(Event { seq, ..event });
         }
-        // A record that is no longer pending answers for its state
-        // (`already_resolved`, `approval_expired`) whatever the decision
-        // looks like: a payload that would not fit is beside the point then.
-        if record.status != ApprovalStatus::Pending || record.is_expired_at(claim.now) {
-            return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
-        }
-        self.check_payload(&record, &claim.decision)?;
-        if self.ends_without_io(&record, &claim.decision) {
-            return self.claim_and_finish(record, claim).await;
-        }
-        let claimed = match self.store.claim(&claim).await {
-            Ok(claimed) => claimed,
-            Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
-                return self.lost_claim(&claim).await;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        // The claim stored this event; announce it.
-        let _ = self.events.send(claimed.event.clone());
-        Ok(ClaimedDecision {
-            next_seq: claimed.event.seq + 1,
-            record: claimed.record,
-            finished: None,
+        ClaimedDecision {
+            record: planned.decided,
+            next_seq: 0,
+            finished: Some(planned.outcome),
             repeated: false,
-        })
-    }
-
-    /// The claim lost the race since the record was read: to this decider's
-    /// own earlier request (a retry sent while the first was in flight) it
-    /// is a repeat; to anyone else, a conflict.
-    async fn lost_claim(&self, claim: &Claim) -> Result<ClaimedDecision, RunError> {
-        let now = self.store.get_approval(&claim.key).await?;
-        match now {
-            Some(won) if won.was_decided_as(&claim.decision, &claim.decided_by) => {
-                Ok(ClaimedDecision::repeat(won))
-            }
-            other => {
-                Err(ApprovalError::explain_failed_claim(&claim.key, other.as_ref(), claim).into())
-            }
         }
     }
 
-    /// True when deciding `record` this way ends its run with no call, key
-    /// claim or pause on the way: the gate step itself calls nothing with
-    /// this decision, only `set:` steps follow it, and the spec has no
-    /// dedupe step (a failing run releases its keys, a write that must not
-    /// come before the claim). The spec must be the one the run paused
-    /// under, whose steps line up with the record.
-    fn ends_without_io(&self, record: &ApprovalRecord, decision: &Decision) -> bool {
+    /// True when `decided` (the record as its claim decides it) ends its
+    /// run with no call, key claim or pause on the way: the gate step
+    /// itself calls nothing with this decision, only `set:` steps follow
+    /// it, and the spec has no dedupe step (a failing run releases its
+    /// keys, a write that must not come before the claim). The spec must be
+    /// the one the run paused under, whose steps line up with the record.
+    fn ends_without_io(&self, decided: &ApprovalRecord) -> bool {
+        let record = decided;
         let Some(gate) = self.spec.steps.get(record.step_index) else {
             return false;
         };
         let gate_calls = record.phase == Phase::Before
             && journaled(gate)
-            && !matches!(decision, Decision::Reject { .. });
+            && record.status != ApprovalStatus::Rejected;
         record.spec_hash == self.spec.hash.as_str()
             && !gate_calls
             && self.spec.steps[record.step_index + 1..]
@@ -176,35 +287,45 @@ impl AgentRun {
             && !self.spec.steps.iter().any(claims_key)
     }
 
-    /// See [`AgentRun::claim`]: drive the decided run to its end with the
-    /// claim deferred to that end's write ([`AfterClaim::Finish`]).
-    async fn claim_and_finish(
+    /// See [`AgentRun::claim`]: work out in memory how `decided` ends its
+    /// run (only pure steps follow the gate), without writing or
+    /// announcing anything: the end and the events the claim's write
+    /// stores with the decision. `None` when the steps turn out to need a
+    /// write after all: the run is then driven after its claim, as any
+    /// other.
+    async fn plan_finish(
         &self,
-        record: ApprovalRecord,
-        claim: Claim,
-    ) -> Result<ClaimedDecision, RunError> {
-        let decided = record.decided_by_claim(&claim);
+        decided: &ApprovalRecord,
+    ) -> Result<Option<PlannedFinish>, RunError> {
         // Numbered from 1 here: the store numbers them after the decision.
-        let (ctx, mut log) = self.context_after_claim(&decided, 1);
+        let (mut ctx, mut log) = self.context_after_claim(decided, 1);
         log.owner = None;
-        log.unclaimed = Some(claim.clone());
+        log.planning = true;
         self.replay(&ctx, decided.step_index, &mut log);
-        let step_index = decided.step_index;
-        match self
-            .drive(ctx, step_index, Some(decided.clone()), log)
-            .await
-        {
-            Ok(outcome) => Ok(ClaimedDecision {
-                next_seq: 0,
-                record: decided,
-                finished: Some(outcome),
-                repeated: false,
-            }),
-            Err(RunError::Approval(ApprovalError::AlreadyResolved { .. })) => {
-                self.lost_claim(&claim).await
-            }
-            Err(e) => Err(e),
-        }
+        let stop = self
+            .run_steps(
+                &mut ctx,
+                decided.step_index,
+                Some(decided.clone()),
+                &mut log,
+            )
+            .await?;
+        let Stop::End { status, error } = stop else {
+            return Ok(None);
+        };
+        // Written with the claim, which is the fence: no owner.
+        let end = RunEnd {
+            owner: None,
+            ..self.run_end(&ctx, status, error.clone(), &log)
+        };
+        Ok(Some(PlannedFinish {
+            decided: decided.clone(),
+            finish: RunFinish {
+                end,
+                events: std::mem::take(&mut log.buffer),
+            },
+            outcome: super::durable_point::ended(&ctx, status, error),
+        }))
     }
 
     /// `approvals.approvers`, when set, lists who may decide.
@@ -273,5 +394,44 @@ impl AgentRun {
             });
         }
         Ok(())
+    }
+}
+
+/// A workflow's decisions: its approvers and gates decide, and a run whose
+/// steps after the gate are all pure ends in the claim's own write.
+impl Decider for AgentRun {
+    type Error = RunError;
+    /// The run's end, when the claim writes it.
+    type Plan = Option<PlannedFinish>;
+
+    fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), RunError> {
+        self.check_decider(&record.key, decided_by)?;
+        if record.agent_id != self.spec.agent {
+            return Err(RunError::WrongAgent {
+                key: record.key.clone(),
+                found: record.agent_id.clone(),
+                expected: self.spec.agent.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
+        Ok(self.check_payload(record, decision)?)
+    }
+
+    async fn plan(
+        &self,
+        record: &ApprovalRecord,
+        claim: &Claim,
+    ) -> Result<(AfterClaim, Option<PlannedFinish>), RunError> {
+        let decided = record.decided_by_claim(claim);
+        if self.ends_without_io(&decided)
+            && let Some(planned) = self.plan_finish(&decided).await?
+        {
+            let then = AfterClaim::Finish(Box::new(planned.finish.clone()));
+            return Ok((then, Some(planned)));
+        }
+        Ok((AfterClaim::Drive(self.new_lease()), None))
     }
 }

@@ -1,6 +1,8 @@
 //! Driving a run: execute its steps in order from where it stands, until
 //! it pauses or ends, handling steps a crash left in flight.
 
+use std::ops::ControlFlow;
+
 use serde_json::Value;
 
 use super::event_log::EventLog;
@@ -9,22 +11,75 @@ use crate::events::EventKind;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::RunStatus;
 use crate::spec::StepKind;
-use crate::workflow::{self, RunContext, StepEnv, StepFailure, StepOutcome};
+use crate::store::StoreError;
+use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
+
+/// Where the step loop stopped, before anything about it is written.
+pub(super) enum Stop {
+    /// The run ends with this status; the event saying so is in the log.
+    End {
+        status: RunStatus,
+        error: Option<String>,
+    },
+    /// Step `index` asks for a decision.
+    Pause { index: usize, gate: GateRequest },
+    /// A step's own store operation failed: the run ends `failed` (the
+    /// event is in the log) and the caller hears the store's error.
+    StoreFailed(StoreError),
+    /// A write the loop had to make (a call's start, a step's result) was
+    /// refused and already ended the run: this is its outcome.
+    Ended(RunOutcome),
+    /// Worked out in memory before a claim (`EventLog::planning`), the
+    /// run reached a step that would have to write first: it is driven
+    /// after its claim instead.
+    Unplanned,
+}
+
+impl Stop {
+    fn end(status: RunStatus, error: Option<String>) -> Stop {
+        Stop::End { status, error }
+    }
+}
 
 impl AgentRun {
+    /// Run the steps from `index` (re-entering a gate with its decision,
+    /// `resumed`) and write where the run stopped: its pause or its end.
     pub(super) async fn drive(
         &self,
         mut ctx: RunContext,
-        mut index: usize,
-        mut resumed: Option<ApprovalRecord>,
+        index: usize,
+        resumed: Option<ApprovalRecord>,
         mut log: EventLog,
     ) -> Result<RunOutcome, RunError> {
-        let env = StepEnv {
-            spec: &self.spec,
-            store: &self.store,
-            tools: self.tools.as_ref(),
-            clock: self.clock.as_ref(),
-        };
+        match self.run_steps(&mut ctx, index, resumed, &mut log).await? {
+            Stop::End { status, error } => self.finish(&ctx, status, error, log).await,
+            Stop::Pause { index, gate } => self.pause(&ctx, index, gate, log).await,
+            Stop::StoreFailed(e) => {
+                let error = e.to_string();
+                let _ = self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
+                Err(RunError::Store(e))
+            }
+            Stop::Ended(outcome) => Ok(outcome),
+            // Only a log that is planning stops there, and it is never
+            // driven (see `AgentRun::plan_finish`).
+            Stop::Unplanned => Err(RunError::NotDriven {
+                run_id: ctx.run_id,
+                detail: "a planned decision reached a step that writes".into(),
+            }),
+        }
+    }
+
+    /// The step loop: execute the steps in order from `index` until one
+    /// pauses or ends the run, or the last completes. Writes only what a
+    /// step needs before or after it runs (a call's start, its result);
+    /// where the run stops is for the caller to write.
+    pub(super) async fn run_steps(
+        &self,
+        ctx: &mut RunContext,
+        mut index: usize,
+        mut resumed: Option<ApprovalRecord>,
+        log: &mut EventLog,
+    ) -> Result<Stop, RunError> {
         while let Some(step) = self.spec.steps.get(index) {
             let decision = resumed.take().filter(|r| r.step_index == index);
             if let Some(record) = &decision {
@@ -42,124 +97,162 @@ impl AgentRun {
                 }
                 // A side effect journaled as done is never repeated.
                 _ if journaled(step) && log.completed(index).is_some() => {
-                    let output = log.completed(index).cloned().unwrap_or(Value::Null);
-                    log.emit(EventKind::StepCompleted {
-                        step: step.id.clone(),
-                        index,
-                        output: output.clone(),
-                        replayed: true,
-                    });
-                    ctx.outputs.insert(step.id.clone(), output);
+                    replay_journaled(ctx, step, index, log);
                     index += 1;
                     continue;
                 }
-                decision => {
-                    // A gated tool entered without its decision only pauses,
-                    // and one entered with a rejection only ends the run: it
-                    // calls nothing, so it journals nothing (a start recorded
-                    // now would read as a call in doubt after a crash before
-                    // the pause or the end, and leave the run stuck).
-                    let calls = journaled(step)
-                        && !(self.gated(step)
-                            && decision
-                                .as_ref()
-                                .is_none_or(|d| d.status == ApprovalStatus::Rejected));
-                    let in_doubt = calls && log.in_doubt(index);
-                    if in_doubt && !log.retry_in_doubt {
-                        match self.on_crash(step) {
-                            OnCrash::Retry => tracing::info!(
-                                run_id = %ctx.run_id,
-                                step = %step.id,
-                                "step was in flight when its process stopped; on_crash: retry, calling again with the same idempotency key"
-                            ),
-                            OnCrash::Stuck => return self.stuck(&ctx, step, log).await,
-                        }
-                    }
-                    log.emit(EventKind::StepStarted {
-                        step: step.id.clone(),
-                        index,
-                    });
-                    if calls {
-                        // A call may take long or have side effects: the
-                        // journal records its start (with the run's
-                        // progress) before it is made, so that a crash
-                        // leaves it in doubt, never forgotten. A dedupe
-                        // key's owner must be a stored run.
-                        if let Some(failed) = self.flush(step, index, &mut log).await? {
-                            return Ok(failed);
-                        }
-                    }
-                    if in_doubt && claims_key(step) {
-                        // The key may be this run's own from before the
-                        // crash: let go of it (only if it is ours) and
-                        // claim it again.
-                        self.release_dedupe_key_of(step, &ctx).await;
-                    }
-                    let started = std::time::Instant::now();
-                    let outcome = workflow::execute_step(&env, step, &ctx, decision.as_ref()).await;
-                    // A pause before the step is no run of it; one after
-                    // (a guardrail on a model's output) follows a real run.
-                    if !matches!(&outcome, StepOutcome::Paused(g) if g.phase == Phase::Before) {
-                        self.metrics.step_finished(index, started.elapsed());
-                    }
-                    outcome
-                }
+                decision => match self.run_step(ctx, step, index, decision, log).await? {
+                    ControlFlow::Continue(outcome) => outcome,
+                    ControlFlow::Break(stop) => return Ok(stop),
+                },
             };
             match outcome {
                 StepOutcome::Completed(output) => {
-                    log.emit(EventKind::StepCompleted {
-                        step: step.id.clone(),
-                        index,
-                        output: output.clone(),
-                        replayed: false,
-                    });
-                    if journaled(step)
-                        && let Some(failed) = self
-                            .journal_completed(step, index, &output, &mut log)
-                            .await?
-                    {
-                        return Ok(failed);
+                    if let Some(stop) = self.step_completed(ctx, step, index, output, log).await? {
+                        return Ok(stop);
                     }
-                    ctx.outputs.insert(step.id.clone(), output);
                     index += 1;
                 }
-                StepOutcome::Paused(gate) => return self.pause(&ctx, index, gate, log).await,
+                StepOutcome::Paused(gate) => return Ok(Stop::Pause { index, gate }),
                 StepOutcome::Rejected { reason } => {
                     log.emit(EventKind::RunRejected { reason });
-                    return self.finish(&ctx, RunStatus::Rejected, None, log).await;
+                    return Ok(Stop::end(RunStatus::Rejected, None));
                 }
                 StepOutcome::Skipped { dedupe_key } => {
                     log.emit(EventKind::RunSkipped {
                         step: step.id.clone(),
                         dedupe_key,
                     });
-                    return self.finish(&ctx, RunStatus::Skipped, None, log).await;
+                    return Ok(Stop::end(RunStatus::Skipped, None));
                 }
                 StepOutcome::Failed(StepFailure::Store(e)) => {
-                    // The store is unreachable: record what we can, report it.
-                    tracing::error!(
-                        run_id = %ctx.run_id,
-                        step = %step.id,
-                        store = %self.store.describe(),
-                        error = %e,
-                        "a step's store operation failed; ending the run failed"
-                    );
-                    let error = e.to_string();
-                    log.emit(EventKind::failed(error.clone()));
-                    let _ = self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
-                    return Err(RunError::Store(e));
+                    return Ok(self.store_failed(ctx, step, e, log));
                 }
                 StepOutcome::Failed(StepFailure::Step(error)) => {
-                    self.release_dedupe_keys(&ctx, index).await;
+                    self.release_dedupe_keys(ctx, index).await;
                     log.emit(EventKind::failed(error.clone()));
-                    return self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
+                    return Ok(Stop::end(RunStatus::Failed, Some(error)));
                 }
             }
         }
         log.emit(EventKind::RunCompleted {
             outputs: ctx.outputs.clone(),
         });
-        self.finish(&ctx, RunStatus::Completed, None, log).await
+        Ok(Stop::end(RunStatus::Completed, None))
+    }
+
+    /// Execute `step` (with `decision` when the run resumes at it). A step
+    /// that calls out or claims has its start journaled first, so that a
+    /// crash leaves it in doubt, never forgotten; one found in doubt is
+    /// called again or ends the run `stuck`, by its `on_crash`.
+    async fn run_step(
+        &self,
+        ctx: &RunContext,
+        step: &crate::spec::Step,
+        index: usize,
+        decision: Option<ApprovalRecord>,
+        log: &mut EventLog,
+    ) -> Result<ControlFlow<Stop, StepOutcome>, RunError> {
+        // A gated tool entered without its decision only pauses, and one
+        // entered with a rejection only ends the run: it calls nothing, so
+        // it journals nothing (a start recorded now would read as a call in
+        // doubt after a crash before the pause or the end, and leave the
+        // run stuck).
+        let calls = journaled(step)
+            && !(self.gated(step)
+                && decision
+                    .as_ref()
+                    .is_none_or(|d| d.status == ApprovalStatus::Rejected));
+        if calls && log.planning {
+            return Ok(ControlFlow::Break(Stop::Unplanned));
+        }
+        let in_doubt = calls && log.in_doubt(index);
+        if in_doubt && !log.retry_in_doubt {
+            match self.on_crash(step) {
+                OnCrash::Retry => tracing::info!(
+                    run_id = %ctx.run_id,
+                    step = %step.id,
+                    "step was in flight when its process stopped; on_crash: retry, calling again with the same idempotency key"
+                ),
+                OnCrash::Stuck => return Ok(ControlFlow::Break(stuck(ctx, step, log))),
+            }
+        }
+        log.emit(EventKind::StepStarted {
+            step: step.id.clone(),
+            index,
+        });
+        if calls {
+            // A call may take long or have side effects: the journal
+            // records its start (with the run's progress) before it is
+            // made. A dedupe key's owner must be a stored run.
+            if let Some(failed) = self.flush(step, index, log).await? {
+                return Ok(ControlFlow::Break(Stop::Ended(failed)));
+            }
+        }
+        if in_doubt && claims_key(step) {
+            // The key may be this run's own from before the crash: let go
+            // of it (only if it is ours) and claim it again.
+            self.release_dedupe_key_of(step, ctx).await;
+        }
+        let env = StepEnv {
+            spec: &self.spec,
+            store: &self.store,
+            tools: self.tools.as_ref(),
+            clock: self.clock.as_ref(),
+        };
+        let started = std::time::Instant::now();
+        let outcome = workflow::execute_step(&env, step, ctx, decision.as_ref()).await;
+        // A pause before the step is no run of it; one after (a guardrail
+        // on a model's output) follows a real run.
+        if !matches!(&outcome, StepOutcome::Paused(g) if g.phase == Phase::Before) {
+            self.metrics.step_finished(index, started.elapsed());
+        }
+        Ok(ControlFlow::Continue(outcome))
+    }
+
+    /// `step` completed with `output`: announce it and, for a step with a
+    /// side effect, journal its result before the run goes on.
+    async fn step_completed(
+        &self,
+        ctx: &mut RunContext,
+        step: &crate::spec::Step,
+        index: usize,
+        output: Value,
+        log: &mut EventLog,
+    ) -> Result<Option<Stop>, RunError> {
+        log.emit(EventKind::StepCompleted {
+            step: step.id.clone(),
+            index,
+            output: output.clone(),
+            replayed: false,
+        });
+        if journaled(step)
+            && let Some(failed) = self.journal_completed(step, index, &output, log).await?
+        {
+            return Ok(Some(Stop::Ended(failed)));
+        }
+        ctx.outputs.insert(step.id.clone(), output);
+        Ok(None)
+    }
+
+    /// The store is unreachable from inside a step: record what we can,
+    /// report it.
+    fn store_failed(
+        &self,
+        ctx: &RunContext,
+        step: &crate::spec::Step,
+        e: StoreError,
+        log: &mut EventLog,
+    ) -> Stop {
+        tracing::error!(
+            run_id = %ctx.run_id,
+            step = %step.id,
+            store = %self.store.describe(),
+            error = %e,
+            "a step's store operation failed; ending the run failed"
+        );
+        log.emit(EventKind::failed(e.to_string()));
+        Stop::StoreFailed(e)
     }
 
     /// A tool step whose every call pauses first (`approval: required`).
@@ -181,28 +274,6 @@ impl AgentRun {
             StepKind::Model(model) => model.on_crash(),
             _ => OnCrash::Retry,
         }
-    }
-
-    /// End the run `stuck` at `step`, which was in flight when its process
-    /// stopped and must not be repeated without an operator.
-    async fn stuck(
-        &self,
-        ctx: &RunContext,
-        step: &crate::spec::Step,
-        mut log: EventLog,
-    ) -> Result<RunOutcome, RunError> {
-        let reason = format!(
-            "step {:?} was in flight when its process stopped, and its on_crash is stuck: \
-             it may or may not have taken effect. Check the downstream, then `runs retry` \
-             (calls again with the same idempotency key) or `runs fail`",
-            step.id
-        );
-        tracing::warn!(run_id = %ctx.run_id, step = %step.id, "run stuck: a step was in flight when its process stopped");
-        log.emit(EventKind::RunStuck {
-            step: step.id.clone(),
-            reason: reason.clone(),
-        });
-        self.finish(ctx, RunStatus::Stuck, Some(reason), log).await
     }
 
     /// Release the dedupe key `step` claims, if this run holds it.
@@ -239,4 +310,39 @@ impl AgentRun {
             }
         }
     }
+}
+
+/// A step journaled as done: re-announce it with its journaled output,
+/// never running it again.
+fn replay_journaled(
+    ctx: &mut RunContext,
+    step: &crate::spec::Step,
+    index: usize,
+    log: &mut EventLog,
+) {
+    let output = log.completed(index).cloned().unwrap_or(Value::Null);
+    log.emit(EventKind::StepCompleted {
+        step: step.id.clone(),
+        index,
+        output: output.clone(),
+        replayed: true,
+    });
+    ctx.outputs.insert(step.id.clone(), output);
+}
+
+/// End the run `stuck` at `step`, which was in flight when its process
+/// stopped and must not be repeated without an operator.
+fn stuck(ctx: &RunContext, step: &crate::spec::Step, log: &mut EventLog) -> Stop {
+    let reason = format!(
+        "step {:?} was in flight when its process stopped, and its on_crash is stuck: \
+         it may or may not have taken effect. Check the downstream, then `runs retry` \
+         (calls again with the same idempotency key) or `runs fail`",
+        step.id
+    );
+    tracing::warn!(run_id = %ctx.run_id, step = %step.id, "run stuck: a step was in flight when its process stopped");
+    log.emit(EventKind::RunStuck {
+        step: step.id.clone(),
+        reason: reason.clone(),
+    });
+    Stop::end(RunStatus::Stuck, Some(reason))
 }

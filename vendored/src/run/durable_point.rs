@@ -10,7 +10,7 @@ use super::event_log::EventLog;
 use super::outage::{self, Outage, Probe};
 use super::{AgentRun, RunError, RunOutcome};
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{self, AfterClaim, ApprovalRecord, ApprovalStatus, Claim};
+use crate::pending_approval::{self, ApprovalRecord, ApprovalStatus};
 use crate::run_state::{JournalEntry, RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, RunEnd, StoreError};
 use crate::time::Clock;
@@ -169,12 +169,6 @@ impl AgentRun {
         point: FirstWrite<'_>,
         log: &mut EventLog,
     ) -> Result<Option<RunOutcome>, RunError> {
-        if let Some(claim) = log.unclaimed.take() {
-            return self
-                .write_with_claim(claim, point, log)
-                .await
-                .map(|()| None);
-        }
         let unstored = log.unstored.take();
         let what = match point {
             FirstWrite::Pause(pause) => format!("pause at step {:?}", pause.record.step_id),
@@ -204,39 +198,6 @@ impl AgentRun {
             Err(e @ StoreError::NotOwner { .. }) => Err(self.not_driven(Some(e), log)),
             Err(e) => self.fail_unstorable(unstored, what, log, e).await.map(Some),
         }
-    }
-
-    /// The run's end written by the deferred claim's own write (see
-    /// [`AgentRun::claim`]). Any failure means the decision was not taken:
-    /// it is returned as it is, and nothing is announced.
-    async fn write_with_claim(
-        &self,
-        mut claim: Claim,
-        point: FirstWrite<'_>,
-        log: &mut EventLog,
-    ) -> Result<(), RunError> {
-        let FirstWrite::End(end) = point else {
-            // `ends_without_io` lets only runs that end through here.
-            return Err(RunError::Store(StoreError::Database(
-                "a decision deferred to its run's end reached a pause".into(),
-            )));
-        };
-        claim.then = AfterClaim::Finish(Box::new(crate::pending_approval::RunFinish {
-            end: RunEnd {
-                owner: None,
-                ..end.clone()
-            },
-            events: log.pending().to_vec(),
-        }));
-        let claimed = self.store.claim(&claim).await?;
-        let first = claimed.event.seq + 1;
-        for (event, seq) in log.buffer.iter_mut().zip(first..) {
-            event.seq = seq;
-        }
-        let _ = self.events.send(claimed.event);
-        log.published();
-        log.renewer = None;
-        Ok(())
     }
 
     /// See [`AgentRun::write_point`]: end the run `failed` after its pause,
@@ -402,6 +363,7 @@ impl AgentRun {
         })
     }
 
+    /// Write the run's end (see [`AgentRun::write_point`]).
     pub(super) async fn finish(
         &self,
         ctx: &RunContext,
@@ -409,24 +371,40 @@ impl AgentRun {
         error: Option<String>,
         mut log: EventLog,
     ) -> Result<RunOutcome, RunError> {
-        let end = RunEnd {
-            run_id: ctx.run_id.clone(),
-            status,
-            outputs: ctx.outputs.clone(),
-            error: error.clone(),
-            at: now_or(log.last_at(), self.clock.as_ref()),
-            owner: log.owner.clone(),
-        };
+        let end = self.run_end(ctx, status, error.clone(), &log);
         if let Some(failed) = self.write_point(FirstWrite::End(&end), &mut log).await? {
             return Ok(failed);
         }
-        Ok(RunOutcome {
+        Ok(ended(ctx, status, error))
+    }
+
+    /// The run's end as it stands after the events in `log`.
+    pub(super) fn run_end(
+        &self,
+        ctx: &RunContext,
+        status: RunStatus,
+        error: Option<String>,
+        log: &EventLog,
+    ) -> RunEnd {
+        RunEnd {
             run_id: ctx.run_id.clone(),
             status,
             outputs: ctx.outputs.clone(),
             error,
-            pending: None,
-        })
+            at: now_or(log.last_at(), self.clock.as_ref()),
+            owner: log.owner.clone(),
+        }
+    }
+}
+
+/// What the caller hears of a run that ended as `status`.
+pub(super) fn ended(ctx: &RunContext, status: RunStatus, error: Option<String>) -> RunOutcome {
+    RunOutcome {
+        run_id: ctx.run_id.clone(),
+        status,
+        outputs: ctx.outputs.clone(),
+        error,
+        pending: None,
     }
 }
 

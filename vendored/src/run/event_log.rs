@@ -9,7 +9,6 @@ use tokio::sync::broadcast;
 
 use super::outage::{LeaseWatch, Renewer};
 use crate::events::{Event, EventKind};
-use crate::pending_approval::Claim;
 use crate::run_state::{JournalEntry, RunRecord};
 use crate::time::SharedClock;
 
@@ -42,9 +41,10 @@ pub(super) struct EventLog {
     pub(super) renewer: Option<Renewer>,
     /// Until when the lease is known to hold (see [`outage`]).
     pub(super) lease: LeaseWatch,
-    /// A decision not claimed yet: the run's end is written by its claim
-    /// (see [`AgentRun::claim`]).
-    pub(super) unclaimed: Option<Claim>,
+    /// The run is worked out in memory before its decision's claim (see
+    /// `AgentRun::plan_finish`): nothing may be written, and the step loop
+    /// stops before any step that would write.
+    pub(super) planning: bool,
 }
 
 impl EventLog {
@@ -67,7 +67,7 @@ impl EventLog {
             retry_in_doubt: false,
             renewer: None,
             lease: LeaseWatch::holding_until(None),
-            unclaimed: None,
+            planning: false,
         }
     }
 

@@ -108,7 +108,7 @@ impl AgentRun {
         // The pause stored these as the run's outputs; the claim kept them.
         log.stored_outputs = record.outputs.clone();
         log.owner = Some(crate::durable::node_id().to_string());
-        // The claim took a lease from about now (see `try_claim`).
+        // The claim took a lease from about now (see `Decider::plan`).
         log.lease
             .set(Some(crate::time::add(self.clock.now(), self.lease)));
         let ctx = RunContext {

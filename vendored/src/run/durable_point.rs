@@ -39,39 +39,7 @@ impl AgentRun {
         };
         let what = format!("progress before step {before:?}");
         let written = if let Some(run) = &mut unstored {
-            let lease = self.new_lease();
-            run.owner = Some(lease.owner.clone());
-            run.lease_until = Some(lease.until);
-            log.owner = Some(lease.owner);
-            log.lease.set(Some(lease.until));
-            let created = match log.buffer.first() {
-                Some(first) => {
-                    let run = &*run;
-                    let events = &log.buffer;
-                    self.outage(log, &what)
-                        .write(Probe::Event(first.clone()), || {
-                            self.store.create_run(run, events)
-                        })
-                        .await
-                }
-                None => self.store.create_run(run, log.pending()).await,
-            };
-            match created {
-                Ok(()) => {
-                    log.published();
-                    let owner = log.owner.clone().unwrap_or_default();
-                    self.outage(log, &what)
-                        .write(Probe::Journal(entry.clone()), || {
-                            self.store.record_step(&owner, &entry, &[])
-                        })
-                        .await
-                }
-                Err(e) => {
-                    log.owner = None;
-                    log.lease.set(None);
-                    Err(e)
-                }
-            }
+            self.create_owned(run, &entry, &what, log).await
         } else if let Some(owner) = &log.owner {
             let probe = match log.buffer.first() {
                 Some(first) => Probe::Event(first.clone()),
@@ -112,6 +80,46 @@ impl AgentRun {
             ));
         }
         Ok(None)
+    }
+
+    /// Store a run never stored yet with its events, owned by this process
+    /// from now, then journal `entry` (a call's start) for it.
+    async fn create_owned(
+        &self,
+        run: &mut RunRecord,
+        entry: &JournalEntry,
+        what: &str,
+        log: &mut EventLog,
+    ) -> Result<(), StoreError> {
+        let lease = self.new_lease();
+        run.owner = Some(lease.owner.clone());
+        run.lease_until = Some(lease.until);
+        log.owner = Some(lease.owner);
+        log.lease.set(Some(lease.until));
+        let created = match log.buffer.first() {
+            Some(first) => {
+                let run = &*run;
+                let events = &log.buffer;
+                self.outage(log, what)
+                    .write(Probe::Event(first.clone()), || {
+                        self.store.create_run(run, events)
+                    })
+                    .await
+            }
+            None => self.store.create_run(run, log.pending()).await,
+        };
+        if let Err(e) = created {
+            log.owner = None;
+            log.lease.set(None);
+            return Err(e);
+        }
+        log.published();
+        let owner = log.owner.clone().unwrap_or_default();
+        self.outage(log, what)
+            .write(Probe::Journal(entry.clone()), || {
+                self.store.record_step(&owner, entry, &[])
+            })
+            .await
     }
 
     /// Journal `step`'s output once it completed, with the events so far

@@ -307,7 +307,7 @@ impl Gate {
         };
         let record = match decide_approval(self, self.store.as_ref(), request).await? {
             Decided::Won { claimed, .. } => claimed.record,
-            Decided::Repeat(record) => record,
+            Decided::Repeat(record) => *record,
         };
         Ok(Outcome { record })
     }

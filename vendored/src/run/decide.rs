@@ -57,11 +57,11 @@ pub(crate) struct DecisionRequest<'a> {
 pub(crate) enum Decided<P> {
     /// This claim won: the store's answer (the record as decided and the
     /// `approval_resolved` event it appended) and the decider's plan.
-    Won { claimed: Claimed, plan: P },
+    Won { claimed: Box<Claimed>, plan: P },
     /// The same decider repeated the decision that had won (a retry after
     /// a lost answer, see [`ApprovalRecord::was_decided_as`]): nothing was
     /// written; the record as decided.
-    Repeat(ApprovalRecord),
+    Repeat(Box<ApprovalRecord>),
 }
 
 /// The one decision path: read the record, let `decider` admit it, answer
@@ -98,7 +98,7 @@ pub(crate) async fn decide_approval<D: Decider>(
         then: AfterClaim::Release,
     };
     if record.was_decided_as(&claim.decision, decided_by) {
-        return Ok(Decided::Repeat(record));
+        return Ok(Decided::Repeat(Box::new(record)));
     }
     // A record that is no longer pending answers for its state
     // (`already_resolved`, `approval_expired`) whatever the decision looks
@@ -110,11 +110,14 @@ pub(crate) async fn decide_approval<D: Decider>(
     let (then, plan) = decider.plan(&record, &claim).await?;
     claim.then = then;
     match store.claim(&claim).await {
-        Ok(claimed) => Ok(Decided::Won { claimed, plan }),
+        Ok(claimed) => Ok(Decided::Won {
+            claimed: Box::new(claimed),
+            plan,
+        }),
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
             match store.get_approval(&claim.key).await? {
                 Some(won) if won.was_decided_as(&claim.decision, &claim.decided_by) => {
-                    Ok(Decided::Repeat(won))
+                    Ok(Decided::Repeat(Box::new(won)))
                 }
                 other => {
                     Err(
@@ -224,28 +227,27 @@ impl AgentRun {
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
         };
-        Ok(
-            match decide_approval(self, self.store.as_ref(), request).await? {
-                Decided::Repeat(record) => ClaimedDecision::repeat(record),
-                Decided::Won {
-                    claimed,
-                    plan: None,
-                } => {
-                    // The claim stored this event; announce it.
-                    let _ = self.events.send(claimed.event.clone());
-                    ClaimedDecision {
-                        next_seq: claimed.event.seq + 1,
-                        record: claimed.record,
-                        finished: None,
-                        repeated: false,
-                    }
+        let decided = decide_approval(self, self.store.as_ref(), request).await?;
+        Ok(match decided {
+            Decided::Repeat(record) => ClaimedDecision::repeat(*record),
+            Decided::Won {
+                claimed,
+                plan: None,
+            } => {
+                // The claim stored this event; announce it.
+                let _ = self.events.send(claimed.event.clone());
+                ClaimedDecision {
+                    next_seq: claimed.event.seq + 1,
+                    record: claimed.record,
+                    finished: None,
+                    repeated: false,
                 }
-                Decided::Won {
-                    claimed,
-                    plan: Some(planned),
-                } => self.finished_by_claim(claimed, planned),
-            },
-        )
+            }
+            Decided::Won {
+                claimed,
+                plan: Some(planned),
+            } => self.finished_by_claim(*claimed, *planned),
+        })
     }
 
     /// The claim won and wrote the planned end with the decision: announce
@@ -272,16 +274,15 @@ impl AgentRun {
     /// keys, a write that must not come before the claim). The spec must be
     /// the one the run paused under, whose steps line up with the record.
     fn ends_without_io(&self, decided: &ApprovalRecord) -> bool {
-        let record = decided;
-        let Some(gate) = self.spec.steps.get(record.step_index) else {
+        let Some(gate) = self.spec.steps.get(decided.step_index) else {
             return false;
         };
-        let gate_calls = record.phase == Phase::Before
+        let gate_calls = decided.phase == Phase::Before
             && journaled(gate)
-            && record.status != ApprovalStatus::Rejected;
-        record.spec_hash == self.spec.hash.as_str()
+            && decided.status != ApprovalStatus::Rejected;
+        decided.spec_hash == self.spec.hash.as_str()
             && !gate_calls
-            && self.spec.steps[record.step_index + 1..]
+            && self.spec.steps[decided.step_index + 1..]
                 .iter()
                 .all(|step| matches!(step.kind, StepKind::Set { .. }))
             && !self.spec.steps.iter().any(claims_key)
@@ -402,7 +403,7 @@ impl AgentRun {
 impl Decider for AgentRun {
     type Error = RunError;
     /// The run's end, when the claim writes it.
-    type Plan = Option<PlannedFinish>;
+    type Plan = Option<Box<PlannedFinish>>;
 
     fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), RunError> {
         self.check_decider(&record.key, decided_by)?;
@@ -424,13 +425,13 @@ impl Decider for AgentRun {
         &self,
         record: &ApprovalRecord,
         claim: &Claim,
-    ) -> Result<(AfterClaim, Option<PlannedFinish>), RunError> {
+    ) -> Result<(AfterClaim, Option<Box<PlannedFinish>>), RunError> {
         let decided = record.decided_by_claim(claim);
         if self.ends_without_io(&decided)
             && let Some(planned) = self.plan_finish(&decided).await?
         {
             let then = AfterClaim::Finish(Box::new(planned.finish.clone()));
-            return Ok((then, Some(planned)));
+            return Ok((then, Some(Box::new(planned))));
         }
         Ok((AfterClaim::Drive(self.new_lease()), None))
     }

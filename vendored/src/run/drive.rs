@@ -28,7 +28,7 @@ pub(super) enum Stop {
     StoreFailed(StoreError),
     /// A write the loop had to make (a call's start, a step's result) was
     /// refused and already ended the run: this is its outcome.
-    Ended(RunOutcome),
+    Ended(Box<RunOutcome>),
     /// Worked out in memory before a claim (`EventLog::planning`), the
     /// run reached a step that would have to write first: it is driven
     /// after its claim instead.
@@ -59,7 +59,7 @@ impl AgentRun {
                 let _ = self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
                 Err(RunError::Store(e))
             }
-            Stop::Ended(outcome) => Ok(outcome),
+            Stop::Ended(outcome) => Ok(*outcome),
             // Only a log that is planning stops there, and it is never
             // driven (see `AgentRun::plan_finish`).
             Stop::Unplanned => Err(RunError::NotDriven {
@@ -186,7 +186,7 @@ impl AgentRun {
             // records its start (with the run's progress) before it is
             // made. A dedupe key's owner must be a stored run.
             if let Some(failed) = self.flush(step, index, log).await? {
-                return Ok(ControlFlow::Break(Stop::Ended(failed)));
+                return Ok(ControlFlow::Break(Stop::Ended(Box::new(failed))));
             }
         }
         if in_doubt && claims_key(step) {
@@ -229,7 +229,7 @@ impl AgentRun {
         if journaled(step)
             && let Some(failed) = self.journal_completed(step, index, &output, log).await?
         {
-            return Ok(Some(Stop::Ended(failed)));
+            return Ok(Some(Stop::Ended(Box::new(failed))));
         }
         ctx.outputs.insert(step.id.clone(), output);
         Ok(None)

@@ -93,19 +93,27 @@ async fn decision_to_waiter_latency() {
                 (round as u64 * 617) % 1000
             };
             tokio::time::sleep(Duration::from_millis(20 + spread)).await;
+            // The gate API's claim, its request's end planned from the
+            // record before the claim (as `Gate::decide` does).
+            let record = deciding
+                .get_approval(&key)
+                .await
+                .expect("read")
+                .expect("requested");
+            let mut claim = tollgate_runtime::pending_approval::Claim {
+                key,
+                decision: Decision::Approve { reason: None },
+                decided_by: "bench".into(),
+                now: tollgate_runtime::time::now(),
+                spec_hash: tollgate_runtime::gate::GATE_SPEC_HASH.into(),
+                then: tollgate_runtime::pending_approval::AfterClaim::Release,
+            };
+            let finish =
+                tollgate_runtime::gate::request_finish(&record.decided_by_claim(&claim), claim.now);
+            claim.then = tollgate_runtime::pending_approval::AfterClaim::Finish(Box::new(finish));
             let started = Instant::now();
             // One transaction on the other node: the claim (NOTIFY at commit).
-            deciding
-                .claim(&tollgate_runtime::pending_approval::Claim {
-                    key,
-                    decision: Decision::Approve { reason: None },
-                    decided_by: "bench".into(),
-                    now: tollgate_runtime::time::now(),
-                    spec_hash: tollgate_runtime::gate::GATE_SPEC_HASH.into(),
-                    then: tollgate_runtime::pending_approval::AfterClaim::EndRun,
-                })
-                .await
-                .expect("claim");
+            deciding.claim(&claim).await.expect("claim");
             let resolved = waiter.await.expect("waiter");
             latencies.push(resolved.duration_since(started));
         }

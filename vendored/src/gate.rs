@@ -41,10 +41,11 @@
 //!   decided_by, reason, payload}}`) or `run_rejected`; or `run_expired`.
 //!
 //! A request is one store write (the run with its pause), so a crash leaves
-//! the whole request or none of it. A decision is the claim, then the end of
-//! the request's run: a crash in between leaves the run `running` with its
-//! decision made, which `approvals list --stuck` shows (no workflow server
-//! recovers a gate's run: its agent is no spec's).
+//! the whole request or none of it. A decision is one write too: the gate
+//! works out the request's end from the record it read ([`request_finish`])
+//! and the claim stores the decision and that end together, so a crash
+//! cannot leave a decided request whose run looks in progress (no workflow
+//! server would recover it: its agent is no spec's).
 
 use std::time::Duration;
 
@@ -55,8 +56,9 @@ use thiserror::Error;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{
-    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
+    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
+use crate::run::{Decided, Decider, DecisionRequest, decide_approval};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
 use crate::time::SharedClock;
@@ -287,60 +289,27 @@ impl Gate {
         Ok(self.store.list_pending(&query).await?)
     }
 
-    /// Decide a request: the same claim as a workflow gate, so exactly one
-    /// decision wins across every process. Refuses keys of workflow gates.
+    /// Decide a request: the same decision path and claim as a workflow
+    /// gate (`run::decide_approval`), so exactly one decision wins
+    /// across every process. Refuses keys of workflow gates.
     pub async fn decide(
         &self,
         key: &str,
         decision: Decision,
         decided_by: &str,
     ) -> Result<Outcome, GateError> {
-        let record = self
-            .store
-            .get_approval(key)
-            .await?
-            .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
-        if !record.agent_id.starts_with(GATE_AGENT_PREFIX) {
-            return Err(GateError::NotAGate {
-                key: key.into(),
-                agent: record.agent_id,
-            });
-        }
-        // The decider repeating the decision that won gets it back
-        // (`ApprovalRecord::was_decided_as`), not `already_resolved`.
-        if record.was_decided_as(&decision, decided_by) {
-            return Ok(Outcome { record });
-        }
-        let now = self.clock.now();
-        let claim = Claim {
-            key: key.into(),
+        let request = DecisionRequest {
+            key,
             decision,
-            decided_by: decided_by.into(),
-            now,
+            decided_by,
+            now: self.clock.now(),
             spec_hash: GATE_SPEC_HASH.into(),
-            // The decision ends the request's run, in the same write.
-            then: AfterClaim::EndRun,
         };
-        let claimed = match self.store.claim(&claim).await {
-            Ok(claimed) => claimed,
-            Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
-                // Lost to a decision since the read: this decider's own
-                // (a retry in flight) is a repeat, anyone else's a conflict.
-                let won = self.store.get_approval(key).await?;
-                return match won {
-                    Some(won) if won.was_decided_as(&claim.decision, decided_by) => {
-                        Ok(Outcome { record: won })
-                    }
-                    other => {
-                        Err(ApprovalError::explain_failed_claim(key, other.as_ref(), &claim).into())
-                    }
-                };
-            }
-            Err(e) => return Err(e.into()),
+        let record = match decide_approval(self, self.store.as_ref(), request).await? {
+            Decided::Won { claimed, .. } => claimed.record,
+            Decided::Repeat(record) => *record,
         };
-        Ok(Outcome {
-            record: claimed.record,
-        })
+        Ok(Outcome { record })
     }
 
     /// Expire every overdue request (and workflow gate: the sweep is the
@@ -348,6 +317,38 @@ impl Gate {
     /// it themselves when their own record's time is up.
     pub async fn recover_expired(&self) -> Result<Vec<ApprovalRecord>, GateError> {
         Ok(self.store.expire_due(self.clock.now()).await?)
+    }
+}
+
+/// A gate request's decisions: only gate requests are decided here, anyone
+/// may decide them, and the decision ends the request's run in the claim's
+/// own write ([`request_finish`]).
+impl Decider for Gate {
+    type Error = GateError;
+    type Plan = ();
+
+    fn admit(&self, record: &ApprovalRecord, _decided_by: &str) -> Result<(), GateError> {
+        if !record.agent_id.starts_with(GATE_AGENT_PREFIX) {
+            return Err(GateError::NotAGate {
+                key: record.key.clone(),
+                agent: record.agent_id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A request's payload is whatever its caller asked with: any edit fits.
+    fn check(&self, _record: &ApprovalRecord, _decision: &Decision) -> Result<(), GateError> {
+        Ok(())
+    }
+
+    async fn plan(
+        &self,
+        record: &ApprovalRecord,
+        claim: &Claim,
+    ) -> Result<(AfterClaim, ()), GateError> {
+        let finish = request_finish(&record.decided_by_claim(claim), claim.now);
+        Ok((AfterClaim::Finish(Box::new(finish)), ()))
     }
 }
 
@@ -367,49 +368,45 @@ fn approved(record: &ApprovalRecord) -> bool {
     )
 }
 
-/// How a decision ends a gate request's run ([`AfterClaim::EndRun`]):
-/// the run's end and its final event, numbered `seq`. Every store calls
-/// this inside the claim's write.
-pub(crate) fn decided_run_end(
-    record: &ApprovalRecord,
-    at: chrono::DateTime<chrono::Utc>,
-    seq: u64,
-) -> (RunEnd, Event) {
-    let end = run_end(record, at);
-    let kind = if approved(record) {
-        EventKind::RunCompleted {
-            outputs: end.outputs.clone(),
-        }
-    } else {
-        EventKind::RunRejected {
-            reason: record.reason().map(str::to_string),
-        }
-    };
-    (end, event(&record.run_id, seq, at, kind))
-}
-
-fn run_end(record: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunEnd {
+/// How a decision ends a gate request's run: approve and modify complete it
+/// with the decision as its output, reject rejects it, at `at` (the claim's
+/// time). `decided` is the record as the claim decides it
+/// ([`ApprovalRecord::decided_by_claim`]). Worked out before the claim and
+/// written by it ([`AfterClaim::Finish`]): the decision and the run's end
+/// are one commit, and a claim that loses writes neither.
+pub fn request_finish(decided: &ApprovalRecord, at: chrono::DateTime<chrono::Utc>) -> RunFinish {
     let mut outputs = Map::new();
     outputs.insert(
-        record.step_id.clone(),
+        decided.step_id.clone(),
         json!({
-            "approved": approved(record),
-            "decided_by": record.decided_by,
-            "reason": record.reason(),
-            "payload": record.effective_payload(),
+            "approved": approved(decided),
+            "decided_by": decided.decided_by,
+            "reason": decided.reason(),
+            "payload": decided.effective_payload(),
         }),
     );
-    RunEnd {
-        run_id: record.run_id.clone(),
-        status: if approved(record) {
-            RunStatus::Completed
-        } else {
-            RunStatus::Rejected
+    let (status, kind) = if approved(decided) {
+        let kind = EventKind::RunCompleted {
+            outputs: outputs.clone(),
+        };
+        (RunStatus::Completed, kind)
+    } else {
+        let kind = EventKind::RunRejected {
+            reason: decided.reason().map(str::to_string),
+        };
+        (RunStatus::Rejected, kind)
+    };
+    RunFinish {
+        end: RunEnd {
+            run_id: decided.run_id.clone(),
+            status,
+            outputs,
+            error: None,
+            at,
+            owner: None,
         },
-        outputs,
-        error: None,
-        at,
-        owner: None,
+        // Numbered by the store, after the decision's own event.
+        events: vec![event(&decided.run_id, 0, at, kind)],
     }
 }
 

@@ -227,25 +227,29 @@ impl Claim {
     pub fn lease(&self) -> Option<&crate::run_state::Lease> {
         match &self.then {
             AfterClaim::Drive(lease) => Some(lease),
-            AfterClaim::Release | AfterClaim::EndRun | AfterClaim::Finish(_) => None,
+            AfterClaim::Release | AfterClaim::Finish(_) => None,
         }
     }
 
     /// When the claim's write also ends the run: the end, and the events
     /// that follow the decision's own (numbered `seq`, `seq + 1`, ...).
     /// `record` is the record as this claim decided it. Every store calls
-    /// this inside the claim's write.
+    /// this inside the claim's write; the end was worked out by the
+    /// claimer before the claim, so nothing here reaches back up into the
+    /// engine.
     pub fn run_end(
         &self,
         record: &ApprovalRecord,
         seq: u64,
     ) -> Option<(crate::store::RunEnd, Vec<crate::events::Event>)> {
         match &self.then {
-            AfterClaim::EndRun => {
-                let (end, ended) = crate::gate::decided_run_end(record, self.now, seq);
-                Some((end, vec![ended]))
+            AfterClaim::Finish(finish) => {
+                debug_assert_eq!(
+                    finish.end.run_id, record.run_id,
+                    "a planned end belongs to the decided record's run"
+                );
+                Some((finish.end.clone(), finish.numbered_from(seq)))
             }
-            AfterClaim::Finish(finish) => Some((finish.end.clone(), finish.numbered_from(seq))),
             AfterClaim::Drive(_) | AfterClaim::Release => None,
         }
     }
@@ -260,15 +264,13 @@ pub enum AfterClaim {
     /// Nobody drives it yet: the run is `running` without a lease, an
     /// orphan the next recovery round of a serving process resumes.
     Release,
-    /// The decision ends the run in the same write (the gate API, whose run
-    /// is the request alone): approve and modify complete it with the
-    /// decision as its output, reject rejects it. A crash cannot leave a
-    /// decided request whose run still looks in progress.
-    EndRun,
-    /// The run's end, worked out before the claim (everything after the
-    /// gate is pure: see `AgentRun::claim`), written in the claim's own
-    /// transaction: a decision and its run's end are one commit. If the
-    /// claim loses, nothing of it is written.
+    /// The run's end, worked out before the claim, written in the claim's
+    /// own transaction: a decision and its run's end are one commit. If the
+    /// claim loses, nothing of it is written. The gate API ends a request's
+    /// run this way (approve and modify complete it with the decision as
+    /// its output, reject rejects it: see `gate::request_finish`), and a
+    /// workflow run whose steps after the gate are all pure (see
+    /// `AgentRun::claim`).
     Finish(Box<RunFinish>),
 }
 

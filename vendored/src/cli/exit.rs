@@ -95,7 +95,9 @@ impl From<RunError> for ExitFailure {
             RunError::Store(crate::StoreError::WrongRunStatus { .. }) => {
                 ExitFailure::new(CONFLICT, format!("run_conflict: {e}"))
             }
-            RunError::Store(_) => ExitFailure::new(RUN_FAILED, e.to_string()),
+            RunError::Store(_) | RunError::TaskDropped { .. } => {
+                ExitFailure::new(RUN_FAILED, e.to_string())
+            }
             RunError::NotDriven { .. } => ExitFailure::new(CONFLICT, e.to_string()),
         }
     }

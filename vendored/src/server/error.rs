@@ -239,6 +239,9 @@ impl From<RunError> for ApiError {
             RunError::CancelForbidden { run_id, by } => ApiError::CancelForbidden { run_id, by },
             e @ RunError::NotDriven { .. } => ApiError::RunConflict(e.to_string()),
             e @ RunError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
+            // A 500 as any failure that is not the client's: the detail is
+            // logged, not sent.
+            e @ RunError::TaskDropped { .. } => ApiError::Internal(e.to_string()),
         }
     }
 }
@@ -351,6 +354,20 @@ mod tests {
             .source()
             .and_then(|s| s.downcast_ref::<SlackSignatureError>());
         assert_eq!(source, Some(&SlackSignatureError::Stale));
+    }
+
+    #[test]
+    fn a_dropped_task_is_an_internal_error_as_a_store_failure_is() {
+        let dropped = ApiError::from(RunError::TaskDropped {
+            task: "claiming the decision",
+        });
+        assert_eq!(dropped.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(dropped.code(), "internal_error");
+        let store = ApiError::from(RunError::Store(StoreError::Database("gone".into())));
+        assert_eq!(
+            (dropped.status(), dropped.code()),
+            (store.status(), store.code())
+        );
     }
 
     #[test]

@@ -133,9 +133,9 @@ async fn start(
     match created_rx.await {
         Ok(Ok(run_id)) => Ok(run_id.map(|id| (id, handle))),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(RunError::Store(crate::store::StoreError::Database(
-            "the task creating the run stopped before it answered".into(),
-        ))),
+        Err(_) => Err(RunError::TaskDropped {
+            task: "creating the run",
+        }),
     }
 }
 
@@ -198,9 +198,9 @@ pub(crate) async fn decide(
             resuming: handle,
         }),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(RunError::Store(crate::store::StoreError::Database(
-            "the task claiming the decision stopped before it answered".into(),
-        ))),
+        Err(_) => Err(RunError::TaskDropped {
+            task: "claiming the decision",
+        }),
     }
 }
 

@@ -399,13 +399,14 @@ pub async fn a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go(store: Shar
     assert_eq!((run.owner, run.lease_until), (None, None));
 }
 
-/// The gate API's decision (`AfterClaim::EndRun`): the claim, the run's end
+/// The gate API's decision (`AfterClaim::Finish` planned by
+/// `gate::request_finish`): the claim, the run's end
 /// and both events in one write, so a crash cannot leave a decided request
 /// whose run looks in progress (an orphan nobody would recover).
 pub async fn a_claim_that_ends_the_run_ends_it_in_the_same_write(store: SharedStore) {
     let record = paused_run(store.as_ref(), "k", "agent", 0).await;
     let mut approved = approve("k", "alice", 10);
-    approved.then = AfterClaim::EndRun;
+    approved.then = request_end(&record, &approved);
     store.claim(&approved).await.expect("claim");
     let run = store.get_run("run-k").await.expect("get").expect("run");
     assert_eq!(run.status, RunStatus::Completed);
@@ -430,7 +431,7 @@ pub async fn a_claim_that_ends_the_run_ends_it_in_the_same_write(store: SharedSt
         ]
     );
 
-    paused_run(store.as_ref(), "k2", "agent", 0).await;
+    let record = paused_run(store.as_ref(), "k2", "agent", 0).await;
     let mut rejected = claim(
         "k2",
         Decision::Reject {
@@ -440,7 +441,7 @@ pub async fn a_claim_that_ends_the_run_ends_it_in_the_same_write(store: SharedSt
         10,
         SPEC,
     );
-    rejected.then = AfterClaim::EndRun;
+    rejected.then = request_end(&record, &rejected);
     store.claim(&rejected).await.expect("claim");
     let run = store.get_run("run-k2").await.expect("get").expect("run");
     assert_eq!(run.status, RunStatus::Rejected);
@@ -452,6 +453,14 @@ pub async fn a_claim_that_ends_the_run_ends_it_in_the_same_write(store: SharedSt
         .await
         .expect("claim orphans");
     assert!(orphans.is_empty(), "{orphans:?}");
+}
+
+/// How the gate API's claim ends a request's run, planned from the record.
+fn request_end(record: &ApprovalRecord, claim: &Claim) -> AfterClaim {
+    let decided = record.decided_by_claim(claim);
+    AfterClaim::Finish(Box::new(tollgate_runtime::gate::request_finish(
+        &decided, claim.now,
+    )))
 }
 
 /// A decision whose run's end was worked out before the claim

@@ -132,6 +132,7 @@ fn refusal(e: &RunError) -> String {
         | RunError::CancelForbidden { .. }
         | RunError::NotDriven { .. }
         | RunError::Forbidden { .. }
+        | RunError::TaskDropped { .. }
         | RunError::Store(_) => {
             "Nothing changed: tollgate could not record your decision. Try again in a moment."
                 .to_string()

@@ -1,0 +1,438 @@
+//! Deciding a pending approval, on one path for every decider: a
+//! workflow's [`AgentRun::claim`] (which the server's decide task, the
+//! CLI, Slack and the inbox call) and the gate API's `Gate::decide`. Read
+//! the record, check it, plan what the claim's write does to the run, then
+//! claim: one conditional write, so exactly one decision per key wins
+//! across processes. Deciding never drives a run: it is driven only after
+//! its claim won (see `resume`).
+
+use chrono::{DateTime, Utc};
+
+use super::drive::Stop;
+use super::{AgentRun, RunError, RunOutcome, claims_key, journaled};
+use crate::events::Event;
+use crate::pending_approval::{
+    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
+};
+use crate::spec::StepKind;
+use crate::store::{Claimed, RunEnd, StateStore, StoreError};
+
+/// What differs between deciders: their own checks, and what the claim's
+/// write does to the run besides deciding. Everything else (repeats, the
+/// record's state, the claim, a lost race) is [`decide_approval`]'s, the same for
+/// all of them.
+pub(crate) trait Decider {
+    type Error: From<ApprovalError> + From<StoreError>;
+    /// What the decider worked out before the claim and needs once it won.
+    type Plan;
+
+    /// Checks of the record as read, before its state is looked at: who
+    /// may decide, whose record it is.
+    fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), Self::Error>;
+
+    /// Checks of a decision on a record still pending: does it fit its
+    /// gate. A refusal leaves the record untouched and PENDING.
+    fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), Self::Error>;
+
+    /// What the claim's write does to the run, worked out from the record
+    /// as read and the claim about to be made. Writes nothing.
+    async fn plan(
+        &self,
+        record: &ApprovalRecord,
+        claim: &Claim,
+    ) -> Result<(AfterClaim, Self::Plan), Self::Error>;
+}
+
+/// One decision asked for.
+pub(crate) struct DecisionRequest<'a> {
+    pub key: &'a str,
+    pub decision: Decision,
+    pub decided_by: &'a str,
+    pub now: DateTime<Utc>,
+    /// The decider's spec hash (checked by the claim for approve and modify).
+    pub spec_hash: String,
+}
+
+/// What a decision came to.
+pub(crate) enum Decided<P> {
+    /// This claim won: the store's answer (the record as decided and the
+    /// `approval_resolved` event it appended) and the decider's plan.
+    Won { claimed: Box<Claimed>, plan: P },
+    /// The same decider repeated the decision that had won (a retry after
+    /// a lost answer, see [`ApprovalRecord::was_decided_as`]): nothing was
+    /// written; the record as decided.
+    Repeat(Box<ApprovalRecord>),
+}
+
+/// The one decision path: read the record, let `decider` admit it, answer
+/// a repeat with the decision that won, refuse a record no longer pending
+/// for its state, let `decider` check the decision and plan the claim's
+/// write, then claim. A claim that lost the race since the read is, to the
+/// same decider with the same decision, a repeat; to anyone else, a
+/// conflict.
+pub(crate) async fn decide_approval<D: Decider>(
+    decider: &D,
+    store: &dyn StateStore,
+    request: DecisionRequest<'_>,
+) -> Result<Decided<D::Plan>, D::Error> {
+    let DecisionRequest {
+        key,
+        decision,
+        decided_by,
+        now,
+        spec_hash,
+    } = request;
+    let record = store
+        .get_approval(key)
+        .await?
+        .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
+    decider.admit(&record, decided_by)?;
+    let mut claim = Claim {
+        key: key.to_string(),
+        decision,
+        decided_by: decided_by.to_string(),
+        now,
+        spec_hash,
+        // Replaced by the decider's plan below, once the decision is known
+        // to be worth a write.
+        then: AfterClaim::Release,
+    };
+    if record.was_decided_as(&claim.decision, decided_by) {
+        return Ok(Decided::Repeat(Box::new(record)));
+    }
+    // A record that is no longer pending answers for its state
+    // (`already_resolved`, `approval_expired`) whatever the decision looks
+    // like: a payload that would not fit is beside the point then.
+    if record.status != ApprovalStatus::Pending || record.is_expired_at(now) {
+        return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
+    }
+    decider.check(&record, &claim.decision)?;
+    let (then, plan) = decider.plan(&record, &claim).await?;
+    claim.then = then;
+    match store.claim(&claim).await {
+        Ok(claimed) => Ok(Decided::Won {
+            claimed: Box::new(claimed),
+            plan,
+        }),
+        Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+            match store.get_approval(&claim.key).await? {
+                Some(won) if won.was_decided_as(&claim.decision, &claim.decided_by) => {
+                    Ok(Decided::Repeat(Box::new(won)))
+                }
+                other => {
+                    Err(
+                        ApprovalError::explain_failed_claim(&claim.key, other.as_ref(), &claim)
+                            .into(),
+                    )
+                }
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A decision that won its claim; the run waits for [`AgentRun::resume_claimed`].
+#[derive(Debug, Clone)]
+pub struct ClaimedDecision {
+    /// The record as decided.
+    pub record: ApprovalRecord,
+    pub(super) next_seq: u64,
+    /// Set when the claim's write also ended the run (see
+    /// [`AgentRun::claim`]): resuming only answers with it.
+    pub(super) finished: Option<RunOutcome>,
+    /// The same decider repeated the decision that had already won (see
+    /// [`ApprovalRecord::was_decided_as`]): nothing was written, and
+    /// resuming does not drive the run again (its first claim did).
+    pub(super) repeated: bool,
+}
+
+impl ClaimedDecision {
+    /// Whether this is a repeat of a decision that won earlier.
+    pub fn is_repeat(&self) -> bool {
+        self.repeated
+    }
+}
+
+impl ClaimedDecision {
+    fn repeat(record: ApprovalRecord) -> ClaimedDecision {
+        ClaimedDecision {
+            record,
+            next_seq: 0,
+            finished: None,
+            repeated: true,
+        }
+    }
+}
+
+/// A run's end worked out before its decision's claim (see
+/// [`AgentRun::plan_finish`]).
+pub(crate) struct PlannedFinish {
+    /// The record as the claim decides it.
+    decided: ApprovalRecord,
+    /// What the claim's write stores besides the decision.
+    finish: RunFinish,
+    /// What the caller hears once the claim won.
+    outcome: RunOutcome,
+}
+
+impl AgentRun {
+    /// The first half of a resume: check and claim the decision (one
+    /// conditional write). Once this returns, the decision is final and the
+    /// caller owns the run's continuation: pass the result to
+    /// [`AgentRun::resume_claimed`] (a server answers in between).
+    ///
+    /// When nothing after the gate calls out, claims a key or can pause
+    /// (only `set:` steps follow), the run is worked out to its end first,
+    /// in memory, and the claim's write stores the decision and the run's
+    /// end together: one commit instead of two, and no window in which a
+    /// crash leaves the decided run to recovery. If the claim loses,
+    /// nothing of that end is written or announced.
+    pub async fn claim(
+        &self,
+        key: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<ClaimedDecision, RunError> {
+        let claimed = self.try_claim(key, decision, decided_by).await;
+        self.count_claim(&claimed);
+        claimed
+    }
+
+    /// A decision that won counts by its outcome; one that found the
+    /// approval already decided by someone else, as a conflict.
+    fn count_claim(&self, claimed: &Result<ClaimedDecision, RunError>) {
+        match claimed {
+            Ok(won) if !won.repeated => {
+                if let Some(outcome) = crate::metrics::DecisionOutcome::of(won.record.status) {
+                    self.metrics.decided(outcome, 1);
+                }
+            }
+            Err(RunError::Approval(ApprovalError::AlreadyResolved { .. })) => {
+                self.metrics.claim_conflict()
+            }
+            _ => {}
+        }
+    }
+
+    async fn try_claim(
+        &self,
+        key: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<ClaimedDecision, RunError> {
+        let request = DecisionRequest {
+            key,
+            decision,
+            decided_by,
+            now: self.clock.now(),
+            spec_hash: self.spec.hash.to_string(),
+        };
+        let decided = decide_approval(self, self.store.as_ref(), request).await?;
+        Ok(match decided {
+            Decided::Repeat(record) => ClaimedDecision::repeat(*record),
+            Decided::Won {
+                claimed,
+                plan: None,
+            } => {
+                // The claim stored this event; announce it.
+                let _ = self.events.send(claimed.event.clone());
+                ClaimedDecision {
+                    next_seq: claimed.event.seq + 1,
+                    record: claimed.record,
+                    finished: None,
+                    repeated: false,
+                }
+            }
+            Decided::Won {
+                claimed,
+                plan: Some(planned),
+            } => self.finished_by_claim(*claimed, *planned),
+        })
+    }
+
+    /// The claim won and wrote the planned end with the decision: announce
+    /// the decision's event and the planned ones, numbered after it as the
+    /// store numbered them.
+    fn finished_by_claim(&self, claimed: Claimed, planned: PlannedFinish) -> ClaimedDecision {
+        let first = claimed.event.seq + 1;
+        let _ = self.events.send(claimed.event);
+        for (event, seq) in planned.finish.events.into_iter().zip(first..) {
+            let _ = self.events.send(Event { seq, ..event });
+        }
+        ClaimedDecision {
+            record: planned.decided,
+            next_seq: 0,
+            finished: Some(planned.outcome),
+            repeated: false,
+        }
+    }
+
+    /// True when `decided` (the record as its claim decides it) ends its
+    /// run with no call, key claim or pause on the way: the gate step
+    /// itself calls nothing with this decision, only `set:` steps follow
+    /// it, and the spec has no dedupe step (a failing run releases its
+    /// keys, a write that must not come before the claim). The spec must be
+    /// the one the run paused under, whose steps line up with the record.
+    fn ends_without_io(&self, decided: &ApprovalRecord) -> bool {
+        let Some(gate) = self.spec.steps.get(decided.step_index) else {
+            return false;
+        };
+        let gate_calls = decided.phase == Phase::Before
+            && journaled(gate)
+            && decided.status != ApprovalStatus::Rejected;
+        decided.spec_hash == self.spec.hash.as_str()
+            && !gate_calls
+            && self.spec.steps[decided.step_index + 1..]
+                .iter()
+                .all(|step| matches!(step.kind, StepKind::Set { .. }))
+            && !self.spec.steps.iter().any(claims_key)
+    }
+
+    /// See [`AgentRun::claim`]: work out in memory how `decided` ends its
+    /// run (only pure steps follow the gate), without writing or
+    /// announcing anything: the end and the events the claim's write
+    /// stores with the decision. `None` when the steps turn out to need a
+    /// write after all: the run is then driven after its claim, as any
+    /// other.
+    async fn plan_finish(
+        &self,
+        decided: &ApprovalRecord,
+    ) -> Result<Option<PlannedFinish>, RunError> {
+        // Numbered from 1 here: the store numbers them after the decision.
+        let (mut ctx, mut log) = self.context_after_claim(decided, 1);
+        log.owner = None;
+        log.planning = true;
+        self.replay(&ctx, decided.step_index, &mut log);
+        let stop = self
+            .run_steps(
+                &mut ctx,
+                decided.step_index,
+                Some(decided.clone()),
+                &mut log,
+            )
+            .await?;
+        let Stop::End { status, error } = stop else {
+            return Ok(None);
+        };
+        // Written with the claim, which is the fence: no owner.
+        let end = RunEnd {
+            owner: None,
+            ..self.run_end(&ctx, status, error.clone(), &log)
+        };
+        Ok(Some(PlannedFinish {
+            decided: decided.clone(),
+            finish: RunFinish {
+                end,
+                events: std::mem::take(&mut log.buffer),
+            },
+            outcome: super::durable_point::ended(&ctx, status, error),
+        }))
+    }
+
+    /// `approvals.approvers`, when set, lists who may decide.
+    fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
+        // The same rule decides who is shown a link (links::may_decide).
+        if crate::links::may_decide(self.spec.approvals.approvers.as_deref(), decided_by) {
+            Ok(())
+        } else {
+            Err(ApprovalError::Forbidden {
+                key: key.into(),
+                decided_by: decided_by.into(),
+            })
+        }
+    }
+
+    /// A modify must fit its gate; checked before the claim so a bad edit
+    /// leaves the record untouched and PENDING.
+    fn check_payload(
+        &self,
+        record: &ApprovalRecord,
+        decision: &Decision,
+    ) -> Result<(), ApprovalError> {
+        let Decision::Modify { payload, .. } = decision else {
+            return Ok(());
+        };
+        let is_tool_gate = record.phase == Phase::Before
+            && self
+                .spec
+                .steps
+                .get(record.step_index)
+                .is_some_and(|s| matches!(s.kind, StepKind::Tool { .. }));
+        if is_tool_gate && !payload.is_object() {
+            return Err(ApprovalError::InvalidPayload {
+                key: record.key.clone(),
+                reason: "edited tool arguments must be a JSON object".into(),
+            });
+        }
+        // A gate step's payload is a mapping of fields (the spec refuses
+        // any other `payload:`), and later steps read
+        // `steps.<id>.output.payload.field`: an edit keeps that shape.
+        let is_gate_step = record.phase == Phase::Before
+            && self
+                .spec
+                .steps
+                .get(record.step_index)
+                .is_some_and(|s| matches!(s.kind, StepKind::Approval(_) | StepKind::Gate(_)));
+        if is_gate_step && !payload.is_object() {
+            return Err(ApprovalError::InvalidPayload {
+                key: record.key.clone(),
+                reason: "an edited gate payload must be a JSON object (a mapping of fields)".into(),
+            });
+        }
+        // A model step's output is always an object (`output: text` too);
+        // a replacement of another shape would make every later
+        // `steps.<id>.output.field` quietly evaluate to null.
+        let is_model_output = record.phase == Phase::After
+            && self
+                .spec
+                .steps
+                .get(record.step_index)
+                .is_some_and(|s| matches!(s.kind, StepKind::Model(_)));
+        if is_model_output && !payload.is_object() {
+            return Err(ApprovalError::InvalidPayload {
+                key: record.key.clone(),
+                reason: "a replacement model output must be a JSON object".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A workflow's decisions: its approvers and gates decide, and a run whose
+/// steps after the gate are all pure ends in the claim's own write.
+impl Decider for AgentRun {
+    type Error = RunError;
+    /// The run's end, when the claim writes it.
+    type Plan = Option<Box<PlannedFinish>>;
+
+    fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), RunError> {
+        self.check_decider(&record.key, decided_by)?;
+        if record.agent_id != self.spec.agent {
+            return Err(RunError::WrongAgent {
+                key: record.key.clone(),
+                found: record.agent_id.clone(),
+                expected: self.spec.agent.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
+        Ok(self.check_payload(record, decision)?)
+    }
+
+    async fn plan(
+        &self,
+        record: &ApprovalRecord,
+        claim: &Claim,
+    ) -> Result<(AfterClaim, Option<Box<PlannedFinish>>), RunError> {
+        let decided = record.decided_by_claim(claim);
+        if self.ends_without_io(&decided)
+            && let Some(planned) = self.plan_finish(&decided).await?
+        {
+            let then = AfterClaim::Finish(Box::new(planned.finish.clone()));
+            return Ok((then, Some(Box::new(planned))));
+        }
+        Ok((AfterClaim::Drive(self.new_lease()), None))
+    }
+}

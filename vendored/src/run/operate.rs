@@ -1,0 +1,310 @@
+//! What operators and the server's background rounds do to runs: cancel,
+//! expire overdue approvals, take over orphaned runs, retry a stuck or
+//! failed run, fail a stuck one.
+
+use chrono::{DateTime, Utc};
+
+use super::{AgentRun, RunError, RunOutcome};
+use crate::events::{Event, EventKind};
+use crate::pending_approval::ApprovalRecord;
+use crate::run_state::{OwnedRun, RunRecord, RunStatus};
+use crate::store::{CancelRun, Cancelled, RunTransition, StoreError};
+
+impl AgentRun {
+    /// Cancel a waiting or running run of this agent (see
+    /// [`crate::store::StateStore::cancel_run`]): `by` must be allowed to
+    /// decide (`approvals.approvers`), as for a decision.
+    ///
+    /// A running run's driver is not stopped by this: until its writes are
+    /// fenced (DESIGN §9), its current step finishes. Its next durable
+    /// write then carries an event number the cancel's `run_cancelled`
+    /// took, which SQLite and PostgreSQL refuse (the run stays
+    /// `cancelled`); the memory store does not check.
+    pub async fn cancel(
+        &self,
+        run_id: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<Cancelled, RunError> {
+        if let Some(allowed) = &self.spec.approvals.approvers {
+            if !allowed.iter().any(|a| a == by) {
+                return Err(RunError::CancelForbidden {
+                    run_id: run_id.into(),
+                    by: by.into(),
+                });
+            }
+        }
+        // Another agent's run is not this agent's to cancel: not found here.
+        match self.store.get_run(run_id).await? {
+            Some(run) if run.agent_id == self.spec.agent => {}
+            _ => return Err(StoreError::RunNotFound(run_id.to_string()).into()),
+        }
+        let cancelled = self
+            .store
+            .cancel_run(&CancelRun {
+                run_id: run_id.to_string(),
+                by: by.to_string(),
+                reason,
+                now: self.clock.now(),
+            })
+            .await?;
+        let ended = u64::from(cancelled.approval.is_some());
+        self.metrics
+            .decided(crate::metrics::DecisionOutcome::Cancelled, ended);
+        let _ = self.events.send(cancelled.event.clone());
+        Ok(cancelled)
+    }
+
+    /// Mark overdue approvals EXPIRED and end their runs (at most once
+    /// across processes). Returns what this call expired.
+    pub async fn sweep_expired(&self) -> Result<Vec<ApprovalRecord>, RunError> {
+        let expired = self.store.expire_due(self.clock.now()).await?;
+        self.metrics.decided(
+            crate::metrics::DecisionOutcome::Expired,
+            expired.len() as u64,
+        );
+        Ok(expired)
+    }
+
+    /// Claim this agent's orphaned runs for this process (`running`, and
+    /// their driver's lease ran out or never existed, or their driver is
+    /// a process on this host that is seen to be dead): one conditional
+    /// write, so each orphan has one winner across every process sharing
+    /// the store. Resume each with [`AgentRun::resume_recovered`].
+    pub async fn claim_orphans(&self) -> Result<Vec<OwnedRun>, RunError> {
+        let batch = crate::durable::RECOVER_BATCH;
+        let lease = self.new_lease();
+        let now = self.clock.now();
+        let agent = &self.spec.agent;
+        let mut claimed = self.store.claim_orphans(agent, &lease, now, batch).await?;
+        if claimed.len() >= batch {
+            return Ok(claimed);
+        }
+        // Leases still running, but maybe of a process that died on this
+        // host: those runs need not wait for the lease to run out.
+        let one_kernel = self.store.one_kernel();
+        for owner in self.store.leased_owners(agent, now).await? {
+            let crate::durable::owner::Liveness::Dead(why) =
+                crate::durable::owner_liveness(&owner, one_kernel)
+            else {
+                continue;
+            };
+            let taken = self
+                .store
+                .take_over_runs(agent, &owner, &lease, batch - claimed.len())
+                .await?;
+            if !taken.is_empty() {
+                tracing::info!(
+                    owner = %owner,
+                    runs = taken.len(),
+                    "taking over the runs of a dead driver without waiting for its lease: {why}"
+                );
+            }
+            claimed.extend(taken);
+            if claimed.len() >= batch {
+                break;
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// Resume a run this process claimed with [`AgentRun::claim_orphans`]
+    /// from its last durable point: its latest decided gate (or its first
+    /// step), re-evaluating pure steps, taking journaled outputs of steps
+    /// that completed, and handling a step found in flight by its
+    /// `on_crash`. Emits `run_recovered`.
+    pub async fn resume_recovered(&self, owned: OwnedRun) -> Result<RunOutcome, RunError> {
+        let by = crate::durable::node_id().to_string();
+        self.redrive(owned, Some(by), false).await
+    }
+
+    /// `runs retry`, first half: take a `stuck` or `failed` run over for
+    /// this process and record `run_recovered` with `by`. Pass the result
+    /// to [`AgentRun::resume_retried`] (a server answers in between).
+    ///
+    /// A run an operator failed (`runs fail`) stays failed: its retry is
+    /// refused, naming who failed it, when and why, unless `force` says the
+    /// operator means it (the `run_recovered` then says `forced`). A run
+    /// that failed by itself is retried as ever. The change is one write
+    /// conditional on the run's last event being the one read here, so of
+    /// a retry and a fail racing (or two retries) exactly one lands.
+    pub async fn claim_retry(
+        &self,
+        run_id: &str,
+        by: &str,
+        force: bool,
+    ) -> Result<OwnedRun, RunError> {
+        let run = self.operated_run(run_id, by).await?;
+        let events = self.store.run_events(&run.id, 0).await?;
+        let failed_by = (run.status == RunStatus::Failed)
+            .then(|| OperatorFail::of(&events))
+            .flatten();
+        if let (Some(failed), false) = (&failed_by, force) {
+            return Err(failed.refusal(&run.id).into());
+        }
+        let (_, index) = self.resume_point(&run.id).await?;
+        let change = RunTransition {
+            run_id: run.id.clone(),
+            from: vec![RunStatus::Stuck, RunStatus::Failed],
+            to: RunStatus::Running,
+            error: None,
+            lease: Some(self.new_lease()),
+            event: EventKind::RunRecovered {
+                by: by.to_string(),
+                from_step: self.spec.steps.get(index).map(|s| s.id.clone()),
+                forced: failed_by.is_some(),
+            },
+            at: self.clock.now(),
+            if_last_seq: Some(events.last().map_or(0, |e| e.seq)),
+        };
+        let (run, event) = match self.store.transition_run(&change).await {
+            Ok(changed) => changed,
+            Err(e @ StoreError::WrongRunStatus { .. }) => {
+                return Err(self
+                    .lost_to_operator(run_id, force)
+                    .await
+                    .unwrap_or(e)
+                    .into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let next_seq = event.seq + 1;
+        let _ = self.events.send(event);
+        Ok(OwnedRun { run, next_seq })
+    }
+
+    /// A retry's write lost: when an operator's fail won meanwhile, the
+    /// refusal names it (as for a retry that came after it).
+    async fn lost_to_operator(&self, run_id: &str, force: bool) -> Option<StoreError> {
+        if force {
+            return None;
+        }
+        let run = self.store.get_run(run_id).await.ok()??;
+        if run.status != RunStatus::Failed {
+            return None;
+        }
+        let events = self.store.run_events(run_id, 0).await.ok()?;
+        Some(OperatorFail::of(&events)?.refusal(run_id))
+    }
+
+    /// `runs retry`, second half: drive the run from its last durable
+    /// point, re-sending a step found in flight with the same idempotency
+    /// key whatever its `on_crash` (the operator asked for it).
+    pub async fn resume_retried(&self, owned: OwnedRun) -> Result<RunOutcome, RunError> {
+        self.redrive(owned, None, true).await
+    }
+
+    /// `runs fail`: end a `stuck` run `failed` with `reason`, recording
+    /// who did it (`run_failed` with `by` and `reason`). One write
+    /// conditional on the run's last event being the one read here: of a
+    /// fail and a retry racing, one lands.
+    pub async fn fail_stuck(
+        &self,
+        run_id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<RunRecord, RunError> {
+        let run = self.operated_run(run_id, by).await?;
+        let last = self
+            .store
+            .run_events(&run.id, 0)
+            .await?
+            .last()
+            .map(|e| e.seq);
+        let error = format!("failed by {by}: {reason}");
+        let change = RunTransition {
+            run_id: run.id,
+            from: vec![RunStatus::Stuck],
+            to: RunStatus::Failed,
+            error: Some(error.clone()),
+            lease: None,
+            event: EventKind::RunFailed {
+                error,
+                by: Some(by.to_string()),
+                reason: Some(reason.to_string()),
+            },
+            at: self.clock.now(),
+            if_last_seq: Some(last.unwrap_or(0)),
+        };
+        let (run, event) = self.store.transition_run(&change).await?;
+        let _ = self.events.send(event);
+        Ok(run)
+    }
+
+    /// The run an operator acts on: this agent's, and `by` allowed by
+    /// `approvals.approvers` as for a decision.
+    async fn operated_run(&self, run_id: &str, by: &str) -> Result<RunRecord, RunError> {
+        if let Some(allowed) = &self.spec.approvals.approvers
+            && !allowed.iter().any(|a| a == by)
+        {
+            return Err(RunError::Forbidden {
+                run_id: run_id.to_string(),
+                by: by.to_string(),
+            });
+        }
+        match self.store.get_run(run_id).await? {
+            Some(run) if run.agent_id == self.spec.agent => Ok(run),
+            // Another agent's run is not this one's business.
+            _ => Err(RunError::Store(StoreError::RunNotFound(run_id.to_string()))),
+        }
+    }
+}
+
+/// Who failed a run by hand (`runs fail`), when and why: its last event,
+/// a `run_failed` naming an operator. A run failed before `run_failed`
+/// named one is recognised by the `run_stuck` right before it (a stuck
+/// run ends failed only by an operator).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorFail {
+    pub by: String,
+    pub at: DateTime<Utc>,
+    pub reason: String,
+}
+
+impl OperatorFail {
+    /// From a run's events, oldest first; `None` unless the last one is an
+    /// operator's `run_failed`.
+    pub fn of(events: &[Event]) -> Option<OperatorFail> {
+        let (last, before) = events.split_last()?;
+        match &last.kind {
+            EventKind::RunFailed {
+                by: Some(by),
+                reason,
+                error,
+            } => Some(OperatorFail {
+                by: by.clone(),
+                at: last.at,
+                reason: reason.clone().unwrap_or_else(|| error.clone()),
+            }),
+            EventKind::RunFailed {
+                by: None, error, ..
+            } if before
+                .last()
+                .is_some_and(|e| matches!(e.kind, EventKind::RunStuck { .. })) =>
+            {
+                Some(OperatorFail {
+                    by: "an operator".into(),
+                    at: last.at,
+                    reason: error.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The refusal of a retry of this run (409 `run_conflict`, exit 4).
+    fn refusal(&self, run_id: &str) -> StoreError {
+        StoreError::WrongRunStatus {
+            run_id: run_id.to_string(),
+            status: RunStatus::Failed,
+            expected: format!(
+                "{} failed it at {} ({}), and an operator's fail is final: retry it only \
+                 if you mean to undo that, with `runs retry --force` (HTTP: \
+                 {{\"force\": true}})",
+                self.by,
+                crate::time::format_utc(self.at),
+                self.reason
+            ),
+        }
+    }
+}

@@ -241,7 +241,7 @@ impl Claim {
         &self,
         record: &ApprovalRecord,
         seq: u64,
-    ) -> Option<(crate::store::RunEnd, Vec<crate::events::Event>)> {
+    ) -> Option<(crate::run_state::RunEnd, Vec<crate::events::Event>)> {
         match &self.then {
             AfterClaim::Finish(finish) => {
                 debug_assert_eq!(
@@ -278,7 +278,7 @@ pub enum AfterClaim {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunFinish {
     /// Written with `owner: None`: the claim itself is the fence.
-    pub end: crate::store::RunEnd,
+    pub end: crate::run_state::RunEnd,
     /// The events between the decision and the end, the end's included, in
     /// order. Their `seq` is assigned by the store (after the decision's
     /// own event), whatever they carry here.

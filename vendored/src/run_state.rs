@@ -94,3 +94,17 @@ pub struct JournalEntry {
     pub output: Option<Value>,
     pub at: DateTime<Utc>,
 }
+
+/// What a run looks like at its end (or when it ends for good).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub outputs: Map<String, Value>,
+    pub error: Option<String>,
+    pub at: DateTime<Utc>,
+    /// The driver that must still own the `running` run for the write to
+    /// apply (fencing, see [`Lease`]); `None` for a write made on behalf of
+    /// no driver (the gate API, a run never stored before).
+    pub owner: Option<String>,
+}

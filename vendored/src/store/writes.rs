@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, Claim};
+pub use crate::run_state::RunEnd;
 use crate::run_state::{Lease, RunStatus};
 
 /// The outcome of a successful claim.
@@ -15,20 +16,6 @@ pub struct Claimed {
     pub record: ApprovalRecord,
     /// The `approval_resolved` event the claim appended to the run.
     pub event: Event,
-}
-
-/// What a run looks like at its end (or when it ends for good).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunEnd {
-    pub run_id: String,
-    pub status: RunStatus,
-    pub outputs: Map<String, Value>,
-    pub error: Option<String>,
-    pub at: DateTime<Utc>,
-    /// The driver that must still own the `running` run for the write to
-    /// apply (fencing, see [`Lease`]); `None` for a write made on behalf of
-    /// no driver (the gate API, a run never stored before).
-    pub owner: Option<String>,
 }
 
 /// An operator's change of a stopped run (`runs retry`, `runs fail`): one

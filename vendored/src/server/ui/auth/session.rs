@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::server::auth::ApiTokens;
 use crate::server::state::AppState;
+use crate::support::hmac::{HmacKey, MAC_LEN};
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "tollgate_session";
@@ -28,18 +28,10 @@ pub(crate) const SESSION_SECRET_ENV: &str = "TOLLGATE_SESSION_SECRET";
 /// How long a session lasts.
 pub(crate) const MAX_AGE: Duration = Duration::from_secs(12 * 3600);
 
-type HmacSha256 = Hmac<Sha256>;
-
 /// The key sessions and CSRF tokens are signed with. Debug prints nothing
 /// of it.
-#[derive(Clone)]
-pub(crate) struct SessionKey([u8; 32]);
-
-impl std::fmt::Debug for SessionKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SessionKey(..)")
-    }
-}
+#[derive(Clone, Debug)]
+pub(crate) struct SessionKey(HmacKey);
 
 impl SessionKey {
     /// A key from an operator's secret (any length): hashed with a domain
@@ -48,11 +40,11 @@ impl SessionKey {
         let mut hasher = Sha256::new();
         hasher.update(b"tollgate-session-secret-v1\0");
         hasher.update(secret.as_bytes());
-        SessionKey(hasher.finalize().into())
+        SessionKey::from_bytes(hasher.finalize().into())
     }
 
     pub fn from_bytes(bytes: [u8; 32]) -> SessionKey {
-        SessionKey(bytes)
+        SessionKey(HmacKey::new(&bytes))
     }
 
     /// A random key for this process only.
@@ -61,18 +53,14 @@ impl SessionKey {
         bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         // Two v4 UUIDs hold 244 random bits; hashing spreads them over the key.
-        SessionKey(Sha256::digest(bytes).into())
+        SessionKey::from_bytes(Sha256::digest(bytes).into())
     }
 
     /// HMAC-SHA256 over `parts`, each preceded by its length so that no two
     /// different lists of parts sign the same bytes.
-    pub fn mac(&self, parts: &[&[u8]]) -> [u8; 32] {
-        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes any key length");
-        for part in parts {
-            mac.update(&(part.len() as u64).to_be_bytes());
-            mac.update(part);
-        }
-        mac.finalize().into_bytes().into()
+    pub fn mac(&self, parts: &[&[u8]]) -> [u8; MAC_LEN] {
+        let lengths = lengths_of(parts);
+        self.0.sign(&length_prefixed(parts, &lengths))
     }
 
     /// Whether `presented` (hex) is the MAC over `parts`, compared in
@@ -81,13 +69,26 @@ impl SessionKey {
         let Some(bytes) = crate::hex::decode(presented) else {
             return false;
         };
-        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes any key length");
-        for part in parts {
-            mac.update(&(part.len() as u64).to_be_bytes());
-            mac.update(part);
-        }
-        mac.verify_slice(&bytes).is_ok()
+        let lengths = lengths_of(parts);
+        self.0.verify(&length_prefixed(parts, &lengths), &bytes)
     }
+}
+
+/// Each part's length, as the 8 big-endian bytes written before it.
+fn lengths_of(parts: &[&[u8]]) -> Vec<[u8; 8]> {
+    parts
+        .iter()
+        .map(|part| (part.len() as u64).to_be_bytes())
+        .collect()
+}
+
+/// `parts` with each one's length before it.
+fn length_prefixed<'a>(parts: &[&'a [u8]], lengths: &'a [[u8; 8]]) -> Vec<&'a [u8]> {
+    lengths
+        .iter()
+        .zip(parts)
+        .flat_map(|(length, part)| [length.as_slice(), part])
+        .collect()
 }
 
 /// The server's session key (see the module's doc), with the start-up
@@ -202,6 +203,20 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         crate::time::parse_utc("2026-12-01T10:00:00Z").unwrap()
+    }
+
+    /// The MAC's bytes are part of the contract: a cookie issued before an
+    /// upgrade still verifies after it. The expected value is Python's
+    /// `hmac.new(sha256(b"tollgate-session-secret-v1\0k"), parts, sha256)`
+    /// over the parts, each after its length as 8 big-endian bytes.
+    #[test]
+    fn the_mac_is_hmac_sha256_over_length_prefixed_parts() {
+        let key = SessionKey::from_secret("k");
+        let parts: &[&[u8]] = &[b"session", b"alice", b"1700000000"];
+        let expected = "b24869978110d172a856b992a1fae837e3bf830d286d4be1c4d7504725e1ac19";
+        assert_eq!(crate::hex::encode(&key.mac(parts)), expected);
+        assert!(key.verify(parts, expected));
+        assert!(!key.verify(&[b"session", b"alic", b"e1700000000"], expected));
     }
 
     #[test]

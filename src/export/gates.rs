@@ -1,7 +1,7 @@
 //! The pause points of a spec, as the export's README describes them.
 //!
 //! The default messages mirror the ones the runtime uses when a gate has no
-//! `message:` (vendored/src/workflow.rs).
+//! `message:` (vendored/src/engine/workflow.rs).
 
 use tollgate_runtime::Spec;
 use tollgate_runtime::spec::{Step, StepKind};

@@ -1,73 +1,41 @@
 //! The runtime's layers, checked: no module of `vendored/src` refers to a
 //! module of a layer above its own.
 //!
-//! From the bottom up: support helpers, the domain (spec, expressions,
-//! events, the approval record), the store, the engine (runs, workflow,
-//! gate, tools), notify, the server (HTTP, API, tasks, UI), and the
-//! application (CLI, `App`, the testing harness). A module may use its own
-//! layer and any below it. README "Layout" describes each layer.
+//! Each layer is a folder of `vendored/src` (the application's entry
+//! points, `app.rs` and `testing.rs`, sit beside the CLI's folder). From
+//! the bottom up: support helpers, the domain (spec, expressions, events,
+//! the approval record), the store, the engine (runs, workflow, gate,
+//! tools), notify, the server (HTTP, API, tasks, UI), and the application
+//! (CLI, `App`, the testing harness). A module may use its own layer and
+//! any below it. README "Layout" describes each layer.
 //!
 //! The check reads the source as text: every `crate::NAME` path (and
 //! `$crate::`, and each name of a `crate::{...}` group) outside comments
-//! and string literals, with the names `lib.rs` re-exports resolved to the
-//! module they come from. A new upward reference fails here, naming the
-//! file and line; a new top-level module fails until it is given a layer.
+//! and string literals. `NAME` is a layer, or a name `lib.rs` re-exports
+//! from one (`pub use domain::{spec, ..}` keeps `crate::spec` working),
+//! resolved to the layer it comes from. A new upward reference fails here,
+//! naming the file and line; a new top-level module fails until it is
+//! given a layer.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Each layer and the top-level modules of `vendored/src` in it, lowest
-/// first.
+/// first: one folder per layer, except the application's.
 const LAYERS: &[(&str, &[&str])] = &[
-    (
-        "support",
-        &[
-            "backoff",
-            "env",
-            "fatal",
-            "hex",
-            "json_depth",
-            "json_kind",
-            "secrets",
-            "support",
-            "time",
-        ],
-    ),
-    (
-        "domain",
-        &[
-            "durable",
-            "events",
-            "expr",
-            "links",
-            "names",
-            "pending_approval",
-            "run_state",
-            "spec",
-        ],
-    ),
-    ("store", &["store", "watch"]),
-    ("engine", &["gate", "metrics", "run", "tools", "workflow"]),
+    ("support", &["support"]),
+    ("domain", &["domain"]),
+    ("store", &["store"]),
+    ("engine", &["engine"]),
     ("notify", &["notify"]),
     ("server", &["server"]),
     ("application", &["app", "cli", "testing"]),
 ];
 
-/// Upward references not yet removed, as `(file, module referred to)`:
-/// each is listed here until its fix lands, and the check fails once one
-/// no longer occurs, so this list only shrinks.
-const NOT_YET_FIXED: &[(&str, &str)] = &[
-    // The approval record plans a gate request's run end through the gate
-    // API and names the store's RunEnd.
-    ("pending_approval.rs", "gate"),
-    ("pending_approval.rs", "store"),
-    // Metrics report the generator version, kept in the CLI's about.
-    ("server/routes/metrics.rs", "cli"),
-];
-
 /// Names at the crate root that are not modules: macros exported by a
-/// module (`#[macro_export]` puts them at the root).
-const ROOT_MACROS: &[(&str, &str)] = &[("named_enum", "names")];
+/// module (`#[macro_export]` puts them at the root), with the layer that
+/// defines them.
+const ROOT_MACROS: &[(&str, &str)] = &[("named_enum", "support")];
 
 fn runtime_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("vendored/src")
@@ -82,7 +50,6 @@ fn no_runtime_module_refers_to_a_layer_above_its_own() {
 
     let mut upward = Vec::new();
     let mut unplaced = BTreeMap::new();
-    let mut still_there = Vec::new();
     for file in rust_files(&src) {
         let rel = file.strip_prefix(&src).expect("under src").to_path_buf();
         let Some(from) = top_module(&rel) else {
@@ -106,10 +73,7 @@ fn no_runtime_module_refers_to_a_layer_above_its_own() {
                 );
                 continue;
             };
-            let known = (rel.to_str().unwrap_or_default(), target.as_str());
-            if to_layer > from_layer && NOT_YET_FIXED.contains(&known) {
-                still_there.push(known.0.to_string() + " -> " + known.1);
-            } else if to_layer > from_layer {
+            if to_layer > from_layer {
                 upward.push(format!(
                     "{}:{}: {from} ({}) refers to crate::{} in {target} ({})",
                     rel.display(),
@@ -129,15 +93,6 @@ fn no_runtime_module_refers_to_a_layer_above_its_own() {
         upward.is_empty(),
         "references to a layer above the referring module's own:\n{}",
         upward.join("\n")
-    );
-    let fixed: Vec<_> = NOT_YET_FIXED
-        .iter()
-        .map(|(file, module)| format!("{file} -> {module}"))
-        .filter(|known| !still_there.contains(known))
-        .collect();
-    assert!(
-        fixed.is_empty(),
-        "fixed, so take them off NOT_YET_FIXED in tests/it/layers.rs: {fixed:?}"
     );
 }
 
@@ -169,11 +124,18 @@ fn the_reference_scanner_sees_paths_and_skips_comments_and_strings() {
         ]
     );
     let reexports = root_reexports(&code_only(
-        "pub mod run;\nmod store;\npub use run::{AgentRun, RunError};\npub use store::{SharedStore};\npub use axum;",
+        "pub mod engine;\nmod store;\npub use run::{AgentRun, RunError};\n\
+         pub use engine::{gate, run};\npub use store::{SharedStore};\n\
+         #[cfg(unix)]\npub(crate) use store::watch;\npub use axum;",
     ));
-    assert_eq!(resolve("AgentRun", &reexports).as_deref(), Some("run"));
+    assert_eq!(resolve("AgentRun", &reexports).as_deref(), Some("engine"));
+    assert_eq!(resolve("run", &reexports).as_deref(), Some("engine"));
     assert_eq!(resolve("SharedStore", &reexports).as_deref(), Some("store"));
-    assert_eq!(resolve("named_enum", &reexports).as_deref(), Some("names"));
+    assert_eq!(resolve("watch", &reexports).as_deref(), Some("store"));
+    assert_eq!(
+        resolve("named_enum", &reexports).as_deref(),
+        Some("support")
+    );
     assert_eq!(resolve("axum", &reexports), None, "an external crate");
 }
 
@@ -239,35 +201,55 @@ fn resolve(name: &str, reexports: &BTreeMap<String, Option<String>>) -> Option<S
     }
 }
 
-/// The names `lib.rs` re-exports (`pub use MODULE::{A, B};`), each with
-/// the crate module it comes from; a re-exported external crate maps to
+/// The names `lib.rs` re-exports (`pub use LAYER::{a, b};`, `pub use
+/// a::{A, B};`), each with the layer module it comes from, followed
+/// through re-exports of re-exports; a re-exported external crate maps to
 /// None. A module of the crate is declared with `mod NAME`.
 fn root_reexports(lib: &str) -> BTreeMap<String, Option<String>> {
-    let modules: Vec<&str> = lib
-        .split(';')
+    let statements: Vec<&str> = lib.split(';').map(str::trim).collect();
+    let modules: Vec<&str> = statements
+        .iter()
         .filter_map(|statement| {
             let words: Vec<&str> = statement.split_whitespace().collect();
             let at = words.iter().position(|w| *w == "mod")?;
             words.get(at + 1).copied()
         })
         .collect();
-    let mut reexports = BTreeMap::new();
-    for statement in lib.split(';') {
-        let statement = statement.trim();
-        let Some(path) = statement.strip_prefix("pub use ") else {
-            continue;
-        };
-        let first = identifiers(path).next().unwrap_or_default();
-        let source = modules.contains(&first).then(|| first.to_string());
-        let mut names: Vec<&str> = identifiers(path)
-            .filter(|name| name.starts_with(|c: char| c.is_ascii_uppercase()))
-            .collect();
-        if names.is_empty() {
+    // (the path's first segment, the names it brings in)
+    let uses: Vec<(&str, Vec<&str>)> = statements
+        .iter()
+        .filter_map(|statement| {
+            let at = statement.find("use ")?;
+            let head = &statement[..at];
+            head.split_whitespace()
+                .last()
+                .is_some_and(|word| word.starts_with("pub"))
+                .then_some(&statement[at + "use ".len()..])
+        })
+        .map(|path| {
+            let mut segments = identifiers(path).filter(|name| *name != "self");
+            let first = segments.next().unwrap_or_default();
+            let names: Vec<&str> = segments.collect();
             // `pub use axum;` re-exports a crate under its own name.
-            names.push(identifiers(path).last().unwrap_or_default());
-        }
-        for name in names {
-            reexports.insert(name.to_string(), source.clone());
+            let names = if names.is_empty() { vec![first] } else { names };
+            (first, names)
+        })
+        .collect();
+    let mut reexports: BTreeMap<String, Option<String>> = BTreeMap::new();
+    // A re-export may name another one (`pub use spec::{Spec}` after
+    // `pub use domain::{spec}`): repeat until every name is placed.
+    for _ in 0..uses.len() {
+        for (first, names) in &uses {
+            let source = if modules.contains(first) {
+                Some(first.to_string())
+            } else if let Some(source) = reexports.get(*first) {
+                source.clone()
+            } else {
+                None
+            };
+            for name in names {
+                reexports.insert(name.to_string(), source.clone());
+            }
         }
     }
     reexports

@@ -3,37 +3,27 @@
 //! This crate is copied byte for byte into every exported server, so it
 //! depends on nothing in the generator and refers only to its own modules.
 
+// The layers, lowest first; each refers only to its own and those below
+// (tests/it/layers.rs checks it; README "Layout" describes them).
 pub mod app;
-pub mod backoff;
 pub mod cli;
-pub mod durable;
-pub mod embedded;
-pub mod env;
-pub mod events;
-pub mod expr;
-#[cfg(unix)]
-pub mod fatal;
-pub mod gate;
-pub mod hex;
-pub mod json_depth;
-mod json_kind;
-pub mod links;
-pub mod metrics;
-pub mod names;
+pub mod domain;
+pub mod engine;
 pub mod notify;
-pub mod pending_approval;
-pub mod run;
-pub mod run_state;
-pub mod secrets;
 pub mod server;
-pub mod spec;
 pub mod store;
 pub mod support;
 pub mod testing;
-pub mod time;
-pub mod tools;
-pub mod watch;
-pub mod workflow;
+
+// Each module keeps the path it had before the layers had folders:
+// `tollgate_runtime::spec`, `::run`, `::watch` and the rest.
+pub use domain::{durable, events, expr, links, pending_approval, run_state, spec};
+pub use engine::{gate, metrics, run, tools, workflow};
+pub use store::watch;
+#[cfg(unix)]
+pub use support::fatal;
+pub(crate) use support::json_kind;
+pub use support::{backoff, embedded, env, hex, json_depth, names, secrets, time};
 
 pub use async_trait::async_trait;
 /// The axum the server is built with: routes and layers given to [`App`]

@@ -27,6 +27,7 @@ mod postgres;
 mod query;
 mod sqlite;
 mod traits;
+pub mod watch;
 mod writes;
 
 use std::sync::Arc;

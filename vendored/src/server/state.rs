@@ -9,6 +9,7 @@ use super::tasks::Background;
 use crate::links::LinkSigner;
 use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
+use crate::store::Queries;
 use crate::watch::ApprovalWatcher;
 
 #[derive(Clone)]
@@ -33,5 +34,10 @@ pub(crate) struct AppState {
 impl AppState {
     pub fn agent_id(&self) -> &str {
         &self.agent.spec().agent
+    }
+
+    /// The store's read model: what pages, views and metrics read.
+    pub fn queries(&self) -> &dyn Queries {
+        self.agent.store().queries()
     }
 }

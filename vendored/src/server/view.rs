@@ -9,8 +9,7 @@ use crate::run_state::{RunRecord, RunStatus};
 /// store is not this server's).
 pub(crate) async fn load_run(state: &AppState, run_id: &str) -> Result<RunRecord, ApiError> {
     state
-        .agent
-        .store()
+        .queries()
         .get_run(run_id)
         .await?
         .filter(|run| run.agent_id == state.agent_id())

@@ -132,7 +132,7 @@ pub trait Approvals: Send + Sync + 'static {
     /// approve/modify, the same spec hash) -> decided. On success the run is
     /// set back to `running` and an `approval_resolved` event is appended, in
     /// the same transaction. Exactly one caller in any process wins; the
-    /// others get [`ApprovalError`] explaining why.
+    /// others get [`ApprovalError`](crate::pending_approval::ApprovalError) explaining why.
     async fn claim(&self, claim: &Claim) -> StoreResult<Claimed>;
 
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>>;
@@ -212,7 +212,7 @@ pub trait Queries: Send + Sync + 'static {
     async fn list_pending(&self, query: &PendingQuery) -> StoreResult<PendingPage>;
 
     /// Approval records of any status, filtered (see [`ApprovalQuery`]),
-    /// newest first by [`approval_order_at`] then key, one page at a time:
+    /// newest first by [`approval_order_at`](super::approval_order_at) then key, one page at a time:
     /// the inbox (PENDING) and the history (every other status). Overdue
     /// PENDING records are listed, and filtered, as EXPIRED.
     async fn list_approvals(&self, query: &ApprovalQuery) -> StoreResult<ApprovalPage>;
@@ -325,7 +325,7 @@ pub trait Health: Send + Sync + 'static {
     }
 
     /// Where this store keeps the chat messages announcing approvals
-    /// ([`NotificationStore`]); `None` for a store that keeps none, which
+    /// ([`NotificationStore`](super::NotificationStore)); `None` for a store that keeps none, which
     /// then cannot serve a spec with Slack notifications.
     fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
         None
@@ -335,8 +335,17 @@ pub trait Health: Send + Sync + 'static {
 /// Everything a store is: the sum of the concepts, implemented for every
 /// type that implements each of them. Code that needs one concept only
 /// takes that trait; [`SharedStore`] holds the whole store.
-pub trait StateStore: RunLog + Approvals + Queries + Keys + Health {}
+pub trait StateStore: RunLog + Approvals + Queries + Keys + Health {
+    /// This store as its read model only: what the inbox, the metrics and
+    /// the other readers take, so they cannot write. (The runtime's Rust
+    /// version predates coercing `dyn StateStore` to `dyn Queries`.)
+    fn queries(&self) -> &dyn Queries;
+}
 
-impl<T: RunLog + Approvals + Queries + Keys + Health + ?Sized> StateStore for T {}
+impl<T: RunLog + Approvals + Queries + Keys + Health> StateStore for T {
+    fn queries(&self) -> &dyn Queries {
+        self
+    }
+}
 
 pub type SharedStore = Arc<dyn StateStore>;

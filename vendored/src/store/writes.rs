@@ -2,7 +2,7 @@
 //! operator's transition, a claimed key, a cancel, a claim's outcome.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, Claim};
@@ -37,7 +37,7 @@ pub struct RunTransition {
     /// Apply only if the run's last event is still this seq: the change
     /// is conditional on the run being as the operator saw it, so a retry
     /// and a fail racing on one run cannot both land (the later one finds
-    /// the earlier one's event, answers [`StoreError::WrongRunStatus`] and
+    /// the earlier one's event, answers [`StoreError::WrongRunStatus`](super::StoreError::WrongRunStatus) and
     /// changes nothing). `None`: whatever happened since.
     pub if_last_seq: Option<u64>,
 }

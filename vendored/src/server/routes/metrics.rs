@@ -48,7 +48,6 @@ pub(super) async fn render(State(state): State<AppState>) -> Response {
 async fn exposition(state: &AppState) -> Result<String, StoreError> {
     let agent = &state.agent;
     let spec = agent.spec();
-    let store = agent.store();
     let mut out = Exposition::new();
 
     out.family(
@@ -66,7 +65,8 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         1.0,
     );
 
-    let (mut pending, runs) = read_gauges(store.as_ref(), &spec.agent, agent.clock().now()).await?;
+    let (mut pending, runs) =
+        read_gauges(state.queries(), &spec.agent, agent.clock().now()).await?;
     out.family(
         "tollgate_pending_approvals",
         "gauge",

@@ -22,8 +22,7 @@ pub(crate) struct Listed {
 /// This agent's approvals matching `listing`, newest first.
 pub(crate) async fn approvals(state: &AppState, listing: Listing) -> Result<Listed, ApiError> {
     let page = state
-        .agent
-        .store()
+        .queries()
         .list_approvals(&ApprovalQuery {
             agent_id: Some(state.agent_id().to_string()),
             statuses: listing.statuses,

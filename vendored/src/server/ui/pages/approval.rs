@@ -169,7 +169,7 @@ pub(crate) async fn render(
     problem: Problem,
     status: StatusCode,
 ) -> Response {
-    let events = match state.agent.store().run_events(&record.run_id, 0).await {
+    let events = match state.queries().run_events(&record.run_id, 0).await {
         Ok(events) => events,
         Err(e) => return refusal::from_api(e.into()),
     };

@@ -95,8 +95,7 @@ pub(crate) async fn list(
     };
     let position = Position::new(query.cursor, query.trail);
     let listed = state
-        .agent
-        .store()
+        .queries()
         .list_runs(&RunQuery {
             agent_id: Some(state.agent_id().to_string()),
             status,
@@ -189,7 +188,7 @@ pub(crate) async fn page(
         Ok(run) => run,
         Err(e) => return viewer.finish(refusal::from_api(e)),
     };
-    let events = match state.agent.store().run_events(&run_id, 0).await {
+    let events = match state.queries().run_events(&run_id, 0).await {
         Ok(events) => events,
         Err(e) => return viewer.finish(refusal::from_api(e.into())),
     };

@@ -12,7 +12,7 @@ use crate::store::{CancelRun, Cancelled, RunTransition, StoreError};
 
 impl AgentRun {
     /// Cancel a waiting or running run of this agent (see
-    /// [`crate::store::StateStore::cancel_run`]): `by` must be allowed to
+    /// [`crate::store::Approvals::cancel_run`]): `by` must be allowed to
     /// decide (`approvals.approvers`), as for a decision.
     ///
     /// A running run's driver is not stopped by this: until its writes are

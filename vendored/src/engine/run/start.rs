@@ -55,7 +55,7 @@ impl AgentRun {
     }
 
     /// [`AgentRun::create`] if `once` can be claimed, in one write (see
-    /// [`crate::store::StateStore::create_run_once`]): how a schedule tick
+    /// [`crate::store::RunLog::create_run_once`]): how a schedule tick
     /// or a signed webhook request starts at most one run, and never none
     /// once claimed. `None` when the key is taken: no run was created.
     pub async fn create_once(

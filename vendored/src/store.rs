@@ -40,7 +40,7 @@ pub use notifications::{
     Notification, NotificationStore, NotificationWrite, NotificationsDue, SharedNotifications,
 };
 pub(crate) use paging::{
-    ApprovalFilter, ApprovalPager, cursor, like_pattern, settled_statuses_sql,
+    ApprovalFilter, ApprovalPager, PendingPager, cursor, like_pattern, settled_statuses_sql,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};

@@ -4,7 +4,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{ApprovalPage, ApprovalQuery, StoreError, StoreResult, UnreadableRow, expired_as_of};
+use super::{
+    ApprovalPage, ApprovalQuery, PendingPage, PendingQuery, StoreError, StoreResult, UnreadableRow,
+    expired_as_of,
+};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 
 /// [`ApprovalQuery`] taken apart into what a store's query needs: which
@@ -75,15 +78,11 @@ impl<'a> ApprovalFilter<'a> {
 pub(crate) struct ApprovalPager<'a> {
     filter: &'a ApprovalFilter<'a>,
     now: DateTime<Utc>,
-    limit: usize,
-    page: ApprovalPage,
-    /// The position of the page's last row: the next page's cursor.
-    last: Option<String>,
+    fill: Fill,
     /// Where the next batch starts: the position of the last row offered.
     pub after: Option<(DateTime<Utc>, String)>,
     /// Whether the last batch moved `after` on.
     advanced: bool,
-    done: bool,
 }
 
 impl<'a> ApprovalPager<'a> {
@@ -101,23 +100,16 @@ impl<'a> ApprovalPager<'a> {
         Ok(ApprovalPager {
             filter,
             now: query.now,
-            limit: query.limit.max(1),
-            page: ApprovalPage {
-                approvals: Vec::new(),
-                next_cursor: None,
-                unreadable: Vec::new(),
-            },
-            last: None,
+            fill: Fill::new(query.limit),
             after,
             advanced: false,
-            done: false,
         })
     }
 
     /// How many rows a batch reads: one more than the page holds tells
     /// whether another page exists.
     pub fn batch(&self) -> usize {
-        self.limit.saturating_add(1)
+        self.fill.batch()
     }
 
     /// Offer the next row in order: its key, its order time (`None` when
@@ -129,7 +121,7 @@ impl<'a> ApprovalPager<'a> {
         at: Option<DateTime<Utc>>,
         record: StoreResult<ApprovalRecord>,
     ) -> StoreResult<bool> {
-        if self.done {
+        if self.fill.done {
             return Ok(false);
         }
         let entry = match record {
@@ -140,20 +132,10 @@ impl<'a> ApprovalPager<'a> {
             Err(e @ StoreError::Corrupt(_)) => Some(Err(UnreadableRow::new(&key, &e))),
             Err(e) => return Err(e),
         };
-        if let Some(entry) = entry {
-            if self.page.approvals.len() + self.page.unreadable.len() == self.limit {
-                // One more row belongs to the listing: there is a next page.
-                self.page.next_cursor = self.last.take();
-                self.done = true;
-                return Ok(false);
-            }
-            match entry {
-                Ok(record) => self.page.approvals.push(record),
-                Err(unreadable) => self.page.unreadable.push(unreadable),
-            }
-            if let Some(at) = at {
-                self.last = Some(cursor::encode(at, &key));
-            }
+        if let Some(entry) = entry
+            && !self.fill.add(entry, at.map(|at| (at, key.as_str())))
+        {
+            return Ok(false);
         }
         if let Some(at) = at {
             self.after = Some((at, key));
@@ -166,16 +148,130 @@ impl<'a> ApprovalPager<'a> {
     /// page is complete, the rows ran out, or the batch did not move on (its
     /// rows' times did not read: reading again would loop).
     pub fn wants_more(&mut self, read: usize) -> bool {
-        let more = !self.done && read == self.batch() && self.advanced;
-        if !self.done && read == self.batch() && !self.advanced {
-            self.page.next_cursor = self.last.take();
+        let done = self.fill.done;
+        let more = !done && read == self.batch() && self.advanced;
+        if !done && read == self.batch() && !self.advanced {
+            self.fill.next_cursor = self.fill.last.take();
         }
         self.advanced = false;
         more
     }
 
     pub fn finish(self) -> ApprovalPage {
-        self.page
+        let fill = self.fill;
+        ApprovalPage {
+            approvals: fill.approvals,
+            next_cursor: fill.next_cursor,
+            unreadable: fill.unreadable,
+        }
+    }
+}
+
+/// Builds one [`PendingPage`] from the rows of one read, newest first:
+/// the store's SQL filters exactly, so every row belongs to the listing.
+pub(crate) struct PendingPager {
+    fill: Fill,
+}
+
+impl PendingPager {
+    pub fn new(query: &PendingQuery) -> PendingPager {
+        PendingPager {
+            fill: Fill::new(query.limit),
+        }
+    }
+
+    /// How many rows to read: one more than the page holds tells whether
+    /// another page exists.
+    pub fn batch(&self) -> usize {
+        self.fill.batch()
+    }
+
+    /// Offer the next row in order, as decoded; `unreadable_at` gives the
+    /// key and (when it reads) the creation time of a row that did not
+    /// decode. False once the page is complete.
+    pub fn offer(
+        &mut self,
+        record: StoreResult<ApprovalRecord>,
+        unreadable_at: impl FnOnce() -> (String, Option<DateTime<Utc>>),
+    ) -> StoreResult<bool> {
+        if self.fill.done {
+            return Ok(false);
+        }
+        Ok(match record {
+            Ok(record) => {
+                let (at, key) = (record.created_at, record.key.clone());
+                self.fill.add(Ok(record), Some((at, key.as_str())))
+            }
+            Err(e @ StoreError::Corrupt(_)) => {
+                let (key, at) = unreadable_at();
+                let unreadable = UnreadableRow::new(&key, &e);
+                self.fill
+                    .add(Err(unreadable), at.map(|at| (at, key.as_str())))
+            }
+            Err(e) => return Err(e),
+        })
+    }
+
+    pub fn finish(self) -> PendingPage {
+        let fill = self.fill;
+        PendingPage {
+            approvals: fill.approvals,
+            next_cursor: fill.next_cursor,
+            unreadable: fill.unreadable,
+        }
+    }
+}
+
+/// What both pagers share: entries fill a page of `limit`; the entry after
+/// a full page means there is a next page, which starts after the page's
+/// last entry whose position reads.
+struct Fill {
+    limit: usize,
+    approvals: Vec<ApprovalRecord>,
+    unreadable: Vec<UnreadableRow>,
+    /// The position of the page's last row: the next page's cursor.
+    last: Option<String>,
+    next_cursor: Option<String>,
+    done: bool,
+}
+
+impl Fill {
+    fn new(limit: usize) -> Fill {
+        Fill {
+            limit: limit.max(1),
+            approvals: Vec::new(),
+            unreadable: Vec::new(),
+            last: None,
+            next_cursor: None,
+            done: false,
+        }
+    }
+
+    fn batch(&self) -> usize {
+        self.limit.saturating_add(1)
+    }
+
+    /// Add an entry at `position` (its order time and key, when the time
+    /// reads). False, adding nothing, when the page was already full.
+    fn add(
+        &mut self,
+        entry: Result<ApprovalRecord, UnreadableRow>,
+        position: Option<(DateTime<Utc>, &str)>,
+    ) -> bool {
+        if self.approvals.len() + self.unreadable.len() == self.limit {
+            // One more row belongs to the listing: there is a next page.
+            self.next_cursor = self.last.take();
+            self.done = true;
+            return false;
+        }
+        match entry {
+            Ok(record) => self.approvals.push(record),
+            Err(unreadable) => self.unreadable.push(unreadable),
+        }
+        if let Some((at, key)) = position {
+            self.last = Some(cursor::encode(at, key));
+        }
+        true
     }
 }
 

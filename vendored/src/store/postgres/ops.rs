@@ -30,8 +30,8 @@ use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
-    Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError, StoreResult,
-    StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
+    Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
+    StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
 };
 
 pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*};

@@ -27,8 +27,9 @@ use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
-    FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
-    StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
+    FirstWrite, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage,
+    StoreError, StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern,
+    resolved_event,
 };
 use crate::time::format_utc;
 

@@ -39,9 +39,8 @@ pub(crate) async fn list_pending<C: GenericClient>(
     query: &PendingQuery,
 ) -> StoreResult<PendingPage> {
     let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
-    let limit = query.limit.max(1);
-    // One row more than asked tells whether another page exists.
-    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+    let mut pager = PendingPager::new(query);
+    let fetch = to_i64(pager.batch(), "page size")?;
 
     let mut sql = format!(
         "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
@@ -66,33 +65,13 @@ pub(crate) async fn list_pending<C: GenericClient>(
 
     let stmt = client.prepare_cached(&sql).await?;
     let rows = client.query(&stmt, &params).await?;
-    let mut page = PendingPage {
-        approvals: Vec::new(),
-        next_cursor: None,
-        unreadable: Vec::new(),
-    };
-    let mut last = None;
-    for (i, row) in rows.iter().enumerate() {
-        if i == limit {
-            page.next_cursor = last.take();
+    for row in &rows {
+        let unreadable_at = || (row_key(row), row.try_get::<_, DateTime<Utc>>(16).ok());
+        if !pager.offer(approval_from_row(row), unreadable_at)? {
             break;
         }
-        match approval_from_row(row) {
-            Ok(record) => {
-                last = Some(cursor::encode(record.created_at, &record.key));
-                page.approvals.push(record);
-            }
-            Err(e @ StoreError::Corrupt(_)) => {
-                let key = row_key(row);
-                if let Ok(at) = row.try_get::<_, DateTime<Utc>>(16) {
-                    last = Some(cursor::encode(at, &key));
-                }
-                page.unreadable.push(UnreadableRow::new(&key, &e));
-            }
-            Err(e) => return Err(e),
-        }
     }
-    Ok(page)
+    Ok(pager.finish())
 }
 
 /// One page of approval records of any status (see

@@ -63,9 +63,8 @@ pub(crate) fn run_events(
 pub(crate) fn list_pending(conn: &Connection, query: &PendingQuery) -> StoreResult<PendingPage> {
     let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
     let now = format_utc(query.now);
-    let limit = query.limit.max(1);
-    // One row more than asked tells whether another page exists.
-    let fetch = to_i64(limit.saturating_add(1), "page size")?;
+    let mut pager = PendingPager::new(query);
+    let fetch = to_i64(pager.batch(), "page size")?;
 
     let sql = list_pending_sql(query.agent_id.is_some(), after.is_some());
     let mut params: Vec<&dyn ToSql> = vec![&now];
@@ -80,40 +79,19 @@ pub(crate) fn list_pending(conn: &Connection, query: &PendingQuery) -> StoreResu
 
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut rows = stmt.query(params.as_slice())?;
-    let mut page = PendingPage {
-        approvals: Vec::new(),
-        next_cursor: None,
-        unreadable: Vec::new(),
-    };
-    let (mut taken, mut last) = (0, None);
     while let Some(row) = rows.next()? {
-        if taken == limit {
-            page.next_cursor = last.take();
+        let unreadable_at = || {
+            let created = row.get::<_, String>(16).ok();
+            (
+                row_key(row),
+                created.and_then(|t| crate::time::parse_utc(&t)),
+            )
+        };
+        if !pager.offer(approval_from_row(row), unreadable_at)? {
             break;
         }
-        taken += 1;
-        match approval_from_row(row) {
-            Ok(record) => {
-                last = Some(cursor::encode(record.created_at, &record.key));
-                page.approvals.push(record);
-            }
-            Err(e @ StoreError::Corrupt(_)) => {
-                let key = row_key(row);
-                // Its own position when its time reads, so the next page
-                // starts after it; otherwise the last good one's.
-                let created = row
-                    .get::<_, String>(16)
-                    .ok()
-                    .and_then(|t| crate::time::parse_utc(&t));
-                if let Some(at) = created {
-                    last = Some(cursor::encode(at, &key));
-                }
-                page.unreadable.push(UnreadableRow::new(&key, &e));
-            }
-            Err(e) => return Err(e),
-        }
     }
-    Ok(page)
+    Ok(pager.finish())
 }
 
 /// The page query. Parameters, in order: now, [agent_id], [cursor time,

@@ -22,6 +22,11 @@ pub enum Command {
     Validate {
         /// The spec file (YAML).
         spec: PathBuf,
+        /// Also check that every `${NAME}` the spec needs without a
+        /// default is set in this environment (what `serve` checks before
+        /// it binds); exit 2 naming each one that is not.
+        #[arg(long)]
+        env: bool,
     },
     /// Print the spec's 64-hex canonical hash.
     Hash {

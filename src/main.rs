@@ -20,7 +20,9 @@ async fn dispatch(command: Command) -> Result<i32, ExitFailure> {
     // exported to implement them.
     let custom = CustomTools::new();
     match command {
-        Command::Validate { spec } => shared::spec_commands::validate(&SpecSource::File(spec)),
+        Command::Validate { spec, env } => {
+            shared::spec_commands::validate(&SpecSource::File(spec), env)
+        }
         Command::Hash { spec } => shared::spec_commands::hash(&SpecSource::File(spec)),
         Command::Run(args) => shared::run::run(args, &custom).await,
         Command::Approvals(cmd) => shared::approvals::run(cmd, None, &custom).await,

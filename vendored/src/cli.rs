@@ -20,6 +20,7 @@ pub mod args;
 mod common;
 pub mod exit;
 mod exported;
+pub mod preflight;
 pub mod render;
 pub mod run;
 pub mod runs;

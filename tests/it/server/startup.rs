@@ -157,3 +157,94 @@ steps:
         "the pause is kept"
     );
 }
+
+/// The start-up preflight (issue 24 item 6): every `${NAME}` the spec
+/// needs without a default must be set before the server binds; a missing
+/// one exits 2 naming each variable and where the spec needs it, and never
+/// prints a value. The same check offline: `tollgate validate --env`.
+#[test]
+fn a_missing_variable_the_spec_needs_stops_serve_before_it_binds() {
+    let ws = Workspace::new(
+        r#"version: 1
+agent: preflight
+tools:
+  charge:
+    http:
+      method: POST
+      url: ${PREFLIGHT_TEST_URL:-http://127.0.0.1:9/charge}
+      headers:
+        Authorization: Bearer ${PREFLIGHT_TEST_TOKEN}
+        X-Account: ${PREFLIGHT_TEST_ACCOUNT}
+steps:
+  - id: pay
+    tool: charge
+    with: {}
+"#,
+    );
+    let state = ws.path().join("state.db");
+
+    let err = refused(&ws, &[("PREFLIGHT_TEST_ACCOUNT", "acct-value-42")], &[]);
+    assert!(err.contains("cannot serve preflight"), "{err}");
+    assert!(err.contains("PREFLIGHT_TEST_TOKEN"), "{err}");
+    assert!(
+        err.contains("tools.charge.http.headers.Authorization"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("PREFLIGHT_TEST_URL"),
+        "a default satisfies it: {err}"
+    );
+    assert!(!err.contains("PREFLIGHT_TEST_ACCOUNT"), "it is set: {err}");
+    assert!(!err.contains("acct-value-42"), "never a value: {err}");
+    assert!(!state.exists(), "refused before opening the store");
+
+    // Both missing: each is named.
+    let err = refused(&ws, &[], &[]);
+    assert!(err.contains("2 environment variables"), "{err}");
+    assert!(
+        err.contains("PREFLIGHT_TEST_TOKEN") && err.contains("PREFLIGHT_TEST_ACCOUNT"),
+        "{err}"
+    );
+
+    // `validate --env` says the same offline, and plain `validate` does not
+    // look at the environment.
+    let out = ws
+        .tollgate()
+        .args(["validate", "--env", ws.spec_arg()])
+        .env_remove("PREFLIGHT_TEST_TOKEN")
+        .env_remove("PREFLIGHT_TEST_ACCOUNT")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("PREFLIGHT_TEST_TOKEN"), "{stderr}");
+    assert!(ws.validate().status.success());
+    let out = ws
+        .tollgate()
+        .args(["validate", "--env", ws.spec_arg()])
+        .env("PREFLIGHT_TEST_TOKEN", "token-value-17")
+        .env("PREFLIGHT_TEST_ACCOUNT", "")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("environment ok (2 variables"), "{stdout}");
+    assert!(!stdout.contains("token-value-17"), "{stdout}");
+
+    // Set (the empty string counts as set, as when a call resolves it):
+    // the server starts.
+    let served = Served::start(
+        &ws.spec,
+        &state,
+        &[
+            ("PREFLIGHT_TEST_TOKEN", "token-value-17"),
+            ("PREFLIGHT_TEST_ACCOUNT", ""),
+        ],
+        &[],
+    );
+    assert!(
+        served.base.starts_with("http://127.0.0.1:"),
+        "{}",
+        served.base
+    );
+}

@@ -29,7 +29,13 @@ enum ExportedCommand {
     Runs(super::runs::RunsCommand),
     /// Check the built-in spec, and that main.rs registers exactly its
     /// `rust:` tools.
-    Validate,
+    Validate {
+        /// Also check that every `${NAME}` the spec needs without a
+        /// default is set in this environment (what `serve` checks before
+        /// it binds).
+        #[arg(long)]
+        env: bool,
+    },
     /// Print the built-in spec's 64-hex canonical hash.
     Hash,
     /// Serve the built-in spec over HTTP (runs, approvals, webhook, schedules).
@@ -65,12 +71,12 @@ where
                 super::approvals::run(cmd, Some(&source), &custom).await
             }
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
-            ExportedCommand::Validate => {
+            ExportedCommand::Validate { env } => {
                 let spec = source.load()?;
                 custom
                     .check(&spec)
                     .map_err(|e| super::ExitFailure::bad_input(e.to_string()))?;
-                super::spec_commands::validate(&source)
+                super::spec_commands::validate(&source, env)
             }
             ExportedCommand::Hash => super::spec_commands::hash(&source),
             ExportedCommand::Serve(args) => {

@@ -134,6 +134,7 @@ pub async fn run_with(
 ) -> Result<i32, ExitFailure> {
     server::init_logging_as(args.log_format);
     let spec = source.load()?;
+    super::preflight::require_env(&spec, &format!("cannot serve {}", spec.agent))?;
     let limits = Limits {
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,

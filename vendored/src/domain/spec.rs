@@ -18,6 +18,7 @@ mod convert;
 mod error;
 mod hash;
 mod marked;
+mod needs;
 mod request;
 mod schema;
 mod validate;
@@ -30,6 +31,7 @@ use serde_json::Value;
 
 pub use error::{SpecError, SpecErrorKind};
 pub use hash::SpecHash;
+pub use needs::{MissingSecret, RequiredSecret};
 use schema::{Schema, mapping, template, value};
 
 /// A parsed and validated spec. Cheap to share behind an `Arc`.

@@ -1,0 +1,173 @@
+//! What a spec needs from the environment to run: every `${NAME}` it
+//! references without a default. Checked before a server binds (and by
+//! `tollgate validate --env`), so a missing variable stops a deploy at
+//! start-up instead of failing the first run that reaches the call, hours
+//! later, maybe after a person approved it.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::Spec;
+use crate::secrets;
+
+/// A variable the spec cannot run without, and the first place (a path
+/// into the document, such as `steps[2].call.headers.Authorization`) that
+/// references it without a default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiredSecret {
+    pub name: String,
+    pub at: String,
+}
+
+/// A required variable that is not set: its name and where the spec needs
+/// it. Never holds a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingSecret {
+    pub name: String,
+    pub at: String,
+}
+
+impl std::fmt::Display for MissingSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "environment variable {} is not set (the spec needs it at {})",
+            self.name, self.at
+        )
+    }
+}
+
+impl Spec {
+    /// Every variable referenced without a default (`${NAME}`, not
+    /// `${NAME:-default}`), sorted by name, each with the first place that
+    /// needs it. A name with a default in one place and none in another is
+    /// required.
+    pub fn required_secrets(&self) -> Vec<RequiredSecret> {
+        let mut found = BTreeMap::new();
+        collect_required(&self.document, &mut String::new(), &mut found);
+        found
+            .into_iter()
+            .map(|(name, at)| RequiredSecret { name, at })
+            .collect()
+    }
+
+    /// The required variables `lookup` does not know (normally the
+    /// process environment: `|name| std::env::var_os(name).is_some()`).
+    /// A variable set to the empty string is set, as it is when a call
+    /// resolves it.
+    pub fn missing_secrets(&self, is_set: impl Fn(&str) -> bool) -> Vec<MissingSecret> {
+        self.required_secrets()
+            .into_iter()
+            .filter(|required| !is_set(&required.name))
+            .map(|RequiredSecret { name, at }| MissingSecret { name, at })
+            .collect()
+    }
+}
+
+/// Walk the document, keeping the path to the current value in `path`.
+fn collect_required(value: &Value, path: &mut String, found: &mut BTreeMap<String, String>) {
+    match value {
+        Value::String(text) => {
+            for reference in secrets::references(text) {
+                if reference.default.is_none() {
+                    let at = if path.is_empty() {
+                        "(top)"
+                    } else {
+                        path.as_str()
+                    };
+                    found
+                        .entry(reference.name.to_string())
+                        .or_insert_with(|| at.to_string());
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{index}]"));
+                collect_required(item, path, found);
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                collect_required(item, path, found);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> Spec {
+        Spec::parse(yaml, "needs.yaml").expect("valid spec")
+    }
+
+    const SPEC: &str = r#"
+version: 1
+agent: needs
+trigger:
+  webhook:
+    path: /hooks/x
+    secret: ${HOOK_SECRET}
+tools:
+  charge:
+    http:
+      method: POST
+      url: ${PAYMENTS_URL:-https://payments.example}/charge
+      headers:
+        Authorization: Bearer ${PAYMENTS_TOKEN}
+steps:
+  - id: pay
+    tool: charge
+    with:
+      note: "${PAYMENTS_URL} and $${NOT_A_REF}"
+"#;
+
+    #[test]
+    fn a_reference_without_a_default_anywhere_is_required() {
+        let required = spec(SPEC).required_secrets();
+        let names: Vec<(&str, &str)> = required
+            .iter()
+            .map(|r| (r.name.as_str(), r.at.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("HOOK_SECRET", "trigger.webhook.secret"),
+                ("PAYMENTS_TOKEN", "tools.charge.http.headers.Authorization"),
+                ("PAYMENTS_URL", "steps[0].with.note"),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_names_only_the_unset_ones_and_never_a_value() {
+        let spec = spec(SPEC);
+        let set = ["HOOK_SECRET", "PAYMENTS_URL"];
+        let missing = spec.missing_secrets(|name| set.contains(&name));
+        assert_eq!(
+            missing,
+            [MissingSecret {
+                name: "PAYMENTS_TOKEN".into(),
+                at: "tools.charge.http.headers.Authorization".into(),
+            }]
+        );
+        assert_eq!(
+            missing[0].to_string(),
+            "environment variable PAYMENTS_TOKEN is not set (the spec needs it at \
+             tools.charge.http.headers.Authorization)"
+        );
+        assert!(spec.missing_secrets(|_| true).is_empty());
+    }
+}

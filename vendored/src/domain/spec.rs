@@ -15,6 +15,7 @@
 //! `${NAME}` secret references are hashed as written.
 
 mod convert;
+mod diff;
 mod error;
 mod hash;
 mod marked;
@@ -29,6 +30,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use diff::{
+    Change, ChangedStep, Classification, Outcome, PausePlan, RenamedStep, SpecDiff, StepRef,
+    TopLevel, classify_pause, diff, gate_unchanged_for_resume, plan_pause, policy_for_pause,
+};
 pub use error::{SpecError, SpecErrorKind};
 pub use hash::SpecHash;
 use schema::{Schema, mapping, template, value};
@@ -267,7 +272,7 @@ crate::named_enum! {
         /// Approve resumes the run on the version it paused under.
         Pin = "pin",
         /// As `pin`, except that a pause whose gate is unchanged in the new
-        /// version moves to it.
+        /// version (see [`gate_unchanged_for_resume`]) moves to it.
         Auto = "auto",
     }
 }

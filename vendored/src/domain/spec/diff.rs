@@ -225,7 +225,9 @@ pub fn diff(old: &Spec, new: &Spec) -> SpecDiff {
 /// Classify the pause at `step` (an id of `old`), phase `phase`, under
 /// `new`. `map` names a step's id in the new version (old id -> new id);
 /// a step it does not name keeps its id. Only the gate itself is looked
-/// at: a change to any other step leaves the classification alone.
+/// at, not its place: a change to any other step, or a step added before
+/// it, leaves the classification alone (and is what
+/// [`gate_unchanged_for_resume`] looks at).
 pub fn classify_pause(
     old: &Spec,
     new: &Spec,

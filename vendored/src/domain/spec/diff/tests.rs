@@ -1050,3 +1050,19 @@ fn a_pause_plan_serializes_with_snake_case_names() {
         })
     );
 }
+
+#[test]
+fn a_dedupe_step_before_the_gate_counts_though_no_template_reads_it() {
+    let base = "version: 1\nagent: desk\nsteps:\n  - id: once\n    dedupe: { key: \"k-{{ input.id }}\", ttl: 1h }\n  - id: check\n    approval: { message: Go? }\n";
+    let old = spec(base);
+    let new = edited(base, &[("ttl: 1h", "ttl: 2h")]);
+    assert_eq!(changed(&diff(&old, &new), "once"), [Change::Other]);
+    assert_eq!(
+        classify(&old, &new, "check", Phase::Before),
+        Classification::IdenticalGate
+    );
+    assert!(
+        !resumable(&old, &new, "check", Phase::Before),
+        "its claim is a side effect"
+    );
+}

@@ -16,6 +16,7 @@ pub mod spec;
 mod names {
     use crate::pending_approval::{ApprovalStatus, Phase};
     use crate::run_state::RunStatus;
+    use crate::spec::OnSpecChange;
 
     /// The names are stored and served: the table, serde's names and
     /// `parse` agree, and none of them moved.
@@ -35,6 +36,7 @@ mod names {
         check(RunStatus::ALL, |v| v.as_str(), RunStatus::parse);
         check(ApprovalStatus::ALL, |v| v.as_str(), ApprovalStatus::parse);
         check(Phase::ALL, |v| v.as_str(), Phase::parse);
+        check(OnSpecChange::ALL, |v| v.as_str(), OnSpecChange::parse);
 
         let names = |all: &[&str]| all.join(",");
         assert_eq!(
@@ -58,6 +60,15 @@ mod names {
         assert_eq!(
             names(&Phase::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>()),
             "before,after"
+        );
+        assert_eq!(
+            names(
+                &OnSpecChange::ALL
+                    .iter()
+                    .map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+            ),
+            "refuse,pin,auto"
         );
         assert_eq!(RunStatus::parse("Running"), None, "names are exact");
         assert_eq!(ApprovalStatus::parse("pending"), None, "names are exact");

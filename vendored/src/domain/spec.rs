@@ -15,6 +15,7 @@
 //! `${NAME}` secret references are hashed as written.
 
 mod convert;
+mod diff;
 mod error;
 mod hash;
 mod marked;
@@ -27,8 +28,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use diff::{
+    Change, ChangedStep, Classification, Outcome, PausePlan, RenamedStep, SpecDiff, StepRef,
+    TopLevel, classify_pause, diff, gate_unchanged_for_resume, plan_pause, policy_for_pause,
+};
 pub use error::{SpecError, SpecErrorKind};
 pub use hash::SpecHash;
 pub use needs::{MissingSecret, RequiredSecret};
@@ -227,6 +233,10 @@ pub struct ApprovalDefaults {
     /// When set, only these identities may decide.
     pub approvers: Option<Vec<String>>,
     pub notify: NotifySpec,
+    /// `approvals.on_spec_change`: what approving a pause made under an
+    /// older version of this spec does, for every gate that does not say
+    /// (default `refuse`).
+    pub on_spec_change: OnSpecChange,
 }
 
 impl ApprovalDefaults {
@@ -234,6 +244,7 @@ impl ApprovalDefaults {
         value("ttl"),
         value("approvers"),
         mapping("notify", &NotifySpec::SCHEMA),
+        value("on_spec_change"),
     ]);
 }
 
@@ -243,7 +254,28 @@ impl Default for ApprovalDefaults {
             ttl: DEFAULT_APPROVAL_TTL,
             approvers: None,
             notify: NotifySpec::default(),
+            on_spec_change: OnSpecChange::default(),
         }
+    }
+}
+
+crate::named_enum! {
+    /// What approving a pause does when the spec it paused under is no
+    /// longer the one deployed (DESIGN §12). Written as
+    /// `approvals.on_spec_change` for the whole spec and as
+    /// `on_spec_change` on a gate, which overrides it for that gate.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum OnSpecChange {
+        /// Approve answers 409 `spec_changed`; reject is allowed, and
+        /// restoring the old spec makes the pause approvable again.
+        #[default]
+        Refuse = "refuse",
+        /// Approve resumes the run on the version it paused under.
+        Pin = "pin",
+        /// As `pin`, except that a pause whose gate is unchanged in the new
+        /// version (see [`gate_unchanged_for_resume`]) moves to it.
+        Auto = "auto",
     }
 }
 
@@ -319,6 +351,9 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// `on_crash:` as written; see [`ToolSpec::on_crash`] for the default.
     pub on_crash: Option<OnCrash>,
+    /// The gate's `on_spec_change:` (only with `approval: required`);
+    /// falls back to `approvals.on_spec_change`.
+    pub on_spec_change: Option<OnSpecChange>,
 }
 
 /// What recovery does with a call found in flight when its process died
@@ -367,6 +402,7 @@ impl ToolSpec {
         value("ttl"),
         value("idempotent"),
         value("on_crash"),
+        value("on_spec_change"),
     ]);
 }
 
@@ -497,6 +533,7 @@ impl StepKind {
                 template("message"),
                 value("ttl"),
                 template("payload"),
+                value("on_spec_change"),
             ]),
         ),
         (
@@ -575,6 +612,8 @@ pub struct Guardrail {
     pub confidence: String,
     pub message: Option<String>,
     pub ttl: Option<Duration>,
+    /// Falls back to `approvals.on_spec_change`.
+    pub on_spec_change: Option<OnSpecChange>,
 }
 
 impl Guardrail {
@@ -586,6 +625,7 @@ impl Guardrail {
             template("confidence"),
             template("message"),
             value("ttl"),
+            value("on_spec_change"),
         ],
     );
 }
@@ -597,6 +637,8 @@ pub struct ApprovalStep {
     /// Optional payload template shown to (and editable by) the decider.
     pub payload: Option<Value>,
     pub on_reject: OnReject,
+    /// Falls back to `approvals.on_spec_change`.
+    pub on_spec_change: Option<OnSpecChange>,
 }
 
 impl ApprovalStep {
@@ -605,6 +647,7 @@ impl ApprovalStep {
         value("ttl"),
         template("payload"),
         value("on_reject"),
+        value("on_spec_change"),
     ]);
 }
 
@@ -625,6 +668,8 @@ pub struct GateStep {
     pub message: Option<String>,
     pub ttl: Option<Duration>,
     pub payload: Option<Value>,
+    /// Falls back to `approvals.on_spec_change`.
+    pub on_spec_change: Option<OnSpecChange>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -700,6 +745,24 @@ impl Spec {
                 .unwrap_or(false),
             StepKind::Dedupe(_) | StepKind::Set { .. } => false,
         }
+    }
+
+    /// The `on_spec_change` policy that applies to `step`'s gate: the
+    /// gate's own, else `approvals.on_spec_change`. A step that cannot
+    /// pause has no gate of its own, so it gets the spec's.
+    pub fn on_spec_change(&self, step: &Step) -> OnSpecChange {
+        let own = match &step.kind {
+            StepKind::Approval(a) => a.on_spec_change,
+            StepKind::Gate(g) => g.on_spec_change,
+            StepKind::Model(m) => m.guardrail.as_ref().and_then(|g| g.on_spec_change),
+            StepKind::Tool { tool, .. } => self
+                .tools
+                .get(tool)
+                .filter(|t| t.approval_required)
+                .and_then(|t| t.on_spec_change),
+            StepKind::Dedupe(_) | StepKind::Set { .. } => None,
+        };
+        own.unwrap_or(self.approvals.on_spec_change)
     }
 
     /// Every `${NAME}` secret reference in the document, sorted, deduplicated.

@@ -16,9 +16,9 @@ use super::request;
 use super::schema::Schema;
 use super::{
     ApprovalDefaults, ApprovalStep, DedupeStep, GateStep, Guardrail, HttpToolSpec, IdempotencySpec,
-    ModelConfig, ModelOutput, ModelStep, NotifySpec, OnCrash, OnReject, RetrySpec, ScheduleTrigger,
-    SlackNotifySpec, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind, ToolKind, ToolSpec,
-    TriggerSpec, WebhookTrigger,
+    ModelConfig, ModelOutput, ModelStep, NotifySpec, OnCrash, OnReject, OnSpecChange, RetrySpec,
+    ScheduleTrigger, SlackNotifySpec, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind,
+    ToolKind, ToolSpec, TriggerSpec, WebhookTrigger,
 };
 use super::{MAX_DURATION, MAX_DURATION_TEXT};
 use crate::expr::{self, Shape};
@@ -512,6 +512,7 @@ impl<'a> Cx<'a> {
             ttl,
             approvers,
             notify,
+            on_spec_change: self.on_spec_change(&fields)?.unwrap_or_default(),
         })
     }
 
@@ -598,7 +599,7 @@ impl<'a> Cx<'a> {
         let message = fields.opt_string("message")?;
         let ttl = fields.opt_duration("ttl")?;
         if !approval_required {
-            for key in ["message", "ttl"] {
+            for key in ["message", "ttl", "on_spec_change"] {
                 if let Some(e) = fields.entry(key) {
                     return Err(self.err(
                         e.key_pos,
@@ -622,7 +623,19 @@ impl<'a> Cx<'a> {
             ttl,
             idempotent,
             on_crash: self.on_crash(&fields)?,
+            on_spec_change: self.on_spec_change(&fields)?,
         })
+    }
+
+    /// `on_spec_change: refuse | pin | auto` of the spec's approvals or of
+    /// one gate.
+    fn on_spec_change(&self, fields: &Fields<'_>) -> Result<Option<OnSpecChange>> {
+        let Some(node) = fields.get("on_spec_change") else {
+            return Ok(None);
+        };
+        let names: Vec<&str> = OnSpecChange::ALL.iter().map(|p| p.as_str()).collect();
+        let chosen = self.choice(node, &fields.label("on_spec_change"), &names)?;
+        Ok(OnSpecChange::parse(chosen))
     }
 
     /// `on_crash: retry | stuck` of a tool or a model step.
@@ -960,6 +973,7 @@ impl<'a> Cx<'a> {
                     confidence,
                     message: g.opt_string("message")?,
                     ttl: g.opt_duration("ttl")?,
+                    on_spec_change: self.on_spec_change(&g)?,
                 })
             }
             None => None,
@@ -989,6 +1003,7 @@ impl<'a> Cx<'a> {
                 ttl: None,
                 payload: None,
                 on_reject: OnReject::Fail,
+                on_spec_change: None,
             });
         }
         let place = Place::in_(format!("the approval of {step_name}"));
@@ -1007,6 +1022,7 @@ impl<'a> Cx<'a> {
             ttl: fields.opt_duration("ttl")?,
             payload: self.gate_payload(&fields)?,
             on_reject,
+            on_spec_change: self.on_spec_change(&fields)?,
         })
     }
 
@@ -1040,6 +1056,7 @@ impl<'a> Cx<'a> {
             message: step.opt_string("message")?,
             ttl: step.opt_duration("ttl")?,
             payload: self.gate_payload(step)?,
+            on_spec_change: self.on_spec_change(step)?,
         })
     }
 

@@ -248,3 +248,31 @@ steps:
         served.base
     );
 }
+
+/// `on_spec_change: pin | auto` parse (plan will compare them) but cannot
+/// run yet: serve, run and validate refuse them, naming where they were
+/// asked for, instead of running the spec under `refuse` unannounced.
+#[test]
+fn a_spec_change_policy_this_runtime_cannot_honour_is_refused() {
+    let ws = Workspace::new(&GATED_SPEC.replace(
+        "      payload: { order",
+        "      on_spec_change: auto\n      payload: { order",
+    ));
+    let err = refused(&ws, &[], &[]);
+    assert!(err.contains("step \"gate\": on_spec_change: auto"), "{err}");
+    assert!(err.contains("not available"), "{err}");
+    let out = ws.validate();
+    assert_eq!(out.status.code(), Some(2));
+
+    let top =
+        Workspace::new(&GATED_SPEC.replace("steps:", "approvals:\n  on_spec_change: pin\nsteps:"));
+    let err = refused(&top, &[], &[]);
+    assert!(err.contains("approvals.on_spec_change: pin"), "{err}");
+
+    // `refuse`, written out, is today's behaviour and serves.
+    let explicit = Workspace::new(
+        &GATED_SPEC.replace("steps:", "approvals:\n  on_spec_change: refuse\nsteps:"),
+    );
+    assert!(explicit.validate().status.success());
+    Served::start(&explicit.spec, &explicit.path().join("state.db"), &[], &[]);
+}

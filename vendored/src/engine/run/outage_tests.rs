@@ -17,6 +17,7 @@ use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run::{AgentRun, RunError};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec::{Spec, ToolSpec};
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::*;
 use crate::tools::{CallContext, ModelRequest, ToolError, ToolInvoker};
 
@@ -280,6 +281,31 @@ impl Keys for Flaky {
         self.before("release_key")?;
         let answer = self.inner.release_key(key, owner).await;
         self.after("release_key", answer)
+    }
+}
+
+#[async_trait]
+impl SpecVersions for Flaky {
+    async fn record_spec_version(&self, version: &SpecVersion) -> StoreResult<()> {
+        self.before("record_spec_version")?;
+        let answer = self.inner.record_spec_version(version).await;
+        self.after("record_spec_version", answer)
+    }
+
+    async fn get_spec_version(&self, hash: &str) -> StoreResult<Option<SpecVersion>> {
+        self.before("get_spec_version")?;
+        let answer = self.inner.get_spec_version(hash).await;
+        self.after("get_spec_version", answer)
+    }
+
+    async fn list_spec_versions(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<SpecVersionUse>> {
+        self.before("list_spec_versions")?;
+        let answer = self.inner.list_spec_versions(agent_id, now).await;
+        self.after("list_spec_versions", answer)
     }
 }
 

@@ -665,8 +665,16 @@ fn specs_list_and_show_the_stored_versions_with_their_use() {
     assert!(row.starts_with('*'), "the current spec is marked: {row}");
     let words: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(words[2], "shipping-desk");
-    assert_eq!(&words[5..], ["2", "2"], "two pending, two waiting runs: {row}");
-    assert_eq!(text.lines().count(), 2, "one row per hash, however many runs");
+    assert_eq!(
+        &words[5..],
+        ["2", "2"],
+        "two pending, two waiting runs: {row}"
+    );
+    assert_eq!(
+        text.lines().count(),
+        2,
+        "one row per hash, however many runs"
+    );
 
     // A deploy: the message changes, so the hash does; one run starts on it.
     let second_text = GATED_SPEC.replace("Ship order", "Really ship order");

@@ -50,9 +50,7 @@ pub use query::{
     UnreadableRow, approval_order_at, expired_as_of,
 };
 pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
-pub use traits::{
-    Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore,
-};
+pub use traits::{Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore};
 pub(crate) use writes::resolved_event;
 pub use writes::{
     CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Pause, RunEnd, RunTransition,

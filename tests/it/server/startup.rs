@@ -258,9 +258,7 @@ async fn serve_stores_its_spec_version_at_start_once() {
     let state = ws.path().join("state.db");
     let served = Served::start(&ws.spec, &state, &[], &[]);
     // `listening` is printed as the socket is bound; start-up ends with this.
-    served
-        .log_line("serving", Duration::from_secs(20))
-        .await;
+    served.log_line("serving", Duration::from_secs(20)).await;
     let store = open_store(&state);
     let hash = tollgate_runtime::Spec::parse(GATED_SPEC, "agent.yaml")
         .expect("spec")

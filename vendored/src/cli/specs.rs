@@ -136,7 +136,13 @@ async fn list(
     say!(
         "{}",
         row([
-            "", "HASH", "AGENT", "FIRST SEEN", "LAST SEEN", "PENDING", "RUNNING"
+            "",
+            "HASH",
+            "AGENT",
+            "FIRST SEEN",
+            "LAST SEEN",
+            "PENDING",
+            "RUNNING"
         ])
         .trim_end()
     );
@@ -210,21 +216,20 @@ async fn show(
             )));
         }
     };
-    let version = store
-        .get_spec_version(&usage.hash)
-        .await?
-        .ok_or_else(|| {
-            ExitFailure::new(
-                exit::NOT_FOUND,
-                format!("spec_not_found: spec version {} is gone", usage.hash),
-            )
-        })?;
+    let version = store.get_spec_version(&usage.hash).await?.ok_or_else(|| {
+        ExitFailure::new(
+            exit::NOT_FOUND,
+            format!("spec_not_found: spec version {} is gone", usage.hash),
+        )
+    })?;
     let is_current = current.as_ref().is_some_and(|(_, h)| *h == version.hash);
     match output {
         Output::Source => {
             // As written, byte for byte (its own final newline or none).
             use std::io::Write as _;
-            let _ = std::io::stdout().lock().write_all(version.source.as_bytes());
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(version.source.as_bytes());
         }
         Output::Json => {
             let canonical: serde_json::Value = serde_json::from_str(&version.canonical)

@@ -65,7 +65,8 @@ mod tests {
 
     #[test]
     fn a_version_keeps_the_source_and_the_canonical_text_of_its_hash() {
-        let yaml = "version: 1\nagent: a\n# a comment\nsteps:\n  - id: s\n    set: {x: '${TOKEN}'}\n";
+        let yaml =
+            "version: 1\nagent: a\n# a comment\nsteps:\n  - id: s\n    set: {x: '${TOKEN}'}\n";
         let spec = Spec::parse(yaml, "a.yaml").expect("spec");
         let now = crate::time::now();
         let version = SpecVersion::of(&spec, now);
@@ -83,7 +84,11 @@ mod tests {
     #[test]
     fn live_runs_are_exactly_the_statuses_that_are_not_final() {
         for status in RunStatus::ALL {
-            assert_eq!(LIVE_RUN_STATUSES.contains(status), !status.is_final(), "{status}");
+            assert_eq!(
+                LIVE_RUN_STATUSES.contains(status),
+                !status.is_final(),
+                "{status}"
+            );
         }
     }
 }

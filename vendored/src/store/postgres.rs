@@ -65,8 +65,9 @@ use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
     KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
     PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_claim_end, check_lease_end, check_pause, check_spec_version, report_skipped, row_limit,
+    SharedNotifications, SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim,
+    WRITE_PROBE_KEY, check_claim_end, check_lease_end, check_pause, check_spec_version,
+    report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};

@@ -63,8 +63,8 @@ mod notifications;
 mod ops;
 mod queries;
 mod runs;
-mod specs;
 mod schema;
+mod specs;
 #[cfg(test)]
 mod tests;
 
@@ -84,8 +84,8 @@ use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
     KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
     PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_claim_end,
-    check_lease_end, check_pause, check_spec_version, report_skipped, row_limit,
+    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
+    check_claim_end, check_lease_end, check_pause, check_spec_version, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};

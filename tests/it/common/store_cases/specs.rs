@@ -31,7 +31,10 @@ pub async fn a_version_is_recorded_once_and_read_back_whole(store: SharedStore) 
     );
     assert_eq!(store.get_spec_version(OTHER_SPEC).await.expect("get"), None);
     // A prefix is not a hash: the exact hash only.
-    assert_eq!(store.get_spec_version(&SPEC[..12]).await.expect("get"), None);
+    assert_eq!(
+        store.get_spec_version(&SPEC[..12]).await.expect("get"),
+        None
+    );
 
     let mut bad = version("not-a-hash", "agent", 0);
     store
@@ -59,7 +62,11 @@ pub async fn a_second_record_of_a_hash_moves_last_seen_only(store: SharedStore) 
     again.canonical = "{}".into();
     again.source = "something else".into();
     store.record_spec_version(&again).await.expect("again");
-    let stored = store.get_spec_version(SPEC).await.expect("get").expect("stored");
+    let stored = store
+        .get_spec_version(SPEC)
+        .await
+        .expect("get")
+        .expect("stored");
     assert_eq!(
         stored,
         SpecVersion {
@@ -72,11 +79,19 @@ pub async fn a_second_record_of_a_hash_moves_last_seen_only(store: SharedStore) 
         .record_spec_version(&version(SPEC, "agent", 10))
         .await
         .expect("older");
-    let stored = store.get_spec_version(SPEC).await.expect("get").expect("stored");
+    let stored = store
+        .get_spec_version(SPEC)
+        .await
+        .expect("get")
+        .expect("stored");
     assert_eq!(seen(stored.last_seen), at(50));
     assert_eq!(seen(stored.first_seen), at(0));
     assert_eq!(
-        store.list_spec_versions(None, at(60)).await.expect("list").len(),
+        store
+            .list_spec_versions(None, at(60))
+            .await
+            .expect("list")
+            .len(),
         1
     );
 }
@@ -102,7 +117,10 @@ pub async fn versions_are_listed_with_their_pending_approvals_and_live_runs(stor
     paused_run(store.as_ref(), "k2", "agent", 2).await;
     paused_with(store.as_ref(), "k3", "agent", 3, |r| r.expires_at = at(50)).await;
     paused_run(store.as_ref(), "k4", "agent", 4).await;
-    store.claim(&approve("k4", "alice", 5)).await.expect("claim");
+    store
+        .claim(&approve("k4", "alice", 5))
+        .await
+        .expect("claim");
     store
         .end_run(
             &RunEnd {
@@ -185,11 +203,7 @@ pub async fn concurrent_records_of_one_hash_never_fail_or_duplicate(store: Share
     let racers: Vec<_> = (0..16u64)
         .map(|i| {
             let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                store
-                    .record_spec_version(&version(SPEC, "agent", i))
-                    .await
-            })
+            tokio::spawn(async move { store.record_spec_version(&version(SPEC, "agent", i)).await })
         })
         .collect();
     for racer in racers {
@@ -197,7 +211,11 @@ pub async fn concurrent_records_of_one_hash_never_fail_or_duplicate(store: Share
     }
     let listed = store.list_spec_versions(None, at(100)).await.expect("list");
     assert_eq!(listed.len(), 1, "one row per hash");
-    let stored = store.get_spec_version(SPEC).await.expect("get").expect("stored");
+    let stored = store
+        .get_spec_version(SPEC)
+        .await
+        .expect("get")
+        .expect("stored");
     assert_eq!(seen(stored.last_seen), at(15), "the latest record wins");
     assert!(stored.first_seen <= stored.last_seen);
 }

@@ -22,7 +22,9 @@ use tokio_postgres::types::ToSql;
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
-    approval_from_row, checked, event_from_row, run_from_row, SPEC_VERSION_COLUMNS, spec_version_from_row, spec_version_use_from_row, spec_versions_sql, text_json, to_i64, to_json,
+    SPEC_VERSION_COLUMNS, approval_from_row, checked, event_from_row, run_from_row,
+    spec_version_from_row, spec_version_use_from_row, spec_versions_sql, text_json, to_i64,
+    to_json,
 };
 use super::notify;
 use crate::events::{Event, EventKind};

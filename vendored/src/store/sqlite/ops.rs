@@ -20,7 +20,8 @@ use rusqlite::{Connection, ErrorCode, Params, Row, Statement, ToSql};
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
-    approval_from_row, event_from_row, run_from_row, SPEC_VERSION_COLUMNS, spec_version_from_row, spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
+    SPEC_VERSION_COLUMNS, approval_from_row, event_from_row, run_from_row, spec_version_from_row,
+    spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};

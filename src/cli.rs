@@ -41,6 +41,9 @@ pub enum Command {
     /// List, show, cancel, retry or fail runs.
     #[command(subcommand)]
     Runs(tollgate_runtime::cli::runs::RunsCommand),
+    /// List and show the spec versions runs started under.
+    #[command(subcommand)]
+    Specs(tollgate_runtime::cli::specs::SpecsCommand),
     /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.
     ///
     /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the

@@ -643,3 +643,97 @@ fn bad_durations_and_json_arguments_fail_in_clap_with_exit_2() {
     assert_success(&show);
     assert_stdout_contains(&show, "Ship order F-1?");
 }
+
+/// `specs list|show`: every version a run started under, once, with what
+/// still uses it; the current spec marked; a version by a unique prefix,
+/// its source as written.
+#[test]
+fn specs_list_and_show_the_stored_versions_with_their_use() {
+    let ws = Workspace::new(GATED_SPEC);
+    let first = Spec::parse(GATED_SPEC, "agent.yaml").unwrap().hash;
+    ws.pause_run(r#"{"order_id": "V-1"}"#);
+    ws.pause_run(r#"{"order_id": "V-2"}"#);
+    let specs = |args: &[&str]| ws.tollgate().arg("specs").args(args).output().unwrap();
+
+    let list = specs(&["list", "--spec", ws.spec_arg()]);
+    assert_success(&list);
+    let text = stdout(&list);
+    let row = text
+        .lines()
+        .find(|l| l.contains(first.short()))
+        .unwrap_or_else(|| panic!("no row for {}:\n{text}", first.short()));
+    assert!(row.starts_with('*'), "the current spec is marked: {row}");
+    let words: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(words[2], "shipping-desk");
+    assert_eq!(
+        &words[5..],
+        ["2", "2"],
+        "two pending, two waiting runs: {row}"
+    );
+    assert_eq!(
+        text.lines().count(),
+        2,
+        "one row per hash, however many runs"
+    );
+
+    // A deploy: the message changes, so the hash does; one run starts on it.
+    let second_text = GATED_SPEC.replace("Ship order", "Really ship order");
+    ws.write_spec(&second_text);
+    let second = Spec::parse(&second_text, "agent.yaml").unwrap().hash;
+    let key = ws.pause_run(r#"{"order_id": "V-3"}"#);
+    let rejected = ws.decide("reject", &key).output().unwrap();
+    assert_exit(&rejected, 5);
+
+    let list = specs(&["list", "--spec", ws.spec_arg(), "--json"]);
+    assert_success(&list);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    let versions = listed["versions"].as_array().unwrap();
+    let summary: Vec<(&str, bool, u64, u64)> = versions
+        .iter()
+        .map(|v| {
+            (
+                v["hash"].as_str().unwrap(),
+                v["current"].as_bool().unwrap(),
+                v["pending_approvals"].as_u64().unwrap(),
+                v["live_runs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [(second.as_str(), true, 0, 0), (first.as_str(), false, 2, 2)],
+        "newest first; the rejected run is over"
+    );
+    let other_agent = specs(&["list", "--spec", ws.spec_arg(), "--agent", "nobody"]);
+    assert_success(&other_agent);
+    assert_stdout_contains(&other_agent, "no spec versions stored");
+
+    // The old version by a prefix: as stored, and its source as written.
+    let state = ws.state_db();
+    let state = state.to_str().unwrap();
+    let shown = specs(&["show", &first.as_str()[..8], "--state", state]);
+    assert_success(&shown);
+    assert_stdout_contains(&shown, first.as_str());
+    assert_stdout_contains(&shown, "pending:     2");
+    assert_stdout_contains(&shown, "current:     no");
+    let source = specs(&["show", &first.as_str()[..8], "--state", state, "--source"]);
+    assert_success(&source);
+    assert_eq!(stdout(&source), GATED_SPEC);
+    let json = specs(&["show", second.as_str(), "--spec", ws.spec_arg(), "--json"]);
+    assert_success(&json);
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(shown["current"], true);
+    assert_eq!(shown["document"]["agent"], "shipping-desk");
+    assert_eq!(shown["source"], second_text.as_str());
+
+    let unknown = specs(&["show", "ffffffff", "--state", state]);
+    assert_exit(&unknown, 3);
+    assert_stderr_contains(&unknown, "spec_not_found");
+    let not_hex = specs(&["show", "v1", "--state", state]);
+    assert_exit(&not_hex, 2);
+    // Read-only commands: pointed at nothing, nothing is created.
+    let missing = ws.path().join("elsewhere.db");
+    let nowhere = specs(&["list", "--state", missing.to_str().unwrap()]);
+    assert_exit(&nowhere, 3);
+    assert!(!missing.exists());
+}

@@ -1,5 +1,5 @@
 //! The command line shared by `tollgate` and every exported server: the
-//! `approvals`, `validate`, `hash`, `run` (and, in exported servers, `serve`)
+//! `approvals`, `runs`, `specs`, `validate`, `hash`, `run` (and, in exported servers, `serve`)
 //! commands, their output and exit statuses (DESIGN §6).
 //!
 //! Living in the runtime keeps an exported binary's commands, flags and exit
@@ -26,6 +26,7 @@ pub mod run;
 pub mod runs;
 pub mod serve;
 pub mod spec_commands;
+pub mod specs;
 pub mod store_location;
 
 /// Exported servers' generated code names it here (`cli::Embedded`); it

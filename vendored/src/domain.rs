@@ -10,6 +10,7 @@ pub mod links;
 pub mod pending_approval;
 pub mod run_state;
 pub mod spec;
+pub mod spec_version;
 
 /// The names of the domain's enums (`named_enum!`) are stored and served.
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub use query::{
     UnreadableRow, approval_order_at, expired_as_of,
 };
 pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
-pub use traits::{Approvals, Health, Keys, Queries, RunLog, SharedStore, StateStore};
+pub use traits::{Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore};
 pub(crate) use writes::resolved_event;
 pub use writes::{
     CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Pause, RunEnd, RunTransition,
@@ -60,7 +60,9 @@ pub use writes::{
 /// lets code call any store method on a concrete store (`SqliteStore`,
 /// `PostgresStore`); through a [`SharedStore`] they need no import.
 pub mod prelude {
-    pub use super::{Approvals, Health, Keys, NotificationStore, Queries, RunLog, StateStore};
+    pub use super::{
+        Approvals, Health, Keys, NotificationStore, Queries, RunLog, SpecVersions, StateStore,
+    };
 }
 
 /// The key the write probes use in `tollgate_claims` (no dedupe or tick key

@@ -83,6 +83,52 @@ async fn a_header_secret_reaches_the_downstream_and_nothing_else() {
     assert_eq!(output["headers"]["x-echo"], "Bearer [redacted]");
 }
 
+/// The stored spec version (`tollgate_specs`, read raw) holds the
+/// `${NAME}` reference as written, never the value the run resolved.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stored_spec_version_keeps_the_reference_never_the_secret() {
+    let stub = StubServer::start(|_| Response::json(200, json!({"ok": true})));
+    // The call resolves the secret, then the run pauses: the version is
+    // stored by a process that holds the value.
+    let spec = format!(
+        "{}  - id: gate\n    approval:\n      message: \"Go on?\"\n",
+        shop_spec(&stub.url("/orders"))
+    );
+    let ws = Workspace::new(&spec);
+    let out = run_persisted(&ws, r#"{"note": "hello"}"#, &[("SHOP_TOKEN", TOKEN)]);
+    assert_success(&out);
+    paused_key(&out);
+    assert_eq!(
+        stub.requests()[0].header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str()),
+        "the run resolved the secret before it paused"
+    );
+
+    let raw = rusqlite::Connection::open(ws.state_db()).expect("open the file");
+    let rows: Vec<(String, String, String)> = raw
+        .prepare("SELECT hash, canonical, source FROM tollgate_specs")
+        .and_then(|mut s| {
+            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
+        })
+        .expect("read tollgate_specs");
+    let [(hash, canonical, source)] = rows.as_slice() else {
+        panic!("one stored version, found {rows:?}");
+    };
+    let spec = tollgate_runtime::Spec::parse(&spec, "agent.yaml").expect("spec");
+    assert_eq!(hash, spec.hash.as_str());
+    assert_eq!(source, &spec_text(&ws));
+    for (column, text) in [("canonical", canonical), ("source", source)] {
+        assert!(text.contains("${SHOP_TOKEN}"), "{column}: {text}");
+        assert!(!text.contains(TOKEN), "{column} holds the secret: {text}");
+    }
+    assert_token_nowhere(&ws, &out).await;
+}
+
+fn spec_text(ws: &Workspace) -> String {
+    std::fs::read_to_string(&ws.spec).expect("read the spec")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_echoed_secret_in_an_error_body_is_redacted() {
     let stub = StubServer::start(|req| {

@@ -276,3 +276,38 @@ fn a_spec_change_policy_this_runtime_cannot_honour_is_refused() {
     assert!(explicit.validate().status.success());
     Served::start(&explicit.spec, &explicit.path().join("state.db"), &[], &[]);
 }
+
+/// `serve` stores the version it serves before any run starts (its
+/// `last_seen` then says when it was last served); the runs it starts,
+/// however many, add no row.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_stores_its_spec_version_at_start_once() {
+    let ws = Workspace::new(GATED_SPEC);
+    let state = ws.path().join("state.db");
+    let served = Served::start(&ws.spec, &state, &[], &[]);
+    // `listening` is printed as the socket is bound; start-up ends with this.
+    served.log_line("serving", Duration::from_secs(20)).await;
+    let store = open_store(&state);
+    let hash = tollgate_runtime::Spec::parse(GATED_SPEC, "agent.yaml")
+        .expect("spec")
+        .hash;
+    let stored = store
+        .get_spec_version(hash.as_str())
+        .await
+        .expect("get")
+        .expect("stored at start, before any run");
+    assert_eq!(stored.agent_id, "shipping-desk");
+    assert_eq!(stored.source, GATED_SPEC);
+
+    let api = Api::new();
+    for order in ["S-1", "S-2"] {
+        api.pause(&served, json!({"order_id": order})).await;
+    }
+    let listed = store
+        .list_spec_versions(None, tollgate_runtime::time::now())
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].pending_approvals, 2);
+    assert_eq!(listed[0].last_seen, stored.last_seen, "no write per run");
+}

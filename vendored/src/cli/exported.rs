@@ -27,6 +27,9 @@ enum ExportedCommand {
     /// List, show, cancel, retry or fail runs.
     #[command(subcommand)]
     Runs(super::runs::RunsCommand),
+    /// List and show the spec versions runs started under.
+    #[command(subcommand)]
+    Specs(super::specs::SpecsCommand),
     /// Check the built-in spec, and that main.rs registers exactly its
     /// `rust:` tools.
     Validate {
@@ -71,6 +74,7 @@ where
                 super::approvals::run(cmd, Some(&source), &custom).await
             }
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
+            ExportedCommand::Specs(cmd) => super::specs::run(cmd, Some(&source)).await,
             ExportedCommand::Validate { env } => {
                 let spec = source.load()?;
                 custom

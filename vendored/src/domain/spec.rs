@@ -26,6 +26,7 @@ mod validate;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,11 @@ pub struct Spec {
     pub hash: SpecHash,
     /// The parsed document as JSON (used for the hash and for exports).
     pub document: Value,
+    /// The YAML text the spec was parsed from, as written: what a stored
+    /// version keeps for people to read (`tollgate specs show --source`).
+    /// Secrets are `${NAME}` references in it, never their values: tollgate
+    /// substitutes into a call's arguments, never into the source.
+    pub source: Arc<str>,
 }
 
 impl Spec {
@@ -703,7 +709,7 @@ impl Spec {
         }
         let mut tree = marked::parse(source, origin)?;
         let document = std::mem::take(&mut tree.document);
-        let spec = convert::to_spec(&tree, document, origin)?;
+        let spec = convert::to_spec(&tree, document, Arc::from(source), origin)?;
         validate::check(&spec, &tree, origin)?;
         Ok(spec)
     }
@@ -766,6 +772,12 @@ impl Spec {
     }
 
     /// Every `${NAME}` secret reference in the document, sorted, deduplicated.
+    /// The canonical JSON of the document (object keys sorted, compact):
+    /// the text [`Spec::hash`] is the SHA-256 of.
+    pub fn canonical_json(&self) -> String {
+        hash::canonical_text(&self.document)
+    }
+
     pub fn secret_names(&self) -> Vec<String> {
         let mut names = std::collections::BTreeSet::new();
         collect_secret_names(&self.document, &mut names);

@@ -127,6 +127,11 @@ pub struct AgentRun {
     /// The longest a driver waits for an unavailable store to take one
     /// write (see [`outage`]).
     patience: Duration,
+    /// Set once this spec's version is in the store (shared by clones), so
+    /// that only the first run of a process writes it (see
+    /// [`AgentRun::record_spec`]). Empty again never: a failed record
+    /// leaves it unset, and the next run tries again.
+    spec_recorded: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl AgentRun {
@@ -144,6 +149,41 @@ impl AgentRun {
             clock: crate::time::system(),
             lease: crate::durable::DEFAULT_LEASE,
             patience: DEFAULT_STORE_PATIENCE,
+            spec_recorded: Arc::new(tokio::sync::OnceCell::new()),
+        }
+    }
+
+    /// Store this spec's version (`tollgate_specs`) unless this handle, or
+    /// a clone of it, already did: the first run a process starts writes
+    /// it, every later one costs an atomic read. Concurrent first runs wait
+    /// for one write. Every path that starts a run calls this before the
+    /// run can be stored, so a stored run's version is always stored too,
+    /// and a pause can be shown (and resumed) under the version it paused
+    /// under, by any process. `serve` calls it at start-up, so a version's
+    /// `last_seen` is when it was last served or run.
+    ///
+    /// A store that refuses the write refuses the run: nothing was written
+    /// or run yet, the caller gets the store's error, and the next start
+    /// tries the write again.
+    pub async fn record_spec(&self) -> Result<(), RunError> {
+        let recorded = self
+            .spec_recorded
+            .get_or_try_init(|| async {
+                let version = crate::spec_version::SpecVersion::of(&self.spec, self.clock.now());
+                self.store.record_spec_version(&version).await
+            })
+            .await;
+        match recorded {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::error!(
+                    spec_hash = %self.spec.hash.short(),
+                    store = %self.store.describe(),
+                    error = %e,
+                    "could not store the spec version; no run is started under it until it is"
+                );
+                Err(RunError::Store(e))
+            }
         }
     }
 

@@ -405,6 +405,12 @@ async fn mount_with_schedule(
     }
     log_links(config.links.as_ref());
     let swept = sweeper::sweep_once(&agent).await;
+    // The version served is stored now, so `specs list` shows it (its
+    // `last_seen` is when it was last served) before any run starts. Not
+    // fatal: a refused write is logged, and the first run tries again.
+    if agent.record_spec().await.is_ok() {
+        tracing::debug!(spec_hash = %agent.spec().hash.short(), "spec version stored");
+    }
     // Runs whose driver died (this process's predecessor, or another
     // node): claimed now and resumed in the background.
     let mut recovered = tasks::recover(&agent, &background).await.unwrap_or(0);

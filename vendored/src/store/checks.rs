@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{Pause, RunTransition, StoreError, StoreResult};
 use crate::run_state::{JournalEntry, RunStatus};
+use crate::spec_version::SpecVersion;
 
 /// The error of a fenced write that found the run held otherwise.
 pub(crate) fn not_owner(
@@ -122,6 +123,26 @@ pub(crate) fn check_lease_end(until: DateTime<Utc>) -> StoreResult<()> {
 /// Refuse a key claim that expires later than a store can hold.
 pub(crate) fn check_claim_end(expires_at: DateTime<Utc>) -> StoreResult<()> {
     check_storable("a claim's expires_at", expires_at)
+}
+
+/// A spec version as a store may record it: a 64-hex hash (what every
+/// reader takes for a full hash), an agent, and times it can hold.
+pub(crate) fn check_spec_version(version: &SpecVersion) -> StoreResult<()> {
+    let hex = version.hash.len() == 64 && version.hash.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex {
+        return Err(StoreError::Database(format!(
+            "a spec version's hash must be 64 hex digits, not {:?}",
+            version.hash
+        )));
+    }
+    if version.agent_id.is_empty() {
+        return Err(StoreError::Database(format!(
+            "spec version {} has no agent",
+            version.hash
+        )));
+    }
+    check_storable("a spec version's first_seen", version.first_seen)?;
+    check_storable("a spec version's last_seen", version.last_seen)
 }
 
 /// A caller's row count as SQL's `LIMIT` takes it: at least one row, and

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::{RunRecord, RunStatus};
+use crate::spec_version::{LIVE_RUN_STATUSES, SpecVersion, SpecVersionUse};
 use crate::store::{StoreError, StoreResult};
 
 /// The columns of `tollgate_approvals`, in the order [`approval`] reads
@@ -132,6 +133,58 @@ pub(super) fn event(r: &impl Columns) -> StoreResult<Event> {
     event.run_id = r.id().to_string();
     event.seq = u64::try_from(seq).map_err(|_| r.corrupt("seq", &format!("negative seq {seq}")))?;
     Ok(event)
+}
+
+/// The columns of `tollgate_specs`, in the order [`spec_version`] reads them.
+pub(super) const SPEC_VERSION_COLUMNS: &str =
+    "hash, agent_id, canonical, source, first_seen, last_seen";
+
+/// Decode [`SPEC_VERSION_COLUMNS`].
+pub(super) fn spec_version(r: &impl Columns) -> StoreResult<SpecVersion> {
+    Ok(SpecVersion {
+        hash: r.id().to_string(),
+        agent_id: r.string(1, "agent_id")?,
+        canonical: r.string(2, "canonical")?,
+        source: r.string(3, "source")?,
+        first_seen: r.time(4, "first_seen")?,
+        last_seen: r.time(5, "last_seen")?,
+    })
+}
+
+/// Decode a listed version: `hash, agent_id, first_seen, last_seen`, then
+/// its count of pending approvals and of live runs.
+pub(super) fn spec_version_use(r: &impl Columns) -> StoreResult<SpecVersionUse> {
+    let count = |idx, column| {
+        let n = r.int(idx, column)?;
+        u64::try_from(n).map_err(|_| r.corrupt(column, &format!("negative count {n}")))
+    };
+    Ok(SpecVersionUse {
+        hash: r.id().to_string(),
+        agent_id: r.string(1, "agent_id")?,
+        first_seen: r.time(2, "first_seen")?,
+        last_seen: r.time(3, "last_seen")?,
+        pending_approvals: count(4, "pending_approvals")?,
+        live_runs: count(5, "live_runs")?,
+    })
+}
+
+/// The listing of versions with their use, in either dialect: `now` and
+/// `agent` are its two parameters, spelled as the dialect spells them.
+pub(super) fn spec_versions_sql(now: &str, agent: &str) -> String {
+    let live: Vec<String> = LIVE_RUN_STATUSES
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    format!(
+        "SELECT s.hash, s.agent_id, s.first_seen, s.last_seen, \
+           (SELECT count(*) FROM tollgate_approvals a WHERE a.spec_hash = s.hash \
+              AND a.status = 'PENDING' AND a.expires_at > {now}), \
+           (SELECT count(*) FROM tollgate_runs r WHERE r.spec_hash = s.hash \
+              AND r.status IN ({live})) \
+         FROM tollgate_specs s WHERE ({agent} IS NULL OR s.agent_id = {agent}) \
+         ORDER BY s.first_seen DESC, s.hash",
+        live = live.join(", ")
+    )
 }
 
 /// An in-memory count as a database integer.

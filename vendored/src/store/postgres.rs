@@ -65,12 +65,14 @@ use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
     KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
     PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, StoreError, StoreErrorKind, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_claim_end, check_lease_end, check_pause, report_skipped, row_limit,
+    SharedNotifications, SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim,
+    WRITE_PROBE_KEY, check_claim_end, check_lease_end, check_pause, check_spec_version,
+    report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 
 /// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
 pub const DEFAULT_POOL_SIZE: usize = 5;
@@ -317,6 +319,7 @@ mod health;
 mod keys;
 mod queries;
 mod runs;
+mod specs;
 
 /// `postgres://user@host:port/db` without the password or query options.
 fn describe(config: &tokio_postgres::Config) -> String {

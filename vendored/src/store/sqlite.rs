@@ -64,6 +64,7 @@ mod ops;
 mod queries;
 mod runs;
 mod schema;
+mod specs;
 #[cfg(test)]
 mod tests;
 
@@ -83,12 +84,13 @@ use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
     KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
     PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY, check_claim_end,
-    check_lease_end, check_pause, report_skipped, row_limit,
+    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
+    check_claim_end, check_lease_end, check_pause, check_spec_version, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::time::format_utc;
 
 /// How hard SQLite works to make a commit survive power loss.

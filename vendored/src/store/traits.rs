@@ -1,5 +1,6 @@
 //! The store's traits, one per concept ([`RunLog`], [`Approvals`],
-//! [`Queries`], [`Keys`], [`Health`]), and [`StateStore`], their sum.
+//! [`Queries`], [`Keys`], [`SpecVersions`], [`Health`]), and
+//! [`StateStore`], their sum.
 //! `use tollgate_runtime::store::prelude::*` brings them all into scope.
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use super::{
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 
 /// The run log: what a run's driver writes (creation, events, journal,
 /// pauses, ends, leases) and the little it reads back for itself (its
@@ -285,6 +287,31 @@ pub trait Keys: Send + Sync + 'static {
     async fn release_key(&self, key: &str, owner: &str) -> StoreResult<()>;
 }
 
+/// The spec versions runs started under (`tollgate_specs`), one row per
+/// hash: what a pause that waits across a deploy needs to name (and show)
+/// the version it paused under.
+#[async_trait]
+pub trait SpecVersions: Send + Sync + 'static {
+    /// Record that `version` was seen at `version.last_seen`. The first
+    /// record of a hash inserts it whole; every later one only moves
+    /// `last_seen` forward (never back), and never rewrites the canonical
+    /// text, the source or `first_seen`. Concurrent records of one hash,
+    /// in any process, all succeed and leave one row.
+    async fn record_spec_version(&self, version: &SpecVersion) -> StoreResult<()>;
+
+    /// The version stored under exactly `hash`.
+    async fn get_spec_version(&self, hash: &str) -> StoreResult<Option<SpecVersion>>;
+
+    /// The stored versions (of `agent_id`, or all), newest first by
+    /// `first_seen` then hash, each with its PENDING approvals unexpired at
+    /// `now` and its runs that are not over.
+    async fn list_spec_versions(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<SpecVersionUse>>;
+}
+
 /// What a store is and can do: its description, whether it can be written
 /// now (health checks, start-up), and its capabilities (one kernel, a change
 /// feed, notifications).
@@ -335,14 +362,14 @@ pub trait Health: Send + Sync + 'static {
 /// Everything a store is: the sum of the concepts, implemented for every
 /// type that implements each of them. Code that needs one concept only
 /// takes that trait; [`SharedStore`] holds the whole store.
-pub trait StateStore: RunLog + Approvals + Queries + Keys + Health {
+pub trait StateStore: RunLog + Approvals + Queries + Keys + SpecVersions + Health {
     /// This store as its read model only: what the inbox, the metrics and
     /// the other readers take, so they cannot write. (The runtime's Rust
     /// version predates coercing `dyn StateStore` to `dyn Queries`.)
     fn queries(&self) -> &dyn Queries;
 }
 
-impl<T: RunLog + Approvals + Queries + Keys + Health> StateStore for T {
+impl<T: RunLog + Approvals + Queries + Keys + SpecVersions + Health> StateStore for T {
     fn queries(&self) -> &dyn Queries {
         self
     }

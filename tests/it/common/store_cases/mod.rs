@@ -15,7 +15,8 @@
 //!
 //! A module per concept of the store, each case where the concept it mainly
 //! tests is: `runs` (the run log a driver writes), `approvals` (claims,
-//! expiry, cancels), `queries` (the read model), `keys` (dedupe keys) and
+//! expiry, cancels), `queries` (the read model), `keys` (dedupe keys),
+//! `specs` (the spec versions runs started under) and
 //! `values` (what every write keeps or refuses). `fixtures` holds the
 //! builders they share and `prelude` every import they share.
 
@@ -32,6 +33,7 @@ pub mod approvals;
 pub mod keys;
 pub mod queries;
 pub mod runs;
+pub mod specs;
 pub mod values;
 
 // What the store suites and the notification cases build with. The
@@ -119,6 +121,12 @@ macro_rules! store_conformance_tests {
         store_conformance_tests!(@concept $open; keys:
             claim_key_is_exclusive_until_released_or_expired,
             a_run_created_once_claims_its_key_in_the_same_write_or_not_at_all,
+        );
+        store_conformance_tests!(@concept $open; specs:
+            a_version_is_recorded_once_and_read_back_whole,
+            a_second_record_of_a_hash_moves_last_seen_only,
+            versions_are_listed_with_their_pending_approvals_and_live_runs,
+            concurrent_records_of_one_hash_never_fail_or_duplicate,
         );
         store_conformance_tests!(@concept $open; values:
             nul_characters_are_kept_in_every_field,

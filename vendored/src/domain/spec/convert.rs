@@ -37,7 +37,12 @@ const MAX_ID_LEN: usize = 63;
 
 /// `document` is the tree as JSON, moved in rather than copied: a spec near
 /// the size limits should not hold one more copy of itself.
-pub fn to_spec(tree: &Tree, document: Value, origin: &str) -> Result<Spec> {
+pub fn to_spec(
+    tree: &Tree,
+    document: Value,
+    source: std::sync::Arc<str>,
+    origin: &str,
+) -> Result<Spec> {
     let cx = Cx { origin };
     let top = cx.mapping(&tree.root, &Place::Top, &Spec::SCHEMA, "the spec")?;
 
@@ -109,6 +114,7 @@ pub fn to_spec(tree: &Tree, document: Value, origin: &str) -> Result<Spec> {
         steps,
         hash: SpecHash::of_document(&document),
         document,
+        source,
     })
 }
 

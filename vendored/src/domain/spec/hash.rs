@@ -14,7 +14,7 @@ impl SpecHash {
         // Streamed into the digest: the canonical text of a large spec is
         // never held whole in memory.
         let mut hasher = Sha256::new();
-        write_canonical(document, &mut hasher);
+        write_canonical(document, &mut |bytes: &[u8]| hasher.update(bytes));
         SpecHash(crate::hex::encode(&hasher.finalize()))
     }
 
@@ -39,35 +39,44 @@ impl std::fmt::Display for SpecHash {
     }
 }
 
+/// The canonical text [`SpecHash::of_document`] hashes, whole: what a
+/// stored spec version keeps beside its hash.
+pub(crate) fn canonical_text(document: &Value) -> String {
+    let mut bytes = Vec::new();
+    write_canonical(document, &mut |chunk: &[u8]| bytes.extend_from_slice(chunk));
+    // Every chunk is JSON text written by serde_json or an ASCII delimiter.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 /// Compact JSON with object keys sorted (by their UTF-8 bytes), whatever the
-/// map's own order.
-fn write_canonical(value: &Value, out: &mut Sha256) {
+/// map's own order, handed to `out` a piece at a time (a digest, or a text).
+fn write_canonical(value: &Value, out: &mut impl FnMut(&[u8])) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.update(b"{");
+            out(b"{");
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.update(b",");
+                    out(b",");
                 }
-                out.update(Value::String(k.clone()).to_string().as_bytes());
-                out.update(b":");
+                out(Value::String(k.clone()).to_string().as_bytes());
+                out(b":");
                 write_canonical(v, out);
             }
-            out.update(b"}");
+            out(b"}");
         }
         Value::Array(items) => {
-            out.update(b"[");
+            out(b"[");
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.update(b",");
+                    out(b",");
                 }
                 write_canonical(v, out);
             }
-            out.update(b"]");
+            out(b"]");
         }
-        scalar => out.update(scalar.to_string().as_bytes()),
+        scalar => out(scalar.to_string().as_bytes()),
     }
 }
 
@@ -85,6 +94,15 @@ mod tests {
             SpecHash::of_document(&a),
             SpecHash::of_document(&json!({"b": 2, "a": {"y": [1, 2], "x": "s"}}))
         );
+    }
+
+    #[test]
+    fn the_canonical_text_is_what_is_hashed() {
+        let document = json!({"b": [1, "x\u{0}"], "a": {"z": null, "y": 2.5}});
+        let text = canonical_text(&document);
+        assert_eq!(text, r#"{"a":{"y":2.5,"z":null},"b":[1,"x\u0000"]}"#);
+        let digest = crate::hex::encode(&Sha256::digest(text.as_bytes()));
+        assert_eq!(SpecHash::of_document(&document).as_str(), digest);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run::{AgentRun, RunError};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec::{Spec, ToolSpec};
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::*;
 use crate::tools::{CallContext, ModelRequest, ToolError, ToolInvoker};
 
@@ -30,6 +31,8 @@ struct Flaky {
     lose_answer: Mutex<HashMap<&'static str, usize>>,
     /// Every operation fails (reads too) while set.
     down: AtomicBool,
+    /// How many times each operation was asked for, refused or not.
+    calls: Mutex<HashMap<&'static str, usize>>,
 }
 
 impl Flaky {
@@ -39,6 +42,7 @@ impl Flaky {
             refuse: Mutex::new(HashMap::new()),
             lose_answer: Mutex::new(HashMap::new()),
             down: AtomicBool::new(false),
+            calls: Mutex::new(HashMap::new()),
         })
     }
 
@@ -61,7 +65,12 @@ impl Flaky {
         }
     }
 
-    fn before(&self, op: &str) -> StoreResult<()> {
+    fn calls(&self, op: &'static str) -> usize {
+        self.calls.lock().unwrap().get(op).copied().unwrap_or(0)
+    }
+
+    fn before(&self, op: &'static str) -> StoreResult<()> {
+        *self.calls.lock().unwrap().entry(op).or_insert(0) += 1;
         if self.down.load(Ordering::SeqCst) || Flaky::take(&self.refuse, op) {
             return Err(StoreError::Unavailable(format!(
                 "{op}: database disk image is full (SQLITE_FULL) (test)"
@@ -284,6 +293,31 @@ impl Keys for Flaky {
 }
 
 #[async_trait]
+impl SpecVersions for Flaky {
+    async fn record_spec_version(&self, version: &SpecVersion) -> StoreResult<()> {
+        self.before("record_spec_version")?;
+        let answer = self.inner.record_spec_version(version).await;
+        self.after("record_spec_version", answer)
+    }
+
+    async fn get_spec_version(&self, hash: &str) -> StoreResult<Option<SpecVersion>> {
+        self.before("get_spec_version")?;
+        let answer = self.inner.get_spec_version(hash).await;
+        self.after("get_spec_version", answer)
+    }
+
+    async fn list_spec_versions(
+        &self,
+        agent_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<SpecVersionUse>> {
+        self.before("list_spec_versions")?;
+        let answer = self.inner.list_spec_versions(agent_id, now).await;
+        self.after("list_spec_versions", answer)
+    }
+}
+
+#[async_trait]
 impl Health for Flaky {
     fn describe(&self) -> String {
         self.inner.describe()
@@ -346,6 +380,63 @@ async fn assert_events_numbered_once(store: &Flaky, run_id: &str) -> Vec<Event> 
     let expected: Vec<u64> = (1..=events.len() as u64).collect();
     assert_eq!(seqs, expected, "{events:#?}");
     events
+}
+
+/// The spec's version is written by the first run of a process only, on
+/// every path that starts one; a refused write refuses that run (nothing
+/// stored, nothing called) and the next start writes it.
+#[tokio::test]
+async fn the_spec_version_is_stored_once_before_the_first_run_and_retried_after_a_refusal() {
+    let store = Flaky::new();
+    let tools = Arc::new(Counting::default());
+    let agent = agent(&store, &tools);
+    store.refuse("record_spec_version", 1);
+    let refused = agent.start(json!({}), json!({})).await;
+    assert!(
+        matches!(&refused, Err(RunError::Store(e)) if e.to_string().contains("SQLITE_FULL")),
+        "{:?}",
+        refused.map(|o| o.status)
+    );
+    assert_eq!(tools.0.load(Ordering::SeqCst), 0, "nothing was called");
+    assert_eq!(store.calls("create_run"), 0, "no run was stored");
+    assert_eq!(store.calls("create_run_at"), 0, "no run was stored");
+
+    // A clone shares what its original stored: the next starts, on every
+    // path, write the version once between them.
+    let clone = agent.clone();
+    let first = clone.start(json!({}), json!({})).await.expect("start");
+    assert_eq!(first.status, RunStatus::AwaitingApproval);
+    agent.start(json!({}), json!({})).await.expect("start");
+    let created = agent.create(json!({}), json!({})).await.expect("create");
+    agent.drive_created(created).await.expect("driven");
+    let once = crate::store::KeyClaim {
+        key: "tick:outage:1".into(),
+        owner: "scheduler".into(),
+        now: crate::time::now(),
+        expires_at: crate::time::add(crate::time::now(), Duration::from_secs(60)),
+    };
+    let ticked = agent.create_once(json!({}), json!({}), &once).await;
+    assert!(ticked.expect("create once").is_some());
+    assert_eq!(
+        store.calls("record_spec_version"),
+        2,
+        "the refused write and one more, for four runs"
+    );
+    let stored = store
+        .inner
+        .get_spec_version(agent.spec().hash.as_str())
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(stored.source, SPEC);
+    let listed = store
+        .inner
+        .list_spec_versions(Some("outage"), crate::time::now())
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].pending_approvals, 3, "{listed:?}");
+    assert_eq!(listed[0].live_runs, 4, "{listed:?}");
 }
 
 #[tokio::test]

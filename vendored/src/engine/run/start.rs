@@ -1,6 +1,8 @@
 //! Starting runs: at once (stored at its first durable point), or created
 //! durably first and driven after (a server answers with the id in between),
 //! or created only if a key (a schedule tick, a webhook request) is free.
+//! Each path stores the spec's version first, once per process
+//! ([`AgentRun::record_spec`]).
 
 use serde_json::{Map, Value};
 
@@ -39,6 +41,7 @@ impl AgentRun {
     /// before that (the caller learns its id from the outcome), so a run
     /// that reaches its gate through pure steps costs one commit, not two.
     pub async fn start(&self, input: Value, trigger: Value) -> Result<RunOutcome, RunError> {
+        self.record_spec().await?;
         let (run, mut log) = self.new_run(input, trigger);
         log.unstored = Some(run.clone());
         self.drive(fresh_context(run), 0, None, log).await
@@ -49,6 +52,7 @@ impl AgentRun {
     /// with the run id before the steps run: should this process die in
     /// between, the run's lease runs out and a serving process recovers it.
     pub async fn create(&self, input: Value, trigger: Value) -> Result<CreatedRun, RunError> {
+        self.record_spec().await?;
         let (run, log) = self.new_owned_run(input, trigger);
         self.store.create_run(&run, log.pending()).await?;
         Ok(CreatedRun::stored(run, log))
@@ -64,6 +68,7 @@ impl AgentRun {
         trigger: Value,
         once: &crate::store::KeyClaim,
     ) -> Result<Option<CreatedRun>, RunError> {
+        self.record_spec().await?;
         let (run, log) = self.new_owned_run(input, trigger);
         if !self
             .store

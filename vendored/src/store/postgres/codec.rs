@@ -13,11 +13,13 @@ use tokio_postgres::types::FromSql;
 use crate::events::Event;
 use crate::pending_approval::ApprovalRecord;
 use crate::run_state::RunRecord;
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{self, Columns};
 use crate::store::{StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, corrupt, to_i64,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, SPEC_VERSION_COLUMNS,
+    corrupt, spec_versions_sql, to_i64,
 };
 
 /// Reads the columns of one row, naming the row in every error.
@@ -104,6 +106,14 @@ pub(super) fn approval_from_row(row: &Row) -> StoreResult<ApprovalRecord> {
 
 pub(super) fn run_from_row(row: &Row) -> StoreResult<RunRecord> {
     columns::run(&RowReader::new(row, "tollgate_runs", "id")?)
+}
+
+pub(super) fn spec_version_from_row(row: &Row) -> StoreResult<SpecVersion> {
+    columns::spec_version(&RowReader::new(row, "tollgate_specs", "hash")?)
+}
+
+pub(super) fn spec_version_use_from_row(row: &Row) -> StoreResult<SpecVersionUse> {
+    columns::spec_version_use(&RowReader::new(row, "tollgate_specs", "hash")?)
 }
 
 pub(super) fn event_from_row(row: &Row) -> StoreResult<Event> {

@@ -2,7 +2,7 @@
 //! store opened (READ COMMITTED, the PostgreSQL default); nothing here
 //! begins or commits. Statements are prepared once per pooled connection.
 //!
-//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs),
+//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs, specs.rs),
 //! and what they share in rows.rs; the imports below serve each of them
 //! (`use super::*`).
 
@@ -11,6 +11,7 @@ mod keys;
 mod queries;
 mod rows;
 mod runs;
+mod specs;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -21,12 +22,15 @@ use tokio_postgres::types::ToSql;
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
-    approval_from_row, checked, event_from_row, run_from_row, text_json, to_i64, to_json,
+    SPEC_VERSION_COLUMNS, approval_from_row, checked, event_from_row, run_from_row,
+    spec_version_from_row, spec_version_use_from_row, spec_versions_sql, text_json, to_i64,
+    to_json,
 };
 use super::notify;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
@@ -34,4 +38,4 @@ use crate::store::{
     StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
 };
 
-pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*};
+pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*};

@@ -43,6 +43,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "approvals_settled",
         sql: include_str!("../migrations/postgres/0006_approvals_settled.sql"),
     },
+    Migration {
+        version: 7,
+        name: "spec_versions",
+        sql: include_str!("../migrations/postgres/0007_spec_versions.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -12,11 +12,13 @@ use serde_json::Value;
 use crate::events::Event;
 use crate::pending_approval::ApprovalRecord;
 use crate::run_state::RunRecord;
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{self, Columns};
 use crate::store::{StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, corrupt, to_i64,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, SPEC_VERSION_COLUMNS,
+    corrupt, spec_versions_sql, to_i64,
 };
 
 /// Reads the columns of one row, naming the row in every error.
@@ -108,6 +110,14 @@ pub(super) fn approval_from_row(row: &Row<'_>) -> StoreResult<ApprovalRecord> {
 
 pub(super) fn run_from_row(row: &Row<'_>) -> StoreResult<RunRecord> {
     columns::run(&RowReader::new(row, "tollgate_runs", "id")?)
+}
+
+pub(super) fn spec_version_from_row(row: &Row<'_>) -> StoreResult<SpecVersion> {
+    columns::spec_version(&RowReader::new(row, "tollgate_specs", "hash")?)
+}
+
+pub(super) fn spec_version_use_from_row(row: &Row<'_>) -> StoreResult<SpecVersionUse> {
+    columns::spec_version_use(&RowReader::new(row, "tollgate_specs", "hash")?)
 }
 
 pub(super) fn event_from_row(row: &Row<'_>) -> StoreResult<Event> {

@@ -5,7 +5,7 @@
 //! SQL alone. Writers are called inside a `BEGIN IMMEDIATE` transaction by
 //! the store; nothing here begins or commits.
 //!
-//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs),
+//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs, specs.rs),
 //! and what they share in rows.rs; the imports below serve each of them
 //! (`use super::*`).
 
@@ -14,16 +14,19 @@ mod keys;
 mod queries;
 mod rows;
 mod runs;
+mod specs;
 
 use rusqlite::{Connection, ErrorCode, Params, Row, Statement, ToSql};
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
-    approval_from_row, event_from_row, run_from_row, to_i64, to_json,
+    SPEC_VERSION_COLUMNS, approval_from_row, event_from_row, run_from_row, spec_version_from_row,
+    spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
+use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
@@ -33,4 +36,4 @@ use crate::store::{
 };
 use crate::time::format_utc;
 
-pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*};
+pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*};

@@ -38,6 +38,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "approvals_settled",
         sql: include_str!("../migrations/sqlite/0005_approvals_settled.sql"),
     },
+    Migration {
+        version: 6,
+        name: "spec_versions",
+        sql: include_str!("../migrations/sqlite/0006_spec_versions.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

@@ -194,6 +194,59 @@ fn a_schema_newer_than_this_build_is_refused() {
     }
 }
 
+#[tokio::test]
+async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs() {
+    // A file written by a build that knew migrations 1-5 only.
+    let dir = TempDir::new();
+    {
+        let conn = raw(&dir.db());
+        conn.execute_batch(
+            "CREATE TABLE tollgate_schema_history (version INTEGER PRIMARY KEY NOT NULL, \
+             name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+        )
+        .expect("history");
+        for m in schema::MIGRATIONS.iter().filter(|m| m.version <= 5) {
+            conn.execute_batch(m.sql).expect("old migration");
+            conn.execute(
+                "INSERT INTO tollgate_schema_history VALUES (?1, ?2, 'then')",
+                (m.version, m.name),
+            )
+            .expect("record it");
+        }
+        conn.execute_batch(
+            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+             outputs, created_at, updated_at) VALUES ('run-old', 'agent', 'h', 'completed', \
+             '{}', '{}', '{}', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')",
+        )
+        .expect("an old run");
+    }
+    drop(open(&dir.db()));
+    let conn = raw(&dir.db());
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM tollgate_schema_history ORDER BY version")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .expect("history");
+    assert_eq!(names.last().map(String::as_str), Some("spec_versions"));
+    drop(conn);
+
+    let store = open(&dir.db());
+    paused(&store, "k-old").await;
+    let spec = crate::spec::Spec::parse(
+        "version: 1\nagent: agent\nsteps:\n  - id: s\n    set: {x: 1}\n",
+        "a.yaml",
+    )
+    .expect("spec");
+    let version = crate::spec_version::SpecVersion::of(&spec, now());
+    store.record_spec_version(&version).await.expect("record");
+    assert_eq!(
+        store.get_spec_version(&version.hash).await.expect("get"),
+        Some(version)
+    );
+    assert!(store.get_approval("k-old").await.expect("get").is_some());
+    let old_run = store.get_run("run-old").await.expect("get").expect("kept");
+    assert_eq!(old_run.status, RunStatus::Completed);
+}
+
 #[test]
 fn migrations_are_recorded_once_however_often_the_file_is_opened() {
     let dir = TempDir::new();

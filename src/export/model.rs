@@ -192,6 +192,17 @@ impl<'a> Model<'a> {
     pub fn has_gate(&self) -> bool {
         self.spec.has_gate()
     }
+
+    /// The variables `serve` needs set before it starts (referenced
+    /// without a default somewhere in the spec): its start-up preflight
+    /// refuses to serve while one is unset.
+    pub fn required_env_vars(&self) -> Vec<String> {
+        self.spec
+            .required_secrets()
+            .into_iter()
+            .map(|required| required.name)
+            .collect()
+    }
 }
 
 fn describe_step(spec: &Spec, kind: &StepKind) -> String {

@@ -134,8 +134,13 @@ impl AgentRun {
         by: &str,
         force: bool,
     ) -> Result<OwnedRun, RunError> {
+        // The events first, then the row: a change landing between the two
+        // reads then shows in the row but not in `if_last_seq`, so the
+        // write below refuses. (The other order could pair a stale `stuck`
+        // row with a fail's event and revive the run an operator had just
+        // failed.)
+        let events = self.store.run_events(run_id, 0).await?;
         let run = self.operated_run(run_id, by).await?;
-        let events = self.store.run_events(&run.id, 0).await?;
         let failed_by = (run.status == RunStatus::Failed)
             .then(|| OperatorFail::of(&events))
             .flatten();

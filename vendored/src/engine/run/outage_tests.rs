@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::events::Event;
+use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, Claim};
 use crate::run::{AgentRun, RunError};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
@@ -33,6 +33,9 @@ struct Flaky {
     down: AtomicBool,
     /// How many times each operation was asked for, refused or not.
     calls: Mutex<HashMap<&'static str, usize>>,
+    /// Another process's change, landing right after the next `get_run`
+    /// read (the caller then holds a row that is already stale).
+    after_get_run: Mutex<Option<RunTransition>>,
 }
 
 impl Flaky {
@@ -43,6 +46,7 @@ impl Flaky {
             lose_answer: Mutex::new(HashMap::new()),
             down: AtomicBool::new(false),
             calls: Mutex::new(HashMap::new()),
+            after_get_run: Mutex::new(None),
         })
     }
 
@@ -255,6 +259,13 @@ impl Queries for Flaky {
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
         self.before("get_run")?;
         let answer = self.inner.get_run(run_id).await;
+        let racing = self.after_get_run.lock().unwrap().take();
+        if let Some(change) = racing {
+            self.inner
+                .transition_run(&change)
+                .await
+                .expect("the racing change lands");
+        }
         self.after("get_run", answer)
     }
 
@@ -529,5 +540,76 @@ async fn a_store_that_stays_down_is_waited_for_no_longer_than_the_patience() {
         tools.0.load(Ordering::SeqCst),
         0,
         "no call without its journal"
+    );
+}
+
+/// `runs retry` racing `runs fail` on one stuck run, the fail landing just
+/// after the retry read the run: the retry must lose (409), not revive the
+/// run the operator just failed. (Found by the HTTP race test: the retry
+/// read the run, then its events, so a fail between the two left it a
+/// stale `stuck` row and a current last event.)
+#[tokio::test]
+async fn a_retry_never_revives_a_run_failed_while_it_was_reading() {
+    let store = Flaky::new();
+    let tools = Arc::new(Counting::default());
+    let agent = agent(&store, &tools);
+    let paused = agent.start(json!({}), json!({})).await.expect("start");
+    let run_id = paused.run_id.clone();
+    let last = |events: &[Event]| events.last().map_or(0, |e| e.seq);
+    let events = store.inner.run_events(&run_id, 0).await.expect("events");
+    let stuck = RunTransition {
+        run_id: run_id.clone(),
+        from: vec![RunStatus::AwaitingApproval],
+        to: RunStatus::Stuck,
+        error: Some("in flight at a crash".into()),
+        lease: None,
+        event: EventKind::RunStuck {
+            step: "ship".into(),
+            reason: "in flight at a crash".into(),
+        },
+        at: crate::time::now(),
+        if_last_seq: Some(last(&events)),
+    };
+    store.inner.transition_run(&stuck).await.expect("stuck");
+
+    let events = store.inner.run_events(&run_id, 0).await.expect("events");
+    let fail = RunTransition {
+        run_id: run_id.clone(),
+        from: vec![RunStatus::Stuck],
+        to: RunStatus::Failed,
+        error: Some("failed by bob: racing".into()),
+        lease: None,
+        event: EventKind::RunFailed {
+            error: "failed by bob: racing".into(),
+            by: Some("bob".into()),
+            reason: Some("racing".into()),
+        },
+        at: crate::time::now(),
+        if_last_seq: Some(last(&events)),
+    };
+    *store.after_get_run.lock().unwrap() = Some(fail);
+
+    let retried = agent.claim_retry(&run_id, "alice", false).await;
+    assert!(
+        matches!(
+            &retried,
+            Err(RunError::Store(StoreError::WrongRunStatus { .. }))
+        ),
+        "the retry must lose to the fail: {:?}",
+        retried.map(|owned| owned.run.status)
+    );
+    let run = store
+        .inner
+        .get_run(&run_id)
+        .await
+        .expect("get")
+        .expect("run");
+    assert_eq!(run.status, RunStatus::Failed, "the operator's fail stands");
+    assert_eq!(
+        assert_events_numbered_once(&store, &run_id)
+            .await
+            .last()
+            .map(|e| e.kind.name()),
+        Some("run_failed")
     );
 }

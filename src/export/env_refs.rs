@@ -3,9 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use tollgate_runtime::Spec;
-use tollgate_runtime::secrets;
+use tollgate_runtime::spec::SecretUse;
 
 /// One environment variable and where the spec reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,17 +19,19 @@ pub struct EnvVar {
 
 /// Sorted by name.
 pub fn env_vars(spec: &Spec) -> Vec<EnvVar> {
-    let mut uses: BTreeMap<String, Vec<(String, Option<String>)>> = BTreeMap::new();
-    walk(&spec.document, &mut String::new(), &mut uses);
+    let mut uses: BTreeMap<String, Vec<SecretUse>> = BTreeMap::new();
+    for found in spec.secret_uses() {
+        uses.entry(found.name.clone()).or_default().push(found);
+    }
     uses.into_iter()
         .map(|(name, found)| {
-            let first_default = found[0].1.clone();
+            let first_default = found[0].default.clone();
             let default =
-                first_default.filter(|d| found.iter().all(|(_, e)| e.as_ref() == Some(d)));
+                first_default.filter(|d| found.iter().all(|u| u.default.as_ref() == Some(d)));
             let mut used_at: Vec<String> = Vec::new();
-            for (path, _) in found {
-                if !used_at.contains(&path) {
-                    used_at.push(path);
+            for SecretUse { at, .. } in found {
+                if !used_at.contains(&at) {
+                    used_at.push(at);
                 }
             }
             EnvVar {
@@ -40,55 +41,6 @@ pub fn env_vars(spec: &Spec) -> Vec<EnvVar> {
             }
         })
         .collect()
-}
-
-fn walk(
-    value: &Value,
-    path: &mut String,
-    out: &mut BTreeMap<String, Vec<(String, Option<String>)>>,
-) {
-    match value {
-        Value::String(text) => {
-            for r in secrets::references(text) {
-                out.entry(r.name.to_string())
-                    .or_default()
-                    .push((path.clone(), r.default.map(str::to_string)));
-            }
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                walk(item, path, out);
-                path.truncate(len);
-            }
-        }
-        Value::Object(map) => {
-            for (key, item) in map {
-                let len = path.len();
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(&path_key(key));
-                walk(item, path, out);
-                path.truncate(len);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A key as it reads in a dotted path; quoted when it would be ambiguous.
-fn path_key(key: &str) -> String {
-    let plain = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if plain {
-        key.to_string()
-    } else {
-        format!("{key:?}")
-    }
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub use diff::{
 };
 pub use error::{SpecError, SpecErrorKind};
 pub use hash::SpecHash;
-pub use needs::{MissingSecret, RequiredSecret};
+pub use needs::{MissingSecret, RequiredSecret, SecretUse};
 use schema::{Schema, mapping, template, value};
 
 /// A parsed and validated spec. Cheap to share behind an `Arc`.

@@ -38,21 +38,43 @@ impl std::fmt::Display for MissingSecret {
     }
 }
 
+/// One `${NAME}` reference in the spec: the variable, where it is (a
+/// dotted path into the document such as
+/// `tools.lookup_order.http.headers.Authorization`, a key quoted when it
+/// would be ambiguous), and its `${NAME:-default}` fallback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretUse {
+    pub name: String,
+    pub at: String,
+    pub default: Option<String>,
+}
+
 impl Spec {
+    /// Every `${NAME}` reference, in document order.
+    pub fn secret_uses(&self) -> Vec<SecretUse> {
+        let mut uses = Vec::new();
+        collect_uses(&self.document, &mut String::new(), &mut uses);
+        uses
+    }
+
     /// Every variable referenced without a default (`${NAME}`, not
     /// `${NAME:-default}`), sorted by name, each with the first place that
     /// needs it. A name with a default in one place and none in another is
     /// required.
     pub fn required_secrets(&self) -> Vec<RequiredSecret> {
         let mut found = BTreeMap::new();
-        collect_required(&self.document, &mut String::new(), &mut found);
+        for SecretUse { name, at, default } in self.secret_uses() {
+            if default.is_none() {
+                found.entry(name).or_insert(at);
+            }
+        }
         found
             .into_iter()
             .map(|(name, at)| RequiredSecret { name, at })
             .collect()
     }
 
-    /// The required variables `lookup` does not know (normally the
+    /// The required variables `is_set` does not know (normally the
     /// process environment: `|name| std::env::var_os(name).is_some()`).
     /// A variable set to the empty string is set, as it is when a call
     /// resolves it.
@@ -66,27 +88,26 @@ impl Spec {
 }
 
 /// Walk the document, keeping the path to the current value in `path`.
-fn collect_required(value: &Value, path: &mut String, found: &mut BTreeMap<String, String>) {
+fn collect_uses(value: &Value, path: &mut String, uses: &mut Vec<SecretUse>) {
     match value {
         Value::String(text) => {
             for reference in secrets::references(text) {
-                if reference.default.is_none() {
-                    let at = if path.is_empty() {
-                        "(top)"
+                uses.push(SecretUse {
+                    name: reference.name.to_string(),
+                    at: if path.is_empty() {
+                        "(top)".into()
                     } else {
-                        path.as_str()
-                    };
-                    found
-                        .entry(reference.name.to_string())
-                        .or_insert_with(|| at.to_string());
-                }
+                        path.clone()
+                    },
+                    default: reference.default.map(str::to_string),
+                });
             }
         }
         Value::Array(items) => {
             for (index, item) in items.iter().enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{index}]"));
-                collect_required(item, path, found);
+                collect_uses(item, path, uses);
                 path.truncate(len);
             }
         }
@@ -96,12 +117,25 @@ fn collect_required(value: &Value, path: &mut String, found: &mut BTreeMap<Strin
                 if !path.is_empty() {
                     path.push('.');
                 }
-                path.push_str(key);
-                collect_required(item, path, found);
+                path.push_str(&path_key(key));
+                collect_uses(item, path, uses);
                 path.truncate(len);
             }
         }
         _ => {}
+    }
+}
+
+/// A key as it reads in a dotted path; quoted when it would be ambiguous.
+fn path_key(key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        key.to_string()
+    } else {
+        format!("{key:?}")
     }
 }
 

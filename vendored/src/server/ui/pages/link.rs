@@ -81,13 +81,14 @@ fn admit<'a>(
     Ok(by)
 }
 
-/// The pending record a link names: `Ok(None)` when it is no longer
-/// pending (or gone), `Err` when the store could not be read (an error
-/// page, not a "bad link" that would send the approver off to ask for a
-/// new one).
-async fn linked(state: &AppState, key: &str) -> Result<Option<ApprovalRecord>, Response> {
+/// The pending record a link names, or the page to answer with: the
+/// "bad link" page when it is no longer pending (or gone), an error page
+/// when the store could not be read (not a "bad link", which would send
+/// the approver off to ask for a new one).
+async fn linked(state: &AppState, key: &str) -> Result<ApprovalRecord, Response> {
     match approval::load(state, key).await {
-        Ok(record) => Ok(record.filter(|r| r.status == ApprovalStatus::Pending)),
+        Ok(Some(record)) if record.status == ApprovalStatus::Pending => Ok(record),
+        Ok(_) => Err(refusal::bad_link()),
         Err(e) => Err(refusal::from_api(e)),
     }
 }
@@ -135,9 +136,8 @@ pub(crate) async fn page(
         return *refused;
     }
     let record = match linked(&state, &key).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return refusal::bad_link(),
-        Err(failed) => return failed,
+        Ok(record) => record,
+        Err(refused) => return refused,
     };
     let frame = frame(&ui, &state, &key, &signature, bound);
     approval::render(&state, &record, frame, Problem::default(), StatusCode::OK).await
@@ -198,9 +198,8 @@ pub(crate) async fn timeline(
         return *refused;
     }
     let record = match linked(&state, &key).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return refusal::bad_link(),
-        Err(failed) => return failed,
+        Ok(record) => record,
+        Err(refused) => return refused,
     };
     crate::server::ui::stream::run_events(state, Watcher::Link { key }, record.run_id, headers)
         .await

@@ -285,8 +285,12 @@ async fn serve_stores_its_spec_version_at_start_once() {
     let ws = Workspace::new(GATED_SPEC);
     let state = ws.path().join("state.db");
     let served = Served::start(&ws.spec, &state, &[], &[]);
-    // `listening` is printed as the socket is bound; start-up ends with this.
-    served.log_line("serving", Duration::from_secs(20)).await;
+    // `listening` is printed as the socket is bound; start-up ends with
+    // `serving agent=...` (the no-tokens warning's "serving loopback only"
+    // comes earlier, before the version is stored).
+    served
+        .log_line("serving agent=", Duration::from_secs(20))
+        .await;
     let store = open_store(&state);
     let hash = tollgate_runtime::Spec::parse(GATED_SPEC, "agent.yaml")
         .expect("spec")

@@ -11,6 +11,7 @@ mod common;
 
 mod browser;
 mod cli;
+mod deploys;
 mod export;
 mod gate_api;
 mod layers;

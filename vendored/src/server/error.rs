@@ -62,6 +62,11 @@ pub enum ApiError {
     #[error("{0}")]
     Forbidden(String),
 
+    /// The spec version a pause waits on cannot run in this process
+    /// (`RunError::SpecUnavailable`); the approval stays PENDING.
+    #[error("{0}")]
+    SpecUnavailable(String),
+
     /// The run exists but never paused, so there is nothing to decide.
     #[error("run {0} has no approval to decide")]
     RunHasNoApproval(String),
@@ -146,9 +151,9 @@ impl ApiError {
             ApiError::Approval(e) => match e {
                 ApprovalError::NotFound { .. } => StatusCode::NOT_FOUND,
                 ApprovalError::Expired { .. } => StatusCode::GONE,
-                ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => {
-                    StatusCode::CONFLICT
-                }
+                ApprovalError::AlreadyResolved { .. }
+                | ApprovalError::SpecChanged { .. }
+                | ApprovalError::NotOnVersion { .. } => StatusCode::CONFLICT,
                 ApprovalError::Forbidden { .. } => StatusCode::FORBIDDEN,
                 ApprovalError::InvalidPayload { .. } => StatusCode::BAD_REQUEST,
             },
@@ -156,9 +161,10 @@ impl ApiError {
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Replayed | ApiError::RunNotCancellable { .. } | ApiError::RunConflict(_) => {
-                StatusCode::CONFLICT
-            }
+            ApiError::Replayed
+            | ApiError::RunNotCancellable { .. }
+            | ApiError::RunConflict(_)
+            | ApiError::SpecUnavailable(_) => StatusCode::CONFLICT,
             ApiError::CancelForbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) | ApiError::Forbidden(_) => {
@@ -185,6 +191,7 @@ impl ApiError {
             ApiError::RunNotFound(_) => "run_not_found",
             ApiError::RunHasNoApproval(_) => "approval_not_found",
             ApiError::RunConflict(_) => "run_conflict",
+            ApiError::SpecUnavailable(_) => "spec_unavailable",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
@@ -239,6 +246,7 @@ impl From<RunError> for ApiError {
             RunError::CancelForbidden { run_id, by } => ApiError::CancelForbidden { run_id, by },
             e @ RunError::NotDriven { .. } => ApiError::RunConflict(e.to_string()),
             e @ RunError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
+            e @ RunError::SpecUnavailable { .. } => ApiError::SpecUnavailable(e.to_string()),
             // A 500 as any failure that is not the client's: the detail is
             // logged, not sent.
             e @ RunError::TaskDropped { .. } => ApiError::Internal(e.to_string()),

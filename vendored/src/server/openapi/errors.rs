@@ -77,6 +77,11 @@ fn samples() -> Vec<ApiError> {
             paused_with: String::new(),
             current: String::new(),
         },
+        ApprovalError::NotOnVersion {
+            key: key(),
+            expected: String::new(),
+            found: String::new(),
+        },
         ApprovalError::Forbidden {
             key: key(),
             decided_by: String::new(),
@@ -102,6 +107,7 @@ fn samples() -> Vec<ApiError> {
             by: String::new(),
         },
         ApiError::RunConflict(String::new()),
+        ApiError::SpecUnavailable(String::new()),
         ApiError::Forbidden(String::new()),
         ApiError::RunHasNoApproval(String::new()),
         ApiError::Replayed,
@@ -143,6 +149,7 @@ fn every_variant_is_listed(api: &ApiError) {
             | ApprovalError::Expired { .. }
             | ApprovalError::AlreadyResolved { .. }
             | ApprovalError::SpecChanged { .. }
+            | ApprovalError::NotOnVersion { .. }
             | ApprovalError::Forbidden { .. }
             | ApprovalError::InvalidPayload { .. } => {}
         },
@@ -154,6 +161,7 @@ fn every_variant_is_listed(api: &ApiError) {
         | ApiError::RunNotCancellable { .. }
         | ApiError::CancelForbidden { .. }
         | ApiError::RunConflict(_)
+        | ApiError::SpecUnavailable(_)
         | ApiError::Forbidden(_)
         | ApiError::RunHasNoApproval(_)
         | ApiError::Replayed

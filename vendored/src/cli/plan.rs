@@ -98,7 +98,7 @@ fn print_plan(plan: &DeployPlan, store: &str) {
         say!("pending approvals on other versions:");
         let row = |c: [&str; 7]| {
             format!(
-                "  {:<36}  {:<12}  {:<20}  {:<16}  {:<7}  {:<13}  {}",
+                "  {:<36}  {:<12}  {:<20}  {:<16}  {:<7}  {:<18}  {}",
                 c[0], c[1], c[2], c[3], c[4], c[5], c[6]
             )
         };

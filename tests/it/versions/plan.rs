@@ -11,6 +11,7 @@ use crate::common::server::{Api, Served, code};
 use common::*;
 use serde_json::{Value, json};
 use tollgate_runtime::Spec;
+use tollgate_runtime::server::openapi::schema_errors;
 
 /// Four `if` gates, each taken when `input.gate` names it, so each run
 /// pauses at the gate the test asks for. `done` (never reached here)
@@ -387,8 +388,23 @@ async fn the_server_answers_the_same_plan_for_its_spec_and_a_posted_one() {
     }
     let url = served.url("/specs/plan");
 
+    // Every answer holds to the schema the server documents for it.
+    let (_, document) = api.get(&served.url("/openapi.json")).await;
+    let conforms = |method: &str, status: u16, body: &Value| {
+        let responses = &document["paths"]["/specs/plan"][method]["responses"];
+        let response = match &responses[status.to_string()] {
+            Value::Null => &responses["default"],
+            listed => listed,
+        };
+        let schema = &response["content"]["application/json"]["schema"];
+        assert!(schema.is_object(), "{method} {status}: {response}");
+        let errors = schema_errors(&document, schema, body);
+        assert!(errors.is_empty(), "{method} {status} {body}: {errors:#?}");
+    };
+
     let (status, own) = api.get(&url).await;
     assert_eq!(status, 200, "{own}");
+    conforms("get", status, &own);
     assert_eq!(own["summary"]["current"], 4);
     assert_eq!(own["approvals"], json!([]));
 
@@ -396,6 +412,7 @@ async fn the_server_answers_the_same_plan_for_its_spec_and_a_posted_one() {
         let text = v2(policy);
         let (status, posted) = answer(yaml_post(&api, &url, &text, "application/yaml")).await;
         assert_eq!(status, 200, "{posted}");
+        conforms("post", status, &posted);
         let file = write(&ws, &format!("v2-{policy}.yaml"), &text);
         let state = ws.state_db();
         let from_cli = plan_json(&ws, &[&file, "--state", state.to_str().unwrap()]);
@@ -416,6 +433,7 @@ async fn the_server_answers_the_same_plan_for_its_spec_and_a_posted_one() {
     let bad = V1.replace("set: { order", "sett: { order");
     let (status, error) = answer(yaml_post(&api, &url, &bad, "application/yaml")).await;
     assert_eq!((status, code(&error)), (400, "invalid_request"), "{error}");
+    conforms("post", status, &error);
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.starts_with("posted spec:6:"), "{message}");
     // JSON is not a spec body; no token is no answer.

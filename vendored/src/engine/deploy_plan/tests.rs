@@ -268,3 +268,57 @@ async fn a_version_the_store_does_not_hold_strands_its_pinned_pauses() {
     let plan_of = approval_plan(&orphan, None, &v2("auto"), &BTreeMap::new());
     assert_eq!((plan_of.outcome, plan_of.stranded), (Outcome::Pinned, true));
 }
+
+/// A run of v1 left stuck (no pause): counted on its version; under
+/// `refuse` a process serving v2 ends such runs stuck, under `pin` they
+/// go on under v1, which then needs its variables.
+#[tokio::test]
+async fn live_runs_on_an_older_version_are_counted_with_what_happens_to_them() {
+    let store = memory();
+    let agent = AgentRun::new(v1(), store.clone());
+    agent.record_spec().await.unwrap();
+    let now = crate::time::now();
+    for (id, status) in [
+        ("r-stuck", RunStatus::Stuck),
+        ("r-running", RunStatus::Running),
+    ] {
+        let run = RunRecord {
+            id: id.into(),
+            agent_id: "desk".into(),
+            spec_hash: v1().hash.to_string(),
+            status,
+            input: json!({}),
+            trigger: json!({}),
+            outputs: Default::default(),
+            error: None,
+            created_at: now,
+            updated_at: now,
+            owner: None,
+            lease_until: None,
+        };
+        store.create_run(&run, &[]).await.unwrap();
+    }
+
+    let refused = plan_deploy(&*store, &v2("refuse"), now).await.unwrap();
+    assert_eq!(
+        refused.live_runs,
+        LiveRuns {
+            running: 1,
+            stuck: 1,
+            outcome: LiveRunOutcome::EndsStuck
+        }
+    );
+    let [version] = refused.versions.as_slice() else {
+        panic!("v1 is listed for its runs: {refused:#?}");
+    };
+    assert_eq!((version.running_runs, version.stuck_runs), (1, 1));
+    assert!(version.required_env.is_empty());
+    assert_eq!(refused.summary, PlanSummary::default());
+
+    let pinned = plan_deploy(&*store, &v2("pin"), now).await.unwrap();
+    assert_eq!(
+        pinned.live_runs.outcome,
+        LiveRunOutcome::ContinuesOnItsVersion
+    );
+    assert_eq!(pinned.versions[0].required_env, ["SHIP_TOKEN"]);
+}

@@ -16,6 +16,7 @@ use crate::pending_approval::{ApprovalRecord, Phase};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::spec::{Classification, Outcome, SpecDiff, diff, plan_pause, policy_for_pause};
 use crate::spec::{OnSpecChange, Spec, SpecHash};
+use crate::spec_version::SpecVersionUse;
 use crate::store::{PendingQuery, Queries, RunQuery, SpecVersions, StoreResult};
 
 /// Rows read per page while gathering: pending approvals and live runs of
@@ -150,41 +151,35 @@ where
     let pending = pending_approvals(store, agent, now).await?;
     let live = live_runs(store, agent).await?;
 
-    // Every other version something waits or runs on: the stored ones the
-    // store counts as used, and any a record names that is not stored.
-    let mut hashes: Vec<String> = stored
+    // Every other version a pending approval or a live run is on, stored
+    // or not, newest first as the store lists them (those it does not
+    // hold last).
+    let mut hashes: Vec<&str> = pending
         .iter()
-        .filter(|v| v.pending_approvals > 0 || v.live_runs > 0)
-        .map(|v| v.hash.clone())
+        .map(|a| a.spec_hash.as_str())
+        .chain(live.iter().map(|r| r.spec_hash.as_str()))
+        .filter(|h| *h != new.hash.as_str())
         .collect();
-    let named = pending
-        .iter()
-        .map(|a| &a.spec_hash)
-        .chain(live.iter().map(|r| &r.spec_hash));
-    for hash in named {
-        if !hashes.contains(hash) {
-            hashes.push(hash.clone());
-        }
-    }
-    hashes.retain(|h| h != new.hash.as_str());
-
-    let mut versions = Vec::with_capacity(hashes.len());
-    let mut loaded: BTreeMap<String, Result<Spec, String>> = BTreeMap::new();
+    let position = |hash: &str| stored.iter().position(|v| v.hash == hash);
+    hashes.sort_by_key(|h| (position(h).unwrap_or(usize::MAX), *h));
+    hashes.dedup();
+    let mut loaded: BTreeMap<&str, Result<Spec, String>> = BTreeMap::new();
     for hash in &hashes {
-        loaded.insert(hash.clone(), load_version(store, hash).await?);
+        loaded.insert(hash, load_version(store, hash).await?);
     }
 
     let mut approvals = Vec::new();
     let mut summary = PlanSummary::default();
-    let none = BTreeMap::new();
     for record in &pending {
         summary.pending += 1;
         if record.spec_hash == new.hash.as_str() {
             summary.current += 1;
             continue;
         }
-        let old = loaded.get(&record.spec_hash).and_then(|v| v.as_ref().ok());
-        let plan = approval_plan(record, old, new, &none);
+        let old = loaded
+            .get(record.spec_hash.as_str())
+            .and_then(|v| v.as_ref().ok());
+        let plan = approval_plan(record, old, new, &BTreeMap::new());
         match plan.outcome {
             Outcome::Current => summary.current += 1,
             Outcome::Pinned => summary.pinned += 1,
@@ -202,59 +197,24 @@ where
         OnSpecChange::Refuse => LiveRunOutcome::EndsStuck,
         OnSpecChange::Pin | OnSpecChange::Auto => LiveRunOutcome::ContinuesOnItsVersion,
     };
-    let count_runs = |hash: &str, status: RunStatus| {
-        live.iter()
-            .filter(|r| r.spec_hash == hash && r.status == status)
-            .count() as u64
-    };
-    let mut live_runs = LiveRuns {
-        running: 0,
-        stuck: 0,
+    let versions: Vec<VersionPlan> = hashes
+        .iter()
+        .map(|hash| {
+            let on = Uses {
+                stored: stored.iter().find(|v| v.hash == *hash),
+                approvals: &approvals,
+                live: &live,
+                live_outcome,
+            };
+            let spec = loaded.remove(hash).unwrap_or_else(|| Err(not_stored(hash)));
+            version_plan(hash, spec, new, on)
+        })
+        .collect();
+    let live_runs = LiveRuns {
+        running: versions.iter().map(|v| v.running_runs).sum(),
+        stuck: versions.iter().map(|v| v.stuck_runs).sum(),
         outcome: live_outcome,
     };
-    for hash in &hashes {
-        let usage = stored.iter().find(|v| v.hash == *hash);
-        let running_runs = count_runs(hash, RunStatus::Running);
-        let stuck_runs = count_runs(hash, RunStatus::Stuck);
-        live_runs.running += running_runs;
-        live_runs.stuck += stuck_runs;
-        let spec = loaded.remove(hash).unwrap_or_else(|| Err(not_stored(hash)));
-        let runs_on =
-            live_outcome == LiveRunOutcome::ContinuesOnItsVersion && running_runs + stuck_runs > 0;
-        let pinned_here = approvals
-            .iter()
-            .any(|a| a.spec_hash == *hash && a.outcome == Outcome::Pinned);
-        let (problem, diff, required_env) = match spec {
-            Ok(old) => {
-                let env = if pinned_here || runs_on {
-                    old.required_secrets().into_iter().map(|s| s.name).collect()
-                } else {
-                    Vec::new()
-                };
-                (None, Some(diff(&old, new)), env)
-            }
-            Err(problem) => (Some(problem), None, Vec::new()),
-        };
-        versions.push(VersionPlan {
-            hash: hash.clone(),
-            first_seen: usage.map(|v| v.first_seen),
-            last_seen: usage.map(|v| v.last_seen),
-            pending_approvals: pending.iter().filter(|a| a.spec_hash == *hash).count() as u64,
-            running_runs,
-            stuck_runs,
-            problem,
-            diff,
-            required_env,
-        });
-    }
-    // Newest first, as the store lists them; versions it does not hold last.
-    let position = |v: &VersionPlan| {
-        stored
-            .iter()
-            .position(|s| s.hash == v.hash)
-            .unwrap_or(usize::MAX)
-    };
-    versions.sort_by_key(|v| (position(v), v.hash.clone()));
 
     Ok(DeployPlan {
         agent: new.agent.clone(),
@@ -266,6 +226,55 @@ where
         live_runs,
         summary,
     })
+}
+
+/// What uses one older version, for [`version_plan`].
+struct Uses<'a> {
+    stored: Option<&'a SpecVersionUse>,
+    /// Every planned approval (of any version).
+    approvals: &'a [ApprovalPlan],
+    /// Every live run of the agent (of any version).
+    live: &'a [RunRecord],
+    live_outcome: LiveRunOutcome,
+}
+
+/// The older version `hash` (parsed, or why it cannot be) under `new`.
+fn version_plan(hash: &str, spec: Result<Spec, String>, new: &Spec, on: Uses<'_>) -> VersionPlan {
+    let runs = |status: RunStatus| {
+        on.live
+            .iter()
+            .filter(|r| r.spec_hash == hash && r.status == status)
+            .count() as u64
+    };
+    let (running_runs, stuck_runs) = (runs(RunStatus::Running), runs(RunStatus::Stuck));
+    let mine = || on.approvals.iter().filter(|a| a.spec_hash == hash);
+    // Something runs on this version after the deploy: a pinned pause
+    // once approved, or a live run under `pin`/`auto`.
+    let runs_on = mine().any(|a| a.outcome == Outcome::Pinned)
+        || (on.live_outcome == LiveRunOutcome::ContinuesOnItsVersion
+            && running_runs + stuck_runs > 0);
+    let (problem, diff, required_env) = match spec {
+        Ok(old) => {
+            let env = if runs_on {
+                old.required_secrets().into_iter().map(|s| s.name).collect()
+            } else {
+                Vec::new()
+            };
+            (None, Some(diff(&old, new)), env)
+        }
+        Err(problem) => (Some(problem), None, Vec::new()),
+    };
+    VersionPlan {
+        hash: hash.to_string(),
+        first_seen: on.stored.map(|v| v.first_seen),
+        last_seen: on.stored.map(|v| v.last_seen),
+        pending_approvals: mine().count() as u64,
+        running_runs,
+        stuck_runs,
+        problem,
+        diff,
+        required_env,
+    }
 }
 
 /// One pending approval under `new`. `old` is its version, when this build

@@ -22,11 +22,9 @@ use crate::spec::SpecHash;
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// The spec about to be deployed (YAML). Its `on_spec_change` policies
-    /// decide each outcome; `pin` and `auto` are planned even where this
-    /// build cannot serve them yet.
+    /// decide each outcome.
     pub spec: PathBuf,
-    /// The store to plan against (default: the spec's default state file,
-    /// or an exported server's own).
+    // Default: the spec's default state file, or an exported server's own.
     #[command(flatten)]
     pub store: StoreArgs,
     /// Print the plan as JSON (the shape `GET /specs/plan` answers).

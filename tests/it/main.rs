@@ -22,6 +22,7 @@ mod slack;
 mod spec;
 mod store;
 mod ui;
+mod versions;
 
 // The export file walker is the generator's own (src/export/walk.rs): the
 // parity test reads vendored/ exactly as an export does.

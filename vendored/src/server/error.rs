@@ -88,6 +88,13 @@ pub enum ApiError {
     #[error("{0}: this route takes a JSON body; send Content-Type: application/json")]
     UnsupportedMediaType(String),
 
+    /// A spec route (`POST /specs/plan`) called without a YAML or plain
+    /// text Content-Type (what was sent).
+    #[error(
+        "{0}: this route takes a spec's YAML; send Content-Type: application/yaml, text/yaml or text/plain"
+    )]
+    UnsupportedSpecMediaType(String),
+
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
 
@@ -174,7 +181,9 @@ impl ApiError {
             ApiError::MalformedHead => StatusCode::BAD_REQUEST,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UnsupportedMediaType(_) | ApiError::UnsupportedSpecMediaType(_) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
             ApiError::Unavailable(_) | ApiError::StoreBusy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -204,7 +213,9 @@ impl ApiError {
             ApiError::BodyTimeout { .. } => "request_timeout",
             ApiError::UriTooLong => "uri_too_long",
             ApiError::HeadersTooLarge { .. } => "headers_too_large",
-            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::UnsupportedMediaType(_) | ApiError::UnsupportedSpecMediaType(_) => {
+                "unsupported_media_type"
+            }
             ApiError::Unavailable(_) => "unavailable",
             ApiError::StoreBusy(_) => "store_busy",
             ApiError::Internal(_) => "internal_error",

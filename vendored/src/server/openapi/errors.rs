@@ -120,6 +120,7 @@ fn samples() -> Vec<ApiError> {
             path: String::new(),
         },
         ApiError::UnsupportedMediaType(String::new()),
+        ApiError::UnsupportedSpecMediaType(String::new()),
         ApiError::PayloadTooLarge { limit: 0 },
         ApiError::BadHost(String::new()),
         ApiError::ForbiddenOrigin(String::new()),
@@ -168,6 +169,7 @@ fn every_variant_is_listed(api: &ApiError) {
         | ApiError::NotFound { .. }
         | ApiError::MethodNotAllowed { .. }
         | ApiError::UnsupportedMediaType(_)
+        | ApiError::UnsupportedSpecMediaType(_)
         | ApiError::PayloadTooLarge { .. }
         | ApiError::BadHost(_)
         | ApiError::ForbiddenOrigin(_)

@@ -1,4 +1,5 @@
-//! `tollgate approvals list|show|approve|reject`.
+//! `tollgate approvals list|show|approve|reject` (and `migrate`, in
+//! `migrate.rs`).
 
 use serde_json::json;
 
@@ -80,6 +81,9 @@ pub async fn run(
                 reason: args.reason.clone(),
             };
             decide(args, decision, embedded, custom, &clock).await
+        }
+        ApprovalsCommand::Migrate(args) => {
+            super::migrate::run(args, embedded, custom, &clock).await
         }
     }
 }

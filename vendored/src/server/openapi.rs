@@ -18,6 +18,7 @@
 mod check;
 mod errors;
 mod gates;
+mod migrate;
 mod plan;
 pub(crate) mod schema;
 #[cfg(test)]

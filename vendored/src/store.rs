@@ -25,6 +25,7 @@ mod paging;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod query;
+mod spec_filter;
 mod sqlite;
 mod traits;
 pub mod watch;
@@ -49,6 +50,7 @@ pub use query::{
     ApprovalPage, ApprovalQuery, PendingPage, PendingQuery, RunQuery, RunsPage, StuckClaim,
     UnreadableRow, approval_order_at, expired_as_of,
 };
+pub use spec_filter::{BadSpecSelector, MIN_HASH_PREFIX, SpecFilter, SpecSelector};
 pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
 pub use traits::{Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore};
 pub(crate) use writes::resolved_event;

@@ -127,6 +127,7 @@ async fn pending_page(
             now: query.now,
             limit: query.limit,
             cursor: query.cursor,
+            ..Default::default()
         })
         .await?;
     Ok(PendingPage {

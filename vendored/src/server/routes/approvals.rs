@@ -76,6 +76,7 @@ pub(super) async fn list(
             now,
             limit,
             cursor,
+            ..Default::default()
         })
         .await?;
     Ok(Json(ApprovalsPage {

@@ -568,6 +568,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
         now: crate::time::parse_utc("2026-06-01T00:00:00Z").expect("time"),
         limit: 50,
         cursor: None,
+        ..Default::default()
     };
     let started = std::time::Instant::now();
     let page = store.list_approvals(&query).await.expect("inbox page");

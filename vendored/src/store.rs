@@ -50,7 +50,9 @@ pub use query::{
     ApprovalPage, ApprovalQuery, PendingPage, PendingQuery, RunQuery, RunsPage, StuckClaim,
     UnreadableRow, approval_order_at, expired_as_of,
 };
-pub use spec_filter::{BadSpecSelector, MIN_HASH_PREFIX, SpecFilter, SpecSelector};
+pub use spec_filter::{
+    BadSpecSelector, MIN_HASH_PREFIX, SpecFilter, SpecFilterError, SpecSelector,
+};
 pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
 pub use traits::{Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore};
 pub(crate) use writes::resolved_event;

@@ -2,7 +2,10 @@
 //! `GET /approvals?spec=stale|current|HASH`, `approvals list
 //! --spec-version`, and what the store's SQL filters on.
 
+use chrono::{DateTime, Utc};
 use thiserror::Error;
+
+use super::{SpecVersions, StoreError};
 
 /// The shortest hash prefix a listing accepts: 8 hex characters tell
 /// apart any versions one agent will have.
@@ -70,6 +73,59 @@ impl SpecSelector {
             SpecSelector::Stale => SpecFilter::IsNot(served.to_string()),
             SpecSelector::Hash(hash) if hash.len() == FULL_HASH => SpecFilter::Is(hash.clone()),
             SpecSelector::Hash(prefix) => SpecFilter::Prefix(prefix.clone()),
+        }
+    }
+}
+
+/// Why a `spec` filter cannot be applied.
+#[derive(Debug, Error)]
+pub enum SpecFilterError {
+    #[error(transparent)]
+    Bad(#[from] BadSpecSelector),
+    #[error(
+        "spec hash prefix {prefix} names {} stored versions ({}): give more of the hash",
+        .hashes.len(),
+        .hashes.join(", ")
+    )]
+    Ambiguous { prefix: String, hashes: Vec<String> },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl SpecSelector {
+    /// The filter for `agent_id`'s approvals. A prefix names one version:
+    /// one that several stored versions of the agent start with is
+    /// refused; one that names a stored version is that version exactly.
+    /// A prefix no stored version has is kept as a prefix (records can be
+    /// older than the versions table).
+    pub async fn resolve<S: SpecVersions + ?Sized>(
+        &self,
+        served: &str,
+        versions: &S,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<SpecFilter, SpecFilterError> {
+        let filter = self.filter(served);
+        let SpecFilter::Prefix(prefix) = &filter else {
+            return Ok(filter);
+        };
+        let mut hashes: Vec<String> = versions
+            .list_spec_versions(Some(agent_id), now)
+            .await?
+            .into_iter()
+            .map(|v| v.hash)
+            .filter(|h| h.starts_with(prefix.as_str()))
+            .collect();
+        match hashes.len() {
+            0 => Ok(filter),
+            1 => Ok(SpecFilter::Is(hashes.remove(0))),
+            _ => {
+                hashes.sort();
+                Err(SpecFilterError::Ambiguous {
+                    prefix: prefix.clone(),
+                    hashes,
+                })
+            }
         }
     }
 }

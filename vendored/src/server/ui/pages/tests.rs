@@ -437,13 +437,19 @@ fn the_run_page_with_each_status() {
         let run = RunView {
             id: "run-1".into(),
             agent: "refunds".into(),
+            spec_hash: record(ApprovalStatus::Pending).spec_hash,
+            spec_current: true,
             status,
             outputs: Map::from_iter([("draft".to_string(), json!({"text": "hi"}))]),
             error: (status == RunStatus::Failed).then(|| "boom".to_string()),
             created_at: now(),
             updated_at: now(),
             lease: None,
-            pending_approval: waiting.then(|| ApprovalView::from(record(ApprovalStatus::Pending))),
+            pending_approval: waiting.then(|| {
+                let pending = record(ApprovalStatus::Pending);
+                let served = pending.spec_hash.clone();
+                ApprovalView::new(pending, &served)
+            }),
         };
         let html = render(
             &RunPage::new(&run, &events(), "t".into()),

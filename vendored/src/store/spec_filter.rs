@@ -93,8 +93,8 @@ pub enum SpecFilterError {
 }
 
 impl SpecSelector {
-    /// The filter for `agent_id`'s approvals. A prefix names one version:
-    /// one that several stored versions of the agent start with is
+    /// The filter for `agent_id`'s approvals (every agent's: `None`). A
+    /// prefix names one version: one that several stored versions start with is
     /// refused; one that names a stored version is that version exactly.
     /// A prefix no stored version has is kept as a prefix (records can be
     /// older than the versions table).
@@ -102,7 +102,7 @@ impl SpecSelector {
         &self,
         served: &str,
         versions: &S,
-        agent_id: &str,
+        agent_id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<SpecFilter, SpecFilterError> {
         let filter = self.filter(served);
@@ -110,7 +110,7 @@ impl SpecSelector {
             return Ok(filter);
         };
         let mut hashes: Vec<String> = versions
-            .list_spec_versions(Some(agent_id), now)
+            .list_spec_versions(agent_id, now)
             .await?
             .into_iter()
             .map(|v| v.hash)

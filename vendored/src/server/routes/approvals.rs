@@ -109,7 +109,7 @@ async fn spec_filter(state: &AppState, given: &str) -> Result<SpecFilter, ApiErr
         .resolve(
             state.agent.spec().hash.as_str(),
             state.agent.store().as_ref(),
-            state.agent_id(),
+            Some(state.agent_id()),
             state.agent.clock().now(),
         )
         .await;

@@ -1,0 +1,292 @@
+//! Approvals left waiting by a deploy, seen everywhere (issue 24 item 5):
+//! `tollgate serve` on v1 pauses two runs, stops; v2 (a changed message)
+//! is served on the same state file and pauses one more. Then, over real
+//! HTTP and real processes: serve's start-up line names the two and the
+//! policy, the API marks them (`spec_current`) and filters them
+//! (`?spec=`), `/metrics` counts them, `approvals list --spec-version`
+//! finds and marks them, and the inbox marks them and, under `refuse`,
+//! offers Reject only (which works).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common;
+use crate::common::server::{Api, Served, code};
+use crate::ui::client::Client;
+use common::Workspace;
+
+const V1: &str = r#"version: 1
+agent: stale-desk
+steps:
+  - id: check
+    approval:
+      message: "Check order {{ input.order_id }}?"
+      payload: { order: "{{ input.order_id }}" }
+"#;
+
+/// V1 with another message: every pause of v1 is stale under it.
+const V2: &str = r#"version: 1
+agent: stale-desk
+steps:
+  - id: check
+    approval:
+      message: "Check order {{ input.order_id }} now?"
+      payload: { order: "{{ input.order_id }}" }
+"#;
+
+fn hash_of(ws: &Workspace) -> String {
+    let out = ws
+        .tollgate()
+        .args(["hash", ws.spec_arg()])
+        .output()
+        .expect("run tollgate hash");
+    common::assert_success(&out);
+    common::stdout(&out).trim().to_string()
+}
+
+fn keys(page: &Value) -> Vec<String> {
+    page["approvals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("approvals in {page}"))
+        .iter()
+        .map(|r| r["key"].as_str().expect("key").to_string())
+        .collect()
+}
+
+async fn listed(api: &Api, served: &Served, query: &str) -> Value {
+    let (status, page) = api.get(&served.url(&format!("/approvals{query}"))).await;
+    assert_eq!(status, 200, "{query}: {page}");
+    page
+}
+
+/// `approvals list --spec SPEC ARGS...` on the served state file.
+fn cli(ws: &Workspace, args: &[&str]) -> std::process::Output {
+    ws.tollgate()
+        .args(["approvals", "list", "--spec", ws.spec_arg()])
+        .args(args)
+        .output()
+        .expect("run tollgate")
+}
+
+/// One sample of the scrape, by its exact series text.
+async fn metric(api: &Api, served: &Served, series: &str) -> f64 {
+    let text = api
+        .http
+        .get(served.url("/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("body");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("{series} ")))
+        .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+        .parse()
+        .expect("a number")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_paused_under_an_older_spec_are_marked_filtered_counted_and_logged() {
+    let ws = Workspace::new(V1);
+    let v1 = hash_of(&ws);
+    let api = Api::new();
+    let mut old = Served::start(&ws.spec, &ws.state_db(), &[], &[]);
+    let a = api.pause(&old, json!({ "order_id": "A-1" })).await;
+    let b = api.pause(&old, json!({ "order_id": "B-2" })).await;
+    // Nothing is stale under the version that made them.
+    old.log_line("serving agent=", Duration::from_secs(30))
+        .await;
+    assert!(
+        !old.logs().contains("other spec versions"),
+        "{}",
+        old.logs()
+    );
+    old.terminate();
+
+    ws.write_spec(V2);
+    let v2 = hash_of(&ws);
+    assert_ne!(v1, v2);
+    let served = Served::start(&ws.spec, &ws.state_db(), &[], &[]);
+    let c = api.pause(&served, json!({ "order_id": "C-3" })).await;
+
+    // serve's start-up line: how many, on which version, and the policy.
+    let line = served
+        .log_line("on other spec versions", Duration::from_secs(30))
+        .await;
+    assert!(
+        line.contains(&format!(
+            "2 pending approvals wait on other spec versions ({}: 2); on_spec_change: refuse, \
+             approve answers spec_changed for them until the spec is restored; reject works",
+            &v1[..12]
+        )),
+        "{line}"
+    );
+
+    // The records and runs say which version they are on.
+    let all = listed(&api, &served, "").await;
+    assert_eq!(
+        keys(&all),
+        vec![c.key.clone(), b.key.clone(), a.key.clone()]
+    );
+    let current: Vec<(&str, bool)> = all["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["spec_hash"].as_str().unwrap(),
+                r["spec_current"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        current,
+        vec![
+            (v2.as_str(), true),
+            (v1.as_str(), false),
+            (v1.as_str(), false)
+        ]
+    );
+    let (status, run) = api.get(&served.url(&format!("/runs/{}", a.run_id))).await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(
+        (&run["spec_hash"], &run["spec_current"]),
+        (&json!(v1), &json!(false))
+    );
+    assert_eq!(run["pending_approval"]["spec_current"], json!(false));
+    let (_, run) = api.get(&served.url(&format!("/runs/{}", c.run_id))).await;
+    assert_eq!(
+        (&run["spec_hash"], &run["spec_current"]),
+        (&json!(v2), &json!(true))
+    );
+    let (_, record) = api.get(&served.url(&format!("/approvals/{}", a.key))).await;
+    assert_eq!(record["spec_current"], json!(false), "{record}");
+
+    // GET /approvals?spec=
+    let stale = vec![b.key.clone(), a.key.clone()];
+    assert_eq!(keys(&listed(&api, &served, "?spec=stale").await), stale);
+    assert_eq!(
+        keys(&listed(&api, &served, "?spec=current").await),
+        vec![c.key.clone()]
+    );
+    assert_eq!(
+        keys(&listed(&api, &served, &format!("?spec={v1}")).await),
+        stale
+    );
+    assert_eq!(
+        keys(&listed(&api, &served, &format!("?spec={}", &v1[..8])).await),
+        stale
+    );
+    assert_eq!(
+        keys(&listed(&api, &served, &format!("?spec={}", v2[..10].to_uppercase())).await),
+        vec![c.key.clone()]
+    );
+    assert_eq!(
+        keys(&listed(&api, &served, "?spec=stale&q=b-2").await),
+        vec![b.key.clone()]
+    );
+    let first = listed(&api, &served, "?spec=stale&limit=1").await;
+    assert_eq!(keys(&first), vec![b.key.clone()]);
+    let cursor = first["next_cursor"].as_str().expect("a next page");
+    assert_eq!(
+        keys(
+            &listed(
+                &api,
+                &served,
+                &format!("?spec=stale&limit=1&cursor={cursor}")
+            )
+            .await
+        ),
+        vec![a.key.clone()]
+    );
+    for bad in ["older", "abc1234", "zzzzzzzz", "current,stale"] {
+        let (status, body) = api
+            .get(&served.url(&format!("/approvals?spec={bad}")))
+            .await;
+        assert_eq!(
+            (status, code(&body)),
+            (400, "invalid_request"),
+            "{bad}: {body}"
+        );
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("stale"),
+            "{body}"
+        );
+    }
+
+    // The gauge.
+    assert_eq!(
+        metric(&api, &served, "tollgate_stale_pending_approvals").await,
+        2.0
+    );
+
+    // The CLI: the filter, the JSON and the table's marker.
+    let out = cli(&ws, &["--spec-version", "stale", "--json"]);
+    common::assert_success(&out);
+    let page: Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
+    assert_eq!(keys(&page), stale);
+    for record in page["approvals"].as_array().unwrap() {
+        assert_eq!(
+            (&record["spec_hash"], &record["spec_current"]),
+            (&json!(v1), &json!(false))
+        );
+    }
+    let out = cli(&ws, &["--spec-version", &v2[..8], "--json"]);
+    common::assert_success(&out);
+    let page: Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
+    assert_eq!(keys(&page), vec![c.key.clone()]);
+    assert_eq!(page["approvals"][0]["spec_current"], json!(true));
+    let out = cli(&ws, &[]);
+    common::assert_success(&out);
+    let table = common::stdout(&out);
+    let marker = format!("[stale (spec {})]", &v1[..12]);
+    for (key, stale) in [(&a.key, true), (&b.key, true), (&c.key, false)] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(key.as_str()))
+            .unwrap_or_else(|| panic!("{key} in\n{table}"));
+        assert_eq!(row.contains(&marker), stale, "{row}");
+    }
+    let out = cli(&ws, &["--spec-version", "older"]);
+    common::assert_exit(&out, 2);
+    assert!(common::stderr(&out).contains("--spec-version"));
+
+    // The inbox: marked, with what Approve does; under refuse, Reject only.
+    let mut local = Client::new(&served);
+    let inbox = local.get("/ui").await;
+    assert_eq!(inbox.status, 200);
+    assert_eq!(inbox.body.matches(r#"<small class="stale">"#).count(), 2);
+    let page = local.get(&format!("/ui/approvals/{}", a.key)).await;
+    assert_eq!(page.status, 200);
+    assert!(page.has_id("stale"), "{}", page.body);
+    assert!(page.text_of("stale").contains(&format!(
+        "Requested under an older version of the spec ({}).",
+        &v1[..12]
+    )));
+    assert!(
+        page.text_of("stale-effect")
+            .contains("approve is not possible")
+    );
+    assert!(page.has_id("reject-button"));
+    assert!(!page.has_id("approve-button") && !page.has_id("modify-button"));
+    let current_page = local.get(&format!("/ui/approvals/{}", c.key)).await;
+    assert!(!current_page.has_id("stale"));
+    assert!(current_page.has_id("approve-button"));
+    // Reject, the decision offered, works.
+    let csrf = page.csrf();
+    let rejected = local
+        .post(
+            &format!("/ui/approvals/{}", a.key),
+            &[("decision", "reject"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(rejected.status, 303, "{}", rejected.body);
+    let (_, record) = api.get(&served.url(&format!("/approvals/{}", a.key))).await;
+    assert_eq!(record["status"], "REJECTED", "{record}");
+    assert_eq!(
+        metric(&api, &served, "tollgate_stale_pending_approvals").await,
+        1.0
+    );
+}

@@ -106,6 +106,7 @@ async fn decision_to_waiter_latency() {
                 decided_by: "bench".into(),
                 now: tollgate_runtime::time::now(),
                 spec_hash: tollgate_runtime::gate::GATE_SPEC_HASH.into(),
+                pinned: false,
                 then: tollgate_runtime::pending_approval::AfterClaim::Release,
             };
             let finish =

@@ -44,6 +44,10 @@ pub enum Command {
     /// List and show the spec versions runs started under.
     #[command(subcommand)]
     Specs(tollgate_runtime::cli::specs::SpecsCommand),
+    /// Before a deploy: what SPEC will do to every pending approval and
+    /// live run on another version of its agent (each pause classified,
+    /// with the outcome under SPEC's on_spec_change).
+    Plan(tollgate_runtime::cli::plan::PlanArgs),
     /// Serve the spec over HTTP: runs, approvals, the webhook, schedules.
     ///
     /// Bearer tokens come from TOLLGATE_API_TOKENS=name:token,name2:token2 (the

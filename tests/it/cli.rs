@@ -249,6 +249,7 @@ async fn a_claim_whose_run_never_finished_is_listed_as_stuck() {
             decided_by: "crashed-worker".into(),
             now: tollgate_runtime::time::now(),
             spec_hash: spec.hash.to_string(),
+            pinned: false,
             then: tollgate_runtime::pending_approval::AfterClaim::Release,
         })
         .await

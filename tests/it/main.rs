@@ -11,6 +11,7 @@ mod common;
 
 mod browser;
 mod cli;
+mod deploys;
 mod export;
 mod gate_api;
 mod layers;
@@ -21,6 +22,7 @@ mod slack;
 mod spec;
 mod store;
 mod ui;
+mod versions;
 
 // The export file walker is the generator's own (src/export/walk.rs): the
 // parity test reads vendored/ exactly as an export does.

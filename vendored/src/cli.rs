@@ -1,5 +1,5 @@
 //! The command line shared by `tollgate` and every exported server: the
-//! `approvals`, `runs`, `specs`, `validate`, `hash`, `run` (and, in exported servers, `serve`)
+//! `approvals`, `runs`, `specs`, `plan`, `validate`, `hash`, `run` (and, in exported servers, `serve`)
 //! commands, their output and exit statuses (DESIGN §6).
 //!
 //! Living in the runtime keeps an exported binary's commands, flags and exit
@@ -20,6 +20,7 @@ pub mod args;
 mod common;
 pub mod exit;
 mod exported;
+pub mod plan;
 pub mod preflight;
 pub mod render;
 pub mod run;

@@ -249,32 +249,78 @@ steps:
     );
 }
 
-/// `on_spec_change: pin | auto` parse (plan will compare them) but cannot
-/// run yet: serve, run and validate refuse them, naming where they were
-/// asked for, instead of running the spec under `refuse` unannounced.
+/// Under `pin`, `serve` also checks the variables of the older versions
+/// that pending approvals wait on (issue 24 item 6): approving one resumes
+/// it on its version, so a deploy that dropped a variable only that
+/// version needs exits 2 naming it and the version, never a value. Under
+/// `refuse` those pauses cannot be approved anyway, so nothing is checked.
 #[test]
-fn a_spec_change_policy_this_runtime_cannot_honour_is_refused() {
-    let ws = Workspace::new(&GATED_SPEC.replace(
-        "      payload: { order",
-        "      on_spec_change: auto\n      payload: { order",
+fn a_variable_an_older_version_needs_stops_serve_under_pin() {
+    let v1 = r#"version: 1
+agent: preflight-versions
+approvals:
+  on_spec_change: pin
+tools:
+  ship:
+    http:
+      method: POST
+      url: http://127.0.0.1:9/ship
+      headers:
+        Authorization: Bearer ${OLD_VERSION_TEST_TOKEN}
+steps:
+  - id: gate
+    approval:
+      message: "Ship?"
+  - id: send
+    tool: ship
+    with: {}
+"#;
+    let ws = Workspace::new(v1);
+    // A paused run stores v1 (a `run` checks no variables: nothing calls out
+    // before the gate).
+    ws.pause_run("{}");
+    let state = ws.state_db();
+    let old_hash = tollgate_runtime::Spec::parse(v1, "agent.yaml")
+        .expect("v1")
+        .hash
+        .short()
+        .to_string();
+    // v2 no longer needs the variable.
+    ws.write_spec(&v1.replace(
+        "        Authorization: Bearer ${OLD_VERSION_TEST_TOKEN}\n",
+        "        X-Version: \"2\"\n",
     ));
-    let err = refused(&ws, &[], &[]);
-    assert!(err.contains("step \"gate\": on_spec_change: auto"), "{err}");
-    assert!(err.contains("not available"), "{err}");
-    let out = ws.validate();
-    assert_eq!(out.status.code(), Some(2));
-
-    let top =
-        Workspace::new(&GATED_SPEC.replace("steps:", "approvals:\n  on_spec_change: pin\nsteps:"));
-    let err = refused(&top, &[], &[]);
-    assert!(err.contains("approvals.on_spec_change: pin"), "{err}");
-
-    // `refuse`, written out, is today's behaviour and serves.
-    let explicit = Workspace::new(
-        &GATED_SPEC.replace("steps:", "approvals:\n  on_spec_change: refuse\nsteps:"),
+    let failure = Served::try_start(&ws.spec, &state, &[], &[])
+        .err()
+        .expect("serve must refuse");
+    assert_eq!(failure.code, Some(2), "{}", failure.stderr);
+    let err = failure.stderr;
+    assert!(err.contains("OLD_VERSION_TEST_TOKEN"), "{err}");
+    assert!(err.contains(&old_hash), "names the version: {err}");
+    assert!(err.contains("1 pending approvals"), "{err}");
+    assert!(
+        err.contains("tools.ship.http.headers.Authorization"),
+        "{err}"
     );
-    assert!(explicit.validate().status.success());
-    Served::start(&explicit.spec, &explicit.path().join("state.db"), &[], &[]);
+
+    // Set (to anything): it serves.
+    let served = Served::start(
+        &ws.spec,
+        &state,
+        &[("OLD_VERSION_TEST_TOKEN", "old-secret-value-7")],
+        &[],
+    );
+    drop(served);
+
+    // Under refuse, nothing of v1 is needed.
+    ws.write_spec(
+        &v1.replace("on_spec_change: pin", "on_spec_change: refuse")
+            .replace(
+                "        Authorization: Bearer ${OLD_VERSION_TEST_TOKEN}\n",
+                "        X-Version: \"2\"\n",
+            ),
+    );
+    Served::start(&ws.spec, &state, &[], &[]);
 }
 
 /// `serve` stores the version it serves before any run starts (its

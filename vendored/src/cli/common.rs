@@ -84,7 +84,6 @@ pub fn agent(
     tools
         .check(&spec)
         .map_err(|e| ExitFailure::bad_input(e.to_string()))?;
-    super::preflight::require_available_policies(&spec)?;
     // Every command that drives runs holds them under the same lease.
     let lease = crate::durable::lease_from_env().map_err(ExitFailure::bad_input)?;
     Ok(AgentRun::new(spec, store)

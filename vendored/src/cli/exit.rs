@@ -64,7 +64,9 @@ impl From<SpecError> for ExitFailure {
 pub fn for_approval(e: &ApprovalError) -> i32 {
     match e {
         ApprovalError::NotFound { .. } | ApprovalError::Expired { .. } => NOT_FOUND,
-        ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => CONFLICT,
+        ApprovalError::AlreadyResolved { .. }
+        | ApprovalError::SpecChanged { .. }
+        | ApprovalError::NotOnVersion { .. } => CONFLICT,
         ApprovalError::InvalidPayload { .. } => BAD_INPUT,
         ApprovalError::Forbidden { .. } => FORBIDDEN,
     }
@@ -98,7 +100,9 @@ impl From<RunError> for ExitFailure {
             RunError::Store(_) | RunError::TaskDropped { .. } => {
                 ExitFailure::new(RUN_FAILED, e.to_string())
             }
-            RunError::NotDriven { .. } => ExitFailure::new(CONFLICT, e.to_string()),
+            RunError::NotDriven { .. } | RunError::SpecUnavailable { .. } => {
+                ExitFailure::new(CONFLICT, e.to_string())
+            }
         }
     }
 }

@@ -30,6 +30,9 @@ enum ExportedCommand {
     /// List and show the spec versions runs started under.
     #[command(subcommand)]
     Specs(super::specs::SpecsCommand),
+    /// Before deploying SPEC in place of the built-in spec: what it will
+    /// do to each pending approval and live run of this server's store.
+    Plan(super::plan::PlanArgs),
     /// Check the built-in spec, and that main.rs registers exactly its
     /// `rust:` tools.
     Validate {
@@ -75,6 +78,7 @@ where
             }
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
             ExportedCommand::Specs(cmd) => super::specs::run(cmd, Some(&source)).await,
+            ExportedCommand::Plan(args) => super::plan::run(args, Some(&source)).await,
             ExportedCommand::Validate { env } => {
                 let spec = source.load()?;
                 custom

@@ -5,7 +5,8 @@
 //! reaches the call failing hours later, perhaps after a person approved it.
 
 use super::exit::ExitFailure;
-use crate::spec::{MissingSecret, OnSpecChange, Spec};
+use crate::spec::{MissingSecret, Spec};
+use crate::{AgentRun, VersionMissingEnv};
 
 /// `Ok` when every variable the spec needs is set in this process's
 /// environment; otherwise the failure naming each missing one. `doing`
@@ -27,30 +28,41 @@ pub fn require_env(spec: &Spec, doing: &str) -> Result<(), ExitFailure> {
     }
 }
 
-/// `pin` and `auto` are parsed and compared (`tollgate plan` will use
-/// them) but this runtime cannot yet resume a pause on a stored older
-/// version: until it can, a spec that asks for them is refused rather
-/// than silently run under `refuse`, which its author did not choose.
-pub fn require_available_policies(spec: &Spec) -> Result<(), ExitFailure> {
-    let mut asking: Vec<String> = Vec::new();
-    if spec.approvals.on_spec_change != OnSpecChange::Refuse {
-        asking.push(format!(
-            "approvals.on_spec_change: {}",
-            spec.approvals.on_spec_change
-        ));
-    }
-    for step in &spec.steps {
-        let policy = spec.on_spec_change(step);
-        if policy != spec.approvals.on_spec_change && policy != OnSpecChange::Refuse {
-            asking.push(format!("step {:?}: on_spec_change: {policy}", step.id));
-        }
-    }
-    if asking.is_empty() {
+/// Under `pin` or `auto`, the variables of the older versions that pending
+/// approvals and live runs are on must be set too: approving one resumes
+/// it on its version. `Ok` when they are (or nothing waits on an older
+/// version); otherwise the failure naming each version and variable, never
+/// a value. Needs the store, so it runs once the store is open, still
+/// before the server binds.
+pub async fn require_older_versions_env(agent: &AgentRun, doing: &str) -> Result<(), ExitFailure> {
+    let missing = agent
+        .older_versions_missing_env()
+        .await
+        .map_err(|e| ExitFailure::new(super::exit::RUN_FAILED, format!("{doing}: {e}")))?;
+    if missing.is_empty() {
         return Ok(());
     }
+    let lines: Vec<String> = missing
+        .iter()
+        .flat_map(|VersionMissingEnv { version, missing }| {
+            missing.iter().map(move |m| {
+                format!(
+                    "  {} (spec version {}, which {} pending approvals and {} live runs wait on, \
+                     needs it at {})",
+                    m.name,
+                    crate::SpecHash::short_of(&version.hash),
+                    version.pending_approvals,
+                    version.live_runs,
+                    m.at
+                )
+            })
+        })
+        .collect();
     Err(ExitFailure::bad_input(format!(
-        "{}: not available in this version of tollgate yet (only `refuse`, the default, \
-         is); remove it to run with `refuse`",
-        asking.join(", ")
+        "{doing}: on_spec_change keeps waiting approvals on the spec version they paused under, \
+         and these environment variables those versions need are not set:\n{}\n\
+         Set them, or move the approvals to the new version (`tollgate approvals migrate`), \
+         or reject them",
+        lines.join("\n")
     )))
 }

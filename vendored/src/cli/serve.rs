@@ -155,6 +155,11 @@ pub async fn run_with(
         .await
         .map_err(|e| ExitFailure::bad_input(format!("cannot serve {}: {e}", store.describe())))?;
     let agent = super::agent(spec, store, custom)?.with_lease(args.run_lease);
+    super::preflight::require_older_versions_env(
+        &agent,
+        &format!("cannot serve {}", agent.spec().agent),
+    )
+    .await?;
     let config = ServerConfig {
         listen: args.listen,
         tokens,

@@ -7,7 +7,6 @@ use super::exit::ExitFailure;
 /// here (the preflight `serve` runs before it binds).
 pub fn validate(source: &SpecSource, env: bool) -> Result<i32, ExitFailure> {
     let spec = source.load()?;
-    super::preflight::require_available_policies(&spec)?;
     let name = match source {
         SpecSource::File(path) => path.display().to_string(),
         SpecSource::Embedded(e) => e.spec_file.to_string(),

@@ -51,6 +51,29 @@ pub enum EventKind {
         decision: String,
         decided_by: String,
         reason: Option<String>,
+        /// The spec version (hash) the run resumes on when it is not the
+        /// one the deciding process serves: the pause was made under an
+        /// older version and `on_spec_change: pin` keeps the run on it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pinned_to: Option<String>,
+    },
+    /// A pending approval moved, with its run, onto another version of the
+    /// spec (DESIGN §12): by `approvals migrate`, or by `on_spec_change:
+    /// auto` when its gate is unchanged in the version deployed.
+    ApprovalMigrated {
+        key: String,
+        /// The spec hash it paused under.
+        from: String,
+        /// The spec hash it waits under now.
+        to: String,
+        /// Who moved it: the operator who migrated, or the decider whose
+        /// decision moved it under `auto`.
+        by: String,
+        /// Steps renamed by the move (old id -> new id); empty when none.
+        map: std::collections::BTreeMap<String, String>,
+        /// Moved by the `auto` policy at a decision, not by a migrate.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        auto: bool,
     },
     RunCompleted {
         outputs: Map<String, Value>,
@@ -131,6 +154,7 @@ impl EventKind {
             EventKind::StepCompleted { .. } => "step_completed",
             EventKind::AwaitingApproval { .. } => "awaiting_approval",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
+            EventKind::ApprovalMigrated { .. } => "approval_migrated",
             EventKind::RunCompleted { .. } => "run_completed",
             EventKind::RunRejected { .. } => "run_rejected",
             EventKind::RunExpired { .. } => "run_expired",

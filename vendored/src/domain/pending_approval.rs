@@ -216,8 +216,13 @@ pub struct Claim {
     pub decision: Decision,
     pub decided_by: String,
     pub now: DateTime<Utc>,
-    /// The current spec's hash; checked for approve and modify.
+    /// The hash of the spec the run resumes on; checked for approve and
+    /// modify (the record's must be the same).
     pub spec_hash: String,
+    /// Set when `spec_hash` is an older version than the one the deciding
+    /// process serves (`on_spec_change: pin`): said in the
+    /// `approval_resolved` event, so the run's events show which version ran.
+    pub pinned: bool,
     /// What the claim's write does to the run besides deciding.
     pub then: AfterClaim,
 }
@@ -299,6 +304,87 @@ impl RunFinish {
     }
 }
 
+/// A pending approval moved, with its run, onto another version of its
+/// spec (DESIGN §12: `approvals migrate`, or `on_spec_change: auto` at a
+/// decision). One conditional write, like a claim: the record must still
+/// be PENDING, unexpired and on `from`; then it takes `to`, its step in
+/// that version, and its message and payload as that version renders them,
+/// the run takes `to`, and an `approval_migrated` event is appended. A
+/// decision and a move racing on one key: exactly one of them goes first,
+/// and a decision never lands on the version it was not checked against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalMove {
+    pub key: String,
+    pub from: String,
+    pub to: String,
+    /// The gate's step in `to` (the same id, or the one a mapping names).
+    pub step_id: String,
+    pub step_index: usize,
+    pub message: Option<String>,
+    pub payload: Value,
+    pub by: String,
+    /// Steps renamed by the move (old id -> new id).
+    pub map: std::collections::BTreeMap<String, String>,
+    /// Moved by `auto` at a decision rather than by a migrate.
+    pub auto: bool,
+    pub now: DateTime<Utc>,
+}
+
+impl ApprovalMove {
+    /// The `approval_migrated` event the move appends.
+    pub fn event(&self, run_id: &str, seq: u64) -> crate::events::Event {
+        crate::events::Event {
+            run_id: run_id.to_string(),
+            seq,
+            at: self.now,
+            kind: crate::events::EventKind::ApprovalMigrated {
+                key: self.key.clone(),
+                from: self.from.clone(),
+                to: self.to.clone(),
+                by: self.by.clone(),
+                map: self.map.clone(),
+                auto: self.auto,
+            },
+        }
+    }
+
+    /// Explain a move that matched no row, from the record as it is now.
+    pub fn explain_failure(&self, record: Option<&ApprovalRecord>) -> ApprovalError {
+        let key = self.key.clone();
+        match record {
+            None => ApprovalError::NotFound { key },
+            Some(r) if r.status == ApprovalStatus::Pending && r.is_expired_at(self.now) => {
+                ApprovalError::Expired {
+                    key,
+                    expired_at: r.expires_at,
+                }
+            }
+            Some(r) if r.status == ApprovalStatus::Expired => ApprovalError::Expired {
+                key,
+                expired_at: r.expires_at,
+            },
+            Some(r) if r.status != ApprovalStatus::Pending => ApprovalError::AlreadyResolved {
+                key,
+                status: r.status,
+                decided_by: r.decided_by.clone(),
+                decided_at: r.decided_at,
+            },
+            Some(r) => ApprovalError::NotOnVersion {
+                key,
+                expected: SpecHash::short_of(&self.from).to_string(),
+                found: SpecHash::short_of(&r.spec_hash).to_string(),
+            },
+        }
+    }
+}
+
+/// A move that was written: the record as moved and the event appended.
+#[derive(Debug, Clone)]
+pub struct Moved {
+    pub record: ApprovalRecord,
+    pub event: crate::events::Event,
+}
+
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.
 /// What each means at an edge (an HTTP status, an exit status) is decided
 /// there: `server/error.rs` and `cli/exit.rs`.
@@ -330,6 +416,15 @@ pub enum ApprovalError {
         current: String,
     },
 
+    /// A move onto another spec version found the record on a version
+    /// other than the one it was to move from (another move won).
+    #[error("approval {key} is on spec {found} now, not {expected}; nothing was moved")]
+    NotOnVersion {
+        key: String,
+        expected: String,
+        found: String,
+    },
+
     #[error("{decided_by} may not decide approval {key}: not in approvals.approvers")]
     Forbidden { key: String, decided_by: String },
 
@@ -351,7 +446,9 @@ impl ApprovalError {
             ApprovalError::NotFound { .. } => "approval_not_found",
             ApprovalError::Expired { .. } => "approval_expired",
             ApprovalError::AlreadyResolved { .. } => "already_resolved",
-            ApprovalError::SpecChanged { .. } => "spec_changed",
+            ApprovalError::SpecChanged { .. } | ApprovalError::NotOnVersion { .. } => {
+                "spec_changed"
+            }
             ApprovalError::Forbidden { .. } => "forbidden",
             ApprovalError::InvalidPayload { .. } => "invalid_request",
         }

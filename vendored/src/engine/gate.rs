@@ -304,6 +304,7 @@ impl Gate {
             decided_by,
             now: self.clock.now(),
             spec_hash: GATE_SPEC_HASH.into(),
+            pinned: false,
         };
         let record = match decide_approval(self, self.store.as_ref(), request).await? {
             Decided::Won { claimed, .. } => claimed.record,

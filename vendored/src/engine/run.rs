@@ -23,6 +23,7 @@ mod outage;
 mod outage_tests;
 mod resume;
 mod start;
+mod versions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +48,7 @@ pub(crate) use decide::{Decided, Decider, DecisionRequest, decide_approval};
 pub use operate::OperatorFail;
 pub use outage::DEFAULT_PATIENCE as DEFAULT_STORE_PATIENCE;
 pub use start::CreatedRun;
+pub use versions::VersionMissingEnv;
 
 /// Why a start or a decision could not be carried out. A run that fails on
 /// its own (a step error) is not an error here: it is an outcome.
@@ -81,6 +83,20 @@ pub enum RunError {
     /// task did, if anything, is as the store holds it.
     #[error("the task {task} stopped before it answered")]
     TaskDropped { task: &'static str },
+    /// The spec version a pause was made under cannot run in this process
+    /// (`on_spec_change: pin`): it is not in the store, no longer parses,
+    /// names a `rust:` tool this binary lacks, or needs a variable that is
+    /// not set. Nothing was written: the approval stays PENDING.
+    #[error(
+        "approval {key} waits on spec version {version}, which cannot run in this process: {reason}; \
+         nothing was decided (reject is still possible)"
+    )]
+    SpecUnavailable {
+        key: String,
+        /// The version's short hash.
+        version: String,
+        reason: String,
+    },
 }
 
 impl From<StoreError> for RunError {
@@ -127,11 +143,28 @@ pub struct AgentRun {
     /// The longest a driver waits for an unavailable store to take one
     /// write (see [`outage`]).
     patience: Duration,
+    /// The spec this process serves: its approval settings say who may
+    /// decide, and its `on_spec_change` policies route a pause made under
+    /// another version. The same as `spec`, except on a handle that runs
+    /// an older version for a pinned pause (see `versions`).
+    serving: Arc<Spec>,
+    /// Older versions loaded from the store (shared by clones).
+    versions: Arc<versions::Versions>,
     /// Set once this spec's version is in the store (shared by clones), so
     /// that only the first run of a process writes it (see
     /// [`AgentRun::record_spec`]). Empty again never: a failed record
     /// leaves it unset, and the next run tries again.
     spec_recorded: Arc<tokio::sync::OnceCell<()>>,
+}
+
+impl std::fmt::Debug for AgentRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRun")
+            .field("agent", &self.spec.agent)
+            .field("spec", &self.spec.hash.short())
+            .field("serving", &self.serving.hash.short())
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentRun {
@@ -142,6 +175,8 @@ impl AgentRun {
         let (events, _) = broadcast::channel(1024);
         AgentRun {
             metrics: Arc::new(crate::metrics::Metrics::for_spec(&spec)),
+            serving: spec.clone(),
+            versions: Arc::default(),
             spec,
             store,
             tools: Arc::new(Unavailable),

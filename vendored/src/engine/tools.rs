@@ -74,6 +74,14 @@ pub trait ToolInvoker: Send + Sync {
         request: ModelRequest<'_>,
         call: &CallContext,
     ) -> Result<Value, ToolError>;
+
+    /// The `rust:` tools `spec` declares that this invoker cannot call:
+    /// what makes a stored older version unable to run here. HTTP tools and
+    /// models are defined by the spec itself, so only custom tools can be
+    /// missing.
+    fn missing_tools(&self, _spec: &Spec) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The invoker used until real tools are configured: every call fails with a
@@ -156,6 +164,10 @@ impl ToolInvoker for Toolbox {
         call: &CallContext,
     ) -> Result<Value, ToolError> {
         model::call(&self.http, request, call).await
+    }
+
+    fn missing_tools(&self, spec: &Spec) -> Vec<String> {
+        self.custom.missing(spec)
     }
 }
 

@@ -62,6 +62,11 @@ pub enum ApiError {
     #[error("{0}")]
     Forbidden(String),
 
+    /// The spec version a pause waits on cannot run in this process
+    /// (`RunError::SpecUnavailable`); the approval stays PENDING.
+    #[error("{0}")]
+    SpecUnavailable(String),
+
     /// The run exists but never paused, so there is nothing to decide.
     #[error("run {0} has no approval to decide")]
     RunHasNoApproval(String),
@@ -82,6 +87,13 @@ pub enum ApiError {
     /// A JSON route called without a JSON Content-Type (what was sent).
     #[error("{0}: this route takes a JSON body; send Content-Type: application/json")]
     UnsupportedMediaType(String),
+
+    /// A spec route (`POST /specs/plan`) called without a YAML or plain
+    /// text Content-Type (what was sent).
+    #[error(
+        "{0}: this route takes a spec's YAML; send Content-Type: application/yaml, text/yaml or text/plain"
+    )]
+    UnsupportedSpecMediaType(String),
 
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
@@ -146,9 +158,9 @@ impl ApiError {
             ApiError::Approval(e) => match e {
                 ApprovalError::NotFound { .. } => StatusCode::NOT_FOUND,
                 ApprovalError::Expired { .. } => StatusCode::GONE,
-                ApprovalError::AlreadyResolved { .. } | ApprovalError::SpecChanged { .. } => {
-                    StatusCode::CONFLICT
-                }
+                ApprovalError::AlreadyResolved { .. }
+                | ApprovalError::SpecChanged { .. }
+                | ApprovalError::NotOnVersion { .. } => StatusCode::CONFLICT,
                 ApprovalError::Forbidden { .. } => StatusCode::FORBIDDEN,
                 ApprovalError::InvalidPayload { .. } => StatusCode::BAD_REQUEST,
             },
@@ -156,9 +168,10 @@ impl ApiError {
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Replayed | ApiError::RunNotCancellable { .. } | ApiError::RunConflict(_) => {
-                StatusCode::CONFLICT
-            }
+            ApiError::Replayed
+            | ApiError::RunNotCancellable { .. }
+            | ApiError::RunConflict(_)
+            | ApiError::SpecUnavailable(_) => StatusCode::CONFLICT,
             ApiError::CancelForbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) | ApiError::Forbidden(_) => {
@@ -168,7 +181,9 @@ impl ApiError {
             ApiError::MalformedHead => StatusCode::BAD_REQUEST,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UnsupportedMediaType(_) | ApiError::UnsupportedSpecMediaType(_) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
             ApiError::Unavailable(_) | ApiError::StoreBusy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -185,6 +200,7 @@ impl ApiError {
             ApiError::RunNotFound(_) => "run_not_found",
             ApiError::RunHasNoApproval(_) => "approval_not_found",
             ApiError::RunConflict(_) => "run_conflict",
+            ApiError::SpecUnavailable(_) => "spec_unavailable",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
@@ -197,7 +213,9 @@ impl ApiError {
             ApiError::BodyTimeout { .. } => "request_timeout",
             ApiError::UriTooLong => "uri_too_long",
             ApiError::HeadersTooLarge { .. } => "headers_too_large",
-            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::UnsupportedMediaType(_) | ApiError::UnsupportedSpecMediaType(_) => {
+                "unsupported_media_type"
+            }
             ApiError::Unavailable(_) => "unavailable",
             ApiError::StoreBusy(_) => "store_busy",
             ApiError::Internal(_) => "internal_error",
@@ -239,6 +257,7 @@ impl From<RunError> for ApiError {
             RunError::CancelForbidden { run_id, by } => ApiError::CancelForbidden { run_id, by },
             e @ RunError::NotDriven { .. } => ApiError::RunConflict(e.to_string()),
             e @ RunError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
+            e @ RunError::SpecUnavailable { .. } => ApiError::SpecUnavailable(e.to_string()),
             // A 500 as any failure that is not the client's: the detail is
             // logged, not sent.
             e @ RunError::TaskDropped { .. } => ApiError::Internal(e.to_string()),

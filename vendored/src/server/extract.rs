@@ -125,6 +125,60 @@ pub(crate) fn json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     )))
 }
 
+/// A spec's YAML text as a body (`POST /specs/plan`), size-checked like
+/// every body and no larger than a spec file may be
+/// ([`crate::spec::MAX_SPEC_BYTES`], which parsing enforces).
+///
+/// The Content-Type must say YAML or plain text: `application/yaml`,
+/// `application/x-yaml`, `text/yaml`, `text/x-yaml` or `text/plain`, with
+/// any parameters. The route changes nothing, so the simple cross-origin
+/// `text/plain` is no risk here (and the bearer token still applies).
+pub(crate) struct SpecBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for SpecBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let content_type = yaml_content_type(request.headers());
+        // Read first, as `JsonBody` does: answering while the client still
+        // sends resets the connection under it.
+        let RawBody(bytes) = RawBody::from_request(request, state).await?;
+        content_type?;
+        Ok(SpecBody(bytes))
+    }
+}
+
+/// `Ok` when the request has exactly one Content-Type and it is YAML or
+/// plain text (see [`SpecBody`]).
+pub(crate) fn yaml_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(ApiError::UnsupportedSpecMediaType(
+            if headers.contains_key(header::CONTENT_TYPE) {
+                "more than one Content-Type header".to_string()
+            } else {
+                "no Content-Type header".to_string()
+            },
+        ));
+    };
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let essence = text.split(';').next().unwrap_or("").trim();
+    let accepted = [
+        "application/yaml",
+        "application/x-yaml",
+        "text/yaml",
+        "text/x-yaml",
+        "text/plain",
+    ];
+    if accepted.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
+        return Ok(());
+    }
+    let shown: String = text.chars().take(80).collect();
+    Err(ApiError::UnsupportedSpecMediaType(format!(
+        "Content-Type {shown:?}"
+    )))
+}
+
 /// Parse a JSON body (empty = `{}`) that must be an object into `T`.
 pub(crate) fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: Value = parse_json(bytes)?;
@@ -269,6 +323,26 @@ mod tests {
         }
         assert!(json_content_type(&with(&[])).is_err());
         assert!(json_content_type(&with(&[b"application/json", b"application/json"])).is_err());
+    }
+
+    #[test]
+    fn a_spec_body_is_yaml_or_plain_text() {
+        for t in [
+            &b"application/yaml"[..],
+            b"application/x-yaml",
+            b"text/yaml; charset=utf-8",
+            b"TEXT/PLAIN",
+            b"text/x-yaml",
+        ] {
+            assert!(yaml_content_type(&with(&[t])).is_ok(), "{t:?}");
+        }
+        for t in [&b"application/json"[..], b"text/html", b"yaml", b""] {
+            let err = yaml_content_type(&with(&[t])).unwrap_err();
+            assert_eq!(err.code(), "unsupported_media_type", "{t:?}");
+            assert!(err.to_string().contains("application/yaml"), "{err}");
+        }
+        assert!(yaml_content_type(&with(&[])).is_err());
+        assert!(yaml_content_type(&with(&[b"text/yaml", b"text/yaml"])).is_err());
     }
 
     #[test]

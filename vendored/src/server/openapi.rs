@@ -18,6 +18,7 @@
 mod check;
 mod errors;
 mod gates;
+mod plan;
 pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
@@ -72,6 +73,7 @@ pub fn document(spec: &Spec) -> Value {
         "tags": [
             { "name": "runs", "description": "Start, watch and steer runs." },
             { "name": "approvals", "description": "The approvals inbox: pending gates and their decisions." },
+            { "name": "specs", "description": "Spec versions: what deploying a spec does to the approvals and runs waiting on other versions." },
             { "name": "operations", "description": "Health, readiness, metrics and this document." },
             { "name": "slack", "description": "Slack interactivity (signed by Slack)." },
             { "name": "webhook", "description": "The spec's webhook trigger." },
@@ -124,6 +126,11 @@ enum Body {
     Json(SchemaFn),
     /// Any JSON value (a webhook's body is the run's `input`).
     AnyJson,
+    /// A spec's YAML text, under each media type the route takes.
+    Text {
+        media_types: &'static [&'static str],
+        description: &'static str,
+    },
     /// `application/x-www-form-urlencoded` with one field.
     Form {
         field: &'static str,
@@ -210,6 +217,19 @@ impl Operation {
     /// A JSON body read into `T`.
     pub fn body<T: Schema>(mut self) -> Operation {
         self.body = Some(Body::Json(T::schema));
+        self
+    }
+
+    /// A text body (a spec's YAML) under any of `media_types`.
+    pub fn text_body(
+        mut self,
+        media_types: &'static [&'static str],
+        description: &'static str,
+    ) -> Operation {
+        self.body = Some(Body::Text {
+            media_types,
+            description,
+        });
         self
     }
 
@@ -355,6 +375,17 @@ impl Operation {
                     json!({ "application/json": { "schema": schema(components) } })
                 }
                 Body::AnyJson => json!({ "application/json": { "schema": {} } }),
+                Body::Text {
+                    media_types,
+                    description,
+                } => {
+                    let schema = json!({ "type": "string", "description": description });
+                    let by_type: Map<String, Value> = media_types
+                        .iter()
+                        .map(|t| (t.to_string(), json!({ "schema": schema.clone() })))
+                        .collect();
+                    Value::Object(by_type)
+                }
                 Body::Form { field, description } => json!({
                     "application/x-www-form-urlencoded": { "schema": {
                         "type": "object",

@@ -70,7 +70,7 @@ use super::{
     report_skipped, row_limit,
 };
 use crate::events::Event;
-use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 

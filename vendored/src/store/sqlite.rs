@@ -79,7 +79,7 @@ use rusqlite::Connection;
 
 use self::group_commit::GroupWriter;
 
-use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, RunRow, encode_events};
+use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, MoveRow, RunRow, encode_events};
 use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
     KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
@@ -88,7 +88,7 @@ use super::{
     check_claim_end, check_lease_end, check_pause, check_spec_version, report_skipped, row_limit,
 };
 use crate::events::Event;
-use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::time::format_utc;

@@ -14,7 +14,7 @@ use super::{
     StoreResult, StuckClaim, expired_as_of, feed,
 };
 use crate::events::Event;
-use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 
@@ -167,6 +167,14 @@ pub trait Approvals: Send + Sync + 'static {
     /// them wins. A run in any other state is
     /// [`StoreError::RunNotCancellable`](super::StoreError::RunNotCancellable).
     async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled>;
+
+    /// Move a PENDING, unexpired approval on spec `from` onto spec `to`
+    /// with its run (see [`ApprovalMove`]): one conditional write that a
+    /// claim of the same key races, so exactly one of them goes first. A
+    /// record in any other state is an
+    /// [`ApprovalError`](crate::pending_approval::ApprovalError) saying why
+    /// (not found, expired, decided, or on another version now).
+    async fn move_approval(&self, to_move: &ApprovalMove) -> StoreResult<Moved>;
 
     /// The records of `keys` that exist, in any order: what a watcher
     /// re-reads for the keys it waits on. One query where the store can.

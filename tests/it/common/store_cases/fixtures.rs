@@ -162,6 +162,7 @@ pub fn claim(key: &str, decision: Decision, by: &str, now: u64, spec: &str) -> C
         decided_by: by.into(),
         now: at(now),
         spec_hash: spec.into(),
+        pinned: false,
         then: AfterClaim::Release,
     }
 }

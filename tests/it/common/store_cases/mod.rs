@@ -31,6 +31,7 @@ mod prelude;
 
 pub mod approvals;
 pub mod keys;
+pub mod moves;
 pub mod queries;
 pub mod runs;
 pub mod specs;
@@ -99,6 +100,11 @@ macro_rules! store_conformance_tests {
             cancelling_a_running_run_ends_it_cancelled,
             a_final_run_cannot_be_cancelled_and_an_unknown_one_is_not_found,
             a_cancel_racing_claims_has_exactly_one_winner,
+        );
+        store_conformance_tests!(@concept $open; moves:
+            a_move_takes_the_record_and_its_run_to_the_new_version_with_one_event,
+            a_move_of_a_record_not_pending_on_its_version_changes_nothing,
+            moves_and_decisions_racing_on_one_key_have_exactly_one_first,
         );
         store_conformance_tests!(@concept $open; queries:
             pending_pages_are_newest_first_without_duplicates,

@@ -51,6 +51,9 @@ pub(crate) struct DecisionRequest<'a> {
     pub now: DateTime<Utc>,
     /// The decider's spec hash (checked by the claim for approve and modify).
     pub spec_hash: String,
+    /// `spec_hash` is an older version than the one served (see
+    /// [`Claim::pinned`]).
+    pub pinned: bool,
 }
 
 /// What a decision came to.
@@ -81,6 +84,7 @@ pub(crate) async fn decide_approval<D: Decider>(
         decided_by,
         now,
         spec_hash,
+        pinned,
     } = request;
     let record = store
         .get_approval(key)
@@ -93,6 +97,7 @@ pub(crate) async fn decide_approval<D: Decider>(
         decided_by: decided_by.to_string(),
         now,
         spec_hash,
+        pinned,
         // Replaced by the decider's plan below, once the decision is known
         // to be worth a write.
         then: AfterClaim::Release,
@@ -134,6 +139,9 @@ pub(crate) async fn decide_approval<D: Decider>(
 /// A decision that won its claim; the run waits for [`AgentRun::resume_claimed`].
 #[derive(Debug, Clone)]
 pub struct ClaimedDecision {
+    /// Set when the run resumes on the older version it paused under
+    /// (`on_spec_change: pin`): the handle that runs that version.
+    pub(super) version: Option<Box<AgentRun>>,
     /// The record as decided.
     pub record: ApprovalRecord,
     pub(super) next_seq: u64,
@@ -156,6 +164,7 @@ impl ClaimedDecision {
 impl ClaimedDecision {
     fn repeat(record: ApprovalRecord) -> ClaimedDecision {
         ClaimedDecision {
+            version: None,
             record,
             next_seq: 0,
             finished: None,
@@ -214,7 +223,34 @@ impl AgentRun {
         }
     }
 
+    /// Claim on this handle's version; a pause made under another one
+    /// goes by the served spec's `on_spec_change` (see `versions`).
     async fn try_claim(
+        &self,
+        key: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<ClaimedDecision, RunError> {
+        let refused = match self.claim_here(key, decision.clone(), decided_by).await {
+            Err(e @ RunError::Approval(ApprovalError::SpecChanged { .. })) => e,
+            answered => return answered,
+        };
+        match self.store.get_approval(key).await? {
+            Some(record)
+                if record.status == ApprovalStatus::Pending
+                    && record.spec_hash != self.spec.hash.as_str() =>
+            {
+                self.claim_on_its_version(&record, decision, decided_by)
+                    .await
+            }
+            // Decided or moved since: the answer of a claim made now.
+            Some(_) => self.claim_here(key, decision, decided_by).await,
+            None => Err(refused),
+        }
+    }
+
+    /// The one decision path ([`decide_approval`]) on this handle's spec.
+    pub(super) async fn claim_here(
         &self,
         key: &str,
         decision: Decision,
@@ -226,6 +262,7 @@ impl AgentRun {
             decided_by,
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
+            pinned: self.spec.hash != self.serving.hash,
         };
         let decided = decide_approval(self, self.store.as_ref(), request).await?;
         Ok(match decided {
@@ -237,6 +274,7 @@ impl AgentRun {
                 // The claim stored this event; announce it.
                 let _ = self.events.send(claimed.event.clone());
                 ClaimedDecision {
+                    version: None,
                     next_seq: claimed.event.seq + 1,
                     record: claimed.record,
                     finished: None,
@@ -260,6 +298,7 @@ impl AgentRun {
             let _ = self.events.send(Event { seq, ..event });
         }
         ClaimedDecision {
+            version: None,
             record: planned.decided,
             next_seq: 0,
             finished: Some(planned.outcome),
@@ -329,10 +368,11 @@ impl AgentRun {
         }))
     }
 
-    /// `approvals.approvers`, when set, lists who may decide.
-    fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
+    /// `approvals.approvers`, when set, lists who may decide: the served
+    /// spec's, also for a pause of an older version.
+    pub(super) fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
         // The same rule decides who is shown a link (links::may_decide).
-        if crate::links::may_decide(self.spec.approvals.approvers.as_deref(), decided_by) {
+        if crate::links::may_decide(self.serving.approvals.approvers.as_deref(), decided_by) {
             Ok(())
         } else {
             Err(ApprovalError::Forbidden {
@@ -418,6 +458,17 @@ impl Decider for AgentRun {
     }
 
     fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
+        // An approve or modify is checked against the spec the run resumes
+        // on, which must be the one it paused under (its steps are what the
+        // record's step index points into): refused here, before anything
+        // is worked out on the wrong steps, as the claim would refuse it.
+        if decision.requires_same_spec() && record.spec_hash != self.spec.hash.as_str() {
+            return Err(RunError::Approval(ApprovalError::SpecChanged {
+                key: record.key.clone(),
+                paused_with: crate::SpecHash::short_of(&record.spec_hash).to_string(),
+                current: self.spec.hash.short().to_string(),
+            }));
+        }
         Ok(self.check_payload(record, decision)?)
     }
 

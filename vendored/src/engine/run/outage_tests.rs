@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
 use crate::run::{AgentRun, RunError};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec::{Spec, ToolSpec};
@@ -189,6 +189,12 @@ impl Approvals for Flaky {
         self.before("claim")?;
         let answer = self.inner.claim(claim).await;
         self.after("claim", answer)
+    }
+
+    async fn move_approval(&self, to_move: &ApprovalMove) -> StoreResult<Moved> {
+        self.before("move_approval")?;
+        let answer = self.inner.move_approval(to_move).await;
+        self.after("move_approval", answer)
     }
 
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {

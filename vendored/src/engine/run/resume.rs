@@ -44,7 +44,14 @@ impl AgentRun {
     ///
     /// A repeated decision drives nothing (the claim that won did, or does):
     /// it answers with the run as the store holds it now.
-    pub async fn resume_claimed(&self, claimed: ClaimedDecision) -> Result<RunOutcome, RunError> {
+    pub async fn resume_claimed(
+        &self,
+        mut claimed: ClaimedDecision,
+    ) -> Result<RunOutcome, RunError> {
+        // A pinned decision resumes on the version the run paused under.
+        if let Some(version) = claimed.version.take() {
+            return Box::pin(version.resume_claimed(claimed)).await;
+        }
         if claimed.repeated {
             return self.stored_outcome(&claimed.record.run_id).await;
         }
@@ -167,8 +174,25 @@ impl AgentRun {
         recovered_by: Option<String>,
         retry_in_doubt: bool,
     ) -> Result<RunOutcome, RunError> {
+        let (gate, _) = self.resume_point(&owned.run.id).await?;
+        // A run on another version goes on on it when the served spec's
+        // policy keeps runs on their version (a reject needs no steps).
+        let mut unavailable = None;
+        let rejected = gate
+            .as_ref()
+            .is_some_and(|r| r.status == ApprovalStatus::Rejected);
+        if owned.run.spec_hash != self.spec.hash.as_str()
+            && !rejected
+            && self.keeps_its_version(gate.as_ref().map(|r| r.step_id.as_str()))
+        {
+            match self.for_recovered_run(&owned.run.spec_hash).await {
+                Ok(version) => {
+                    return Box::pin(version.redrive(owned, recovered_by, retry_in_doubt)).await;
+                }
+                Err(reason) => unavailable = Some(reason),
+            }
+        }
         let OwnedRun { run, next_seq } = owned;
-        let (gate, _) = self.resume_point(&run.id).await?;
         let journal = self.store.run_journal(&run.id).await?;
         let mut log = EventLog::new(&run.id, next_seq, self.events.clone(), &self.clock);
         log.owner = Some(crate::durable::node_id().to_string());
@@ -213,13 +237,21 @@ impl AgentRun {
                 return self.finish(&ctx, RunStatus::Rejected, None, log).await;
             }
             // The steps may no longer line up with what the run did.
-            let reason = format!(
-                "the spec changed since the run started (it ran under {}, this process serves {}): \
-                 it is not resumed under another spec. Serve that spec again and `runs retry`, \
-                 or `runs fail` it",
-                crate::SpecHash::short_of(&spec_hash),
-                self.spec.hash.short()
-            );
+            let reason = match unavailable {
+                Some(reason) => format!(
+                    "the run is on spec version {}, which on_spec_change keeps it on, and that \
+                     version cannot run in this process: {reason}. Fix that and `runs retry`, \
+                     or `runs fail` it",
+                    crate::SpecHash::short_of(&spec_hash)
+                ),
+                None => format!(
+                    "the spec changed since the run started (it ran under {}, this process serves \
+                     {}): it is not resumed under another spec. Serve that spec again and `runs \
+                     retry`, or `runs fail` it",
+                    crate::SpecHash::short_of(&spec_hash),
+                    self.spec.hash.short()
+                ),
+            };
             log.emit(EventKind::RunStuck {
                 step: from_step.unwrap_or_default(),
                 reason: reason.clone(),

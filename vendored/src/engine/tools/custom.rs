@@ -108,17 +108,8 @@ impl CustomTools {
 
     /// Every `rust:` tool of the spec must be registered, and nothing else.
     pub fn check(&self, spec: &Spec) -> Result<(), CustomToolsError> {
-        let declared: Vec<String> = spec
-            .tools
-            .values()
-            .filter(|t| matches!(t.kind, ToolKind::Rust))
-            .map(|t| t.name.clone())
-            .collect();
-        let missing: Vec<String> = declared
-            .iter()
-            .filter(|name| !self.contains(name))
-            .cloned()
-            .collect();
+        let declared = declared(spec);
+        let missing = self.missing(spec);
         if !missing.is_empty() {
             return Err(CustomToolsError::Missing(missing));
         }
@@ -132,6 +123,14 @@ impl CustomTools {
             return Err(CustomToolsError::NotInSpec { unknown, declared });
         }
         Ok(())
+    }
+
+    /// The `rust:` tools `spec` declares that have no implementation here.
+    pub fn missing(&self, spec: &Spec) -> Vec<String> {
+        declared(spec)
+            .into_iter()
+            .filter(|name| !self.contains(name))
+            .collect()
     }
 
     pub async fn call(
@@ -163,6 +162,15 @@ impl CustomTools {
             ))),
         }
     }
+}
+
+/// The names of the `rust:` tools `spec` declares.
+fn declared(spec: &Spec) -> Vec<String> {
+    spec.tools
+        .values()
+        .filter(|t| matches!(t.kind, ToolKind::Rust))
+        .map(|t| t.name.clone())
+        .collect()
 }
 
 #[cfg(test)]

@@ -77,6 +77,11 @@ fn samples() -> Vec<ApiError> {
             paused_with: String::new(),
             current: String::new(),
         },
+        ApprovalError::NotOnVersion {
+            key: key(),
+            expected: String::new(),
+            found: String::new(),
+        },
         ApprovalError::Forbidden {
             key: key(),
             decided_by: String::new(),
@@ -102,6 +107,7 @@ fn samples() -> Vec<ApiError> {
             by: String::new(),
         },
         ApiError::RunConflict(String::new()),
+        ApiError::SpecUnavailable(String::new()),
         ApiError::Forbidden(String::new()),
         ApiError::RunHasNoApproval(String::new()),
         ApiError::Replayed,
@@ -114,6 +120,7 @@ fn samples() -> Vec<ApiError> {
             path: String::new(),
         },
         ApiError::UnsupportedMediaType(String::new()),
+        ApiError::UnsupportedSpecMediaType(String::new()),
         ApiError::PayloadTooLarge { limit: 0 },
         ApiError::BadHost(String::new()),
         ApiError::ForbiddenOrigin(String::new()),
@@ -143,6 +150,7 @@ fn every_variant_is_listed(api: &ApiError) {
             | ApprovalError::Expired { .. }
             | ApprovalError::AlreadyResolved { .. }
             | ApprovalError::SpecChanged { .. }
+            | ApprovalError::NotOnVersion { .. }
             | ApprovalError::Forbidden { .. }
             | ApprovalError::InvalidPayload { .. } => {}
         },
@@ -154,12 +162,14 @@ fn every_variant_is_listed(api: &ApiError) {
         | ApiError::RunNotCancellable { .. }
         | ApiError::CancelForbidden { .. }
         | ApiError::RunConflict(_)
+        | ApiError::SpecUnavailable(_)
         | ApiError::Forbidden(_)
         | ApiError::RunHasNoApproval(_)
         | ApiError::Replayed
         | ApiError::NotFound { .. }
         | ApiError::MethodNotAllowed { .. }
         | ApiError::UnsupportedMediaType(_)
+        | ApiError::UnsupportedSpecMediaType(_)
         | ApiError::PayloadTooLarge { .. }
         | ApiError::BadHost(_)
         | ApiError::ForbiddenOrigin(_)

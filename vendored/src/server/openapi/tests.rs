@@ -7,6 +7,9 @@ use chrono::{TimeZone, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{Components, document, schema_errors};
+use crate::engine::deploy_plan::{
+    ApprovalPlan, DeployPlan, LiveRunOutcome, LiveRuns, PlanSummary, VersionPlan,
+};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::RunStatus;
 use crate::server::api::{
@@ -14,7 +17,7 @@ use crate::server::api::{
     RunStarted, RunSummary, RunView, RunsPage,
 };
 use crate::server::openapi::schema::Schema;
-use crate::spec::Spec;
+use crate::spec::{OnSpecChange, Spec};
 
 const SPEC: &str = r#"
 version: 1
@@ -201,6 +204,15 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
                 run: Some(run_view(spec, None)),
             }),
         ),
+        ("DeployPlan", to(&deploy_plan(spec))),
+        (
+            "DeployPlan",
+            to(&DeployPlan {
+                versions: vec![],
+                approvals: vec![],
+                ..deploy_plan(spec)
+            }),
+        ),
         ("RunStarted", to(&RunStarted { run_id: "r".into() })),
         (
             "Health",
@@ -220,6 +232,109 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
             }),
         ),
     ]
+}
+
+/// A plan with every field set, and one of each optional form: a version
+/// with its diff, one that cannot be read.
+fn deploy_plan(spec: &Spec) -> DeployPlan {
+    let old = Spec::parse(
+        &SPEC
+            .replace("tries: 3", "tries: 4")
+            .replace("  - id: close\n    approval: { message: \"Close?\" }\n", "")
+            .replace("description: Refund orders.", "description: Refunds."),
+        "old.yaml",
+    )
+    .expect("the old spec parses");
+    let readable = VersionPlan {
+        hash: old.hash.to_string(),
+        first_seen: Some(at(0)),
+        last_seen: Some(at(10)),
+        pending_approvals: 1,
+        running_runs: 1,
+        stuck_runs: 0,
+        problem: None,
+        diff: Some(crate::spec::diff(&old, spec)),
+        required_env: vec!["HOOK_SECRET".into()],
+    };
+    let diff = readable.diff.as_ref().expect("a diff");
+    assert!(
+        !diff.added.is_empty() && !diff.changed.is_empty() && !diff.top_level.is_empty(),
+        "the sample shows every part of a diff: {diff:?}"
+    );
+    let mut diff_with_kinds = diff.clone();
+    diff_with_kinds.changed[0].old_kind = Some("set".into());
+    diff_with_kinds.removed = diff_with_kinds.added.clone();
+    diff_with_kinds.renamed = vec![crate::spec::RenamedStep {
+        from: "a".into(),
+        to: "b".into(),
+        kind: "set".into(),
+    }];
+    DeployPlan {
+        agent: spec.agent.clone(),
+        spec_hash: spec.hash.to_string(),
+        policy: OnSpecChange::Pin,
+        stored_versions: 2,
+        versions: vec![
+            VersionPlan {
+                diff: Some(diff_with_kinds),
+                ..readable
+            },
+            VersionPlan {
+                hash: "0".repeat(64),
+                first_seen: None,
+                last_seen: None,
+                pending_approvals: 1,
+                running_runs: 0,
+                stuck_runs: 2,
+                problem: Some("not in the store".into()),
+                diff: None,
+                required_env: vec![],
+            },
+        ],
+        approvals: vec![
+            ApprovalPlan {
+                key: "k1".into(),
+                run_id: "r1".into(),
+                spec_hash: old.hash.to_string(),
+                step: "close".into(),
+                phase: Phase::Before,
+                new_step: Some("close".into()),
+                classification: Some(crate::spec::Classification::MessageChanged),
+                policy: OnSpecChange::Pin,
+                outcome: crate::spec::Outcome::Pinned,
+                stranded: false,
+                created_at: at(0),
+                expires_at: at(3600),
+            },
+            ApprovalPlan {
+                key: "k2".into(),
+                run_id: "r2".into(),
+                spec_hash: "0".repeat(64),
+                step: "gone".into(),
+                phase: Phase::After,
+                new_step: None,
+                classification: None,
+                policy: OnSpecChange::Refuse,
+                outcome: crate::spec::Outcome::Refused,
+                stranded: true,
+                created_at: at(1),
+                expires_at: at(3601),
+            },
+        ],
+        live_runs: LiveRuns {
+            running: 1,
+            stuck: 2,
+            outcome: LiveRunOutcome::ContinuesOnItsVersion,
+        },
+        summary: PlanSummary {
+            pending: 3,
+            current: 1,
+            pinned: 1,
+            moves_to_new: 0,
+            refused: 1,
+            stranded: 1,
+        },
+    }
 }
 
 /// Serialize through a trait object, so one list holds every type.

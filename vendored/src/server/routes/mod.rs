@@ -9,6 +9,7 @@ mod metrics;
 mod openapi;
 pub(crate) mod runs;
 mod slack;
+mod specs;
 mod webhook;
 
 use axum::Router;
@@ -41,6 +42,10 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/approvals/{key}", get(approvals::show))
         .route("/approvals/{key}/approve", post(approvals::approve))
         .route("/approvals/{key}/reject", post(approvals::reject))
+        .route(
+            "/specs/plan",
+            get(specs::plan_served).post(specs::plan_posted),
+        )
         // Behind the token like the API: see routes/metrics.rs.
         .route("/metrics", get(metrics::render))
         // route_layer: only matched routes ask for a token, so an unknown

@@ -11,6 +11,7 @@ use axum::extract::State;
 use serde_json::Value;
 
 use super::{approvals, runs};
+use crate::engine::deploy_plan::DeployPlan;
 use crate::server::api::{
     ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, RunStarted, RunView, RunsPage,
 };
@@ -116,6 +117,18 @@ pub(crate) fn operations() -> Vec<Operation> {
             .query::<WaitParam>()
             .body::<approvals::RejectBody>()
             .json::<DecisionView>(200, "The decision as recorded."),
+        Operation::new("get", "/specs/plan", "planServedSpec", "Plan the served spec")
+            .describe("The deploy preview (`tollgate plan --json`) of the spec this server serves: each pending approval on another stored version of the agent, classified, with what approving it will do under this spec's `on_spec_change`; each such version's step-level diff; live runs on other versions.")
+            .tag("specs")
+            .json::<DeployPlan>(200, "The plan."),
+        Operation::new("post", "/specs/plan", "planSpec", "Plan a spec before deploying it")
+            .describe("The deploy preview of the spec in the body (its YAML, at most 1 MiB) against the versions this server's store holds. A spec that does not parse is 400 `invalid_request` with its line and column.")
+            .tag("specs")
+            .text_body(
+                &["application/yaml", "text/yaml", "text/plain"],
+                "The spec about to be deployed, as its YAML file holds it.",
+            )
+            .json::<DeployPlan>(200, "The plan."),
         Operation::new("get", "/healthz", "health", "Liveness")
             .describe("Whether the server is up and its store can take writes.")
             .tag("operations")

@@ -118,8 +118,13 @@ fn refusal(e: &RunError) -> String {
         RunError::Approval(ApprovalError::Expired { .. }) => {
             format!("Nothing changed: this request has expired. {e}.")
         }
-        RunError::Approval(ApprovalError::SpecChanged { .. }) => {
+        RunError::Approval(
+            ApprovalError::SpecChanged { .. } | ApprovalError::NotOnVersion { .. },
+        ) => {
             format!("Nothing changed: the agent's spec has changed since this request. {e}.")
+        }
+        RunError::SpecUnavailable { .. } => {
+            format!("Nothing changed: the spec version this request waits on cannot run here. {e}.")
         }
         RunError::Approval(ApprovalError::Forbidden { .. }) => {
             format!("Nothing changed: you are not allowed to decide this request. {e}.")

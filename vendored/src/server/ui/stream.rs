@@ -115,6 +115,7 @@ async fn next_inbox_event(live: &mut broadcast::Receiver<crate::events::Event>) 
                     event.kind,
                     EventKind::AwaitingApproval { .. }
                         | EventKind::ApprovalResolved { .. }
+                        | EventKind::ApprovalMigrated { .. }
                         | EventKind::RunExpired { .. }
                         | EventKind::RunCancelled { .. }
                 ) => {}

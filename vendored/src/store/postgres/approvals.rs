@@ -10,6 +10,12 @@ impl Approvals for PostgresStore {
         self.context(&format!("deciding approval {}", claim.key), result)
     }
 
+    async fn move_approval(&self, to_move: &ApprovalMove) -> StoreResult<Moved> {
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::move_approval(&tx, to_move).await) }.await;
+        self.context(&format!("moving approval {}", to_move.key), result)
+    }
+
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>> {
         let read = async { ops::get_approval(&self.client().await?, key).await }.await;
         self.context(&format!("reading approval {key}"), read)

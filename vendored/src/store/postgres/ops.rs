@@ -28,7 +28,9 @@ use super::codec::{
 };
 use super::notify;
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Claim};
+use crate::pending_approval::{
+    ApprovalError, ApprovalMove, ApprovalRecord, ApprovalStatus, Claim, Moved,
+};
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::Columns;

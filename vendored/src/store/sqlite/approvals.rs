@@ -66,6 +66,15 @@ impl Approvals for SqliteStore {
         Ok(expired)
     }
 
+    async fn move_approval(&self, to_move: &ApprovalMove) -> StoreResult<Moved> {
+        let row = MoveRow::encode(to_move)?;
+        let to_move = to_move.clone();
+        self.write(format!("moving approval {}", to_move.key), move |conn| {
+            ops::move_approval(conn, &to_move, &row)
+        })
+        .await
+    }
+
     async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
         let cancel = cancel.clone();
         self.write(format!("cancelling run {}", cancel.run_id), move |conn| {

@@ -24,7 +24,7 @@ use super::codec::{
     spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
 };
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, Claim};
+use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Claim, Moved};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::Columns;

@@ -54,6 +54,11 @@ fn summary(kind: &EventKind) -> String {
             Some(reason) => format!("{decision} by {decided_by}: {reason}"),
             None => format!("{decision} by {decided_by}"),
         },
+        EventKind::ApprovalMigrated { from, to, by, .. } => format!(
+            "moved from spec {} to {} by {by}",
+            crate::SpecHash::short_of(from),
+            crate::SpecHash::short_of(to)
+        ),
         EventKind::RunCompleted { .. } => "run completed".into(),
         EventKind::RunRejected { .. } => "run rejected".into(),
         EventKind::RunExpired { .. } => "run expired".into(),

@@ -87,6 +87,49 @@ pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
     Ok(Claimed { record, event })
 }
 
+/// The move's conditional write (see [`ApprovalMove`]): the record, its
+/// run and the `approval_migrated` event in the caller's transaction. A
+/// claim of the same key blocks on the row lock and re-checks its WHERE
+/// (the spec hash) against the moved row, as two claims do.
+pub(crate) async fn move_approval<C: GenericClient>(
+    client: &C,
+    to_move: &ApprovalMove,
+) -> StoreResult<Moved> {
+    let payload = checked(&to_move.payload, "approval payload")?;
+    let message = text_json(to_move.message.as_deref());
+    let step_index = to_i64(to_move.step_index, "step index")?;
+    let sql = format!(
+        "UPDATE tollgate_approvals \
+         SET spec_hash = $1, step_id = $2, step_index = $3, message = $4, payload = $5 \
+         WHERE key = $6 AND status = 'PENDING' AND expires_at > $7 AND spec_hash = $8 \
+         RETURNING {APPROVAL_COLUMNS}"
+    );
+    let params: [Param<'_>; 8] = [
+        &to_move.to,
+        &to_move.step_id,
+        &step_index,
+        &message,
+        payload,
+        &to_move.key,
+        &to_move.now,
+        &to_move.from,
+    ];
+    let Some(record) = query_opt(client, &sql, &params, approval_from_row).await? else {
+        let current = get_approval(client, &to_move.key).await?;
+        return Err(to_move.explain_failure(current.as_ref()).into());
+    };
+    execute(
+        client,
+        "UPDATE tollgate_runs SET spec_hash = $2, updated_at = $3 WHERE id = $1 AND spec_hash = $4",
+        &[&record.run_id, &to_move.to, &to_move.now, &to_move.from],
+    )
+    .await?;
+    let event = to_move.event(&record.run_id, next_seq(client, &record.run_id).await?);
+    insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+    notify::send(client, &record.key, &record.run_id, record.status).await?;
+    Ok(Moved { record, event })
+}
+
 /// Every overdue PENDING record becomes EXPIRED, its run `expired`. Rows
 /// another transaction holds (a claim in flight, another node's sweep) are
 /// skipped, not waited for: each record is expired by exactly one sweep,

@@ -84,6 +84,44 @@ pub(super) fn claim_write(
     }
 }
 
+/// The move's conditional write (see [`ApprovalMove`]): the record, then
+/// its run, then the `approval_migrated` event, in the caller's
+/// transaction. The run's hash is only moved from `from`: a run is on the
+/// version of its pending approval.
+pub(crate) fn move_approval(
+    conn: &Connection,
+    to_move: &ApprovalMove,
+    row: &MoveRow,
+) -> StoreResult<Moved> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE tollgate_approvals \
+         SET spec_hash = ?1, step_id = ?2, step_index = ?3, message = ?4, payload = ?5 \
+         WHERE key = ?6 AND status = 'PENDING' AND expires_at > ?7 AND spec_hash = ?8 \
+         RETURNING {APPROVAL_COLUMNS}"
+    ))?;
+    let params: [&dyn ToSql; 8] = [
+        &to_move.to,
+        &to_move.step_id,
+        &row.step_index,
+        &to_move.message,
+        &row.payload,
+        &to_move.key,
+        &row.now,
+        &to_move.from,
+    ];
+    let Some(record) = query_opt(&mut stmt, params.as_slice(), approval_from_row)? else {
+        let current = get_approval(conn, &to_move.key)?;
+        return Err(to_move.explain_failure(current.as_ref()).into());
+    };
+    let mut run = conn.prepare_cached(
+        "UPDATE tollgate_runs SET spec_hash = ?2, updated_at = ?3 WHERE id = ?1 AND spec_hash = ?4",
+    )?;
+    run.execute((&record.run_id, &to_move.to, &row.now, &to_move.from))?;
+    let event = to_move.event(&record.run_id, next_seq(conn, &record.run_id)?);
+    append_one(conn, &event)?;
+    Ok(Moved { record, event })
+}
+
 /// True when some PENDING record is overdue (a cheap read before a sweep).
 pub(crate) fn any_due(conn: &Connection, now: &str) -> StoreResult<bool> {
     let mut stmt = conn.prepare_cached(

@@ -225,6 +225,23 @@ pub(super) fn append_one(conn: &Connection, event: &Event) -> StoreResult<()> {
     )
 }
 
+/// A move's parameters, encoded (see [`ApprovalMove`]).
+pub(crate) struct MoveRow {
+    pub(super) step_index: i64,
+    pub(super) payload: String,
+    pub(super) now: String,
+}
+
+impl MoveRow {
+    pub fn encode(to_move: &ApprovalMove) -> StoreResult<MoveRow> {
+        Ok(MoveRow {
+            step_index: to_i64(to_move.step_index, "step index")?,
+            payload: to_json(&to_move.payload, "approval payload")?,
+            now: format_utc(to_move.now),
+        })
+    }
+}
+
 /// The claim's parameters, encoded.
 pub(crate) struct ClaimRow {
     pub(super) status: &'static str,

@@ -5,7 +5,9 @@
 //! policy, the API marks them (`spec_current`) and filters them
 //! (`?spec=`), `/metrics` counts them, `approvals list --spec-version`
 //! finds and marks them, and the inbox marks them and, under `refuse`,
-//! offers Reject only (which works).
+//! offers Reject only (which works). Under `auto` and `pin` the inbox says
+//! what Approve will do, and it does it (or, with the old version gone
+//! from the store, says so, and approve answers `spec_unavailable`).
 
 use std::time::Duration;
 
@@ -289,4 +291,155 @@ async fn approvals_paused_under_an_older_spec_are_marked_filtered_counted_and_lo
         metric(&api, &served, "tollgate_stale_pending_approvals").await,
         1.0
     );
+}
+
+/// Two `if` gates under `policy`; `review`'s message is `review`. Between
+/// two versions that differ in it only, `audit` (and all before it) is
+/// unchanged: `auto` moves its pause, and pins `review`'s.
+fn gates(policy: &str, review: &str) -> String {
+    format!(
+        r#"version: 1
+agent: policy-desk
+approvals:
+  on_spec_change: {policy}
+steps:
+  - id: audit
+    if: "{{{{ input.gate == 'audit' }}}}"
+    then: request_human_approval
+    message: "Audit {{{{ input.order }}}}?"
+  - id: review
+    if: "{{{{ input.gate == 'review' }}}}"
+    then: request_human_approval
+    message: "{review} {{{{ input.order }}}}?"
+  - id: done
+    set: {{ ok: true }}
+"#
+    )
+}
+
+fn hash_of_text(text: &str) -> String {
+    tollgate_runtime::Spec::parse(text, "agent.yaml")
+        .expect("spec")
+        .hash
+        .to_string()
+}
+
+/// v1 served, a pause at each gate, then v2 served on the same state file
+/// (`between` done to the state file first): the server and the pauses
+/// (gate -> (run id, key)).
+async fn deployed(
+    ws: &Workspace,
+    v2: &str,
+    between: impl FnOnce(&std::path::Path),
+) -> (Served, Vec<(String, String)>) {
+    let api = Api::new();
+    let mut old = Served::start(&ws.spec, &ws.state_db(), &[], &[]);
+    let mut paused = Vec::new();
+    for gate in ["audit", "review"] {
+        let p = api
+            .pause(&old, json!({ "order": format!("O-{gate}"), "gate": gate }))
+            .await;
+        paused.push((p.run_id, p.key));
+    }
+    old.terminate();
+    between(&ws.state_db());
+    ws.write_spec(v2);
+    (Served::start(&ws.spec, &ws.state_db(), &[], &[]), paused)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_auto_the_inbox_says_which_pause_moves_and_which_resumes_on_its_version() {
+    let (v1, v2) = (gates("auto", "Review"), gates("auto", "Please review"));
+    let ws = Workspace::new(&v1);
+    let (served, paused) = deployed(&ws, &v2, |_| {}).await;
+    let (audit, review) = (&paused[0], &paused[1]);
+    let api = Api::new();
+
+    let line = served
+        .log_line("on other spec versions", Duration::from_secs(30))
+        .await;
+    assert!(
+        line.contains(&format!(
+            "2 pending approvals wait on other spec versions ({}: 2); on_spec_change: auto, \
+             approve moves a run to this version when its gate is unchanged, else resumes it \
+             on the version it paused under",
+            &hash_of_text(&v1)[..12]
+        )),
+        "{line}"
+    );
+
+    let mut local = Client::new(&served);
+    for ((run_id, key), says) in [
+        (audit, "approve moves the run to the current version"),
+        (
+            review,
+            "approve resumes the run on the version it paused under",
+        ),
+    ] {
+        let page = local.get(&format!("/ui/approvals/{key}")).await;
+        assert_eq!(page.status, 200);
+        assert!(page.text_of("stale-effect").contains(says), "{}", page.body);
+        assert!(page.has_id("approve-button") && page.has_id("modify-button"));
+        // Approve, as offered: the run goes on and completes.
+        let approved = local
+            .post(
+                &format!("/ui/approvals/{key}"),
+                &[("decision", "approve"), ("csrf", &page.csrf())],
+            )
+            .await;
+        assert_eq!(approved.status, 303, "{}", approved.body);
+        api.wait_for_status(&served, run_id, "completed").await;
+    }
+    // The moved run is on the served version now; the pinned one is not.
+    let v2_hash = hash_of_text(&v2);
+    let (_, run) = api.get(&served.url(&format!("/runs/{}", audit.0))).await;
+    assert_eq!(
+        (&run["spec_hash"], &run["spec_current"]),
+        (&json!(v2_hash), &json!(true))
+    );
+    let (_, run) = api.get(&served.url(&format!("/runs/{}", review.0))).await;
+    assert_eq!(run["spec_current"], json!(false), "{run}");
+    assert_eq!(
+        metric(&api, &served, "tollgate_stale_pending_approvals").await,
+        0.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_pin_a_version_the_store_lost_is_said_and_approve_answers_spec_unavailable() {
+    let (v1, v2) = (gates("pin", "Review"), gates("pin", "Please review"));
+    let ws = Workspace::new(&v1);
+    let v1_hash = hash_of_text(&v1);
+    let forget = |state: &std::path::Path| {
+        let db = rusqlite::Connection::open(state).expect("open the state file");
+        let gone = db
+            .execute("DELETE FROM tollgate_specs WHERE hash = ?1", [&v1_hash])
+            .expect("forget v1");
+        assert_eq!(gone, 1);
+    };
+    let (served, paused) = deployed(&ws, &v2, forget).await;
+    let line = served
+        .log_line("on other spec versions", Duration::from_secs(30))
+        .await;
+    assert!(
+        line.contains(
+            "on_spec_change: pin, approve resumes each run on the version it paused under"
+        ),
+        "{line}"
+    );
+    let key = &paused[1].1;
+    let mut local = Client::new(&served);
+    let page = local.get(&format!("/ui/approvals/{key}")).await;
+    assert!(
+        page.text_of("stale-effect")
+            .contains("that version is not stored here, so approve cannot resume it"),
+        "{}",
+        page.body
+    );
+    // What the page says is what approve answers.
+    let api = Api::new();
+    let (status, body) = api
+        .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+        .await;
+    assert_eq!((status, code(&body)), (409, "spec_unavailable"), "{body}");
 }

@@ -41,7 +41,7 @@ pub(crate) enum Effect {
     /// The policy in force and what it does ([`plan_pause`]).
     Planned(OnSpecChange, Outcome),
     /// `pin`/`auto`, but the version it paused under is not stored (or
-    /// does not read): approve cannot resume it there.
+    /// does not read): approve answers `spec_unavailable`.
     VersionMissing(OnSpecChange),
 }
 
@@ -62,7 +62,7 @@ impl Effect {
             Effect::Planned(_, Outcome::Current) => "Approve works as always.".to_string(),
             Effect::VersionMissing(policy) => format!(
                 "Under on_spec_change: {policy}, approve resumes the run on the version it paused under, \
-                 but that version is not stored here, so approve cannot resume it; reject works."
+                 but that version is not stored here, so approve cannot resume it (spec_unavailable); reject works."
             ),
         }
     }
@@ -139,7 +139,13 @@ impl<'s> Staleness<'s> {
             Ok(Some(version)) => {
                 let origin = format!("spec version {}", SpecHash::short_of(hash));
                 match Spec::parse(&version.source, &origin) {
-                    Ok(spec) => Some(Arc::new(spec)),
+                    // The engine resumes only a source that hashes to its
+                    // version (the spec language may have changed since).
+                    Ok(spec) if spec.hash.as_str() == hash => Some(Arc::new(spec)),
+                    Ok(spec) => {
+                        tracing::warn!(spec_hash = %SpecHash::short_of(hash), hashes_to = %spec.hash.short(), "a stored spec version hashes differently now");
+                        None
+                    }
                     Err(e) => {
                         tracing::warn!(spec_hash = %SpecHash::short_of(hash), error = %e, "a stored spec version does not parse");
                         None

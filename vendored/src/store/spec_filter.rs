@@ -214,4 +214,59 @@ mod tests {
             assert!(e.to_string().contains("`stale`"), "{e}");
         }
     }
+
+    #[tokio::test]
+    async fn a_prefix_names_one_stored_version_or_is_refused_as_ambiguous() {
+        use crate::spec_version::SpecVersion;
+        use crate::store::{MemoryStore, SpecVersions};
+
+        let store = MemoryStore::new();
+        let now = crate::time::now();
+        let version = |hash: &str, agent: &str| SpecVersion {
+            hash: hash.into(),
+            agent_id: agent.into(),
+            canonical: "{}".into(),
+            source: "version: 1".into(),
+            first_seen: now,
+            last_seen: now,
+        };
+        let twin = format!("{}{}", &HASH[..8], "0".repeat(56));
+        for (hash, agent) in [
+            (HASH, "desk"),
+            (twin.as_str(), "desk"),
+            ("f".repeat(64).as_str(), "other"),
+        ] {
+            store
+                .record_spec_version(&version(hash, agent))
+                .await
+                .expect("record");
+        }
+        let resolve = |text: &str| {
+            let selector = SpecSelector::parse(text).expect("parses");
+            let store = &store;
+            async move { selector.resolve("served", store, Some("desk"), now).await }
+        };
+        // One stored version starts so: that version, exactly.
+        assert_eq!(
+            resolve(&HASH[..9]).await.expect("one"),
+            SpecFilter::Is(HASH.into())
+        );
+        // Both of the agent's versions start so: refused, naming them.
+        match resolve(&HASH[..8]).await {
+            Err(SpecFilterError::Ambiguous { prefix, hashes }) => {
+                assert_eq!(prefix, &HASH[..8]);
+                assert_eq!(hashes, vec![twin.clone(), HASH.to_string()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another agent's version does not count; none stored: a prefix.
+        assert_eq!(
+            resolve("ffffffff").await.expect("kept"),
+            SpecFilter::Prefix("ffffffff".into())
+        );
+        assert_eq!(
+            resolve("current").await.expect("current"),
+            SpecFilter::Is("served".into())
+        );
+    }
 }

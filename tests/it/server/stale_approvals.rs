@@ -254,6 +254,29 @@ async fn approvals_paused_under_an_older_spec_are_marked_filtered_counted_and_lo
     let out = cli(&ws, &["--spec-version", "older"]);
     common::assert_exit(&out, 2);
     assert!(common::stderr(&out).contains("--spec-version"));
+    // Without a spec: a hash still filters (no spec_current to say), but
+    // `stale` has nothing to compare with.
+    let state = ws.state_db();
+    let state = state.to_str().expect("utf-8 path");
+    let without_spec = |filter: &str| {
+        ws.tollgate()
+            .args(["approvals", "list", "--state", state, "--json"])
+            .args(["--spec-version", filter])
+            .output()
+            .expect("run tollgate")
+    };
+    let out = without_spec(&v1[..8]);
+    common::assert_success(&out);
+    let page: Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
+    assert_eq!(keys(&page), stale);
+    assert_eq!(page["approvals"][0].get("spec_current"), None);
+    let out = without_spec("stale");
+    common::assert_exit(&out, 2);
+    assert!(
+        common::stderr(&out).contains("give --spec SPEC"),
+        "{}",
+        common::stderr(&out)
+    );
 
     // The inbox: marked, with what Approve does; under refuse, Reject only.
     let mut local = Client::new(&served);

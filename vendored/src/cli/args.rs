@@ -93,6 +93,11 @@ pub enum ApprovalsCommand {
         /// holds this text, ignoring case.
         #[arg(long, value_name = "TEXT", conflicts_with = "stuck")]
         query: Option<String>,
+        /// Only approvals paused under these spec versions: `current` (the
+        /// --spec given), `stale` (any other version), or a spec hash (in
+        /// full, or its first 8 or more hex characters).
+        #[arg(long, value_name = "current|stale|HASH", conflicts_with = "stuck")]
+        spec_version: Option<String>,
     },
     /// Show one approval record, whatever its status. With
     /// TOLLGATE_LINK_SECRET set, a PENDING record shows the signed link of

@@ -14,6 +14,7 @@ use crate::common::server::{self, Api, Served};
 use crate::common::stub_server::{Response, StubServer};
 use crate::common::{Workspace, open_store, stdout};
 use tollgate_runtime::EventKind;
+use tollgate_runtime::server::openapi::schema_errors;
 
 struct Paused {
     ws: Workspace,
@@ -302,8 +303,22 @@ async fn over_http_the_served_spec_is_the_target() {
     let served = Served::start(std::path::Path::new(&p.v2), &p.ws.state_db(), &[], &[]);
     let api = Api::new();
     let url = served.url("/approvals/migrate");
+    // Every answer holds to the schema the server documents for it.
+    let (_, document) = api.get(&served.url("/openapi.json")).await;
+    let conforms = |status: u16, body: &Value| {
+        let responses = &document["paths"]["/approvals/migrate"]["post"]["responses"];
+        let response = match &responses[status.to_string()] {
+            Value::Null => &responses["default"],
+            listed => listed,
+        };
+        let schema = &response["content"]["application/json"]["schema"];
+        assert!(schema.is_object(), "{status}: {response}");
+        let errors = schema_errors(&document, schema, body);
+        assert!(errors.is_empty(), "{status} {body}: {errors:#?}");
+    };
     let (status, dry) = api.post(&url, json!({"all": true, "dry_run": true})).await;
     assert_eq!(status, 200, "{dry}");
+    conforms(status, &dry);
     assert_eq!(
         outcomes(&dry, &p.keys)["audit"],
         row("would_move", "identical_gate")
@@ -315,6 +330,7 @@ async fn over_http_the_served_spec_is_the_target() {
         )
         .await;
     assert_eq!(status, 200, "{moved}");
+    conforms(status, &moved);
     assert_eq!(
         outcomes(&moved, &p.keys)["finance"],
         row("moved", "identical_gate")
@@ -325,6 +341,7 @@ async fn over_http_the_served_spec_is_the_target() {
     );
     // Exactly one selector.
     let (status, bad) = api.post(&url, json!({"all": true, "step": "audit"})).await;
+    conforms(status, &bad);
     assert_eq!(
         (status, server::code(&bad)),
         (400, "invalid_request"),

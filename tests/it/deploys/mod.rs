@@ -5,3 +5,4 @@
 
 mod migrate;
 mod policies;
+mod rolling;

@@ -111,7 +111,8 @@ fn policy_label(plan: &DeployPlan) -> String {
     }
 }
 
-/// What approving them will do, by outcome; "them" when they all share one.
+/// What approving them will do, by outcome; "them" (or "it") when they
+/// all share one.
 fn outcomes(s: &PlanSummary, waiting: u64) -> String {
     // Pinned ones whose version cannot be read are stranded too.
     let unreadable = s.stranded.saturating_sub(s.refused);
@@ -128,7 +129,7 @@ fn outcomes(s: &PlanSummary, waiting: u64) -> String {
         (s.moves_to_new, "approve moves {} to the new version"),
         (
             unreadable,
-            "approve cannot resume {}: their version is not stored or does not parse here (stranded)",
+            "approve cannot resume {}: the version each paused under is not stored or does not parse here (stranded)",
         ),
     ]
     .into_iter()
@@ -138,7 +139,9 @@ fn outcomes(s: &PlanSummary, waiting: u64) -> String {
     parts
         .iter()
         .map(|(n, phrase)| {
-            let who = if all_alike {
+            let who = if all_alike && waiting == 1 {
+                "it".to_string()
+            } else if all_alike {
                 "them".to_string()
             } else {
                 format!("{n} of them")
@@ -147,4 +150,55 @@ fn outcomes(s: &PlanSummary, waiting: u64) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(pending: u64, current: u64, refused: u64, pinned: u64, moves: u64) -> PlanSummary {
+        PlanSummary {
+            pending,
+            current,
+            pinned,
+            moves_to_new: moves,
+            refused,
+            stranded: refused,
+        }
+    }
+
+    #[test]
+    fn one_outcome_for_all_of_them_says_them() {
+        assert_eq!(
+            outcomes(&summary(3, 0, 0, 0, 3), 3),
+            "approve moves them to the new version"
+        );
+        assert_eq!(
+            outcomes(&summary(2, 0, 2, 0, 0), 2),
+            "approve will answer spec_changed for them (reject works)"
+        );
+    }
+
+    #[test]
+    fn mixed_outcomes_are_counted_each() {
+        // auto: a gate unchanged moves, a changed one stays on its version;
+        // a gate overridden to refuse is refused.
+        assert_eq!(
+            outcomes(&summary(5, 1, 1, 2, 1), 4),
+            "approve will answer spec_changed for 1 of them (reject works); \
+             approve resumes 2 of them on the version each paused under (keep the variables those versions need set); \
+             approve moves 1 of them to the new version"
+        );
+    }
+
+    #[test]
+    fn a_pinned_approval_on_an_unreadable_version_is_stranded() {
+        let mut s = summary(2, 0, 0, 2, 0);
+        s.stranded = 1;
+        assert_eq!(
+            outcomes(&s, 2),
+            "approve resumes 1 of them on the version each paused under (keep the variables those versions need set); \
+             approve cannot resume 1 of them: the version each paused under is not stored or does not parse here (stranded)"
+        );
+    }
 }

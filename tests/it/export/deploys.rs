@@ -164,6 +164,60 @@ fn a_re_export_reads_the_state_named_by_state_and_warns_when_it_is_missing() {
     assert!(!missing.exists());
 }
 
+#[test]
+fn a_state_that_cannot_be_read_is_a_warning_and_the_export_still_succeeds() {
+    let ws = Workspace::new(GATED_SPEC);
+    let out = ws.path().join("server");
+    export_to(&ws, &out, &[]);
+    let state = out.join(".tollgate").join("state.db");
+    std::fs::write(&state, "not a database, just text").unwrap();
+
+    ws.write_spec(&changed(GATED_SPEC));
+    // export_to asserts exit 0.
+    let warned = stderr(&export_to(&ws, &out, &[]));
+    assert!(
+        warned.starts_with(&format!(
+            "warning: cannot read the pending approvals in {}: ",
+            state.display()
+        )),
+        "{warned}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        "not a database, just text"
+    );
+    assert!(
+        std::fs::read_to_string(out.join("agent.yaml"))
+            .unwrap()
+            .contains("Really ship")
+    );
+}
+
+#[test]
+fn under_auto_a_pause_whose_gate_is_unchanged_moves_to_the_new_version() {
+    let v1 = with_policy(GATED_SPEC, "auto");
+    let ws = Workspace::new(&v1);
+    let out = ws.path().join("server");
+    let state = out.join(".tollgate").join("state.db");
+    export_to(&ws, &out, &[]);
+    pause_in(&ws, &state);
+
+    // Only the description changes: the gate and the steps before it are
+    // the same in the new version.
+    let v2 = v1.replace("description: Ship", "description: Carefully ship");
+    assert_ne!(v2, v1);
+    ws.write_spec(&v2);
+    let notice = stderr(&export_to(&ws, &out, &[]));
+    assert!(
+        notice.contains(&format!(
+            "1 pending approval in {} waits on other spec versions ({}: 1); on_spec_change: auto — approve moves it to the new version;",
+            state.display(),
+            short_hash(&v1)
+        )),
+        "{notice}"
+    );
+}
+
 fn readme(source: &str) -> String {
     let spec = Spec::parse(source, "agent.yaml").unwrap();
     let plan = export::plan(&spec, source.as_bytes()).unwrap();

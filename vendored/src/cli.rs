@@ -20,6 +20,7 @@ pub mod args;
 mod common;
 pub mod exit;
 mod exported;
+mod migrate;
 pub mod plan;
 pub mod preflight;
 pub mod render;

@@ -25,6 +25,7 @@ mod paging;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod query;
+mod spec_filter;
 mod sqlite;
 mod traits;
 pub mod watch;
@@ -48,6 +49,9 @@ pub(crate) use query::report_skipped;
 pub use query::{
     ApprovalPage, ApprovalQuery, PendingPage, PendingQuery, RunQuery, RunsPage, StuckClaim,
     UnreadableRow, approval_order_at, expired_as_of,
+};
+pub use spec_filter::{
+    BadSpecSelector, MIN_HASH_PREFIX, SpecFilter, SpecFilterError, SpecSelector,
 };
 pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
 pub use traits::{Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore};

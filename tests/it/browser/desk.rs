@@ -61,7 +61,10 @@ pub fn order(id: &str, amount: f64, customer: &str, note: &str) -> Value {
 
 pub struct Desk {
     /// Holds the temp dir with the spec and the state file.
-    _ws: Workspace,
+    ws: Workspace,
+    /// The environment the server was started with, besides the link
+    /// secret and the public URL (a redeploy starts it the same way).
+    extra: Vec<(String, String)>,
     pub state: PathBuf,
     pub served: Served,
     pub driver: Driver,
@@ -88,9 +91,9 @@ impl Desk {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let (spec, db) = (ws.spec.clone(), state.clone());
+        let (spec, db, env) = (ws.spec.clone(), state.clone(), extra.clone());
         // Start chromedriver while the server starts: both take a moment.
-        let server = tokio::task::spawn_blocking(move || serve(&spec, &db, &extra));
+        let server = tokio::task::spawn_blocking(move || serve(&spec, &db, &env));
         let driver = Driver::start().await;
         let (served, public) = server.await.expect("the server started");
         assert_eq!(served.base, public, "listening where the public URL says");
@@ -100,7 +103,8 @@ impl Desk {
             Api::new()
         };
         Desk {
-            _ws: ws,
+            ws,
+            extra,
             state,
             served,
             driver,
@@ -110,6 +114,18 @@ impl Desk {
 
     pub fn url(&self, path: &str) -> String {
         self.served.url(path)
+    }
+
+    /// A deploy: stop the server, write `spec` (another version of the
+    /// desk) and serve it on the same state file, the same way.
+    pub async fn redeploy(&mut self, spec: &str) {
+        self.served.terminate();
+        self.ws.write_spec(spec);
+        let (path, db, env) = (self.ws.spec.clone(), self.state.clone(), self.extra.clone());
+        let (served, _public) = tokio::task::spawn_blocking(move || serve(&path, &db, &env))
+            .await
+            .expect("the server started");
+        self.served = served;
     }
 
     /// A browser with JavaScript on, at desktop size.

@@ -13,3 +13,4 @@ mod inbox;
 mod links;
 mod refusals;
 mod sign_in;
+mod stale;

@@ -3,4 +3,5 @@
 //! `on_spec_change` policy; real `tollgate serve` processes on real SQLite
 //! files, a counting stub for the approved side effect.
 
+mod migrate;
 mod policies;

@@ -16,7 +16,7 @@ use tollgate_runtime::EventKind;
 
 /// v1 of the agent: four `if` gates, each pausing only the runs whose input
 /// names it, then one call of `ship` that says which version made it.
-fn v1(policy: &str, ship_url: &str) -> String {
+pub(super) fn v1(policy: &str, ship_url: &str) -> String {
     format!(
         r#"version: 1
 agent: deploys
@@ -58,7 +58,7 @@ steps:
 /// v2: `review`'s message changed, `legal` removed, `finance` renamed
 /// `money`, the description and the call's marker changed; `audit` and
 /// everything before it as in v1.
-fn v2(policy: &str, ship_url: &str) -> String {
+pub(super) fn v2(policy: &str, ship_url: &str) -> String {
     let text = v1(policy, ship_url)
         .replace("(v1)", "(v2)")
         .replace(r#"spec: "v1""#, r#"spec: "v2""#)
@@ -69,7 +69,7 @@ fn v2(policy: &str, ship_url: &str) -> String {
     format!("{}{}", &text[..legal], &text[money..])
 }
 
-const GATES: [&str; 4] = ["audit", "review", "legal", "finance"];
+pub(super) const GATES: [&str; 4] = ["audit", "review", "legal", "finance"];
 
 /// A deploy under `policy`: v1 served with a pause at each gate, then v2
 /// served on the same state file.
@@ -307,7 +307,7 @@ async fn a_version_that_cannot_run_here_is_spec_unavailable_and_stays_pending() 
         "{body}"
     );
     let message = body["error"]["message"].as_str().expect("message");
-    assert!(message.contains("no copy"), "{message}");
+    assert!(message.contains("is not in the store"), "{message}");
     let (_, record) = d
         .api
         .get(&d.served.url(&format!("/approvals/{}", d.key("review"))))

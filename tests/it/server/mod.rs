@@ -21,6 +21,7 @@ mod responses;
 mod restart;
 mod runs_endpoints;
 mod schedule;
+mod stale_approvals;
 mod startup;
 mod trigger_scrubbing;
 mod webhook;

@@ -375,6 +375,12 @@ async fn metrics_follow_pauses_decisions_conflicts_and_run_ends() {
         runs(&start)
     );
     assert_eq!(start.value("tollgate_stuck_runs", &[]), 0.0);
+    // Every approval here is on the served spec: none is stale.
+    assert_eq!(
+        start.families["tollgate_stale_pending_approvals"].kind,
+        "gauge"
+    );
+    assert_eq!(start.value("tollgate_stale_pending_approvals", &[]), 0.0);
     for outcome in ["approved", "rejected", "modified", "expired", "cancelled"] {
         assert_eq!(decisions(&start, outcome), 0.0, "{outcome}");
     }
@@ -390,6 +396,7 @@ async fn metrics_follow_pauses_decisions_conflicts_and_run_ends() {
         2.0
     );
     assert_eq!(runs(&paused)["awaiting_approval"], 2.0);
+    assert_eq!(paused.value("tollgate_stale_pending_approvals", &[]), 0.0);
     // The pure step before the gate ran twice; the gate's pause is not a duration.
     assert_eq!(
         paused.value(

@@ -466,6 +466,7 @@ mod postgres_only {
             now,
             limit: 50,
             cursor: None,
+            ..Default::default()
         };
         let settled: Vec<ApprovalStatus> = ApprovalStatus::ALL
             .iter()

@@ -178,6 +178,7 @@ async fn an_unreadable_row_is_skipped_and_named_and_never_stops_the_others() {
                 now: SystemTime::now().into(),
                 limit: 1,
                 cursor: cursor.take(),
+                ..Default::default()
             })
             .await
             .expect("list approvals");

@@ -6,7 +6,7 @@
 use crate::common::Workspace;
 use crate::common::server::{Api, Served};
 
-mod client;
+pub(crate) mod client;
 mod decisions;
 mod headers;
 mod links;

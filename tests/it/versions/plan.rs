@@ -67,20 +67,13 @@ fn v2(policy: &str) -> String {
     text
 }
 
-/// What each pause is under v2 with `approvals.on_spec_change: POLICY`.
-/// v1 says `refuse` (the default), so under `pin` or `auto` every gate v2
-/// keeps has a changed policy, which outranks a changed message.
-fn classified(policy: &str) -> [(&'static str, &'static str); 4] {
-    let kept = |changed| {
-        if policy == "refuse" {
-            changed
-        } else {
-            "policy_changed"
-        }
-    };
+/// What each pause is under v2 with `approvals.on_spec_change: POLICY`:
+/// the same whatever the policy (a policy adopted in the deploy changes no
+/// gate).
+fn classified(_policy: &str) -> [(&'static str, &'static str); 4] {
     [
-        ("check", kept("identical_gate")),
-        ("confirm", kept("message_changed")),
+        ("check", "identical_gate"),
+        ("confirm", "message_changed"),
         ("review", "step_removed"),
         ("sign_off", "step_removed"),
     ]
@@ -470,7 +463,7 @@ async fn plan_reads_a_postgres_store() {
         [
             (
                 "confirm".into(),
-                "policy_changed".into(),
+                "message_changed".into(),
                 "pinned".into(),
                 false
             ),

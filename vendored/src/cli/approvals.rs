@@ -1,13 +1,17 @@
-//! `tollgate approvals list|show|approve|reject`.
+//! `tollgate approvals list|show|approve|reject` (and `migrate`, in
+//! `migrate.rs`).
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::args::{ApprovalsCommand, DecideArgs, StoreArgs};
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
 use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide};
-use crate::store::{ApprovalQuery, PendingPage, PendingQuery, SharedStore};
+use crate::store::{
+    ApprovalQuery, PendingPage, PendingQuery, SharedStore, SpecFilter, SpecFilterError,
+    SpecSelector,
+};
 use crate::time::SharedClock;
 use crate::tools::CustomTools;
 use crate::{ApprovalRecord, ApprovalStatus, Decision};
@@ -31,12 +35,18 @@ pub async fn run(
             limit,
             step,
             query,
+            spec_version,
         } => {
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
             let filters = ListFilters {
                 // Empty values filter nothing, as absent ones.
                 step_id: step.filter(|s| !s.is_empty()),
                 text: query.filter(|q| !q.is_empty()),
+                spec: spec_version
+                    .filter(|s| !s.is_empty())
+                    .map(|s| SpecSelector::parse(&s))
+                    .transpose()
+                    .map_err(|e| ExitFailure::bad_input(format!("--spec-version: {e}")))?,
             };
             list(
                 source.as_ref().or(embedded),
@@ -81,6 +91,9 @@ pub async fn run(
             };
             decide(args, decision, embedded, custom, &clock).await
         }
+        ApprovalsCommand::Migrate(args) => {
+            super::migrate::run(args, embedded, custom, &clock).await
+        }
     }
 }
 
@@ -96,15 +109,40 @@ async fn open_swept(
     Ok(store)
 }
 
-/// `approvals list --step/--query`: narrow the pending list.
+/// `approvals list --step/--query/--spec-version`: narrow the pending list.
 struct ListFilters {
     step_id: Option<String>,
     text: Option<String>,
+    spec: Option<SpecSelector>,
 }
 
-impl ListFilters {
-    fn any(&self) -> bool {
-        self.step_id.is_some() || self.text.is_some()
+/// `--spec-version` as the store's filter: `current` and `stale` compare
+/// with the spec given (`served`), a hash prefix names one stored version.
+async fn spec_filter(
+    selector: &SpecSelector,
+    served: Option<&str>,
+    store: &SharedStore,
+    agent_id: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<SpecFilter, ExitFailure> {
+    let needs_spec = matches!(selector, SpecSelector::Current | SpecSelector::Stale);
+    let served = match served {
+        Some(served) => served,
+        None if needs_spec => {
+            return Err(ExitFailure::bad_input(
+                "--spec-version current|stale compares with the spec: give --spec SPEC",
+            ));
+        }
+        // A hash does not compare with any spec.
+        None => "",
+    };
+    match selector
+        .resolve(served, store.as_ref(), agent_id, now)
+        .await
+    {
+        Ok(filter) => Ok(filter),
+        Err(SpecFilterError::Store(e)) => Err(e.into()),
+        Err(e) => Err(ExitFailure::bad_input(format!("--spec-version: {e}"))),
     }
 }
 
@@ -114,8 +152,9 @@ async fn pending_page(
     store: &SharedStore,
     query: PendingQuery,
     filters: &ListFilters,
+    spec: Option<&SpecFilter>,
 ) -> Result<PendingPage, ExitFailure> {
-    if !filters.any() {
+    if filters.step_id.is_none() && filters.text.is_none() && spec.is_none() {
         return Ok(store.list_pending(&query).await?);
     }
     let page = store
@@ -124,6 +163,7 @@ async fn pending_page(
             statuses: vec![ApprovalStatus::Pending],
             step_id: filters.step_id.clone(),
             text: filters.text.clone(),
+            spec: spec.cloned(),
             now: query.now,
             limit: query.limit,
             cursor: query.cursor,
@@ -145,11 +185,27 @@ async fn list(
     filters: &ListFilters,
     clock: &SharedClock,
 ) -> Result<i32, ExitFailure> {
-    let agent_id = match spec {
-        Some(source) => Some(source.load()?.agent.clone()),
+    let loaded = match spec {
+        Some(source) => Some(source.load()?),
         None => None,
     };
+    let agent_id = loaded.as_ref().map(|spec| spec.agent.clone());
+    // The version the listing compares with: the spec given.
+    let served = loaded.as_ref().map(|spec| spec.hash.as_str().to_string());
     let store = open_swept(store_args, spec, clock).await?;
+    let spec_filter = match &filters.spec {
+        Some(selector) => Some(
+            spec_filter(
+                selector,
+                served.as_deref(),
+                &store,
+                agent_id.as_deref(),
+                clock.now(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     if stuck {
         let mut claims = store
             .list_stuck(agent_id.as_deref(), crate::time::now())
@@ -176,7 +232,7 @@ async fn list(
             limit: (wanted - approvals.len()).min(500),
             cursor: cursor.take(),
         };
-        let page = pending_page(&store, query, filters).await?;
+        let page = pending_page(&store, query, filters, spec_filter.as_ref()).await?;
         approvals.extend(page.approvals);
         unreadable.extend(page.unreadable);
         match page.next_cursor {
@@ -192,17 +248,31 @@ async fn list(
             row.key, row.error
         );
     }
-    if json && !unreadable.is_empty() {
-        say!(
-            "{}",
-            render::pretty(&json!({ "approvals": approvals, "unreadable": unreadable }))
-        );
-    } else if json {
-        say!("{}", render::pretty(&json!({ "approvals": approvals })));
+    if json {
+        let approvals: Vec<Value> = approvals
+            .iter()
+            .map(|record| listed_json(record, served.as_deref()))
+            .collect();
+        let listing = if unreadable.is_empty() {
+            json!({ "approvals": approvals })
+        } else {
+            json!({ "approvals": approvals, "unreadable": unreadable })
+        };
+        say!("{}", render::pretty(&listing));
     } else {
-        render::table(&approvals);
+        render::table(&approvals, served.as_deref());
     }
     Ok(exit::OK)
+}
+
+/// A listed record as JSON: the record, and, when a spec was given,
+/// `spec_current` (whether it paused under that spec), as the API has it.
+fn listed_json(record: &ApprovalRecord, served: Option<&str>) -> Value {
+    let mut value = json!(record);
+    if let (Some(served), Some(fields)) = (served, value.as_object_mut()) {
+        fields.insert("spec_current".into(), (record.spec_hash == served).into());
+    }
+    value
 }
 
 /// How `approvals show` prints.

@@ -93,6 +93,11 @@ pub enum ApprovalsCommand {
         /// holds this text, ignoring case.
         #[arg(long, value_name = "TEXT", conflicts_with = "stuck")]
         query: Option<String>,
+        /// Only approvals paused under these spec versions: `current` (the
+        /// --spec given), `stale` (any other version), or a spec hash (in
+        /// full, or its first 8 or more hex characters).
+        #[arg(long, value_name = "current|stale|HASH", conflicts_with = "stuck")]
+        spec_version: Option<String>,
     },
     /// Show one approval record, whatever its status. With
     /// TOLLGATE_LINK_SECRET set, a PENDING record shows the signed link of
@@ -116,6 +121,61 @@ pub enum ApprovalsCommand {
     Approve(ApproveArgs),
     /// Reject; the run ends `rejected` (or goes on, for `on_reject: continue`).
     Reject(DecideArgs),
+    /// Move pending approvals made under older versions of the spec, with
+    /// their runs, onto the spec given (see README "Changing a spec while
+    /// approvals wait").
+    Migrate(MigrateArgs),
+}
+
+/// `approvals migrate`: which approvals, onto which spec, how.
+#[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("which").required(true).args(["key", "all", "step", "from"])
+))]
+pub struct MigrateArgs {
+    /// The spec to move them onto (its default state file is used).
+    /// Required by tollgate; an exported server uses the spec built into it.
+    #[arg(long, value_name = "SPEC")]
+    pub to: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// This pending approval.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// Every pending approval on another version.
+    #[arg(long)]
+    pub all: bool,
+    /// Those paused at this step (its id in their version).
+    #[arg(long, value_name = "STEP_ID")]
+    pub step: Option<String>,
+    /// Those on the version with this hash (or a prefix of 8+ hex).
+    #[arg(long, value_name = "HASH")]
+    pub from: Option<String>,
+    /// A gate renamed in the new version: OLD=NEW (repeatable).
+    #[arg(long = "map", value_name = "OLD=NEW", value_parser = map_arg)]
+    pub map: Vec<(String, String)>,
+    /// Show what would move and what would not, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Move without asking (required when stdin is not a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// Who migrates (default: $USER); checked against approvals.approvers.
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// clap value parser for `--map OLD=NEW`.
+fn map_arg(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((old, new)) if !old.trim().is_empty() && !new.trim().is_empty() => {
+            Ok((old.trim().to_string(), new.trim().to_string()))
+        }
+        _ => Err(format!("{text:?}: give OLD=NEW, two step ids")),
+    }
 }
 
 /// `approve` is a decision that may carry a payload; `reject` never does, so

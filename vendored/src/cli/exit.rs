@@ -87,7 +87,9 @@ impl From<RunError> for ExitFailure {
             RunError::CancelForbidden { .. } => {
                 ExitFailure::new(FORBIDDEN, format!("forbidden: {e}"))
             }
-            RunError::Forbidden { .. } => ExitFailure::new(FORBIDDEN, e.to_string()),
+            RunError::Forbidden { .. } | RunError::MigrateForbidden { .. } => {
+                ExitFailure::new(FORBIDDEN, e.to_string())
+            }
             RunError::Store(crate::StoreError::RunNotFound(_)) => {
                 ExitFailure::new(NOT_FOUND, format!("run_not_found: {e}"))
             }

@@ -104,16 +104,26 @@ pub fn record(r: &ApprovalRecord) {
 }
 
 /// A table of records, for `approvals list`.
-pub fn table(records: &[ApprovalRecord]) {
+/// Pending records; with `served` (the hash of the spec given), a record
+/// paused under another version says so before its message.
+pub fn table(records: &[ApprovalRecord], served: Option<&str>) {
     print_table(
         records,
         "no pending approvals",
         ["KEY", "AGENT", "STEP", "PHASE", "EXPIRES", "MESSAGE"],
         |r| {
+            let message = one_line(r.message.as_deref().unwrap_or(""));
+            let message = match served {
+                Some(served) if r.spec_hash != served => format!(
+                    "[stale (spec {})] {message}",
+                    crate::spec::SpecHash::short_of(&r.spec_hash)
+                ),
+                _ => message,
+            };
             [
                 r.phase.as_str().to_string(),
                 timestamp(r.expires_at),
-                one_line(r.message.as_deref().unwrap_or("")),
+                message,
             ]
         },
     );

@@ -333,8 +333,10 @@ fn approval_plan(
     }
 }
 
-/// The stored version `hash`, parsed, or why this build cannot use it.
-async fn load_version<S>(store: &S, hash: &str) -> StoreResult<Result<Spec, String>>
+/// The stored version `hash`, parsed, or why this build cannot use it:
+/// the one reading of a stored version, for the plan and for a decision
+/// or a move on an older version (`run/versions.rs`).
+pub(crate) async fn load_version<S>(store: &S, hash: &str) -> StoreResult<Result<Spec, String>>
 where
     S: SpecVersions + ?Sized,
 {
@@ -361,7 +363,7 @@ fn not_stored(hash: &str) -> String {
 }
 
 /// Every unexpired PENDING approval of `agent`, read page by page.
-async fn pending_approvals<S>(
+pub(crate) async fn pending_approvals<S>(
     store: &S,
     agent: &str,
     now: DateTime<Utc>,

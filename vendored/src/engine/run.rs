@@ -17,6 +17,7 @@ mod decide;
 mod drive;
 mod durable_point;
 mod event_log;
+mod migrate;
 mod operate;
 mod outage;
 #[cfg(test)]
@@ -45,6 +46,10 @@ use crate::workflow::RunContext;
 pub use crate::spec::OnCrash;
 pub use decide::ClaimedDecision;
 pub(crate) use decide::{Decided, Decider, DecisionRequest, decide_approval};
+pub use migrate::{
+    MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult, MigrateSelection,
+    check_from_prefix,
+};
 pub use operate::OperatorFail;
 pub use outage::DEFAULT_PATIENCE as DEFAULT_STORE_PATIENCE;
 pub use start::CreatedRun;
@@ -77,6 +82,10 @@ pub enum RunError {
     /// operator's action (`runs retry`, `runs fail`).
     #[error("{by} may not retry or fail run {run_id}: not in approvals.approvers")]
     Forbidden { run_id: String, by: String },
+    /// `approvals.approvers` is set and does not name who asked to move
+    /// approvals onto another spec version (`approvals migrate`).
+    #[error("{by} may not migrate approvals: not in approvals.approvers")]
+    MigrateForbidden { by: String },
     /// A background task doing the work of a request (creating a run,
     /// claiming a decision) ended before it answered: it panicked or its
     /// runtime is shutting down. The store said nothing wrong; what the

@@ -82,6 +82,15 @@ pub enum StepFailure {
     Store(StoreError),
 }
 
+impl std::fmt::Display for StepFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepFailure::Step(message) => f.write_str(message),
+            StepFailure::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 impl From<ExprError> for StepFailure {
     fn from(e: ExprError) -> Self {
         StepFailure::Step(e.message)
@@ -151,8 +160,148 @@ fn decision_output(record: &ApprovalRecord, approved: bool, payload: Value) -> V
     })
 }
 
-fn gate_ttl(env: &StepEnv<'_>, own: Option<Duration>) -> Duration {
-    own.unwrap_or(env.spec.approvals.ttl)
+fn gate_ttl(spec: &Spec, own: Option<Duration>) -> Duration {
+    own.unwrap_or(spec.approvals.ttl)
+}
+
+/// What a pause at `step` of `spec` asks for the run at `ctx`, rendered
+/// as a pause renders it (message, payload, TTL): what `approvals
+/// migrate` shows and stores for a pause it moves onto `spec`. `payload`
+/// is the paused record's: a step gated after it ran (a guardrail) keeps
+/// its output as it was, the one thing not rendered again. A step that
+/// would not pause here for this run (no gate, or an `if` condition now
+/// false) is an error saying so.
+pub fn render_pause(
+    spec: &Spec,
+    step: &Step,
+    ctx: &RunContext,
+    payload: &Value,
+) -> Result<GateRequest, StepFailure> {
+    let ectx = ctx.expr_context();
+    let eval_payload = |template: Option<&Value>| match template {
+        Some(p) => expr::evaluate_value(p, &ectx).map_err(StepFailure::from),
+        None => Ok(Value::Null),
+    };
+    match &step.kind {
+        StepKind::Approval(approval) => {
+            let payload = eval_payload(approval.payload.as_ref())?;
+            approval_request(spec, step, approval, &ectx, payload)
+        }
+        StepKind::Gate(gate) => {
+            if !expr::is_truthy(&expr::evaluate_str(&gate.condition, &ectx)?) {
+                return Err(StepFailure::Step(format!(
+                    "its condition {:?} is false for this run: step {} would not pause it",
+                    gate.condition, step.id
+                )));
+            }
+            let payload = eval_payload(gate.payload.as_ref())?;
+            if_request(spec, step, gate, &ectx, payload)
+        }
+        StepKind::Tool { tool, with } => match spec.tools.get(tool) {
+            Some(t) if t.approval_required => {
+                let args = expr::evaluate_value(with, &ectx)?;
+                tool_request(spec, t, &ectx, args)
+            }
+            _ => Err(not_a_gate(step)),
+        },
+        StepKind::Model(model) => match &model.guardrail {
+            Some(guardrail) => {
+                let gctx = ectx.with("output", payload.clone());
+                guardrail_request(spec, step, guardrail, &gctx, payload.clone(), None)
+            }
+            None => Err(not_a_gate(step)),
+        },
+        StepKind::Dedupe(_) | StepKind::Set { .. } => Err(not_a_gate(step)),
+    }
+}
+
+fn not_a_gate(step: &Step) -> StepFailure {
+    StepFailure::Step(format!("step {} does not pause for approval", step.id))
+}
+
+fn approval_request(
+    spec: &Spec,
+    step: &Step,
+    approval: &ApprovalStep,
+    ectx: &Context,
+    payload: Value,
+) -> Result<GateRequest, StepFailure> {
+    check_gate_payload(&payload, approval.payload.as_ref())?;
+    let message = eval_message(approval.message.as_deref(), ectx)?
+        .or_else(|| Some(format!("Approve step {}?", step.id)));
+    Ok(GateRequest {
+        phase: Phase::Before,
+        message,
+        payload,
+        ttl: gate_ttl(spec, approval.ttl),
+    })
+}
+
+fn if_request(
+    spec: &Spec,
+    step: &Step,
+    gate: &GateStep,
+    ectx: &Context,
+    payload: Value,
+) -> Result<GateRequest, StepFailure> {
+    check_gate_payload(&payload, gate.payload.as_ref())?;
+    let message = eval_message(gate.message.as_deref(), ectx)?
+        .or_else(|| Some(format!("Step {} requires human approval", step.id)));
+    Ok(GateRequest {
+        phase: Phase::Before,
+        message,
+        payload,
+        ttl: gate_ttl(spec, gate.ttl),
+    })
+}
+
+fn tool_request(
+    spec: &Spec,
+    tool: &crate::spec::ToolSpec,
+    ectx: &Context,
+    args: Value,
+) -> Result<GateRequest, StepFailure> {
+    let message = eval_message(
+        tool.message.as_deref(),
+        &ectx.clone().with("args", args.clone()),
+    )?
+    .or_else(|| Some(format!("Call tool {}?", tool.name)));
+    Ok(GateRequest {
+        phase: Phase::Before,
+        message,
+        payload: args,
+        ttl: gate_ttl(spec, tool.ttl),
+    })
+}
+
+/// `score` is the confidence that fell short, for the default message;
+/// unknown when the pause is rendered again (a migrate).
+fn guardrail_request(
+    spec: &Spec,
+    step: &Step,
+    guardrail: &crate::spec::Guardrail,
+    gctx: &Context,
+    output: Value,
+    score: Option<f64>,
+) -> Result<GateRequest, StepFailure> {
+    let message = eval_message(guardrail.message.as_deref(), gctx)?.or_else(|| {
+        Some(match score {
+            Some(score) => format!(
+                "Confidence {score} is below {} for step {}",
+                guardrail.min_confidence, step.id
+            ),
+            None => format!(
+                "Confidence is below {} for step {}",
+                guardrail.min_confidence, step.id
+            ),
+        })
+    });
+    Ok(GateRequest {
+        phase: Phase::After,
+        message,
+        payload: output,
+        ttl: gate_ttl(spec, guardrail.ttl),
+    })
 }
 
 fn eval_message(template: Option<&str>, ctx: &Context) -> Result<Option<String>, StepFailure> {
@@ -176,15 +325,7 @@ fn approval_step(
         None => Value::Null,
     };
     let Some(record) = decision else {
-        check_gate_payload(&payload, approval.payload.as_ref())?;
-        let message = eval_message(approval.message.as_deref(), &ectx)?
-            .or_else(|| Some(format!("Approve step {}?", step.id)));
-        return Ok(StepOutcome::Paused(GateRequest {
-            phase: Phase::Before,
-            message,
-            payload,
-            ttl: gate_ttl(env, approval.ttl),
-        }));
+        return approval_request(env.spec, step, approval, &ectx, payload).map(StepOutcome::Paused);
     };
     Ok(match verdict(record) {
         Verdict::Go { payload } => StepOutcome::Completed(decision_output(record, true, payload)),
@@ -232,15 +373,7 @@ fn gate_step(
         None => Value::Null,
     };
     let Some(record) = decision else {
-        check_gate_payload(&payload, gate.payload.as_ref())?;
-        let message = eval_message(gate.message.as_deref(), &ectx)?
-            .or_else(|| Some(format!("Step {} requires human approval", step.id)));
-        return Ok(StepOutcome::Paused(GateRequest {
-            phase: Phase::Before,
-            message,
-            payload,
-            ttl: gate_ttl(env, gate.ttl),
-        }));
+        return if_request(env.spec, step, gate, &ectx, payload).map(StepOutcome::Paused);
     };
     Ok(match verdict(record) {
         Verdict::Go { payload } => {
@@ -312,17 +445,7 @@ async fn tool_step(
     let args = if tool.approval_required {
         match decision {
             None => {
-                let message = eval_message(
-                    tool.message.as_deref(),
-                    &ectx.clone().with("args", args.clone()),
-                )?
-                .or_else(|| Some(format!("Call tool {tool_name}?")));
-                return Ok(StepOutcome::Paused(GateRequest {
-                    phase: Phase::Before,
-                    message,
-                    payload: args,
-                    ttl: gate_ttl(env, tool.ttl),
-                }));
+                return tool_request(env.spec, tool, &ectx, args).map(StepOutcome::Paused);
             }
             Some(record) => match verdict(record) {
                 Verdict::Stop { reason } => return Ok(StepOutcome::Rejected { reason }),
@@ -390,18 +513,8 @@ async fn model_step(
     if score >= guardrail.min_confidence {
         return Ok(StepOutcome::Completed(output));
     }
-    let message = eval_message(guardrail.message.as_deref(), &gctx)?.or_else(|| {
-        Some(format!(
-            "Confidence {score} is below {} for step {}",
-            guardrail.min_confidence, step.id
-        ))
-    });
-    Ok(StepOutcome::Paused(GateRequest {
-        phase: Phase::After,
-        message,
-        payload: output,
-        ttl: gate_ttl(env, guardrail.ttl),
-    }))
+    guardrail_request(env.spec, step, guardrail, &gctx, output, Some(score))
+        .map(StepOutcome::Paused)
 }
 
 fn confidence_score(v: &Value) -> Option<f64> {

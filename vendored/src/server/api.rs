@@ -22,7 +22,6 @@ use crate::links::LinkSigner;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::server::openapi::schema::response_type;
-use crate::store::PendingPage;
 
 response_type! {
     /// GET /runs/{id}, and POST /runs?wait=true: a run as a client sees it.
@@ -30,6 +29,13 @@ response_type! {
     pub(crate) struct RunView {
         pub id: String,
         pub agent: String,
+        /// The hash of the spec version the run started under (or was
+        /// moved to), in full.
+        pub spec_hash: String,
+        /// Whether `spec_hash` is the hash of the spec this server serves.
+        /// `false`: the run belongs to an older (or other) version; its
+        /// pending approval is stale (see `approvals.on_spec_change`).
+        pub spec_current: bool,
         /// The status as of this read: a run whose approval has expired
         /// reads `expired`, whether or not the sweeper has marked it yet.
         // (`view::run_view` applies the rule.)
@@ -71,17 +77,25 @@ impl LeaseView {
 }
 
 impl RunView {
-    pub fn new(run: RunRecord, status: RunStatus, pending: Option<ApprovalRecord>) -> RunView {
+    /// `served`: the hash of the spec this server serves.
+    pub fn new(
+        run: RunRecord,
+        status: RunStatus,
+        pending: Option<ApprovalRecord>,
+        served: &str,
+    ) -> RunView {
         RunView {
             id: run.id,
             agent: run.agent_id,
+            spec_current: run.spec_hash == served,
+            spec_hash: run.spec_hash,
             status,
             outputs: run.outputs,
             error: run.error,
             created_at: run.created_at,
             updated_at: run.updated_at,
             lease: LeaseView::of(run.owner, run.lease_until),
-            pending_approval: pending.map(ApprovalView::from),
+            pending_approval: pending.map(|record| ApprovalView::new(record, served)),
         }
     }
 }
@@ -161,6 +175,11 @@ response_type! {
         // (its schema: `impl Schema for ApprovalRecord` in openapi/schema.rs).
         #[serde(flatten)]
         pub record: ApprovalRecord,
+        /// Whether `spec_hash` is the hash of the spec this server serves.
+        /// `false`: a stale approval, paused under another version; what
+        /// approving it does is the served spec's `on_spec_change` policy
+        /// (`refuse`, the default: 409 `spec_changed`, reject works).
+        pub spec_current: bool,
         /// GET /approvals/{key} only, while the record is PENDING, signed
         /// links are on (TOLLGATE_LINK_SECRET) and the caller may decide it
         /// (approvals.approvers): the signed link that shows and decides
@@ -191,9 +210,15 @@ impl ApprovalView {
     }
 }
 
-impl From<ApprovalRecord> for ApprovalView {
-    fn from(record: ApprovalRecord) -> ApprovalView {
-        ApprovalView { record, link: None }
+impl ApprovalView {
+    /// `record` as a client sees it, `served` being the hash of the spec
+    /// this server serves.
+    pub fn new(record: ApprovalRecord, served: &str) -> ApprovalView {
+        ApprovalView {
+            spec_current: record.spec_hash == served,
+            record,
+            link: None,
+        }
     }
 }
 
@@ -207,12 +232,21 @@ response_type! {
     }
 }
 
-impl From<PendingPage> for ApprovalsPage {
-    /// Rows the store could not read are logged by the store, not listed.
-    fn from(page: PendingPage) -> ApprovalsPage {
+impl ApprovalsPage {
+    /// One page of `records`, `served` being the hash of the spec this
+    /// server serves. Rows the store could not read are logged by the
+    /// store, not listed.
+    pub fn new(
+        records: Vec<ApprovalRecord>,
+        next_cursor: Option<String>,
+        served: &str,
+    ) -> ApprovalsPage {
         ApprovalsPage {
-            approvals: page.approvals.into_iter().map(ApprovalView::from).collect(),
-            next_cursor: page.next_cursor,
+            approvals: records
+                .into_iter()
+                .map(|record| ApprovalView::new(record, served))
+                .collect(),
+            next_cursor,
         }
     }
 }

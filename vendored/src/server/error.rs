@@ -256,7 +256,9 @@ impl From<RunError> for ApiError {
             RunError::NoPendingApproval(run_id) => ApiError::RunHasNoApproval(run_id),
             RunError::CancelForbidden { run_id, by } => ApiError::CancelForbidden { run_id, by },
             e @ RunError::NotDriven { .. } => ApiError::RunConflict(e.to_string()),
-            e @ RunError::Forbidden { .. } => ApiError::Forbidden(e.to_string()),
+            e @ (RunError::Forbidden { .. } | RunError::MigrateForbidden { .. }) => {
+                ApiError::Forbidden(e.to_string())
+            }
             e @ RunError::SpecUnavailable { .. } => ApiError::SpecUnavailable(e.to_string()),
             // A 500 as any failure that is not the client's: the detail is
             // logged, not sent.

@@ -37,6 +37,7 @@ mod paging;
 mod routes;
 pub mod schedule;
 pub mod signature;
+mod stale;
 mod state;
 mod sweeper;
 mod tasks;
@@ -411,6 +412,9 @@ async fn mount_with_schedule(
     if agent.record_spec().await.is_ok() {
         tracing::debug!(spec_hash = %agent.spec().hash.short(), "spec version stored");
     }
+    // Approvals paused under other versions (a deploy changed the spec):
+    // said once, with what approving them will do.
+    stale::log_at_start(&agent).await;
     // Runs whose driver died (this process's predecessor, or another
     // node): claimed now and resumed in the background.
     let mut recovered = tasks::recover(&agent, &background).await.unwrap_or(0);

@@ -18,6 +18,7 @@
 mod check;
 mod errors;
 mod gates;
+mod migrate;
 mod plan;
 pub(crate) mod schema;
 #[cfg(test)]
@@ -516,6 +517,7 @@ fn per_gate_payloads(spec: &Spec, components: &mut Components) {
             "description": format!("A record of the gate at step `{}`.", gate.step.id),
             "properties": {
                 "spec_hash": { "const": hash },
+                "spec_current": { "const": true },
                 "step_id": { "const": gate.step.id },
                 "payload": schema::reference(&name)
             }
@@ -523,7 +525,10 @@ fn per_gate_payloads(spec: &Spec, components: &mut Components) {
     }
     variants.push(json!({
         "description": "A record paused under another version of the spec: its payload's shape is that version's.",
-        "properties": { "spec_hash": { "not": { "const": hash } } }
+        "properties": {
+            "spec_hash": { "not": { "const": hash } },
+            "spec_current": { "const": false }
+        }
     }));
     components.insert(
         "ApprovalView",

@@ -34,5 +34,10 @@ pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<RunView, 
         (RunStatus::AwaitingApproval, None) => RunStatus::Expired,
         (status, _) => status,
     };
-    Ok(RunView::new(run, status, pending))
+    Ok(RunView::new(
+        run,
+        status,
+        pending,
+        state.agent.spec().hash.as_str(),
+    ))
 }

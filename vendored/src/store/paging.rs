@@ -396,6 +396,7 @@ mod listing_tests {
             now: crate::time::now(),
             limit: 10,
             cursor: None,
+            ..Default::default()
         }
     }
 

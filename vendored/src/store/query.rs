@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::StoreError;
+use super::{SpecFilter, StoreError};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::run_state::{RunRecord, RunStatus};
 
@@ -33,7 +33,9 @@ pub struct PendingPage {
 }
 
 /// Which approval records to list (the inbox and the history pages).
-#[derive(Debug, Clone)]
+/// `..ApprovalQuery::default()` leaves out the filters a caller does not
+/// use (the default `now`, the epoch, is never meant: set it).
+#[derive(Debug, Clone, Default)]
 pub struct ApprovalQuery {
     /// Only this agent's records; `None` lists every agent sharing the store.
     pub agent_id: Option<String>,
@@ -46,6 +48,8 @@ pub struct ApprovalQuery {
     /// Case-insensitive substring of the message, step id, key, run id or
     /// decided_by. An empty text filters nothing.
     pub text: Option<String>,
+    /// Only records paused under these spec versions.
+    pub spec: Option<SpecFilter>,
     pub now: DateTime<Utc>,
     pub limit: usize,
     /// Opaque cursor from a previous page.

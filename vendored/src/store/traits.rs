@@ -255,6 +255,35 @@ pub trait Queries: Send + Sync + 'static {
         }
     }
 
+    /// `agent_id`'s unexpired PENDING approvals at `now`, counted by the
+    /// spec hash they paused under: what waits on versions other than the
+    /// served one (`GET /metrics`, `serve`'s start-up log). This default
+    /// pages through [`Queries::list_pending`]; SQLite and PostgreSQL
+    /// count in one grouped query instead.
+    async fn count_pending_by_spec(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let mut counts = std::collections::BTreeMap::new();
+        let mut query = PendingQuery {
+            agent_id: Some(agent_id.to_string()),
+            now,
+            limit: 500,
+            cursor: None,
+        };
+        loop {
+            let page = self.list_pending(&query).await?;
+            for record in page.approvals {
+                *counts.entry(record.spec_hash).or_insert(0) += 1;
+            }
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(counts),
+            }
+        }
+    }
+
     /// Decided approvals whose run never reached a final state: `stuck` (a
     /// step was in flight when its process died), or still `running` after
     /// the claim with no live lease at `now` (its driver stopped and no

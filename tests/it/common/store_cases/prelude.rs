@@ -15,5 +15,5 @@ pub use tollgate_runtime::run_state::{JournalEntry, Lease, RunRecord, RunStatus}
 pub use tollgate_runtime::spec_version::SpecVersion;
 pub use tollgate_runtime::store::{
     ApprovalQuery, CancelRun, FirstWrite, KeyClaim, Pause, PendingQuery, RunEnd, RunQuery,
-    RunTransition, SharedStore, StateStore, StoreError, StoreErrorKind,
+    RunTransition, SharedStore, SpecFilter, StateStore, StoreError, StoreErrorKind,
 };

@@ -398,6 +398,7 @@ fn approvals_at(now: u64) -> ApprovalQuery {
         now: at(now),
         limit: 100,
         cursor: None,
+        ..Default::default()
     }
 }
 
@@ -902,4 +903,137 @@ pub async fn a_malformed_approvals_cursor_is_rejected(store: SharedStore) {
             other => panic!("{bad:?}: expected InvalidCursor, got {other:?}"),
         }
     }
+}
+
+/// A third version whose hash shares its first 8 characters with
+/// `OTHER_SPEC`'s: a prefix of 8 names both, one of 9 only `OTHER_SPEC`.
+const THIRD_SPEC: &str = "bbbbbbbbcccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
+/// Records on three versions, `SPEC` being the served one: c1, c2 on
+/// `SPEC`; o1, o2 (o2 rejected) on `OTHER_SPEC`; t1 on `THIRD_SPEC`; x1
+/// of another agent on `OTHER_SPEC`. Listed newest first.
+async fn on_three_versions(store: &dyn StateStore) {
+    let on = |hash: &'static str| move |r: &mut ApprovalRecord| r.spec_hash = hash.into();
+    paused_with(store, "c1", "alpha", 1, on(SPEC)).await;
+    paused_with(store, "o1", "alpha", 2, on(OTHER_SPEC)).await;
+    paused_with(store, "t1", "alpha", 3, on(THIRD_SPEC)).await;
+    paused_with(store, "c2", "alpha", 4, on(SPEC)).await;
+    paused_with(store, "o2", "alpha", 5, on(OTHER_SPEC)).await;
+    paused_with(store, "x1", "beta", 6, on(OTHER_SPEC)).await;
+    // A reject is allowed under another spec: o2 is settled, on OTHER_SPEC.
+    store
+        .claim(&claim(
+            "o2",
+            Decision::Reject { reason: None },
+            "bob",
+            7,
+            SPEC,
+        ))
+        .await
+        .expect("reject o2");
+}
+
+pub async fn approvals_filter_by_spec_version_current_stale_and_hash(store: SharedStore) {
+    let s = store.as_ref();
+    on_three_versions(s).await;
+    let q = |spec: SpecFilter, statuses: Vec<ApprovalStatus>| ApprovalQuery {
+        agent_id: Some("alpha".into()),
+        statuses,
+        spec: Some(spec),
+        ..approvals_at(10)
+    };
+    let pending = || vec![ApprovalStatus::Pending];
+    let ks = |names: &[&str]| -> Vec<String> { names.iter().map(|n| n.to_string()).collect() };
+
+    // Current: the served hash exactly; stale: every other one.
+    assert_eq!(
+        listed_keys(s, q(SpecFilter::Is(SPEC.into()), pending())).await,
+        ks(&["c2", "c1"])
+    );
+    assert_eq!(
+        listed_keys(s, q(SpecFilter::IsNot(SPEC.into()), pending())).await,
+        ks(&["t1", "o1"])
+    );
+    // With every status, the settled record on an older version too.
+    assert_eq!(
+        listed_keys(s, q(SpecFilter::IsNot(SPEC.into()), Vec::new())).await,
+        ks(&["o2", "t1", "o1"])
+    );
+    // A full hash, and prefixes: 8 characters name both b-versions, 9 one.
+    assert_eq!(
+        listed_keys(s, q(SpecFilter::Is(OTHER_SPEC.into()), Vec::new())).await,
+        ks(&["o2", "o1"])
+    );
+    assert_eq!(
+        listed_keys(s, q(SpecFilter::Prefix("bbbbbbbb".into()), pending())).await,
+        ks(&["t1", "o1"])
+    );
+    assert_eq!(
+        listed_keys(s, q(SpecFilter::Prefix("bbbbbbbbb".into()), pending())).await,
+        ks(&["o1"])
+    );
+    assert!(
+        listed_keys(s, q(SpecFilter::Prefix("cccccccc".into()), Vec::new()))
+            .await
+            .is_empty()
+    );
+    // With the step and text filters, and page by page (a cursor keeps it).
+    let narrowed = ApprovalQuery {
+        step_id: Some("refund".into()),
+        text: Some("REFUND".into()),
+        limit: 1,
+        ..q(SpecFilter::IsNot(SPEC.into()), pending())
+    };
+    assert_eq!(listed_keys(s, narrowed).await, ks(&["t1", "o1"]));
+    let other_step = ApprovalQuery {
+        step_id: Some("review".into()),
+        ..q(SpecFilter::IsNot(SPEC.into()), pending())
+    };
+    assert!(listed_keys(s, other_step).await.is_empty());
+    // Every agent: the other agent's stale record too.
+    let everyone = ApprovalQuery {
+        agent_id: None,
+        ..q(SpecFilter::IsNot(SPEC.into()), pending())
+    };
+    assert_eq!(listed_keys(s, everyone).await, ks(&["x1", "t1", "o1"]));
+    // An overdue record past its TTL is listed as EXPIRED, filtered the same.
+    assert_eq!(
+        approvals_listed(
+            s,
+            ApprovalQuery {
+                statuses: vec![ApprovalStatus::Expired],
+                now: at(2 + TTL),
+                ..q(SpecFilter::IsNot(SPEC.into()), Vec::new())
+            }
+        )
+        .await,
+        vec![("o1".to_string(), ApprovalStatus::Expired)]
+    );
+}
+
+pub async fn pending_approvals_are_counted_by_spec_version(store: SharedStore) {
+    let s = store.as_ref();
+    on_three_versions(s).await;
+    let counts = |agent: &'static str, now: u64| async move {
+        s.count_pending_by_spec(agent, at(now))
+            .await
+            .expect("count pending by spec")
+            .into_iter()
+            .collect::<Vec<(String, u64)>>()
+    };
+    let named = |pairs: &[(&str, u64)]| -> Vec<(String, u64)> {
+        pairs.iter().map(|(h, n)| (h.to_string(), *n)).collect()
+    };
+    // o2 is decided: not counted; x1 is another agent's.
+    assert_eq!(
+        counts("alpha", 10).await,
+        named(&[(SPEC, 2), (OTHER_SPEC, 1), (THIRD_SPEC, 1)])
+    );
+    assert_eq!(counts("beta", 10).await, named(&[(OTHER_SPEC, 1)]));
+    assert_eq!(counts("gamma", 10).await, named(&[]));
+    // Past the expiry of c1 and o1 (created at 1 and 2), they are not.
+    assert_eq!(
+        counts("alpha", 2 + TTL).await,
+        named(&[(SPEC, 1), (THIRD_SPEC, 1)])
+    );
 }

@@ -39,7 +39,8 @@ crate::named_enum! {
         ToolCall = "tool_call",
         /// How the gate decides: whether the step is a gate at all, an `if`
         /// condition, a guardrail's threshold, `on_reject`, and the
-        /// approval settings (TTL, approvers, `on_spec_change`).
+        /// approval settings (TTL, approvers). A changed `on_spec_change`
+        /// is not a change of the gate (see `Settings`).
         Policy = "policy",
         /// Anything else: a `set` or `dedupe` step's definition, another
         /// kind under the same id, or a new place among the other steps.
@@ -263,7 +264,8 @@ pub fn classify_pause(
 ///   message and payload templates, the same call (tool and its
 ///   definition, model call) and the same decision rules (an `if`
 ///   condition, a guardrail's threshold, `on_reject`). Only the approval
-///   settings may differ (TTL, approvers, `on_spec_change`): they decide
+///   settings may differ (TTL, approvers; `on_spec_change` is never
+///   compared): they decide
 ///   who may approve and until when, not what the run computes;
 /// - every step before it: the same ids, kinds and definitions (with the
 ///   tools and model settings they use), in the same order, under the
@@ -394,10 +396,14 @@ fn gate_of(spec: &Spec, step: &Step) -> Option<(GateKind, Phase)> {
 }
 
 /// A gate's approval settings as in force: its own, else the spec's.
+/// `on_spec_change` is not one of them: it says what a deploy does to the
+/// gate's pauses, not how the gate decides, and the policy in force is the
+/// new version's whatever the old one said ([`policy_for_pause`]). Were it
+/// compared, adopting `pin` in a deploy would show every gate as
+/// `policy_changed` and hide what really changed in it.
 #[derive(Debug, PartialEq)]
 struct Settings<'s> {
     ttl: Duration,
-    on_spec_change: OnSpecChange,
     approvers: Option<&'s Vec<String>>,
 }
 
@@ -411,7 +417,6 @@ fn settings<'s>(spec: &'s Spec, step: &Step) -> Settings<'s> {
     };
     Settings {
         ttl: own_ttl.unwrap_or(spec.approvals.ttl),
-        on_spec_change: spec.on_spec_change(step),
         approvers: spec.approvals.approvers.as_ref(),
     }
 }
@@ -420,8 +425,8 @@ fn settings<'s>(spec: &'s Spec, step: &Step) -> Settings<'s> {
 #[derive(Debug, Default)]
 struct StepDelta {
     changes: BTreeSet<Change>,
-    /// Something differs besides the approval settings (TTL, approvers,
-    /// `on_spec_change`), which decide who may approve and until when but
+    /// Something differs besides the approval settings (TTL, approvers),
+    /// which decide who may approve and until when but
     /// nothing a run computes.
     beyond_settings: bool,
 }

@@ -189,24 +189,11 @@ impl AgentRun {
         if let Some(spec) = self.versions.get(hash) {
             return Ok(Ok(spec));
         }
-        let Some(stored) = self.store.get_spec_version(hash).await? else {
-            return Ok(Err(
-                "the store has no copy of it (it was stored before tollgate kept spec versions); \
-                 serve that spec file again to resume it"
-                    .into(),
-            ));
-        };
-        let name = format!("spec version {}", SpecHash::short_of(hash));
-        let spec = match Spec::parse(&stored.source, &name) {
+        let spec = match crate::engine::deploy_plan::load_version(self.store.as_ref(), hash).await?
+        {
             Ok(spec) => spec,
-            Err(e) => return Ok(Err(format!("its stored source no longer parses: {e}"))),
+            Err(reason) => return Ok(Err(reason)),
         };
-        if spec.hash.as_str() != hash {
-            return Ok(Err(format!(
-                "its stored source hashes to {} with this tollgate (the spec language changed)",
-                spec.hash.short()
-            )));
-        }
         let spec = Arc::new(spec);
         self.versions.keep(spec.clone());
         Ok(Ok(spec))

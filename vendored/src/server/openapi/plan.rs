@@ -22,7 +22,7 @@ use crate::spec::{
 
 /// A field of a response object; `attributes` as `stringify!` writes them
 /// (a doc comment, `serde(skip_serializing_if = ...)`).
-fn field<T: Schema>(
+pub(super) fn field<T: Schema>(
     name: &'static str,
     attributes: &'static [&'static str],
     components: &mut Components,
@@ -36,7 +36,7 @@ fn field<T: Schema>(
 }
 
 /// A named response object with a description.
-fn named(
+pub(super) fn named(
     components: &mut Components,
     name: &str,
     description: &'static str,
@@ -51,7 +51,7 @@ fn named(
 }
 
 /// The names of an enum, as serde writes them.
-fn names(
+pub(super) fn names(
     components: &mut Components,
     name: &str,
     description: &str,
@@ -63,7 +63,8 @@ fn names(
     )
 }
 
-const SKIPPED_WHEN_NONE: &[&str] = &[r#"serde(skip_serializing_if = "Option::is_none")"#];
+pub(super) const SKIPPED_WHEN_NONE: &[&str] =
+    &[r#"serde(skip_serializing_if = "Option::is_none")"#];
 
 impl Schema for DeployPlan {
     fn schema(components: &mut Components) -> Value {

@@ -60,32 +60,38 @@ fn at(seconds: i64) -> chrono::DateTime<Utc> {
 
 fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) -> ApprovalView {
     let decided = status != ApprovalStatus::Pending;
-    ApprovalView::from(ApprovalRecord {
-        key: "0b5d1c1e-6d2f-4f0e-9a51-52cbb1cba5a5".into(),
-        run_id: "019a7f3e-0000-7000-8000-000000000001".into(),
-        agent_id: spec.agent.clone(),
-        spec_hash: spec.hash.as_str().to_string(),
-        step_index: spec.step_index(step_id).expect("a step of the spec"),
-        step_id: step_id.into(),
-        phase: Phase::Before,
-        message: Some("Send it?".into()),
-        payload,
-        outputs: Map::from_iter([("draft".to_string(), json!({ "amount": 5 }))]),
-        input: json!({ "name": "Ada" }),
-        trigger: json!({ "kind": "api", "started_by": "local", "received_at": "x" }),
-        status,
-        decision_data: decided.then(|| json!({ "reason": "fine" })),
-        decided_by: decided.then(|| "alice".to_string()),
-        decided_at: decided.then(|| at(60)),
-        created_at: at(0),
-        expires_at: at(3600),
-    })
+    let served = spec.hash.as_str();
+    ApprovalView::new(
+        ApprovalRecord {
+            key: "0b5d1c1e-6d2f-4f0e-9a51-52cbb1cba5a5".into(),
+            run_id: "019a7f3e-0000-7000-8000-000000000001".into(),
+            agent_id: spec.agent.clone(),
+            spec_hash: spec.hash.as_str().to_string(),
+            step_index: spec.step_index(step_id).expect("a step of the spec"),
+            step_id: step_id.into(),
+            phase: Phase::Before,
+            message: Some("Send it?".into()),
+            payload,
+            outputs: Map::from_iter([("draft".to_string(), json!({ "amount": 5 }))]),
+            input: json!({ "name": "Ada" }),
+            trigger: json!({ "kind": "api", "started_by": "local", "received_at": "x" }),
+            status,
+            decision_data: decided.then(|| json!({ "reason": "fine" })),
+            decided_by: decided.then(|| "alice".to_string()),
+            decided_at: decided.then(|| at(60)),
+            created_at: at(0),
+            expires_at: at(3600),
+        },
+        served,
+    )
 }
 
 fn run_view(spec: &Spec, pending: Option<ApprovalView>) -> RunView {
     RunView {
         id: "019a7f3e-0000-7000-8000-000000000001".into(),
         agent: spec.agent.clone(),
+        spec_hash: spec.hash.as_str().to_string(),
+        spec_current: true,
         status: if pending.is_some() {
             RunStatus::AwaitingApproval
         } else {
@@ -439,10 +445,16 @@ fn each_gate_has_its_payload_shape_and_records_are_held_to_it() {
     // A record of another version of the spec may have any payload.
     let mut older = wrong;
     older["spec_hash"] = json!("0".repeat(64));
+    older["spec_current"] = json!(false);
     assert_eq!(
         check(&document, "ApprovalView", &older),
         Vec::<String>::new()
     );
+    // `spec_current` says whether `spec_hash` is the served one: the two
+    // never disagree.
+    let mut disagreeing = older.clone();
+    disagreeing["spec_current"] = json!(true);
+    assert!(!check(&document, "ApprovalView", &disagreeing).is_empty());
 }
 
 #[test]

@@ -20,7 +20,7 @@ use crate::server::extract::{
 use crate::server::openapi::schema::request_type;
 use crate::server::paging;
 use crate::server::state::AppState;
-use crate::store::{ApprovalQuery, PendingQuery};
+use crate::store::{ApprovalQuery, PendingQuery, SpecFilter, SpecFilterError, SpecSelector};
 
 request_type! {
     #[derive(Debug, Deserialize)]
@@ -35,12 +35,18 @@ request_type! {
         /// Only approvals whose message, step id, key, run id or decider
         /// holds this text, ignoring case (`%` and `_` are plain text).
         q: Option<String>,
+        /// Only approvals paused under these spec versions: `current` (the
+        /// spec this server serves), `stale` (any other version: approve
+        /// does what `approvals.on_spec_change` says), or a spec hash, in
+        /// full or its first 8 or more hex characters (a prefix that
+        /// several stored versions share is refused).
+        spec: Option<String>,
     }
 }
 
 /// GET /approvals: `{approvals: [record...], next_cursor}`, pending and
-/// unexpired, newest first, this agent's only; `?step=` and `?q=` narrow
-/// it.
+/// unexpired, newest first, this agent's only; `?step=`, `?q=` and
+/// `?spec=` narrow it.
 pub(super) async fn list(
     State(state): State<AppState>,
     Extension(_caller): Extension<Caller>,
@@ -54,7 +60,12 @@ pub(super) async fn list(
     let step_id = params.step.filter(|s| !s.is_empty());
     let text = params.q.filter(|q| !q.is_empty());
     let store = state.agent.store();
-    if step_id.is_none() && text.is_none() {
+    let served = state.agent.spec().hash.as_str();
+    let spec = match params.spec.filter(|s| !s.is_empty()) {
+        Some(given) => Some(spec_filter(&state, &given).await?),
+        None => None,
+    };
+    if step_id.is_none() && text.is_none() && spec.is_none() {
         let page = store
             .list_pending(&PendingQuery {
                 agent_id,
@@ -63,7 +74,11 @@ pub(super) async fn list(
                 cursor,
             })
             .await?;
-        return Ok(Json(page.into()));
+        return Ok(Json(ApprovalsPage::new(
+            page.approvals,
+            page.next_cursor,
+            served,
+        )));
     }
     // The same rows and cursor form as the unfiltered listing: PENDING
     // and unexpired, newest first by (created_at, key).
@@ -73,15 +88,36 @@ pub(super) async fn list(
             statuses: vec![ApprovalStatus::Pending],
             step_id,
             text,
+            spec,
             now,
             limit,
             cursor,
         })
         .await?;
-    Ok(Json(ApprovalsPage {
-        approvals: page.approvals.into_iter().map(ApprovalView::from).collect(),
-        next_cursor: page.next_cursor,
-    }))
+    Ok(Json(ApprovalsPage::new(
+        page.approvals,
+        page.next_cursor,
+        served,
+    )))
+}
+
+/// `?spec=` as the store's filter; a value that names no version, or
+/// names several, is `invalid_request`.
+async fn spec_filter(state: &AppState, given: &str) -> Result<SpecFilter, ApiError> {
+    let selector = SpecSelector::parse(given).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let resolved = selector
+        .resolve(
+            state.agent.spec().hash.as_str(),
+            state.agent.store().as_ref(),
+            Some(state.agent_id()),
+            state.agent.clock().now(),
+        )
+        .await;
+    match resolved {
+        Ok(filter) => Ok(filter),
+        Err(SpecFilterError::Store(e)) => Err(e.into()),
+        Err(e) => Err(ApiError::invalid(e.to_string())),
+    }
 }
 
 /// GET /approvals/{key}: one record, whatever its status, with the signed
@@ -100,7 +136,8 @@ pub(super) async fn show(
         .await?
         .filter(|r| r.agent_id == state.agent_id())
         .ok_or(ApprovalError::NotFound { key })?;
-    Ok(Json(ApprovalView::from(record).with_link(
+    let served = state.agent.spec().hash.as_str();
+    Ok(Json(ApprovalView::new(record, served).with_link(
         state.links.as_ref(),
         &caller.0,
         state.agent.spec().approvals.approvers.as_deref(),

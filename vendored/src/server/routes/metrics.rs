@@ -1,5 +1,6 @@
 //! GET /metrics: Prometheus text (format 0.0.4). The store's gauges
-//! (pending approvals by step, runs by status, stuck runs) are read from
+//! (pending approvals by step, those on other spec versions, runs by
+//! status, stuck runs) are read from
 //! the store on each scrape, so every server sharing it reports the same
 //! truth; the counters and step durations are this process's own
 //! ([`crate::metrics::Metrics`]); and build info names what runs.
@@ -65,8 +66,11 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         1.0,
     );
 
-    let (mut pending, runs) =
-        read_gauges(state.queries(), &spec.agent, agent.clock().now()).await?;
+    let Gauges {
+        mut pending,
+        by_spec,
+        runs,
+    } = read_gauges(state.queries(), &spec.agent, agent.clock().now()).await?;
     out.family(
         "tollgate_pending_approvals",
         "gauge",
@@ -85,6 +89,17 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
     for (step, n) in pending {
         out.sample("tollgate_pending_approvals", &[("step", &step)], n as f64);
     }
+
+    out.family(
+        "tollgate_stale_pending_approvals",
+        "gauge",
+        "Approvals waiting for a decision (unexpired) that paused under another version of the spec than the one served: approve does what approvals.on_spec_change says (refuse, the default: spec_changed).",
+    );
+    out.sample(
+        "tollgate_stale_pending_approvals",
+        &[],
+        stale_count(&by_spec, spec.hash.as_str()) as f64,
+    );
 
     out.family(
         "tollgate_runs",
@@ -109,14 +124,34 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
     Ok(out.into_text())
 }
 
-/// What the gauges read from the store: this agent's unexpired pending
-/// approvals by step, and its runs by status. The read model only.
+/// What the gauges read from the store.
+struct Gauges {
+    /// This agent's unexpired pending approvals by step.
+    pending: BTreeMap<String, u64>,
+    /// The same, by the spec hash they paused under.
+    by_spec: BTreeMap<String, u64>,
+    /// This agent's runs by status.
+    runs: Vec<(RunStatus, u64)>,
+}
+
+/// The gauges, through the read model only.
 async fn read_gauges<Q: Queries + ?Sized>(
     store: &Q,
     agent: &str,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<(BTreeMap<String, u64>, Vec<(RunStatus, u64)>), StoreError> {
-    let pending = store.count_pending_by_step(agent, now).await?;
-    let runs = store.count_runs_by_status(agent).await?;
-    Ok((pending, runs))
+) -> Result<Gauges, StoreError> {
+    Ok(Gauges {
+        pending: store.count_pending_by_step(agent, now).await?,
+        by_spec: store.count_pending_by_spec(agent, now).await?,
+        runs: store.count_runs_by_status(agent).await?,
+    })
+}
+
+/// The pending approvals of `by_spec` on a version other than `served`.
+fn stale_count(by_spec: &BTreeMap<String, u64>, served: &str) -> u64 {
+    by_spec
+        .iter()
+        .filter(|(hash, _)| hash.as_str() != served)
+        .map(|(_, n)| n)
+        .sum()
 }

@@ -6,6 +6,7 @@ mod approvals;
 pub(crate) mod events;
 mod health;
 mod metrics;
+mod migrate;
 mod openapi;
 pub(crate) mod runs;
 mod slack;
@@ -39,6 +40,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/runs/{id}/retry", post(runs::retry))
         .route("/runs/{id}/fail", post(runs::fail))
         .route("/approvals", get(approvals::list))
+        .route("/approvals/migrate", post(migrate::migrate))
         .route("/approvals/{key}", get(approvals::show))
         .route("/approvals/{key}/approve", post(approvals::approve))
         .route("/approvals/{key}/reject", post(approvals::reject))

@@ -10,8 +10,9 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::Value;
 
-use super::{approvals, runs};
+use super::{approvals, migrate, runs};
 use crate::engine::deploy_plan::DeployPlan;
+use crate::engine::run::MigrateReport;
 use crate::server::api::{
     ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, RunStarted, RunView, RunsPage,
 };
@@ -117,6 +118,11 @@ pub(crate) fn operations() -> Vec<Operation> {
             .query::<WaitParam>()
             .body::<approvals::RejectBody>()
             .json::<DecisionView>(200, "The decision as recorded."),
+        Operation::new("post", "/approvals/migrate", "migrateApprovals", "Move approvals onto the served spec")
+            .describe("Moves pending approvals made under older versions of the spec, with their runs, onto the version this server serves (`tollgate approvals migrate`): exactly one of `key`, `all`, `step`, `from`; `map` names renamed gates; `dry_run` changes nothing. Each key has its own result; one that does not fit is `refused` with a reason and stays as it was. The caller must be on `approvals.approvers` when it is set (403).")
+            .tag("approvals")
+            .body::<migrate::MigrateBody>()
+            .json::<MigrateReport>(200, "Each selected approval's result."),
         Operation::new("get", "/specs/plan", "planServedSpec", "Plan the served spec")
             .describe("The deploy preview (`tollgate plan --json`) of the spec this server serves: each pending approval on another stored version of the agent, classified, with what approving it will do under this spec's `on_spec_change`; each such version's step-level diff; live runs on other versions.")
             .tag("specs")

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use crate::events::EventKind;
 use crate::pending_approval::Decision;
 use crate::run_state::RunStatus;
-use crate::server::api::{CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger};
+use crate::server::api::{
+    ApprovalView, CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger,
+};
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
 use crate::server::extract::{
@@ -155,7 +157,9 @@ pub(crate) async fn cancel_run(
         was: cancelled.was,
         cancelled_by: by,
         reason,
-        approval: cancelled.approval.map(Into::into),
+        approval: cancelled
+            .approval
+            .map(|record| ApprovalView::new(record, state.agent.spec().hash.as_str())),
     })
 }
 
@@ -254,7 +258,7 @@ pub(super) async fn answer_decision(
         None => status_after_claim(state, &run_id).await,
     };
     Ok(Json(DecisionView {
-        approval: record.into(),
+        approval: ApprovalView::new(record, state.agent.spec().hash.as_str()),
         run_id,
         status,
         repeated,

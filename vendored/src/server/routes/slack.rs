@@ -137,6 +137,7 @@ fn refusal(e: &RunError) -> String {
         | RunError::CancelForbidden { .. }
         | RunError::NotDriven { .. }
         | RunError::Forbidden { .. }
+        | RunError::MigrateForbidden { .. }
         | RunError::TaskDropped { .. }
         | RunError::Store(_) => {
             "Nothing changed: tollgate could not record your decision. Try again in a moment."

@@ -31,6 +31,7 @@ pub(crate) async fn approvals(state: &AppState, listing: Listing) -> Result<List
             now: state.agent.clock().now(),
             limit: listing.limit,
             cursor: listing.cursor,
+            ..Default::default()
         })
         .await?;
     crate::store::report_skipped(

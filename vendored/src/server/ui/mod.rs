@@ -26,6 +26,7 @@ mod form;
 mod listing;
 mod pages;
 mod render;
+mod staleness;
 mod stream;
 
 use std::sync::Arc;

@@ -40,6 +40,16 @@ impl Queries for PostgresStore {
         self.context("counting pending approvals", counted)
     }
 
+    async fn count_pending_by_spec(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let counted =
+            async { ops::count_pending_by_spec(&self.client().await?, agent_id, &now).await }.await;
+        self.context("counting pending approvals by spec version", counted)
+    }
+
     async fn list_stuck(
         &self,
         agent_id: Option<&str>,

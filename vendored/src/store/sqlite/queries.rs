@@ -55,6 +55,19 @@ impl Queries for SqliteStore {
         .await
     }
 
+    async fn count_pending_by_spec(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        let agent_id = agent_id.to_string();
+        let now = format_utc(now);
+        self.read("counting pending approvals by spec version", move |conn| {
+            ops::count_pending_by_spec(conn, &agent_id, &now)
+        })
+        .await
+    }
+
     async fn list_stuck(
         &self,
         agent_id: Option<&str>,

@@ -507,6 +507,15 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
                 after_cursor: true,
                 by_step: true,
                 by_text: true,
+                ..inbox.clone()
+            },
+            vec!["tollgate_approvals_pending_agent_idx"],
+        ),
+        // The stale ones (`?spec=stale`): the same walk, the hash checked
+        // on each pending row (no index on it: pending rows are few).
+        (
+            ops::ApprovalsShape {
+                by_spec: Some(crate::store::SpecFilter::IsNot("h".into())),
                 ..inbox
             },
             vec!["tollgate_approvals_pending_agent_idx"],
@@ -568,6 +577,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
         now: crate::time::parse_utc("2026-06-01T00:00:00Z").expect("time"),
         limit: 50,
         cursor: None,
+        ..Default::default()
     };
     let started = std::time::Instant::now();
     let page = store.list_approvals(&query).await.expect("inbox page");

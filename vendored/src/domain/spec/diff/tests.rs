@@ -572,7 +572,7 @@ fn each_classification_at_each_kind_of_gate() {
             Phase::Before,
             "    message: \"Pay",
             "    on_spec_change: pin\n    message: \"Pay",
-            Classification::PolicyChanged,
+            Classification::IdenticalGate,
         ),
         (
             "assess",
@@ -846,10 +846,6 @@ fn only_approval_settings_may_differ_at_the_gate() {
             "    message: \"Large refund\"\n    ttl: 1d\n",
         ),
         (
-            "    message: \"Large refund\"\n",
-            "    message: \"Large refund\"\n    on_spec_change: auto\n",
-        ),
-        (
             "agent: desk\n",
             "agent: desk\napprovals: { approvers: [bob], ttl: 2d, on_spec_change: auto }\n",
         ),
@@ -946,8 +942,8 @@ fn the_outcome_follows_the_new_versions_policy() {
     assert_eq!(moved.outcome, Outcome::MovesToNew);
     assert_eq!(
         moved.classification,
-        Classification::PolicyChanged,
-        "the policy is a gate setting"
+        Classification::IdenticalGate,
+        "adopting a policy changes no gate"
     );
     // (From a version already under auto, so the policy itself is no change.)
     let plan_from_auto =
@@ -1044,7 +1040,7 @@ fn a_pause_plan_serializes_with_snake_case_names() {
             "step": "assess",
             "phase": "after",
             "new_step": "assess",
-            "classification": "policy_changed",
+            "classification": "identical_gate",
             "policy": "auto",
             "outcome": "moves_to_new",
         })

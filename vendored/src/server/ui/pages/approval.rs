@@ -22,6 +22,7 @@ use crate::server::ui::render::format::{self, segment};
 use crate::server::ui::render::payload::{self, DiffLine, Node};
 use crate::server::ui::render::templates::{self, Chrome, Page};
 use crate::server::ui::render::timeline::{self, TimelineEntry};
+use crate::server::ui::staleness::{Stale, Staleness};
 use crate::server::ui::{SharedUi, Ui};
 use crate::server::{tasks, view};
 
@@ -82,6 +83,11 @@ pub(crate) struct ApprovalPage {
     /// The run's status now; `None` when it cannot be read.
     run_status: Option<&'static str>,
     pending: bool,
+    /// Paused under another version of the spec than the one served.
+    stale: Option<Stale>,
+    /// Whether the Approve and Modify forms are shown (a pending record
+    /// that approve can decide: not a stale one under `refuse`).
+    approvable: bool,
     outcome: Option<Outcome>,
     already_decided: Option<AlreadyDecided>,
     tree: Node,
@@ -107,6 +113,8 @@ pub(crate) struct Seen<'a> {
     pub deciders: String,
     pub run_status: Option<&'static str>,
     pub events: &'a [Event],
+    /// `Some` when the record paused under another version of the spec.
+    pub stale: Option<Stale>,
 }
 
 impl ApprovalPage {
@@ -134,6 +142,8 @@ impl ApprovalPage {
             run_link: frame.run_link,
             run_status: seen.run_status,
             pending,
+            approvable: pending && seen.stale.as_ref().is_none_or(|s| s.approvable),
+            stale: seen.stale,
             outcome,
             already_decided: problem.already_decided,
             tree: payload::tree(&record.payload),
@@ -182,6 +192,7 @@ pub(crate) async fn render(
         deciders: inbox::deciders(state),
         run_status,
         events: &events,
+        stale: Staleness::new(state).of(record).await,
     };
     let page = ApprovalPage::new(record, seen, &frame, problem);
     let chrome = Chrome {

@@ -18,6 +18,7 @@ use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::listing::{self, Listing};
 use crate::server::ui::render::format;
 use crate::server::ui::render::templates::{self, Chrome, Page};
+use crate::server::ui::staleness::{Stale, Staleness};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -41,10 +42,12 @@ pub(crate) struct Row {
     created_at: String,
     time_left: String,
     expires_at: String,
+    /// Paused under another version of the spec than the one served.
+    stale: Option<Stale>,
 }
 
 impl Row {
-    pub fn new(record: &ApprovalRecord, now: DateTime<Utc>) -> Row {
+    pub fn new(record: &ApprovalRecord, now: DateTime<Utc>, stale: Option<Stale>) -> Row {
         Row {
             key: record.key.clone(),
             message: super::message_of(record),
@@ -54,6 +57,7 @@ impl Row {
             created_at: format::machine(record.created_at),
             time_left: format::span(now, record.expires_at),
             expires_at: format::machine(record.expires_at),
+            stale,
         }
     }
 }
@@ -150,8 +154,13 @@ pub(crate) async fn page(
         Ok(listed) => listed,
         Err(e) => return viewer.finish(refusal::from_api(e)),
     };
+    let mut staleness = Staleness::new(&state);
+    let mut rows = Vec::with_capacity(listed.approvals.len());
+    for record in &listed.approvals {
+        rows.push(Row::new(record, now, staleness.of(record).await));
+    }
     let inbox = InboxRows {
-        rows: listed.approvals.iter().map(|r| Row::new(r, now)).collect(),
+        rows,
         filtered: step.is_some() || text.is_some(),
     };
     if query.fragment.as_deref() == Some("rows") {

@@ -21,6 +21,8 @@ use crate::server::api::{ApprovalView, RunView};
 use crate::server::error::ApiError;
 use crate::server::paging::{PageLinks, Position};
 use crate::server::ui::render::templates::{Chrome, Page, render_page, templates};
+use crate::server::ui::staleness::{Effect, Stale};
+use crate::spec::{OnSpecChange, Outcome};
 
 fn now() -> DateTime<Utc> {
     crate::time::parse_utc("2026-12-01T10:00:00Z").unwrap()
@@ -120,6 +122,15 @@ fn frame(run_link: bool) -> Frame {
 }
 
 fn approval_page(record: &ApprovalRecord, run_link: bool, problem: Problem) -> String {
+    approval_page_of(record, run_link, problem, None)
+}
+
+fn approval_page_of(
+    record: &ApprovalRecord,
+    run_link: bool,
+    problem: Problem,
+    stale: Option<Stale>,
+) -> String {
     let events = events();
     let seen = Seen {
         now: now(),
@@ -130,6 +141,7 @@ fn approval_page(record: &ApprovalRecord, run_link: bool, problem: Problem) -> S
             "completed"
         }),
         events: &events,
+        stale,
     };
     let frame = frame(run_link);
     render(
@@ -208,7 +220,7 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
         "{html}"
     );
 
-    let rows = vec![Row::new(&record(ApprovalStatus::Pending), now())];
+    let rows = vec![Row::new(&record(ApprovalStatus::Pending), now(), None)];
     let links = Position::new(Some("c1".into()), Some(String::new())).links(&[], Some("c2"));
     let html = render(&inbox(rows, false, links), &c);
     assert!(
@@ -226,7 +238,7 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
 
     // The rows alone, as the live script fetches them.
     let rows = InboxRows {
-        rows: vec![Row::new(&record(ApprovalStatus::Pending), now())],
+        rows: vec![Row::new(&record(ApprovalStatus::Pending), now(), None)],
         filtered: false,
     };
     let html = as_read(
@@ -235,6 +247,72 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
             .unwrap(),
     );
     assert!(html.contains(r#"<table id="inbox">"#) && !html.contains("<html"));
+}
+
+/// A stale pending approval under `effect`, as the pages get it.
+fn stale(effect: Effect) -> Stale {
+    Stale {
+        spec: "0123456789ab".into(),
+        approve: Some(effect.sentence()),
+        approvable: effect.approvable(),
+    }
+}
+
+#[test]
+fn a_stale_approval_is_marked_and_under_refuse_offers_reject_only() {
+    let refused = stale(Effect::Planned(OnSpecChange::Refuse, Outcome::Refused));
+    let pending = record(ApprovalStatus::Pending);
+    let html = approval_page_of(&pending, true, Problem::default(), Some(refused.clone()));
+    assert!(
+        html.contains("Requested under an older version of the spec (<code>0123456789ab</code>)."),
+        "{html}"
+    );
+    assert!(html.contains("approve is not possible until the spec is restored; reject is."));
+    assert!(html.contains(r#"id="reject-button""#) && html.contains(r#"id="reason""#));
+    for gone in ["approve-button", "modify-button", "payload-edit"] {
+        assert!(!html.contains(&format!(r#"id="{gone}""#)), "{gone}: {html}");
+    }
+
+    // Under pin the forms stay, and the page says where the run resumes.
+    let pinned = stale(Effect::Planned(OnSpecChange::Pin, Outcome::Pinned));
+    let html = approval_page_of(&pending, true, Problem::default(), Some(pinned));
+    assert!(html.contains(r#"id="stale""#));
+    assert!(html.contains("approve resumes the run on the version it paused under"));
+    for id in ["approve-button", "reject-button", "modify-button"] {
+        assert!(html.contains(&format!(r#"id="{id}""#)), "{id}");
+    }
+    let moved = stale(Effect::Planned(OnSpecChange::Auto, Outcome::MovesToNew));
+    let html = approval_page_of(&pending, true, Problem::default(), Some(moved));
+    assert!(html.contains("approve moves the run to the current version"));
+    let missing = stale(Effect::VersionMissing(OnSpecChange::Pin));
+    let html = approval_page_of(&pending, true, Problem::default(), Some(missing));
+    assert!(html.contains("that version is not stored here"));
+
+    // A current record is not marked.
+    let html = approval_page(&pending, true, Problem::default());
+    assert!(!html.contains(r#"id="stale""#) && !html.contains("older version"));
+
+    // The inbox row says it too.
+    let rows = InboxRows {
+        rows: vec![
+            Row::new(&pending, now(), Some(refused)),
+            Row::new(&pending, now(), None),
+        ],
+        filtered: false,
+    };
+    let html = as_read(
+        templates()
+            .render("inbox_rows.html", RowsFragment { inbox: &rows })
+            .unwrap(),
+    );
+    assert_eq!(
+        html.matches(r#"<small class="stale">"#).count(),
+        1,
+        "{html}"
+    );
+    assert!(html.contains(
+        "stale (spec <code>0123456789ab</code>): Under on_spec_change: refuse, approve is not possible"
+    ));
 }
 
 #[test]
@@ -437,13 +515,19 @@ fn the_run_page_with_each_status() {
         let run = RunView {
             id: "run-1".into(),
             agent: "refunds".into(),
+            spec_hash: record(ApprovalStatus::Pending).spec_hash,
+            spec_current: true,
             status,
             outputs: Map::from_iter([("draft".to_string(), json!({"text": "hi"}))]),
             error: (status == RunStatus::Failed).then(|| "boom".to_string()),
             created_at: now(),
             updated_at: now(),
             lease: None,
-            pending_approval: waiting.then(|| ApprovalView::from(record(ApprovalStatus::Pending))),
+            pending_approval: waiting.then(|| {
+                let pending = record(ApprovalStatus::Pending);
+                let served = pending.spec_hash.clone();
+                ApprovalView::new(pending, &served)
+            }),
         };
         let html = render(
             &RunPage::new(&run, &events(), "t".into()),

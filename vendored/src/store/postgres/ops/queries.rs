@@ -164,6 +164,8 @@ pub(super) struct ApprovalsStatement<'q> {
     pub(super) settled: Vec<&'static str>,
     /// The LIKE pattern for text columns and the one for JSON strings.
     pub(super) text: Option<(String, String)>,
+    /// The spec filter's bound value ([`crate::store::SpecFilter::sql_value`]).
+    pub(super) spec: Option<String>,
     pub(super) fetch: i64,
 }
 
@@ -186,6 +188,7 @@ impl<'q> ApprovalsStatement<'q> {
                     like_pattern(&json_string_body(t)),
                 )
             }),
+            spec: query.spec.as_ref().map(crate::store::SpecFilter::sql_value),
             fetch: to_i64(batch, "page size")?,
         })
     }
@@ -222,6 +225,9 @@ impl<'q> ApprovalsStatement<'q> {
         if let Some((text, json_text)) = &self.text {
             p.text = Some((n(&mut params, text), n(&mut params, json_text)));
         }
+        if let (Some(filter), Some(value)) = (&query.spec, &self.spec) {
+            p.spec = Some((filter.clone(), n(&mut params, value)));
+        }
         if let Some((at, key)) = after {
             p.after = Some((n(&mut params, at), n(&mut params, key)));
         }
@@ -251,6 +257,8 @@ pub(crate) struct ApprovalsSql {
     pub step: Option<usize>,
     /// The LIKE pattern for text columns and the one for JSON-string columns.
     pub text: Option<(usize, usize)>,
+    /// The spec version filter and its value's number.
+    pub spec: Option<(crate::store::SpecFilter, usize)>,
     /// The cursor's time and key.
     pub after: Option<(usize, usize)>,
     pub limit: usize,
@@ -272,6 +280,9 @@ pub(crate) fn arm_sql(
     }
     if let Some(step) = p.step {
         common.push_str(&format!(" AND step_id = ${step}"));
+    }
+    if let Some((filter, spec)) = &p.spec {
+        common.push_str(&filter.sql(&format!("${spec}")));
     }
     if let Some((t, j)) = p.text {
         common.push_str(&format!(
@@ -436,6 +447,28 @@ pub(crate) async fn count_pending_by_step<C: GenericClient>(
         let step: String = row.try_get(0)?;
         let n: i64 = row.try_get(1)?;
         counts.insert(step, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(counts)
+}
+
+/// See [`crate::store::Queries::count_pending_by_spec`].
+pub(crate) async fn count_pending_by_spec<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    now: &DateTime<Utc>,
+) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT spec_hash, COUNT(*) FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND expires_at > $1 AND agent_id = $2 \
+             GROUP BY spec_hash",
+        )
+        .await?;
+    let mut counts = std::collections::BTreeMap::new();
+    for row in client.query(&stmt, &[now, &agent_id]).await? {
+        let hash: String = row.try_get(0)?;
+        let n: i64 = row.try_get(1)?;
+        counts.insert(hash, u64::try_from(n).unwrap_or(0));
     }
     Ok(counts)
 }

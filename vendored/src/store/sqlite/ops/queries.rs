@@ -131,6 +131,8 @@ pub(crate) struct ApprovalsShape {
     pub settled: Vec<&'static str>,
     pub by_step: bool,
     pub by_text: bool,
+    /// The spec version filter (its value is `:spec`).
+    pub by_spec: Option<crate::store::SpecFilter>,
     pub after_cursor: bool,
 }
 
@@ -145,6 +147,7 @@ impl ApprovalsShape {
             settled: filter.settled.iter().map(|s| s.as_str()).collect(),
             by_step: query.step_id.is_some(),
             by_text: filter.text().is_some(),
+            by_spec: query.spec.clone(),
             after_cursor: false,
         }
     }
@@ -166,6 +169,7 @@ pub(crate) fn list_approvals(
     let fetch = to_i64(pager.batch(), "page size")?;
     let text = filter.text().map(like_pattern);
     let folded = filter.text().map(str::to_ascii_lowercase);
+    let spec = query.spec.as_ref().map(crate::store::SpecFilter::sql_value);
     loop {
         let after = pager
             .after
@@ -189,6 +193,9 @@ pub(crate) fn list_approvals(
         if let (Some(text), Some(folded)) = (&text, &folded) {
             params.push((":text", text));
             params.push((":folded", folded));
+        }
+        if let Some(spec) = &spec {
+            params.push((":spec", spec));
         }
         if let Some((at, key)) = &after {
             params.push((":at", at));
@@ -223,7 +230,7 @@ pub(crate) fn list_approvals(
 /// expiry, then sorted. Statuses are literals from
 /// [`crate::pending_approval::ApprovalStatus`]; everything a caller gives
 /// is a named parameter (`:now`, `:agent`, `:step`, `:text`, `:folded`,
-/// `:at`, `:key`, `:limit`).
+/// `:spec`, `:at`, `:key`, `:limit`).
 pub(crate) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
     // Filters both arms share. The text is a LIKE pattern (ASCII
     // case-insensitive, as SQLite's LIKE is) with `\` escaping its
@@ -234,6 +241,9 @@ pub(crate) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
     }
     if shape.by_step {
         common.push_str(" AND step_id = :step");
+    }
+    if let Some(spec) = &shape.by_spec {
+        common.push_str(&spec.sql(":spec"));
     }
     if shape.by_text {
         // LIKE reads text only up to a NUL, so a value holding one is
@@ -398,6 +408,29 @@ pub(crate) fn count_pending_by_step(
         let step: String = row.get(0)?;
         let n: i64 = row.get(1)?;
         counts.insert(step, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(counts)
+}
+
+/// See [`crate::store::Queries::count_pending_by_spec`]: the rows of
+/// [`count_pending_by_step`], grouped by version.
+pub(crate) fn count_pending_by_spec(
+    conn: &Connection,
+    agent_id: &str,
+    now: &str,
+) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT spec_hash, COUNT(*) FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND agent_id = ?2 \
+           AND (+expires_at > ?1 OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*') \
+         GROUP BY spec_hash",
+    )?;
+    let mut rows = stmt.query((now, agent_id))?;
+    let mut counts = std::collections::BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        let hash: String = row.get(0)?;
+        let n: i64 = row.get(1)?;
+        counts.insert(hash, u64::try_from(n).unwrap_or(0));
     }
     Ok(counts)
 }

@@ -245,7 +245,7 @@ fn the_readme_says_how_to_deploy_a_changed_spec_under_the_specs_own_policy() {
         "`spec_unavailable`",
         "plan agent.yaml --fail-on stranded",
         "`GET /specs/plan`",
-        "approvals migrate --to agent.yaml --all --dry-run",
+        "approvals migrate --all --dry-run",
     ] {
         assert!(section.contains(says), "{says:?} not in:\n{section}");
     }

@@ -66,7 +66,7 @@ fn describe(plan: &DeployPlan, spec_path: &Path, state: &Path) -> Option<String>
         .filter(|v| v.pending_approvals > 0)
         .map(|v| format!("{}: {}", SpecHash::short_of(&v.hash), v.pending_approvals))
         .collect();
-    let waiting = plan.summary.pending - plan.summary.current;
+    let waiting = plan.summary.pending.saturating_sub(plan.summary.current);
     if waiting == 0 || per_version.is_empty() {
         return None;
     }

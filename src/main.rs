@@ -32,6 +32,6 @@ async fn dispatch(command: Command) -> Result<i32, ExitFailure> {
         Command::Serve { spec, args } => {
             shared::serve::run(args, &SpecSource::File(spec), &custom).await
         }
-        Command::Export(args) => Ok(tollgate::export::command::run(args)),
+        Command::Export(args) => Ok(tollgate::export::command::run(args).await),
     }
 }

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use tollgate_runtime::Spec;
 use tollgate_runtime::cli::exit;
 
-use super::{ExportError, ExportOptions, Plan, Preview, Problem, check, export, plan, preview};
+use super::{
+    ExportError, ExportOptions, Plan, Preview, Problem, check, export, plan, preview, waiting,
+};
 
 /// Export the spec as a standalone Rust server crate.
 #[derive(Debug, Clone, clap::Args)]
@@ -40,14 +42,33 @@ pub struct ExportArgs {
     /// keep).
     #[arg(long)]
     pub dry_run: bool,
+    /// The exported server's state file, read after the export to say how
+    /// many pending approvals wait on other versions of the spec (default:
+    /// DIR/.tollgate/state.db, where the server keeps it when run from
+    /// DIR). Nothing is created.
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
 }
 
 /// Run the command; returns the exit status (0 done, 1 stale or conflict
 /// markers on --check, a merge left conflicts, or a write failed, 2 bad
 /// input, 4 edited files or someone else's directory in the way).
-pub fn run(args: ExportArgs) -> i32 {
-    match run_inner(&args) {
-        Ok(code) => code,
+///
+/// After an export that wrote, it says on stderr how many pending
+/// approvals of the exported server's state wait on other spec versions;
+/// that check never changes the exit status.
+pub async fn run(args: ExportArgs) -> i32 {
+    let result = read_spec(&args.spec).and_then(|(spec, source)| {
+        let code = run_inner(&args, &spec, &source)?;
+        Ok((code, spec))
+    });
+    match result {
+        Ok((code, spec)) => {
+            if !args.dry_run && !args.check {
+                tell_waiting(&args, &spec).await;
+            }
+            code
+        }
         Err(e) => {
             eprintln!("error: {e}");
             e.exit_code()
@@ -57,16 +78,47 @@ pub fn run(args: ExportArgs) -> i32 {
 
 /// Read and validate the spec, and plan its export.
 pub fn plan_for(spec_path: &Path) -> Result<Plan, ExportError> {
+    let (spec, source) = read_spec(spec_path)?;
+    plan(&spec, &source)
+}
+
+/// The spec and its source bytes.
+fn read_spec(spec_path: &Path) -> Result<(Spec, Vec<u8>), ExportError> {
     let origin = spec_path.display().to_string();
     let source =
         std::fs::read(spec_path).map_err(|e| tollgate_runtime::SpecError::io(&origin, e))?;
     // Not lossy: a non-UTF-8 spec is refused here exactly as by validate.
     let spec = Spec::parse_bytes(&source, &origin)?;
-    plan(&spec, &source)
+    Ok((spec, source))
 }
 
-fn run_inner(args: &ExportArgs) -> Result<i32, ExportError> {
-    let plan = plan_for(&args.spec)?;
+/// The pending approvals the new build would find on other versions, if
+/// the exported server's state has any. A state named with `--state` that
+/// is not there is worth a warning; the default one simply may not exist.
+async fn tell_waiting(args: &ExportArgs, spec: &Spec) {
+    let state = match &args.state {
+        Some(state) if !state.exists() => {
+            eprintln!(
+                "warning: no state file at {} (--state): pending approvals not checked",
+                state.display()
+            );
+            return;
+        }
+        Some(state) => state.clone(),
+        None => waiting::default_state(&args.out),
+    };
+    match waiting::notice(spec, &args.spec, &state).await {
+        Ok(Some(notice)) => eprintln!("{notice}"),
+        Ok(None) => {}
+        Err(e) => eprintln!(
+            "warning: cannot read the pending approvals in {}: {e}",
+            state.display()
+        ),
+    }
+}
+
+fn run_inner(args: &ExportArgs, spec: &Spec, source: &[u8]) -> Result<i32, ExportError> {
+    let plan = plan(spec, source)?;
     let options = ExportOptions { force: args.force };
     if args.dry_run {
         print_preview(&plan, &preview(&plan, &args.out, &options)?);

@@ -4,7 +4,7 @@
 //! `message:` (vendored/src/engine/workflow.rs).
 
 use tollgate_runtime::Spec;
-use tollgate_runtime::spec::{Step, StepKind};
+use tollgate_runtime::spec::{OnSpecChange, Step, StepKind};
 
 /// One step that can pause for a person.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +25,9 @@ pub struct Gate {
     pub ttl_is_default: bool,
     /// What a `modify` decision's payload replaces, for this gate.
     pub payload: &'static str,
+    /// What approving one of its pauses does after a spec change: the
+    /// gate's own `on_spec_change`, else `approvals.on_spec_change`.
+    pub on_spec_change: OnSpecChange,
 }
 
 pub fn gates(spec: &Spec) -> Vec<Gate> {
@@ -90,5 +93,6 @@ fn gate(spec: &Spec, index: usize, step: &Step) -> Option<Gate> {
         ttl: tollgate_runtime::time::format_duration(ttl.unwrap_or(spec.approvals.ttl)),
         ttl_is_default: ttl.is_none(),
         payload,
+        on_spec_change: spec.on_spec_change(step),
     })
 }

@@ -25,6 +25,7 @@ mod plan;
 mod reconcile;
 mod templates;
 pub mod vendored;
+mod waiting;
 mod writer;
 
 pub use apply::{

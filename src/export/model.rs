@@ -29,6 +29,12 @@ pub struct Model<'a> {
     pub schedules: Vec<String>,
     pub default_ttl: String,
     pub approvers: Option<String>,
+    /// `approvals.on_spec_change`: what approving a pause made under an
+    /// older spec version does (the README's "Deploying a changed spec").
+    pub on_spec_change: &'static str,
+    /// The gates whose own `on_spec_change` differs from it, as
+    /// `(step, policy)`.
+    pub on_spec_change_overrides: Vec<(String, &'static str)>,
     pub slack_channel: Option<&'a str>,
     /// The files of the export, as its README lists them.
     pub files: Vec<&'static LayoutEntry>,
@@ -150,6 +156,13 @@ impl<'a> Model<'a> {
             }),
         });
 
+        let gates = gates(spec);
+        let on_spec_change_overrides = gates
+            .iter()
+            .filter(|g| g.on_spec_change != spec.approvals.on_spec_change)
+            .map(|g| (g.step.clone(), g.on_spec_change.as_str()))
+            .collect();
+
         Ok(Model {
             spec,
             agent: &spec.agent,
@@ -158,7 +171,7 @@ impl<'a> Model<'a> {
             spec_hash: spec.hash.as_str(),
             spec_hash_short: spec.hash.short(),
             steps,
-            gates: gates(spec),
+            gates,
             env_vars: env_vars(spec),
             rust_tools,
             webhook,
@@ -175,6 +188,8 @@ impl<'a> Model<'a> {
                     .collect::<Vec<_>>()
                     .join(", ")
             }),
+            on_spec_change: spec.approvals.on_spec_change.as_str(),
+            on_spec_change_overrides,
             slack_channel: spec
                 .approvals
                 .notify

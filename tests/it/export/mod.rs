@@ -4,6 +4,7 @@ mod build;
 mod builder;
 mod cli;
 mod concurrency;
+mod deploys;
 mod dockerfile;
 mod errors;
 mod generated_files;

@@ -236,23 +236,7 @@ pub trait Queries: Send + Sync + 'static {
         agent_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
-        let mut counts = std::collections::BTreeMap::new();
-        let mut query = PendingQuery {
-            agent_id: Some(agent_id.to_string()),
-            now,
-            limit: 500,
-            cursor: None,
-        };
-        loop {
-            let page = self.list_pending(&query).await?;
-            for record in page.approvals {
-                *counts.entry(record.step_id).or_insert(0) += 1;
-            }
-            match page.next_cursor {
-                Some(cursor) => query.cursor = Some(cursor),
-                None => return Ok(counts),
-            }
-        }
+        count_pending_by(self, agent_id, now, |record| record.step_id).await
     }
 
     /// `agent_id`'s unexpired PENDING approvals at `now`, counted by the
@@ -265,23 +249,7 @@ pub trait Queries: Send + Sync + 'static {
         agent_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
-        let mut counts = std::collections::BTreeMap::new();
-        let mut query = PendingQuery {
-            agent_id: Some(agent_id.to_string()),
-            now,
-            limit: 500,
-            cursor: None,
-        };
-        loop {
-            let page = self.list_pending(&query).await?;
-            for record in page.approvals {
-                *counts.entry(record.spec_hash).or_insert(0) += 1;
-            }
-            match page.next_cursor {
-                Some(cursor) => query.cursor = Some(cursor),
-                None => return Ok(counts),
-            }
-        }
+        count_pending_by(self, agent_id, now, |record| record.spec_hash).await
     }
 
     /// Decided approvals whose run never reached a final state: `stuck` (a
@@ -413,3 +381,30 @@ impl<T: RunLog + Approvals + Queries + Keys + SpecVersions + Health> StateStore 
 }
 
 pub type SharedStore = Arc<dyn StateStore>;
+
+/// The default of the `count_pending_by_*` queries: page through
+/// [`Queries::list_pending`] and count each record under `group(record)`.
+async fn count_pending_by<Q: Queries + ?Sized>(
+    store: &Q,
+    agent_id: &str,
+    now: DateTime<Utc>,
+    group: impl Fn(ApprovalRecord) -> String,
+) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    let mut counts = std::collections::BTreeMap::new();
+    let mut query = PendingQuery {
+        agent_id: Some(agent_id.to_string()),
+        now,
+        limit: 500,
+        cursor: None,
+    };
+    loop {
+        let page = store.list_pending(&query).await?;
+        for record in page.approvals {
+            *counts.entry(group(record)).or_insert(0) += 1;
+        }
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => return Ok(counts),
+        }
+    }
+}

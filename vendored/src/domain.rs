@@ -8,6 +8,7 @@ pub mod events;
 pub mod expr;
 pub mod links;
 pub mod pending_approval;
+pub mod policy;
 pub mod run_state;
 pub mod spec;
 pub mod spec_version;
@@ -16,6 +17,7 @@ pub mod spec_version;
 #[cfg(test)]
 mod names {
     use crate::pending_approval::{ApprovalStatus, Phase};
+    use crate::policy::{Channel, OnTimeout, RejectWhen, VoteDecision};
     use crate::run_state::RunStatus;
     use crate::spec::OnSpecChange;
 
@@ -38,6 +40,10 @@ mod names {
         check(ApprovalStatus::ALL, |v| v.as_str(), ApprovalStatus::parse);
         check(Phase::ALL, |v| v.as_str(), Phase::parse);
         check(OnSpecChange::ALL, |v| v.as_str(), OnSpecChange::parse);
+        check(RejectWhen::ALL, |v| v.as_str(), RejectWhen::parse);
+        check(OnTimeout::ALL, |v| v.as_str(), OnTimeout::parse);
+        check(Channel::ALL, |v| v.as_str(), Channel::parse);
+        check(VoteDecision::ALL, |v| v.as_str(), VoteDecision::parse);
 
         let names = |all: &[&str]| all.join(",");
         assert_eq!(

@@ -17,7 +17,9 @@ pub mod testing;
 
 // Each module keeps the path it had before the layers had folders:
 // `tollgate_runtime::spec`, `::run`, `::watch` and the rest.
-pub use domain::{durable, events, expr, links, pending_approval, run_state, spec, spec_version};
+pub use domain::{
+    durable, events, expr, links, pending_approval, policy, run_state, spec, spec_version,
+};
 pub use engine::{gate, metrics, run, tools, workflow};
 pub use store::watch;
 #[cfg(unix)]

@@ -54,10 +54,13 @@ pub use spec_filter::{
     BadSpecSelector, MIN_HASH_PREFIX, SpecFilter, SpecFilterError, SpecSelector,
 };
 pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
-pub use traits::{Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore};
+pub use traits::{
+    Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore, Votes,
+};
 pub(crate) use writes::resolved_event;
 pub use writes::{
-    CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Pause, RunEnd, RunTransition,
+    CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim, Pause, RunEnd, RunTransition,
+    VoteOutcome,
 };
 
 /// Every store trait in one `use`: `use tollgate_runtime::store::prelude::*`

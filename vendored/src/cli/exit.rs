@@ -66,9 +66,11 @@ pub fn for_approval(e: &ApprovalError) -> i32 {
         ApprovalError::NotFound { .. } | ApprovalError::Expired { .. } => NOT_FOUND,
         ApprovalError::AlreadyResolved { .. }
         | ApprovalError::SpecChanged { .. }
-        | ApprovalError::NotOnVersion { .. } => CONFLICT,
-        ApprovalError::InvalidPayload { .. } => BAD_INPUT,
-        ApprovalError::Forbidden { .. } => FORBIDDEN,
+        | ApprovalError::NotOnVersion { .. }
+        | ApprovalError::AlreadyVoted { .. }
+        | ApprovalError::PayloadChanged { .. } => CONFLICT,
+        ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => BAD_INPUT,
+        ApprovalError::Forbidden { .. } | ApprovalError::SelfApproval { .. } => FORBIDDEN,
     }
 }
 

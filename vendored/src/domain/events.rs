@@ -75,6 +75,23 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         auto: bool,
     },
+    /// A vote on a gate that counts votes (DESIGN §13); the vote that
+    /// settles it is followed by `approval_resolved`.
+    ApprovalVote {
+        key: String,
+        voter: String,
+        decision: crate::policy::VoteDecision,
+        /// The rule the vote counted toward (approvals only).
+        rule: Option<String>,
+        reason: Option<String>,
+        channel: crate::policy::Channel,
+        payload_digest: String,
+        /// A modify: the votes before it no longer count.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        supersedes: bool,
+        /// Each rule's progress after the vote ("finance 1 of 2").
+        progress: String,
+    },
     RunCompleted {
         outputs: Map<String, Value>,
     },
@@ -146,6 +163,21 @@ impl EventKind {
         }
     }
 
+    /// The `approval_vote` event of `vote` on `key`, as `cast` counted it.
+    pub fn vote(key: &str, vote: &crate::policy::Vote, cast: &crate::policy::Cast) -> EventKind {
+        EventKind::ApprovalVote {
+            key: key.to_string(),
+            voter: vote.voter.clone(),
+            decision: vote.decision,
+            rule: vote.rule.clone(),
+            reason: vote.reason.clone(),
+            channel: vote.channel,
+            payload_digest: vote.payload_digest.clone(),
+            supersedes: cast.supersedes,
+            progress: cast.tally.summary(),
+        }
+    }
+
     /// The `type` name, as serialised.
     pub fn name(&self) -> &'static str {
         match self {
@@ -155,6 +187,7 @@ impl EventKind {
             EventKind::AwaitingApproval { .. } => "awaiting_approval",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::ApprovalMigrated { .. } => "approval_migrated",
+            EventKind::ApprovalVote { .. } => "approval_vote",
             EventKind::RunCompleted { .. } => "run_completed",
             EventKind::RunRejected { .. } => "run_rejected",
             EventKind::RunExpired { .. } => "run_expired",

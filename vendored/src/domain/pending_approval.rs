@@ -81,9 +81,30 @@ pub struct ApprovalRecord {
     pub decided_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The gate's team policy as resolved when the run paused (DESIGN
+    /// §13): set when the gate counts votes (it has rules, or bars its
+    /// requesters); `None` for a plain gate, which the first allowed
+    /// decision settles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roster: Option<crate::policy::Roster>,
 }
 
 impl ApprovalRecord {
+    /// The payload the gate asks about now: a vote's edit on a gate that
+    /// counts votes, else the payload it paused with.
+    pub fn current_payload(&self) -> &Value {
+        match &self.roster {
+            Some(roster) => roster.current_payload(&self.payload),
+            None => &self.payload,
+        }
+    }
+
+    /// The digest of [`ApprovalRecord::current_payload`]: what a decision
+    /// carries to say it was made on this payload.
+    pub fn payload_digest(&self) -> String {
+        crate::policy::payload_digest(self.current_payload())
+    }
+
     /// The reason given with the decision, if any.
     pub fn reason(&self) -> Option<&str> {
         self.decision_data
@@ -430,6 +451,36 @@ pub enum ApprovalError {
 
     #[error("invalid payload for approval {key}: {reason}")]
     InvalidPayload { key: String, reason: String },
+
+    /// Separation of duties (DESIGN §13): who started the run, or edited
+    /// its payload, may not vote on its gates.
+    #[error(
+        "{voter} may not vote on approval {key}: they started this run or edited its payload (separation of duties; the gate's allow_self_approval: true opts out)"
+    )]
+    SelfApproval { key: String, voter: String },
+
+    /// A voter's vote on a gate that counts votes stands; a second one
+    /// (other than a repeat of the first) is refused.
+    #[error("{voter} already voted {} on approval {key}", .decision.as_str())]
+    AlreadyVoted {
+        key: String,
+        voter: String,
+        decision: crate::policy::VoteDecision,
+    },
+
+    #[error("approval {key} needs a reason to reject or modify it (require_reason)")]
+    ReasonRequired { key: String },
+
+    /// The decision was made on a payload other than the one the gate asks
+    /// about now (another voter edited it, or the pause moved).
+    #[error(
+        "approval {key} asks about another payload now: the decision was made on {given}, the payload is {current}; look again and decide"
+    )]
+    PayloadChanged {
+        key: String,
+        given: String,
+        current: String,
+    },
 }
 
 /// RFC 3339 UTC to the second (`2026-12-01T09:08:00Z`): the one form the
@@ -449,8 +500,12 @@ impl ApprovalError {
             ApprovalError::SpecChanged { .. } | ApprovalError::NotOnVersion { .. } => {
                 "spec_changed"
             }
-            ApprovalError::Forbidden { .. } => "forbidden",
-            ApprovalError::InvalidPayload { .. } => "invalid_request",
+            ApprovalError::Forbidden { .. } | ApprovalError::SelfApproval { .. } => "forbidden",
+            ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => {
+                "invalid_request"
+            }
+            ApprovalError::AlreadyVoted { .. } => "already_voted",
+            ApprovalError::PayloadChanged { .. } => "payload_changed",
         }
     }
 
@@ -551,6 +606,7 @@ pub(crate) fn sample_record(key: &str, run_id: &str) -> ApprovalRecord {
         decided_at: None,
         created_at: now,
         expires_at: crate::time::add(now, std::time::Duration::from_secs(3600)),
+        roster: None,
     }
 }
 
@@ -627,6 +683,7 @@ mod tests {
             decided_at: Some(now),
             created_at: now,
             expires_at: now,
+            roster: None,
         }
     }
 

@@ -38,6 +38,7 @@ pub use diff::{
 };
 pub use error::{SpecError, SpecErrorKind};
 pub use hash::SpecHash;
+pub(crate) use hash::canonical_text;
 pub use needs::{MissingSecret, RequiredSecret, SecretUse};
 use schema::{Schema, mapping, template, value};
 

@@ -242,6 +242,7 @@ impl Gate {
             decided_at: None,
             created_at: now,
             expires_at: crate::time::add(now, ttl),
+            roster: None,
         };
         let awaiting = event(&key, 2, now, EventKind::awaiting(&record));
         // One atomic write, as a workflow run stored at its first gate: a

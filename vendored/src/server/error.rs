@@ -160,9 +160,15 @@ impl ApiError {
                 ApprovalError::Expired { .. } => StatusCode::GONE,
                 ApprovalError::AlreadyResolved { .. }
                 | ApprovalError::SpecChanged { .. }
-                | ApprovalError::NotOnVersion { .. } => StatusCode::CONFLICT,
-                ApprovalError::Forbidden { .. } => StatusCode::FORBIDDEN,
-                ApprovalError::InvalidPayload { .. } => StatusCode::BAD_REQUEST,
+                | ApprovalError::NotOnVersion { .. }
+                | ApprovalError::AlreadyVoted { .. }
+                | ApprovalError::PayloadChanged { .. } => StatusCode::CONFLICT,
+                ApprovalError::Forbidden { .. } | ApprovalError::SelfApproval { .. } => {
+                    StatusCode::FORBIDDEN
+                }
+                ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
             },
             ApiError::RunNotFound(_)
             | ApiError::RunHasNoApproval(_)

@@ -104,6 +104,7 @@ pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
         decided_at: r.time_opt(15, "decided_at")?,
         created_at: r.time(16, "created_at")?,
         expires_at: r.time(17, "expires_at")?,
+        roster: None,
     })
 }
 

@@ -9,12 +9,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    ApprovalPage, ApprovalQuery, CancelRun, Cancelled, Claimed, FirstWrite, KeyClaim, Pause,
-    PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage, SharedNotifications,
-    StoreResult, StuckClaim, expired_as_of, feed,
+    ApprovalPage, ApprovalQuery, CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim,
+    Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
+    SharedNotifications, StoreResult, StuckClaim, VoteOutcome, expired_as_of, feed,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::policy::Vote;
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 
@@ -198,6 +199,33 @@ pub trait Approvals: Send + Sync + 'static {
     ) -> StoreResult<Option<ApprovalRecord>> {
         Ok(self.get_approval(key).await?.map(|r| expired_as_of(r, now)))
     }
+}
+
+/// The ledger of votes on gates (DESIGN §13).
+#[async_trait]
+pub trait Votes: Send + Sync + 'static {
+    /// Cast a vote, in one transaction that a claim, a cancel, a move and
+    /// other votes of the same key are serialised with:
+    ///
+    /// 1. The record must be PENDING and unexpired, and on the claim's spec
+    ///    for approve and modify; otherwise the claim's explanation
+    ///    ([`ApprovalError::explain_failed_claim`](crate::pending_approval::ApprovalError::explain_failed_claim)).
+    /// 2. The ballot's `payload_digest` must be the record's
+    ///    ([`ApprovalRecord::payload_digest`]); otherwise
+    ///    `ApprovalError::PayloadChanged`.
+    /// 3. A plain gate (no roster): the vote is appended to the ledger
+    ///    (rule `None`) and the claim written: `Settled`, no vote event.
+    /// 4. A gate with a roster: [`Roster::cast`](crate::policy::Roster::cast)
+    ///    over the ledger decides (a refusal is its error, nothing
+    ///    written). A modify marks every earlier vote superseded and
+    ///    stores the cast's roster. The vote is appended with its rule and
+    ///    an `approval_vote` event; if the cast settles, the claim (whose
+    ///    decision must equal the settlement) is written too: `Settled`,
+    ///    else `Recorded`.
+    async fn cast_vote(&self, cast: &CastVote) -> StoreResult<VoteOutcome>;
+
+    /// The ledger of `key`, in the order cast (superseded votes included).
+    async fn votes(&self, key: &str) -> StoreResult<Vec<Vote>>;
 }
 
 /// The read model for the API, the UI, the CLI and metrics: runs and their

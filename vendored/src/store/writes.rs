@@ -18,6 +18,39 @@ pub struct Claimed {
     pub event: Event,
 }
 
+/// One vote asked for (DESIGN §13): [`Votes::cast_vote`](super::Votes::cast_vote).
+#[derive(Debug, Clone)]
+pub struct CastVote {
+    pub ballot: crate::policy::BallotVote,
+    /// The claim that settles the gate if this vote does: its decision is
+    /// the settlement the decider planned for (the ballot's, with a
+    /// revised payload as a modify), its `then` what the settlement does
+    /// to the run. Its key, voter (`decided_by`), time and spec hash are
+    /// the vote's.
+    pub claim: Claim,
+}
+
+/// What a vote came to.
+#[derive(Debug, Clone)]
+pub enum VoteOutcome {
+    /// Recorded; the gate is still open. `event` is the `approval_vote`
+    /// event appended to the run.
+    Recorded {
+        vote: crate::policy::Vote,
+        tally: crate::policy::Tally,
+        event: Event,
+    },
+    /// The vote settled the gate: the claim was written with it. On a
+    /// gate that counts votes the vote's own `approval_vote` event comes
+    /// first (`vote_event`); a plain gate's single decision is its
+    /// `approval_resolved` alone.
+    Settled {
+        vote: crate::policy::Vote,
+        vote_event: Option<Event>,
+        claimed: Box<Claimed>,
+    },
+}
+
 /// An operator's change of a stopped run (`runs retry`, `runs fail`): one
 /// conditional write, so of two operators acting at once one wins.
 #[derive(Debug, Clone)]

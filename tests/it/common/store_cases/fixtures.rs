@@ -60,6 +60,7 @@ pub fn pending_record(key: &str, run_id: &str, agent: &str, created: u64) -> App
         decided_at: None,
         created_at: at(created),
         expires_at: at(created + TTL),
+        roster: None,
     }
 }
 

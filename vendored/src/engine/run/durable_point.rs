@@ -349,6 +349,7 @@ impl AgentRun {
                     return self.finish(ctx, RunStatus::Failed, Some(error), log).await;
                 }
             },
+            roster: None,
         };
         log.emit(EventKind::awaiting(&record));
         let pause = Pause {

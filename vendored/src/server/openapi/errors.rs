@@ -90,6 +90,21 @@ fn samples() -> Vec<ApiError> {
             key: key(),
             reason: String::new(),
         },
+        ApprovalError::SelfApproval {
+            key: key(),
+            voter: String::new(),
+        },
+        ApprovalError::AlreadyVoted {
+            key: key(),
+            voter: String::new(),
+            decision: crate::policy::VoteDecision::Approve,
+        },
+        ApprovalError::ReasonRequired { key: key() },
+        ApprovalError::PayloadChanged {
+            key: key(),
+            given: String::new(),
+            current: String::new(),
+        },
     ];
     let mut all: Vec<ApiError> = approvals.into_iter().map(ApiError::Approval).collect();
     all.extend([
@@ -152,7 +167,11 @@ fn every_variant_is_listed(api: &ApiError) {
             | ApprovalError::SpecChanged { .. }
             | ApprovalError::NotOnVersion { .. }
             | ApprovalError::Forbidden { .. }
-            | ApprovalError::InvalidPayload { .. } => {}
+            | ApprovalError::InvalidPayload { .. }
+            | ApprovalError::SelfApproval { .. }
+            | ApprovalError::AlreadyVoted { .. }
+            | ApprovalError::ReasonRequired { .. }
+            | ApprovalError::PayloadChanged { .. } => {}
         },
         ApiError::InvalidRequest(_)
         | ApiError::Unauthorized

@@ -81,6 +81,7 @@ fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) 
             decided_at: decided.then(|| at(60)),
             created_at: at(0),
             expires_at: at(3600),
+            roster: None,
         },
         served,
     )

@@ -129,10 +129,23 @@ fn refusal(e: &RunError) -> String {
         RunError::Approval(ApprovalError::Forbidden { .. }) => {
             format!("Nothing changed: you are not allowed to decide this request. {e}.")
         }
+        RunError::Approval(ApprovalError::SelfApproval { .. }) => {
+            format!(
+                "Nothing changed: you started or edited this run, so your vote does not count. {e}."
+            )
+        }
+        RunError::Approval(ApprovalError::AlreadyVoted { .. }) => {
+            format!("Nothing changed: your vote on this request is already recorded. {e}.")
+        }
+        RunError::Approval(ApprovalError::PayloadChanged { .. }) => {
+            format!("Nothing changed: the request was edited since this message; look again. {e}.")
+        }
         RunError::Approval(ApprovalError::NotFound { .. }) | RunError::WrongAgent { .. } => {
             "Nothing changed: this server does not know this request.".to_string()
         }
-        RunError::Approval(ApprovalError::InvalidPayload { .. })
+        RunError::Approval(
+            ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. },
+        )
         | RunError::NoPendingApproval(_)
         | RunError::CancelForbidden { .. }
         | RunError::NotDriven { .. }

@@ -73,7 +73,7 @@
 
   var FINAL = ["run_completed", "run_rejected", "run_expired", "run_skipped", "run_failed", "run_cancelled"];
   var KINDS = ["run_started", "step_started", "step_completed", "awaiting_approval",
-    "approval_resolved", "approval_migrated", "run_recovered", "run_stuck"].concat(FINAL);
+    "approval_vote", "approval_resolved", "approval_migrated", "run_recovered", "run_stuck"].concat(FINAL);
 
   function summary(e) {
     switch (e.type) {
@@ -82,6 +82,7 @@
       case "step_completed": return "step " + e.step + " completed" + (e.replayed ? " (replayed)" : "");
       case "awaiting_approval": return "waiting for approval at " + e.step;
       case "approval_resolved": return e.decision + " by " + e.decided_by + (e.reason ? ": " + e.reason : "");
+      case "approval_vote": return e.voter + " voted " + e.decision + ": " + e.progress;
       case "approval_migrated": return "moved from spec " + e.from.slice(0, 12) + " to " + e.to.slice(0, 12) + " by " + e.by;
       case "run_completed": return "run completed";
       case "run_rejected": return "run rejected";

@@ -57,6 +57,7 @@ fn record(status: ApprovalStatus) -> ApprovalRecord {
         decided_at: decided.then(|| now() - Duration::minutes(5)),
         created_at: now() - Duration::minutes(30),
         expires_at: now() + Duration::hours(2),
+        roster: None,
     }
 }
 

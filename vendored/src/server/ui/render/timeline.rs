@@ -59,6 +59,12 @@ fn summary(kind: &EventKind) -> String {
             crate::SpecHash::short_of(from),
             crate::SpecHash::short_of(to)
         ),
+        EventKind::ApprovalVote {
+            voter,
+            decision,
+            progress,
+            ..
+        } => format!("{voter} voted {decision}: {progress}"),
         EventKind::RunCompleted { .. } => "run completed".into(),
         EventKind::RunRejected { .. } => "run rejected".into(),
         EventKind::RunExpired { .. } => "run expired".into(),

@@ -1,0 +1,304 @@
+use serde_json::json;
+
+use super::*;
+
+fn groups(entries: &[(&str, &[&str])]) -> Groups {
+    entries
+        .iter()
+        .map(|(name, members)| {
+            (
+                name.to_string(),
+                members.iter().map(|m| m.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+fn rules(entries: &[(&str, u32)]) -> GatePolicy {
+    GatePolicy {
+        rules: entries
+            .iter()
+            .map(|(group, min)| RuleSpec {
+                group: group.to_string(),
+                min: *min,
+            })
+            .collect(),
+        ..GatePolicy::plain()
+    }
+}
+
+fn finance_and_security() -> Groups {
+    groups(&[
+        ("finance", &["alice", "bob", "carol"]),
+        ("security", &["dave"]),
+    ])
+}
+
+fn ballot(voter: &str, decision: VoteDecision) -> BallotVote {
+    BallotVote {
+        voter: voter.into(),
+        decision,
+        reason: None,
+        payload: None,
+        channel: Channel::Api,
+        payload_digest: payload_digest(&json!({})),
+        at: crate::time::now(),
+    }
+}
+
+/// Cast `votes` in order on `roster`, as a store would (applying each
+/// cast's supersession and roster), and return the last cast.
+fn cast_all(roster: &mut Roster, votes: &[BallotVote]) -> Result<Cast, ApprovalError> {
+    let mut ledger: Vec<Vote> = Vec::new();
+    let mut last = None;
+    for (i, b) in votes.iter().enumerate() {
+        let cast = roster.cast("k", b, &ledger)?;
+        if cast.supersedes {
+            ledger.iter_mut().for_each(|v| v.superseded = true);
+        }
+        if let Some(next) = &cast.roster {
+            *roster = next.clone();
+        }
+        ledger.push(b.to_vote(i as u32 + 1, cast.rule.clone()));
+        last = Some(cast);
+    }
+    Ok(last.expect("at least one vote"))
+}
+
+#[test]
+fn two_of_finance_and_one_of_security_settle_only_together() {
+    let policy = rules(&[("finance", 2), ("security", 1)]);
+    let mut roster = Roster::resolve(&policy, &finance_and_security(), vec!["bot".into()]).unwrap();
+    let first = cast_all(&mut roster, &[ballot("alice", VoteDecision::Approve)]).unwrap();
+    assert_eq!(first.settles, None);
+    assert_eq!(first.rule.as_deref(), Some("finance"));
+    assert_eq!(first.tally.summary(), "finance 1 of 2; security 0 of 1");
+
+    let mut roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();
+    let votes = [
+        ballot("alice", VoteDecision::Approve),
+        ballot("dave", VoteDecision::Approve),
+        ballot("bob", VoteDecision::Approve),
+    ];
+    let last = cast_all(&mut roster, &votes).unwrap();
+    assert_eq!(last.tally.summary(), "finance 2 of 2; security 1 of 1");
+    assert_eq!(last.settles, Some(Decision::Approve { reason: None }));
+}
+
+#[test]
+fn a_voter_in_two_groups_counts_once_where_needed() {
+    // bob is in both; with him counted for finance, security would need
+    // another member. The matching moves him where he is needed.
+    let groups = groups(&[
+        ("finance", &["alice", "bob"]),
+        ("security", &["bob", "erin"]),
+    ]);
+    let policy = rules(&[("finance", 1), ("security", 1)]);
+    let mut roster = Roster::resolve(&policy, &groups, vec![]).unwrap();
+    let last = cast_all(
+        &mut roster,
+        &[
+            ballot("bob", VoteDecision::Approve),
+            ballot("alice", VoteDecision::Approve),
+        ],
+    )
+    .unwrap();
+    assert_eq!(last.tally.outcome, TallyOutcome::Approved);
+    assert_eq!(last.tally.rules[0].counted, ["alice"]);
+    assert_eq!(last.tally.rules[1].counted, ["bob"]);
+
+    // One vote never fills two rules by default ...
+    let mut roster = Roster::resolve(&policy, &groups, vec![]).unwrap();
+    let only_bob = cast_all(&mut roster, &[ballot("bob", VoteDecision::Approve)]).unwrap();
+    assert_eq!(only_bob.tally.outcome, TallyOutcome::Open);
+    // ... unless the gate says a vote counts toward every rule.
+    let shared = GatePolicy {
+        voter_counts_once: false,
+        ..policy
+    };
+    let mut roster = Roster::resolve(&shared, &groups, vec![]).unwrap();
+    let only_bob = cast_all(&mut roster, &[ballot("bob", VoteDecision::Approve)]).unwrap();
+    assert_eq!(only_bob.tally.outcome, TallyOutcome::Approved);
+}
+
+#[test]
+fn a_rule_that_cannot_be_met_is_refused_never_lowered() {
+    let groups = groups(&[("finance", &["alice", "bob"]), ("empty", &[])]);
+    let too_many = Roster::resolve(&rules(&[("finance", 3)]), &groups, vec![]).unwrap_err();
+    assert_eq!(too_many.group, "finance");
+    assert!(too_many.message.contains("needs 3"), "{}", too_many.message);
+    assert!(Roster::resolve(&rules(&[("empty", 1)]), &groups, vec![]).is_err());
+    assert!(Roster::resolve(&rules(&[("nobody", 1)]), &groups, vec![]).is_err());
+    // The requester is left out: 2 of {alice, bob} started by alice.
+    let self_blocked =
+        Roster::resolve(&rules(&[("finance", 2)]), &groups, vec!["alice".into()]).unwrap_err();
+    assert!(
+        self_blocked.message.contains("alice started or edited"),
+        "{}",
+        self_blocked.message
+    );
+    // Two rules over one person who counts once.
+    let one = groups_of_one();
+    let err = Roster::resolve(&rules(&[("a", 1), ("b", 1)]), &one, vec![]).unwrap_err();
+    assert!(err.message.contains("voter_counts_once"), "{}", err.message);
+}
+
+fn groups_of_one() -> Groups {
+    groups(&[("a", &["zed"]), ("b", &["zed"])])
+}
+
+#[test]
+fn requesters_and_strangers_may_not_vote_and_a_vote_stands() {
+    let policy = rules(&[("finance", 1)]);
+    let roster = Roster::resolve(&policy, &finance_and_security(), vec!["alice".into()]).unwrap();
+    assert!(matches!(
+        roster.cast("k", &ballot("alice", VoteDecision::Approve), &[]),
+        Err(ApprovalError::SelfApproval { .. })
+    ));
+    assert!(matches!(
+        roster.cast("k", &ballot("mallory", VoteDecision::Approve), &[]),
+        Err(ApprovalError::Forbidden { .. })
+    ));
+    let policy = rules(&[("finance", 2)]);
+    let roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();
+    let bob = ballot("bob", VoteDecision::Approve).to_vote(1, Some("finance".into()));
+    assert!(matches!(
+        roster.cast("k", &ballot("bob", VoteDecision::Reject), &[bob]),
+        Err(ApprovalError::AlreadyVoted { .. })
+    ));
+    // allow_self_approval lets the requester vote.
+    let open = GatePolicy {
+        allow_self_approval: Some(true),
+        ..rules(&[("finance", 1)])
+    };
+    let roster = Roster::resolve(&open, &finance_and_security(), vec!["alice".into()]).unwrap();
+    let cast = roster
+        .cast("k", &ballot("alice", VoteDecision::Approve), &[])
+        .unwrap();
+    assert!(cast.settles.is_some());
+}
+
+#[test]
+fn one_reject_ends_it_by_default_and_when_unreachable_waits_until_it_must() {
+    let policy = rules(&[("finance", 2)]);
+    let mut roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();
+    let rejected = cast_all(&mut roster, &[ballot("alice", VoteDecision::Reject)]).unwrap();
+    assert_eq!(rejected.tally.outcome, TallyOutcome::Rejected);
+    assert!(matches!(rejected.settles, Some(Decision::Reject { .. })));
+
+    let patient = GatePolicy {
+        reject: RejectWhen::WhenUnreachable,
+        ..rules(&[("finance", 2)])
+    };
+    let mut roster = Roster::resolve(&patient, &finance_and_security(), vec![]).unwrap();
+    let one_no = cast_all(&mut roster, &[ballot("alice", VoteDecision::Reject)]).unwrap();
+    assert_eq!(one_no.settles, None, "bob and carol can still make 2");
+    let mut roster = Roster::resolve(&patient, &finance_and_security(), vec![]).unwrap();
+    let two_no = cast_all(
+        &mut roster,
+        &[
+            ballot("alice", VoteDecision::Reject),
+            ballot("bob", VoteDecision::Reject),
+        ],
+    )
+    .unwrap();
+    assert!(matches!(two_no.settles, Some(Decision::Reject { .. })));
+}
+
+#[test]
+fn a_modify_supersedes_earlier_votes_and_its_author_may_not_approve_it() {
+    let policy = rules(&[("finance", 2)]);
+    let mut roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();
+    let edit = BallotVote {
+        payload: Some(json!({"amount": 5})),
+        ..ballot("bob", VoteDecision::Modify)
+    };
+    let votes = [ballot("alice", VoteDecision::Approve), edit];
+    let cast = cast_all(&mut roster, &votes).unwrap();
+    assert!(cast.supersedes);
+    assert_eq!(
+        cast.tally.summary(),
+        "finance 0 of 2",
+        "alice's vote was on the old payload"
+    );
+    assert_eq!(roster.revised_payload, Some(json!({"amount": 5})));
+    assert!(roster.requesters.contains(&"bob".to_string()));
+    // alice and carol approve the edit: it settles as a modify.
+    let mut ledger = vec![
+        votes[0].to_vote(1, Some("finance".into())),
+        votes[1].to_vote(2, None),
+    ];
+    ledger[0].superseded = true;
+    let alice_again = roster
+        .cast("k", &ballot("alice", VoteDecision::Approve), &ledger)
+        .unwrap();
+    assert_eq!(alice_again.settles, None);
+    ledger.push(ballot("alice", VoteDecision::Approve).to_vote(3, Some("finance".into())));
+    let carol = roster
+        .cast("k", &ballot("carol", VoteDecision::Approve), &ledger)
+        .unwrap();
+    assert_eq!(
+        carol.settles,
+        Some(Decision::Modify {
+            payload: json!({"amount": 5}),
+            reason: None
+        })
+    );
+    assert!(matches!(
+        roster.cast("k", &ballot("bob", VoteDecision::Approve), &ledger),
+        Err(ApprovalError::SelfApproval { .. })
+    ));
+}
+
+#[test]
+fn a_reason_can_be_required_to_reject() {
+    let policy = GatePolicy {
+        require_reason: true,
+        ..rules(&[("finance", 1)])
+    };
+    let roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();
+    assert!(matches!(
+        roster.cast("k", &ballot("alice", VoteDecision::Reject), &[]),
+        Err(ApprovalError::ReasonRequired { .. })
+    ));
+    let with_reason = BallotVote {
+        reason: Some("too much".into()),
+        ..ballot("alice", VoteDecision::Reject)
+    };
+    assert!(roster.cast("k", &with_reason, &[]).is_ok());
+}
+
+#[test]
+fn the_digest_is_of_the_canonical_json() {
+    let a: Value = serde_json::from_str(r#"{"b":1,"a":[1,2]}"#).unwrap();
+    let b: Value = serde_json::from_str(r#"{ "a": [1, 2], "b": 1 }"#).unwrap();
+    assert_eq!(payload_digest(&a), payload_digest(&b));
+    assert!(payload_digest(&a).starts_with("sha256:"));
+    assert_eq!(payload_digest(&a).len(), "sha256:".len() + 64);
+    assert_ne!(
+        payload_digest(&a),
+        payload_digest(&json!({"a": [2, 1], "b": 1}))
+    );
+}
+
+#[test]
+fn a_plain_gate_counts_no_votes_unless_it_bars_its_requesters() {
+    assert!(!GatePolicy::plain().counts_votes());
+    assert!(GatePolicy::plain().self_approval_allowed());
+    let strict = GatePolicy {
+        allow_self_approval: Some(false),
+        ..GatePolicy::plain()
+    };
+    assert!(strict.counts_votes());
+    let roster = Roster::resolve(&strict, &Groups::new(), vec!["bot".into()]).unwrap();
+    assert!(matches!(
+        roster.cast("k", &ballot("bot", VoteDecision::Approve), &[]),
+        Err(ApprovalError::SelfApproval { .. })
+    ));
+    let anyone = roster
+        .cast("k", &ballot("alice", VoteDecision::Approve), &[])
+        .unwrap();
+    assert_eq!(anyone.settles, Some(Decision::Approve { reason: None }));
+    assert!(rules(&[("finance", 1)]).counts_votes());
+    assert!(!rules(&[("finance", 1)]).self_approval_allowed());
+}

@@ -349,11 +349,13 @@ fn reject_help_offers_no_payload() {
         .output()
         .unwrap();
     assert_success(&reject);
+    // (--payload-digest is the digest of the payload shown, not an edit.)
     assert!(
-        !stdout(&reject).contains("--payload"),
+        !stdout(&reject).contains("--payload "),
         "{}",
         stdout(&reject)
     );
+    assert!(stdout(&reject).contains("--payload-digest"));
     let approve = ws
         .tollgate()
         .args(["approvals", "approve", "--help"])

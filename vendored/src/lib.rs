@@ -38,8 +38,9 @@ pub use events::{Event, EventKind};
 pub use json_depth::MAX_JSON_DEPTH;
 pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision, Phase};
 pub use run::{
-    AgentRun, ClaimedDecision, MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult,
-    MigrateSelection, OperatorFail, RunError, RunOutcome, VersionMissingEnv, check_from_prefix,
+    AgentRun, Ballot, ClaimedDecision, MigrateOutcome, MigrateReport, MigrateRequest,
+    MigrateResult, MigrateSelection, OperatorFail, RunError, RunOutcome, VersionMissingEnv,
+    check_from_prefix,
 };
 pub use run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 pub use spec::{Spec, SpecError, SpecHash};

@@ -28,6 +28,7 @@ mod query;
 mod spec_filter;
 mod sqlite;
 mod traits;
+mod votes_shim;
 pub mod watch;
 mod writes;
 

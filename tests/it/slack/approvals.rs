@@ -58,18 +58,22 @@ async fn a_click_after_a_restart_resumes_the_run_once_and_updates_the_message() 
     );
     let body = post.json();
     assert_eq!(body["channel"], "#refunds");
+    // Each button carries the key and the digest of the payload shown, so
+    // a click after the payload changed is refused, never counted.
+    let value = buttons(&body)[0].2.clone();
+    assert!(value.starts_with(&format!("{key} sha256:")), "{value}");
     assert_eq!(
         buttons(&body),
         vec![
             (
                 "tollgate_approve".to_string(),
                 "primary".to_string(),
-                key.clone()
+                value.clone()
             ),
             (
                 "tollgate_reject".to_string(),
                 "danger".to_string(),
-                key.clone()
+                value.clone()
             ),
         ]
     );
@@ -92,7 +96,7 @@ async fn a_click_after_a_restart_resumes_the_run_once_and_updates_the_message() 
     let (status, answer) = send_click(
         &http,
         &second.base,
-        click_body(&key, "tollgate_approve", USER, &replies.url("/respond")),
+        click_body(&value, "tollgate_approve", USER, &replies.url("/respond")),
     )
     .await;
     assert_eq!(status, 200, "{answer}");

@@ -8,6 +8,9 @@ use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
 use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide};
+use crate::policy::Channel;
+use crate::run::Ballot;
+use crate::server::votes::VotesView;
 use crate::store::{
     ApprovalQuery, PendingPage, PendingQuery, SharedStore, SpecFilter, SpecFilterError,
     SpecSelector,
@@ -72,6 +75,15 @@ pub async fn run(
                 link_for: link_for.as_deref(),
             };
             show(&key, source.as_ref().or(embedded), &store, shown, &clock).await
+        }
+        ApprovalsCommand::Votes {
+            key,
+            spec,
+            store,
+            json,
+        } => {
+            let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
+            votes(&key, source.as_ref().or(embedded), &store, json, &clock).await
         }
         ApprovalsCommand::Approve(args) => {
             let decision = match args.payload {
@@ -308,8 +320,13 @@ async fn show(
     let link = link(&record, links.as_ref(), shown.link_for, approvers.as_ref())?;
     if shown.json {
         let mut value = json!(record);
-        if let (Some(url), Some(fields)) = (&link, value.as_object_mut()) {
-            fields.insert("link".into(), url.clone().into());
+        if let Some(fields) = value.as_object_mut() {
+            // What `approve --payload-digest` takes to decide on exactly
+            // this payload.
+            fields.insert("payload_digest".into(), record.payload_digest().into());
+            if let Some(url) = &link {
+                fields.insert("link".into(), url.clone().into());
+            }
         }
         say!("{}", render::pretty(&value));
     } else {
@@ -326,6 +343,78 @@ async fn show(
         }
     }
     Ok(exit::OK)
+}
+
+/// `approvals votes KEY`: the ledger of one gate and its rules' progress.
+async fn votes(
+    key: &str,
+    spec: Option<&SpecSource>,
+    store_args: &StoreArgs,
+    json: bool,
+    clock: &SharedClock,
+) -> Result<i32, ExitFailure> {
+    let store = super::store_location::open_existing(store_args, spec)?;
+    let record = store
+        .approval_as_of(key, clock.now())
+        .await?
+        .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
+    let view = VotesView::new(&record, store.votes(key).await?);
+    if json {
+        say!("{}", render::pretty(&json!(view)));
+        return Ok(exit::OK);
+    }
+    say!("approval {} is {}", view.key, view.status);
+    for rule in &view.rules {
+        say!(
+            "rule {}: {} of {} (counted: {}; may still vote: {})",
+            rule.group,
+            rule.counted.len(),
+            rule.min,
+            list_or_none(&rule.counted),
+            list_or_none(&rule.may_still_vote)
+        );
+    }
+    if !view.requesters.is_empty() {
+        say!(
+            "may not vote (started or edited the run): {}",
+            view.requesters.join(", ")
+        );
+    }
+    if view.votes.is_empty() {
+        say!("no votes yet");
+    }
+    for vote in &view.votes {
+        say!(
+            "{:>3}  {}  {} {}{}{} via {}{}",
+            vote.seq,
+            crate::time::format_utc(vote.at),
+            vote.voter,
+            vote.decision,
+            vote.rule
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default(),
+            vote.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default(),
+            vote.channel,
+            if vote.superseded {
+                "  [superseded by a later edit]"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// The record's signed link, computed now (links are never stored):
@@ -385,7 +474,29 @@ async fn decide(
     let agent = super::common::agent(spec, store, custom)?.with_clock(clock.clone());
     let mut events = agent.subscribe();
     let decided_by = super::common::decider(args.by.as_deref());
-    let claimed = agent.claim(&args.key, decision, &decided_by).await?;
+    let ballot =
+        Ballot::new(decision, &decided_by, Channel::Cli).shown(args.payload_digest.clone());
+    let claimed = agent.vote(&args.key, ballot).await?;
+    if let Some(recorded) = claimed.recorded_vote() {
+        // A vote on a gate that counts votes, which did not settle it.
+        let note = if recorded.repeated {
+            "your vote was already recorded"
+        } else {
+            "vote recorded"
+        };
+        if args.json {
+            render::drain_events(&mut events);
+        } else {
+            say!(
+                "{note}: {} voted {} on approval {}; the gate waits for more: {}",
+                recorded.vote.voter,
+                recorded.vote.decision,
+                args.key,
+                recorded.tally.summary()
+            );
+        }
+        return Ok(exit::OK);
+    }
     if claimed.is_repeat() {
         // A retry of the decision that won (the first answer was lost):
         // done, exit 0, whatever the run did since; nothing runs again.

@@ -117,6 +117,18 @@ pub enum ApprovalsCommand {
         #[arg(long, value_name = "NAME")]
         link_for: Option<String>,
     },
+    /// Show a gate's votes (DESIGN §13): the ledger, oldest first, each
+    /// rule's progress, and who may not vote.
+    Votes {
+        key: String,
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Print the ledger as `GET /approvals/{key}/votes` answers it.
+        #[arg(long)]
+        json: bool,
+    },
     /// Approve (or, with --payload, modify) and resume the run here.
     Approve(ApproveArgs),
     /// Reject; the run ends `rejected` (or goes on, for `on_reject: continue`).
@@ -218,6 +230,11 @@ pub struct DecideArgs {
     /// Who decides (default: $USER).
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+    /// Decide only if the payload is still the one with this digest (the
+    /// `payload_digest` that `approvals show --json` printed): refused with
+    /// exit 3 (`payload_changed`) if it was edited since.
+    #[arg(long, value_name = "sha256:HEX")]
+    pub payload_digest: Option<String>,
     /// Print one JSON event per line.
     #[arg(long)]
     pub json: bool,

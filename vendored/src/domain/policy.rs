@@ -127,9 +127,11 @@ impl GatePolicy {
         self.allow_self_approval.unwrap_or(!self.has_rules())
     }
 
-    /// Whether a pause at this gate stores a [`Roster`] and counts votes.
+    /// Whether a pause at this gate stores a [`Roster`] and counts votes
+    /// (a plain gate that bars its requesters or wants a reason does too:
+    /// the roster is what enforces that).
     pub fn counts_votes(&self) -> bool {
-        self.has_rules() || !self.self_approval_allowed()
+        self.has_rules() || !self.self_approval_allowed() || self.require_reason
     }
 }
 
@@ -397,6 +399,23 @@ impl Roster {
         self.revised_payload.as_ref().unwrap_or(original)
     }
 
+    /// The decision the gate settles with if `ballot` settles it: a
+    /// reject rejects; an approval approves the payload the gate asks
+    /// about now (a modify's edit, or an earlier vote's edit, settles as
+    /// MODIFIED with it). What a decider plans the settlement's write for
+    /// before the vote is counted.
+    pub fn settles_as(&self, ballot: &BallotVote) -> Decision {
+        let reason = ballot.reason.clone();
+        match (ballot.decision, &ballot.payload, &self.revised_payload) {
+            (VoteDecision::Reject, _, _) => Decision::Reject { reason },
+            (VoteDecision::Modify, Some(payload), _) | (_, _, Some(payload)) => Decision::Modify {
+                payload: payload.clone(),
+                reason,
+            },
+            _ => Decision::Approve { reason },
+        }
+    }
+
     /// What one more vote does (see [`Cast`]), given the ledger so far.
     /// `key` names the record in errors.
     pub fn cast(
@@ -469,15 +488,7 @@ impl Roster {
             TallyOutcome::Rejected => Some(Decision::Reject {
                 reason: ballot.reason.clone(),
             }),
-            TallyOutcome::Approved => Some(match &roster.revised_payload {
-                Some(payload) => Decision::Modify {
-                    payload: payload.clone(),
-                    reason: ballot.reason.clone(),
-                },
-                None => Decision::Approve {
-                    reason: ballot.reason.clone(),
-                },
-            }),
+            TallyOutcome::Approved => Some(roster.settles_as(ballot)),
         };
         Ok(Cast {
             rule,

@@ -58,6 +58,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
+use crate::policy::Channel;
 use crate::run::{Decided, Decider, DecisionRequest, decide_approval};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
@@ -306,10 +307,16 @@ impl Gate {
             now: self.clock.now(),
             spec_hash: GATE_SPEC_HASH.into(),
             pinned: false,
+            channel: Channel::Gate,
+            payload_digest: None,
         };
         let record = match decide_approval(self, self.store.as_ref(), request).await? {
             Decided::Won { claimed, .. } => claimed.record,
             Decided::Repeat(record) => *record,
+            // A request is a plain gate (it stores no roster): its one
+            // decision settles it. Were it ever to count votes, the record
+            // is still pending and its waiter keeps waiting.
+            Decided::Voted { recorded, .. } => recorded.record,
         };
         Ok(Outcome { record })
     }

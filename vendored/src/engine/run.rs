@@ -44,7 +44,7 @@ use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::RunContext;
 
 pub use crate::spec::OnCrash;
-pub use decide::ClaimedDecision;
+pub use decide::{Ballot, ClaimedDecision, VoteRecorded};
 pub(crate) use decide::{Decided, Decider, DecisionRequest, decide_approval};
 pub use migrate::{
     MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult, MigrateSelection,

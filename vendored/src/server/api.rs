@@ -180,6 +180,11 @@ response_type! {
         /// approving it does is the served spec's `on_spec_change` policy
         /// (`refuse`, the default: 409 `spec_changed`, reject works).
         pub spec_current: bool,
+        /// `sha256:` + hex of the canonical JSON of the payload the gate
+        /// asks about now (`payload`, or a vote's edit on a gate that counts
+        /// votes). Send it back as a decision's `payload_digest` to decide
+        /// on exactly this payload: 409 `payload_changed` if it changed.
+        pub payload_digest: String,
         /// GET /approvals/{key} only, while the record is PENDING, signed
         /// links are on (TOLLGATE_LINK_SECRET) and the caller may decide it
         /// (approvals.approvers): the signed link that shows and decides
@@ -216,6 +221,7 @@ impl ApprovalView {
     pub fn new(record: ApprovalRecord, served: &str) -> ApprovalView {
         ApprovalView {
             spec_current: record.spec_hash == served,
+            payload_digest: record.payload_digest(),
             record,
             link: None,
         }
@@ -268,9 +274,44 @@ response_type! {
         /// decided again, and this is the stored outcome.
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         pub repeated: bool,
+        /// On a gate that counts votes, when this decision was a vote that
+        /// did not settle it: the vote as recorded and every rule's
+        /// progress. `approval.status` is then still `PENDING`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub vote: Option<VoteView>,
         /// With `?wait=true` only: the run at its next pause or its end.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub run: Option<RunView>,
+    }
+}
+
+response_type! {
+    /// A vote recorded on a gate that counts votes.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct VoteView {
+        pub voter: String,
+        /// approve, reject or modify.
+        pub decision: String,
+        /// The rule the vote counted toward (approvals only).
+        pub rule: Option<String>,
+        /// Each rule's progress, e.g. `finance 1 of 2; security 0 of 1`.
+        pub progress: String,
+        /// The vote repeated one its voter had cast (a retry): nothing new
+        /// was recorded.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        pub repeated: bool,
+    }
+}
+
+impl VoteView {
+    pub fn of(recorded: &crate::run::VoteRecorded) -> VoteView {
+        VoteView {
+            voter: recorded.vote.voter.clone(),
+            decision: recorded.vote.decision.as_str().to_string(),
+            rule: recorded.vote.rule.clone(),
+            progress: recorded.tally.summary(),
+            repeated: recorded.repeated,
+        }
     }
 }
 

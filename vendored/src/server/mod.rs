@@ -44,6 +44,7 @@ mod tasks;
 mod throttle;
 mod ui;
 mod view;
+pub(crate) mod votes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

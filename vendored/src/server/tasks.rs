@@ -14,8 +14,8 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::pending_approval::{ApprovalRecord, Decision};
-use crate::run::{AgentRun, RunError, RunOutcome};
+use crate::pending_approval::ApprovalRecord;
+use crate::run::{AgentRun, Ballot, RunError, RunOutcome, VoteRecorded};
 use crate::run_state::RunStatus;
 use crate::store::KeyClaim;
 
@@ -146,6 +146,9 @@ pub(crate) struct Decided {
     /// The same decider repeated the decision that had won: nothing was
     /// written and nothing resumed here.
     pub repeated: bool,
+    /// The decision was a vote that left its gate open (DESIGN §13): the
+    /// run still waits, and nothing resumed.
+    pub vote: Option<Box<VoteRecorded>>,
     /// Resolves when the run pauses again or ends (at once for a repeat).
     pub resuming: JoinHandle<()>,
 }
@@ -155,13 +158,13 @@ pub(crate) async fn decide(
     agent: &AgentRun,
     background: &Background,
     key: String,
-    decision: Decision,
-    decided_by: String,
+    ballot: Ballot,
 ) -> Result<Decided, RunError> {
     let (claimed_tx, claimed_rx) = oneshot::channel();
     let agent = agent.clone();
     let handle = background.spawn(async move {
-        let claimed = match agent.claim(&key, decision, &decided_by).await {
+        let decided_by = ballot.by.clone();
+        let claimed = match agent.vote(&key, ballot).await {
             Ok(claimed) => claimed,
             Err(e) => {
                 let _ = claimed_tx.send(Err(e));
@@ -169,6 +172,19 @@ pub(crate) async fn decide(
             }
         };
         let record = claimed.record.clone();
+        if let Some(recorded) = claimed.recorded_vote() {
+            tracing::info!(
+                run_id = %record.run_id,
+                key = %record.key,
+                voter = %decided_by,
+                decision = %recorded.vote.decision,
+                progress = %recorded.tally.summary(),
+                repeated = recorded.repeated,
+                "vote recorded; the gate waits for more"
+            );
+            let _ = claimed_tx.send(Ok((record, false, Some(Box::new(recorded.clone())))));
+            return;
+        }
         if claimed.is_repeat() {
             tracing::info!(
                 run_id = %record.run_id,
@@ -176,7 +192,7 @@ pub(crate) async fn decide(
                 decided_by = %decided_by,
                 "approval decision repeated by its decider; answered with the stored outcome"
             );
-            let _ = claimed_tx.send(Ok((record, true)));
+            let _ = claimed_tx.send(Ok((record, true, None)));
             return;
         }
         tracing::info!(
@@ -187,14 +203,15 @@ pub(crate) async fn decide(
             decided_by = %decided_by,
             "approval decided"
         );
-        let _ = claimed_tx.send(Ok((record.clone(), false)));
+        let _ = claimed_tx.send(Ok((record.clone(), false, None)));
         let outcome = agent.resume_claimed(claimed).await;
         log_outcome(&record.run_id, &outcome);
     });
     match claimed_rx.await {
-        Ok(Ok((record, repeated))) => Ok(Decided {
+        Ok(Ok((record, repeated, vote))) => Ok(Decided {
             record,
             repeated,
+            vote,
             resuming: handle,
         }),
         Ok(Err(e)) => Err(e),

@@ -14,8 +14,9 @@ use crate::events::Event;
 use crate::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
+use crate::policy::{BallotVote, Channel, Tally, Vote, VoteDecision};
 use crate::spec::StepKind;
-use crate::store::{Claimed, RunEnd, StateStore, StoreError};
+use crate::store::{CastVote, Claimed, RunEnd, StateStore, StoreError, VoteOutcome};
 
 /// What differs between deciders: their own checks, and what the claim's
 /// write does to the run besides deciding. Everything else (repeats, the
@@ -54,13 +55,75 @@ pub(crate) struct DecisionRequest<'a> {
     /// `spec_hash` is an older version than the one served (see
     /// [`Claim::pinned`]).
     pub pinned: bool,
+    /// Where the decision came from, recorded with its vote.
+    pub channel: Channel,
+    /// The digest of the payload the decider was shown, when the channel
+    /// sent one: a decision on another payload is refused.
+    pub payload_digest: Option<String>,
+}
+
+/// A decision as a decider asks for it: what, by whom, from where, and on
+/// which payload (see [`AgentRun::vote`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ballot {
+    pub decision: Decision,
+    pub by: String,
+    pub channel: Channel,
+    /// `sha256:` + hex of the payload the decider was shown
+    /// ([`ApprovalRecord::payload_digest`]); `None` decides on whatever the
+    /// gate asks about when the vote is counted.
+    pub payload_digest: Option<String>,
+}
+
+impl Ballot {
+    /// A decision by `by` through `channel`, with no digest.
+    pub fn new(decision: Decision, by: &str, channel: Channel) -> Ballot {
+        Ballot {
+            decision,
+            by: by.to_string(),
+            channel,
+            payload_digest: None,
+        }
+    }
+
+    /// The same ballot, made on the payload with this digest.
+    pub fn shown(mut self, payload_digest: Option<String>) -> Ballot {
+        self.payload_digest = payload_digest;
+        self
+    }
+}
+
+/// A vote recorded on a gate that counts votes, which it did not settle:
+/// the gate still waits.
+#[derive(Debug, Clone)]
+pub struct VoteRecorded {
+    /// The record, still PENDING.
+    pub record: ApprovalRecord,
+    pub vote: Vote,
+    /// Every rule's progress with this vote counted.
+    pub tally: Tally,
+    /// The same voter repeated the vote they had cast (a retry after a
+    /// lost answer): nothing was written.
+    pub repeated: bool,
 }
 
 /// What a decision came to.
 pub(crate) enum Decided<P> {
     /// This claim won: the store's answer (the record as decided and the
-    /// `approval_resolved` event it appended) and the decider's plan.
-    Won { claimed: Box<Claimed>, plan: P },
+    /// `approval_resolved` event it appended), the vote's own
+    /// `approval_vote` event before it on a gate that counts votes, and the
+    /// decider's plan.
+    Won {
+        claimed: Box<Claimed>,
+        vote_event: Option<Event>,
+        plan: P,
+    },
+    /// A vote recorded; the gate waits for more. `event` is its
+    /// `approval_vote` event (none for a repeat).
+    Voted {
+        recorded: Box<VoteRecorded>,
+        event: Option<Event>,
+    },
     /// The same decider repeated the decision that had won (a retry after
     /// a lost answer, see [`ApprovalRecord::was_decided_as`]): nothing was
     /// written; the record as decided.
@@ -85,6 +148,8 @@ pub(crate) async fn decide_approval<D: Decider>(
         now,
         spec_hash,
         pinned,
+        channel,
+        payload_digest,
     } = request;
     let record = store
         .get_approval(key)
@@ -111,14 +176,77 @@ pub(crate) async fn decide_approval<D: Decider>(
     if record.status != ApprovalStatus::Pending || record.is_expired_at(now) {
         return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
     }
+    // The payload the gate asks about now; a decision made on another one
+    // is refused here, and the store checks it again with the vote.
+    let current = record.payload_digest();
+    if let Some(given) = payload_digest
+        && given != current
+    {
+        return Err(ApprovalError::PayloadChanged {
+            key: key.into(),
+            given,
+            current,
+        }
+        .into());
+    }
     decider.check(&record, &claim.decision)?;
+    let ballot = BallotVote {
+        voter: decided_by.to_string(),
+        decision: VoteDecision::of(&claim.decision),
+        reason: claim.decision.reason().map(str::to_string),
+        payload: match &claim.decision {
+            Decision::Modify { payload, .. } => Some(payload.clone()),
+            _ => None,
+        },
+        channel,
+        payload_digest: current,
+        at: now,
+    };
+    // What the gate settles with if this vote settles it: planned now, so
+    // that the settlement's write is the claim's one conditional write.
+    if let Some(roster) = &record.roster {
+        claim.decision = roster.settles_as(&ballot);
+    }
     let (then, plan) = decider.plan(&record, &claim).await?;
     claim.then = then;
-    match store.claim(&claim).await {
-        Ok(claimed) => Ok(Decided::Won {
-            claimed: Box::new(claimed),
+    match store
+        .cast_vote(&CastVote {
+            ballot,
+            claim: claim.clone(),
+        })
+        .await
+    {
+        Ok(VoteOutcome::Settled {
+            vote_event,
+            claimed,
+            ..
+        }) => Ok(Decided::Won {
+            claimed,
+            vote_event,
             plan,
         }),
+        Ok(VoteOutcome::Recorded { vote, tally, event }) => Ok(Decided::Voted {
+            recorded: Box::new(VoteRecorded {
+                record,
+                vote,
+                tally,
+                repeated: false,
+            }),
+            event: Some(event),
+        }),
+        Err(StoreError::Approval(ApprovalError::AlreadyVoted { .. })) => {
+            repeated_vote::<D::Plan, D::Error>(store, key, decided_by, &claim.decision)
+                .await?
+                .ok_or_else(|| {
+                    // Not a repeat: the answer is the refusal, read again.
+                    ApprovalError::AlreadyVoted {
+                        key: key.into(),
+                        voter: decided_by.into(),
+                        decision: VoteDecision::of(&claim.decision),
+                    }
+                    .into()
+                })
+        }
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
             match store.get_approval(&claim.key).await? {
                 Some(won) if won.was_decided_as(&claim.decision, &claim.decided_by) => {
@@ -134,6 +262,44 @@ pub(crate) async fn decide_approval<D: Decider>(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// When `voter`'s standing vote on `key` is `decision` (a retry after a
+/// lost answer): that vote, answered as recorded, with nothing written.
+/// `None` when their vote says something else.
+async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
+    store: &dyn StateStore,
+    key: &str,
+    voter: &str,
+    decision: &Decision,
+) -> Result<Option<Decided<P>>, E> {
+    let record = store
+        .get_approval(key)
+        .await?
+        .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
+    let Some(roster) = &record.roster else {
+        return Ok(None);
+    };
+    let votes = store.votes(key).await?;
+    let Some(standing) = votes.iter().find(|v| !v.superseded && v.voter == voter) else {
+        return Ok(None);
+    };
+    let same = standing.decision == VoteDecision::of(decision)
+        && standing.reason.as_deref() == decision.reason();
+    if !same {
+        return Ok(None);
+    }
+    let vote = standing.clone();
+    let tally = roster.tally(&votes);
+    Ok(Some(Decided::Voted {
+        recorded: Box::new(VoteRecorded {
+            record,
+            vote,
+            tally,
+            repeated: true,
+        }),
+        event: None,
+    }))
 }
 
 /// A decision that won its claim; the run waits for [`AgentRun::resume_claimed`].
@@ -152,12 +318,21 @@ pub struct ClaimedDecision {
     /// [`ApprovalRecord::was_decided_as`]): nothing was written, and
     /// resuming does not drive the run again (its first claim did).
     pub(super) repeated: bool,
+    /// Set when the decision was a vote that did not settle its gate:
+    /// the run still waits, and resuming only answers with it.
+    pub(super) vote: Option<Box<VoteRecorded>>,
 }
 
 impl ClaimedDecision {
-    /// Whether this is a repeat of a decision that won earlier.
+    /// Whether this is a repeat of a decision that won earlier (or of a
+    /// vote recorded earlier).
     pub fn is_repeat(&self) -> bool {
-        self.repeated
+        self.repeated || self.vote.as_ref().is_some_and(|v| v.repeated)
+    }
+
+    /// The vote, when the decision was one that did not settle its gate.
+    pub fn recorded_vote(&self) -> Option<&VoteRecorded> {
+        self.vote.as_deref()
     }
 }
 
@@ -169,6 +344,18 @@ impl ClaimedDecision {
             next_seq: 0,
             finished: None,
             repeated: true,
+            vote: None,
+        }
+    }
+
+    fn voted(recorded: VoteRecorded) -> ClaimedDecision {
+        ClaimedDecision {
+            version: None,
+            record: recorded.record.clone(),
+            next_seq: 0,
+            finished: None,
+            repeated: false,
+            vote: Some(Box::new(recorded)),
         }
     }
 }
@@ -202,7 +389,17 @@ impl AgentRun {
         decision: Decision,
         decided_by: &str,
     ) -> Result<ClaimedDecision, RunError> {
-        let claimed = self.try_claim(key, decision, decided_by).await;
+        self.vote(key, Ballot::new(decision, decided_by, Channel::Gate))
+            .await
+    }
+
+    /// [`AgentRun::claim`] for a ballot: a decision with its channel and
+    /// the digest of the payload its decider saw. On a gate that counts
+    /// votes (DESIGN §13) the ballot is a vote: recorded, and the claim
+    /// only when it settles the gate ([`ClaimedDecision::recorded_vote`]
+    /// says when it did not).
+    pub async fn vote(&self, key: &str, ballot: Ballot) -> Result<ClaimedDecision, RunError> {
+        let claimed = self.try_claim(key, ballot).await;
         self.count_claim(&claimed);
         claimed
     }
@@ -211,7 +408,7 @@ impl AgentRun {
     /// approval already decided by someone else, as a conflict.
     fn count_claim(&self, claimed: &Result<ClaimedDecision, RunError>) {
         match claimed {
-            Ok(won) if !won.repeated => {
+            Ok(won) if !won.repeated && won.vote.is_none() => {
                 if let Some(outcome) = crate::metrics::DecisionOutcome::of(won.record.status) {
                     self.metrics.decided(outcome, 1);
                 }
@@ -225,13 +422,8 @@ impl AgentRun {
 
     /// Claim on this handle's version; a pause made under another one
     /// goes by the served spec's `on_spec_change` (see `versions`).
-    async fn try_claim(
-        &self,
-        key: &str,
-        decision: Decision,
-        decided_by: &str,
-    ) -> Result<ClaimedDecision, RunError> {
-        let refused = match self.claim_here(key, decision.clone(), decided_by).await {
+    async fn try_claim(&self, key: &str, ballot: Ballot) -> Result<ClaimedDecision, RunError> {
+        let refused = match self.claim_here(key, ballot.clone()).await {
             Err(e @ RunError::Approval(ApprovalError::SpecChanged { .. })) => e,
             answered => return answered,
         };
@@ -240,11 +432,10 @@ impl AgentRun {
                 if record.status == ApprovalStatus::Pending
                     && record.spec_hash != self.spec.hash.as_str() =>
             {
-                self.claim_on_its_version(&record, decision, decided_by)
-                    .await
+                self.claim_on_its_version(&record, ballot).await
             }
             // Decided or moved since: the answer of a claim made now.
-            Some(_) => self.claim_here(key, decision, decided_by).await,
+            Some(_) => self.claim_here(key, ballot).await,
             None => Err(refused),
         }
     }
@@ -253,24 +444,45 @@ impl AgentRun {
     pub(super) async fn claim_here(
         &self,
         key: &str,
-        decision: Decision,
-        decided_by: &str,
+        ballot: Ballot,
     ) -> Result<ClaimedDecision, RunError> {
         let request = DecisionRequest {
             key,
-            decision,
-            decided_by,
+            decision: ballot.decision,
+            decided_by: &ballot.by,
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
             pinned: self.spec.hash != self.serving.hash,
+            channel: ballot.channel,
+            payload_digest: ballot.payload_digest,
         };
         let decided = decide_approval(self, self.store.as_ref(), request).await?;
         Ok(match decided {
             Decided::Repeat(record) => ClaimedDecision::repeat(*record),
+            Decided::Voted { recorded, event } => {
+                if let Some(event) = event {
+                    let _ = self.events.send(event);
+                }
+                ClaimedDecision::voted(*recorded)
+            }
             Decided::Won {
                 claimed,
-                plan: None,
+                vote_event,
+                plan,
             } => {
+                // The vote's own event comes first, as the store numbered it.
+                if let Some(event) = vote_event {
+                    let _ = self.events.send(event);
+                }
+                self.settled(*claimed, plan)
+            }
+        })
+    }
+
+    /// The claim won: announce its event and say what resuming does.
+    fn settled(&self, claimed: Claimed, plan: Option<Box<PlannedFinish>>) -> ClaimedDecision {
+        match plan {
+            None => {
                 // The claim stored this event; announce it.
                 let _ = self.events.send(claimed.event.clone());
                 ClaimedDecision {
@@ -279,13 +491,11 @@ impl AgentRun {
                     record: claimed.record,
                     finished: None,
                     repeated: false,
+                    vote: None,
                 }
             }
-            Decided::Won {
-                claimed,
-                plan: Some(planned),
-            } => self.finished_by_claim(*claimed, *planned),
-        })
+            Some(planned) => self.finished_by_claim(claimed, *planned),
+        }
     }
 
     /// The claim won and wrote the planned end with the decision: announce
@@ -303,6 +513,7 @@ impl AgentRun {
             next_seq: 0,
             finished: Some(planned.outcome),
             repeated: false,
+            vote: None,
         }
     }
 
@@ -446,7 +657,11 @@ impl Decider for AgentRun {
     type Plan = Option<Box<PlannedFinish>>;
 
     fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), RunError> {
-        self.check_decider(&record.key, decided_by)?;
+        // A gate with rules says who votes: its groups, as resolved when
+        // it paused (the store checks the voter against them).
+        if record.roster.as_ref().is_none_or(|r| r.rules.is_empty()) {
+            self.check_decider(&record.key, decided_by)?;
+        }
         if record.agent_id != self.spec.agent {
             return Err(RunError::WrongAgent {
                 key: record.key.clone(),

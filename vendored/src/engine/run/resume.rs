@@ -52,7 +52,8 @@ impl AgentRun {
         if let Some(version) = claimed.version.take() {
             return Box::pin(version.resume_claimed(claimed)).await;
         }
-        if claimed.repeated {
+        // A repeat, or a vote that left its gate open: nothing to drive.
+        if claimed.repeated || claimed.vote.is_some() {
             return self.stored_outcome(&claimed.record.run_id).await;
         }
         if let Some(outcome) = claimed.finished {

@@ -19,9 +19,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::decide::ClaimedDecision;
+use super::decide::{Ballot, ClaimedDecision};
 use super::{AgentRun, RunError};
-use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Decision};
+use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord};
 use crate::spec::{OnSpecChange, Spec, SpecHash, gate_unchanged_for_resume, policy_for_pause};
 
 /// Older versions this process loaded from the store, by hash: parsed
@@ -66,9 +66,9 @@ impl AgentRun {
     pub(super) async fn claim_on_its_version(
         &self,
         record: &ApprovalRecord,
-        decision: Decision,
-        decided_by: &str,
+        ballot: Ballot,
     ) -> Result<ClaimedDecision, RunError> {
+        let decided_by = ballot.by.as_str();
         let refused = || {
             RunError::Approval(ApprovalError::SpecChanged {
                 key: record.key.clone(),
@@ -82,15 +82,13 @@ impl AgentRun {
             Route::Refuse => Err(refused()),
             Route::Pin => {
                 let version = self.on_version(record).await?;
-                let mut claimed = version
-                    .claim_here(&record.key, decision, decided_by)
-                    .await?;
+                let mut claimed = version.claim_here(&record.key, ballot).await?;
                 claimed.version = Some(Box::new(version));
                 Ok(claimed)
             }
             Route::Move => {
                 self.move_to_served(record, decided_by).await?;
-                self.claim_here(&record.key, decision, decided_by).await
+                self.claim_here(&record.key, ballot).await
             }
         }
     }

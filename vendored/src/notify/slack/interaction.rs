@@ -22,6 +22,9 @@ pub struct Click {
     pub action: ClickAction,
     /// The approval key (the button's value).
     pub key: String,
+    /// The digest of the payload the message showed (after the key in the
+    /// button's value; absent from buttons posted before digests were).
+    pub payload_digest: Option<String>,
     /// Where to reply to the clicker (valid for 30 minutes).
     pub response_url: Option<String>,
 }
@@ -104,11 +107,24 @@ pub fn parse(body: &[u8]) -> Result<Interaction, InteractionError> {
         .map(|u| u.id)
         .filter(|id| is_slack_id(id))
         .ok_or_else(|| InteractionError("the payload names no valid user.id".into()))?;
-    let key = action
-        .value
-        .clone()
-        .filter(|k| !k.is_empty() && k.len() <= 64)
-        .ok_or_else(|| InteractionError("the button carries no approval key".into()))?;
+    let value = action.value.clone().unwrap_or_default();
+    let (key, payload_digest) = match value.split_once(' ') {
+        Some((key, digest)) => (key.to_string(), Some(digest.to_string())),
+        None => (value, None),
+    };
+    if key.is_empty() || key.len() > 64 {
+        return Err(InteractionError(
+            "the button carries no approval key".into(),
+        ));
+    }
+    if payload_digest
+        .as_deref()
+        .is_some_and(|d| !d.starts_with("sha256:") || d.len() > 80)
+    {
+        return Err(InteractionError(
+            "the button carries a malformed payload digest".into(),
+        ));
+    }
     let action = if action.action_id == APPROVE_ACTION {
         ClickAction::Approve
     } else {
@@ -121,8 +137,15 @@ pub fn parse(body: &[u8]) -> Result<Interaction, InteractionError> {
         user_id,
         action,
         key,
+        payload_digest,
         response_url,
     }))
+}
+
+/// A decision button's value: the approval key, then the digest of the
+/// payload the message shows.
+pub fn button_value(key: &str, payload_digest: &str) -> String {
+    format!("{key} {payload_digest}")
 }
 
 /// The fields of the `application/x-www-form-urlencoded` body tollgate
@@ -155,9 +178,30 @@ mod tests {
                 user_id: "U024BE7LH".into(),
                 action: ClickAction::Approve,
                 key: "k-1".into(),
+                payload_digest: None,
                 response_url: Some("https://hooks.slack.com/actions/T1/2/x".into()),
             })
         );
+    }
+
+    #[test]
+    fn a_button_carries_the_digest_of_the_payload_it_showed() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let value = button_value("k-1", &digest);
+        let body = form(&format!(
+            r#"{{"type":"block_actions","user":{{"id":"U024BE7LH"}},
+               "actions":[{{"action_id":"tollgate_reject","value":"{value}","type":"button"}}]}}"#
+        ));
+        let Interaction::Click(click) = parse(&body).unwrap() else {
+            panic!("a click")
+        };
+        assert_eq!(click.key, "k-1");
+        assert_eq!(click.payload_digest.as_deref(), Some(digest.as_str()));
+        let forged = form(
+            r#"{"type":"block_actions","user":{"id":"U024BE7LH"},
+               "actions":[{"action_id":"tollgate_reject","value":"k-1 md5:00","type":"button"}]}"#,
+        );
+        assert!(parse(&forged).is_err());
     }
 
     #[test]
@@ -185,13 +229,13 @@ mod tests {
 
     #[test]
     fn the_payload_is_found_among_other_fields_and_fully_decoded() {
-        let json = r#"{"type":"block_actions","user":{"id":"U1"},"actions":[{"action_id":"tollgate_reject","value":"k+1 &=%"}]}"#;
+        let json = r#"{"type":"block_actions","user":{"id":"U1"},"actions":[{"action_id":"tollgate_reject","value":"k+1&=%"}]}"#;
         let body =
             serde_urlencoded::to_string([("token", "x"), ("payload", json), ("z", "1")]).unwrap();
         let Interaction::Click(click) = parse(body.as_bytes()).unwrap() else {
             panic!("a click");
         };
-        assert_eq!(click.key, "k+1 &=%");
+        assert_eq!(click.key, "k+1&=%");
         assert_eq!(click.action, ClickAction::Reject);
         // `+` is a space in a form body.
         let plus = br#"payload={"type":"x+y"}"#;

@@ -30,6 +30,9 @@ const MESSAGE_CHARS: usize = 1000;
 /// signed link to the approval's page, made as the message is posted.
 pub fn pending(channel: &str, record: &ApprovalRecord, link: Option<&str>) -> Value {
     let mut blocks = summary_blocks(record);
+    // The button says which payload the message showed: a click after the
+    // payload was edited is refused (`payload_changed`), never counted.
+    let value = super::interaction::button_value(&record.key, &record.payload_digest());
     let mut actions = json!({
         "type": "actions",
         "block_id": ACTIONS_BLOCK,
@@ -39,14 +42,14 @@ pub fn pending(channel: &str, record: &ApprovalRecord, link: Option<&str>) -> Va
                 "action_id": APPROVE_ACTION,
                 "text": { "type": "plain_text", "text": "Approve" },
                 "style": "primary",
-                "value": record.key,
+                "value": value,
             },
             {
                 "type": "button",
                 "action_id": REJECT_ACTION,
                 "text": { "type": "plain_text", "text": "Reject" },
                 "style": "danger",
-                "value": record.key,
+                "value": value,
                 "confirm": {
                     "title": { "type": "plain_text", "text": "Reject this request?" },
                     "text": { "type": "mrkdwn", "text": "The run will not go ahead. This cannot be undone." },
@@ -290,10 +293,11 @@ mod tests {
         let buttons = actions["elements"].as_array().unwrap();
         assert_eq!(buttons[0]["action_id"], APPROVE_ACTION);
         assert_eq!(buttons[0]["style"], "primary");
-        assert_eq!(buttons[0]["value"], r.key.as_str());
+        let value = format!("{} {}", r.key, r.payload_digest());
+        assert_eq!(buttons[0]["value"], value.as_str());
         assert_eq!(buttons[1]["action_id"], REJECT_ACTION);
         assert_eq!(buttons[1]["style"], "danger");
-        assert_eq!(buttons[1]["value"], r.key.as_str());
+        assert_eq!(buttons[1]["value"], value.as_str());
         assert!(buttons[1]["confirm"].is_object());
         assert_eq!(buttons.len(), 2, "no link without one");
         let text = body.to_string();

@@ -250,6 +250,15 @@ impl Schema for ApprovalRecord {
                 field::<Option<DateTime<Utc>>>("decided_at", c),
                 field::<DateTime<Utc>>("created_at", c),
                 field::<DateTime<Utc>>("expires_at", c),
+                Field {
+                    name: "roster",
+                    attributes: &[
+                        r#"doc = " A gate that counts votes (DESIGN §13): its rules with their members as resolved when the run paused, `reject`, `allow_self_approval`, `voter_counts_once`, `require_reason`, the `requesters` who may not vote, and `revised_payload` once a vote edited the payload. Absent for a plain gate.""#,
+                        r#"serde(default, skip_serializing_if = "Option::is_none")"#,
+                    ],
+                    optional_type: true,
+                    schema: json!({ "type": "object" }),
+                },
             ],
         )
     }

@@ -14,9 +14,10 @@ use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::RunStatus;
 use crate::server::api::{
     ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, HealthError, LeaseView,
-    RunStarted, RunSummary, RunView, RunsPage,
+    RunStarted, RunSummary, RunView, RunsPage, VoteView,
 };
 use crate::server::openapi::schema::Schema;
+use crate::server::votes::VotesView;
 use crate::spec::{OnSpecChange, Spec};
 
 const SPEC: &str = r#"
@@ -56,6 +57,43 @@ fn at(seconds: i64) -> chrono::DateTime<Utc> {
     Utc.timestamp_opt(1_780_000_000 + seconds, 123_000_000)
         .single()
         .expect("a valid time")
+}
+
+/// A record of a gate with rules, as a run pauses it.
+fn voted_record() -> crate::pending_approval::ApprovalRecord {
+    use crate::policy::{GatePolicy, Roster, RuleSpec};
+    let groups = [(
+        "finance".to_string(),
+        vec!["alice".to_string(), "bob".to_string()],
+    )]
+    .into_iter()
+    .collect();
+    let policy = GatePolicy {
+        rules: vec![RuleSpec {
+            group: "finance".into(),
+            min: 2,
+        }],
+        ..GatePolicy::plain()
+    };
+    crate::pending_approval::ApprovalRecord {
+        roster: Some(Roster::resolve(&policy, &groups, vec!["bot".into()]).expect("roster")),
+        ..crate::pending_approval::sample_record("k", "r")
+    }
+}
+
+/// One approval cast on [`voted_record`].
+fn sample_votes() -> Vec<crate::policy::Vote> {
+    use crate::policy::{BallotVote, Channel, VoteDecision, payload_digest};
+    let ballot = BallotVote {
+        voter: "alice".into(),
+        decision: VoteDecision::Approve,
+        reason: Some("fine".into()),
+        payload: None,
+        channel: Channel::Inbox,
+        payload_digest: payload_digest(&json!({})),
+        at: crate::time::now(),
+    };
+    vec![ballot.to_vote(1, Some("finance".into()))]
 }
 
 fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) -> ApprovalView {
@@ -178,6 +216,18 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
         ),
         ("ApprovalView", to(&pending())),
         ("ApprovalView", to(&decided)),
+        ("ApprovalView", to(&ApprovalView::new(voted_record(), "x"))),
+        (
+            "VotesView",
+            to(&VotesView::new(&voted_record(), sample_votes())),
+        ),
+        (
+            "VotesView",
+            to(&VotesView::new(
+                &crate::pending_approval::sample_record("k", "r"),
+                vec![],
+            )),
+        ),
         (
             "ApprovalsPage",
             to(&ApprovalsPage {
@@ -192,6 +242,24 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
                 run_id: "r".into(),
                 status: RunStatus::Running,
                 repeated: false,
+                vote: None,
+                run: None,
+            }),
+        ),
+        (
+            "DecisionView",
+            to(&DecisionView {
+                approval: pending(),
+                run_id: "r".into(),
+                status: RunStatus::AwaitingApproval,
+                repeated: false,
+                vote: Some(VoteView {
+                    voter: "alice".into(),
+                    decision: "approve".into(),
+                    rule: Some("finance".into()),
+                    progress: "finance 1 of 2; security 0 of 1".into(),
+                    repeated: true,
+                }),
                 run: None,
             }),
         ),
@@ -202,6 +270,7 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
                 run_id: "r".into(),
                 status: RunStatus::Completed,
                 repeated: true,
+                vote: None,
                 run: Some(run_view(spec, None)),
             }),
         ),

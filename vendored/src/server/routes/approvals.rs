@@ -11,6 +11,8 @@ use serde_json::Value;
 
 use super::runs::answer_decision;
 use crate::pending_approval::{ApprovalError, ApprovalStatus, Decision};
+use crate::policy::Channel;
+use crate::run::Ballot;
 use crate::server::api::{ApprovalView, ApprovalsPage};
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
@@ -155,6 +157,10 @@ request_type! {
         // (by `extract::edited_payload`)
         #[serde(default, deserialize_with = "present")]
         payload: Option<Value>,
+        /// The approval's `payload_digest` as the decider saw it: the
+        /// decision is refused (409 `payload_changed`) if the payload has
+        /// changed since.
+        payload_digest: Option<String>,
     }
 }
 
@@ -164,6 +170,8 @@ request_type! {
     pub(super) struct RejectBody {
         /// Why, recorded with the decision.
         reason: Option<String>,
+        /// As for approve: the digest of the payload the decider saw.
+        payload_digest: Option<String>,
     }
 }
 
@@ -184,7 +192,8 @@ pub(super) async fn approve(
             reason: body.reason,
         },
     };
-    answer_decision(&state, caller, key, decision, wait.wait)
+    let ballot = Ballot::new(decision, &caller.0, Channel::Api).shown(body.payload_digest);
+    answer_decision(&state, key, ballot, wait.wait)
         .await
         .map(IntoResponse::into_response)
 }
@@ -200,7 +209,8 @@ pub(super) async fn reject(
     let decision = Decision::Reject {
         reason: body.reason,
     };
-    answer_decision(&state, caller, key, decision, wait.wait)
+    let ballot = Ballot::new(decision, &caller.0, Channel::Api).shown(body.payload_digest);
+    answer_decision(&state, key, ballot, wait.wait)
         .await
         .map(IntoResponse::into_response)
 }

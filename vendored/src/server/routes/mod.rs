@@ -11,6 +11,7 @@ mod openapi;
 pub(crate) mod runs;
 mod slack;
 mod specs;
+mod votes;
 mod webhook;
 
 use axum::Router;
@@ -44,6 +45,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/approvals/{key}", get(approvals::show))
         .route("/approvals/{key}/approve", post(approvals::approve))
         .route("/approvals/{key}/reject", post(approvals::reject))
+        .route("/approvals/{key}/votes", get(votes::list))
         .route(
             "/specs/plan",
             get(specs::plan_served).post(specs::plan_posted),

@@ -19,6 +19,7 @@ use crate::server::api::{
 use crate::server::extract::WaitParam;
 use crate::server::openapi::{Auth, Operation};
 use crate::server::state::AppState;
+use crate::server::votes::VotesView;
 
 /// GET /openapi.json: the document for this server's spec.
 pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
@@ -108,7 +109,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             .tag("approvals")
             .json::<ApprovalView>(200, "The record."),
         Operation::new("post", "/approvals/{key}/approve", "approveApproval", "Approve")
-            .describe("Approves as asked, or with `payload` approves an edited payload (MODIFIED).")
+            .describe("Approves as asked, or with `payload` approves an edited payload (MODIFIED). On a gate with rules (DESIGN §13) this is a vote: the answer's `vote` says so while the gate waits for more. `payload_digest` (the approval's, as shown) makes the decision hold only for that payload: 409 `payload_changed` otherwise.")
             .tag("approvals")
             .query::<WaitParam>()
             .body::<approvals::ApproveBody>()
@@ -118,6 +119,10 @@ pub(crate) fn operations() -> Vec<Operation> {
             .query::<WaitParam>()
             .body::<approvals::RejectBody>()
             .json::<DecisionView>(200, "The decision as recorded."),
+        Operation::new("get", "/approvals/{key}/votes", "listVotes", "A gate's votes")
+            .describe("The ledger of votes on a gate (DESIGN §13): each vote's voter, decision, reason, the rule it counted toward, its channel and the digest of the payload it was cast on, oldest first, superseded votes included; each rule's members and progress; who may not vote. A plain gate's ledger has at most its one decision.")
+            .tag("approvals")
+            .json::<VotesView>(200, "The ledger and the progress."),
         Operation::new("post", "/approvals/migrate", "migrateApprovals", "Move approvals onto the served spec")
             .describe("Moves pending approvals made under older versions of the spec, with their runs, onto the version this server serves (`tollgate approvals migrate`): exactly one of `key`, `all`, `step`, `from`; `map` names renamed gates; `dry_run` changes nothing. Each key has its own result; one that does not fit is `refused` with a reason and stays as it was. The caller must be on `approvals.approvers` when it is set (403).")
             .tag("approvals")

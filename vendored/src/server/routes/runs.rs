@@ -9,9 +9,11 @@ use serde_json::{Value, json};
 
 use crate::events::EventKind;
 use crate::pending_approval::Decision;
+use crate::policy::Channel;
+use crate::run::Ballot;
 use crate::run_state::RunStatus;
 use crate::server::api::{
-    ApprovalView, CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger,
+    ApprovalView, CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger, VoteView,
 };
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
@@ -176,10 +178,14 @@ request_type! {
         // (by `extract::edited_payload`)
         #[serde(default, deserialize_with = "present")]
         payload: Option<Value>,
+        /// The approval's `payload_digest` as the decider saw it: the
+        /// decision is refused (409 `payload_changed`) if the payload has
+        /// changed since.
+        payload_digest: Option<String>,
     }
 }
 
-/// POST /runs/{id_or_key}/approve `{approved, reason?, payload?}`.
+/// POST /runs/{id_or_key}/approve `{approved, reason?, payload?, payload_digest?}`.
 pub(super) async fn decide(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -205,7 +211,8 @@ pub(super) async fn decide(
         }
     };
     let key = key_for(&state, &id_or_key).await?;
-    answer_decision(&state, caller, key, decision, wait.wait)
+    let ballot = Ballot::new(decision, &caller.0, Channel::Api).shown(body.payload_digest);
+    answer_decision(&state, key, ballot, wait.wait)
         .await
         .map(IntoResponse::into_response)
 }
@@ -234,16 +241,16 @@ async fn key_for(state: &AppState, id_or_key: &str) -> Result<String, ApiError> 
 /// pause or end, and its status.
 pub(super) async fn answer_decision(
     state: &AppState,
-    caller: Caller,
     key: String,
-    decision: Decision,
+    ballot: Ballot,
     wait: bool,
 ) -> Result<Json<DecisionView>, ApiError> {
     let tasks::Decided {
         record,
         repeated,
+        vote,
         resuming,
-    } = tasks::decide(&state.agent, &state.background, key, decision, caller.0).await?;
+    } = tasks::decide(&state.agent, &state.background, key, ballot).await?;
     let run_id = record.run_id.clone();
     // A repeat waits for nothing: the resume belongs to the claim that won
     // (here or in another process); it answers with the run as it is.
@@ -262,6 +269,7 @@ pub(super) async fn answer_decision(
         run_id,
         status,
         repeated,
+        vote: vote.as_deref().map(VoteView::of),
         run,
     }))
 }

@@ -15,7 +15,8 @@ use axum::response::{IntoResponse, Response};
 use crate::notify::slack::interaction::{self, Click, Interaction};
 use crate::notify::slack::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::pending_approval::ApprovalError;
-use crate::run::RunError;
+use crate::policy::Channel;
+use crate::run::{Ballot, RunError};
 use crate::server::error::ApiError;
 use crate::server::extract::{BodyLimit, RawBody};
 use crate::server::state::AppState;
@@ -65,15 +66,14 @@ pub(super) async fn actions(
         }
     };
     let decided_by = click.decided_by();
-    match tasks::decide(
-        &state.agent,
-        &state.background,
-        click.key.clone(),
-        click.decision(),
-        decided_by.clone(),
-    )
-    .await
-    {
+    let ballot = Ballot::new(click.decision(), &decided_by, Channel::Slack)
+        .shown(click.payload_digest.clone());
+    match tasks::decide(&state.agent, &state.background, click.key.clone(), ballot).await {
+        Ok(decided) if decided.vote.is_some() => {
+            let progress = decided.vote.map(|v| v.tally.summary()).unwrap_or_default();
+            let text = format!("Your vote is recorded; the request waits for more: {progress}.");
+            reply_later(&state, &click, text);
+        }
         // The notifier edits the message when it sees the decision.
         Ok(decided) if !decided.repeated => {}
         // The same person clicked the same button again (a retry, or a

@@ -15,6 +15,9 @@ pub(crate) struct Fields {
     pub decision: Option<String>,
     pub reason: Option<String>,
     pub payload: Option<String>,
+    /// The digest of the payload the page showed: a decision on a payload
+    /// edited since is refused (`payload_changed`).
+    pub payload_digest: Option<String>,
 }
 
 impl Fields {

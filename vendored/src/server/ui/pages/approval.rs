@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::{Output, inbox, refusal};
 use crate::events::Event;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
-use crate::run::RunError;
+use crate::policy::Channel;
+use crate::run::{Ballot, RunError};
 use crate::server::error::ApiError;
 use crate::server::extract::PathParam;
 use crate::server::state::AppState;
@@ -47,6 +48,17 @@ pub(crate) struct Problem {
     pub payload_error: Option<String>,
     /// Someone else won.
     pub already_decided: Option<AlreadyDecided>,
+    /// What else the page says about the decision just made.
+    pub notice: Option<Box<Notice>>,
+}
+
+/// What the page says about a decision that did not settle the gate.
+#[derive(Debug)]
+pub(crate) enum Notice {
+    /// The payload was edited since the page was loaded: look again.
+    PayloadChanged,
+    /// The decision was a vote that left the gate open: the progress.
+    VoteRecorded(String),
 }
 
 /// Who decided first, and when (shown after a lost race).
@@ -90,6 +102,10 @@ pub(crate) struct ApprovalPage {
     approvable: bool,
     outcome: Option<Outcome>,
     already_decided: Option<AlreadyDecided>,
+    payload_changed: bool,
+    vote_recorded: Option<String>,
+    /// The digest of the payload shown, sent back with every decision.
+    payload_digest: String,
     tree: Node,
     raw: String,
     /// The edit box's text.
@@ -146,11 +162,17 @@ impl ApprovalPage {
             stale: seen.stale,
             outcome,
             already_decided: problem.already_decided,
-            tree: payload::tree(&record.payload),
-            raw: payload::pretty(&record.payload),
+            payload_changed: matches!(problem.notice.as_deref(), Some(Notice::PayloadChanged)),
+            vote_recorded: match problem.notice.as_deref() {
+                Some(Notice::VoteRecorded(progress)) => Some(progress.clone()),
+                _ => None,
+            },
+            payload_digest: record.payload_digest(),
+            tree: payload::tree(record.current_payload()),
+            raw: payload::pretty(record.current_payload()),
             edit: problem
                 .payload_text
-                .unwrap_or_else(|| payload::pretty(&record.payload)),
+                .unwrap_or_else(|| payload::pretty(record.current_payload())),
             payload_error: problem.payload_error,
             input: payload::pretty(&record.input),
             outputs: Output::all(&record.outputs),
@@ -271,8 +293,15 @@ pub(crate) enum Answer {
     Refused(Response),
 }
 
-/// Decide `key` as `by`, through the API's path (`tasks::decide`).
-pub(crate) async fn decide_as(state: &AppState, key: &str, fields: &Fields, by: &str) -> Answer {
+/// Decide `key` as `by` through `channel` (the inbox or a link), on the
+/// API's path (`tasks::decide`).
+pub(crate) async fn decide_as(
+    state: &AppState,
+    key: &str,
+    fields: &Fields,
+    by: &str,
+    channel: Channel,
+) -> Answer {
     let decision = match decision_of(fields) {
         Ok(decision) => decision,
         Err(problem) if problem.payload_error.is_some() => {
@@ -291,16 +320,25 @@ pub(crate) async fn decide_as(state: &AppState, key: &str, fields: &Fields, by: 
         Decision::Modify { .. } => fields.payload.clone(),
         _ => None,
     };
-    match tasks::decide(
-        &state.agent,
-        &state.background,
-        key.to_string(),
-        decision,
-        by.to_string(),
-    )
-    .await
-    {
-        Ok(decided) => Answer::Decided(Box::new(decided.record)),
+    let ballot = Ballot::new(decision, by, channel).shown(fields.payload_digest.clone());
+    match tasks::decide(&state.agent, &state.background, key.to_string(), ballot).await {
+        Ok(decided) => match decided.vote {
+            Some(vote) => Answer::Again(
+                Problem {
+                    notice: Some(Box::new(Notice::VoteRecorded(vote.tally.summary()))),
+                    ..Problem::default()
+                },
+                StatusCode::OK,
+            ),
+            None => Answer::Decided(Box::new(decided.record)),
+        },
+        Err(RunError::Approval(ApprovalError::PayloadChanged { .. })) => Answer::Again(
+            Problem {
+                notice: Some(Box::new(Notice::PayloadChanged)),
+                ..Problem::default()
+            },
+            StatusCode::CONFLICT,
+        ),
         Err(RunError::Approval(ApprovalError::AlreadyResolved {
             decided_by,
             decided_at,
@@ -341,7 +379,7 @@ pub(crate) async fn decide(
     if !viewer.csrf_ok(&ui, fields.csrf.as_deref()) {
         return viewer.finish(refusal::csrf());
     }
-    let answer = decide_as(&state, &key, &fields, &viewer.name).await;
+    let answer = decide_as(&state, &key, &fields, &viewer.name, Channel::Inbox).await;
     let response = match answer {
         Answer::Decided(record) => {
             Redirect::to(&format!("/ui/approvals/{}", segment(&record.key))).into_response()

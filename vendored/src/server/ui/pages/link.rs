@@ -165,11 +165,12 @@ pub(crate) async fn decide(
     ) {
         return refusal::csrf();
     }
-    let (problem, status) = match approval::decide_as(&state, &key, &fields, by).await {
-        Answer::Decided(_) => (Problem::default(), StatusCode::OK),
-        Answer::Again(problem, status) => (problem, status),
-        Answer::Refused(response) => return response,
-    };
+    let (problem, status) =
+        match approval::decide_as(&state, &key, &fields, by, crate::policy::Channel::Link).await {
+            Answer::Decided(_) => (Problem::default(), StatusCode::OK),
+            Answer::Again(problem, status) => (problem, status),
+            Answer::Refused(response) => return response,
+        };
     match approval::load(&state, &key).await {
         Ok(Some(record)) => {
             let frame = frame(&ui, &state, &key, &signature, bound);

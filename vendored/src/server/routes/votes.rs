@@ -1,0 +1,25 @@
+//! GET /approvals/{key}/votes: a gate's ledger (see `server::votes`).
+
+use axum::Json;
+use axum::extract::State;
+
+use crate::pending_approval::ApprovalError;
+use crate::server::error::ApiError;
+use crate::server::extract::PathParam;
+use crate::server::state::AppState;
+use crate::server::votes::VotesView;
+
+/// GET /approvals/{key}/votes.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    PathParam(key): PathParam,
+) -> Result<Json<VotesView>, ApiError> {
+    let store = state.agent.store();
+    let record = store
+        .approval_as_of(&key, state.agent.clock().now())
+        .await?
+        .filter(|r| r.agent_id == state.agent_id())
+        .ok_or(ApprovalError::NotFound { key: key.clone() })?;
+    let votes = store.votes(&key).await?;
+    Ok(Json(VotesView::new(&record, votes)))
+}

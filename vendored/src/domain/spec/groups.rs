@@ -85,7 +85,8 @@ impl Spec {
             let size = groups.get(&unmet.group).map_or(0, Vec::len);
             return Err(match rule {
                 Some(rule)
-                    if overridden.contains(rule.group.as_str()) && (size as u64) < rule.min as u64 =>
+                    if overridden.contains(rule.group.as_str())
+                        && (size as u64) < rule.min as u64 =>
                 {
                     PolicyError::TooFewMembers {
                         variable: env::group_members(&rule.group),

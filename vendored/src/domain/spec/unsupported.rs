@@ -39,7 +39,9 @@ pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
     let mut refusals: Vec<(Pos, String)> = Vec::new();
     let mut check = |path: &[Seg<'_>], policy: &GatePolicy, when: Option<&str>| {
         for (key, message) in not_enforced(policy, when) {
-            let pos = tree.key_pos(path, key).unwrap_or(Pos { line: 1, column: 1 });
+            let pos = tree
+                .key_pos(path, key)
+                .unwrap_or(Pos { line: 1, column: 1 });
             refusals.push((pos, message));
         }
     };
@@ -57,7 +59,10 @@ pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
         path.extend(within.map(Seg::Key));
         check(&path, policy, None);
     }
-    match refusals.into_iter().min_by_key(|(pos, _)| (pos.line, pos.column)) {
+    match refusals
+        .into_iter()
+        .min_by_key(|(pos, _)| (pos.line, pos.column))
+    {
         Some((pos, message)) => Err(SpecError::at(
             SpecErrorKind::Invalid,
             origin,

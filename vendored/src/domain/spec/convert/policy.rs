@@ -57,12 +57,12 @@ impl Cx<'_> {
             }
             let mut members: Vec<String> = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let member = self.non_empty_string(item, &format!("member {} of {group}", i + 1))?;
+                let member =
+                    self.non_empty_string(item, &format!("member {} of {group}", i + 1))?;
                 if members.contains(&member) {
-                    return Err(self.err(
-                        item.pos,
-                        format!("{member:?} is listed twice in {group}"),
-                    ));
+                    return Err(
+                        self.err(item.pos, format!("{member:?} is listed twice in {group}"))
+                    );
                 }
                 members.push(member);
             }
@@ -160,11 +160,7 @@ impl Cx<'_> {
     }
 
     /// A group name that `approvals.groups` defines, with its members.
-    fn known_group(
-        &self,
-        node: &super::Node,
-        label: &str,
-    ) -> Result<(String, &'_ Vec<String>)> {
+    fn known_group(&self, node: &super::Node, label: &str) -> Result<(String, &'_ Vec<String>)> {
         let name = self.string(node, label)?;
         match self.groups.get(&name) {
             Some(members) => Ok((name, members)),
@@ -175,7 +171,10 @@ impl Cx<'_> {
                     let names: Vec<&str> = self.groups.keys().map(String::as_str).collect();
                     format!("approvals.groups defines: {}", names.join(", "))
                 };
-                Err(self.err(node.pos, format!("{label}: unknown group {name:?} ({defined})")))
+                Err(self.err(
+                    node.pos,
+                    format!("{label}: unknown group {name:?} ({defined})"),
+                ))
             }
         }
     }
@@ -188,10 +187,17 @@ impl Cx<'_> {
         };
         let label = fields.label("remind");
         let Some(items) = node.items() else {
-            return Err(self.type_err(node, "a sequence of percentages such as [50%, 90%]", &label));
+            return Err(self.type_err(
+                node,
+                "a sequence of percentages such as [50%, 90%]",
+                &label,
+            ));
         };
         if items.is_empty() {
-            return Err(self.err(node.pos, format!("{label} is empty: omit it for no reminders")));
+            return Err(self.err(
+                node.pos,
+                format!("{label} is empty: omit it for no reminders"),
+            ));
         }
         let mut percents: Vec<u8> = Vec::with_capacity(items.len());
         for item in items {
@@ -234,7 +240,10 @@ impl Cx<'_> {
             return Err(self.type_err(node, "a sequence of {after, add}", &label));
         };
         if items.is_empty() {
-            return Err(self.err(node.pos, format!("{label} is empty: omit it for no escalation")));
+            return Err(self.err(
+                node.pos,
+                format!("{label} is empty: omit it for no escalation"),
+            ));
         }
         let mut escalations = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -259,7 +268,10 @@ impl Cx<'_> {
                 return Err(self.type_err(add_node, "a sequence of group names", &add_label));
             };
             if names.is_empty() {
-                return Err(self.err(add_node.pos, format!("{add_label} is empty: name a group to add")));
+                return Err(self.err(
+                    add_node.pos,
+                    format!("{add_label} is empty: name a group to add"),
+                ));
             }
             let mut add: Vec<String> = Vec::with_capacity(names.len());
             for name_node in names {
@@ -314,3 +326,6 @@ impl Cx<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

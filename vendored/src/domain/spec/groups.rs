@@ -37,7 +37,7 @@ pub enum PolicyError {
     },
     /// Another way the members in force leave a gate's rules unmet (a
     /// member shared between two rules who counts once).
-    #[error("with the members {variables} give, {gate} can never be approved: {message}")]
+    #[error("with the members from {variables}, {gate} can never be approved: {message}")]
     Unsatisfiable {
         /// The overriding variables of the gate's groups, comma-separated.
         variables: String,
@@ -171,4 +171,149 @@ pub(super) fn named_groups(policy: &GatePolicy) -> BTreeSet<&str> {
                 .flat_map(|e| e.add.iter().map(String::as_str)),
         )
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::Spec;
+    use super::PolicyError;
+
+    const SPEC: &str = r#"version: 1
+agent: desk
+approvals:
+  groups: { finance: [alice, bob, carol], security: [dave], spare: [erin] }
+tools:
+  pay:
+    http: { url: "https://x.example" }
+    approval: { rules: [{ group: finance, min: 1 }] }
+steps:
+  - id: check
+    approval:
+      rules: [{ group: finance, min: 2 }, { group: security, min: 1 }]
+  - id: refund
+    tool: pay
+"#;
+
+    fn spec() -> Spec {
+        Spec::parse(SPEC, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// An environment of `vars`, recording every name asked for.
+    fn env<'a>(
+        vars: &'a [(&str, &str)],
+        asked: &'a std::cell::RefCell<Vec<String>>,
+    ) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            asked.borrow_mut().push(name.to_string());
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn members(list: &[&str]) -> Vec<String> {
+        list.iter().map(|m| m.to_string()).collect()
+    }
+
+    #[test]
+    fn without_overrides_the_groups_are_as_written_and_only_their_variables_are_read() {
+        let asked = Default::default();
+        let groups = spec()
+            .resolve_groups(env(&[("TOLLGATE_GROUP_LEGAL", "zoe")], &asked))
+            .unwrap();
+        assert_eq!(groups, spec().approvals.groups);
+        assert_eq!(
+            *asked.borrow(),
+            [
+                "TOLLGATE_GROUP_FINANCE",
+                "TOLLGATE_GROUP_SECURITY",
+                "TOLLGATE_GROUP_SPARE"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_variable_replaces_its_groups_members_trimmed() {
+        let asked = Default::default();
+        let groups = spec()
+            .resolve_groups(env(
+                &[
+                    ("TOLLGATE_GROUP_FINANCE", " frank , gina,hal "),
+                    ("TOLLGATE_GROUP_SPARE", "ivy"),
+                ],
+                &asked,
+            ))
+            .unwrap();
+        assert_eq!(
+            groups,
+            BTreeMap::from([
+                ("finance".to_string(), members(&["frank", "gina", "hal"])),
+                ("security".to_string(), members(&["dave"])),
+                ("spare".to_string(), members(&["ivy"])),
+            ])
+        );
+    }
+
+    #[test]
+    fn an_override_never_leaves_a_group_empty_or_a_rule_unmet() {
+        let cases: [(&[(&str, &str)], &str); 6] = [
+            (
+                &[("TOLLGATE_GROUP_FINANCE", "  ")],
+                "TOLLGATE_GROUP_FINANCE is set but empty: it would leave group \"finance\" without members (unset it to use the members the spec lists)",
+            ),
+            (
+                &[("TOLLGATE_GROUP_FINANCE", "")],
+                "TOLLGATE_GROUP_FINANCE is set but empty: it would leave group \"finance\" without members (unset it to use the members the spec lists)",
+            ),
+            (
+                &[("TOLLGATE_GROUP_FINANCE", "alice,,bob")],
+                "TOLLGATE_GROUP_FINANCE has an empty member (entry 2): list members by API-token name, separated by commas",
+            ),
+            (
+                &[("TOLLGATE_GROUP_FINANCE", "alice, bob, alice")],
+                "TOLLGATE_GROUP_FINANCE lists \"alice\" twice",
+            ),
+            (
+                &[("TOLLGATE_GROUP_FINANCE", "alice")],
+                "TOLLGATE_GROUP_FINANCE has 1 member but step \"check\" needs 2 of finance",
+            ),
+            (
+                // dave is both groups' only member left who could count
+                // for finance's second vote and security's one.
+                &[("TOLLGATE_GROUP_FINANCE", "alice, dave")],
+                "with the members from TOLLGATE_GROUP_FINANCE, step \"check\" can never be approved: rule security of 1 can never be met: it needs 1 vote(s) and at most 0 member(s) can give one (a voter counts toward one rule only: voter_counts_once)",
+            ),
+        ];
+        for (vars, error) in cases {
+            let asked = Default::default();
+            let got = spec().resolve_groups(env(vars, &asked)).unwrap_err();
+            assert_eq!(got.to_string(), error, "{vars:?}");
+        }
+    }
+
+    #[test]
+    fn a_tool_gate_is_named_by_its_tool() {
+        let source = SPEC.replace("min: 1 }] }", "min: 2 }] }");
+        let spec = Spec::parse(&source, "t.yaml").unwrap();
+        let asked = Default::default();
+        let got = spec
+            .resolve_groups(env(&[("TOLLGATE_GROUP_FINANCE", "alice")], &asked))
+            .unwrap_err();
+        assert_eq!(
+            got,
+            PolicyError::TooFewMembers {
+                variable: "TOLLGATE_GROUP_FINANCE".into(),
+                members: 1,
+                gate: "tool \"pay\"".into(),
+                min: 2,
+                group: "finance".into(),
+            }
+        );
+        assert_eq!(
+            got.to_string(),
+            "TOLLGATE_GROUP_FINANCE has 1 member but tool \"pay\" needs 2 of finance"
+        );
+    }
 }

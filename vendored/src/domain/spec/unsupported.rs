@@ -85,3 +85,111 @@ fn gate_key(kind: &StepKind) -> Option<Option<&'static str>> {
         StepKind::Tool { .. } | StepKind::Dedupe(_) | StepKind::Set { .. } => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Spec;
+
+    /// A spec whose approval step `check` carries `line` (at line 8,
+    /// column 7), or whose tool `pay` does when `tool` is set.
+    fn spec_with(line: &str) -> String {
+        format!(
+            "version: 1\nagent: desk\napprovals:\n  groups: {{ finance: [alice, bob], security: [dave] }}\nsteps:\n  - id: check\n    approval:\n      {line}\n"
+        )
+    }
+
+    #[track_caller]
+    fn refused(source: &str) -> String {
+        match Spec::parse(source, "t.yaml") {
+            Ok(_) => panic!("parsed:\n{source}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn each_setting_not_enforced_yet_is_refused_at_its_key() {
+        for (line, error) in [
+            (
+                "on_timeout: approve",
+                "t.yaml:8:7: on_timeout: approve is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused",
+            ),
+            (
+                "on_timeout: reject",
+                "t.yaml:8:7: on_timeout: reject is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused",
+            ),
+            (
+                "on_timeout: continue",
+                "t.yaml:8:7: on_timeout: continue is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused",
+            ),
+            (
+                "remind: [50%]",
+                "t.yaml:8:7: remind is not supported by this version of tollgate yet; no reminder would be sent, so the spec is refused",
+            ),
+            (
+                "escalate: [{ after: 4h, add: [security] }]",
+                "t.yaml:8:7: escalate is not supported by this version of tollgate yet; no group would ever be added, so the spec is refused",
+            ),
+            (
+                "form: { type: object }",
+                "t.yaml:8:7: form is not supported by this version of tollgate yet; the approver's input would not be asked for nor checked, so the spec is refused",
+            ),
+        ] {
+            assert_eq!(refused(&spec_with(line)), error, "{line}");
+        }
+    }
+
+    #[test]
+    fn what_is_enforced_is_accepted() {
+        for line in [
+            "on_timeout: expire",
+            "rules: [{ group: finance, min: 2 }, { group: security, min: 1 }]",
+            "reject: when_unreachable",
+            "allow_self_approval: true",
+            "voter_counts_once: false",
+            "require_reason: true",
+        ] {
+            Spec::parse(&spec_with(line), "t.yaml").unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
+    }
+
+    #[test]
+    fn every_gate_is_checked_and_the_first_in_the_file_is_named() {
+        let source = r#"version: 1
+agent: desk
+approvals:
+  groups: { finance: [alice] }
+model: { name: small }
+tools:
+  pay:
+    http: { url: "https://x.example" }
+    approval: { when: "{{ args.amount > 100 }}", form: { type: object } }
+steps:
+  - id: a
+    tool: pay
+  - id: b
+    if: "{{ input.big }}"
+    then: request_human_approval
+    remind: [90%]
+  - id: c
+    model: { prompt: hi, output: json }
+    guardrail: { min_confidence: 0.5, on_timeout: continue }
+"#;
+        assert_eq!(
+            refused(source),
+            "t.yaml:9:17: when is not supported by this version of tollgate yet; the gate would pause every call, so the spec is refused"
+        );
+        let without_tool = source.replace(
+            "    approval: { when: \"{{ args.amount > 100 }}\", form: { type: object } }\n",
+            "    approval: required\n",
+        );
+        assert_eq!(
+            refused(&without_tool),
+            "t.yaml:16:5: remind is not supported by this version of tollgate yet; no reminder would be sent, so the spec is refused"
+        );
+        let only_guardrail = without_tool.replace("    remind: [90%]\n", "");
+        assert_eq!(
+            refused(&only_guardrail),
+            "t.yaml:18:39: on_timeout: continue is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused"
+        );
+    }
+}

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::super::schema::{Schema, value};
-use super::{Cx, Fields, MAX_ID_LEN, Place, Result, is_identifier};
-use crate::policy::{Escalation, GatePolicy, Groups, OnTimeout, RejectWhen, Roster, RuleSpec};
+use super::{Cx, Fields, MAX_ID_LEN, Node, Place, Result, is_identifier};
+use crate::policy::{Escalation, GatePolicy, OnTimeout, RejectWhen, Roster, RuleSpec};
 use crate::time::format_duration;
 
 /// One `rules:` entry.
@@ -160,7 +160,7 @@ impl Cx<'_> {
     }
 
     /// A group name that `approvals.groups` defines, with its members.
-    fn known_group(&self, node: &super::Node, label: &str) -> Result<(String, &'_ Vec<String>)> {
+    fn known_group(&self, node: &Node, label: &str) -> Result<(String, &'_ Vec<String>)> {
         let name = self.string(node, label)?;
         match self.groups.get(&name) {
             Some(members) => Ok((name, members)),
@@ -316,8 +316,7 @@ impl Cx<'_> {
         let Some(node) = fields.get("rules") else {
             return Ok(());
         };
-        let groups: Groups = self.groups.clone();
-        match Roster::resolve(policy, &groups, Vec::new()) {
+        match Roster::resolve(policy, self.groups, Vec::new()) {
             Ok(_) => Ok(()),
             Err(e) => Err(self.err(
                 node.pos,

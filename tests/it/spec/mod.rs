@@ -7,3 +7,4 @@ mod fuzz;
 mod hash;
 mod limits;
 mod oracle;
+mod policies;

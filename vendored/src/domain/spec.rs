@@ -17,11 +17,13 @@
 mod convert;
 mod diff;
 mod error;
+mod groups;
 mod hash;
 mod marked;
 mod needs;
 mod request;
 mod schema;
+mod unsupported;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -37,10 +39,33 @@ pub use diff::{
     TopLevel, classify_pause, diff, gate_unchanged_for_resume, plan_pause, policy_for_pause,
 };
 pub use error::{SpecError, SpecErrorKind};
+pub use groups::PolicyError;
 pub use hash::SpecHash;
 pub(crate) use hash::canonical_text;
 pub use needs::{MissingSecret, RequiredSecret, SecretUse};
 use schema::{Schema, mapping, template, value};
+
+use crate::policy::GatePolicy;
+
+/// The keys of a mapping that is a gate, `$field`s first, then the team
+/// approval policy's keys (DESIGN §13), the same on every gate: an
+/// approval step, an `if` step, a guardrail and a tool's `approval:`.
+macro_rules! gate_keys {
+    ($($field:expr),* $(,)?) => {
+        &[
+            $($field,)*
+            value("rules"),
+            value("reject"),
+            value("allow_self_approval"),
+            value("voter_counts_once"),
+            value("require_reason"),
+            value("on_timeout"),
+            value("remind"),
+            value("escalate"),
+            value("form"),
+        ]
+    };
+}
 
 /// A parsed and validated spec. Cheap to share behind an `Arc`.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,6 +270,11 @@ pub struct ApprovalDefaults {
     /// older version of this spec does, for every gate that does not say
     /// (default `refuse`).
     pub on_spec_change: OnSpecChange,
+    /// `approvals.groups`: the named groups gates' `rules:` count votes
+    /// from, each with its members (API-token names) as written. The
+    /// members in force come from [`Spec::resolve_groups`], which applies
+    /// `TOLLGATE_GROUP_<NAME>`.
+    pub groups: BTreeMap<String, Vec<String>>,
 }
 
 impl ApprovalDefaults {
@@ -253,6 +283,7 @@ impl ApprovalDefaults {
         value("approvers"),
         mapping("notify", &NotifySpec::SCHEMA),
         value("on_spec_change"),
+        value("groups"),
     ]);
 }
 
@@ -263,6 +294,7 @@ impl Default for ApprovalDefaults {
             approvers: None,
             notify: NotifySpec::default(),
             on_spec_change: OnSpecChange::default(),
+            groups: BTreeMap::new(),
         }
     }
 }
@@ -348,8 +380,14 @@ impl ModelConfig {
 pub struct ToolSpec {
     pub name: String,
     pub kind: ToolKind,
-    /// `approval: required`: every call pauses first (phase before).
+    /// The tool has a gate (`approval: required`, or `approval:` as a
+    /// mapping): calls pause first (phase before).
     pub approval_required: bool,
+    /// `approval: { when: "{{ ... }}" }`: an expression over the call
+    /// (`args`) that decides whether the gate fires; None: every call.
+    pub when: Option<String>,
+    /// The gate's policy (`approval:` as a mapping); plain otherwise.
+    pub policy: GatePolicy,
     /// Template for the gate's message.
     pub message: Option<String>,
     /// Gate TTL for this tool; falls back to `approvals.ttl`.
@@ -405,11 +443,23 @@ impl ToolSpec {
     pub(crate) const SCHEMA: Schema = Schema::new(&[
         mapping("http", &HttpToolSpec::SCHEMA),
         value("rust"),
-        value("approval"),
+        mapping("approval", &ToolSpec::APPROVAL_SCHEMA),
         template("message"),
         value("ttl"),
         value("idempotent"),
         value("on_crash"),
+        value("on_spec_change"),
+    ]);
+}
+
+impl ToolSpec {
+    /// A tool's `approval:` written as a mapping (`approval: required` is
+    /// the other form). `message`, `ttl` and `on_spec_change` may be given
+    /// here or beside it on the tool, not both.
+    pub(crate) const APPROVAL_SCHEMA: Schema = Schema::new(gate_keys![
+        template("when"),
+        template("message"),
+        value("ttl"),
         value("on_spec_change"),
     ]);
 }
@@ -534,7 +584,7 @@ impl StepKind {
         ),
         (
             "if",
-            Schema::new(&[
+            Schema::new(gate_keys![
                 value("id"),
                 template("if"),
                 value("then"),
@@ -622,13 +672,14 @@ pub struct Guardrail {
     pub ttl: Option<Duration>,
     /// Falls back to `approvals.on_spec_change`.
     pub on_spec_change: Option<OnSpecChange>,
+    pub policy: GatePolicy,
 }
 
 impl Guardrail {
     /// Its templates run after the model call, so they may read `output`.
     pub(crate) const SCHEMA: Schema = Schema::reading(
         "output",
-        &[
+        gate_keys![
             value("min_confidence"),
             template("confidence"),
             template("message"),
@@ -647,10 +698,11 @@ pub struct ApprovalStep {
     pub on_reject: OnReject,
     /// Falls back to `approvals.on_spec_change`.
     pub on_spec_change: Option<OnSpecChange>,
+    pub policy: GatePolicy,
 }
 
 impl ApprovalStep {
-    pub(crate) const SCHEMA: Schema = Schema::new(&[
+    pub(crate) const SCHEMA: Schema = Schema::new(gate_keys![
         template("message"),
         value("ttl"),
         template("payload"),
@@ -678,6 +730,7 @@ pub struct GateStep {
     pub payload: Option<Value>,
     /// Falls back to `approvals.on_spec_change`.
     pub on_spec_change: Option<OnSpecChange>,
+    pub policy: GatePolicy,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -713,6 +766,7 @@ impl Spec {
         let document = std::mem::take(&mut tree.document);
         let spec = convert::to_spec(&tree, document, Arc::from(source), origin)?;
         validate::check(&spec, &tree, origin)?;
+        unsupported::refuse(&spec, &tree, origin)?;
         Ok(spec)
     }
 
@@ -752,6 +806,28 @@ impl Spec {
                 .map(|t| t.approval_required)
                 .unwrap_or(false),
             StepKind::Dedupe(_) | StepKind::Set { .. } => false,
+        }
+    }
+
+    /// The team approval policy of the gate at step `step_index`: a tool
+    /// step's tool gate, an approval step, an `if` step, a model step's
+    /// guardrail. None when the step has no gate (or no such step).
+    pub fn gate_policy(&self, step_index: usize) -> Option<&GatePolicy> {
+        self.policy_of(self.steps.get(step_index)?)
+    }
+
+    /// [`Spec::gate_policy`] of a step of this spec.
+    pub(crate) fn policy_of<'s>(&'s self, step: &'s Step) -> Option<&'s GatePolicy> {
+        match &step.kind {
+            StepKind::Approval(a) => Some(&a.policy),
+            StepKind::Gate(g) => Some(&g.policy),
+            StepKind::Model(m) => m.guardrail.as_ref().map(|g| &g.policy),
+            StepKind::Tool { tool, .. } => self
+                .tools
+                .get(tool)
+                .filter(|t| t.approval_required)
+                .map(|t| &t.policy),
+            StepKind::Dedupe(_) | StepKind::Set { .. } => None,
         }
     }
 

@@ -20,6 +20,18 @@ pub const SLACK_API_BASE: &str = "TOLLGATE_SLACK_API_BASE";
 /// or error text can show a token.
 pub const API_TOKENS: &str = "TOLLGATE_API_TOKENS";
 
+/// `TOLLGATE_GROUP_<NAME>=a,b`: replaces the members of the spec's
+/// approval group `name` (`approvals.groups`), so an exported server can
+/// change who decides without a rebuild. See [`group_members`].
+pub const GROUP_PREFIX: &str = "TOLLGATE_GROUP_";
+
+/// The variable that overrides the members of approval group `group`:
+/// `TOLLGATE_GROUP_` + the name upper-cased (group names are lowercase
+/// identifiers, so every group has its own variable).
+pub fn group_members(group: &str) -> String {
+    format!("{GROUP_PREFIX}{}", group.to_ascii_uppercase())
+}
+
 /// Where the state lives (`sqlite://PATH`, `postgres://...`, `memory:`).
 pub const DATABASE_URL: &str = "TOLLGATE_DATABASE_URL";
 /// PostgreSQL pool size.

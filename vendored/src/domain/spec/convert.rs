@@ -22,8 +22,14 @@ use super::{
 };
 use super::{MAX_DURATION, MAX_DURATION_TEXT};
 use crate::expr::{self, Shape};
+use crate::policy::GatePolicy;
+
+mod policy;
 
 type Result<T> = std::result::Result<T, SpecError>;
+
+/// The groups of a spec without `approvals.groups`.
+const NO_GROUPS: &BTreeMap<String, Vec<String>> = &BTreeMap::new();
 
 const HTTP_METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
 
@@ -43,7 +49,11 @@ pub fn to_spec(
     source: std::sync::Arc<str>,
     origin: &str,
 ) -> Result<Spec> {
-    let cx = Cx { origin };
+    let cx = Cx {
+        origin,
+        groups: NO_GROUPS,
+        default_ttl: super::DEFAULT_APPROVAL_TTL,
+    };
     let top = cx.mapping(&tree.root, &Place::Top, &Spec::SCHEMA, "the spec")?;
 
     let version_node = top.required("version")?;
@@ -77,6 +87,12 @@ pub fn to_spec(
     let approvals = match top.get("approvals") {
         Some(node) => cx.approvals(node)?,
         None => ApprovalDefaults::default(),
+    };
+    // Gates read the groups and the spec's ttl from here on.
+    let cx = Cx {
+        origin,
+        groups: &approvals.groups,
+        default_ttl: approvals.ttl,
     };
     let model = match top.get("model") {
         Some(node) => Some(cx.model_config(node)?),
@@ -159,6 +175,14 @@ impl Place {
         Place::In(text.into())
     }
 
+    /// `tool "lookup_order"`, or `the spec` at the top level.
+    fn name(&self) -> &str {
+        match self {
+            Place::Top => "the spec",
+            Place::In(place) => place,
+        }
+    }
+
     /// `"url" in tool "lookup_order"`, or `"steps"` at the top level.
     fn label(&self, key: &str) -> String {
         match self {
@@ -184,6 +208,10 @@ impl Place {
 
 struct Cx<'a> {
     origin: &'a str,
+    /// `approvals.groups` as written: gates' rules name them.
+    groups: &'a BTreeMap<String, Vec<String>>,
+    /// `approvals.ttl`: a gate's time when it gives none.
+    default_ttl: Duration,
 }
 
 /// A mapping whose keys have been checked against its schema.
@@ -519,6 +547,7 @@ impl<'a> Cx<'a> {
             approvers,
             notify,
             on_spec_change: self.on_spec_change(&fields)?.unwrap_or_default(),
+            groups: self.groups(&fields)?,
         })
     }
 
@@ -583,7 +612,8 @@ impl<'a> Cx<'a> {
         };
         // An empty `approval:` is an error, not "no gate": a gate someone
         // meant to write must not vanish silently.
-        let approval_required = match fields.entry("approval").map(|e| &e.value) {
+        let gate = match fields.entry("approval").map(|e| &e.value) {
+            Some(node) if node.entries().is_some() => Some(Some(node)),
             Some(node) => {
                 if node.as_str() != Some("required") {
                     let found = match node.as_str() {
@@ -593,17 +623,18 @@ impl<'a> Cx<'a> {
                     return Err(self.err(
                         node.pos,
                         format!(
-                            "{} must be \"required\" (omit it for a tool that runs without a gate), found {found}",
+                            "{} must be \"required\" or a mapping of the gate's policy (omit it for a tool that runs without a gate), found {found}",
                             fields.label("approval")
                         ),
                     ));
                 }
-                true
+                Some(None)
             }
-            None => false,
+            None => None,
         };
-        let message = fields.opt_string("message")?;
-        let ttl = fields.opt_duration("ttl")?;
+        let approval_required = gate.is_some();
+        let mut message = fields.opt_string("message")?;
+        let mut ttl = fields.opt_duration("ttl")?;
         if !approval_required {
             for key in ["message", "ttl", "on_spec_change"] {
                 if let Some(e) = fields.entry(key) {
@@ -621,16 +652,72 @@ impl<'a> Cx<'a> {
             Some(node) => self.bool(node, &fields.label("idempotent"))?,
             None => false,
         };
+        let on_crash = self.on_crash(&fields)?;
+        let mut on_spec_change = self.on_spec_change(&fields)?;
+        let mut when = None;
+        let mut policy = GatePolicy::plain();
+        if let Some(Some(node)) = gate {
+            let place = Place::in_(format!("the approval of tool {name:?}"));
+            let approval = self.mapping(
+                node,
+                &place,
+                &ToolSpec::APPROVAL_SCHEMA,
+                &fields.label("approval"),
+            )?;
+            // Said once: beside `approval:` or inside it.
+            for key in ["message", "ttl", "on_spec_change"] {
+                if let (Some(outer), Some(inner)) = (fields.entry(key), approval.entry(key)) {
+                    let later = if outer.key_pos > inner.key_pos {
+                        outer
+                    } else {
+                        inner
+                    };
+                    return Err(self.err(
+                        later.key_pos,
+                        format!(
+                            "tool {name:?} gives {key:?} twice, beside approval: and inside it: keep one"
+                        ),
+                    ));
+                }
+            }
+            message = message.or(approval.opt_string("message")?);
+            ttl = ttl.or(approval.opt_duration("ttl")?);
+            on_spec_change = on_spec_change.or(self.on_spec_change(&approval)?);
+            when = self.when(&approval)?;
+            policy = self.gate_policy(&approval, ttl.unwrap_or(self.default_ttl))?;
+        }
         Ok(ToolSpec {
             name: name.to_string(),
             kind,
             approval_required,
+            when,
+            policy,
             message,
             ttl,
             idempotent,
-            on_crash: self.on_crash(&fields)?,
-            on_spec_change: self.on_spec_change(&fields)?,
+            on_crash,
+            on_spec_change,
         })
+    }
+
+    /// `when:` of a tool's gate: one `{{ expr }}` over the call, whose
+    /// truth decides whether the gate fires. Text around it would render
+    /// to a string, which is always true.
+    fn when(&self, fields: &Fields<'_>) -> Result<Option<String>> {
+        let Some(node) = fields.get("when") else {
+            return Ok(None);
+        };
+        let label = fields.label("when");
+        let text = self.string(node, &label)?;
+        if !matches!(expr::shape(&text), Shape::Lone(_)) {
+            return Err(self.err(
+                node.pos,
+                format!(
+                    "{label} must be one expression in {{{{ }}}} over the call's arguments, e.g. \"{{{{ args.amount > 100 }}}}\", found {text:?}"
+                ),
+            ));
+        }
+        Ok(Some(text))
     }
 
     /// `on_spec_change: refuse | pin | auto` of the spec's approvals or of
@@ -974,12 +1061,14 @@ impl<'a> Cx<'a> {
                     }
                     None => DEFAULT_CONFIDENCE.to_string(),
                 };
+                let ttl = g.opt_duration("ttl")?;
                 Some(Guardrail {
                     min_confidence,
                     confidence,
                     message: g.opt_string("message")?,
-                    ttl: g.opt_duration("ttl")?,
+                    ttl,
                     on_spec_change: self.on_spec_change(&g)?,
+                    policy: self.gate_policy(&g, ttl.unwrap_or(self.default_ttl))?,
                 })
             }
             None => None,
@@ -1010,6 +1099,7 @@ impl<'a> Cx<'a> {
                 payload: None,
                 on_reject: OnReject::Fail,
                 on_spec_change: None,
+                policy: GatePolicy::plain(),
             });
         }
         let place = Place::in_(format!("the approval of {step_name}"));
@@ -1023,12 +1113,14 @@ impl<'a> Cx<'a> {
             }
             None => OnReject::Fail,
         };
+        let ttl = fields.opt_duration("ttl")?;
         Ok(ApprovalStep {
             message: fields.opt_string("message")?,
-            ttl: fields.opt_duration("ttl")?,
+            ttl,
             payload: self.gate_payload(&fields)?,
             on_reject,
             on_spec_change: self.on_spec_change(&fields)?,
+            policy: self.gate_policy(&fields, ttl.unwrap_or(self.default_ttl))?,
         })
     }
 
@@ -1057,12 +1149,14 @@ impl<'a> Cx<'a> {
                 ),
             ));
         }
+        let ttl = step.opt_duration("ttl")?;
         Ok(GateStep {
             condition,
             message: step.opt_string("message")?,
-            ttl: step.opt_duration("ttl")?,
+            ttl,
             payload: self.gate_payload(step)?,
             on_spec_change: self.on_spec_change(step)?,
+            policy: self.gate_policy(step, ttl.unwrap_or(self.default_ttl))?,
         })
     }
 

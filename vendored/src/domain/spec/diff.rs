@@ -17,11 +17,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::groups::named_groups;
 use super::{
     ApprovalStep, GateStep, Guardrail, ModelConfig, ModelStep, OnSpecChange, Spec, Step, StepKind,
     ToolSpec,
 };
 use crate::pending_approval::Phase;
+use crate::policy::GatePolicy;
 
 crate::named_enum! {
     /// What differs in a step, in the terms of a gate.
@@ -38,9 +40,11 @@ crate::named_enum! {
         /// model call (prompt, system, output, model settings), `on_crash`.
         ToolCall = "tool_call",
         /// How the gate decides: whether the step is a gate at all, an `if`
-        /// condition, a guardrail's threshold, `on_reject`, and the
-        /// approval settings (TTL, approvers). A changed `on_spec_change`
-        /// is not a change of the gate (see `Settings`).
+        /// condition, a guardrail's threshold, `on_reject`, a tool gate's
+        /// `when`, its team approval policy (rules, reject, self-approval,
+        /// ..., and the members of the groups it names as written), and the
+        /// approval settings (TTL, approvers, reminders). A changed
+        /// `on_spec_change` is not a change of the gate (see `Settings`).
         Policy = "policy",
         /// Anything else: a `set` or `dedupe` step's definition, another
         /// kind under the same id, or a new place among the other steps.
@@ -263,9 +267,13 @@ pub fn classify_pause(
 ///   position, of the same kind, pausing at the same phase, with the same
 ///   message and payload templates, the same call (tool and its
 ///   definition, model call) and the same decision rules (an `if`
-///   condition, a guardrail's threshold, `on_reject`). Only the approval
-///   settings may differ (TTL, approvers; `on_spec_change` is never
-///   compared): they decide
+///   condition, a guardrail's threshold, `on_reject`, a tool gate's
+///   `when`, and the team approval policy: its rules, how rejects and
+///   timeouts end it, escalations, the form, and the members of the groups
+///   it names. A pause's roster was resolved from these, so moving it past
+///   a change of who decides would count votes under rules nobody set).
+///   Only the approval settings may differ (TTL, approvers, reminders;
+///   `on_spec_change` is never compared): they decide
 ///   who may approve and until when, not what the run computes;
 /// - every step before it: the same ids, kinds and definitions (with the
 ///   tools and model settings they use), in the same order, under the
@@ -467,6 +475,9 @@ fn compare(old: &Spec, a: &Step, new: &Spec, b: &Step) -> StepDelta {
     d.note(gate_a != gate_b, Change::Policy);
     if gate_a.is_some() && gate_b.is_some() {
         d.note_settings(settings(old, a) != settings(new, b));
+        if let (Some(x), Some(y)) = (old.policy_of(a), new.policy_of(b)) {
+            compare_policies(&mut d, old, x, new, y);
+        }
     }
     match (&a.kind, &b.kind) {
         (
@@ -502,6 +513,7 @@ fn compare(old: &Spec, a: &Step, new: &Spec, b: &Step) -> StepDelta {
                     message,
                     ttl: _,
                     on_spec_change: _,
+                    policy: _,
                 } = g;
                 d.note(*message != h.message, Change::Message);
                 d.note(
@@ -517,6 +529,7 @@ fn compare(old: &Spec, a: &Step, new: &Spec, b: &Step) -> StepDelta {
                 payload,
                 on_reject,
                 on_spec_change: _,
+                policy: _,
             } = x;
             d.note(*message != y.message, Change::Message);
             d.note(*payload != y.payload, Change::Payload);
@@ -529,6 +542,7 @@ fn compare(old: &Spec, a: &Step, new: &Spec, b: &Step) -> StepDelta {
                 ttl: _,
                 payload,
                 on_spec_change: _,
+                policy: _,
             } = x;
             d.note(*condition != y.condition, Change::Policy);
             d.note(*message != y.message, Change::Message);
@@ -543,13 +557,15 @@ fn compare(old: &Spec, a: &Step, new: &Spec, b: &Step) -> StepDelta {
 }
 
 /// The definitions of the tool two tool steps call (names compared by the
-/// caller). `approval`, `ttl` and `on_spec_change` belong to the gate:
-/// `gate_of` and `settings`.
+/// caller). `approval`, `ttl`, `on_spec_change` and the policy belong to
+/// the gate: `gate_of`, `settings` and `compare_policies`.
 fn compare_tools(d: &mut StepDelta, x: &ToolSpec, y: &ToolSpec) {
     let ToolSpec {
         name: _,
         kind,
         approval_required: _,
+        when,
+        policy: _,
         message,
         ttl: _,
         idempotent,
@@ -561,6 +577,49 @@ fn compare_tools(d: &mut StepDelta, x: &ToolSpec, y: &ToolSpec) {
         Change::ToolCall,
     );
     d.note(*message != y.message, Change::Message);
+    // Whether the gate fires at all.
+    d.note(*when != y.when, Change::Policy);
+}
+
+/// The team approval policies of two gates (DESIGN §13), with the members
+/// as written of the groups each names: all of it decides who may vote and
+/// what settles the gate, except `remind`, which only says when to nudge
+/// (a setting, as the TTL is).
+fn compare_policies(d: &mut StepDelta, old: &Spec, x: &GatePolicy, new: &Spec, y: &GatePolicy) {
+    let GatePolicy {
+        rules,
+        reject,
+        allow_self_approval: _,
+        voter_counts_once,
+        require_reason,
+        on_timeout,
+        remind,
+        escalate,
+        form,
+    } = x;
+    let members = |spec: &Spec, policy: &GatePolicy| -> Vec<(String, Vec<String>)> {
+        named_groups(policy)
+            .into_iter()
+            .map(|g| {
+                let written = spec.approvals.groups.get(g).cloned().unwrap_or_default();
+                (g.to_string(), written)
+            })
+            .collect()
+    };
+    d.note(
+        *rules != y.rules
+            || *reject != y.reject
+            // As in force: an omitted `allow_self_approval` is its default.
+            || x.self_approval_allowed() != y.self_approval_allowed()
+            || *voter_counts_once != y.voter_counts_once
+            || *require_reason != y.require_reason
+            || *on_timeout != y.on_timeout
+            || *escalate != y.escalate
+            || *form != y.form
+            || members(old, x) != members(new, y),
+        Change::Policy,
+    );
+    d.note_settings(*remind != y.remind);
 }
 
 /// The model call as the engine makes it: the step's settings, each

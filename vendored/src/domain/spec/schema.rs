@@ -128,6 +128,8 @@ mod tests {
                 "tools.NAME.http.query",
                 "tools.NAME.http.json",
                 "tools.NAME.http.body",
+                "tools.NAME.approval.when",
+                "tools.NAME.approval.message",
                 "tools.NAME.message",
                 "steps[tool].with",
                 "steps[model].model.prompt",

@@ -1062,3 +1062,207 @@ fn a_dedupe_step_before_the_gate_counts_though_no_template_reads_it() {
         "its claim is a side effect"
     );
 }
+
+// --- team approval policy (DESIGN §13) -------------------------------------
+
+/// Groups, an approval step with rules, a tool gate with rules, and a
+/// plain `if` gate that names no group.
+const TEAM: &str = r#"version: 1
+agent: desk
+approvals:
+  groups: { finance: [alice, bob, carol], security: [dave], spare: [erin] }
+tools:
+  pay:
+    http: { method: POST, url: "https://pay.example/refunds", json: { amount: "{{ args.amount }}" } }
+    approval: { rules: [{ group: security, min: 1 }] }
+steps:
+  - id: check
+    approval:
+      message: "Refund?"
+      rules: [{ group: finance, min: 2 }]
+  - id: large
+    if: "{{ input.amount > 100 }}"
+    then: request_human_approval
+  - id: refund
+    tool: pay
+    with: { amount: "{{ input.amount }}" }
+"#;
+
+fn team_with(from: &str, to: &str) -> Spec {
+    edited(TEAM, &[(from, to)])
+}
+
+/// `spec` with the policy of the gate at step `index` changed by `edit`:
+/// for settings `Spec::parse` refuses until they are enforced.
+fn policy_edited(spec: &Spec, index: usize, edit: impl Fn(&mut GatePolicy)) -> Spec {
+    let mut spec = spec.clone();
+    let step = spec.steps[index].clone();
+    match &mut spec.steps[index].kind {
+        StepKind::Approval(a) => edit(&mut a.policy),
+        StepKind::Gate(g) => edit(&mut g.policy),
+        StepKind::Model(m) => edit(&mut m.guardrail.as_mut().unwrap().policy),
+        StepKind::Tool { tool, .. } => edit(&mut spec.tools.get_mut(tool).unwrap().policy),
+        _ => panic!("no gate at {}", step.id),
+    }
+    spec
+}
+
+#[test]
+fn a_change_of_who_decides_is_policy_and_never_moves_a_pause() {
+    let v1 = spec(TEAM);
+    for (from, to) in [
+        ("{ group: finance, min: 2 }", "{ group: finance, min: 3 }"),
+        (
+            "{ group: finance, min: 2 }]\n",
+            "{ group: finance, min: 2 }, { group: spare, min: 1 }]\n",
+        ),
+        (
+            "      message: \"Refund?\"\n",
+            "      message: \"Refund?\"\n      reject: when_unreachable\n",
+        ),
+        (
+            "      message: \"Refund?\"\n",
+            "      message: \"Refund?\"\n      allow_self_approval: true\n",
+        ),
+        (
+            "      message: \"Refund?\"\n",
+            "      message: \"Refund?\"\n      voter_counts_once: false\n",
+        ),
+        (
+            "      message: \"Refund?\"\n",
+            "      message: \"Refund?\"\n      require_reason: true\n",
+        ),
+        // The members as written of a group the gate counts votes from.
+        ("finance: [alice, bob, carol]", "finance: [alice, bob, zoe]"),
+    ] {
+        let v2 = team_with(from, to);
+        assert_eq!(
+            classify(&v1, &v2, "check", Phase::Before),
+            Classification::PolicyChanged,
+            "{to:?}"
+        );
+        assert!(!resumable(&v1, &v2, "check", Phase::Before), "{to:?}");
+        assert_eq!(
+            changed(&diff(&v1, &v2), "check"),
+            [Change::Policy],
+            "{to:?}"
+        );
+        // A later gate: the run's earlier gate decided under other rules.
+        assert!(!resumable(&v1, &v2, "refund", Phase::Before), "{to:?}");
+    }
+    // The tool gate's own rules.
+    let v2 = team_with("{ group: security, min: 1 }", "{ group: finance, min: 1 }");
+    assert_eq!(
+        classify(&v1, &v2, "refund", Phase::Before),
+        Classification::PolicyChanged
+    );
+    assert!(!resumable(&v1, &v2, "refund", Phase::Before));
+    assert!(
+        resumable(&v1, &v2, "check", Phase::Before),
+        "a later gate's change"
+    );
+}
+
+#[test]
+fn members_of_groups_a_gate_does_not_name_leave_it_alone() {
+    let v1 = spec(TEAM);
+    let v2 = team_with("spare: [erin]", "spare: [erin, fay]");
+    for (step, phase) in [
+        ("check", Phase::Before),
+        ("large", Phase::Before),
+        ("refund", Phase::Before),
+    ] {
+        assert_eq!(
+            classify(&v1, &v2, step, phase),
+            Classification::IdenticalGate,
+            "{step}"
+        );
+        assert!(resumable(&v1, &v2, step, phase), "{step}");
+    }
+    assert_eq!(diff(&v1, &v2).top_level, [TopLevel::Approvals]);
+    // A plain gate names no group: finance's members are not its deciders.
+    let v3 = team_with("finance: [alice, bob, carol]", "finance: [alice, bob, zoe]");
+    assert_eq!(
+        classify(&v1, &v3, "large", Phase::Before),
+        Classification::IdenticalGate
+    );
+    // ... but the run passed `check`, whose deciders changed.
+    assert!(!resumable(&v1, &v3, "large", Phase::Before));
+}
+
+#[test]
+fn writing_out_a_default_is_no_change() {
+    let v1 = spec(TEAM);
+    let v2 = team_with(
+        "      message: \"Refund?\"\n",
+        "      message: \"Refund?\"\n      allow_self_approval: false\n      voter_counts_once: true\n      reject: any\n      on_timeout: expire\n",
+    );
+    assert_eq!(
+        classify(&v1, &v2, "check", Phase::Before),
+        Classification::IdenticalGate
+    );
+    assert!(resumable(&v1, &v2, "check", Phase::Before));
+    assert!(changed(&diff(&v1, &v2), "check").is_empty());
+}
+
+#[test]
+fn settings_not_enforced_yet_are_compared_too() {
+    let v1 = spec(TEAM);
+    let check = v1.step_index("check").unwrap();
+    // What the gate does when its time runs out, who is added later, what
+    // the approver fills in: how it decides.
+    for v2 in [
+        policy_edited(&v1, check, |p| {
+            p.on_timeout = crate::policy::OnTimeout::Approve
+        }),
+        policy_edited(&v1, check, |p| {
+            p.escalate = vec![crate::policy::Escalation {
+                after: Duration::from_secs(3600),
+                add: vec!["security".into()],
+            }]
+        }),
+        policy_edited(&v1, check, |p| {
+            p.form = Some(serde_json::json!({"type": "object"}))
+        }),
+    ] {
+        assert_eq!(
+            classify(&v1, &v2, "check", Phase::Before),
+            Classification::PolicyChanged
+        );
+        assert!(!resumable(&v1, &v2, "check", Phase::Before));
+    }
+    // An escalation's group's members count as the gate's.
+    let escalating = policy_edited(&v1, check, |p| {
+        p.escalate = vec![crate::policy::Escalation {
+            after: Duration::from_secs(3600),
+            add: vec!["spare".into()],
+        }]
+    });
+    let mut other_spare = escalating.clone();
+    other_spare
+        .approvals
+        .groups
+        .insert("spare".into(), vec!["zed".into()]);
+    assert!(!resumable(
+        &escalating,
+        &other_spare,
+        "check",
+        Phase::Before
+    ));
+    // Reminders only say when to nudge: a setting, as the TTL is.
+    let reminded = policy_edited(&v1, check, |p| p.remind = vec![50]);
+    assert_eq!(
+        classify(&v1, &reminded, "check", Phase::Before),
+        Classification::PolicyChanged
+    );
+    assert!(resumable(&v1, &reminded, "check", Phase::Before));
+    // `when:` decides whether a tool gate fires at all.
+    let mut when = v1.clone();
+    when.tools.get_mut("pay").unwrap().when = Some("{{ args.amount > 100 }}".into());
+    assert_eq!(
+        classify(&v1, &when, "refund", Phase::Before),
+        Classification::PolicyChanged
+    );
+    assert!(!resumable(&v1, &when, "refund", Phase::Before));
+    assert_eq!(changed(&diff(&v1, &when), "refund"), [Change::Policy]);
+}

@@ -62,15 +62,16 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use super::feed::ChangeFeed;
 use super::{
-    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
-    KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
-    PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
+    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, CastVote, Claimed, FirstWrite,
+    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
     SharedNotifications, SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim,
-    WRITE_PROBE_KEY, check_claim_end, check_lease_end, check_pause, check_spec_version,
-    report_skipped, row_limit,
+    VoteOutcome, Votes, WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause,
+    check_spec_version, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::policy::Vote;
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 
@@ -320,6 +321,7 @@ mod keys;
 mod queries;
 mod runs;
 mod specs;
+mod votes;
 
 /// `postgres://user@host:port/db` without the password or query options.
 fn describe(config: &tokio_postgres::Config) -> String {

@@ -67,6 +67,7 @@ mod schema;
 mod specs;
 #[cfg(test)]
 mod tests;
+mod votes;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,16 +80,18 @@ use rusqlite::Connection;
 
 use self::group_commit::GroupWriter;
 
-use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, MoveRow, RunRow, encode_events};
+use self::ops::{ApprovalRow, CastRow, ClaimRow, EndRow, FirstRow, MoveRow, RunRow, encode_events};
 use super::{
-    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
-    KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
-    PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_claim_end, check_lease_end, check_pause, check_spec_version, report_skipped, row_limit,
+    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, CastVote, Claimed, FirstWrite,
+    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
+    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, VoteOutcome, Votes,
+    WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause, check_spec_version,
+    report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::policy::Vote;
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::time::format_utc;

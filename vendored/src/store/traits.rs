@@ -1,5 +1,5 @@
 //! The store's traits, one per concept ([`RunLog`], [`Approvals`],
-//! [`Queries`], [`Keys`], [`SpecVersions`], [`Health`]), and
+//! [`Votes`], [`Queries`], [`Keys`], [`SpecVersions`], [`Health`]), and
 //! [`StateStore`], their sum.
 //! `use tollgate_runtime::store::prelude::*` brings them all into scope.
 
@@ -395,14 +395,14 @@ pub trait Health: Send + Sync + 'static {
 /// Everything a store is: the sum of the concepts, implemented for every
 /// type that implements each of them. Code that needs one concept only
 /// takes that trait; [`SharedStore`] holds the whole store.
-pub trait StateStore: RunLog + Approvals + Queries + Keys + SpecVersions + Health {
+pub trait StateStore: RunLog + Approvals + Votes + Queries + Keys + SpecVersions + Health {
     /// This store as its read model only: what the inbox, the metrics and
     /// the other readers take, so they cannot write. (The runtime's Rust
     /// version predates coercing `dyn StateStore` to `dyn Queries`.)
     fn queries(&self) -> &dyn Queries;
 }
 
-impl<T: RunLog + Approvals + Queries + Keys + SpecVersions + Health> StateStore for T {
+impl<T: RunLog + Approvals + Votes + Queries + Keys + SpecVersions + Health> StateStore for T {
     fn queries(&self) -> &dyn Queries {
         self
     }

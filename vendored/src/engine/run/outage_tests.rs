@@ -233,6 +233,21 @@ impl Approvals for Flaky {
 }
 
 #[async_trait]
+impl Votes for Flaky {
+    async fn cast_vote(&self, cast: &CastVote) -> StoreResult<VoteOutcome> {
+        self.before("cast_vote")?;
+        let answer = self.inner.cast_vote(cast).await;
+        self.after("cast_vote", answer)
+    }
+
+    async fn votes(&self, key: &str) -> StoreResult<Vec<crate::policy::Vote>> {
+        self.before("votes")?;
+        let answer = self.inner.votes(key).await;
+        self.after("votes", answer)
+    }
+}
+
+#[async_trait]
 impl Queries for Flaky {
     async fn count_runs(&self, agent_id: &str, status: RunStatus) -> StoreResult<u64> {
         self.before("count_runs")?;

@@ -25,7 +25,11 @@ mod postgres {
 
     async fn open() -> TestStore {
         let db = super::pg::database();
-        TestStore::keeping(super::connect(&db.url).await, db)
+        let url = db.url.clone();
+        TestStore::keeping(super::connect(&db.url).await, db).reopening(move || {
+            let url = url.clone();
+            async move { super::connect(&url).await }
+        })
     }
 
     store_conformance_tests!(open);

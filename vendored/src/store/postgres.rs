@@ -11,6 +11,11 @@
 //!   row lock and the losers match nothing; claims of different keys never
 //!   wait for each other. The sweep skips rows another transaction holds
 //!   (`FOR UPDATE SKIP LOCKED`), so each record is expired by one node.
+//! - **A vote** ([`Votes::cast_vote`]) takes its approval's row lock first
+//!   (`SELECT ... FOR UPDATE`), then reads the ledger, appends the vote and
+//!   its event and, when it settles the gate, writes the claim, all in one
+//!   transaction: votes of one key are counted one at a time, in the order
+//!   of the lock, and a claim, a cancel or a move of the key waits for it.
 //! - **Push.** Every pause, decision and expiry also sends `NOTIFY
 //!   tollgate_approvals` in its transaction; [`crate::watch`] listens on one
 //!   dedicated connection (outside the pool) and re-checks what it waits for

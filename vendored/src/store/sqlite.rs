@@ -22,6 +22,10 @@
 //!   crash of the process and never corrupt, but the last commits before a
 //!   power cut or an OS crash may be lost, so a decision that was reported
 //!   as taken may come back as PENDING.
+//! - **A vote** ([`Votes::cast_vote`]) reads its approval and ledger and
+//!   writes the vote, its event and (when it settles the gate) the claim in
+//!   one write transaction, so votes of one key are counted one at a time
+//!   across processes.
 //! - **Every write is a durable point.** A run's creation, its pause, a
 //!   claim, its end: each is reported only once its commit is durable, so a
 //!   pause+resume cycle costs its commits and little else.

@@ -161,13 +161,37 @@ pub async fn a_pause_keeps_its_roster(store: SharedStore) {
     let record = paused_with_roster(store.as_ref(), "k", roster.clone()).await;
     let stored = store.get_approval("k").await.expect("get").expect("record");
     assert_eq!(stored, record, "every field, the roster included");
-    assert_eq!(stored.roster, Some(roster));
+    assert_eq!(stored.roster.as_ref(), Some(&roster));
     let pending = store
         .pending_for_run("run-k", at(1))
         .await
         .expect("pending")
         .expect("record");
     assert_eq!(pending, record);
+
+    // A run stored at its first pause (as the gate API's request is).
+    let run = run_record("run-first", "agent", 0);
+    let mut first = pending_record("first", "run-first", "agent", 0);
+    first.roster = Some(roster);
+    let pause = Pause {
+        record: first.clone(),
+        at: at(0),
+        owner: None,
+    };
+    store
+        .create_run_at(
+            &run,
+            FirstWrite::Pause(&pause),
+            &[event("run-first", 1, 0, started(&run))],
+        )
+        .await
+        .expect("create at pause");
+    let stored = store
+        .get_approval("first")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(stored, first);
 
     let plain = paused_run(store.as_ref(), "plain", "agent", 0).await;
     let stored = store

@@ -598,13 +598,21 @@ pub async fn a_vote_racing_a_cancel_has_exactly_one_winner(handles: Vec<SharedSt
             .expect("get")
             .expect("record");
         let cast = vote_on(&record, "bob", VoteDecision::Approve, 10);
-        let voter = Arc::clone(&handles[1]);
-        let voted = tokio::spawn(async move { voter.cast_vote(&cast).await });
-        let canceller = Arc::clone(&handles[2]);
+        let (voter, canceller) = (Arc::clone(&handles[1]), Arc::clone(&handles[2]));
         let stop = cancel(&run_id, "ops", 10);
-        let cancelled = tokio::spawn(async move { canceller.cancel_run(&stop).await });
-        let voted = voted.await.expect("vote task");
-        let cancelled = cancelled.await.expect("cancel task");
+        let voting = async move { voter.cast_vote(&cast).await };
+        let cancelling = async move { canceller.cancel_run(&stop).await };
+        // Either one starts first, round by round.
+        let (voted, cancelled) = if round % 2 == 0 {
+            let voted = tokio::spawn(voting);
+            let cancelled = tokio::spawn(cancelling);
+            (voted.await, cancelled.await)
+        } else {
+            let cancelled = tokio::spawn(cancelling);
+            let voted = tokio::spawn(voting);
+            (voted.await, cancelled.await)
+        };
+        let (voted, cancelled) = (voted.expect("vote task"), cancelled.expect("cancel task"));
 
         let decided = first
             .get_approval(&key)

@@ -23,7 +23,7 @@ pub(crate) async fn cast_vote<C: GenericClient>(
     .await?;
     let record = admit(cast, found.as_ref())?;
     let Some(roster) = &record.roster else {
-        // The hot path: today's claim and one insert.
+        // The hot path: after the read, today's claim and one insert.
         let claimed = claim(client, &cast.claim).await?;
         let seq = insert_vote(client, cast, None).await?;
         return Ok(plain_outcome(cast.ballot.to_vote(seq, None), claimed));

@@ -50,7 +50,7 @@ pub(crate) fn cast_vote(
     let found = get_approval(conn, &cast.claim.key)?;
     let record = admit(cast, found.as_ref())?;
     let Some(roster) = &record.roster else {
-        // The hot path: today's claim and one insert.
+        // The hot path: after the read, today's claim and one insert.
         let claimed = claim(conn, &cast.claim, &row.claim)?;
         let seq = insert_vote(conn, &record.key, row, None)?;
         return Ok(plain_outcome(cast.ballot.to_vote(seq, None), claimed));

@@ -77,6 +77,25 @@ async fn paused(store: &SqliteStore, key: &str) {
     store.pause_run(&pause, &[]).await.expect("pause run");
 }
 
+/// A file as a build that knew migrations 1 to `version` only left it.
+fn file_of_schema(path: &Path, version: i64) -> Connection {
+    let conn = raw(path);
+    conn.execute_batch(
+        "CREATE TABLE tollgate_schema_history (version INTEGER PRIMARY KEY NOT NULL, \
+         name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .expect("history");
+    for m in schema::MIGRATIONS.iter().filter(|m| m.version <= version) {
+        conn.execute_batch(m.sql).expect("old migration");
+        conn.execute(
+            "INSERT INTO tollgate_schema_history VALUES (?1, ?2, 'then')",
+            (m.version, m.name),
+        )
+        .expect("record it");
+    }
+    conn
+}
+
 fn raw(path: &Path) -> Connection {
     let conn = Connection::open(path).expect("raw connection");
     conn.busy_timeout(std::time::Duration::from_secs(5))
@@ -199,20 +218,7 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
     // A file written by a build that knew migrations 1-5 only.
     let dir = TempDir::new();
     {
-        let conn = raw(&dir.db());
-        conn.execute_batch(
-            "CREATE TABLE tollgate_schema_history (version INTEGER PRIMARY KEY NOT NULL, \
-             name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-        )
-        .expect("history");
-        for m in schema::MIGRATIONS.iter().filter(|m| m.version <= 5) {
-            conn.execute_batch(m.sql).expect("old migration");
-            conn.execute(
-                "INSERT INTO tollgate_schema_history VALUES (?1, ?2, 'then')",
-                (m.version, m.name),
-            )
-            .expect("record it");
-        }
+        let conn = file_of_schema(&dir.db(), 5);
         conn.execute_batch(
             "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
              outputs, created_at, updated_at) VALUES ('run-old', 'agent', 'h', 'completed', \
@@ -617,20 +623,7 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
     // waiting at a gate: it pauses without a roster (a plain gate).
     let dir = TempDir::new();
     {
-        let conn = raw(&dir.db());
-        conn.execute_batch(
-            "CREATE TABLE tollgate_schema_history (version INTEGER PRIMARY KEY NOT NULL, \
-             name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-        )
-        .expect("history");
-        for m in schema::MIGRATIONS.iter().filter(|m| m.version <= 6) {
-            conn.execute_batch(m.sql).expect("old migration");
-            conn.execute(
-                "INSERT INTO tollgate_schema_history VALUES (?1, ?2, 'then')",
-                (m.version, m.name),
-            )
-            .expect("record it");
-        }
+        let conn = file_of_schema(&dir.db(), 6);
         conn.execute_batch(
             "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
              outputs, created_at, updated_at) VALUES ('run-old', 'agent', 'h', \

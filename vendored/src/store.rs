@@ -8,7 +8,7 @@
 //! claim of a decision, and its end. Each is one transaction.
 //!
 //! The contract is split by concept (`traits`): [`RunLog`], [`Approvals`],
-//! [`Queries`], [`Keys`], [`Health`], and [`StateStore`] their sum. Two
+//! [`Votes`], [`Queries`], [`Keys`], [`Health`], and [`StateStore`] their sum. Two
 //! backends implement it, SQLite (a file, or a private database in memory:
 //! `memory:`) and PostgreSQL, each a folder with a file per concept; what
 //! both need is written once here: the argument checks (`checks`), paging
@@ -28,7 +28,7 @@ mod query;
 mod spec_filter;
 mod sqlite;
 mod traits;
-mod votes_shim;
+mod votes;
 pub mod watch;
 mod writes;
 
@@ -58,6 +58,7 @@ pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
 pub use traits::{
     Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore, Votes,
 };
+pub(crate) use votes::check_cast;
 pub(crate) use writes::resolved_event;
 pub use writes::{
     CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim, Pause, RunEnd, RunTransition,
@@ -70,6 +71,7 @@ pub use writes::{
 pub mod prelude {
     pub use super::{
         Approvals, Health, Keys, NotificationStore, Queries, RunLog, SpecVersions, StateStore,
+        Votes,
     };
 }
 

@@ -23,13 +23,18 @@ mod sqlite {
     use std::sync::Arc;
 
     use super::store_cases::TestStore;
-    use tollgate_runtime::store::{SqliteOptions, SqliteStore};
+    use tollgate_runtime::store::{SharedStore, SqliteOptions, SqliteStore};
 
     async fn open() -> TestStore {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = SqliteStore::open(&dir.path().join("state.db"), SqliteOptions::default())
-            .expect("open sqlite store");
-        TestStore::keeping(Arc::new(store), dir)
+        let path = dir.path().join("state.db");
+        let open_at = move || {
+            let store =
+                SqliteStore::open(&path, SqliteOptions::default()).expect("open sqlite store");
+            let store: SharedStore = Arc::new(store);
+            async move { store }
+        };
+        TestStore::keeping(open_at().await, dir).reopening(open_at)
     }
 
     store_conformance_tests!(open);

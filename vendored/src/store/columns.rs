@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::policy::{Channel, Vote, VoteDecision};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::spec_version::{LIVE_RUN_STATUSES, SpecVersion, SpecVersionUse};
 use crate::store::{StoreError, StoreResult};
@@ -21,11 +22,11 @@ use crate::store::{StoreError, StoreResult};
 /// them. Used by SELECT and by RETURNING alike.
 pub(super) const APPROVAL_COLUMNS: &str = "key, run_id, agent_id, spec_hash, step_index, \
      step_id, phase, message, payload, outputs, input, \"trigger\", status, decision_data, \
-     decided_by, decided_at, created_at, expires_at";
+     decided_by, decided_at, created_at, expires_at, roster";
 
 /// The number of columns in [`APPROVAL_COLUMNS`]; a query that selects more
 /// finds them from this offset on.
-pub(super) const APPROVAL_COLUMN_COUNT: usize = 18;
+pub(super) const APPROVAL_COLUMN_COUNT: usize = 19;
 
 /// The columns of `tollgate_runs`, in the order [`run`] reads them.
 pub(super) const RUN_COLUMNS: &str = "id, agent_id, spec_hash, status, input, \"trigger\", \
@@ -49,7 +50,13 @@ pub(super) trait Columns {
     fn int(&self, idx: usize, column: &'static str) -> StoreResult<i64>;
     /// A JSON column decoded into `T`.
     fn json<T: DeserializeOwned>(&self, idx: usize, column: &'static str) -> StoreResult<T>;
-    fn json_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<Value>>;
+    /// A nullable JSON column decoded into `T`, absent when NULL.
+    fn json_opt<T: DeserializeOwned>(
+        &self,
+        idx: usize,
+        column: &'static str,
+    ) -> StoreResult<Option<T>>;
+    fn flag(&self, idx: usize, column: &'static str) -> StoreResult<bool>;
     fn time(&self, idx: usize, column: &'static str) -> StoreResult<DateTime<Utc>>;
     fn time_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<DateTime<Utc>>>;
 
@@ -66,6 +73,12 @@ pub(super) trait Columns {
     ) -> StoreResult<T> {
         let text = self.string(idx, column)?;
         parse(&text).ok_or_else(|| self.corrupt(column, &format!("unknown value {text:?}")))
+    }
+
+    /// Text a person wrote that every row has ([`Columns::text_opt`], not NULL).
+    fn text(&self, idx: usize, column: &'static str) -> StoreResult<String> {
+        self.text_opt(idx, column)?
+            .ok_or_else(|| self.corrupt(column, &"NULL where a text is required"))
     }
 
     fn index(&self, idx: usize, column: &'static str) -> StoreResult<usize> {
@@ -104,7 +117,28 @@ pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
         decided_at: r.time_opt(15, "decided_at")?,
         created_at: r.time(16, "created_at")?,
         expires_at: r.time(17, "expires_at")?,
-        roster: None,
+        roster: r.json_opt(18, "roster")?,
+    })
+}
+
+/// The columns of `tollgate_votes`, in the order [`vote`] reads them.
+pub(super) const VOTE_COLUMNS: &str = "key, seq, voter, rule, decision, reason, payload, \
+     channel, payload_digest, superseded, at";
+
+/// Decode [`VOTE_COLUMNS`].
+pub(super) fn vote(r: &impl Columns) -> StoreResult<Vote> {
+    let seq = r.int(1, "seq")?;
+    Ok(Vote {
+        seq: u32::try_from(seq).map_err(|_| r.corrupt("seq", &format!("bad seq {seq}")))?,
+        voter: r.text(2, "voter")?,
+        rule: r.string_opt(3, "rule")?,
+        decision: r.parsed(4, "decision", VoteDecision::parse)?,
+        reason: r.text_opt(5, "reason")?,
+        payload: r.json_opt(6, "payload")?,
+        channel: r.parsed(7, "channel", Channel::parse)?,
+        payload_digest: r.string(8, "payload_digest")?,
+        superseded: r.flag(9, "superseded")?,
+        at: r.time(10, "at")?,
     })
 }
 

@@ -11,6 +11,11 @@
 //!   row lock and the losers match nothing; claims of different keys never
 //!   wait for each other. The sweep skips rows another transaction holds
 //!   (`FOR UPDATE SKIP LOCKED`), so each record is expired by one node.
+//! - **A vote** ([`Votes::cast_vote`]) takes its approval's row lock first
+//!   (`SELECT ... FOR UPDATE`), then reads the ledger, appends the vote and
+//!   its event and, when it settles the gate, writes the claim, all in one
+//!   transaction: votes of one key are counted one at a time, in the order
+//!   of the lock, and a claim, a cancel or a move of the key waits for it.
 //! - **Push.** Every pause, decision and expiry also sends `NOTIFY
 //!   tollgate_approvals` in its transaction; [`crate::watch`] listens on one
 //!   dedicated connection (outside the pool) and re-checks what it waits for
@@ -62,15 +67,16 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use super::feed::ChangeFeed;
 use super::{
-    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
-    KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
-    PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
+    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, CastVote, Claimed, FirstWrite,
+    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
     SharedNotifications, SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim,
-    WRITE_PROBE_KEY, check_claim_end, check_lease_end, check_pause, check_spec_version,
-    report_skipped, row_limit,
+    VoteOutcome, Votes, WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause,
+    check_spec_version, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::policy::Vote;
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 
@@ -320,6 +326,7 @@ mod keys;
 mod queries;
 mod runs;
 mod specs;
+mod votes;
 
 /// `postgres://user@host:port/db` without the password or query options.
 fn describe(config: &tokio_postgres::Config) -> String {

@@ -22,6 +22,10 @@
 //!   crash of the process and never corrupt, but the last commits before a
 //!   power cut or an OS crash may be lost, so a decision that was reported
 //!   as taken may come back as PENDING.
+//! - **A vote** ([`Votes::cast_vote`]) reads its approval and ledger and
+//!   writes the vote, its event and (when it settles the gate) the claim in
+//!   one write transaction, so votes of one key are counted one at a time
+//!   across processes.
 //! - **Every write is a durable point.** A run's creation, its pause, a
 //!   claim, its end: each is reported only once its commit is durable, so a
 //!   pause+resume cycle costs its commits and little else.
@@ -67,6 +71,7 @@ mod schema;
 mod specs;
 #[cfg(test)]
 mod tests;
+mod votes;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,16 +84,18 @@ use rusqlite::Connection;
 
 use self::group_commit::GroupWriter;
 
-use self::ops::{ApprovalRow, ClaimRow, EndRow, FirstRow, MoveRow, RunRow, encode_events};
+use self::ops::{ApprovalRow, CastRow, ClaimRow, EndRow, FirstRow, MoveRow, RunRow, encode_events};
 use super::{
-    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, Claimed, FirstWrite, Health,
-    KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue, Pause,
-    PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, WRITE_PROBE_KEY,
-    check_claim_end, check_lease_end, check_pause, check_spec_version, report_skipped, row_limit,
+    ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, CastVote, Claimed, FirstWrite,
+    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue,
+    Pause, PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
+    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, VoteOutcome, Votes,
+    WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause, check_spec_version,
+    report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::policy::Vote;
 use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::time::format_utc;

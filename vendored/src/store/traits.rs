@@ -1,5 +1,5 @@
 //! The store's traits, one per concept ([`RunLog`], [`Approvals`],
-//! [`Queries`], [`Keys`], [`SpecVersions`], [`Health`]), and
+//! [`Votes`], [`Queries`], [`Keys`], [`SpecVersions`], [`Health`]), and
 //! [`StateStore`], their sum.
 //! `use tollgate_runtime::store::prelude::*` brings them all into scope.
 

@@ -16,13 +16,16 @@
 //! A module per concept of the store, each case where the concept it mainly
 //! tests is: `runs` (the run log a driver writes), `approvals` (claims,
 //! expiry, cancels), `queries` (the read model), `keys` (dedupe keys),
-//! `specs` (the spec versions runs started under) and
+//! `specs` (the spec versions runs started under), `votes` (the ledger of
+//! votes on gates with rules, and the vote that settles one) and
 //! `values` (what every write keeps or refuses). `fixtures` holds the
 //! builders they share and `prelude` every import they share.
 
 #![allow(dead_code)]
 
 use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 
 use tollgate_runtime::store::SharedStore;
 
@@ -36,28 +39,62 @@ pub mod queries;
 pub mod runs;
 pub mod specs;
 pub mod values;
+pub mod votes;
 
 // What the store suites and the notification cases build with. The
 // PostgreSQL bench includes this module by path and uses only some of them.
 #[allow(unused_imports)]
 pub use fixtures::{SPEC, TTL, approve, at, paused_run};
 
+/// Opens another handle on the database of a store under test.
+type Reopen = Box<dyn Fn() -> Pin<Box<dyn Future<Output = SharedStore> + Send>> + Send + Sync>;
+
 /// A store under test plus whatever must outlive it (a temp dir, a schema).
 pub struct TestStore {
     pub store: SharedStore,
+    reopen: Option<Reopen>,
     _keep: Option<Box<dyn Any + Send>>,
 }
 
 impl TestStore {
     pub fn new(store: SharedStore) -> TestStore {
-        TestStore { store, _keep: None }
+        TestStore {
+            store,
+            reopen: None,
+            _keep: None,
+        }
     }
 
     pub fn keeping(store: SharedStore, keep: impl Any + Send) -> TestStore {
         TestStore {
             store,
+            reopen: None,
             _keep: Some(Box::new(keep)),
         }
+    }
+
+    /// A store whose database `reopen` opens again, with connections of
+    /// its own, as another process would (a file, a database server).
+    pub fn reopening<F>(mut self, reopen: impl Fn() -> F + Send + Sync + 'static) -> TestStore
+    where
+        F: Future<Output = SharedStore> + Send + 'static,
+    {
+        self.reopen = Some(Box::new(move || Box::pin(reopen())));
+        self
+    }
+
+    /// `n` handles on the store's database, the store first, each other
+    /// one opened anew; a store that cannot be opened twice (memory: one
+    /// private database) gives itself `n` times.
+    pub async fn handles(&self, n: usize) -> Vec<SharedStore> {
+        let mut handles = vec![self.store.clone()];
+        while handles.len() < n {
+            handles.push(match &self.reopen {
+                Some(reopen) => reopen().await,
+                None => self.store.clone(),
+            });
+        }
+        handles
     }
 }
 
@@ -136,13 +173,27 @@ macro_rules! store_conformance_tests {
             versions_are_listed_with_their_pending_approvals_and_live_runs,
             concurrent_records_of_one_hash_never_fail_or_duplicate,
         );
+        store_conformance_tests!(@concept $open; votes:
+            a_pause_keeps_its_roster,
+            a_plain_gates_vote_settles_it_at_once_as_a_claim_would,
+            two_of_finance_and_one_of_security_settle_with_the_third_vote_then_refuse,
+            a_requester_a_non_member_and_a_second_vote_are_refused_writing_nothing,
+            a_reject_settles_a_gate_with_rules,
+            a_vote_on_another_payload_is_payload_changed_and_writes_nothing,
+            a_modify_supersedes_the_votes_before_it_and_settles_with_the_edit,
+            a_vote_on_an_expired_record_is_approval_expired;
+            across 3 handles:
+            concurrent_deciding_votes_from_three_handles_settle_once,
+            a_vote_racing_a_cancel_has_exactly_one_winner,
+        );
         store_conformance_tests!(@concept $open; values:
             nul_characters_are_kept_in_every_field,
             a_time_past_the_year_9999_is_refused_before_any_write,
             json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write,
         );
     };
-    (@concept $open:ident; $concept:ident: $($case:ident),* $(,)?) => {
+    (@concept $open:ident; $concept:ident: $($case:ident),* $(,)?
+        $(; across $n:literal handles: $($across:ident),* $(,)?)?) => {
         mod $concept {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -151,6 +202,16 @@ macro_rules! store_conformance_tests {
                     $crate::common::store_cases::$concept::$case(under_test.store.clone()).await;
                 }
             )*
+            // Cases of processes racing: each gets `$n` handles on one
+            // database (see `TestStore::handles`).
+            $($(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $across() {
+                    let under_test = super::$open().await;
+                    let handles = under_test.handles($n).await;
+                    $crate::common::store_cases::$concept::$across(handles).await;
+                }
+            )*)?
         }
     };
 }

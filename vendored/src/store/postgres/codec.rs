@@ -12,6 +12,7 @@ use tokio_postgres::types::FromSql;
 
 use crate::events::Event;
 use crate::pending_approval::ApprovalRecord;
+use crate::policy::Vote;
 use crate::run_state::RunRecord;
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{self, Columns};
@@ -19,7 +20,7 @@ use crate::store::{StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, SPEC_VERSION_COLUMNS,
-    corrupt, spec_versions_sql, to_i64,
+    VOTE_COLUMNS, corrupt, spec_versions_sql, to_i64,
 };
 
 /// Reads the columns of one row, naming the row in every error.
@@ -87,7 +88,17 @@ impl Columns for RowReader<'_> {
         serde_json::from_value(value).map_err(|e| self.corrupt(column, &e))
     }
 
-    fn json_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<Value>> {
+    fn json_opt<T: DeserializeOwned>(
+        &self,
+        idx: usize,
+        column: &'static str,
+    ) -> StoreResult<Option<T>> {
+        self.get::<Option<Value>>(idx, column)?
+            .map(|value| serde_json::from_value(value).map_err(|e| self.corrupt(column, &e)))
+            .transpose()
+    }
+
+    fn flag(&self, idx: usize, column: &'static str) -> StoreResult<bool> {
         self.get(idx, column)
     }
 
@@ -114,6 +125,10 @@ pub(super) fn spec_version_from_row(row: &Row) -> StoreResult<SpecVersion> {
 
 pub(super) fn spec_version_use_from_row(row: &Row) -> StoreResult<SpecVersionUse> {
     columns::spec_version_use(&RowReader::new(row, "tollgate_specs", "hash")?)
+}
+
+pub(super) fn vote_from_row(row: &Row) -> StoreResult<Vote> {
+    columns::vote(&RowReader::new(row, "tollgate_votes", "key")?)
 }
 
 pub(super) fn event_from_row(row: &Row) -> StoreResult<Event> {

@@ -2,7 +2,8 @@
 //! store opened (READ COMMITTED, the PostgreSQL default); nothing here
 //! begins or commits. Statements are prepared once per pooled connection.
 //!
-//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs, specs.rs),
+//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs, specs.rs,
+//! votes.rs),
 //! and what they share in rows.rs; the imports below serve each of them
 //! (`use super::*`).
 
@@ -12,6 +13,7 @@ mod queries;
 mod rows;
 mod runs;
 mod specs;
+mod votes;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -22,9 +24,9 @@ use tokio_postgres::types::ToSql;
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
-    SPEC_VERSION_COLUMNS, approval_from_row, checked, event_from_row, run_from_row,
+    SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, checked, event_from_row, run_from_row,
     spec_version_from_row, spec_version_use_from_row, spec_versions_sql, text_json, to_i64,
-    to_json,
+    to_json, vote_from_row,
 };
 use super::notify;
 use crate::events::{Event, EventKind};
@@ -40,4 +42,4 @@ use crate::store::{
     StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
 };
 
-pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*};
+pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*, votes::*};

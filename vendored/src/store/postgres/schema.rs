@@ -48,6 +48,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "spec_versions",
         sql: include_str!("../migrations/postgres/0007_spec_versions.sql"),
     },
+    Migration {
+        version: 8,
+        name: "votes",
+        sql: include_str!("../migrations/postgres/0008_votes.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

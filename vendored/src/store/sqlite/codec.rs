@@ -7,10 +7,10 @@ use rusqlite::Row;
 use rusqlite::types::FromSql;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::events::Event;
 use crate::pending_approval::ApprovalRecord;
+use crate::policy::Vote;
 use crate::run_state::RunRecord;
 use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{self, Columns};
@@ -18,7 +18,7 @@ use crate::store::{StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, SPEC_VERSION_COLUMNS,
-    corrupt, spec_versions_sql, to_i64,
+    VOTE_COLUMNS, corrupt, spec_versions_sql, to_i64,
 };
 
 /// Reads the columns of one row, naming the row in every error.
@@ -87,10 +87,23 @@ impl Columns for RowReader<'_, '_> {
         serde_json::from_str(&text).map_err(|e| self.corrupt(column, &e))
     }
 
-    fn json_opt(&self, idx: usize, column: &'static str) -> StoreResult<Option<Value>> {
+    fn json_opt<T: DeserializeOwned>(
+        &self,
+        idx: usize,
+        column: &'static str,
+    ) -> StoreResult<Option<T>> {
         let text: Option<String> = self.get(idx, column)?;
         text.map(|t| serde_json::from_str(&t).map_err(|e| self.corrupt(column, &e)))
             .transpose()
+    }
+
+    /// 0 or 1 (SQLite has no boolean type).
+    fn flag(&self, idx: usize, column: &'static str) -> StoreResult<bool> {
+        match self.int(idx, column)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            n => Err(self.corrupt(column, &format!("{n} is not 0 or 1"))),
+        }
     }
 
     fn time(&self, idx: usize, column: &'static str) -> StoreResult<DateTime<Utc>> {
@@ -118,6 +131,10 @@ pub(super) fn spec_version_from_row(row: &Row<'_>) -> StoreResult<SpecVersion> {
 
 pub(super) fn spec_version_use_from_row(row: &Row<'_>) -> StoreResult<SpecVersionUse> {
     columns::spec_version_use(&RowReader::new(row, "tollgate_specs", "hash")?)
+}
+
+pub(super) fn vote_from_row(row: &Row<'_>) -> StoreResult<Vote> {
+    columns::vote(&RowReader::new(row, "tollgate_votes", "key")?)
 }
 
 pub(super) fn event_from_row(row: &Row<'_>) -> StoreResult<Event> {

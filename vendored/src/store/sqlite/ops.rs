@@ -5,7 +5,8 @@
 //! SQL alone. Writers are called inside a `BEGIN IMMEDIATE` transaction by
 //! the store; nothing here begins or commits.
 //!
-//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs, specs.rs),
+//! One file per concept (approvals.rs, keys.rs, queries.rs, runs.rs, specs.rs,
+//! votes.rs),
 //! and what they share in rows.rs; the imports below serve each of them
 //! (`use super::*`).
 
@@ -15,13 +16,15 @@ mod queries;
 mod rows;
 mod runs;
 mod specs;
+mod votes;
 
 use rusqlite::{Connection, ErrorCode, Params, Row, Statement, ToSql};
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
-    SPEC_VERSION_COLUMNS, approval_from_row, event_from_row, run_from_row, spec_version_from_row,
-    spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
+    SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, event_from_row, run_from_row,
+    spec_version_from_row, spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
+    vote_from_row,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Claim, Moved};
@@ -36,4 +39,4 @@ use crate::store::{
 };
 use crate::time::format_utc;
 
-pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*};
+pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*, votes::*};

@@ -43,6 +43,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "spec_versions",
         sql: include_str!("../migrations/sqlite/0006_spec_versions.sql"),
     },
+    Migration {
+        version: 7,
+        name: "votes",
+        sql: include_str!("../migrations/sqlite/0007_votes.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

@@ -77,6 +77,25 @@ async fn paused(store: &SqliteStore, key: &str) {
     store.pause_run(&pause, &[]).await.expect("pause run");
 }
 
+/// A file as a build that knew migrations 1 to `version` only left it.
+fn file_of_schema(path: &Path, version: i64) -> Connection {
+    let conn = raw(path);
+    conn.execute_batch(
+        "CREATE TABLE tollgate_schema_history (version INTEGER PRIMARY KEY NOT NULL, \
+         name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .expect("history");
+    for m in schema::MIGRATIONS.iter().filter(|m| m.version <= version) {
+        conn.execute_batch(m.sql).expect("old migration");
+        conn.execute(
+            "INSERT INTO tollgate_schema_history VALUES (?1, ?2, 'then')",
+            (m.version, m.name),
+        )
+        .expect("record it");
+    }
+    conn
+}
+
 fn raw(path: &Path) -> Connection {
     let conn = Connection::open(path).expect("raw connection");
     conn.busy_timeout(std::time::Duration::from_secs(5))
@@ -199,20 +218,7 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
     // A file written by a build that knew migrations 1-5 only.
     let dir = TempDir::new();
     {
-        let conn = raw(&dir.db());
-        conn.execute_batch(
-            "CREATE TABLE tollgate_schema_history (version INTEGER PRIMARY KEY NOT NULL, \
-             name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-        )
-        .expect("history");
-        for m in schema::MIGRATIONS.iter().filter(|m| m.version <= 5) {
-            conn.execute_batch(m.sql).expect("old migration");
-            conn.execute(
-                "INSERT INTO tollgate_schema_history VALUES (?1, ?2, 'then')",
-                (m.version, m.name),
-            )
-            .expect("record it");
-        }
+        let conn = file_of_schema(&dir.db(), 5);
         conn.execute_batch(
             "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
              outputs, created_at, updated_at) VALUES ('run-old', 'agent', 'h', 'completed', \
@@ -226,7 +232,11 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
         .prepare("SELECT name FROM tollgate_schema_history ORDER BY version")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .expect("history");
-    assert_eq!(names.last().map(String::as_str), Some("spec_versions"));
+    assert_eq!(
+        names[5..],
+        ["spec_versions", "votes"],
+        "every later migration applied"
+    );
     drop(conn);
 
     let store = open(&dir.db());
@@ -605,4 +615,75 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
             .all(|r| r.status == ApprovalStatus::Approved)
     );
     eprintln!("first inbox page of 10,000 pending: {took:?}");
+}
+
+#[tokio::test]
+async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them() {
+    // A file written by a build that knew migrations 1-6 only, with a run
+    // waiting at a gate: it pauses without a roster (a plain gate).
+    let dir = TempDir::new();
+    {
+        let conn = file_of_schema(&dir.db(), 6);
+        conn.execute_batch(
+            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+             outputs, created_at, updated_at) VALUES ('run-old', 'agent', 'h', \
+             'awaiting_approval', '{}', '{}', '{}', '2026-01-01T00:00:00.000000Z', \
+             '2026-01-01T00:00:00.000000Z'); \
+             INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+             step_id, phase, message, payload, outputs, input, \"trigger\", status, \
+             created_at, expires_at) VALUES ('k-old', 'run-old', 'agent', 'h', 0, 'gate', \
+             'before', 'Ship?', '{\"order\": 1}', '{}', '{}', '{}', 'PENDING', \
+             '2026-01-01T00:00:00.000000Z', '2999-01-01T00:00:00.000000Z')",
+        )
+        .expect("an old pause");
+    }
+    let store = open(&dir.db());
+    let record = store
+        .get_approval("k-old")
+        .await
+        .expect("get")
+        .expect("kept");
+    assert_eq!(
+        record.roster, None,
+        "a pause from before rosters is a plain gate"
+    );
+
+    let ballot = crate::policy::BallotVote {
+        voter: "alice".into(),
+        decision: crate::policy::VoteDecision::Approve,
+        reason: None,
+        payload: None,
+        channel: crate::policy::Channel::Cli,
+        payload_digest: record.payload_digest(),
+        at: now(),
+    };
+    let claim = crate::pending_approval::Claim {
+        key: "k-old".into(),
+        decision: crate::pending_approval::Decision::Approve { reason: None },
+        decided_by: "alice".into(),
+        now: now(),
+        spec_hash: "h".into(),
+        pinned: false,
+        then: crate::pending_approval::AfterClaim::Release,
+    };
+    let outcome = store
+        .cast_vote(&crate::store::CastVote { ballot, claim })
+        .await
+        .expect("vote");
+    assert!(
+        matches!(outcome, crate::store::VoteOutcome::Settled { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(store.votes("k-old").await.expect("votes").len(), 1);
+
+    // A ledger row this build cannot read is reported, naming it.
+    raw(&dir.db())
+        .execute("UPDATE tollgate_votes SET superseded = 2", [])
+        .expect("damage the row");
+    let err = store.votes("k-old").await.expect_err("a flag of 2");
+    let message = err.to_string();
+    assert!(
+        message.contains("tollgate_votes.superseded") && message.contains("k-old"),
+        "{message}"
+    );
 }

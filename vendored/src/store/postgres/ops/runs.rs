@@ -111,6 +111,11 @@ pub(super) async fn insert_approval<C: GenericClient>(
     if let Some(data) = &r.decision_data {
         checked(data, "decision data")?;
     }
+    let roster = r
+        .roster
+        .as_ref()
+        .map(|roster| to_json(roster, "approval roster"))
+        .transpose()?;
     let (message, decided_by) = (
         text_json(r.message.as_deref()),
         text_json(r.decided_by.as_deref()),
@@ -118,7 +123,7 @@ pub(super) async fn insert_approval<C: GenericClient>(
     let stmt = client
         .prepare_cached(&format!(
             "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
         ))
         .await?;
     let params: [Param<'_>; APPROVAL_COLUMN_COUNT] = [
@@ -140,6 +145,7 @@ pub(super) async fn insert_approval<C: GenericClient>(
         &r.decided_at,
         &r.created_at,
         &r.expires_at,
+        &roster,
     ];
     client.execute(&stmt, &params).await.map_err(|e| {
         already_exists(is_unique_violation(&e), e, || {

@@ -75,6 +75,7 @@ pub(crate) struct ApprovalRow {
     pub(super) decided_at: Option<String>,
     pub(super) created_at: String,
     pub(super) expires_at: String,
+    pub(super) roster: Option<String>,
     /// When the pause happened (the run's `updated_at`).
     pub(super) paused_at: String,
     /// The driver that must still own the run (see `Pause::owner`).
@@ -107,6 +108,11 @@ impl ApprovalRow {
             decided_at: r.decided_at.map(format_utc),
             created_at: format_utc(r.created_at),
             expires_at: format_utc(r.expires_at),
+            roster: r
+                .roster
+                .as_ref()
+                .map(|roster| to_json(roster, "approval roster"))
+                .transpose()?,
             paused_at: format_utc(pause.at),
             owner: pause.owner.clone(),
         })

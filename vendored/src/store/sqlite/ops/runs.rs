@@ -109,7 +109,7 @@ pub(super) fn fence_failed(conn: &Connection, run_id: &str, owner: Option<&str>)
 pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
     let mut stmt = conn.prepare_cached(&format!(
         "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
     ))?;
     let params: [&dyn ToSql; APPROVAL_COLUMN_COUNT] = [
         &row.key,
@@ -130,6 +130,7 @@ pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResu
         &row.decided_at,
         &row.created_at,
         &row.expires_at,
+        &row.roster,
     ];
     stmt.execute(params.as_slice()).map_err(|e| {
         already_exists(is_unique_violation(&e), e, || {

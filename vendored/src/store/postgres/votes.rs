@@ -1,0 +1,19 @@
+//! The PostgreSQL store: the ledger of votes on gates, and the cast that
+//! may settle one.
+
+use super::*;
+
+#[async_trait]
+impl Votes for PostgresStore {
+    async fn cast_vote(&self, cast: &CastVote) -> StoreResult<VoteOutcome> {
+        check_cast(cast)?;
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::cast_vote(&tx, cast).await) }.await;
+        self.context(&format!("voting on approval {}", cast.claim.key), result)
+    }
+
+    async fn votes(&self, key: &str) -> StoreResult<Vec<Vote>> {
+        let read = async { ops::votes(&self.client().await?, key).await }.await;
+        self.context(&format!("reading the votes on approval {key}"), read)
+    }
+}

@@ -1,0 +1,115 @@
+//! The votes' SQL: the ledger, and a cast in the writer's transaction.
+
+use super::*;
+use crate::policy::Vote;
+use crate::store::votes::{admit, count, counted_outcome, plain_outcome, vote_event};
+use crate::store::{CastVote, VoteOutcome};
+
+/// A cast's parameters, encoded: its claim, and its vote but for the seq
+/// (the next of the key's, numbered in the insert) and the rule (counted
+/// inside the transaction).
+pub(crate) struct CastRow {
+    claim: ClaimRow,
+    voter: String,
+    decision: &'static str,
+    reason: Option<String>,
+    payload: Option<String>,
+    channel: &'static str,
+    payload_digest: String,
+    at: String,
+}
+
+impl CastRow {
+    pub fn encode(cast: &CastVote) -> StoreResult<CastRow> {
+        let ballot = &cast.ballot;
+        Ok(CastRow {
+            claim: ClaimRow::encode(&cast.claim)?,
+            voter: ballot.voter.clone(),
+            decision: ballot.decision.as_str(),
+            reason: ballot.reason.clone(),
+            payload: ballot
+                .payload
+                .as_ref()
+                .map(|p| to_json(p, "vote payload"))
+                .transpose()?,
+            channel: ballot.channel.as_str(),
+            payload_digest: ballot.payload_digest.clone(),
+            at: format_utc(ballot.at),
+        })
+    }
+}
+
+/// See [`crate::store::Votes::cast_vote`]. The writer's `BEGIN IMMEDIATE`
+/// holds every other writer off from the read to the last write; an error
+/// rolls back all of the cast.
+pub(crate) fn cast_vote(
+    conn: &Connection,
+    cast: &CastVote,
+    row: &CastRow,
+) -> StoreResult<VoteOutcome> {
+    let found = get_approval(conn, &cast.claim.key)?;
+    let record = admit(cast, found.as_ref())?;
+    let Some(roster) = &record.roster else {
+        // The hot path: after the read, today's claim and one insert.
+        let claimed = claim(conn, &cast.claim, &row.claim)?;
+        let seq = insert_vote(conn, &record.key, row, None)?;
+        return Ok(plain_outcome(cast.ballot.to_vote(seq, None), claimed));
+    };
+    let counted = count(cast, record, roster, &votes(conn, &record.key)?)?;
+    if counted.supersedes {
+        let mut stmt = conn.prepare_cached(
+            "UPDATE tollgate_votes SET superseded = 1 WHERE key = ?1 AND superseded = 0",
+        )?;
+        stmt.execute([&record.key])?;
+    }
+    if let Some(revised) = &counted.roster {
+        let mut stmt =
+            conn.prepare_cached("UPDATE tollgate_approvals SET roster = ?2 WHERE key = ?1")?;
+        stmt.execute((&record.key, to_json(revised, "approval roster")?))?;
+    }
+    let seq = insert_vote(conn, &record.key, row, counted.rule.as_deref())?;
+    let vote = cast.ballot.to_vote(seq, counted.rule.clone());
+    let event = vote_event(record, &vote, &counted, next_seq(conn, &record.run_id)?);
+    append_one(conn, &event)?;
+    let claimed = match counted.settles {
+        Some(_) => Some(claim(conn, &cast.claim, &row.claim)?),
+        None => None,
+    };
+    Ok(counted_outcome(vote, counted, event, claimed))
+}
+
+/// Append the vote as the key's next; returns its seq.
+fn insert_vote(
+    conn: &Connection,
+    key: &str,
+    row: &CastRow,
+    rule: Option<&str>,
+) -> StoreResult<u32> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "INSERT INTO tollgate_votes ({VOTE_COLUMNS}) \
+         SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9 \
+         FROM tollgate_votes WHERE key = ?1 \
+         RETURNING seq"
+    ))?;
+    let params: [&dyn ToSql; 9] = [
+        &key,
+        &row.voter,
+        &rule,
+        &row.decision,
+        &row.reason,
+        &row.payload,
+        &row.channel,
+        &row.payload_digest,
+        &row.at,
+    ];
+    let seq: i64 = stmt.query_row(params.as_slice(), |r| r.get(0))?;
+    u32::try_from(seq).map_err(|_| StoreError::Database(format!("vote seq {seq} out of range")))
+}
+
+/// The ledger of `key`, in seq order.
+pub(crate) fn votes(conn: &Connection, key: &str) -> StoreResult<Vec<Vote>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {VOTE_COLUMNS} FROM tollgate_votes WHERE key = ?1 ORDER BY seq"
+    ))?;
+    query_all(&mut stmt, [key], vote_from_row)
+}

@@ -86,3 +86,55 @@ fn a_timeout_this_version_does_not_enforce_is_refused_not_ignored() {
         "11:7: on_timeout: approve is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused"
     );
 }
+
+/// `tollgate validate --env` on `TEAM` with `vars` set (and every other
+/// group variable unset).
+fn validate_env(vars: &[(&str, &str)]) -> (TempDir, PathBuf, Output) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spec.yaml");
+    std::fs::write(&path, TEAM).expect("write spec");
+    let mut command = Command::new(BIN);
+    command
+        .args(["validate", "--env"])
+        .arg(&path)
+        .env_remove("TOLLGATE_GROUP_FINANCE")
+        .env_remove("TOLLGATE_GROUP_SECURITY");
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    let out = command.output().expect("run tollgate validate --env");
+    (dir, path, out)
+}
+
+#[test]
+fn validate_env_checks_the_group_overrides() {
+    let (_dir, _path, out) = validate_env(&[
+        ("TOLLGATE_GROUP_FINANCE", "frank, gina"),
+        ("TOLLGATE_GROUP_LEGAL", ""),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (value, error) in [
+        (
+            " ",
+            "TOLLGATE_GROUP_FINANCE is set but empty: it would leave group \"finance\" without members (unset it to use the members the spec lists)",
+        ),
+        (
+            "frank",
+            "TOLLGATE_GROUP_FINANCE has 1 member but step \"check\" needs 2 of finance",
+        ),
+    ] {
+        let (_dir, path, out) = validate_env(&[("TOLLGATE_GROUP_FINANCE", value)]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            format!("error: {}: {error}", path.display()),
+            "{value:?}"
+        );
+    }
+}

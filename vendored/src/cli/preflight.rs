@@ -1,5 +1,6 @@
 //! The start-up preflight: before a server binds (and in `validate
-//! --env`), every `${NAME}` the spec needs without a default must be set.
+//! --env`), every `${NAME}` the spec needs without a default must be set,
+//! and `TOLLGATE_GROUP_<NAME>` overrides must leave every gate's rules met.
 //! A missing one exits 2 naming each variable and where the spec needs
 //! it, never a value: a deploy fails at once instead of the first run that
 //! reaches the call failing hours later, perhaps after a person approved it.
@@ -12,6 +13,7 @@ use crate::{AgentRun, VersionMissingEnv};
 /// environment; otherwise the failure naming each missing one. `doing`
 /// says what was refused ("cannot serve refund-desk").
 pub fn require_env(spec: &Spec, doing: &str) -> Result<(), ExitFailure> {
+    require_groups(spec, doing)?;
     let missing = spec.missing_secrets(|name| std::env::var_os(name).is_some());
     match missing.as_slice() {
         [] => Ok(()),
@@ -26,6 +28,24 @@ pub fn require_env(spec: &Spec, doing: &str) -> Result<(), ExitFailure> {
                 .join("\n")
         ))),
     }
+}
+
+/// `TOLLGATE_GROUP_<NAME>` overrides of the spec's approval groups: one
+/// set but empty, or leaving a gate's rules unmet, exits 2 naming the
+/// variable (and the gate and rule), never a silently smaller group. A
+/// value that is not UTF-8 is refused too rather than read as unset.
+pub fn require_groups(spec: &Spec, doing: &str) -> Result<(), ExitFailure> {
+    for group in spec.approvals.groups.keys() {
+        let variable = crate::env::group_members(group);
+        if std::env::var_os(&variable).is_some_and(|v| v.to_str().is_none()) {
+            return Err(ExitFailure::bad_input(format!(
+                "{doing}: {variable} is not valid UTF-8 (expected members separated by commas)"
+            )));
+        }
+    }
+    spec.resolve_groups(|name| std::env::var(name).ok())
+        .map(|_| ())
+        .map_err(|e| ExitFailure::bad_input(format!("{doing}: {e}")))
 }
 
 /// Under `pin` or `auto`, the variables of the older versions that pending

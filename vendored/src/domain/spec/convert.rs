@@ -612,8 +612,9 @@ impl<'a> Cx<'a> {
         };
         // An empty `approval:` is an error, not "no gate": a gate someone
         // meant to write must not vanish silently.
-        let gate = match fields.entry("approval").map(|e| &e.value) {
-            Some(node) if node.entries().is_some() => Some(Some(node)),
+        // `approval: required`, or the gate's policy as a mapping.
+        let (approval_required, gate_mapping) = match fields.entry("approval").map(|e| &e.value) {
+            Some(node) if node.entries().is_some() => (true, Some(node)),
             Some(node) => {
                 if node.as_str() != Some("required") {
                     let found = match node.as_str() {
@@ -628,11 +629,10 @@ impl<'a> Cx<'a> {
                         ),
                     ));
                 }
-                Some(None)
+                (true, None)
             }
-            None => None,
+            None => (false, None),
         };
-        let approval_required = gate.is_some();
         let mut message = fields.opt_string("message")?;
         let mut ttl = fields.opt_duration("ttl")?;
         if !approval_required {
@@ -656,7 +656,7 @@ impl<'a> Cx<'a> {
         let mut on_spec_change = self.on_spec_change(&fields)?;
         let mut when = None;
         let mut policy = GatePolicy::plain();
-        if let Some(Some(node)) = gate {
+        if let Some(node) = gate_mapping {
             let place = Place::in_(format!("the approval of tool {name:?}"));
             let approval = self.mapping(
                 node,

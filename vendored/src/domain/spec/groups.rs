@@ -24,6 +24,8 @@ pub enum PolicyError {
         "{variable} has an empty member (entry {entry}): list members by API-token name, separated by commas"
     )]
     EmptyMember { variable: String, entry: usize },
+    #[error("{variable} lists {member:?}: a member is an API-token name, without spaces")]
+    BadMember { variable: String, member: String },
     #[error("{variable} lists {member:?} twice")]
     DuplicateMember { variable: String, member: String },
     /// A gate's rule asks more of a group than its members can give.
@@ -147,6 +149,12 @@ fn members_from(text: &str, variable: &str, group: &str) -> Result<Vec<String>, 
                 entry: i + 1,
             });
         }
+        if member.contains(char::is_whitespace) {
+            return Err(PolicyError::BadMember {
+                variable: variable.to_string(),
+                member: member.to_string(),
+            });
+        }
         if members.iter().any(|m| m == member) {
             return Err(PolicyError::DuplicateMember {
                 variable: variable.to_string(),
@@ -258,7 +266,7 @@ steps:
 
     #[test]
     fn an_override_never_leaves_a_group_empty_or_a_rule_unmet() {
-        let cases: [(&[(&str, &str)], &str); 6] = [
+        let cases: [(&[(&str, &str)], &str); 7] = [
             (
                 &[("TOLLGATE_GROUP_FINANCE", "  ")],
                 "TOLLGATE_GROUP_FINANCE is set but empty: it would leave group \"finance\" without members (unset it to use the members the spec lists)",
@@ -270,6 +278,10 @@ steps:
             (
                 &[("TOLLGATE_GROUP_FINANCE", "alice,,bob")],
                 "TOLLGATE_GROUP_FINANCE has an empty member (entry 2): list members by API-token name, separated by commas",
+            ),
+            (
+                &[("TOLLGATE_GROUP_FINANCE", "alice bob, carol")],
+                "TOLLGATE_GROUP_FINANCE lists \"alice bob\": a member is an API-token name, without spaces",
             ),
             (
                 &[("TOLLGATE_GROUP_FINANCE", "alice, bob, alice")],

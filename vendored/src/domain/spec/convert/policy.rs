@@ -57,8 +57,16 @@ impl Cx<'_> {
             }
             let mut members: Vec<String> = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let member =
-                    self.non_empty_string(item, &format!("member {} of {group}", i + 1))?;
+                let label = format!("member {} of {group}", i + 1);
+                let member = self.non_empty_string(item, &label)?;
+                // Token names have neither, and `TOLLGATE_GROUP_<NAME>`
+                // splits at commas and trims.
+                if member.contains(|c: char| c == ',' || c.is_whitespace()) {
+                    return Err(self.err(
+                        item.pos,
+                        format!("{label} is {member:?}: a member is an API-token name, without commas or spaces"),
+                    ));
+                }
                 if members.contains(&member) {
                     return Err(
                         self.err(item.pos, format!("{member:?} is listed twice in {group}"))

@@ -273,6 +273,10 @@ fn groups_are_named_like_tools_and_never_empty_nor_doubled() {
             "4:30: member 2 of group \"finance\" in approvals.groups is empty",
         ),
         (
+            "{ finance: [\"alice, bob\"] }",
+            "4:23: member 1 of group \"finance\" in approvals.groups is \"alice, bob\": a member is an API-token name, without commas or spaces",
+        ),
+        (
             "[alice]",
             "4:11: expected a mapping of group names to members for \"groups\" in approvals, found a sequence",
         ),

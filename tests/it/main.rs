@@ -21,6 +21,7 @@ mod server;
 mod slack;
 mod spec;
 mod store;
+mod team;
 mod ui;
 mod versions;
 

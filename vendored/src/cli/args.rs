@@ -232,7 +232,7 @@ pub struct DecideArgs {
     pub by: Option<String>,
     /// Decide only if the payload is still the one with this digest (the
     /// `payload_digest` that `approvals show --json` printed): refused with
-    /// exit 3 (`payload_changed`) if it was edited since.
+    /// exit 4 (`payload_changed`) if it was edited since.
     #[arg(long, value_name = "sha256:HEX")]
     pub payload_digest: Option<String>,
     /// Print one JSON event per line.

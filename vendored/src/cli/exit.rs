@@ -70,7 +70,9 @@ pub fn for_approval(e: &ApprovalError) -> i32 {
         | ApprovalError::AlreadyVoted { .. }
         | ApprovalError::PayloadChanged { .. } => CONFLICT,
         ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => BAD_INPUT,
-        ApprovalError::Forbidden { .. } | ApprovalError::SelfApproval { .. } => FORBIDDEN,
+        ApprovalError::Forbidden { .. }
+        | ApprovalError::NotInGroups { .. }
+        | ApprovalError::SelfApproval { .. } => FORBIDDEN,
     }
 }
 

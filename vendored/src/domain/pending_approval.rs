@@ -452,6 +452,14 @@ pub enum ApprovalError {
     #[error("invalid payload for approval {key}: {reason}")]
     InvalidPayload { key: String, reason: String },
 
+    /// A gate with rules takes votes from its groups' members only.
+    #[error("{voter} may not vote on approval {key}: not a member of {}", .groups.join(" or "))]
+    NotInGroups {
+        key: String,
+        voter: String,
+        groups: Vec<String>,
+    },
+
     /// Separation of duties (DESIGN §13): who started the run, or edited
     /// its payload, may not vote on its gates.
     #[error(
@@ -500,7 +508,9 @@ impl ApprovalError {
             ApprovalError::SpecChanged { .. } | ApprovalError::NotOnVersion { .. } => {
                 "spec_changed"
             }
-            ApprovalError::Forbidden { .. } | ApprovalError::SelfApproval { .. } => "forbidden",
+            ApprovalError::Forbidden { .. }
+            | ApprovalError::NotInGroups { .. }
+            | ApprovalError::SelfApproval { .. } => "forbidden",
             ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => {
                 "invalid_request"
             }

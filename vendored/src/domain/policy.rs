@@ -426,9 +426,10 @@ impl Roster {
     ) -> Result<Cast, ApprovalError> {
         let voter = ballot.voter.as_str();
         if !self.is_member(voter) {
-            return Err(ApprovalError::Forbidden {
+            return Err(ApprovalError::NotInGroups {
                 key: key.into(),
-                decided_by: voter.into(),
+                voter: voter.into(),
+                groups: self.rules.iter().map(|r| r.group.clone()).collect(),
             });
         }
         if !self.may_vote(voter) {

@@ -163,9 +163,9 @@ impl ApiError {
                 | ApprovalError::NotOnVersion { .. }
                 | ApprovalError::AlreadyVoted { .. }
                 | ApprovalError::PayloadChanged { .. } => StatusCode::CONFLICT,
-                ApprovalError::Forbidden { .. } | ApprovalError::SelfApproval { .. } => {
-                    StatusCode::FORBIDDEN
-                }
+                ApprovalError::Forbidden { .. }
+                | ApprovalError::NotInGroups { .. }
+                | ApprovalError::SelfApproval { .. } => StatusCode::FORBIDDEN,
                 ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => {
                     StatusCode::BAD_REQUEST
                 }

@@ -157,7 +157,7 @@ fn requesters_and_strangers_may_not_vote_and_a_vote_stands() {
     ));
     assert!(matches!(
         roster.cast("k", &ballot("mallory", VoteDecision::Approve), &[]),
-        Err(ApprovalError::Forbidden { .. })
+        Err(ApprovalError::NotInGroups { .. })
     ));
     let policy = rules(&[("finance", 2)]);
     let roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();

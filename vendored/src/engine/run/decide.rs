@@ -225,15 +225,24 @@ pub(crate) async fn decide_approval<D: Decider>(
             vote_event,
             plan,
         }),
-        Ok(VoteOutcome::Recorded { vote, tally, event }) => Ok(Decided::Voted {
-            recorded: Box::new(VoteRecorded {
-                record,
-                vote,
-                tally,
-                repeated: false,
-            }),
-            event: Some(event),
-        }),
+        Ok(VoteOutcome::Recorded { vote, tally, event }) => {
+            // An edit changed the payload the gate asks about: answer with
+            // the record as the vote left it.
+            let record = if vote.decision == VoteDecision::Modify {
+                store.get_approval(key).await?.unwrap_or(record)
+            } else {
+                record
+            };
+            Ok(Decided::Voted {
+                recorded: Box::new(VoteRecorded {
+                    record,
+                    vote,
+                    tally,
+                    repeated: false,
+                }),
+                event: Some(event),
+            })
+        }
         Err(StoreError::Approval(ApprovalError::AlreadyVoted { .. })) => {
             repeated_vote::<D::Plan, D::Error>(store, key, decided_by, &claim.decision)
                 .await?

@@ -11,6 +11,7 @@ use super::outage::{self, Outage, Probe};
 use super::{AgentRun, RunError, RunOutcome};
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{self, ApprovalRecord, ApprovalStatus};
+use crate::policy::Roster;
 use crate::run_state::{JournalEntry, RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, RunEnd, StoreError};
 use crate::time::Clock;
@@ -312,6 +313,23 @@ impl AgentRun {
         }
     }
 
+    /// The roster of a pause at step `index` (DESIGN §13), when its gate
+    /// counts votes: the rules with their groups' members in force (the
+    /// spec's, or `TOLLGATE_GROUP_<NAME>`'s), and the requesters who may
+    /// not vote. An error says why the gate can never be decided.
+    fn roster_for(&self, ctx: &RunContext, index: usize) -> Result<Option<Roster>, String> {
+        let Some(policy) = self.spec.gate_policy(index).filter(|p| p.counts_votes()) else {
+            return Ok(None);
+        };
+        let groups = self
+            .spec
+            .resolve_groups(|name| std::env::var(name).ok())
+            .map_err(|e| e.to_string())?;
+        Roster::resolve(policy, &groups, requesters(&ctx.trigger))
+            .map(Some)
+            .map_err(|e| e.message)
+    }
+
     pub(super) async fn pause(
         &self,
         ctx: &RunContext,
@@ -321,6 +339,18 @@ impl AgentRun {
     ) -> Result<RunOutcome, RunError> {
         let now = self.clock.now();
         let step = &self.spec.steps[index];
+        // A gate with rules is resolved now: who may vote, who may not. A
+        // rule the members cannot meet fails the run, naming it: the
+        // quorum is never lowered.
+        let roster = match self.roster_for(ctx, index) {
+            Ok(roster) => roster,
+            Err(error) => {
+                let error = format!("step {:?}: cannot pause: {error}", step.id);
+                self.release_dedupe_keys(ctx, index).await;
+                log.emit(EventKind::failed(error.clone()));
+                return self.finish(ctx, RunStatus::Failed, Some(error), log).await;
+            }
+        };
         let record = ApprovalRecord {
             key: pending_approval::new_key(),
             run_id: ctx.run_id.clone(),
@@ -349,7 +379,7 @@ impl AgentRun {
                     return self.finish(ctx, RunStatus::Failed, Some(error), log).await;
                 }
             },
-            roster: None,
+            roster,
         };
         log.emit(EventKind::awaiting(&record));
         let pause = Pause {
@@ -419,4 +449,18 @@ pub(super) fn ended(ctx: &RunContext, status: RunStatus, error: Option<String>) 
 
 fn now_or(at: Option<DateTime<Utc>>, clock: &dyn Clock) -> DateTime<Utc> {
     at.unwrap_or_else(|| clock.now())
+}
+
+/// Who asked for a run's gates, by the identity that started it: the API
+/// caller's token name, or `webhook` / `schedule` for a run its trigger
+/// started (no person holds those names, so they bar nobody, and the
+/// ledger says who asked). A run started from the command line names no
+/// identity.
+fn requesters(trigger: &Value) -> Vec<String> {
+    let by = match trigger.get("kind").and_then(Value::as_str) {
+        Some("api") => trigger.get("started_by").and_then(Value::as_str),
+        Some(kind @ ("webhook" | "schedule")) => Some(kind),
+        _ => None,
+    };
+    by.map(|name| vec![name.to_string()]).unwrap_or_default()
 }

@@ -94,6 +94,11 @@ fn samples() -> Vec<ApiError> {
             key: key(),
             voter: String::new(),
         },
+        ApprovalError::NotInGroups {
+            key: key(),
+            voter: String::new(),
+            groups: vec![],
+        },
         ApprovalError::AlreadyVoted {
             key: key(),
             voter: String::new(),
@@ -169,6 +174,7 @@ fn every_variant_is_listed(api: &ApiError) {
             | ApprovalError::Forbidden { .. }
             | ApprovalError::InvalidPayload { .. }
             | ApprovalError::SelfApproval { .. }
+            | ApprovalError::NotInGroups { .. }
             | ApprovalError::AlreadyVoted { .. }
             | ApprovalError::ReasonRequired { .. }
             | ApprovalError::PayloadChanged { .. } => {}

@@ -126,7 +126,7 @@ fn refusal(e: &RunError) -> String {
         RunError::SpecUnavailable { .. } => {
             format!("Nothing changed: the spec version this request waits on cannot run here. {e}.")
         }
-        RunError::Approval(ApprovalError::Forbidden { .. }) => {
+        RunError::Approval(ApprovalError::Forbidden { .. } | ApprovalError::NotInGroups { .. }) => {
             format!("Nothing changed: you are not allowed to decide this request. {e}.")
         }
         RunError::Approval(ApprovalError::SelfApproval { .. }) => {

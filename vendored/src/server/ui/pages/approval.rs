@@ -23,6 +23,7 @@ use crate::server::ui::render::format::{self, segment};
 use crate::server::ui::render::payload::{self, DiffLine, Node};
 use crate::server::ui::render::templates::{self, Chrome, Page};
 use crate::server::ui::render::timeline::{self, TimelineEntry};
+use crate::server::ui::render::votes::TeamView;
 use crate::server::ui::staleness::{Stale, Staleness};
 use crate::server::ui::{SharedUi, Ui};
 use crate::server::{tasks, view};
@@ -100,6 +101,11 @@ pub(crate) struct ApprovalPage {
     /// Whether the Approve and Modify forms are shown (a pending record
     /// that approve can decide: not a stale one under `refuse`).
     approvable: bool,
+    /// Whether any decision form is shown: not to someone a gate with
+    /// rules does not take a vote from (`team.may_not_vote` says why).
+    may_decide: bool,
+    /// A gate with rules: each rule's progress and the ledger.
+    team: Option<TeamView>,
     outcome: Option<Outcome>,
     already_decided: Option<AlreadyDecided>,
     payload_changed: bool,
@@ -131,6 +137,8 @@ pub(crate) struct Seen<'a> {
     pub events: &'a [Event],
     /// `Some` when the record paused under another version of the spec.
     pub stale: Option<Stale>,
+    /// A gate with rules: its votes as the viewer sees them.
+    pub team: Option<TeamView>,
 }
 
 impl ApprovalPage {
@@ -153,13 +161,18 @@ impl ApprovalPage {
             created_at: format::time(record.created_at),
             expires_at: format::time(record.expires_at),
             time_left: format::span(seen.now, record.expires_at),
-            deciders: seen.deciders,
+            deciders: match &seen.team {
+                Some(team) => team.deciders.clone(),
+                None => seen.deciders,
+            },
+            may_decide: seen.team.as_ref().is_none_or(|t| t.may_not_vote.is_none()),
             run_id: record.run_id.clone(),
             run_link: frame.run_link,
             run_status: seen.run_status,
             pending,
             approvable: pending && seen.stale.as_ref().is_none_or(|s| s.approvable),
             stale: seen.stale,
+            team: seen.team,
             outcome,
             already_decided: problem.already_decided,
             payload_changed: matches!(problem.notice.as_deref(), Some(Notice::PayloadChanged)),
@@ -209,12 +222,23 @@ pub(crate) async fn render(
         Ok(run) => Some(run.status.as_str()),
         Err(_) => None,
     };
+    let team = match &record.roster {
+        Some(_) => match state.agent.store().votes(&record.key).await {
+            Ok(votes) => {
+                let viewer = frame.chrome.whoami.as_deref().unwrap_or_default();
+                TeamView::new(record, &votes, viewer)
+            }
+            Err(e) => return refusal::from_api(e.into()),
+        },
+        None => None,
+    };
     let seen = Seen {
         now: state.agent.clock().now(),
         deciders: inbox::deciders(state),
         run_status,
         events: &events,
         stale: Staleness::new(state).of(record).await,
+        team,
     };
     let page = ApprovalPage::new(record, seen, &frame, problem);
     let chrome = Chrome {

@@ -1,11 +1,12 @@
 //! What turns a page's data into HTML and its answer: the templates
 //! (templates.rs, with the `Page` contexts' layout), times and paths as
 //! people read them (format.rs), payloads as trees and diffs (payload.rs),
-//! a run's timeline (timeline.rs), and the security headers of every
-//! answer (headers.rs).
+//! a run's timeline (timeline.rs), a gate's votes (votes.rs), and the
+//! security headers of every answer (headers.rs).
 
 pub(crate) mod format;
 pub(crate) mod headers;
 pub(crate) mod payload;
 pub(crate) mod templates;
 pub(crate) mod timeline;
+pub(crate) mod votes;

@@ -1,0 +1,123 @@
+//! The approval page of a gate with rules: each rule's progress and the
+//! ledger; the decision forms only for those who may vote, the others told
+//! why; a vote by form post is recorded from the inbox, and a form posted
+//! after the payload was edited decides nothing.
+
+use serde_json::json;
+
+use super::{approve, paused, spec, tokens};
+use crate::common::Workspace;
+use crate::common::server::Served;
+use crate::ui::client::Client;
+
+fn served(ws: &Workspace) -> Served {
+    let tokens = tokens();
+    Served::start(
+        &ws.spec,
+        &ws.state_db(),
+        &[
+            ("TOLLGATE_API_TOKENS", tokens.as_str()),
+            ("TOLLGATE_SESSION_SECRET", "team-secret"),
+        ],
+        &[],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_page_shows_progress_and_offers_votes_only_to_those_who_may() {
+    let ws = Workspace::new(&spec(""));
+    let served = served(&ws);
+    let (_, key, _) = paused(&served, 30).await;
+    let path = format!("/ui/approvals/{key}");
+
+    // bot started the run: no buttons, and why.
+    let mut bot = Client::signed_in(&served, "token-bot").await;
+    let page = bot.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        !page.has_id("approve") && !page.has_id("reject"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.text_of("may-not-vote")
+            .contains("separation of duties")
+    );
+    assert_eq!(
+        page.text_of("vote-progress"),
+        "finance 0 of 2; security 0 of 1"
+    );
+
+    // erin is in no group.
+    let mut erin = Client::signed_in(&served, "token-erin").await;
+    let page = erin.get(&path).await;
+    assert!(
+        page.text_of("may-not-vote")
+            .contains("not a member of finance or security")
+    );
+
+    // alice votes from the inbox.
+    let mut alice = Client::signed_in(&served, "token-alice").await;
+    let page = alice.get(&path).await;
+    assert!(page.has_id("approve"), "{}", page.body);
+    let csrf = page.csrf();
+    let digest = hidden_digest(&page.body);
+    let answer = alice
+        .post(
+            &path,
+            &[
+                ("decision", "approve"),
+                ("csrf", &csrf),
+                ("payload_digest", &digest),
+            ],
+        )
+        .await;
+    assert_eq!(
+        answer.status, 200,
+        "a vote shows the page again: {}",
+        answer.body
+    );
+    assert!(
+        answer
+            .text_of("vote-recorded")
+            .contains("finance 1 of 2; security 0 of 1")
+    );
+    let page = alice.get(&path).await;
+    assert!(page.text_of("may-not-vote").contains("You voted approve"));
+    let ledger = page.text_of("ledger");
+    assert!(
+        ledger.contains("alice voted approve (finance)") && ledger.contains("inbox"),
+        "{ledger}"
+    );
+    let rules = page.text_of("rules");
+    assert!(rules.contains("may still vote: bob, carol"), "{rules}");
+
+    // bob edits the payload over the API; carol's page, loaded before,
+    // decides nothing.
+    let mut carol = Client::signed_in(&served, "token-carol").await;
+    let before = carol.get(&path).await;
+    let (status, body) = approve(&served, &key, "bob", json!({ "payload": { "amount": 3 } })).await;
+    assert_eq!(status, 200, "{body}");
+    let answer = carol
+        .post(
+            &path,
+            &[
+                ("decision", "approve"),
+                ("csrf", &before.csrf()),
+                ("payload_digest", &hidden_digest(&before.body)),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, 409, "{}", answer.body);
+    assert!(answer.has_id("payload-changed"));
+    // The page shown again asks about the edit.
+    let raw = answer.text_of("payload-raw");
+    assert!(raw.contains("&quot;amount&quot;: 3"), "{raw}");
+}
+
+/// The `payload_digest` hidden field of the page's forms.
+fn hidden_digest(body: &str) -> String {
+    let marker = r#"name="payload_digest" value=""#;
+    let start = body.find(marker).expect("a payload_digest field") + marker.len();
+    body[start..start + body[start..].find('"').unwrap()].to_string()
+}

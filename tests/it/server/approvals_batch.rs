@@ -461,3 +461,70 @@ async fn the_cli_decides_all_it_selected_after_showing_them_and_only_with_yes_wh
         common::stdout(&out)
     );
 }
+
+/// `tollgate approvals VERB --all ARGS...` on a terminal (`script` gives it
+/// one), answering the question with `answer`.
+fn cli_at_a_terminal(ws: &Workspace, verb: &str, args: &[&str], answer: &str) -> String {
+    use std::io::Write as _;
+    let command = [
+        common::tollgate_bin(),
+        "approvals",
+        verb,
+        "--all",
+        "--spec",
+        ws.spec_arg(),
+    ]
+    .iter()
+    .chain(args)
+    .map(|word| format!("'{word}'"))
+    .collect::<Vec<_>>()
+    .join(" ");
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(ws.path())
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run script(1), which gives tollgate a terminal");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(answer.as_bytes())
+        .expect("answer");
+    let out = child.wait_with_output().expect("wait for script");
+    common::assert_success(&out);
+    common::stdout(&out)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_asks_at_a_terminal_and_decides_only_on_yes() {
+    let ws = Workspace::new(TWO_GATES);
+    let record = ws
+        .pause_run_in(
+            &ws.state_db(),
+            json!({ "order_id": "T-1" }),
+            tollgate_runtime::time::system(),
+        )
+        .await;
+    let asked = cli_at_a_terminal(&ws, "approve", &["--by", "alice"], "n\n");
+    assert!(asked.contains(&record.key), "{asked}");
+    assert!(asked.contains("Approve 1 approvals? [y/N]"), "{asked}");
+    assert!(asked.contains("nothing was decided"), "{asked}");
+    assert_eq!(pending_at(&ws, "check"), vec![record.key.clone()]);
+
+    let asked = cli_at_a_terminal(&ws, "reject", &["--by", "alice"], "y\n");
+    assert!(asked.contains("Reject 1 approvals? [y/N]"), "{asked}");
+    assert!(
+        asked.contains(&format!("{}  REJECTED", record.key)),
+        "{asked}"
+    );
+    let stored = common::open_store(&ws.state_db())
+        .get_approval(&record.key)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.status.as_str(), "REJECTED");
+}

@@ -19,7 +19,7 @@ use crate::run::Ballot;
 use crate::server::auth::Caller;
 use crate::server::batch::{BatchResult, BatchResults, CONCURRENT_DECISIONS, MAX_BATCH};
 use crate::server::error::ApiError;
-use crate::server::extract::{JsonBody, present};
+use crate::server::extract::{JsonBody, edited_payload, present};
 use crate::server::openapi::schema::{Components, Schema, request_type};
 use crate::server::state::AppState;
 use crate::server::tasks;
@@ -120,12 +120,9 @@ fn ballots(entries: Vec<BatchEntry>, by: &str) -> Result<Vec<(String, Ballot)>, 
                 entry.key
             )));
         }
-        let decision = match (entry.decision, entry.payload) {
-            (_, Some(Value::Null)) => {
-                return Err(ApiError::invalid(format!(
-                    "{at}: payload is null: leave payload out to approve as is, or send the edited payload"
-                )));
-            }
+        let payload =
+            edited_payload(entry.payload).map_err(|e| ApiError::invalid(format!("{at}: {e}")))?;
+        let decision = match (entry.decision, payload) {
             (BatchDecision::Reject, Some(_)) => {
                 return Err(ApiError::invalid(format!(
                     "{at}: a reject takes no payload (only an approve can carry an edited one)"

@@ -17,6 +17,7 @@ macro_rules! say {
 pub mod about;
 pub mod approvals;
 pub mod args;
+mod batch;
 mod common;
 pub mod exit;
 mod exported;

@@ -1,5 +1,6 @@
 //! `tollgate serve` over real loopback HTTP: the API contract (DESIGN §5), its limits and its behaviour across restarts and processes.
 
+mod approvals_batch;
 mod approvals_filters;
 mod auth_config;
 mod connection_limits;

@@ -309,6 +309,26 @@ async fn live_answers_conform_to_the_documented_schemas() {
     assert_eq!(rejected.0, 200, "{:?}", rejected.1);
     live.holds("post", "/runs/{id_or_key}/approve", &rejected);
 
+    // A batch: each entry's result (here both refused), and a malformed
+    // batch in the error shape.
+    let batch = api
+        .post(
+            &url("/approvals/batch"),
+            json!({ "decisions": [
+                { "key": key, "decision": "approve" },
+                { "key": "no-such-key", "decision": "reject", "reason": "x" },
+            ] }),
+        )
+        .await;
+    assert_eq!(batch.0, 200, "{:?}", batch.1);
+    assert_eq!(batch.1["results"][1]["error"]["code"], "approval_not_found");
+    live.holds("post", "/approvals/batch", &batch);
+    let empty = api
+        .post(&url("/approvals/batch"), json!({ "decisions": [] }))
+        .await;
+    assert_eq!((empty.0, code(&empty.1)), (400, "invalid_request"));
+    live.holds("post", "/approvals/batch", &empty);
+
     // Cancel a waiting run; retry and fail a run that is not stuck (409).
     let first = started.1["run_id"].as_str().unwrap();
     api.wait_for_status(served, first, "awaiting_approval")

@@ -1,9 +1,10 @@
 //! `tollgate approvals list|show|approve|reject` (and `migrate`, in
-//! `migrate.rs`).
+//! `migrate.rs`; `approve|reject --all`, in `batch.rs`).
 
 use serde_json::{Value, json};
 
 use super::args::{ApprovalsCommand, DecideArgs, StoreArgs};
+use super::batch::Verdict;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
@@ -85,6 +86,12 @@ pub async fn run(
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
             votes(&key, source.as_ref().or(embedded), &store, json, &clock).await
         }
+        ApprovalsCommand::Approve(args) if args.decide.all => {
+            super::batch::run(args.decide, Verdict::Approve, embedded, custom, &clock).await
+        }
+        ApprovalsCommand::Reject(args) if args.all => {
+            super::batch::run(args, Verdict::Reject, embedded, custom, &clock).await
+        }
         ApprovalsCommand::Approve(args) => {
             let decision = match args.payload {
                 Some(payload) => Decision::Modify {
@@ -111,7 +118,7 @@ pub async fn run(
 
 /// Open an existing store (these commands never create one) and expire what
 /// is overdue first, so nothing listed or decided here is past its time.
-async fn open_swept(
+pub(super) async fn open_swept(
     store: &StoreArgs,
     spec: Option<&SpecSource>,
     clock: &SharedClock,
@@ -122,10 +129,10 @@ async fn open_swept(
 }
 
 /// `approvals list --step/--query/--spec-version`: narrow the pending list.
-struct ListFilters {
-    step_id: Option<String>,
-    text: Option<String>,
-    spec: Option<SpecSelector>,
+pub(super) struct ListFilters {
+    pub step_id: Option<String>,
+    pub text: Option<String>,
+    pub spec: Option<SpecSelector>,
 }
 
 /// `--spec-version` as the store's filter: `current` and `stale` compare
@@ -160,7 +167,7 @@ async fn spec_filter(
 
 /// One page of the pending list: through `list_approvals` when filtered,
 /// else `list_pending` as ever (the same rows, order and cursor form).
-async fn pending_page(
+pub(super) async fn pending_page(
     store: &SharedStore,
     query: PendingQuery,
     filters: &ListFilters,
@@ -468,6 +475,11 @@ async fn decide(
     custom: &CustomTools,
     clock: &SharedClock,
 ) -> Result<i32, ExitFailure> {
+    // clap requires KEY without --all (and the batch path takes --all).
+    let key = args
+        .key
+        .clone()
+        .ok_or_else(|| ExitFailure::bad_input("give the approval KEY, or --all"))?;
     let source = SpecSource::resolve(args.spec.as_deref(), embedded)?;
     let spec = source.load()?;
     let store = open_swept(&args.store, Some(&source), clock).await?;
@@ -476,7 +488,7 @@ async fn decide(
     let decided_by = super::common::decider(args.by.as_deref());
     let ballot =
         Ballot::new(decision, &decided_by, Channel::Cli).shown(args.payload_digest.clone());
-    let claimed = agent.vote(&args.key, ballot).await?;
+    let claimed = agent.vote(&key, ballot).await?;
     if let Some(recorded) = claimed.recorded_vote() {
         // A vote on a gate that counts votes, which did not settle it.
         let note = if recorded.repeated {
@@ -491,7 +503,7 @@ async fn decide(
                 "{note}: {} voted {} on approval {}; the gate waits for more: {}",
                 recorded.vote.voter,
                 recorded.vote.decision,
-                args.key,
+                key,
                 recorded.tally.summary()
             );
         }

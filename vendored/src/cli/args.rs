@@ -198,7 +198,7 @@ pub struct ApproveArgs {
     pub decide: DecideArgs,
     /// Approve with this payload instead (JSON, or @FILE): edited tool
     /// arguments, or a replacement output for an `after` gate.
-    #[arg(long, value_name = "JSON", value_parser = payload_arg)]
+    #[arg(long, value_name = "JSON", value_parser = payload_arg, conflicts_with = "all")]
     pub payload: Option<Value>,
 }
 
@@ -216,8 +216,24 @@ pub fn payload_arg(text: &str) -> Result<Value, String> {
 
 #[derive(Debug, Args)]
 pub struct DecideArgs {
-    /// The approval key.
-    pub key: String,
+    /// The approval key (or --all).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub key: Option<String>,
+    /// Decide every pending approval of the spec's agent (narrowed by
+    /// --step and --query), after showing them and asking (or --yes).
+    #[arg(long)]
+    pub all: bool,
+    /// With --all: only those paused at this step id.
+    #[arg(long, value_name = "STEP_ID", requires = "all")]
+    pub step: Option<String>,
+    /// With --all: only those whose message, step id, key, run id or
+    /// decider holds this text, ignoring case (as `approvals list --query`).
+    #[arg(long, value_name = "TEXT", requires = "all")]
+    pub query: Option<String>,
+    /// With --all: decide without asking (required when stdin is not a
+    /// terminal).
+    #[arg(long, requires = "all")]
+    pub yes: bool,
     /// The spec the run belongs to (the run resumes under it). Required by
     /// tollgate; an exported server uses the spec built into it.
     #[arg(long)]
@@ -233,9 +249,12 @@ pub struct DecideArgs {
     /// Decide only if the payload is still the one with this digest (the
     /// `payload_digest` that `approvals show --json` printed): refused with
     /// exit 4 (`payload_changed`) if it was edited since.
-    #[arg(long, value_name = "sha256:HEX")]
+    /// (Not with --all, which checks each approval against the digest
+    /// its table showed.)
+    #[arg(long, value_name = "sha256:HEX", conflicts_with = "all")]
     pub payload_digest: Option<String>,
-    /// Print one JSON event per line.
+    /// Print one JSON event per line (with --all: each key's result, as
+    /// `POST /approvals/batch` answers).
     #[arg(long)]
     pub json: bool,
 }

@@ -145,6 +145,33 @@ pub fn stuck_table(records: &[ApprovalRecord]) {
     );
 }
 
+/// The pre-flight table of `approvals approve|reject --all`: what will be
+/// decided, with the digest each decision will be checked against.
+pub fn batch_table(records: &[ApprovalRecord]) {
+    let row = |c: [&str; 5]| {
+        format!(
+            "{:<36}  {:<16}  {:<20}  {:<71}  {}",
+            c[0], c[1], c[2], c[3], c[4]
+        )
+    };
+    say!(
+        "{}",
+        row(["KEY", "STEP", "CREATED", "PAYLOAD DIGEST", "MESSAGE"])
+    );
+    for r in records {
+        say!(
+            "{}",
+            row([
+                &r.key,
+                &r.step_id,
+                &timestamp(r.created_at),
+                &r.payload_digest(),
+                &one_line(r.message.as_deref().unwrap_or("")),
+            ])
+        );
+    }
+}
+
 /// Key, agent and step, then three columns of the caller's choosing.
 fn print_table(
     records: &[ApprovalRecord],

@@ -236,7 +236,13 @@ impl ApiError {
     /// detail is logged, never sent (store errors can name files and hosts);
     /// a busy store's detail likewise.
     pub fn body(&self) -> serde_json::Value {
-        let message = match self {
+        json!({ "error": { "code": self.code(), "message": self.public_message() } })
+    }
+
+    /// The message a caller is told: the error's own, except an internal
+    /// error's or a busy store's detail, which is logged instead.
+    pub fn public_message(&self) -> String {
+        match self {
             ApiError::Internal(detail) => {
                 tracing::error!(error = %detail, "request failed");
                 "internal error; see the server log".to_string()
@@ -246,8 +252,7 @@ impl ApiError {
                 self.to_string()
             }
             other => other.to_string(),
-        };
-        json!({ "error": { "code": self.code(), "message": message } })
+        }
     }
 }
 

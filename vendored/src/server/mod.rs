@@ -27,6 +27,7 @@
 
 mod api;
 mod auth;
+pub(crate) mod batch;
 mod conn;
 mod error;
 mod extract;

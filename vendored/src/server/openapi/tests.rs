@@ -16,6 +16,7 @@ use crate::server::api::{
     ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, HealthError, LeaseView,
     RunStarted, RunSummary, RunView, RunsPage, VoteView,
 };
+use crate::server::batch::{BatchError, BatchResult, BatchResults};
 use crate::server::openapi::schema::Schema;
 use crate::server::votes::VotesView;
 use crate::spec::{OnSpecChange, Spec};
@@ -150,6 +151,38 @@ fn confirm_payload() -> Value {
 }
 
 /// Every response type, in each of its forms, serialized by serde.
+/// Every form a batch result takes: decided, repeated, a vote that left
+/// the gate open, refused.
+fn batch_results() -> BatchResults {
+    let result = |key: &str, status: &str| BatchResult {
+        key: key.into(),
+        status: status.into(),
+        repeated: false,
+        progress: None,
+        error: None,
+    };
+    BatchResults {
+        results: vec![
+            result("a", "APPROVED"),
+            BatchResult {
+                repeated: true,
+                ..result("b", "REJECTED")
+            },
+            BatchResult {
+                progress: Some("finance 1 of 2".into()),
+                ..result("c", "PENDING")
+            },
+            BatchResult {
+                error: Some(BatchError {
+                    code: "already_resolved".into(),
+                    message: "approval d is already APPROVED".into(),
+                }),
+                ..result("d", "refused")
+            },
+        ],
+    }
+}
+
 fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
     let pending = || approval(spec, "confirm", confirm_payload(), ApprovalStatus::Pending);
     let decided = approval(
@@ -283,6 +316,7 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
                 ..deploy_plan(spec)
             }),
         ),
+        ("BatchResults", to(&batch_results())),
         ("RunStarted", to(&RunStarted { run_id: "r".into() })),
         (
             "Health",

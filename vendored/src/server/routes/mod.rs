@@ -1,6 +1,7 @@
 //! The router: routes grouped by resource, one module each.
 
 mod approvals;
+mod batch;
 // The approvals inbox (server/ui) streams a run's timeline with this
 // module's feed and runs the operators' actions of `runs`.
 pub(crate) mod events;
@@ -42,6 +43,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/runs/{id}/fail", post(runs::fail))
         .route("/approvals", get(approvals::list))
         .route("/approvals/migrate", post(migrate::migrate))
+        .route("/approvals/batch", post(batch::decide))
         .route("/approvals/{key}", get(approvals::show))
         .route("/approvals/{key}/approve", post(approvals::approve))
         .route("/approvals/{key}/reject", post(approvals::reject))

@@ -10,12 +10,13 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::Value;
 
-use super::{approvals, migrate, runs};
+use super::{approvals, batch, migrate, runs};
 use crate::engine::deploy_plan::DeployPlan;
 use crate::engine::run::MigrateReport;
 use crate::server::api::{
     ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, RunStarted, RunView, RunsPage,
 };
+use crate::server::batch::BatchResults;
 use crate::server::extract::WaitParam;
 use crate::server::openapi::{Auth, Operation};
 use crate::server::state::AppState;
@@ -119,6 +120,11 @@ pub(crate) fn operations() -> Vec<Operation> {
             .query::<WaitParam>()
             .body::<approvals::RejectBody>()
             .json::<DecisionView>(200, "The decision as recorded."),
+        Operation::new("post", "/approvals/batch", "decideApprovals", "Decide many approvals")
+            .describe("Decides each entry on its own, as `POST /approvals/{key}/approve` or `/reject` would (its own claim and `payload_digest` check; an approve with `payload` is a modify), at most 8 at a time, and answers one result per entry in the order given: the record's status after the decision (`PENDING` with `progress` for a vote that left a gate with rules open; `repeated` when the caller had already made that decision), or `refused` with the `error` the single-key route would answer. Decided runs resume in the background. The whole batch is refused (400) only when the body is malformed: no entries or more than 500, a key given twice, a reject with a payload, a null payload.")
+            .tag("approvals")
+            .body::<batch::BatchBody>()
+            .json::<BatchResults>(200, "Each entry's result, in order."),
         Operation::new("get", "/approvals/{key}/votes", "listVotes", "A gate's votes")
             .describe("The ledger of votes on a gate (DESIGN §13): each vote's voter, decision, reason, the rule it counted toward, its channel and the digest of the payload it was cast on, oldest first, superseded votes included; each rule's members and progress; who may not vote. A plain gate's ledger has at most its one decision.")
             .tag("approvals")
@@ -230,6 +236,17 @@ mod tests {
             json!({}),
             json!({ "reason": "ok", "payload": [1] }),
             json!({ "approved": true }),
+        ]);
+        agree::<batch::BatchBody>(&[
+            json!({ "decisions": [] }),
+            json!({ "decisions": [{ "key": "k", "decision": "approve" }] }),
+            json!({ "decisions": [{ "key": "k", "decision": "reject", "reason": "no", "payload_digest": "sha256:00" }] }),
+            json!({ "decisions": [{ "key": "k", "decision": "approve", "payload": { "x": 1 } }] }),
+            json!({ "decisions": [{ "key": "k", "decision": "modify" }] }),
+            json!({ "decisions": [{ "key": "k" }] }),
+            json!({ "decisions": [{ "key": "k", "decision": "approve", "by": "me" }] }),
+            json!({ "decision": [] }),
+            json!({}),
         ]);
         agree::<approvals::RejectBody>(&[
             json!({}),

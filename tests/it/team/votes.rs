@@ -221,3 +221,37 @@ steps:
     assert_eq!(status, 200, "{run}");
     assert_eq!(run["status"], "awaiting_approval", "{run}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_casts_votes_each_with_its_own_result() {
+    let ws = Workspace::new(&spec(""));
+    let served = served(&ws);
+    let (_, first, approval) = paused(&served, 1).await;
+    let (_, second, _) = paused(&served, 2).await;
+    let shown = approval["payload_digest"].as_str().unwrap();
+    let stale = format!("sha256:{}", "2".repeat(64));
+    let (status, body) = as_person("alice")
+        .post(
+            &served.url("/approvals/batch"),
+            json!({ "decisions": [
+                { "key": first, "decision": "approve", "payload_digest": shown },
+                { "key": second, "decision": "approve", "payload_digest": stale },
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results[0]["status"], "PENDING", "{body}");
+    assert_eq!(results[0]["progress"], "finance 1 of 2; security 0 of 1");
+    assert_eq!(results[1]["status"], "refused");
+    assert_eq!(results[1]["error"]["code"], "payload_changed");
+    // The same batch again: alice's vote stands, answered as a repeat.
+    let (_, again) = as_person("alice")
+        .post(
+            &served.url("/approvals/batch"),
+            json!({ "decisions": [{ "key": first, "decision": "approve" }] }),
+        )
+        .await;
+    assert_eq!(again["results"][0]["status"], "PENDING", "{again}");
+    assert_eq!(again["results"][0]["repeated"], true, "{again}");
+}

@@ -4,6 +4,7 @@
 //! `message:` (vendored/src/engine/workflow.rs).
 
 use tollgate_runtime::Spec;
+use tollgate_runtime::policy::{GatePolicy, RejectWhen};
 use tollgate_runtime::spec::{OnSpecChange, Step, StepKind};
 
 /// One step that can pause for a person.
@@ -28,6 +29,9 @@ pub struct Gate {
     /// What approving one of its pauses does after a spec change: the
     /// gate's own `on_spec_change`, else `approvals.on_spec_change`.
     pub on_spec_change: OnSpecChange,
+    /// Who decides, in words: the gate's rules with their groups'
+    /// members, or one decision from the approvers (DESIGN §13).
+    pub policy: String,
 }
 
 pub fn gates(spec: &Spec) -> Vec<Gate> {
@@ -94,5 +98,101 @@ fn gate(spec: &Spec, index: usize, step: &Step) -> Option<Gate> {
         ttl_is_default: ttl.is_none(),
         payload,
         on_spec_change: spec.on_spec_change(step),
+        policy: spec
+            .gate_policy(index)
+            .map(|policy| describe_policy(spec, policy))
+            .unwrap_or_default(),
     })
+}
+
+/// A gate's policy as the exported README states it: "2 of finance
+/// (alice, bob, carol) and 1 of security (dave); one reject ends it; who
+/// started the run may not vote", or who may decide a plain gate.
+fn describe_policy(spec: &Spec, policy: &GatePolicy) -> String {
+    let mut parts = Vec::new();
+    if policy.has_rules() {
+        let rules: Vec<String> = policy
+            .rules
+            .iter()
+            .map(|rule| {
+                let members = spec
+                    .approvals
+                    .groups
+                    .get(&rule.group)
+                    .map(|m| m.join(", "))
+                    .unwrap_or_default();
+                format!("{} of {} ({members})", rule.min, rule.group)
+            })
+            .collect();
+        parts.push(rules.join(" and "));
+        parts.push(match policy.reject {
+            RejectWhen::Any => "one reject ends it".to_string(),
+            RejectWhen::WhenUnreachable => {
+                "rejected once the votes left cannot meet the rules".to_string()
+            }
+        });
+        if !policy.voter_counts_once {
+            parts.push("a vote counts for every group of its voter".to_string());
+        }
+    } else {
+        parts.push(match &spec.approvals.approvers {
+            Some(names) => format!("one decision by {}", names.join(", ")),
+            None => "one decision by anyone with an API token".to_string(),
+        });
+    }
+    if !policy.self_approval_allowed() {
+        parts.push("who started the run or edited its payload may not vote".to_string());
+    }
+    if policy.require_reason {
+        parts.push("a reject or an edit needs a reason".to_string());
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_gate_says_who_decides() {
+        let spec = Spec::parse(
+            r#"version: 1
+agent: team
+approvals:
+  groups: { finance: [alice, bob, carol], security: [dave] }
+  approvers: [alice, erin]
+tools:
+  pay:
+    http: { method: POST, url: "https://pay.example" }
+    approval: { rules: [{ group: finance, min: 1 }], reject: when_unreachable }
+steps:
+  - id: check
+    approval:
+      rules: [{ group: finance, min: 2 }, { group: security, min: 1 }]
+      require_reason: true
+  - id: plain
+    approval: { message: "Go?" }
+  - id: strict
+    approval: { allow_self_approval: false }
+  - id: pay
+    tool: pay
+    with: {}
+"#,
+            "team.yaml",
+        )
+        .expect("spec");
+        let policies: Vec<String> = gates(&spec).into_iter().map(|g| g.policy).collect();
+        assert_eq!(
+            policies,
+            [
+                "2 of finance (alice, bob, carol) and 1 of security (dave); one reject ends it; \
+                 who started the run or edited its payload may not vote; a reject or an edit \
+                 needs a reason",
+                "one decision by alice, erin",
+                "one decision by alice, erin; who started the run or edited its payload may not vote",
+                "1 of finance (alice, bob, carol); rejected once the votes left cannot meet the \
+                 rules; who started the run or edited its payload may not vote",
+            ]
+        );
+    }
 }

@@ -208,6 +208,11 @@ impl<'a> Model<'a> {
         self.spec.has_gate()
     }
 
+    /// The spec names approval groups (team approvals, DESIGN §13).
+    pub fn has_groups(&self) -> bool {
+        !self.spec.approvals.groups.is_empty()
+    }
+
     /// The variables `serve` needs set before it starts (referenced
     /// without a default somewhere in the spec): its start-up preflight
     /// refuses to serve while one is unset.

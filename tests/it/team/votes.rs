@@ -184,6 +184,31 @@ async fn the_cli_votes_as_its_user_and_checks_the_digest_it_is_given() {
         .await;
     assert_eq!(ledger["votes"][0]["channel"], "cli", "{ledger}");
     assert_eq!(ledger["votes"][0]["rule"], "finance");
+
+    // The list shows each gate's progress.
+    let list = |json: bool| {
+        let mut cmd = ws.tollgate();
+        cmd.args(["approvals", "list", "--spec"])
+            .arg(&ws.spec)
+            .arg("--state")
+            .arg(&state);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let table = list(false);
+    assert_exit(&table, 0);
+    assert!(
+        stdout(&table).contains("[finance 1 of 2; security 0 of 1] Refund 10?"),
+        "{}",
+        stdout(&table)
+    );
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&list(true))).unwrap();
+    assert_eq!(
+        listed["approvals"][0]["progress"],
+        "finance 1 of 2; security 0 of 1"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -267,10 +267,19 @@ async fn list(
             row.key, row.error
         );
     }
+    let progress = progress_of(&store, &approvals).await?;
     if json {
         let approvals: Vec<Value> = approvals
             .iter()
-            .map(|record| listed_json(record, served.as_deref()))
+            .map(|record| {
+                let mut value = listed_json(record, served.as_deref());
+                if let (Some(line), Some(fields)) =
+                    (progress.get(&record.key), value.as_object_mut())
+                {
+                    fields.insert("progress".into(), line.clone().into());
+                }
+                value
+            })
             .collect();
         let listing = if unreadable.is_empty() {
             json!({ "approvals": approvals })
@@ -279,9 +288,27 @@ async fn list(
         };
         say!("{}", render::pretty(&listing));
     } else {
-        render::table(&approvals, served.as_deref());
+        render::table(&approvals, served.as_deref(), &progress);
     }
     Ok(exit::OK)
+}
+
+/// Each listed gate with rules, by key: its rules' progress ("finance 1 of
+/// 2; security 0 of 1"), from its ledger.
+async fn progress_of(
+    store: &crate::SharedStore,
+    records: &[ApprovalRecord],
+) -> Result<std::collections::BTreeMap<String, String>, ExitFailure> {
+    let mut progress = std::collections::BTreeMap::new();
+    for record in records {
+        if let Some(roster) = &record.roster
+            && !roster.rules.is_empty()
+        {
+            let votes = store.votes(&record.key).await?;
+            progress.insert(record.key.clone(), roster.tally(&votes).summary());
+        }
+    }
+    Ok(progress)
 }
 
 /// A listed record as JSON: the record, and, when a spec was given,

@@ -106,7 +106,13 @@ pub fn record(r: &ApprovalRecord) {
 /// A table of records, for `approvals list`.
 /// Pending records; with `served` (the hash of the spec given), a record
 /// paused under another version says so before its message.
-pub fn table(records: &[ApprovalRecord], served: Option<&str>) {
+/// `progress` holds each gate with rules' progress, by key: shown before
+/// its message.
+pub fn table(
+    records: &[ApprovalRecord],
+    served: Option<&str>,
+    progress: &std::collections::BTreeMap<String, String>,
+) {
     print_table(
         records,
         "no pending approvals",
@@ -119,6 +125,10 @@ pub fn table(records: &[ApprovalRecord], served: Option<&str>) {
                     crate::spec::SpecHash::short_of(&r.spec_hash)
                 ),
                 _ => message,
+            };
+            let message = match progress.get(&r.key) {
+                Some(line) => format!("[{line}] {message}"),
+                None => message,
             };
             [
                 r.phase.as_str().to_string(),

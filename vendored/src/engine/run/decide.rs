@@ -588,6 +588,21 @@ impl AgentRun {
         }))
     }
 
+    /// Who may decide `record`: on a gate with rules, its groups as
+    /// resolved when it paused (the store checks the voter against them,
+    /// with the votes, in the vote's transaction); on any other gate, the
+    /// served spec's `approvals.approvers`.
+    pub(super) fn check_voter(
+        &self,
+        record: &ApprovalRecord,
+        decided_by: &str,
+    ) -> Result<(), ApprovalError> {
+        match &record.roster {
+            Some(roster) if !roster.rules.is_empty() => Ok(()),
+            _ => self.check_decider(&record.key, decided_by),
+        }
+    }
+
     /// `approvals.approvers`, when set, lists who may decide: the served
     /// spec's, also for a pause of an older version.
     pub(super) fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
@@ -666,11 +681,7 @@ impl Decider for AgentRun {
     type Plan = Option<Box<PlannedFinish>>;
 
     fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), RunError> {
-        // A gate with rules says who votes: its groups, as resolved when
-        // it paused (the store checks the voter against them).
-        if record.roster.as_ref().is_none_or(|r| r.rules.is_empty()) {
-            self.check_decider(&record.key, decided_by)?;
-        }
+        self.check_voter(record, decided_by)?;
         if record.agent_id != self.spec.agent {
             return Err(RunError::WrongAgent {
                 key: record.key.clone(),

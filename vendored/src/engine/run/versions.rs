@@ -77,7 +77,7 @@ impl AgentRun {
             })
         };
         // Who may decide is checked before anything is loaded or moved.
-        self.check_decider(&record.key, decided_by)?;
+        self.check_voter(record, decided_by)?;
         match self.route(record).await? {
             Route::Refuse => Err(refused()),
             Route::Pin => {

@@ -143,6 +143,7 @@ fn approval_page_of(
         }),
         events: &events,
         stale,
+        team: None,
     };
     let frame = frame(run_link);
     render(

@@ -34,16 +34,25 @@ pub(crate) fn admit<'r>(
     let Some(record) = open else {
         return Err(ApprovalError::explain_failed_claim(&claim.key, record, claim).into());
     };
+    check_digest(cast, record)?;
+    Ok(record)
+}
+
+/// Step 2 alone: the ballot was cast on `record`'s payload. A store whose
+/// plain-gate path claims first checks this on the record its claim
+/// returned (the claim leaves the payload as it was), and rolls the whole
+/// cast back on a mismatch.
+pub(crate) fn check_digest(cast: &CastVote, record: &ApprovalRecord) -> StoreResult<()> {
     let current = record.payload_digest();
     if cast.ballot.payload_digest != current {
         return Err(ApprovalError::PayloadChanged {
-            key: claim.key.clone(),
+            key: cast.claim.key.clone(),
             given: cast.ballot.payload_digest.clone(),
             current,
         }
         .into());
     }
-    Ok(record)
+    Ok(())
 }
 
 /// Step 4 of a cast on a gate that counts votes: what the vote does, from

@@ -337,7 +337,7 @@ pub async fn a_requester_a_non_member_and_a_second_vote_are_refused_writing_noth
     );
     let stranger = refusal(vote(store.as_ref(), "k", "mallory", VoteDecision::Approve, 10).await);
     assert!(
-        matches!(stranger, ApprovalError::Forbidden { ref decided_by, .. } if decided_by == "mallory"),
+        matches!(stranger, ApprovalError::NotInGroups { ref voter, .. } if voter == "mallory"),
         "{stranger:?}"
     );
     recorded(vote(store.as_ref(), "k", "alice", VoteDecision::Approve, 11).await);

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::policy::Vote;
-use crate::store::votes::{admit, count, counted_outcome, plain_outcome, vote_event};
+use crate::store::votes::{admit, check_digest, count, counted_outcome, plain_outcome, vote_event};
 use crate::store::{CastVote, VoteOutcome};
 
 /// A cast's parameters, encoded: its claim, and its vote but for the seq
@@ -47,13 +47,24 @@ pub(crate) fn cast_vote(
     cast: &CastVote,
     row: &CastRow,
 ) -> StoreResult<VoteOutcome> {
+    if is_plain(conn, &cast.claim.key)? {
+        // The hot path: today's claim (its conditional write is steps 1
+        // and 3), the digest of the payload it returned (a mismatch rolls
+        // the claim back with the rest), and one insert. The record is
+        // decoded once, from the claim's RETURNING.
+        let claimed = claim(conn, &cast.claim, &row.claim)?;
+        check_digest(cast, &claimed.record)?;
+        let seq = insert_vote(conn, &claimed.record.key, row, None)?;
+        return Ok(plain_outcome(cast.ballot.to_vote(seq, None), claimed));
+    }
     let found = get_approval(conn, &cast.claim.key)?;
     let record = admit(cast, found.as_ref())?;
     let Some(roster) = &record.roster else {
-        // The hot path: after the read, today's claim and one insert.
-        let claimed = claim(conn, &cast.claim, &row.claim)?;
-        let seq = insert_vote(conn, &record.key, row, None)?;
-        return Ok(plain_outcome(cast.ballot.to_vote(seq, None), claimed));
+        // Not reached: the writer's transaction holds the row as probed.
+        return Err(StoreError::Database(format!(
+            "approval {} changed its gate while a vote was cast",
+            record.key
+        )));
     };
     let counted = count(cast, record, roster, &votes(conn, &record.key)?)?;
     if counted.supersedes {
@@ -76,6 +87,14 @@ pub(crate) fn cast_vote(
         None => None,
     };
     Ok(counted_outcome(vote, counted, event, claimed))
+}
+
+/// Whether `key` is a plain gate's record (no roster): a probe that decodes
+/// nothing. A missing record is not plain (the full path explains it).
+fn is_plain(conn: &Connection, key: &str) -> StoreResult<bool> {
+    let mut stmt =
+        conn.prepare_cached("SELECT roster IS NULL FROM tollgate_approvals WHERE key = ?1")?;
+    Ok(query_opt(&mut stmt, [key], |row| Ok(row.get::<_, bool>(0)?))?.unwrap_or(false))
 }
 
 /// Append the vote as the key's next; returns its seq.

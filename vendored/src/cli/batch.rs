@@ -209,16 +209,9 @@ fn line(d: &Decided) -> String {
 }
 
 fn confirmed(verdict: Verdict, count: usize) -> Result<bool, ExitFailure> {
-    use std::io::Write;
     let verb = match verdict {
         Verdict::Approve => "Approve",
         Verdict::Reject => "Reject",
     };
-    eprint!("{verb} {count} approvals? [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .map_err(|e| ExitFailure::bad_input(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+    super::common::ask_yes(&format!("{verb} {count} approvals?"))
 }

@@ -114,3 +114,17 @@ pub fn decider(by: Option<&str>) -> String {
         })
         .unwrap_or_else(|| "cli".to_string())
 }
+
+/// Ask `question` on the terminal (stderr) and read the answer from stdin:
+/// `y` or `yes` (any case) is yes; anything else, an empty line included,
+/// is no.
+pub(crate) fn ask_yes(question: &str) -> Result<bool, ExitFailure> {
+    use std::io::Write;
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| ExitFailure::bad_input(format!("cannot read the answer: {e}")))?;
+    Ok(answer.trim().eq_ignore_ascii_case("y") || answer.trim().eq_ignore_ascii_case("yes"))
+}

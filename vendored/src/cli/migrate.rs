@@ -96,17 +96,10 @@ fn mapping(pairs: &[(String, String)]) -> Result<BTreeMap<String, String>, ExitF
 }
 
 fn confirmed(count: usize, to: &str) -> Result<bool, ExitFailure> {
-    use std::io::Write;
-    eprint!(
-        "Move {count} approval(s) onto spec {}? [y/N] ",
+    super::common::ask_yes(&format!(
+        "Move {count} approval(s) onto spec {}?",
         crate::SpecHash::short_of(to)
-    );
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .map_err(|e| ExitFailure::bad_input(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+    ))
 }
 
 fn print(report: &MigrateReport, json: bool) {

@@ -9,7 +9,7 @@ impl Votes for PostgresStore {
         check_cast(cast)?;
         let result: StoreResult<_> =
             async { in_transaction!(self, |tx| ops::cast_vote(&tx, cast).await) }.await;
-        self.context(&format!("voting on approval {}", cast.claim.key), result)
+        self.context(&format!("deciding approval {}", cast.claim.key), result)
     }
 
     async fn votes(&self, key: &str) -> StoreResult<Vec<Vote>> {

@@ -12,7 +12,7 @@ impl Votes for SqliteStore {
         // The writer's BEGIN IMMEDIATE serialises the cast with every
         // claim, cancel, move and other cast, in any process.
         self.write(
-            format!("voting on approval {}", cast.claim.key),
+            format!("deciding approval {}", cast.claim.key),
             move |conn| ops::cast_vote(conn, &cast, &row),
         )
         .await

@@ -63,7 +63,10 @@ fn gate(spec: &Spec, index: usize, step: &Step) -> Option<Gate> {
         StepKind::Tool { tool, .. } => {
             let t = spec.tools.get(tool).filter(|t| t.approval_required)?;
             (
-                format!("tool approval (`{tool}`, `approval: required`)"),
+                match &t.when {
+                    Some(when) => format!("tool approval (`{tool}`, only when `{when}`)"),
+                    None => format!("tool approval (`{tool}`, `approval: required`)"),
+                },
                 "before",
                 t.message.clone(),
                 format!("Call tool {tool}?"),

@@ -7,6 +7,7 @@
 mod page;
 mod quorum;
 mod votes;
+mod when;
 
 use serde_json::{Value, json};
 

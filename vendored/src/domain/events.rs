@@ -92,6 +92,13 @@ pub enum EventKind {
         /// Each rule's progress after the vote ("finance 1 of 2").
         progress: String,
     },
+    /// A gated tool's `when:` did not hold for a call's arguments: the
+    /// call went out without a gate. `value` is what the predicate gave.
+    GateSkipped {
+        step: String,
+        when: String,
+        value: Value,
+    },
     RunCompleted {
         outputs: Map<String, Value>,
     },
@@ -188,6 +195,7 @@ impl EventKind {
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::ApprovalMigrated { .. } => "approval_migrated",
             EventKind::ApprovalVote { .. } => "approval_vote",
+            EventKind::GateSkipped { .. } => "gate_skipped",
             EventKind::RunCompleted { .. } => "run_completed",
             EventKind::RunRejected { .. } => "run_rejected",
             EventKind::RunExpired { .. } => "run_expired",

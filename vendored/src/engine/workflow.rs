@@ -421,6 +421,24 @@ pub fn dedupe_claim_key(agent: &str, key: &str) -> String {
     format!("dedupe:{agent}:{key}")
 }
 
+/// A gated tool's `when:` (DESIGN §13) for this call, when its gate does
+/// not fire: the predicate as written and what it evaluated to over the
+/// call's arguments. `None`: the gate fires (it has no `when:`, or the
+/// predicate holds), or the step is no gated tool. An argument or a
+/// predicate that cannot be evaluated fires the gate: the step then fails
+/// on it, never calls unasked.
+pub fn skipped_gate(spec: &Spec, step: &Step, ctx: &RunContext) -> Option<(String, Value)> {
+    let StepKind::Tool { tool, with } = &step.kind else {
+        return None;
+    };
+    let tool = spec.tools.get(tool).filter(|t| t.approval_required)?;
+    let when = tool.when.as_ref()?;
+    let ectx = ctx.expr_context();
+    let args = expr::evaluate_value(with, &ectx).ok()?;
+    let value = expr::evaluate_str(when, &ectx.with("args", args)).ok()?;
+    (!expr::is_truthy(&value)).then(|| (when.clone(), value))
+}
+
 async fn tool_step(
     env: &StepEnv<'_>,
     step: &Step,
@@ -444,6 +462,9 @@ async fn tool_step(
     };
     let args = if tool.approval_required {
         match decision {
+            // `when:` does not hold for these arguments: no gate, the call
+            // goes out as an ungated one (the driver journaled its start).
+            None if skipped_gate(env.spec, step, ctx).is_some() => args,
             None => {
                 return tool_request(env.spec, tool, &ectx, args).map(StepOutcome::Paused);
             }

@@ -2,9 +2,9 @@
 //! does not enforce yet, refused at parse (so at `validate`, `serve`,
 //! `run` and `export`) with the position they are written at.
 //!
-//! Fail closed: a spec that asks for a reminder, an escalation, a form, a
-//! `when:` or a timeout other than `expire` would otherwise run as if it
-//! had not, a gate quietly weaker than written. Each setting is one entry
+//! Fail closed: a spec that asks for a reminder, an escalation, a form or
+//! a timeout other than `expire` would otherwise run as if it had not, a
+//! gate quietly weaker than written. Each setting is one entry
 //! of [`not_enforced`]; the version that enforces one removes its entry.
 
 use super::marked::{Pos, Seg, Tree};
@@ -13,14 +13,13 @@ use crate::policy::{GatePolicy, OnTimeout};
 
 /// The settings of one gate that this version would not honour, each with
 /// the key it is written under and why the spec is refused.
-fn not_enforced(policy: &GatePolicy, when: Option<&str>) -> Vec<(&'static str, String)> {
+fn not_enforced(policy: &GatePolicy) -> Vec<(&'static str, String)> {
     let timeout = policy.on_timeout;
     [
         ("on_timeout", (timeout != OnTimeout::Expire).then(|| format!("on_timeout: {timeout} is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused"))),
         ("remind", (!policy.remind.is_empty()).then(|| not_yet("remind", "no reminder would be sent"))),
         ("escalate", (!policy.escalate.is_empty()).then(|| not_yet("escalate", "no group would ever be added"))),
         ("form", policy.form.is_some().then(|| not_yet("form", "the approver's input would not be asked for nor checked"))),
-        ("when", when.is_some().then(|| not_yet("when", "the gate would pause every call"))),
     ]
     .into_iter()
     .filter_map(|(key, refusal)| Some((key, refusal?)))
@@ -37,8 +36,8 @@ fn not_yet(key: &str, instead: &str) -> String {
 /// lists, as an error at its key.
 pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
     let mut refusals: Vec<(Pos, String)> = Vec::new();
-    let mut check = |path: &[Seg<'_>], policy: &GatePolicy, when: Option<&str>| {
-        for (key, message) in not_enforced(policy, when) {
+    let mut check = |path: &[Seg<'_>], policy: &GatePolicy| {
+        for (key, message) in not_enforced(policy) {
             let pos = tree
                 .key_pos(path, key)
                 .unwrap_or(Pos { line: 1, column: 1 });
@@ -48,7 +47,7 @@ pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
     for (name, tool) in &spec.tools {
         if tool.approval_required {
             let path = [Seg::Key("tools"), Seg::Key(name), Seg::Key("approval")];
-            check(&path, &tool.policy, tool.when.as_deref());
+            check(&path, &tool.policy);
         }
     }
     for (i, step) in spec.steps.iter().enumerate() {
@@ -57,7 +56,7 @@ pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
         };
         let mut path = vec![Seg::Key("steps"), Seg::Index(i)];
         path.extend(within.map(Seg::Key));
-        check(&path, policy, None);
+        check(&path, policy);
     }
     match refusals
         .into_iter()
@@ -176,7 +175,7 @@ steps:
 "#;
         assert_eq!(
             refused(source),
-            "t.yaml:9:17: when is not supported by this version of tollgate yet; the gate would pause every call, so the spec is refused"
+            "t.yaml:9:50: form is not supported by this version of tollgate yet; the approver's input would not be asked for nor checked, so the spec is refused"
         );
         let without_tool = source.replace(
             "    approval: { when: \"{{ args.amount > 100 }}\", form: { type: object } }\n",

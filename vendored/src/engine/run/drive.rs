@@ -158,11 +158,17 @@ impl AgentRun {
         // it journals nothing (a start recorded now would read as a call in
         // doubt after a crash before the pause or the end, and leave the
         // run stuck).
+        // A gated tool whose `when:` does not hold calls as an ungated one.
+        let skipped = match &decision {
+            None => workflow::skipped_gate(&self.spec, step, ctx),
+            Some(_) => None,
+        };
         let calls = journaled(step)
-            && !(self.gated(step)
-                && decision
-                    .as_ref()
-                    .is_none_or(|d| d.status == ApprovalStatus::Rejected));
+            && (skipped.is_some()
+                || !(self.gated(step)
+                    && decision
+                        .as_ref()
+                        .is_none_or(|d| d.status == ApprovalStatus::Rejected)));
         if calls && log.planning {
             return Ok(ControlFlow::Break(Stop::Unplanned));
         }
@@ -181,6 +187,14 @@ impl AgentRun {
             step: step.id.clone(),
             index,
         });
+        if let Some((when, value)) = skipped {
+            // Never silent: the run says the gate did not fire, and why.
+            log.emit(EventKind::GateSkipped {
+                step: step.id.clone(),
+                when,
+                value,
+            });
+        }
         if calls {
             // A call may take long or have side effects: the journal
             // records its start (with the run's progress) before it is

@@ -65,6 +65,9 @@ fn summary(kind: &EventKind) -> String {
             progress,
             ..
         } => format!("{voter} voted {decision}: {progress}"),
+        EventKind::GateSkipped { step, when, .. } => {
+            format!("no approval at {step}: {when} is false for this call")
+        }
         EventKind::RunCompleted { .. } => "run completed".into(),
         EventKind::RunRejected { .. } => "run rejected".into(),
         EventKind::RunExpired { .. } => "run expired".into(),

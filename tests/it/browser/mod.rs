@@ -14,3 +14,4 @@ mod links;
 mod refusals;
 mod sign_in;
 mod stale;
+mod votes;

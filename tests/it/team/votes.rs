@@ -185,6 +185,22 @@ async fn the_cli_votes_as_its_user_and_checks_the_digest_it_is_given() {
     assert_eq!(ledger["votes"][0]["channel"], "cli", "{ledger}");
     assert_eq!(ledger["votes"][0]["rule"], "finance");
 
+    // `approvals show` names the rules, who may not vote and the digest.
+    let show = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert_exit(&show, 0);
+    let text = stdout(&show);
+    assert!(
+        text.contains("rule:        2 of finance (alice, bob, carol)"),
+        "{text}"
+    );
+    assert!(text.contains("may not vote: bot"), "{text}");
+    assert!(text.contains(&format!("digest:      {shown}")), "{text}");
+
     // The list shows each gate's progress.
     let list = |json: bool| {
         let mut cmd = ws.tollgate();

@@ -97,7 +97,27 @@ pub fn record(r: &ApprovalRecord) {
     if let Some(reason) = r.reason() {
         say!("reason:      {reason}");
     }
+    if let Some(roster) = &r.roster {
+        for rule in &roster.rules {
+            say!(
+                "rule:        {} of {} ({})",
+                rule.min,
+                rule.group,
+                rule.members.join(", ")
+            );
+        }
+        if !roster.requesters.is_empty() && !roster.allow_self_approval {
+            say!("may not vote: {}", roster.requesters.join(", "));
+        }
+    }
+    say!("digest:      {}", r.payload_digest());
     say!("payload:\n{}", indent(&pretty(&r.payload)));
+    if let Some(revised) = r.roster.as_ref().and_then(|o| o.revised_payload.as_ref()) {
+        say!(
+            "edited by a vote (asked about now):\n{}",
+            indent(&pretty(revised))
+        );
+    }
     if let Some(edited) = r.modified_payload() {
         say!("edited payload:\n{}", indent(&pretty(edited)));
     }

@@ -57,7 +57,12 @@ pub(crate) async fn cast_vote<C: GenericClient>(
     insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
     let claimed = match counted.settles {
         Some(_) => Some(claim(client, &cast.claim).await?),
-        None => None,
+        None => {
+            // Still pending, but its progress changed: other servers'
+            // inbox pages and watchers hear of it as of a move's.
+            notify::send(client, &record.key, &record.run_id, ApprovalStatus::Pending).await?;
+            None
+        }
     };
     Ok(counted_outcome(vote, counted, event, claimed))
 }

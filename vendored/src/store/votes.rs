@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{CastVote, Claimed, StoreResult, VoteOutcome};
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
-use crate::policy::{Cast, Roster, Vote, payload_digest};
+use crate::policy::{Cast, Channel, Roster, Vote, VoteDecision, payload_digest};
 
 /// What every store refuses before a cast's transaction: a vote time it
 /// could not read back.
@@ -125,6 +125,41 @@ pub(crate) fn counted_outcome(
             event,
         },
     }
+}
+
+/// A plain gate's ledger: its one decision, as its record holds it (the
+/// decision's `channel` is kept on the record; the payload it was made on
+/// is the record's own, which no decision changes). Empty for a record
+/// that no person decided (pending, expired, cancelled) or that was
+/// decided before the record kept its channel.
+pub(crate) fn plain_ledger(record: &ApprovalRecord, channel: &str) -> StoreResult<Vec<Vote>> {
+    let decision = match record.status {
+        ApprovalStatus::Approved => VoteDecision::Approve,
+        ApprovalStatus::Rejected => VoteDecision::Reject,
+        ApprovalStatus::Modified => VoteDecision::Modify,
+        _ => return Ok(Vec::new()),
+    };
+    let (Some(voter), Some(at)) = (record.decided_by.clone(), record.decided_at) else {
+        return Ok(Vec::new());
+    };
+    let channel = Channel::parse(channel).ok_or_else(|| {
+        super::StoreError::Corrupt(format!(
+            "tollgate_approvals.decided_via of row {:?}: unknown channel {channel:?}",
+            record.key
+        ))
+    })?;
+    Ok(vec![Vote {
+        seq: 1,
+        voter,
+        rule: None,
+        decision,
+        reason: record.reason().map(str::to_string),
+        payload: record.modified_payload().cloned(),
+        channel,
+        payload_digest: payload_digest(&record.payload),
+        superseded: false,
+        at,
+    }])
 }
 
 /// A plain gate's vote: its single decision, settled by the claim.

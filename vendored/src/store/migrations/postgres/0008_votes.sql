@@ -7,6 +7,11 @@
 -- are json (the text as written, NUL escapes kept), as since version 3.
 ALTER TABLE tollgate_approvals ADD COLUMN roster json;
 
+-- The channel a plain gate's one decision came through, written with the
+-- decision: a plain gate's ledger is read from its record, no row is
+-- appended for it (see the SQLite schema's version 7).
+ALTER TABLE tollgate_approvals ADD COLUMN decided_via text;
+
 -- The ledger: one row per vote, append only but for `superseded` (a later
 -- modify replaced the payload the vote was cast on: kept for the audit, no
 -- longer counted). `seq` is 1, 2, ... per key in the order cast: a cast

@@ -7,6 +7,12 @@
 -- allowed decision settles (every record stored before this migration).
 ALTER TABLE tollgate_approvals ADD COLUMN roster TEXT;
 
+-- The channel a plain gate's one decision came through (api, cli, inbox,
+-- link, slack, gate), written by the decision's own transaction on the
+-- row the claim just changed: a plain gate's ledger is that decision, read
+-- from the record (`Votes::votes`), so deciding it appends no row.
+ALTER TABLE tollgate_approvals ADD COLUMN decided_via TEXT;
+
 -- The ledger: one row per vote, append only but for `superseded` (a later
 -- modify replaced the payload the vote was cast on: kept for the audit, no
 -- longer counted). `seq` is 1, 2, ... per key in the order cast; `rule` the

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::policy::Vote;
-use crate::store::votes::{admit, count, counted_outcome, plain_outcome, vote_event};
+use crate::store::votes::{admit, count, counted_outcome, plain_ledger, plain_outcome, vote_event};
 use crate::store::{CastVote, VoteOutcome};
 
 /// See [`crate::store::Votes::cast_vote`]. The cast takes the approval's
@@ -25,8 +25,15 @@ pub(crate) async fn cast_vote<C: GenericClient>(
     let Some(roster) = &record.roster else {
         // The hot path: after the read, today's claim and one insert.
         let claimed = claim(client, &cast.claim).await?;
-        let seq = insert_vote(client, cast, None).await?;
-        return Ok(plain_outcome(cast.ballot.to_vote(seq, None), claimed));
+        // No ledger row: the channel goes on the row the claim just wrote
+        // (see `votes`).
+        execute(
+            client,
+            "UPDATE tollgate_approvals SET decided_via = $2 WHERE key = $1",
+            &[&record.key, &cast.ballot.channel.as_str()],
+        )
+        .await?;
+        return Ok(plain_outcome(cast.ballot.to_vote(1, None), claimed));
     };
     let counted = count(cast, record, roster, &votes(client, &record.key).await?)?;
     if counted.supersedes {
@@ -106,11 +113,30 @@ async fn insert_vote<C: GenericClient>(
 
 /// The ledger of `key`, in seq order.
 pub(crate) async fn votes<C: GenericClient>(client: &C, key: &str) -> StoreResult<Vec<Vote>> {
-    query_all(
+    let ledger = query_all(
         client,
         &format!("SELECT {VOTE_COLUMNS} FROM tollgate_votes WHERE key = $1 ORDER BY seq"),
         &[&key],
         vote_from_row,
     )
-    .await
+    .await?;
+    if !ledger.is_empty() {
+        return Ok(ledger);
+    }
+    // A plain gate's ledger is its one decision, as its record holds it.
+    let channel = query_opt(
+        client,
+        "SELECT decided_via FROM tollgate_approvals WHERE key = $1 AND roster IS NULL",
+        &[&key],
+        |row| Ok(row.try_get::<_, Option<String>>(0)?),
+    )
+    .await?
+    .flatten();
+    let Some(channel) = channel else {
+        return Ok(Vec::new());
+    };
+    match super::get_approval(client, key).await? {
+        Some(record) => plain_ledger(&record, &channel),
+        None => Ok(Vec::new()),
+    }
 }

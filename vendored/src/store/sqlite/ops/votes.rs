@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::policy::Vote;
-use crate::store::votes::{admit, check_digest, count, counted_outcome, plain_outcome, vote_event};
+use crate::store::votes::{
+    admit, check_digest, count, counted_outcome, plain_ledger, plain_outcome, vote_event,
+};
 use crate::store::{CastVote, VoteOutcome};
 
 /// A cast's parameters, encoded: its claim, and its vote but for the seq
@@ -50,12 +52,15 @@ pub(crate) fn cast_vote(
     if is_plain(conn, &cast.claim.key)? {
         // The hot path: today's claim (its conditional write is steps 1
         // and 3), the digest of the payload it returned (a mismatch rolls
-        // the claim back with the rest), and one insert. The record is
+        // the claim back with the rest), and the channel on the row the
+        // claim just wrote: no ledger row (see `votes`). The record is
         // decoded once, from the claim's RETURNING.
         let claimed = claim(conn, &cast.claim, &row.claim)?;
         check_digest(cast, &claimed.record)?;
-        let seq = insert_vote(conn, &claimed.record.key, row, None)?;
-        return Ok(plain_outcome(cast.ballot.to_vote(seq, None), claimed));
+        let mut stmt =
+            conn.prepare_cached("UPDATE tollgate_approvals SET decided_via = ?2 WHERE key = ?1")?;
+        stmt.execute((&claimed.record.key, row.channel))?;
+        return Ok(plain_outcome(cast.ballot.to_vote(1, None), claimed));
     }
     let found = get_approval(conn, &cast.claim.key)?;
     let record = admit(cast, found.as_ref())?;
@@ -125,10 +130,26 @@ fn insert_vote(
     u32::try_from(seq).map_err(|_| StoreError::Database(format!("vote seq {seq} out of range")))
 }
 
-/// The ledger of `key`, in seq order.
+/// The ledger of `key`, in seq order: its rows, or, for a plain gate, its
+/// one decision as the record holds it.
 pub(crate) fn votes(conn: &Connection, key: &str) -> StoreResult<Vec<Vote>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {VOTE_COLUMNS} FROM tollgate_votes WHERE key = ?1 ORDER BY seq"
     ))?;
-    query_all(&mut stmt, [key], vote_from_row)
+    let ledger = query_all(&mut stmt, [key], vote_from_row)?;
+    if !ledger.is_empty() {
+        return Ok(ledger);
+    }
+    let mut via = conn.prepare_cached(
+        "SELECT decided_via FROM tollgate_approvals WHERE key = ?1 AND roster IS NULL",
+    )?;
+    let Some(channel) =
+        query_opt(&mut via, [key], |row| Ok(row.get::<_, Option<String>>(0)?))?.flatten()
+    else {
+        return Ok(Vec::new());
+    };
+    match get_approval(conn, key)? {
+        Some(record) => plain_ledger(&record, &channel),
+        None => Ok(Vec::new()),
+    }
 }

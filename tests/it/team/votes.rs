@@ -80,6 +80,17 @@ async fn a_vote_on_another_payload_is_refused_and_an_edit_asks_again() {
         let (status, body) =
             approve(&served, &key, voter, json!({ "payload_digest": edited })).await;
         assert_eq!(status, 200, "{voter}: {body}");
+        if voter == "alice" {
+            // A retry of her vote on the edit answers it again; a different
+            // vote is refused, naming the one that stands.
+            let (status, again) = approve(&served, &key, "alice", json!({})).await;
+            assert_eq!(status, 200, "{again}");
+            assert_eq!(again["vote"]["repeated"], true, "{again}");
+            let (status, other) = super::reject(&served, &key, "alice", "no").await;
+            assert_eq!(status, 409, "{other}");
+            let message = other["error"]["message"].as_str().unwrap();
+            assert!(message.contains("already voted approve"), "{message}");
+        }
     }
     let run = finished(&served, &run_id).await;
     assert_eq!(run["status"], "completed", "{run}");

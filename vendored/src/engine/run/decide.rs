@@ -202,6 +202,8 @@ pub(crate) async fn decide_approval<D: Decider>(
         payload_digest: current,
         at: now,
     };
+    // The decision as asked for: a repeat is recognised by it.
+    let asked = claim.decision.clone();
     // What the gate settles with if this vote settles it: planned now, so
     // that the settlement's write is the claim's one conditional write.
     if let Some(roster) = &record.roster {
@@ -243,18 +245,11 @@ pub(crate) async fn decide_approval<D: Decider>(
                 event: Some(event),
             })
         }
-        Err(StoreError::Approval(ApprovalError::AlreadyVoted { .. })) => {
-            repeated_vote::<D::Plan, D::Error>(store, key, decided_by, &claim.decision)
+        Err(StoreError::Approval(refusal @ ApprovalError::AlreadyVoted { .. })) => {
+            // Not a repeat: the refusal, which names the vote that stands.
+            repeated_vote::<D::Plan, D::Error>(store, key, decided_by, &asked)
                 .await?
-                .ok_or_else(|| {
-                    // Not a repeat: the answer is the refusal, read again.
-                    ApprovalError::AlreadyVoted {
-                        key: key.into(),
-                        voter: decided_by.into(),
-                        decision: VoteDecision::of(&claim.decision),
-                    }
-                    .into()
-                })
+                .ok_or_else(|| refusal.into())
         }
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
             match store.get_approval(&claim.key).await? {

@@ -674,16 +674,24 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
         matches!(outcome, crate::store::VoteOutcome::Settled { .. }),
         "{outcome:?}"
     );
-    assert_eq!(store.votes("k-old").await.expect("votes").len(), 1);
+    // A plain gate's ledger is its decision, read from its record.
+    let ledger = store.votes("k-old").await.expect("votes");
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0].voter, "alice");
+    assert_eq!(ledger[0].channel, crate::policy::Channel::Cli);
+    assert_eq!(ledger[0].payload_digest, record.payload_digest());
 
-    // A ledger row this build cannot read is reported, naming it.
+    // A channel this build cannot read is reported, naming the row.
     raw(&dir.db())
-        .execute("UPDATE tollgate_votes SET superseded = 2", [])
+        .execute(
+            "UPDATE tollgate_approvals SET decided_via = 'carrier-pigeon'",
+            [],
+        )
         .expect("damage the row");
-    let err = store.votes("k-old").await.expect_err("a flag of 2");
+    let err = store.votes("k-old").await.expect_err("an unknown channel");
     let message = err.to_string();
     assert!(
-        message.contains("tollgate_votes.superseded") && message.contains("k-old"),
+        message.contains("tollgate_approvals.decided_via") && message.contains("k-old"),
         "{message}"
     );
 }

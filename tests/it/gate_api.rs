@@ -256,6 +256,10 @@ async fn a_decision_made_while_the_listen_connection_is_down_still_resolves_the_
         .await
         .expect("decide while a is deaf");
     assert!(!waiter.is_finished(), "nobody heard it yet");
+    // Closed longer than the watcher's reconnect delay (1s): it meets the
+    // refusal (SQLSTATE 55000, as in a maintenance window) at least once,
+    // and must keep retrying rather than fall back to polling for good.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     maintenance(format!(
         "ALTER DATABASE {} WITH ALLOW_CONNECTIONS true",
         db.name

@@ -36,10 +36,22 @@ impl Listener {
 impl ChangeFeed for Listener {
     async fn connect(&self) -> StoreResult<FeedConnection> {
         // Classified as any driver error: a refused or lost connection is
-        // retried by the watcher, anything else is reported.
+        // retried by the watcher, anything else is reported. One more is
+        // passing here: a database that takes no connections for now
+        // (`ALLOW_CONNECTIONS false` during maintenance, SQLSTATE 55000 at
+        // connect) opens again, so the watcher retries rather than polling
+        // for good.
         let (client, mut connection) =
             self.config.connect(self.tls.clone()).await.map_err(|e| {
-                StoreError::from(e).reworded(|m| format!("cannot open the LISTEN connection: {m}"))
+                let closed_for_now = e.code()
+                    == Some(&tokio_postgres::error::SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE);
+                let error = StoreError::from(e);
+                let error = if closed_for_now {
+                    StoreError::Unavailable(error.to_string())
+                } else {
+                    error
+                };
+                error.reworded(|m| format!("cannot open the LISTEN connection: {m}"))
             })?;
         let (tx, rx) = mpsc::channel(BUFFER);
         // Drive the connection: its messages carry the notifications. Ends

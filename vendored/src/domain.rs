@@ -6,6 +6,7 @@
 pub mod durable;
 pub mod events;
 pub mod expr;
+pub mod form;
 pub mod links;
 pub mod pending_approval;
 pub mod policy;

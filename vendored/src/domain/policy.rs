@@ -101,8 +101,9 @@ pub struct GatePolicy {
     /// Reminders, as percentages of the gate's time (`remind: [50%, 90%]`).
     pub remind: Vec<u8>,
     pub escalate: Vec<Escalation>,
-    /// A JSON Schema for the approver's input.
-    pub form: Option<Value>,
+    /// The approver's input: a JSON Schema of the supported subset (see
+    /// `domain/form.rs`), read when the spec is.
+    pub form: Option<crate::form::Form>,
 }
 
 impl GatePolicy {

@@ -685,6 +685,7 @@ impl<'a> Cx<'a> {
             on_spec_change = on_spec_change.or(self.on_spec_change(&approval)?);
             when = self.when(&approval)?;
             policy = self.gate_policy(&approval, ttl.unwrap_or(self.default_ttl))?;
+            self.no_form(&approval, "a tool's output is what the tool returns")?;
         }
         Ok(ToolSpec {
             name: name.to_string(),
@@ -1062,6 +1063,7 @@ impl<'a> Cx<'a> {
                     None => DEFAULT_CONFIDENCE.to_string(),
                 };
                 let ttl = g.opt_duration("ttl")?;
+                self.no_form(&g, "a model step's output is what the model returned")?;
                 Some(Guardrail {
                     min_confidence,
                     confidence,

@@ -2,7 +2,7 @@
 //! does not enforce yet, refused at parse (so at `validate`, `serve`,
 //! `run` and `export`) with the position they are written at.
 //!
-//! Fail closed: a spec that asks for a reminder, an escalation, a form or
+//! Fail closed: a spec that asks for a reminder, an escalation or
 //! a timeout other than `expire` would otherwise run as if it had not, a
 //! gate quietly weaker than written. Each setting is one entry
 //! of [`not_enforced`]; the version that enforces one removes its entry.
@@ -19,7 +19,6 @@ fn not_enforced(policy: &GatePolicy) -> Vec<(&'static str, String)> {
         ("on_timeout", (timeout != OnTimeout::Expire).then(|| format!("on_timeout: {timeout} is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused"))),
         ("remind", (!policy.remind.is_empty()).then(|| not_yet("remind", "no reminder would be sent"))),
         ("escalate", (!policy.escalate.is_empty()).then(|| not_yet("escalate", "no group would ever be added"))),
-        ("form", policy.form.is_some().then(|| not_yet("form", "the approver's input would not be asked for nor checked"))),
     ]
     .into_iter()
     .filter_map(|(key, refusal)| Some((key, refusal?)))
@@ -128,10 +127,6 @@ mod tests {
                 "escalate: [{ after: 4h, add: [security] }]",
                 "t.yaml:8:7: escalate is not supported by this version of tollgate yet; no group would ever be added, so the spec is refused",
             ),
-            (
-                "form: { type: object }",
-                "t.yaml:8:7: form is not supported by this version of tollgate yet; the approver's input would not be asked for nor checked, so the spec is refused",
-            ),
         ] {
             assert_eq!(refused(&spec_with(line)), error, "{line}");
         }
@@ -161,7 +156,7 @@ model: { name: small }
 tools:
   pay:
     http: { url: "https://x.example" }
-    approval: { when: "{{ args.amount > 100 }}", form: { type: object } }
+    approval: { when: "{{ args.amount > 100 }}", remind: [50%] }
 steps:
   - id: a
     tool: pay
@@ -175,10 +170,10 @@ steps:
 "#;
         assert_eq!(
             refused(source),
-            "t.yaml:9:50: form is not supported by this version of tollgate yet; the approver's input would not be asked for nor checked, so the spec is refused"
+            "t.yaml:9:50: remind is not supported by this version of tollgate yet; no reminder would be sent, so the spec is refused"
         );
         let without_tool = source.replace(
-            "    approval: { when: \"{{ args.amount > 100 }}\", form: { type: object } }\n",
+            "    approval: { when: \"{{ args.amount > 100 }}\", remind: [50%] }\n",
             "    approval: required\n",
         );
         assert_eq!(

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use super::super::schema::{Schema, value};
 use super::{Cx, Fields, MAX_ID_LEN, Node, Place, Result, is_identifier};
+use crate::form::Form;
 use crate::policy::{Escalation, GatePolicy, OnTimeout, RejectWhen, Roster, RuleSpec};
 use crate::time::format_duration;
 
@@ -297,8 +298,10 @@ impl Cx<'_> {
         Ok(escalations)
     }
 
-    /// `form:` a JSON Schema of the approver's input: an object.
-    fn form(&self, fields: &Fields<'_>) -> Result<Option<serde_json::Value>> {
+    /// `form:` a JSON Schema of the approver's input, in the subset
+    /// `domain/form.rs` supports; anything outside it is an error at the
+    /// keyword, never ignored.
+    fn form(&self, fields: &Fields<'_>) -> Result<Option<Form>> {
         let Some(node) = fields.get("form") else {
             return Ok(None);
         };
@@ -306,15 +309,43 @@ impl Cx<'_> {
         if node.entries().is_none() {
             return Err(self.type_err(node, "a mapping (a JSON Schema)", &label));
         }
-        if node.get("type").and_then(|t| t.as_str()) != Some("object") {
-            return Err(self.err(
-                node.pos,
+        Form::parse(&node.to_value()).map(Some).map_err(|e| {
+            // The keyword at fault: the key of the last entry the path
+            // reaches, else the deepest mapping it reaches.
+            let mut at = node;
+            let mut pos = node.pos;
+            for key in &e.path {
+                match at.entry(key) {
+                    Some(entry) => {
+                        pos = entry.key_pos;
+                        at = &entry.value;
+                    }
+                    None => break,
+                }
+            }
+            let place = if e.path.is_empty() {
+                label.clone()
+            } else {
+                format!("{} in {label}", e.path.join("."))
+            };
+            self.err(pos, format!("{place}: {}", e.message))
+        })
+    }
+
+    /// `form:` on a gate whose step output has no place for the approver's
+    /// input (a tool's approval, a guardrail): refused, rather than the
+    /// input asked for and then dropped. `why` says what the output is.
+    pub(super) fn no_form(&self, fields: &Fields<'_>, why: &str) -> Result<()> {
+        match fields.entry("form").filter(|e| !e.value.is_null()) {
+            Some(entry) => Err(self.err(
+                entry.key_pos,
                 format!(
-                    "{label} must be the JSON Schema of an object: give it type: object and the fields under properties"
+                    "{} is not supported on this gate: {why}, so the approver's input would have nowhere to go; ask for input on an approval step (or an if step's request_human_approval), whose output carries it as input",
+                    fields.label("form")
                 ),
-            ));
+            )),
+            None => Ok(()),
         }
-        Ok(Some(node.to_value()))
     }
 
     /// The rules can be met by the groups as written, with nobody left out

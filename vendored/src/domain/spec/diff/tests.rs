@@ -1222,7 +1222,7 @@ fn settings_not_enforced_yet_are_compared_too() {
             }]
         }),
         policy_edited(&v1, check, |p| {
-            p.form = Some(serde_json::json!({"type": "object"}))
+            p.form = crate::form::Form::parse(&serde_json::json!({"type": "object"})).ok()
         }),
     ] {
         assert_eq!(

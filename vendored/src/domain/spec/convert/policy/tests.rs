@@ -205,7 +205,6 @@ tools:
       on_timeout: approve
       remind: [50%, 90%]
       escalate: [{{ after: 4h, add: [security] }}, {{ after: 20h, add: [finance, security] }}]
-      form: {{ type: object, properties: {{ note: {{ type: string }} }} }}
 steps:
   - id: a
     tool: pay
@@ -230,10 +229,56 @@ steps:
             },
         ]
     );
+}
+
+#[test]
+fn a_form_reads_on_an_approval_and_an_if_step() {
+    let source = r#"version: 1
+agent: desk
+steps:
+  - id: check
+    approval:
+      form: { type: object, properties: { note: { type: string } }, required: [note] }
+  - id: big
+    if: "{{ input.big }}"
+    then: request_human_approval
+    form: { type: object, properties: { ok: { type: boolean, default: false } } }
+"#;
+    let spec = parse(source);
+    let check = spec.gate_policy(0).unwrap().form.as_ref().unwrap();
     assert_eq!(
-        pay.policy.form,
-        Some(json!({"type": "object", "properties": {"note": {"type": "string"}}}))
+        check.schema,
+        json!({"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]})
     );
+    assert!(check.field("note").unwrap().required);
+    let big = spec.gate_policy(1).unwrap().form.as_ref().unwrap();
+    assert_eq!(big.field("ok").unwrap().default, Some(json!(false)));
+}
+
+#[test]
+fn a_form_outside_the_subset_or_where_input_has_nowhere_to_go_is_refused_at_its_key() {
+    let tool = format!(
+        "version: 1\nagent: desk\ntools:\n  pay:\n    http: {{ url: \"https://x.example\" }}\n    approval: {{ form: {{ type: object }} }}\nsteps:\n  - id: a\n    tool: pay\n"
+    );
+    let guardrail = "version: 1\nagent: desk\nmodel: { name: small }\nsteps:\n  - id: m\n    model: { prompt: hi, output: json }\n    guardrail: { min_confidence: 0.5, form: { type: object } }\n".to_string();
+    expect_errors([
+        (
+            tool,
+            "6:17: \"form\" in the approval of tool \"pay\" is not supported on this gate: a tool's output is what the tool returns, so the approver's input would have nowhere to go; ask for input on an approval step (or an if step's request_human_approval), whose output carries it as input",
+        ),
+        (
+            guardrail,
+            "7:39: \"form\" in the guardrail of step \"m\" is not supported on this gate: a model step's output is what the model returned, so the approver's input would have nowhere to go; ask for input on an approval step (or an if step's request_human_approval), whose output carries it as input",
+        ),
+        (
+            with_approval(GROUPS, "form: { type: object, properties: { note: { type: string, pattern: \"^x\" } } }"),
+            "8:65: properties.note.pattern in \"form\" in the approval of step \"check\": \"pattern\" is not supported in a form's field; a field takes type, title, description, default, enum, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum",
+        ),
+        (
+            with_approval(GROUPS, "form:\n  type: object\n  properties:\n    n: { type: integer, minimum: 5, default: 1 }"),
+            "11:43: properties.n.default in \"form\" in the approval of step \"check\": default 1 does not fit field \"n\": it must be at least 5",
+        ),
+    ]);
 }
 
 /// The typed spec before `validate` and `unsupported` run.
@@ -420,7 +465,7 @@ fn reminders_escalations_and_forms_are_checked_before_being_refused() {
         ),
         (
             "form: { type: string }",
-            "8:13: \"form\" in the approval of step \"check\" must be the JSON Schema of an object: give it type: object and the fields under properties",
+            "8:15: type in \"form\" in the approval of step \"check\": must be object: a form is the JSON Schema of an object, its fields under properties",
         ),
         (
             "form: [note]",

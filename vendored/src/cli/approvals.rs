@@ -102,13 +102,14 @@ pub async fn run(
                     reason: args.decide.reason.clone(),
                 },
             };
-            decide(args.decide, decision, embedded, custom, &clock).await
+            let input = args.input;
+            decide(args.decide, decision, input, embedded, custom, &clock).await
         }
         ApprovalsCommand::Reject(args) => {
             let decision = Decision::Reject {
                 reason: args.reason.clone(),
             };
-            decide(args, decision, embedded, custom, &clock).await
+            decide(args, decision, None, embedded, custom, &clock).await
         }
         ApprovalsCommand::Migrate(args) => {
             super::migrate::run(args, embedded, custom, &clock).await
@@ -498,6 +499,7 @@ fn link(
 async fn decide(
     args: DecideArgs,
     decision: Decision,
+    input: Option<serde_json::Value>,
     embedded: Option<&SpecSource>,
     custom: &CustomTools,
     clock: &SharedClock,
@@ -513,8 +515,9 @@ async fn decide(
     let agent = super::common::agent(spec, store, custom)?.with_clock(clock.clone());
     let mut events = agent.subscribe();
     let decided_by = super::common::decider(args.by.as_deref());
-    let ballot =
-        Ballot::new(decision, &decided_by, Channel::Cli).shown(args.payload_digest.clone());
+    let ballot = Ballot::new(decision, &decided_by, Channel::Cli)
+        .shown(args.payload_digest.clone())
+        .with_input(input);
     let claimed = agent.vote(&key, ballot).await?;
     if let Some(recorded) = claimed.recorded_vote() {
         // A vote on a gate that counts votes, which did not settle it.

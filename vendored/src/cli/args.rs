@@ -200,6 +200,11 @@ pub struct ApproveArgs {
     /// arguments, or a replacement output for an `after` gate.
     #[arg(long, value_name = "JSON", value_parser = payload_arg, conflicts_with = "all")]
     pub payload: Option<Value>,
+    /// The approver's input, on a gate with a `form:` (a JSON object, or
+    /// @FILE): checked against the form (exit 2, each error with its path,
+    /// when it does not fit), and part of the step's output as `input`.
+    #[arg(long, value_name = "JSON", value_parser = json_arg, conflicts_with = "all")]
+    pub input: Option<Value>,
 }
 
 /// clap value parser for `--payload`: JSON, but not `null`, which could mean

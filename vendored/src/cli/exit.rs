@@ -69,7 +69,9 @@ pub fn for_approval(e: &ApprovalError) -> i32 {
         | ApprovalError::NotOnVersion { .. }
         | ApprovalError::AlreadyVoted { .. }
         | ApprovalError::PayloadChanged { .. } => CONFLICT,
-        ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => BAD_INPUT,
+        ApprovalError::InvalidPayload { .. }
+        | ApprovalError::ReasonRequired { .. }
+        | ApprovalError::InvalidInput { .. } => BAD_INPUT,
         ApprovalError::Forbidden { .. }
         | ApprovalError::NotInGroups { .. }
         | ApprovalError::SelfApproval { .. } => FORBIDDEN,

@@ -51,6 +51,9 @@ pub enum EventKind {
         decision: String,
         decided_by: String,
         reason: Option<String>,
+        /// The approver's input (a gate with a `form:`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<serde_json::Value>,
         /// The spec version (hash) the run resumes on when it is not the
         /// one the deciding process serves: the pause was made under an
         /// older version and `on_spec_change: pin` keeps the run on it.
@@ -86,6 +89,9 @@ pub enum EventKind {
         reason: Option<String>,
         channel: crate::policy::Channel,
         payload_digest: String,
+        /// The approver's input given with the vote (a gate with a `form:`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<serde_json::Value>,
         /// A modify: the votes before it no longer count.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         supersedes: bool,
@@ -180,6 +186,7 @@ impl EventKind {
             reason: vote.reason.clone(),
             channel: vote.channel,
             payload_digest: vote.payload_digest.clone(),
+            input: vote.input.clone(),
             supersedes: cast.supersedes,
             progress: cast.tally.summary(),
         }

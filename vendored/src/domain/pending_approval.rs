@@ -76,6 +76,8 @@ pub struct ApprovalRecord {
     pub trigger: Value,
     pub status: ApprovalStatus,
     /// Reject: `{"reason": ...}`. Modify: `{"payload": ..., "reason": ...}`.
+    /// An approval or modify on a gate with a `form:` adds `"input": {...}`,
+    /// the approver's input as checked.
     pub decision_data: Option<Value>,
     pub decided_by: Option<String>,
     pub decided_at: Option<DateTime<Utc>>,
@@ -121,11 +123,17 @@ impl ApprovalRecord {
         self.decision_data.as_ref().and_then(|d| d.get("payload"))
     }
 
+    /// The approver's input given with the decision (a gate with a
+    /// `form:`), if any.
+    pub fn approver_input(&self) -> Option<&Value> {
+        self.decision_data.as_ref().and_then(|d| d.get("input"))
+    }
+
     /// The record as `claim` decides it: what the store's claim writes.
     pub fn decided_by_claim(&self, claim: &Claim) -> ApprovalRecord {
         ApprovalRecord {
             status: claim.decision.status(),
-            decision_data: claim.decision.data(),
+            decision_data: claim.data(),
             decided_by: Some(claim.decided_by.clone()),
             decided_at: Some(claim.now),
             ..self.clone()
@@ -158,7 +166,25 @@ impl ApprovalRecord {
             ApprovalStatus::Approved | ApprovalStatus::Rejected | ApprovalStatus::Modified
         ) && self.status == decision.status()
             && self.decided_by.as_deref() == Some(decided_by)
-            && self.decision_data == decision.data()
+            && strip_input(self.decision_data.clone()) == decision.data()
+    }
+
+    /// [`ApprovalRecord::was_decided_as`] for a whole claim: the same
+    /// decision by the same decider with the same input.
+    pub fn was_claimed_as(&self, claim: &Claim) -> bool {
+        self.was_decided_as(&claim.decision, &claim.decided_by)
+            && self.decision_data == claim.data()
+    }
+}
+
+/// Decision data without the approver's input.
+fn strip_input(data: Option<Value>) -> Option<Value> {
+    match data {
+        Some(Value::Object(mut map)) => {
+            map.remove("input");
+            (!map.is_empty()).then_some(Value::Object(map))
+        }
+        other => other,
     }
 }
 
@@ -235,6 +261,9 @@ impl Decision {
 pub struct Claim {
     pub key: String,
     pub decision: Decision,
+    /// The approver's input (a gate with a `form:`), checked against the
+    /// form before the claim: kept in `decision_data` as `input`.
+    pub input: Option<Value>,
     pub decided_by: String,
     pub now: DateTime<Utc>,
     /// The hash of the spec the run resumes on; checked for approve and
@@ -249,6 +278,19 @@ pub struct Claim {
 }
 
 impl Claim {
+    /// The JSON kept in `decision_data`: the decision's, and the input.
+    pub fn data(&self) -> Option<Value> {
+        let Some(input) = &self.input else {
+            return self.decision.data();
+        };
+        let mut data = match self.decision.data() {
+            Some(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        data.insert("input".into(), input.clone());
+        Some(Value::Object(data))
+    }
+
     /// The lease the claimer drives the run on under, if it does.
     pub fn lease(&self) -> Option<&crate::run_state::Lease> {
         match &self.then {
@@ -476,6 +518,14 @@ pub enum ApprovalError {
         decision: crate::policy::VoteDecision,
     },
 
+    /// The approver's input does not fit the gate's form (or the gate, or
+    /// the decision, takes none): every error, each with its path.
+    #[error("invalid input for approval {key}: {}", crate::form::describe(.errors))]
+    InvalidInput {
+        key: String,
+        errors: Vec<crate::form::InputError>,
+    },
+
     #[error("approval {key} needs a reason to reject or modify it (require_reason)")]
     ReasonRequired { key: String },
 
@@ -515,6 +565,7 @@ impl ApprovalError {
                 "invalid_request"
             }
             ApprovalError::AlreadyVoted { .. } => "already_voted",
+            ApprovalError::InvalidInput { .. } => "invalid_input",
             ApprovalError::PayloadChanged { .. } => "payload_changed",
         }
     }

@@ -586,6 +586,8 @@ pub struct BallotVote {
     /// The digest of the payload the voter was shown (or, when they sent
     /// none, of the payload the decider read).
     pub payload_digest: String,
+    /// The approver's input, as checked against the gate's form.
+    pub input: Option<Value>,
     pub at: DateTime<Utc>,
 }
 
@@ -601,6 +603,7 @@ impl BallotVote {
             payload: self.payload.clone(),
             channel: self.channel,
             payload_digest: self.payload_digest.clone(),
+            input: self.input.clone(),
             superseded: false,
             at: self.at,
         }
@@ -623,6 +626,9 @@ pub struct Vote {
     pub channel: Channel,
     /// `sha256:` + hex of the payload the vote was cast on.
     pub payload_digest: String,
+    /// The approver's input given with the vote (a gate with a `form:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
     /// A later modify replaced the payload this vote was cast on: kept for
     /// the audit, no longer counted.
     pub superseded: bool,

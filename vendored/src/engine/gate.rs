@@ -309,6 +309,7 @@ impl Gate {
             pinned: false,
             channel: Channel::Gate,
             payload_digest: None,
+            input: None,
         };
         let record = match decide_approval(self, self.store.as_ref(), request).await? {
             Decided::Won { claimed, .. } => claimed.record,

@@ -151,12 +151,16 @@ fn verdict(record: &ApprovalRecord) -> Verdict {
     }
 }
 
+/// An approval step's (and an `if` gate's) output. `input` is the
+/// approver's input on a gate with a `form:` (null otherwise, and on a
+/// reject).
 fn decision_output(record: &ApprovalRecord, approved: bool, payload: Value) -> Value {
     json!({
         "approved": approved,
         "decided_by": record.decided_by,
         "reason": record.reason(),
         "payload": payload,
+        "input": record.approver_input(),
     })
 }
 

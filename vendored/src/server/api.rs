@@ -195,6 +195,12 @@ response_type! {
         /// answer, never stored.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub link: Option<String>,
+        /// GET /approvals/{key} only, when the gate has a `form:` (in the
+        /// spec this server serves): the JSON Schema of the input an
+        /// approval gives as `input`. The input given is kept in
+        /// `decision_data.input`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub form: Option<serde_json::Value>,
     }
 }
 
@@ -216,6 +222,17 @@ impl ApprovalView {
 }
 
 impl ApprovalView {
+    /// With the schema of its gate's form, when `spec` is the one it
+    /// paused under and its gate has one.
+    pub fn with_form(mut self, spec: &crate::spec::Spec) -> ApprovalView {
+        self.form = (self.record.spec_hash == spec.hash.as_str())
+            .then(|| spec.gate_policy(self.record.step_index))
+            .flatten()
+            .and_then(|p| p.form.as_ref())
+            .map(|f| f.schema.clone());
+        self
+    }
+
     /// `record` as a client sees it, `served` being the hash of the spec
     /// this server serves.
     pub fn new(record: ApprovalRecord, served: &str) -> ApprovalView {
@@ -224,6 +241,7 @@ impl ApprovalView {
             payload_digest: record.payload_digest(),
             record,
             link: None,
+            form: None,
         }
     }
 }

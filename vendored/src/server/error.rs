@@ -166,9 +166,9 @@ impl ApiError {
                 ApprovalError::Forbidden { .. }
                 | ApprovalError::NotInGroups { .. }
                 | ApprovalError::SelfApproval { .. } => StatusCode::FORBIDDEN,
-                ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. } => {
-                    StatusCode::BAD_REQUEST
-                }
+                ApprovalError::InvalidPayload { .. }
+                | ApprovalError::ReasonRequired { .. }
+                | ApprovalError::InvalidInput { .. } => StatusCode::BAD_REQUEST,
             },
             ApiError::RunNotFound(_)
             | ApiError::RunHasNoApproval(_)
@@ -236,7 +236,14 @@ impl ApiError {
     /// detail is logged, never sent (store errors can name files and hosts);
     /// a busy store's detail likewise.
     pub fn body(&self) -> serde_json::Value {
-        json!({ "error": { "code": self.code(), "message": self.public_message() } })
+        let mut body =
+            json!({ "error": { "code": self.code(), "message": self.public_message() } });
+        // An input that does not fit a gate's form: each error with its
+        // path, for a client to show beside its field.
+        if let ApiError::Approval(ApprovalError::InvalidInput { errors, .. }) = self {
+            body["error"]["errors"] = json!(errors);
+        }
+        body
     }
 
     /// The message a caller is told: the error's own, except an internal

@@ -27,6 +27,10 @@ response_type! {
         pub channel: String,
         /// The digest of the payload the vote was cast on.
         pub payload_digest: String,
+        /// The approver's input given with the vote, on a gate with a
+        /// `form:` (as checked, defaults filled in).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub input: Option<serde_json::Value>,
         /// A later modify replaced the payload this vote was on: kept for
         /// the audit, no longer counted.
         pub superseded: bool,
@@ -44,6 +48,7 @@ impl VoteEntry {
             reason: vote.reason,
             channel: vote.channel.as_str().to_string(),
             payload_digest: vote.payload_digest,
+            input: vote.input,
             superseded: vote.superseded,
             at: vote.at,
         }

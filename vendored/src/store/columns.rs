@@ -123,7 +123,7 @@ pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
 
 /// The columns of `tollgate_votes`, in the order [`vote`] reads them.
 pub(super) const VOTE_COLUMNS: &str = "key, seq, voter, rule, decision, reason, payload, \
-     channel, payload_digest, superseded, at";
+     channel, payload_digest, superseded, at, input";
 
 /// Decode [`VOTE_COLUMNS`].
 pub(super) fn vote(r: &impl Columns) -> StoreResult<Vote> {
@@ -139,6 +139,7 @@ pub(super) fn vote(r: &impl Columns) -> StoreResult<Vote> {
         payload_digest: r.string(8, "payload_digest")?,
         superseded: r.flag(9, "superseded")?,
         at: r.time(10, "at")?,
+        input: r.json_opt(11, "input")?,
     })
 }
 

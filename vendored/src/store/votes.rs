@@ -157,6 +157,7 @@ pub(crate) fn plain_ledger(record: &ApprovalRecord, channel: &str) -> StoreResul
         payload: record.modified_payload().cloned(),
         channel,
         payload_digest: payload_digest(&record.payload),
+        input: record.approver_input().cloned(),
         superseded: false,
         at,
     }])

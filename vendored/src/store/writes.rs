@@ -157,6 +157,7 @@ pub(crate) fn resolved_event(record: &ApprovalRecord, claim: &Claim, seq: u64) -
             decision: claim.decision.name().to_string(),
             decided_by: claim.decided_by.clone(),
             reason: claim.decision.reason().map(str::to_string),
+            input: claim.input.clone(),
             pinned_to: claim.pinned.then(|| claim.spec_hash.clone()),
         },
     }

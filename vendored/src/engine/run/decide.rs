@@ -35,6 +35,22 @@ pub(crate) trait Decider {
     /// gate. A refusal leaves the record untouched and PENDING.
     fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), Self::Error>;
 
+    /// The approver's input as it is stored with `decision`, from what
+    /// they gave (see `domain/form.rs`): checked against the gate's
+    /// `form:`, defaults filled in. A gate without a form, and a reject,
+    /// take none. By default: no gate has a form.
+    fn input(
+        &self,
+        record: &ApprovalRecord,
+        _decision: &Decision,
+        given: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, ApprovalError> {
+        match given {
+            None => Ok(None),
+            Some(_) => Err(no_form(&record.key)),
+        }
+    }
+
     /// What the claim's write does to the run, worked out from the record
     /// as read and the claim about to be made. Writes nothing.
     async fn plan(
@@ -60,6 +76,8 @@ pub(crate) struct DecisionRequest<'a> {
     /// The digest of the payload the decider was shown, when the channel
     /// sent one: a decision on another payload is refused.
     pub payload_digest: Option<String>,
+    /// The approver's input as given (a gate with a `form:`).
+    pub input: Option<serde_json::Value>,
 }
 
 /// A decision as a decider asks for it: what, by whom, from where, and on
@@ -73,6 +91,10 @@ pub struct Ballot {
     /// ([`ApprovalRecord::payload_digest`]); `None` decides on whatever the
     /// gate asks about when the vote is counted.
     pub payload_digest: Option<String>,
+    /// The approver's input, for a gate with a `form:` (DESIGN §13):
+    /// checked against the form, stored with the decision, and part of the
+    /// step's output.
+    pub input: Option<serde_json::Value>,
 }
 
 impl Ballot {
@@ -83,7 +105,14 @@ impl Ballot {
             by: by.to_string(),
             channel,
             payload_digest: None,
+            input: None,
         }
+    }
+
+    /// The same ballot, with the approver's input.
+    pub fn with_input(mut self, input: Option<serde_json::Value>) -> Ballot {
+        self.input = input;
+        self
     }
 
     /// The same ballot, made on the payload with this digest.
@@ -150,15 +179,21 @@ pub(crate) async fn decide_approval<D: Decider>(
         pinned,
         channel,
         payload_digest,
+        input: given,
     } = request;
     let record = store
         .get_approval(key)
         .await?
         .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
     decider.admit(&record, decided_by)?;
+    // The input as it would be stored: a repeat is recognised by it. When
+    // it does not fit, a record no longer pending still answers for its
+    // state first (below).
+    let input = decider.input(&record, &decision, given);
     let mut claim = Claim {
         key: key.to_string(),
         decision,
+        input: input.as_ref().ok().cloned().flatten(),
         decided_by: decided_by.to_string(),
         now,
         spec_hash,
@@ -167,7 +202,7 @@ pub(crate) async fn decide_approval<D: Decider>(
         // to be worth a write.
         then: AfterClaim::Release,
     };
-    if record.was_decided_as(&claim.decision, decided_by) {
+    if record.was_claimed_as(&claim) {
         return Ok(Decided::Repeat(Box::new(record)));
     }
     // A record that is no longer pending answers for its state
@@ -176,6 +211,7 @@ pub(crate) async fn decide_approval<D: Decider>(
     if record.status != ApprovalStatus::Pending || record.is_expired_at(now) {
         return Err(ApprovalError::explain_failed_claim(key, Some(&record), &claim).into());
     }
+    input?;
     // The payload the gate asks about now; a decision made on another one
     // is refused here, and the store checks it again with the vote.
     let current = record.payload_digest();
@@ -200,6 +236,7 @@ pub(crate) async fn decide_approval<D: Decider>(
         },
         channel,
         payload_digest: current,
+        input: claim.input.clone(),
         at: now,
     };
     // The decision as asked for: a repeat is recognised by it.
@@ -247,13 +284,13 @@ pub(crate) async fn decide_approval<D: Decider>(
         }
         Err(StoreError::Approval(refusal @ ApprovalError::AlreadyVoted { .. })) => {
             // Not a repeat: the refusal, which names the vote that stands.
-            repeated_vote::<D::Plan, D::Error>(store, key, decided_by, &asked)
+            repeated_vote::<D::Plan, D::Error>(store, key, decided_by, &asked, &claim.input)
                 .await?
                 .ok_or_else(|| refusal.into())
         }
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
             match store.get_approval(&claim.key).await? {
-                Some(won) if won.was_decided_as(&claim.decision, &claim.decided_by) => {
+                Some(won) if won.was_claimed_as(&claim) => {
                     Ok(Decided::Repeat(Box::new(won)))
                 }
                 other => {
@@ -276,6 +313,7 @@ async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
     key: &str,
     voter: &str,
     decision: &Decision,
+    input: &Option<serde_json::Value>,
 ) -> Result<Option<Decided<P>>, E> {
     let record = store
         .get_approval(key)
@@ -289,7 +327,8 @@ async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
         return Ok(None);
     };
     let same = standing.decision == VoteDecision::of(decision)
-        && standing.reason.as_deref() == decision.reason();
+        && standing.reason.as_deref() == decision.reason()
+        && &standing.input == input;
     if !same {
         return Ok(None);
     }
@@ -459,6 +498,7 @@ impl AgentRun {
             pinned: self.spec.hash != self.serving.hash,
             channel: ballot.channel,
             payload_digest: ballot.payload_digest,
+            input: ballot.input,
         };
         let decided = decide_approval(self, self.store.as_ref(), request).await?;
         Ok(match decided {
@@ -702,6 +742,24 @@ impl Decider for AgentRun {
         Ok(self.check_payload(record, decision)?)
     }
 
+    fn input(
+        &self,
+        record: &ApprovalRecord,
+        decision: &Decision,
+        given: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, ApprovalError> {
+        // Another version's pause: its own version's handle decides it
+        // (or the claim is refused as `spec_changed`), with its own form.
+        if record.spec_hash != self.spec.hash.as_str() {
+            return Ok(given);
+        }
+        let form = self
+            .spec
+            .gate_policy(record.step_index)
+            .and_then(|p| p.form.as_ref());
+        approver_input(&record.key, form, decision, given)
+    }
+
     async fn plan(
         &self,
         record: &ApprovalRecord,
@@ -715,5 +773,51 @@ impl Decider for AgentRun {
             return Ok((then, Some(Box::new(planned))));
         }
         Ok((AfterClaim::Drive(self.new_lease()), None))
+    }
+}
+
+/// The refusal of input on a gate that has no form.
+fn no_form(key: &str) -> ApprovalError {
+    ApprovalError::InvalidInput {
+        key: key.into(),
+        errors: vec![crate::form::InputError {
+            path: String::new(),
+            message: "this gate has no form: it takes no input".into(),
+        }],
+    }
+}
+
+/// The input stored with `decision` on a gate whose form is `form`: an
+/// approval or modify on a form's gate is checked against it (an absent
+/// input is an empty one, so required fields are asked for); a gate
+/// without a form, and a reject, take none.
+pub(crate) fn approver_input(
+    key: &str,
+    form: Option<&crate::form::Form>,
+    decision: &Decision,
+    given: Option<serde_json::Value>,
+) -> Result<Option<serde_json::Value>, ApprovalError> {
+    match (form, decision) {
+        (_, Decision::Reject { .. }) => match given {
+            None => Ok(None),
+            Some(_) => Err(ApprovalError::InvalidInput {
+                key: key.into(),
+                errors: vec![crate::form::InputError {
+                    path: String::new(),
+                    message: "a reject takes no input: give a reason instead".into(),
+                }],
+            }),
+        },
+        (None, _) => match given {
+            None => Ok(None),
+            Some(_) => Err(no_form(key)),
+        },
+        (Some(form), _) => form
+            .complete(given.as_ref())
+            .map(Some)
+            .map_err(|errors| ApprovalError::InvalidInput {
+                key: key.into(),
+                errors,
+            }),
     }
 }

@@ -44,7 +44,20 @@ pub fn error_schema(components: &mut Components) -> Value {
                             "enum": codes,
                             "description": format!("The code, and the HTTP status it comes with: {}.", table.join("; "))
                         },
-                        "message": { "type": "string" }
+                        "message": { "type": "string" },
+                        "errors": {
+                            "type": "array",
+                            "description": "`invalid_input` only: each way the approver's input does not fit the gate's form, with the JSON Pointer of the field at fault (`/note`; empty for the input as a whole).",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "path": { "type": "string" },
+                                    "message": { "type": "string" }
+                                },
+                                "required": ["path", "message"],
+                                "additionalProperties": false
+                            }
+                        }
                     },
                     "required": ["code", "message"],
                     "additionalProperties": false
@@ -105,6 +118,10 @@ fn samples() -> Vec<ApiError> {
             decision: crate::policy::VoteDecision::Approve,
         },
         ApprovalError::ReasonRequired { key: key() },
+        ApprovalError::InvalidInput {
+            key: key(),
+            errors: vec![],
+        },
         ApprovalError::PayloadChanged {
             key: key(),
             given: String::new(),
@@ -177,6 +194,7 @@ fn every_variant_is_listed(api: &ApiError) {
             | ApprovalError::NotInGroups { .. }
             | ApprovalError::AlreadyVoted { .. }
             | ApprovalError::ReasonRequired { .. }
+            | ApprovalError::InvalidInput { .. }
             | ApprovalError::PayloadChanged { .. } => {}
         },
         ApiError::InvalidRequest(_)

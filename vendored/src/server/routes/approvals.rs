@@ -139,11 +139,15 @@ pub(super) async fn show(
         .filter(|r| r.agent_id == state.agent_id())
         .ok_or(ApprovalError::NotFound { key })?;
     let served = state.agent.spec().hash.as_str();
-    Ok(Json(ApprovalView::new(record, served).with_link(
-        state.links.as_ref(),
-        &caller.0,
-        state.agent.spec().approvals.approvers.as_deref(),
-    )))
+    Ok(Json(
+        ApprovalView::new(record, served)
+            .with_link(
+                state.links.as_ref(),
+                &caller.0,
+                state.agent.spec().approvals.approvers.as_deref(),
+            )
+            .with_form(state.agent.spec()),
+    ))
 }
 
 request_type! {
@@ -161,6 +165,11 @@ request_type! {
         /// decision is refused (409 `payload_changed`) if the payload has
         /// changed since.
         payload_digest: Option<String>,
+        /// The approver's input, on a gate with a `form:` (a JSON object
+        /// the gate's form checks, defaults filled in; 400 `invalid_input`
+        /// with each error's path when it does not fit, or when the gate has
+        /// no form). Part of the step's output as `input`.
+        input: Option<Value>,
     }
 }
 
@@ -175,7 +184,7 @@ request_type! {
     }
 }
 
-/// POST /approvals/{key}/approve `{reason?, payload?}`.
+/// POST /approvals/{key}/approve `{reason?, payload?, payload_digest?, input?}`.
 pub(super) async fn approve(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -192,7 +201,9 @@ pub(super) async fn approve(
             reason: body.reason,
         },
     };
-    let ballot = Ballot::new(decision, &caller.0, Channel::Api).shown(body.payload_digest);
+    let ballot = Ballot::new(decision, &caller.0, Channel::Api)
+        .shown(body.payload_digest)
+        .with_input(body.input);
     answer_decision(&state, key, ballot, wait.wait)
         .await
         .map(IntoResponse::into_response)

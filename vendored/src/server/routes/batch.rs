@@ -56,6 +56,9 @@ request_type! {
         /// entry is refused (`payload_changed`) if the payload has changed
         /// since.
         payload_digest: Option<String>,
+        /// With `approve` only: the approver's input, on a gate with a
+        /// `form:` (refused, `invalid_input`, when it does not fit).
+        input: Option<Value>,
     }
 }
 
@@ -122,6 +125,11 @@ fn ballots(entries: Vec<BatchEntry>, by: &str) -> Result<Vec<(String, Ballot)>, 
         }
         let payload =
             edited_payload(entry.payload).map_err(|e| ApiError::invalid(format!("{at}: {e}")))?;
+        if entry.decision == BatchDecision::Reject && entry.input.is_some() {
+            return Err(ApiError::invalid(format!(
+                "{at}: a reject takes no input (only an approve can carry the approver's input)"
+            )));
+        }
         let decision = match (entry.decision, payload) {
             (BatchDecision::Reject, Some(_)) => {
                 return Err(ApiError::invalid(format!(
@@ -139,7 +147,9 @@ fn ballots(entries: Vec<BatchEntry>, by: &str) -> Result<Vec<(String, Ballot)>, 
                 reason: entry.reason,
             },
         };
-        let ballot = Ballot::new(decision, by, Channel::Api).shown(entry.payload_digest);
+        let ballot = Ballot::new(decision, by, Channel::Api)
+            .shown(entry.payload_digest)
+            .with_input(entry.input);
         ballots.push((entry.key, ballot));
     }
     Ok(ballots)

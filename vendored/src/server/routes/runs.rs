@@ -182,6 +182,10 @@ request_type! {
         /// decision is refused (409 `payload_changed`) if the payload has
         /// changed since.
         payload_digest: Option<String>,
+        /// With `approved: true`: the approver's input, on a gate with a
+        /// `form:` (400 `invalid_input` when it does not fit; see POST
+        /// /approvals/{key}/approve).
+        input: Option<Value>,
     }
 }
 
@@ -201,6 +205,11 @@ pub(super) async fn decide(
         (true, None) => Decision::Approve {
             reason: body.reason,
         },
+        (false, None) if body.input.is_some() => {
+            return Err(ApiError::invalid(
+                "input goes with approved: true (a reject takes a reason)",
+            ));
+        }
         (false, None) => Decision::Reject {
             reason: body.reason,
         },
@@ -211,7 +220,9 @@ pub(super) async fn decide(
         }
     };
     let key = key_for(&state, &id_or_key).await?;
-    let ballot = Ballot::new(decision, &caller.0, Channel::Api).shown(body.payload_digest);
+    let ballot = Ballot::new(decision, &caller.0, Channel::Api)
+        .shown(body.payload_digest)
+        .with_input(body.input);
     answer_decision(&state, key, ballot, wait.wait)
         .await
         .map(IntoResponse::into_response)

@@ -92,6 +92,20 @@ pub(super) async fn actions(
             );
             reply_later(&state, &click, text);
         }
+        Err(RunError::Approval(ApprovalError::InvalidInput { errors, .. })) => {
+            // A button cannot fill in a form: say where the form is.
+            let place = state
+                .links
+                .as_ref()
+                .and_then(|links| links.inbox_url(&click.key))
+                .unwrap_or_else(|| format!("/ui/approvals/{}", click.key));
+            let text = format!(
+                "Nothing changed: this request asks for input a button cannot give ({}). Decide it in the inbox at {place}, or through its approval link.",
+                crate::form::describe(&errors)
+            );
+            tracing::info!(key = %click.key, decided_by = %decided_by, "Slack click refused: the gate's form needs input");
+            reply_later(&state, &click, text);
+        }
         Err(e) => {
             let text = refusal(&e);
             tracing::info!(key = %click.key, decided_by = %decided_by, reason = %e, "Slack click refused");
@@ -144,7 +158,9 @@ fn refusal(e: &RunError) -> String {
             "Nothing changed: this server does not know this request.".to_string()
         }
         RunError::Approval(
-            ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. },
+            ApprovalError::InvalidPayload { .. }
+            | ApprovalError::ReasonRequired { .. }
+            | ApprovalError::InvalidInput { .. },
         )
         | RunError::NoPendingApproval(_)
         | RunError::CancelForbidden { .. }

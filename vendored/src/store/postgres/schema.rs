@@ -53,6 +53,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "votes",
         sql: include_str!("../migrations/postgres/0008_votes.sql"),
     },
+    Migration {
+        version: 10,
+        name: "vote_input",
+        sql: include_str!("../migrations/postgres/0010_vote_input.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

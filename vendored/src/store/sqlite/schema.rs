@@ -48,6 +48,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "votes",
         sql: include_str!("../migrations/sqlite/0007_votes.sql"),
     },
+    Migration {
+        version: 9,
+        name: "vote_input",
+        sql: include_str!("../migrations/sqlite/0009_vote_input.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

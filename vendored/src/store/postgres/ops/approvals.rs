@@ -38,7 +38,7 @@ pub(super) const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
 /// lock different rows and never wait for each other.
 pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreResult<Claimed> {
     let status = claim.decision.status().as_str();
-    let data = claim.decision.data();
+    let data = claim.data();
     if let Some(data) = &data {
         checked(data, "decision data")?;
     }

@@ -85,16 +85,19 @@ async fn insert_vote<C: GenericClient>(
     if let Some(payload) = &ballot.payload {
         checked(payload, "vote payload")?;
     }
+    if let Some(input) = &ballot.input {
+        checked(input, "vote input")?;
+    }
     let voter = Value::String(ballot.voter.clone());
     let reason = text_json(ballot.reason.as_deref());
     let sql = format!(
         "INSERT INTO tollgate_votes ({VOTE_COLUMNS}) \
          SELECT $1::text, COALESCE(MAX(seq), 0) + 1, $2::json, $3::text, $4::text, $5::json, \
-         $6::json, $7::text, $8::text, false, $9::timestamptz \
+         $6::json, $7::text, $8::text, false, $9::timestamptz, $10::json \
          FROM tollgate_votes WHERE key = $1 \
          RETURNING seq"
     );
-    let params: [Param<'_>; 9] = [
+    let params: [Param<'_>; 10] = [
         &cast.claim.key,
         &voter,
         &rule,
@@ -104,6 +107,7 @@ async fn insert_vote<C: GenericClient>(
         &ballot.channel.as_str(),
         &ballot.payload_digest,
         &ballot.at,
+        &ballot.input,
     ];
     let seq: i64 = query_opt(client, &sql, &params, |row| Ok(row.try_get(0)?))
         .await?

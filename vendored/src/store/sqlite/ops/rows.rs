@@ -262,7 +262,6 @@ impl ClaimRow {
         Ok(ClaimRow {
             status: claim.decision.status().as_str(),
             decision_data: claim
-                .decision
                 .data()
                 .map(|d| to_json(&d, "decision data"))
                 .transpose()?,

@@ -19,6 +19,7 @@ pub(crate) struct CastRow {
     channel: &'static str,
     payload_digest: String,
     at: String,
+    input: Option<String>,
 }
 
 impl CastRow {
@@ -37,6 +38,11 @@ impl CastRow {
             channel: ballot.channel.as_str(),
             payload_digest: ballot.payload_digest.clone(),
             at: format_utc(ballot.at),
+            input: ballot
+                .input
+                .as_ref()
+                .map(|i| to_json(i, "vote input"))
+                .transpose()?,
         })
     }
 }
@@ -111,11 +117,11 @@ fn insert_vote(
 ) -> StoreResult<u32> {
     let mut stmt = conn.prepare_cached(&format!(
         "INSERT INTO tollgate_votes ({VOTE_COLUMNS}) \
-         SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9 \
+         SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10 \
          FROM tollgate_votes WHERE key = ?1 \
          RETURNING seq"
     ))?;
-    let params: [&dyn ToSql; 9] = [
+    let params: [&dyn ToSql; 10] = [
         &key,
         &row.voter,
         &rule,
@@ -125,6 +131,7 @@ fn insert_vote(
         &row.channel,
         &row.payload_digest,
         &row.at,
+        &row.input,
     ];
     let seq: i64 = stmt.query_row(params.as_slice(), |r| r.get(0))?;
     u32::try_from(seq).map_err(|_| StoreError::Database(format!("vote seq {seq} out of range")))

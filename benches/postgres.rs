@@ -101,6 +101,7 @@ async fn decision_to_waiter_latency() {
                 .expect("read")
                 .expect("requested");
             let mut claim = tollgate_runtime::pending_approval::Claim {
+                input: None,
                 key,
                 decision: Decision::Approve { reason: None },
                 decided_by: "bench".into(),

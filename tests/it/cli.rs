@@ -244,6 +244,7 @@ async fn a_claim_whose_run_never_finished_is_listed_as_stuck() {
     let spec = Spec::load(&ws.spec).unwrap();
     store
         .claim(&Claim {
+            input: None,
             key: key.clone(),
             decision: Decision::Approve { reason: None },
             decided_by: "crashed-worker".into(),

@@ -168,10 +168,18 @@ fn count(value: &Value, path: &[&str]) -> Result<u64, SchemaError> {
                     .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15)
                     .map(|f| f as u64)
             })
-            .ok_or_else(|| err(path, format!("must be a whole number of at least 0, found {n}"))),
+            .ok_or_else(|| {
+                err(
+                    path,
+                    format!("must be a whole number of at least 0, found {n}"),
+                )
+            }),
         other => Err(err(
             path,
-            format!("must be a whole number of at least 0, found {}", kind(other)),
+            format!(
+                "must be a whole number of at least 0, found {}",
+                kind(other)
+            ),
         )),
     }
 }
@@ -277,7 +285,10 @@ impl Form {
         })
     }
 
-    fn required(value: Option<&Value>, properties: &Map<String, Value>) -> Result<Vec<String>, SchemaError> {
+    fn required(
+        value: Option<&Value>,
+        properties: &Map<String, Value>,
+    ) -> Result<Vec<String>, SchemaError> {
         let Some(value) = value else {
             return Ok(Vec::new());
         };
@@ -376,12 +387,19 @@ impl Form {
                     message: if known.is_empty() {
                         "is not a field of this form (it has none)".into()
                     } else {
-                        format!("is not a field of this form (its fields: {})", known.join(", "))
+                        format!(
+                            "is not a field of this form (its fields: {})",
+                            known.join(", ")
+                        )
                     },
                 });
             }
         }
-        if errors.is_empty() { Ok(()) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
     }
 
     pub fn field(&self, name: &str) -> Option<&Field> {
@@ -400,7 +418,10 @@ impl Field {
         let Some(map) = schema.as_object() else {
             return Err(err(
                 &["properties", name],
-                format!("field {name:?} must be a mapping (its schema), found {}", kind(schema)),
+                format!(
+                    "field {name:?} must be a mapping (its schema), found {}",
+                    kind(schema)
+                ),
             ));
         };
         for key in map.keys() {
@@ -428,9 +449,7 @@ impl Field {
             None => {
                 return Err(err(
                     &["properties", name],
-                    format!(
-                        "field {name:?} needs a type: string, number, integer or boolean"
-                    ),
+                    format!("field {name:?} needs a type: string, number, integer or boolean"),
                 ));
             }
         };
@@ -439,19 +458,28 @@ impl Field {
                 if map.contains_key(*key) {
                     return Err(err(
                         &at(key),
-                        format!("{key} applies to {types} fields, and field {name:?} is {type_name}"),
+                        format!(
+                            "{key} applies to {types} fields, and field {name:?} is {type_name}"
+                        ),
                     ));
                 }
             }
             Ok(())
         };
         const TEXT_ONLY: [&str; 3] = ["enum", "minLength", "maxLength"];
-        const NUMBER_ONLY: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+        const NUMBER_ONLY: [&str; 4] =
+            ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
         let kind_of = match type_name {
             "string" => {
                 only_for(&NUMBER_ONLY, "number and integer")?;
-                let min_length = map.get("minLength").map(|v| count(v, &at("minLength"))).transpose()?;
-                let max_length = map.get("maxLength").map(|v| count(v, &at("maxLength"))).transpose()?;
+                let min_length = map
+                    .get("minLength")
+                    .map(|v| count(v, &at("minLength")))
+                    .transpose()?;
+                let max_length = map
+                    .get("maxLength")
+                    .map(|v| count(v, &at("maxLength")))
+                    .transpose()?;
                 if let (Some(min), Some(max)) = (min_length, max_length)
                     && min > max
                 {
@@ -499,7 +527,8 @@ impl Field {
             }
             "number" | "integer" => {
                 only_for(&TEXT_ONLY, "string")?;
-                let bound = |key: &'static str| map.get(key).map(|v| number(v, &at(key))).transpose();
+                let bound =
+                    |key: &'static str| map.get(key).map(|v| number(v, &at(key))).transpose();
                 let kind = FieldKind::Number {
                     integer: type_name == "integer",
                     minimum: bound("minimum")?,
@@ -515,8 +544,14 @@ impl Field {
                     ..
                 } = &kind
                 {
-                    let low = [*minimum, *exclusive_minimum].into_iter().flatten().reduce(f64::max);
-                    let high = [*maximum, *exclusive_maximum].into_iter().flatten().reduce(f64::min);
+                    let low = [*minimum, *exclusive_minimum]
+                        .into_iter()
+                        .flatten()
+                        .reduce(f64::max);
+                    let high = [*maximum, *exclusive_maximum]
+                        .into_iter()
+                        .flatten()
+                        .reduce(f64::min);
                     let exclusive = exclusive_minimum.is_some() || exclusive_maximum.is_some();
                     if let (Some(low), Some(high)) = (low, high)
                         && (low > high || (low == high && exclusive))
@@ -545,7 +580,10 @@ impl Field {
         };
         let mut field = Field {
             name: name.to_string(),
-            title: map.get("title").map(|t| text(t, &at("title"))).transpose()?,
+            title: map
+                .get("title")
+                .map(|t| text(t, &at("title")))
+                .transpose()?,
             description: map
                 .get("description")
                 .map(|t| text(t, &at("description")))
@@ -621,7 +659,11 @@ impl Field {
                 let Value::Number(n) = value else {
                     return Err(format!(
                         "must be {}, found {}",
-                        if *integer { "a whole number" } else { "a number" },
+                        if *integer {
+                            "a whole number"
+                        } else {
+                            "a number"
+                        },
                         kind(value)
                     ));
                 };

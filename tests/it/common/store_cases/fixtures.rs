@@ -158,6 +158,7 @@ pub fn approve(key: &str, by: &str, now: u64) -> Claim {
 
 pub fn claim(key: &str, decision: Decision, by: &str, now: u64, spec: &str) -> Claim {
     Claim {
+        input: None,
         key: key.into(),
         decision,
         decided_by: by.into(),

@@ -68,6 +68,7 @@ pub async fn create_pause_claim_end_round_trip_keeps_every_field(store: SharedSt
             decision: "approve".into(),
             decided_by: "alice".into(),
             reason: Some("looks right".into()),
+            input: None,
             pinned_to: None,
         },
     );

@@ -98,6 +98,7 @@ fn vote_on(record: &ApprovalRecord, voter: &str, decision: VoteDecision, now: u6
     };
     CastVote {
         ballot: BallotVote {
+            input: None,
             voter: voter.into(),
             decision,
             reason,
@@ -219,6 +220,7 @@ pub async fn a_plain_gates_vote_settles_it_at_once_as_a_claim_would(store: Share
     // The same events, run and record as the claim it replaces.
     let claimed = store
         .claim(&Claim {
+            input: None,
             key: "twin".into(),
             ..cast.claim.clone()
         })
@@ -235,6 +237,7 @@ pub async fn a_plain_gates_vote_settles_it_at_once_as_a_claim_would(store: Share
             decision: "approve".into(),
             decided_by: "alice".into(),
             reason: None,
+            input: None,
             pinned_to: None,
         }
     );
@@ -274,6 +277,7 @@ pub async fn two_of_finance_and_one_of_security_settle_with_the_third_vote_then_
             reason: None,
             channel: Channel::Api,
             payload_digest: first.payload_digest.clone(),
+            input: None,
             supersedes: false,
             progress: "finance 1 of 2; security 0 of 1".into(),
         }

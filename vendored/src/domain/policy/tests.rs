@@ -36,6 +36,7 @@ fn finance_and_security() -> Groups {
 
 fn ballot(voter: &str, decision: VoteDecision) -> BallotVote {
     BallotVote {
+        input: None,
         voter: voter.into(),
         decision,
         reason: None,
@@ -210,6 +211,7 @@ fn a_modify_supersedes_earlier_votes_and_its_author_may_not_approve_it() {
     let policy = rules(&[("finance", 2)]);
     let mut roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();
     let edit = BallotVote {
+        input: None,
         payload: Some(json!({"amount": 5})),
         ..ballot("bob", VoteDecision::Modify)
     };
@@ -262,6 +264,7 @@ fn a_reason_can_be_required_to_reject() {
         Err(ApprovalError::ReasonRequired { .. })
     ));
     let with_reason = BallotVote {
+        input: None,
         reason: Some("too much".into()),
         ..ballot("alice", VoteDecision::Reject)
     };

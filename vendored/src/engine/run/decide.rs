@@ -290,9 +290,7 @@ pub(crate) async fn decide_approval<D: Decider>(
         }
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
             match store.get_approval(&claim.key).await? {
-                Some(won) if won.was_claimed_as(&claim) => {
-                    Ok(Decided::Repeat(Box::new(won)))
-                }
+                Some(won) if won.was_claimed_as(&claim) => Ok(Decided::Repeat(Box::new(won))),
                 other => {
                     Err(
                         ApprovalError::explain_failed_claim(&claim.key, other.as_ref(), &claim)
@@ -812,12 +810,13 @@ pub(crate) fn approver_input(
             None => Ok(None),
             Some(_) => Err(no_form(key)),
         },
-        (Some(form), _) => form
-            .complete(given.as_ref())
-            .map(Some)
-            .map_err(|errors| ApprovalError::InvalidInput {
-                key: key.into(),
-                errors,
-            }),
+        (Some(form), _) => {
+            form.complete(given.as_ref())
+                .map(Some)
+                .map_err(|errors| ApprovalError::InvalidInput {
+                    key: key.into(),
+                    errors,
+                })
+        }
     }
 }

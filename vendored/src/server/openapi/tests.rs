@@ -86,6 +86,7 @@ fn voted_record() -> crate::pending_approval::ApprovalRecord {
 fn sample_votes() -> Vec<crate::policy::Vote> {
     use crate::policy::{BallotVote, Channel, VoteDecision, payload_digest};
     let ballot = BallotVote {
+        input: None,
         voter: "alice".into(),
         decision: VoteDecision::Approve,
         reason: Some("fine".into()),

@@ -18,7 +18,14 @@ pub(crate) struct Fields {
     /// The digest of the payload the page showed: a decision on a payload
     /// edited since is refused (`payload_changed`).
     pub payload_digest: Option<String>,
+    /// The typed fields of a gate's form (`input.<name>`), as sent, in
+    /// order: read by `pages::approval::input_of` against the form.
+    #[serde(skip)]
+    pub input: Vec<(String, String)>,
 }
+
+/// The prefix of a form field's name in the page's forms.
+pub(crate) const INPUT_PREFIX: &str = "input.";
 
 impl Fields {
     /// The reason, `None` when left blank.
@@ -42,8 +49,12 @@ impl<S: Send + Sync> FromRequest<S> for Form {
         let RawBody(bytes) = RawBody::from_request(request, state).await.map_err(|e| {
             super::pages::refusal::page(e.status(), "Request refused", &e.to_string(), None)
         })?;
-        Ok(Form(
-            serde_urlencoded::from_bytes(&bytes).unwrap_or_default(),
-        ))
+        let mut fields: Fields = serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
+        fields.input = pairs
+            .into_iter()
+            .filter_map(|(name, value)| Some((name.strip_prefix(INPUT_PREFIX)?.to_string(), value)))
+            .collect();
+        Ok(Form(fields))
     }
 }

@@ -234,7 +234,7 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
         .expect("history");
     assert_eq!(
         names[5..],
-        ["spec_versions", "votes"],
+        ["spec_versions", "votes", "vote_input"],
         "every later migration applied"
     );
     drop(conn);
@@ -649,6 +649,7 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
     );
 
     let ballot = crate::policy::BallotVote {
+        input: None,
         voter: "alice".into(),
         decision: crate::policy::VoteDecision::Approve,
         reason: None,
@@ -658,6 +659,7 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
         at: now(),
     };
     let claim = crate::pending_approval::Claim {
+        input: None,
         key: "k-old".into(),
         decision: crate::pending_approval::Decision::Approve { reason: None },
         decided_by: "alice".into(),

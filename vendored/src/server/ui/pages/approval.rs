@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::{Output, inbox, refusal};
 use crate::events::Event;
+use crate::form::Form;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
 use crate::policy::Channel;
 use crate::run::{Ballot, RunError};
@@ -18,7 +19,8 @@ use crate::server::error::ApiError;
 use crate::server::extract::PathParam;
 use crate::server::state::AppState;
 use crate::server::ui::auth::viewer::Viewer;
-use crate::server::ui::form::{Fields, Form};
+use crate::server::ui::form::{Fields, Form as FormBody};
+use crate::server::ui::render::fields::{self, FormView};
 use crate::server::ui::render::format::{self, segment};
 use crate::server::ui::render::payload::{self, DiffLine, Node};
 use crate::server::ui::render::templates::{self, Chrome, Page};
@@ -51,6 +53,10 @@ pub(crate) struct Problem {
     pub already_decided: Option<AlreadyDecided>,
     /// What else the page says about the decision just made.
     pub notice: Option<Box<Notice>>,
+    /// The form's controls as sent, and what the server refused about
+    /// them (shown next to each field).
+    pub input_sent: Option<Vec<(String, String)>>,
+    pub input_errors: Vec<crate::form::InputError>,
 }
 
 /// What the page says about a decision that did not settle the gate.
@@ -78,6 +84,8 @@ pub(crate) struct Outcome {
     reason: Option<String>,
     /// A MODIFIED record's edit.
     diff: Option<Vec<DiffLine>>,
+    /// The approver's input (a gate with a form), as JSON.
+    input: Option<String>,
 }
 
 /// GET /ui/approvals/{key} and a signed link's page.
@@ -118,6 +126,8 @@ pub(crate) struct ApprovalPage {
     edit: String,
     payload_error: Option<String>,
     input: String,
+    /// The gate's form as typed fields, in the Approve (and Modify) form.
+    form: Option<FormView>,
     outputs: Vec<Output>,
     timeline: Vec<TimelineEntry>,
     /// Where the decision forms post, and their CSRF token.
@@ -139,6 +149,8 @@ pub(crate) struct Seen<'a> {
     pub stale: Option<Stale>,
     /// A gate with rules: its votes as the viewer sees them.
     pub team: Option<TeamView>,
+    /// The gate's form, when it has one (in the spec it paused under).
+    pub form: Option<Form>,
 }
 
 impl ApprovalPage {
@@ -152,7 +164,12 @@ impl ApprovalPage {
             diff: record
                 .modified_payload()
                 .map(|edited| payload::diff(&record.payload, edited)),
+            input: record.approver_input().map(payload::pretty),
         });
+        let form = seen
+            .form
+            .as_ref()
+            .map(|form| FormView::new(form, problem.input_sent.as_deref(), &problem.input_errors));
         ApprovalPage {
             message: super::message_of(record),
             agent: record.agent_id.clone(),
@@ -188,6 +205,7 @@ impl ApprovalPage {
                 .unwrap_or_else(|| payload::pretty(record.current_payload())),
             payload_error: problem.payload_error,
             input: payload::pretty(&record.input),
+            form,
             outputs: Output::all(&record.outputs),
             timeline: timeline::entries(seen.events),
             action: frame.action.clone(),
@@ -239,6 +257,7 @@ pub(crate) async fn render(
         events: &events,
         stale: Staleness::new(state).of(record).await,
         team,
+        form: gate_form(state, record).cloned(),
     };
     let page = ApprovalPage::new(record, seen, &frame, problem);
     let chrome = Chrome {
@@ -247,6 +266,17 @@ pub(crate) async fn render(
         ..frame.chrome
     };
     templates::page(status, &page, &chrome)
+}
+
+/// The form of `record`'s gate, from the spec it paused under when that
+/// is the one served (a pause of another version shows no fields; its
+/// decision is checked against its own version's form all the same).
+pub(crate) fn gate_form<'s>(state: &'s AppState, record: &ApprovalRecord) -> Option<&'s Form> {
+    let spec = state.agent.spec();
+    (record.spec_hash == spec.hash.as_str())
+        .then(|| spec.gate_policy(record.step_index))
+        .flatten()
+        .and_then(|p| p.form.as_ref())
 }
 
 fn ui_frame(ui: &Ui, viewer: &Viewer, record: &ApprovalRecord) -> Frame {
@@ -344,7 +374,34 @@ pub(crate) async fn decide_as(
         Decision::Modify { .. } => fields.payload.clone(),
         _ => None,
     };
-    let ballot = Ballot::new(decision, by, channel).shown(fields.payload_digest.clone());
+    // The typed fields of the gate's form, with an approve or a modify.
+    let form = match load(state, key).await {
+        Ok(Some(record)) => gate_form(state, &record).cloned(),
+        Ok(None) => None,
+        Err(e) => return Answer::Refused(refusal::from_api(e)),
+    };
+    let input = match (&form, &decision) {
+        (Some(form), Decision::Approve { .. } | Decision::Modify { .. }) => {
+            match fields::input_of(form, &fields.input) {
+                Ok(input) => Some(input),
+                Err(input_errors) => {
+                    return Answer::Again(
+                        Problem {
+                            input_sent: Some(fields.input.clone()),
+                            input_errors,
+                            payload_text: edited,
+                            ..Problem::default()
+                        },
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                    );
+                }
+            }
+        }
+        _ => None,
+    };
+    let ballot = Ballot::new(decision, by, channel)
+        .shown(fields.payload_digest.clone())
+        .with_input(input);
     match tasks::decide(&state.agent, &state.background, key.to_string(), ballot).await {
         Ok(decided) => match decided.vote {
             Some(vote) => Answer::Again(
@@ -379,6 +436,15 @@ pub(crate) async fn decide_as(
             },
             StatusCode::CONFLICT,
         ),
+        Err(RunError::Approval(ApprovalError::InvalidInput { errors, .. })) => Answer::Again(
+            Problem {
+                input_sent: Some(fields.input.clone()),
+                input_errors: errors,
+                payload_text: edited,
+                ..Problem::default()
+            },
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
         Err(RunError::Approval(ApprovalError::InvalidPayload { reason, .. })) => Answer::Again(
             Problem {
                 payload_error: Some(format!("The edited payload does not fit: {reason}")),
@@ -398,7 +464,7 @@ pub(crate) async fn decide(
     Extension(ui): Extension<SharedUi>,
     viewer: Viewer,
     PathParam(key): PathParam,
-    Form(fields): Form,
+    FormBody(fields): FormBody,
 ) -> Response {
     if !viewer.csrf_ok(&ui, fields.csrf.as_deref()) {
         return viewer.finish(refusal::csrf());

@@ -26,7 +26,7 @@ use crate::server::routes::events::Watcher;
 use crate::server::state::AppState;
 use crate::server::throttle::ClientAddr;
 use crate::server::ui::auth::csrf::{self, Binding};
-use crate::server::ui::form::Form;
+use crate::server::ui::form::Form as FormBody;
 use crate::server::ui::render::format::segment;
 use crate::server::ui::render::templates::Chrome;
 use crate::server::ui::{SharedUi, Ui};
@@ -151,7 +151,7 @@ pub(crate) async fn decide(
     client: ClientAddr,
     Path((key, signature)): Path<(String, String)>,
     Query(query): Query<LinkQuery>,
-    Form(fields): Form,
+    FormBody(fields): FormBody,
 ) -> Response {
     let bound = query.bound.as_deref();
     let by = match admit(&state, &ui, client, &key, &signature, bound) {

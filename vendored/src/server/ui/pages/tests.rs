@@ -144,6 +144,7 @@ fn approval_page_of(
         events: &events,
         stale,
         team: None,
+        form: None,
     };
     let frame = frame(run_link);
     render(

@@ -271,11 +271,17 @@ fn a_form_outside_the_subset_or_where_input_has_nowhere_to_go_is_refused_at_its_
             "7:39: \"form\" in the guardrail of step \"m\" is not supported on this gate: a model step's output is what the model returned, so the approver's input would have nowhere to go; ask for input on an approval step (or an if step's request_human_approval), whose output carries it as input",
         ),
         (
-            with_approval(GROUPS, "form: { type: object, properties: { note: { type: string, pattern: \"^x\" } } }"),
+            with_approval(
+                GROUPS,
+                "form: { type: object, properties: { note: { type: string, pattern: \"^x\" } } }",
+            ),
             "8:65: properties.note.pattern in \"form\" in the approval of step \"check\": \"pattern\" is not supported in a form's field; a field takes type, title, description, default, enum, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum",
         ),
         (
-            with_approval(GROUPS, "form:\n  type: object\n  properties:\n    n: { type: integer, minimum: 5, default: 1 }"),
+            with_approval(
+                GROUPS,
+                "form:\n  type: object\n  properties:\n    n: { type: integer, minimum: 5, default: 1 }",
+            ),
             "11:43: properties.n.default in \"form\" in the approval of step \"check\": default 1 does not fit field \"n\": it must be at least 5",
         ),
     ]);

@@ -1,0 +1,276 @@
+//! Approver input (DESIGN §13, issue 25 item 9): a gate's `form:` over
+//! real HTTP and the CLI against `tollgate serve` on a SQLite file. An
+//! input that does not fit is refused (400 `invalid_input`, each error with
+//! its path; exit 2) with nothing written; one that fits, defaults filled
+//! in, is the decision's (`decision_data.input`), the vote's on a gate
+//! with rules (the ledger), the event's, and the step's output (`input`).
+
+use serde_json::{Value, json};
+
+use super::{as_person, paused, tokens};
+use crate::common::server::Served;
+use crate::common::{Workspace, assert_exit, open_store, stderr, stdout};
+
+const FORM: &str = r#"      form:
+        title: Payout details
+        type: object
+        properties:
+          note: { type: string, title: Note, minLength: 3 }
+          amount: { type: integer, minimum: 1, exclusiveMaximum: 1000 }
+          urgent: { type: boolean, default: false }
+          team: { type: string, enum: [ops, sales] }
+        required: [note, amount]"#;
+
+/// One approval step with the form; `rules` adds a gate with rules.
+fn spec(rules: &str) -> String {
+    format!(
+        r#"version: 1
+agent: form-desk
+approvals:
+  groups: {{ finance: [alice, bob, carol], security: [dave] }}
+steps:
+  - id: check
+    approval:
+      message: "Pay {{{{ input.amount }}}}?"
+      payload: {{ amount: "{{{{ input.amount }}}}" }}
+{rules}{FORM}
+  - id: done
+    set: {{ note: "{{{{ steps.check.output.input.note }}}}", given: "{{{{ steps.check.output.input }}}}" }}
+"#
+    )
+}
+
+fn served(ws: &Workspace) -> Served {
+    let state = ws.path().join("state.db");
+    Served::start(&ws.spec, &state, &[("TOLLGATE_API_TOKENS", &tokens())], &[])
+}
+
+fn errors(body: &Value) -> Vec<(String, String)> {
+    body["error"]["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no errors: {body}"))
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_string(),
+                e["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approval_is_checked_against_the_form_and_its_input_is_the_steps_output() {
+    let ws = Workspace::new(&spec(""));
+    let served = served(&ws);
+    let (run_id, key, _) = paused(&served, 10).await;
+    let approve_url = served.url(&format!("/approvals/{key}/approve"));
+
+    // The record says what to fill in.
+    let (_, shown) = as_person("erin")
+        .get(&served.url(&format!("/approvals/{key}")))
+        .await;
+    assert_eq!(shown["form"]["title"], "Payout details", "{shown}");
+    assert_eq!(shown["form"]["required"], json!(["note", "amount"]));
+
+    // Without input: each required field named; nothing written.
+    let (status, body) = as_person("alice").post(&approve_url, json!({})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_input", "{body}");
+    assert_eq!(
+        errors(&body),
+        [
+            ("/note".to_string(), "is required".to_string()),
+            ("/amount".to_string(), "is required".to_string()),
+        ]
+    );
+
+    // Every error at once, each with its path.
+    let (status, body) = as_person("alice")
+        .post(
+            &approve_url,
+            json!({ "input": { "note": "ok", "amount": 1000, "team": "hr", "extra": true } }),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let paths: Vec<String> = errors(&body).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, ["/note", "/amount", "/team", "/extra"], "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/amount: must be less than 1000"),
+        "{body}"
+    );
+    let store = open_store(&ws.path().join("state.db"));
+    let record = store.get_approval(&key).await.unwrap().unwrap();
+    assert_eq!(
+        record.status.as_str(),
+        "PENDING",
+        "a refusal writes nothing"
+    );
+    assert!(store.votes(&key).await.unwrap().is_empty());
+
+    // A reject takes no input, an approve on the form does.
+    let (status, body) = as_person("alice")
+        .post(
+            &served.url(&format!("/runs/{key}/approve")),
+            json!({ "approved": false, "input": { "note": "no" } }),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_request")),
+        "{body}"
+    );
+
+    let (status, body) = as_person("alice")
+        .post(
+            &format!("{approve_url}?wait=true"),
+            json!({ "reason": "checked the invoice", "input": { "note": "paid twice", "amount": 999 } }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let input = json!({ "note": "paid twice", "amount": 999, "urgent": false });
+    assert_eq!(
+        body["approval"]["decision_data"]["input"], input,
+        "defaults filled in: {body}"
+    );
+    assert_eq!(
+        body["approval"]["decision_data"]["reason"],
+        "checked the invoice"
+    );
+    let run = &body["run"];
+    assert_eq!(run["status"], "completed", "{body}");
+    assert_eq!(run["outputs"]["check"]["input"], input, "{run}");
+    assert_eq!(run["outputs"]["check"]["reason"], "checked the invoice");
+    assert_eq!(run["outputs"]["done"]["note"], "paid twice");
+    assert_eq!(run["outputs"]["done"]["given"], input);
+
+    // The event and the ledger say the same.
+    let events = store.run_events(&run_id, 0).await.unwrap();
+    let resolved = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .find(|e| e["type"] == "approval_resolved")
+        .unwrap();
+    assert_eq!(resolved["input"], input, "{resolved}");
+    let (_, ledger) = as_person("erin")
+        .get(&served.url(&format!("/approvals/{key}/votes")))
+        .await;
+    assert_eq!(ledger["votes"][0]["input"], input, "{ledger}");
+
+    // The same approval again is a repeat, answered as stored.
+    let (status, again) = as_person("alice")
+        .post(
+            &approve_url,
+            json!({ "reason": "checked the invoice", "input": { "note": "paid twice", "amount": 999 } }),
+        )
+        .await;
+    assert_eq!(
+        (status, again["repeated"].as_bool()),
+        (200, Some(true)),
+        "{again}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn input_on_a_gate_without_a_form_is_refused() {
+    let ws = Workspace::new(&super::spec(""));
+    let served = served(&ws);
+    let (_, key, _) = paused(&served, 10).await;
+    let (status, body) = as_person("alice")
+        .post(
+            &served.url(&format!("/approvals/{key}/approve")),
+            json!({ "input": { "note": "x" } }),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_input");
+    assert_eq!(
+        errors(&body),
+        [(
+            String::new(),
+            "this gate has no form: it takes no input".to_string()
+        )]
+    );
+    let (_, batch) = as_person("alice")
+        .post(
+            &served.url("/approvals/batch"),
+            json!({ "decisions": [{ "key": key, "decision": "approve", "input": {} }] }),
+        )
+        .await;
+    assert_eq!(
+        batch["results"][0]["error"]["code"], "invalid_input",
+        "{batch}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
+    let rules = "      rules: [{ group: finance, min: 2 }]\n";
+    let ws = Workspace::new(&spec(rules));
+    let served = served(&ws);
+    let (run_id, key, _) = paused(&served, 10).await;
+
+    // The CLI checks too: exit 2 naming the field, nothing recorded.
+    let state = ws.path().join("state.db");
+    let cli = |by: &str, input: &str| {
+        ws.tollgate()
+            .args(["approvals", "approve", &key, "--by", by, "--input", input])
+            .arg("--spec")
+            .arg(&ws.spec)
+            .arg("--state")
+            .arg(&state)
+            .output()
+            .unwrap()
+    };
+    let bad = cli("alice", r#"{"note": "fine", "amount": 0}"#);
+    assert_exit(&bad, 2);
+    assert!(
+        stderr(&bad).contains("/amount: must be at least 1"),
+        "{}",
+        stderr(&bad)
+    );
+    let voted = cli(
+        "alice",
+        r#"{"note": "first look", "amount": 5, "team": "ops"}"#,
+    );
+    assert_exit(&voted, 0);
+    assert!(
+        stdout(&voted).contains("vote recorded"),
+        "{}",
+        stdout(&voted)
+    );
+
+    let (status, body) = as_person("bob")
+        .post(
+            &served.url(&format!("/approvals/{key}/approve?wait=true")),
+            json!({ "input": { "note": "second look", "amount": 7, "urgent": true } }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let bobs = json!({ "note": "second look", "amount": 7, "urgent": true });
+    assert_eq!(body["run"]["outputs"]["check"]["input"], bobs, "{body}");
+
+    let (_, ledger) = as_person("erin")
+        .get(&served.url(&format!("/approvals/{key}/votes")))
+        .await;
+    assert_eq!(
+        ledger["votes"][0]["input"],
+        json!({ "note": "first look", "amount": 5, "team": "ops", "urgent": false }),
+        "{ledger}"
+    );
+    assert_eq!(ledger["votes"][0]["channel"], "cli");
+    assert_eq!(ledger["votes"][1]["input"], bobs, "{ledger}");
+    let store = open_store(&state);
+    let votes: Vec<Value> = store
+        .run_events(&run_id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|e| e["type"] == "approval_vote")
+        .collect();
+    assert_eq!(votes[0]["input"]["note"], "first look", "{votes:?}");
+}

@@ -38,8 +38,9 @@ pub fn validate(file: &Path) {
     );
 }
 
-/// The interpreter with the validator, set up once per test process.
-fn python() -> Result<&'static Path, &'static str> {
+/// The interpreter with the validator (and so Python's `jsonschema`, one
+/// of its dependencies), set up once per test process.
+pub fn python() -> Result<&'static Path, &'static str> {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     PYTHON
         .get_or_init(find_or_install)

@@ -274,3 +274,92 @@ async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
         .collect();
     assert_eq!(votes[0]["input"]["note"], "first look", "{votes:?}");
 }
+
+/// Our form check against the published `jsonschema` (Python, draft
+/// 2020-12, the interpreter the OpenAPI tests use): over a table of
+/// schemas and inputs, both must say valid or invalid alike. The schema
+/// given to Python is [`Form::effective_schema`] (`additionalProperties:
+/// false` written out, the subset's default).
+#[test]
+fn our_validator_agrees_with_python_jsonschema() {
+    use tollgate_runtime::form::Form;
+
+    let schemas = [
+        json!({"type": "object", "properties": {
+            "note": {"type": "string", "minLength": 2, "maxLength": 4},
+            "n": {"type": "integer", "minimum": -3, "maximum": 7},
+            "x": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1.5},
+            "ok": {"type": "boolean"},
+            "team": {"type": "string", "enum": ["ops", "sales"]}
+        }, "required": ["note"]}),
+        json!({"type": "object", "title": "t", "description": "d", "properties": {}}),
+        json!({"type": "object", "additionalProperties": false, "properties": {
+            "a": {"type": "number", "default": 1, "title": "A"},
+            "b": {"type": "string", "description": "B"}
+        }, "required": ["a", "b"]}),
+    ];
+    let inputs = [
+        json!({}),
+        json!({"note": "ab"}),
+        json!({"note": "a"}),
+        json!({"note": "abcde"}),
+        json!({"note": "éé"}),
+        json!({"note": "ab", "n": 7}),
+        json!({"note": "ab", "n": 8}),
+        json!({"note": "ab", "n": -3}),
+        json!({"note": "ab", "n": 2.0}),
+        json!({"note": "ab", "n": 2.5}),
+        json!({"note": "ab", "n": "2"}),
+        json!({"note": "ab", "n": true}),
+        json!({"note": "ab", "x": 0}),
+        json!({"note": "ab", "x": 0.001}),
+        json!({"note": "ab", "x": 1.5}),
+        json!({"note": "ab", "ok": false}),
+        json!({"note": "ab", "ok": 0}),
+        json!({"note": "ab", "ok": null}),
+        json!({"note": "ab", "team": "ops"}),
+        json!({"note": "ab", "team": "hr"}),
+        json!({"note": "ab", "other": 1}),
+        json!({"note": null}),
+        json!({"a": 1, "b": ""}),
+        json!({"a": "1", "b": "x"}),
+        json!({"a": 1}),
+        json!([]),
+        json!("text"),
+        json!(null),
+    ];
+    let mut cases = Vec::new();
+    let mut ours = Vec::new();
+    for schema in &schemas {
+        let form = Form::parse(schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        for input in &inputs {
+            cases.push(json!({ "schema": form.effective_schema(), "input": input }));
+            ours.push(form.validate(input).is_ok());
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("cases.json");
+    std::fs::write(&table, serde_json::to_vec(&cases).unwrap()).unwrap();
+    let python = crate::common::openapi::python()
+        .unwrap_or_else(|why| panic!("no Python jsonschema: {why}"));
+    let script = "import json, sys\nfrom jsonschema import Draft202012Validator as V\ncases = json.load(open(sys.argv[1]))\nprint(json.dumps([V(c['schema']).is_valid(c['input']) for c in cases]))\n";
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Vec<bool> = serde_json::from_slice(&out.stdout).unwrap();
+    let disagreements: Vec<String> = cases
+        .iter()
+        .zip(ours.iter().zip(&theirs))
+        .filter(|(_, (a, b))| a != b)
+        .map(|(case, (a, b))| format!("ours {a}, jsonschema {b}: {case}"))
+        .collect();
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+    assert!(ours.iter().any(|v| *v) && ours.iter().any(|v| !*v));
+}

@@ -175,6 +175,7 @@ macro_rules! store_conformance_tests {
         );
         store_conformance_tests!(@concept $open; votes:
             a_pause_keeps_its_roster,
+            an_approvers_input_is_kept_with_the_decision_and_each_vote,
             a_plain_gates_vote_settles_it_at_once_as_a_claim_would,
             two_of_finance_and_one_of_security_settle_with_the_third_vote_then_refuse,
             a_requester_a_non_member_and_a_second_vote_are_refused_writing_nothing,

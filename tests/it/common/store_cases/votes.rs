@@ -660,3 +660,81 @@ pub async fn a_vote_racing_a_cancel_has_exactly_one_winner(handles: Vec<SharedSt
         );
     }
 }
+
+/// The approver's input (a gate with a `form:`) is part of the decision:
+/// on a plain gate in the record's `decision_data.input` (and its one-entry
+/// ledger), on a gate with rules on each vote (`tollgate_votes.input`),
+/// the settling one's also in the record; in the events either way. Text
+/// of any kind round-trips as written.
+pub async fn an_approvers_input_is_kept_with_the_decision_and_each_vote(store: SharedStore) {
+    let input = |note: &str| json!({ "note": note, "amount": 7, "ok": true, "ünï": "✓ \"q\" \\" });
+
+    // A plain gate.
+    let record = paused_run(store.as_ref(), "plain", "agent", 0).await;
+    let mut cast = vote_on(&record, "alice", VoteDecision::Approve, 10);
+    cast.ballot.input = Some(input("plain"));
+    cast.claim.input = Some(input("plain"));
+    let (entry, _, decided, resolved) = settled(store.cast_vote(&cast).await);
+    assert_eq!(entry.input, Some(input("plain")));
+    assert_eq!(decided.approver_input(), Some(&input("plain")));
+    let stored = store
+        .get_approval("plain")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(stored.approver_input(), Some(&input("plain")), "{stored:?}");
+    assert_eq!(stored, decided);
+    let ledger = store.votes("plain").await.expect("votes");
+    assert_eq!(
+        ledger[0].input,
+        Some(input("plain")),
+        "read from the record"
+    );
+    assert!(
+        matches!(&resolved.kind, EventKind::ApprovalResolved { input: Some(i), .. } if *i == input("plain")),
+        "{resolved:?}"
+    );
+    let events = store.run_events("run-plain", 0).await.expect("events");
+    assert_eq!(events.last(), Some(&resolved), "stored as announced");
+
+    // A gate with rules: each vote keeps its own.
+    paused_with_roster(store.as_ref(), "k", finance_and_security(&["rita"])).await;
+    let cast_with = |record: &ApprovalRecord, voter: &str, note: &str, now: u64| {
+        let mut cast = vote_on(record, voter, VoteDecision::Approve, now);
+        cast.ballot.input = Some(input(note));
+        cast.claim.input = Some(input(note));
+        cast
+    };
+    let record = store.get_approval("k").await.expect("get").expect("record");
+    let (first, _, event) = recorded(
+        store
+            .cast_vote(&cast_with(&record, "alice", "first", 10))
+            .await,
+    );
+    assert_eq!(first.input, Some(input("first")));
+    assert!(
+        matches!(&event.kind, EventKind::ApprovalVote { input: Some(i), .. } if *i == input("first")),
+        "{event:?}"
+    );
+    // A vote without input keeps none.
+    let (second, _, _) =
+        recorded(vote(store.as_ref(), "k", "bob", VoteDecision::Approve, 11).await);
+    assert_eq!(second.input, None);
+    let record = store.get_approval("k").await.expect("get").expect("record");
+    let (third, _, decided, _) = settled(
+        store
+            .cast_vote(&cast_with(&record, "dave", "third", 12))
+            .await,
+    );
+    assert_eq!(third.input, Some(input("third")));
+    assert_eq!(
+        decided.approver_input(),
+        Some(&input("third")),
+        "the settling vote's"
+    );
+    let ledger = store.votes("k").await.expect("votes");
+    let inputs: Vec<Option<serde_json::Value>> = ledger.iter().map(|v| v.input.clone()).collect();
+    assert_eq!(inputs, [Some(input("first")), None, Some(input("third"))]);
+    let reopened = store.get_approval("k").await.expect("get").expect("record");
+    assert_eq!(reopened.approver_input(), Some(&input("third")));
+}

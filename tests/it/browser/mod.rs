@@ -9,6 +9,7 @@ mod access;
 mod decide;
 mod desk;
 mod driver;
+mod form;
 mod inbox;
 mod links;
 mod refusals;

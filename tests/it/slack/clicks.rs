@@ -304,3 +304,102 @@ async fn a_repeated_click_is_told_it_stands_another_decision_is_already_resolved
         .count();
     assert_eq!(resolved, 1, "one decision");
 }
+
+/// A gate with a form (DESIGN §13) before the refund's: a button cannot
+/// fill it in. `form` is the form's schema.
+fn with_form(form: &str) -> impl FnOnce(String) -> String {
+    let step = format!(
+        "steps:\n  - id: details\n    approval:\n      message: \"Details for {{{{ input.order_id }}}}?\"\n      form: {form}\n"
+    );
+    move |text: String| text.replace("steps:\n", &step)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_in_slack_on_a_form_with_required_fields_says_where_to_give_them() {
+    let Posted {
+        tool,
+        slack: _slack,
+        replies,
+        db: _db,
+        api,
+        served,
+        run_id: _,
+        key,
+        _ws,
+    } = posted(
+        "F-6",
+        with_form("{ type: object, properties: { note: { type: string } }, required: [note] }"),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let click = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
+    let (status, _) = send_click(&http, &served.base, click).await;
+    assert_eq!(status, 200);
+    eventually(15, "the clicker told", || {
+        (!replies.requests().is_empty()).then_some(())
+    })
+    .await;
+    let texts = ephemeral_texts(&replies);
+    assert!(
+        texts[0].contains("asks for input a button cannot give (/note: is required)")
+            && texts[0].contains(&format!("/ui/approvals/{key}")),
+        "{texts:?}"
+    );
+    let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "PENDING", "nothing recorded: {record}");
+    let (_, ledger) = api
+        .get(&served.url(&format!("/approvals/{key}/votes")))
+        .await;
+    assert_eq!(ledger["votes"], json!([]), "{ledger}");
+    assert!(tool.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_in_slack_on_a_form_without_required_fields_gives_its_defaults() {
+    let Posted {
+        tool: _tool,
+        slack: _slack,
+        replies,
+        db: _db,
+        api,
+        served,
+        run_id,
+        key,
+        _ws,
+    } = posted(
+        "G-7",
+        with_form("{ type: object, properties: { note: { type: string }, rush: { type: boolean, default: false } } }"),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let click = click_body(&key, "tollgate_approve", USER, &replies.url("/respond"));
+    let (status, _) = send_click(&http, &served.base, click).await;
+    assert_eq!(status, 200);
+    // The click's claim is made before Slack is answered.
+    let (_, record) = api.get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(record["status"], "APPROVED", "{record}");
+    assert_eq!(
+        record["decision_data"]["input"],
+        json!({ "rush": false }),
+        "{record}"
+    );
+    assert!(ephemeral_texts(&replies).is_empty());
+    // The run goes on to the refund's own gate, the input in its output.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let (_, run) = api.get(&served.url(&format!("/runs/{run_id}"))).await;
+        if run["outputs"]["details"].is_object() {
+            assert_eq!(
+                run["outputs"]["details"]["input"],
+                json!({ "rush": false }),
+                "{run}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not go on: {run}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

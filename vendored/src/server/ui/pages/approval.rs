@@ -55,8 +55,23 @@ pub(crate) struct Problem {
     pub notice: Option<Box<Notice>>,
     /// The form's controls as sent, and what the server refused about
     /// them (shown next to each field).
-    pub input_sent: Option<Vec<(String, String)>>,
-    pub input_errors: Vec<crate::form::InputError>,
+    pub input: Option<Box<InputProblem>>,
+}
+
+/// What a decision's input (a gate's form) came back with.
+#[derive(Debug, Default)]
+pub(crate) struct InputProblem {
+    pub sent: Vec<(String, String)>,
+    pub errors: Vec<crate::form::InputError>,
+}
+
+impl InputProblem {
+    fn boxed(sent: &[(String, String)], errors: Vec<crate::form::InputError>) -> Option<Box<Self>> {
+        Some(Box::new(InputProblem {
+            sent: sent.to_vec(),
+            errors,
+        }))
+    }
 }
 
 /// What the page says about a decision that did not settle the gate.
@@ -166,10 +181,10 @@ impl ApprovalPage {
                 .map(|edited| payload::diff(&record.payload, edited)),
             input: record.approver_input().map(payload::pretty),
         });
-        let form = seen
-            .form
-            .as_ref()
-            .map(|form| FormView::new(form, problem.input_sent.as_deref(), &problem.input_errors));
+        let form = seen.form.as_ref().map(|form| match &problem.input {
+            Some(input) => FormView::new(form, Some(&input.sent), &input.errors),
+            None => FormView::new(form, None, &[]),
+        });
         ApprovalPage {
             message: super::message_of(record),
             agent: record.agent_id.clone(),
@@ -387,8 +402,7 @@ pub(crate) async fn decide_as(
                 Err(input_errors) => {
                     return Answer::Again(
                         Problem {
-                            input_sent: Some(fields.input.clone()),
-                            input_errors,
+                            input: InputProblem::boxed(&fields.input, input_errors),
                             payload_text: edited,
                             ..Problem::default()
                         },
@@ -438,8 +452,7 @@ pub(crate) async fn decide_as(
         ),
         Err(RunError::Approval(ApprovalError::InvalidInput { errors, .. })) => Answer::Again(
             Problem {
-                input_sent: Some(fields.input.clone()),
-                input_errors: errors,
+                input: InputProblem::boxed(&fields.input, errors),
                 payload_text: edited,
                 ..Problem::default()
             },

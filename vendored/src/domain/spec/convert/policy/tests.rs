@@ -257,9 +257,7 @@ steps:
 
 #[test]
 fn a_form_outside_the_subset_or_where_input_has_nowhere_to_go_is_refused_at_its_key() {
-    let tool = format!(
-        "version: 1\nagent: desk\ntools:\n  pay:\n    http: {{ url: \"https://x.example\" }}\n    approval: {{ form: {{ type: object }} }}\nsteps:\n  - id: a\n    tool: pay\n"
-    );
+    let tool = "version: 1\nagent: desk\ntools:\n  pay:\n    http: { url: \"https://x.example\" }\n    approval: { form: { type: object } }\nsteps:\n  - id: a\n    tool: pay\n".to_string();
     let guardrail = "version: 1\nagent: desk\nmodel: { name: small }\nsteps:\n  - id: m\n    model: { prompt: hi, output: json }\n    guardrail: { min_confidence: 0.5, form: { type: object } }\n".to_string();
     expect_errors([
         (

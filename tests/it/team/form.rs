@@ -263,6 +263,35 @@ async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
     );
     assert_eq!(ledger["votes"][0]["channel"], "cli");
     assert_eq!(ledger["votes"][1]["input"], bobs, "{ledger}");
+    // The CLI shows each vote's input, and the settled record's.
+    let shown = ws
+        .tollgate()
+        .args(["approvals", "votes", &key, "--spec"])
+        .arg(&ws.spec)
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert_exit(&shown, 0);
+    assert!(
+        stdout(&shown)
+            .contains(r#"input: {"note":"first look","amount":5,"team":"ops","urgent":false}"#),
+        "{}",
+        stdout(&shown)
+    );
+    let show = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec"])
+        .arg(&ws.spec)
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&show).contains(r#"input:       {"note":"second look","amount":7,"urgent":true}"#),
+        "{}",
+        stdout(&show)
+    );
     let store = open_store(&state);
     let votes: Vec<Value> = store
         .run_events(&run_id, 0)

@@ -440,6 +440,9 @@ async fn votes(
                 ""
             }
         );
+        if let Some(input) = &vote.input {
+            say!("     input: {input}");
+        }
     }
     Ok(exit::OK)
 }

@@ -97,6 +97,9 @@ pub fn record(r: &ApprovalRecord) {
     if let Some(reason) = r.reason() {
         say!("reason:      {reason}");
     }
+    if let Some(input) = r.approver_input() {
+        say!("input:       {input}");
+    }
     if let Some(roster) = &r.roster {
         for rule in &roster.rules {
             say!(

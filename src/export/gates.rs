@@ -149,6 +149,21 @@ fn describe_policy(spec: &Spec, policy: &GatePolicy) -> String {
     if policy.require_reason {
         parts.push("a reject or an edit needs a reason".to_string());
     }
+    if let Some(form) = &policy.form {
+        let fields: Vec<String> = form
+            .fields
+            .iter()
+            .map(|f| {
+                let required = if f.required { ", required" } else { "" };
+                format!("{} ({}{required})", f.name, f.type_name())
+            })
+            .collect();
+        parts.push(if fields.is_empty() {
+            "an approval gives an empty form".to_string()
+        } else {
+            format!("an approval fills in {}", fields.join(", "))
+        });
+    }
     parts.join("; ")
 }
 
@@ -177,6 +192,9 @@ steps:
     approval: { message: "Go?" }
   - id: strict
     approval: { allow_self_approval: false }
+  - id: input
+    approval:
+      form: { type: object, properties: { note: { type: string }, n: { type: integer } }, required: [n] }
   - id: pay
     tool: pay
     with: {}
@@ -193,6 +211,7 @@ steps:
                  needs a reason",
                 "one decision by alice, erin",
                 "one decision by alice, erin; who started the run or edited its payload may not vote",
+                "one decision by alice, erin; an approval fills in note (string), n (integer, required)",
                 "1 of finance (alice, bob, carol); rejected once the votes left cannot meet the \
                  rules; who started the run or edited its payload may not vote",
             ]

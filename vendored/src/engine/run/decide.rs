@@ -746,14 +746,17 @@ impl Decider for AgentRun {
         decision: &Decision,
         given: Option<serde_json::Value>,
     ) -> Result<Option<serde_json::Value>, ApprovalError> {
-        // Another version's pause: its own version's handle decides it
-        // (or the claim is refused as `spec_changed`), with its own form.
-        if record.spec_hash != self.spec.hash.as_str() {
+        // Another version's pause: an approval is decided by that
+        // version's own handle, with its own form (or refused as
+        // `spec_changed`); a reject, allowed under any spec, takes no
+        // input either way.
+        let same_spec = record.spec_hash == self.spec.hash.as_str();
+        if !same_spec && decision.requires_same_spec() {
             return Ok(given);
         }
-        let form = self
-            .spec
-            .gate_policy(record.step_index)
+        let form = same_spec
+            .then(|| self.spec.gate_policy(record.step_index))
+            .flatten()
             .and_then(|p| p.form.as_ref());
         approver_input(&record.key, form, decision, given)
     }
@@ -818,5 +821,56 @@ pub(crate) fn approver_input(
                     errors,
                 })
         }
+    }
+}
+
+#[cfg(test)]
+mod input_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::form::Form;
+
+    fn form() -> Form {
+        Form::parse(&json!({"type": "object", "properties": {
+            "note": {"type": "string"}, "rush": {"type": "boolean", "default": false}
+        }, "required": ["note"]}))
+        .unwrap()
+    }
+
+    fn approve() -> Decision {
+        Decision::Approve { reason: None }
+    }
+
+    #[test]
+    fn an_approval_on_a_form_is_completed_and_checked() {
+        let given = Some(json!({"note": "ok"}));
+        assert_eq!(
+            approver_input("k", Some(&form()), &approve(), given),
+            Ok(Some(json!({"note": "ok", "rush": false})))
+        );
+        let refused = approver_input("k", Some(&form()), &approve(), None).unwrap_err();
+        assert_eq!(refused.code(), "invalid_input");
+        assert_eq!(
+            refused.to_string(),
+            "invalid input for approval k: /note: is required"
+        );
+    }
+
+    #[test]
+    fn a_gate_without_a_form_and_a_reject_take_no_input() {
+        assert_eq!(approver_input("k", None, &approve(), None), Ok(None));
+        let refused = approver_input("k", None, &approve(), Some(json!({}))).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "invalid input for approval k: this gate has no form: it takes no input"
+        );
+        let reject = Decision::Reject { reason: None };
+        assert_eq!(approver_input("k", Some(&form()), &reject, None), Ok(None));
+        let refused = approver_input("k", Some(&form()), &reject, Some(json!({"note": "x"})));
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "invalid input for approval k: a reject takes no input: give a reason instead"
+        );
     }
 }

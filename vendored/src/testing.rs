@@ -114,6 +114,9 @@ pub struct Workflow {
     models: BTreeMap<String, Reply>,
     custom: CustomTools,
     script: BTreeMap<String, Scripted>,
+    /// The approver's input given with a step's decision (a gate with a
+    /// `form:`).
+    inputs: BTreeMap<String, Value>,
     decided_by: String,
 }
 
@@ -212,6 +215,7 @@ impl Workflow {
             models: BTreeMap::new(),
             custom: CustomTools::new(),
             script: BTreeMap::new(),
+            inputs: BTreeMap::new(),
             decided_by,
         }
     }
@@ -280,6 +284,14 @@ impl Workflow {
     /// Approve the gate of step `step` with `payload` instead of what it asked.
     pub fn modify(self, step: &str, payload: Value) -> Workflow {
         self.decide(step, Scripted::Modify { payload })
+    }
+
+    /// Give `input` with the decision on the gate of step `step` (a gate
+    /// with a `form:`): checked against the form as every channel's is,
+    /// and the step's output `input`.
+    pub fn input(mut self, step: &str, input: Value) -> Workflow {
+        self.inputs.insert(step.to_string(), input);
+        self
     }
 
     /// Let the gate of step `step` expire undecided.
@@ -355,9 +367,14 @@ impl Workflow {
             });
             outcome = match scripted.decision() {
                 Some(decision) => {
-                    agent
-                        .resume_by_key(&record.key, decision, &self.decided_by)
-                        .await?
+                    let ballot = crate::run::Ballot::new(
+                        decision,
+                        &self.decided_by,
+                        crate::policy::Channel::Gate,
+                    )
+                    .with_input(self.inputs.get(&record.step_id).cloned());
+                    let claimed = agent.vote(&record.key, ballot).await?;
+                    agent.resume_claimed(claimed).await?
                 }
                 None => {
                     self.clock
@@ -732,6 +749,39 @@ steps:
             .await
             .unwrap_err();
         assert!(refused.to_string().contains("mallory"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn a_script_gives_a_forms_input_and_the_step_outputs_it() {
+        let spec = "version: 1\nagent: desk\nsteps:\n  - id: check\n    approval:\n      form: { type: object, properties: { note: { type: string }, rush: { type: boolean, default: false } }, required: [note] }\n  - id: done\n    set: { note: \"{{ steps.check.output.input.note }}\" }\n";
+        let finished = Workflow::new(spec)
+            .unwrap()
+            .approve("check")
+            .input("check", json!({ "note": "ok" }))
+            .run(json!({}))
+            .await
+            .unwrap();
+        assert_eq!(
+            finished.status,
+            RunStatus::Completed,
+            "{:?}",
+            finished.error
+        );
+        assert_eq!(
+            finished.output("check").unwrap()["input"],
+            json!({ "note": "ok", "rush": false })
+        );
+        assert_eq!(finished.output("done").unwrap()["note"], "ok");
+        let refused = Workflow::new(spec)
+            .unwrap()
+            .approve("check")
+            .run(json!({}))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("/note: is required"),
+            "{refused}"
+        );
     }
 
     struct Counter(std::sync::atomic::AtomicUsize);

@@ -570,3 +570,81 @@ async fn bad_link_signatures_are_throttled_per_client_address() {
         "PENDING"
     );
 }
+
+/// A gate with a form through a signed link (DESIGN §13): the page shows
+/// typed controls, a POST whose input does not fit is shown again with the
+/// error next to its field and decides nothing, one that fits decides with
+/// its input and comment.
+#[tokio::test]
+async fn a_link_decides_with_a_forms_input_checked_by_the_server() {
+    let spec = GATED_SPEC
+        .replace("steps:\n", "approvals:\n  approvers: [carol]\nsteps:\n")
+        .replace(
+            "      payload: { order: \"{{ steps.prepare.output.order }}\" }\n",
+            "      payload: { order: \"{{ steps.prepare.output.order }}\" }\n      form: { type: object, properties: { boxes: { type: integer, minimum: 1 }, carrier: { type: string, enum: [dhl, ups] } }, required: [boxes] }\n",
+        );
+    let ws = Workspace::new(&spec);
+    let served = start(&ws, Some(LINK_SECRET));
+    let api = Api::with_token("tok-c");
+    let paused = api.pause(&served, json!({"order_id": "F1"})).await;
+    let (_, view) = api
+        .get(&served.url(&format!("/approvals/{}", paused.key)))
+        .await;
+    let link = view["link"].as_str().expect("link").to_string();
+
+    let mut client = Client::new(&served);
+    let page = client.get(&link).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.has_id("input-boxes") && page.has_id("input-carrier"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("name=\"input.boxes\""));
+
+    let refused = client
+        .post(
+            &link,
+            &[
+                ("decision", "approve"),
+                ("input.boxes", "0"),
+                ("input.carrier", "ups"),
+                ("csrf", &page.csrf()),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert_eq!(refused.text_of("input-boxes-error"), "must be at least 1");
+    assert_eq!(
+        status_of(&api, &served, &paused.key).await["status"],
+        "PENDING"
+    );
+
+    let decided = client
+        .post(
+            &link,
+            &[
+                ("decision", "approve"),
+                ("input.boxes", "3"),
+                ("input.carrier", "ups"),
+                ("reason", "labels printed"),
+                ("csrf", &refused.csrf()),
+            ],
+        )
+        .await;
+    assert_eq!(decided.status, 200, "{}", decided.body);
+    assert!(decided.text_of("outcome").contains("APPROVED"));
+    let record = status_of(&api, &served, &paused.key).await;
+    assert_eq!(
+        record["decision_data"],
+        json!({ "reason": "labels printed", "input": { "boxes": 3, "carrier": "ups" } }),
+        "{record}"
+    );
+    let run = api
+        .wait_for_status(&served, &paused.run_id, "completed")
+        .await;
+    assert_eq!(
+        run["outputs"]["gate"]["input"],
+        json!({ "boxes": 3, "carrier": "ups" })
+    );
+}

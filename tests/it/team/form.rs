@@ -208,7 +208,7 @@ async fn input_on_a_gate_without_a_form_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
-    let rules = "      rules: [{ group: finance, min: 2 }]\n";
+    let rules = "      rules: [{ group: finance, min: 3 }]\n";
     let ws = Workspace::new(&spec(rules));
     let served = served(&ws);
     let (run_id, key, _) = paused(&served, 10).await;
@@ -225,6 +225,18 @@ async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
             .output()
             .unwrap()
     };
+    let (status, body) = as_person("carol")
+        .post(
+            &served.url(&format!("/approvals/{key}/approve")),
+            json!({ "input": { "note": "carol's", "amount": 3 } }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["vote"]["input"],
+        json!({ "note": "carol's", "amount": 3, "urgent": false }),
+        "the vote as recorded: {body}"
+    );
     let bad = cli("alice", r#"{"note": "fine", "amount": 0}"#);
     assert_exit(&bad, 2);
     assert!(
@@ -257,12 +269,12 @@ async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
         .get(&served.url(&format!("/approvals/{key}/votes")))
         .await;
     assert_eq!(
-        ledger["votes"][0]["input"],
+        ledger["votes"][1]["input"],
         json!({ "note": "first look", "amount": 5, "team": "ops", "urgent": false }),
         "{ledger}"
     );
-    assert_eq!(ledger["votes"][0]["channel"], "cli");
-    assert_eq!(ledger["votes"][1]["input"], bobs, "{ledger}");
+    assert_eq!(ledger["votes"][1]["channel"], "cli");
+    assert_eq!(ledger["votes"][2]["input"], bobs, "{ledger}");
     // The CLI shows each vote's input, and the settled record's.
     let shown = ws
         .tollgate()
@@ -301,7 +313,8 @@ async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
         .map(|e| serde_json::to_value(e).unwrap())
         .filter(|e| e["type"] == "approval_vote")
         .collect();
-    assert_eq!(votes[0]["input"]["note"], "first look", "{votes:?}");
+    assert_eq!(votes[0]["input"]["note"], "carol's", "{votes:?}");
+    assert_eq!(votes[1]["input"]["note"], "first look", "{votes:?}");
 }
 
 /// Our form check against the published `jsonschema` (Python, draft

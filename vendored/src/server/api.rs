@@ -314,6 +314,10 @@ response_type! {
         pub rule: Option<String>,
         /// Each rule's progress, e.g. `finance 1 of 2; security 0 of 1`.
         pub progress: String,
+        /// The approver's input given with the vote (a gate with a
+        /// `form:`), as checked, defaults filled in.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub input: Option<serde_json::Value>,
         /// The vote repeated one its voter had cast (a retry): nothing new
         /// was recorded.
         #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -328,6 +332,7 @@ impl VoteView {
             decision: recorded.vote.decision.as_str().to_string(),
             rule: recorded.vote.rule.clone(),
             progress: recorded.tally.summary(),
+            input: recorded.vote.input.clone(),
             repeated: recorded.repeated,
         }
     }

@@ -292,6 +292,7 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
                     decision: "approve".into(),
                     rule: Some("finance".into()),
                     progress: "finance 1 of 2; security 0 of 1".into(),
+                    input: Some(serde_json::json!({ "note": "checked" })),
                     repeated: true,
                 }),
                 run: None,

@@ -6,6 +6,7 @@
 
 mod page;
 mod quorum;
+mod timeouts;
 mod votes;
 mod when;
 

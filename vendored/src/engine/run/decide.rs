@@ -155,7 +155,6 @@ pub(crate) async fn decide_approval<D: Decider>(
         .get_approval(key)
         .await?
         .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
-    decider.admit(&record, decided_by)?;
     let mut claim = Claim {
         key: key.to_string(),
         decision,
@@ -163,10 +162,15 @@ pub(crate) async fn decide_approval<D: Decider>(
         now,
         spec_hash,
         pinned,
+        timeout: None,
         // Replaced by the decider's plan below, once the decision is known
         // to be worth a write.
         then: AfterClaim::Release,
     };
+    if channel == Channel::Timeout {
+        return settle_by_timeout(decider, store, &record, claim).await;
+    }
+    decider.admit(&record, decided_by)?;
     if record.was_decided_as(&claim.decision, decided_by) {
         return Ok(Decided::Repeat(Box::new(record)));
     }
@@ -266,6 +270,41 @@ pub(crate) async fn decide_approval<D: Decider>(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// A gate whose time ran out, settled by its own `on_timeout` (DESIGN
+/// §13): not a vote (no voter is checked, no ledger row is written), but
+/// the same claim as any decision, conditional on the record being
+/// PENDING and overdue, so exactly one settlement wins across processes
+/// and against a sweep that would expire it. The decision must be the one
+/// the record's roster asks for (or a reject in place of an approve that
+/// could not run); the decision data records which action applied.
+async fn settle_by_timeout<D: Decider>(
+    decider: &D,
+    store: &dyn StateStore,
+    record: &ApprovalRecord,
+    mut claim: Claim,
+) -> Result<Decided<D::Plan>, D::Error> {
+    let Some(action) = record.on_timeout().applied_by(&claim.decision) else {
+        return Err(ApprovalError::Forbidden {
+            key: claim.key.clone(),
+            decided_by: claim.decided_by.clone(),
+        }
+        .into());
+    };
+    claim.timeout = Some(action);
+    if record.status != ApprovalStatus::Pending || !record.is_expired_at(claim.now) {
+        return Err(ApprovalError::explain_failed_claim(&claim.key, Some(record), &claim).into());
+    }
+    decider.check(record, &claim.decision)?;
+    let (then, plan) = decider.plan(record, &claim).await?;
+    claim.then = then;
+    let claimed = store.claim(&claim).await?;
+    Ok(Decided::Won {
+        claimed: Box::new(claimed),
+        vote_event: None,
+        plan,
+    })
 }
 
 /// When `voter`'s standing vote on `key` is `decision` (a retry after a
@@ -594,6 +633,8 @@ impl AgentRun {
     ) -> Result<(), ApprovalError> {
         match &record.roster {
             Some(roster) if !roster.rules.is_empty() => Ok(()),
+            // An escalation added deciders to a gate without rules.
+            Some(roster) if roster.added.iter().any(|a| a == decided_by) => Ok(()),
             _ => self.check_decider(&record.key, decided_by),
         }
     }

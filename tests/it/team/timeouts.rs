@@ -345,3 +345,45 @@ async fn nudges_on_a_manual_clock(ws: &Workspace, store: SharedStore) {
         ]
     );
 }
+
+/// `on_timeout: approve` on a pause of an older spec that the served one
+/// refuses to resume (`on_spec_change: refuse`, the default): nothing is
+/// approved on steps it was not written for, and the gate does not wait
+/// for ever either. It is rejected by `timeout`, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approve_the_changed_spec_refuses_rejects_instead() {
+    let ws = Workspace::new(&timeout_spec("approve"));
+    let store = open_store(&ws.state_db());
+    let clock = Arc::new(ManualClock::starting_now());
+    let old = Arc::new(Spec::load(&ws.spec).expect("spec"));
+    let paused = AgentRun::new(old, store.clone())
+        .with_clock(clock.clone())
+        .start(json!({ "amount": 5 }), json!({ "kind": "test" }))
+        .await
+        .unwrap()
+        .pending
+        .unwrap();
+    let changed = timeout_spec("approve").replace("Refund", "Give back");
+    let new = Arc::new(Spec::parse(&changed, "spec.yaml").expect("new spec"));
+    let served = AgentRun::new(new, store.clone()).with_clock(clock.clone());
+    clock.advance(Duration::from_secs(3600));
+    let settled = served.settle_timeouts().await.unwrap();
+    assert_eq!(settled.len(), 1);
+    let record = store.get_approval(&paused.key).await.unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::Rejected);
+    assert_eq!(record.decided_by.as_deref(), Some("timeout"));
+    assert_eq!(
+        record.decision_data.as_ref().unwrap()["on_timeout"],
+        "reject"
+    );
+    let reason = record.reason().unwrap();
+    assert!(
+        reason.contains("on_timeout: approve could not run") && reason.contains("spec"),
+        "{reason}"
+    );
+    let outcome = served
+        .resume_claimed(settled.into_iter().next().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Rejected);
+}

@@ -625,31 +625,23 @@ impl AgentRun {
     /// Who may decide `record`: on a gate with rules, its groups as
     /// resolved when it paused (the store checks the voter against them,
     /// with the votes, in the vote's transaction); on any other gate, the
-    /// served spec's `approvals.approvers`.
+    /// served spec's `approvals.approvers` (also for a pause of an older
+    /// version) and whom its escalations added.
     pub(super) fn check_voter(
         &self,
         record: &ApprovalRecord,
         decided_by: &str,
     ) -> Result<(), ApprovalError> {
+        let approvers = self.serving.approvals.approvers.as_deref();
         match &record.roster {
+            // The store checks membership with the votes: its refusal
+            // names the groups.
             Some(roster) if !roster.rules.is_empty() => Ok(()),
-            // An escalation added deciders to a gate without rules.
-            Some(roster) if roster.added.iter().any(|a| a == decided_by) => Ok(()),
-            _ => self.check_decider(&record.key, decided_by),
-        }
-    }
-
-    /// `approvals.approvers`, when set, lists who may decide: the served
-    /// spec's, also for a pause of an older version.
-    pub(super) fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
-        // The same rule decides who is shown a link (links::may_decide).
-        if crate::links::may_decide(self.serving.approvals.approvers.as_deref(), decided_by) {
-            Ok(())
-        } else {
-            Err(ApprovalError::Forbidden {
-                key: key.into(),
+            _ if crate::links::may_decide_record(record, approvers, decided_by) => Ok(()),
+            _ => Err(ApprovalError::Forbidden {
+                key: record.key.clone(),
                 decided_by: decided_by.into(),
-            })
+            }),
         }
     }
 

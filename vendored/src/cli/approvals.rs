@@ -8,7 +8,7 @@ use super::batch::Verdict;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
-use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide};
+use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide_record};
 use crate::policy::Channel;
 use crate::run::Ballot;
 use crate::server::votes::VotesView;
@@ -467,11 +467,15 @@ fn link(
     let pending = record.status == ApprovalStatus::Pending;
     let list = approvers.and_then(Option::as_deref);
     match (links, link_for) {
-        (Some(_), Some(name)) if approvers.is_some() && !may_decide(list, name) => {
+        (Some(_), Some(name)) if approvers.is_some() && !may_decide_record(record, list, name) => {
+            let why = match &record.roster {
+                Some(roster) if !roster.rules.is_empty() => "not in the gate's groups",
+                _ => "not in approvals.approvers",
+            };
             Err(ExitFailure::new(
                 exit::FORBIDDEN,
                 format!(
-                    "cannot make a link for {name}: not in approvals.approvers, so deciding through it would be refused"
+                    "cannot make a link for {name}: {why}, so deciding through it would be refused"
                 ),
             ))
         }

@@ -142,6 +142,13 @@ async fn a_signed_link_admits_the_gates_groups_not_the_approvers_list() {
     );
     let (_, key, _) = paused(&served, 30).await;
     let signer = tollgate_runtime::links::LinkSigner::new(SECRET, None).expect("signer");
+    // The API shows a link to the groups' members, and none to erin.
+    let url = served.url(&format!("/approvals/{key}"));
+    let (_, for_alice) = super::as_person("alice").get(&url).await;
+    let link = for_alice["link"].as_str().unwrap_or_default();
+    assert!(link.ends_with("?as=alice"), "{for_alice}");
+    let (_, for_erin) = super::as_person("erin").get(&url).await;
+    assert_eq!(for_erin.get("link"), None, "{for_erin}");
 
     let mut erin = Client::new(&served);
     let refused = erin.get(&signer.path(&key, Some("erin"))).await;

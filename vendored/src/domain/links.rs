@@ -180,23 +180,22 @@ impl LinkSigner {
             .map(|signer| Some(signer.with_unbound(unbound)))
     }
 
-    /// The link to show `viewer` for approval `key`: `None` unless the
-    /// viewer may decide it (a link is a way to decide; someone who may
-    /// not decide is shown none). Bound to the viewer, so it decides as
-    /// them; unbound only when unbound links are on and `link` may decide.
+    /// The link to show `viewer` for `record`: `None` unless the viewer
+    /// may decide it ([`may_decide_record`]: a link is a way to decide;
+    /// someone who may not decide is shown none). Bound to the viewer, so
+    /// it decides as them; unbound only when unbound links are on and
+    /// `link` may decide it.
     pub fn link_for_viewer(
         &self,
-        key: &str,
+        record: &crate::pending_approval::ApprovalRecord,
         viewer: &str,
         approvers: Option<&[String]>,
     ) -> Option<String> {
-        if !may_decide(approvers, viewer) {
+        if !may_decide_record(record, approvers, viewer) {
             return None;
         }
-        match self.unattended_link(key, approvers) {
-            Some(unbound) => Some(unbound),
-            None => Some(self.url(key, Some(viewer))),
-        }
+        let unbound = self.unbound && may_decide_record(record, approvers, LINK_CALLER);
+        Some(self.url(&record.key, (!unbound).then_some(viewer)))
     }
 
     /// The link to show where there is no single viewer (a Slack channel,
@@ -547,15 +546,16 @@ mod tests {
         let approvers = vec!["alice".to_string(), LINK_CALLER.to_string()];
         let list = Some(approvers.as_slice());
         let s = signer();
+        let record = crate::pending_approval::sample_record(KEY, "r");
         assert!(!s.unbound(), "unbound links are off by default");
-        assert_eq!(s.link_for_viewer(KEY, "bob", list), None);
+        assert_eq!(s.link_for_viewer(&record, "bob", list), None);
         assert_eq!(
-            s.link_for_viewer(KEY, "alice", list),
+            s.link_for_viewer(&record, "alice", list),
             Some(s.url(KEY, Some("alice")))
         );
         // No list: anyone may decide, still as themselves.
         assert_eq!(
-            s.link_for_viewer(KEY, "bob", None),
+            s.link_for_viewer(&record, "bob", None),
             Some(s.url(KEY, Some("bob")))
         );
         // Nobody in particular: no link unless unbound links are on.
@@ -565,19 +565,39 @@ mod tests {
         let open = signer().with_unbound(true);
         assert_eq!(open.unattended_link(KEY, list), Some(open.url(KEY, None)));
         assert_eq!(
-            open.link_for_viewer(KEY, "alice", list),
+            open.link_for_viewer(&record, "alice", list),
             Some(open.url(KEY, None))
         );
         // Still none for someone who may not decide.
-        assert_eq!(open.link_for_viewer(KEY, "bob", list), None);
+        assert_eq!(open.link_for_viewer(&record, "bob", list), None);
         // A list without `link`: an unbound link would be refused, so the
         // viewer gets a bound one and a channel gets none.
         let only_alice = vec!["alice".to_string()];
         let list = Some(only_alice.as_slice());
         assert_eq!(open.unattended_link(KEY, list), None);
         assert_eq!(
-            open.link_for_viewer(KEY, "alice", list),
+            open.link_for_viewer(&record, "alice", list),
             Some(open.url(KEY, Some("alice")))
+        );
+        // A gate with rules: its groups decide, and `link` is no member.
+        let groups = [("finance".to_string(), vec!["bob".to_string()])]
+            .into_iter()
+            .collect();
+        let policy = crate::policy::GatePolicy {
+            rules: vec![crate::policy::RuleSpec {
+                group: "finance".into(),
+                min: 1,
+            }],
+            ..crate::policy::GatePolicy::plain()
+        };
+        let team = crate::pending_approval::ApprovalRecord {
+            roster: Some(crate::policy::Roster::resolve(&policy, &groups, vec![]).unwrap()),
+            ..record
+        };
+        assert_eq!(open.link_for_viewer(&team, "alice", list), None);
+        assert_eq!(
+            open.link_for_viewer(&team, "bob", list),
+            Some(open.url(KEY, Some("bob")))
         );
     }
 

@@ -210,7 +210,7 @@ impl ApprovalView {
     ) -> ApprovalView {
         self.link = links
             .filter(|_| self.record.status == ApprovalStatus::Pending)
-            .and_then(|links| links.link_for_viewer(&self.record.key, viewer, approvers));
+            .and_then(|links| links.link_for_viewer(&self.record, viewer, approvers));
         self
     }
 }

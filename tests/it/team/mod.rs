@@ -6,6 +6,7 @@
 
 mod page;
 mod quorum;
+mod slack;
 mod votes;
 mod when;
 

@@ -3,6 +3,12 @@
 //! same claim as every other decision (`POST /slack/actions`, see
 //! `server::routes::slack`); and once an approval is settled, however and
 //! wherever, the message is edited to say so and its buttons disappear.
+//! On a gate with rules (DESIGN §13) the message shows each rule's progress
+//! and who voted, and is edited again after every vote recorded by a
+//! server with Slack on (its own `approval_vote` event; servers sharing a
+//! store share where the message is): each edit renders the ledger as the
+//! store holds it then, never the event, so a repeated or late edit cannot
+//! show older progress over newer.
 //!
 //! Durability. The pause is stored before anything is posted, so a Slack
 //! outage never loses or blocks one. Where each message is (channel, ts) is
@@ -200,7 +206,9 @@ impl SlackNotifier {
                 return Progress::Skipped;
             };
             let link = self.open_in_browser(key);
-            let body = message::pending(&self.config.channel, &record, link.as_deref());
+            let votes = self.ledger(&record).await;
+            let body =
+                message::pending_voted(&self.config.channel, &record, link.as_deref(), &votes);
             let result = match self.bot_token() {
                 Ok(token) => self.api.post_message(&token, &body).await,
                 Err(e) => Err(e),
@@ -225,8 +233,15 @@ impl SlackNotifier {
                     tracing::info!(run_id = %record.run_id, key = %key, channel = %posted.channel, ts = %posted.ts, "Slack message posted");
                     // A decision may have landed while the post was on its
                     // way; its own edit found no message. Show it now.
-                    if self.still_pending(key).await.is_none() {
-                        self.settle(key, retries).await;
+                    match self.still_pending(key).await {
+                        None => {
+                            self.settle(key, retries).await;
+                        }
+                        // So may a vote, whose edit found no message either.
+                        Some(now) if self.ledger(&now).await.len() != votes.len() => {
+                            self.show_votes(key, retries).await;
+                        }
+                        Some(_) => {}
                     }
                     return Progress::Done;
                 }
@@ -277,7 +292,8 @@ impl SlackNotifier {
                     };
                 }
             };
-            let body = message::settled(&channel, &ts, &record);
+            let votes = self.ledger(&record).await;
+            let body = message::settled_voted(&channel, &ts, &record, &votes);
             let result = match self.bot_token() {
                 Ok(token) => self.api.update_message(&token, &body).await,
                 Err(e) => Err(e),
@@ -305,6 +321,104 @@ impl SlackNotifier {
                     }
                 }
             }
+        }
+    }
+
+    /// Edit the message of a pending gate with rules to show its votes as
+    /// the store holds them now (after a vote that did not settle it). A
+    /// message another worker holds is waited for (its edit may have read
+    /// the ledger before this vote), up to a lease's length; then the next
+    /// vote's edit, or the settlement's, shows it. Renders from the store,
+    /// never from the event: repeating it, or running it late, shows the
+    /// newest progress.
+    pub async fn show_votes(&self, key: &str, retries: Retries) -> Progress {
+        let Some(leased) = self.lease_waiting(key).await else {
+            return Progress::Skipped;
+        };
+        let (Some(channel), Some(ts)) = (leased.channel.clone(), leased.ts.clone()) else {
+            // Not posted yet: the post reads the ledger itself.
+            self.release(key).await;
+            return Progress::Skipped;
+        };
+        if leased.decision_posted_at.is_some() {
+            self.release(key).await;
+            return Progress::Skipped;
+        }
+        let mut failures = 0u32;
+        loop {
+            let Some(record) = self.still_pending(key).await else {
+                // Settled meanwhile: that edit replaces this one.
+                self.release(key).await;
+                return self.settle(key, retries).await;
+            };
+            let votes = self.ledger(&record).await;
+            let link = self.open_in_browser(key);
+            let body = message::voted(&channel, &ts, &record, link.as_deref(), &votes);
+            let result = match self.bot_token() {
+                Ok(token) => self.api.update_message(&token, &body).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => {
+                    // A vote recorded while this edit was on its way may
+                    // have found the message held: show it too.
+                    if let Some(now) = self.still_pending(key).await
+                        && self.ledger(&now).await.len() != votes.len()
+                    {
+                        continue;
+                    }
+                    self.release(key).await;
+                    if self.still_pending(key).await.is_none() {
+                        self.settle(key, retries).await;
+                    }
+                    tracing::info!(run_id = %record.run_id, key = %key, votes = votes.len(), "Slack message shows the votes");
+                    return Progress::Done;
+                }
+                Err(e) => {
+                    failures += 1;
+                    if !self
+                        .retry_or_hold(key, "update", &e, retries, failures, leased.attempts)
+                        .await
+                    {
+                        return Progress::Failed {
+                            transient: e.is_transient(),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The ledger of a gate with a roster, as the store holds it now; none
+    /// for a plain gate (its message shows no votes). A read that fails
+    /// shows none, logged: the message is still worth posting.
+    async fn ledger(&self, record: &ApprovalRecord) -> Vec<crate::policy::Vote> {
+        if record.roster.is_none() {
+            return Vec::new();
+        }
+        match self.store.votes(&record.key).await {
+            Ok(votes) => votes,
+            Err(e) => {
+                tracing::warn!(key = %record.key, error = %e, "cannot read the votes for the Slack message");
+                Vec::new()
+            }
+        }
+    }
+
+    /// [`Self::lease`], waiting while another worker holds the message,
+    /// at most a lease's length.
+    async fn lease_waiting(&self, key: &str) -> Option<crate::store::Notification> {
+        let give_up = std::time::Instant::now() + LEASE_MARGIN;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            if let Some(leased) = self.lease(key).await {
+                return Some(leased);
+            }
+            if std::time::Instant::now() + wait > give_up {
+                return None;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
         }
     }
 
@@ -367,8 +481,8 @@ impl SlackNotifier {
         }
     }
 
-    /// Follow this process's run events: announce every pause, settle every
-    /// decision and expiry. Each call runs in its own task, so one slow
+    /// Follow this process's run events: announce every pause, show every
+    /// vote, settle every decision and expiry. Each call runs in its own task, so one slow
     /// message never holds up another.
     pub async fn follow(
         self: Arc<Self>,
@@ -385,6 +499,10 @@ impl SlackNotifier {
                     EventKind::AwaitingApproval { key, .. } => {
                         let this = Arc::clone(&self);
                         tokio::spawn(async move { this.announce(&key, Retries::Backoff).await });
+                    }
+                    EventKind::ApprovalVote { key, .. } => {
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move { this.show_votes(&key, Retries::Backoff).await });
                     }
                     EventKind::ApprovalResolved { key, .. } | EventKind::RunExpired { key } => {
                         let this = Arc::clone(&self);

@@ -2,7 +2,9 @@
 //! Approve and Reject buttons, and an "Open in browser" button carrying the
 //! signed approval link when links are on), the same message once settled
 //! (the buttons replaced by who decided what and when), and short
-//! ephemeral replies.
+//! ephemeral replies. A gate with rules (DESIGN §13) also shows each
+//! rule's progress and who has voted and who still may, as the ledger
+//! stands when the message is rendered.
 //!
 //! Everything from a run (the gate's message, the payload) is data: it is
 //! escaped for Slack's mrkdwn so it cannot mention `@channel` or fake links,
@@ -12,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::policy::{Vote, VoteDecision};
 
 pub const APPROVE_ACTION: &str = "tollgate_approve";
 pub const REJECT_ACTION: &str = "tollgate_reject";
@@ -29,7 +32,19 @@ const MESSAGE_CHARS: usize = 1000;
 /// The `chat.postMessage` body announcing a pause. `link` is the absolute
 /// signed link to the approval's page, made as the message is posted.
 pub fn pending(channel: &str, record: &ApprovalRecord, link: Option<&str>) -> Value {
+    pending_voted(channel, record, link, &[])
+}
+
+/// [`pending`] for a gate whose ledger is `votes`: a gate with rules shows
+/// each rule's progress and who voted.
+pub fn pending_voted(
+    channel: &str,
+    record: &ApprovalRecord,
+    link: Option<&str>,
+    votes: &[Vote],
+) -> Value {
     let mut blocks = summary_blocks(record);
+    blocks.extend(votes_block(record, votes));
     // The button says which payload the message showed: a click after the
     // payload was edited is refused (`payload_changed`), never counted.
     let value = super::interaction::button_value(&record.key, &record.payload_digest());
@@ -82,11 +97,37 @@ pub fn pending(channel: &str, record: &ApprovalRecord, link: Option<&str>) -> Va
     })
 }
 
+/// The `chat.update` body of a still pending message after a vote that
+/// did not settle it: the message as [`pending_voted`] renders it now,
+/// buttons and all, in place of the one at `ts`.
+pub fn voted(
+    channel: &str,
+    ts: &str,
+    record: &ApprovalRecord,
+    link: Option<&str>,
+    votes: &[Vote],
+) -> Value {
+    let posted = pending_voted(channel, record, link, votes);
+    json!({
+        "channel": channel,
+        "ts": ts,
+        "text": posted["text"],
+        "blocks": posted["blocks"],
+    })
+}
+
 /// The `chat.update` body showing how a pause was settled: decided (by
 /// whom, when, why) or expired. No buttons.
 pub fn settled(channel: &str, ts: &str, record: &ApprovalRecord) -> Value {
+    settled_voted(channel, ts, record, &[])
+}
+
+/// [`settled`] for a gate whose ledger is `votes`: a gate with rules keeps
+/// showing how its votes ended.
+pub fn settled_voted(channel: &str, ts: &str, record: &ApprovalRecord, votes: &[Vote]) -> Value {
     let outcome = outcome_line(record);
     let mut blocks = summary_blocks(record);
+    blocks.extend(votes_block(record, votes));
     blocks.push(json!({
         "type": "section",
         "text": { "type": "mrkdwn", "text": outcome.mrkdwn },
@@ -136,6 +177,61 @@ fn summary_blocks(record: &ApprovalRecord) -> Vec<Value> {
         }));
     }
     blocks
+}
+
+/// A gate with rules: "*Votes* finance 1 of 2; security 0 of 1", then a
+/// line per rule (who counted, who may still vote) and the rejections.
+/// Nothing for a plain gate.
+fn votes_block(record: &ApprovalRecord, votes: &[Vote]) -> Option<Value> {
+    let roster = record.roster.as_ref().filter(|r| !r.rules.is_empty())?;
+    let tally = roster.tally(votes);
+    let mut text = format!("*Votes* {}", escape(&tally.summary()));
+    for progress in &tally.rules {
+        text.push_str(&format!(
+            "\n• *{}* {} of {}: ",
+            escape(&progress.group),
+            progress.counted.len(),
+            progress.min
+        ));
+        if !progress.counted.is_empty() {
+            text.push_str(&format!("approved by {}", people(&progress.counted)));
+            if !progress.may_still_vote.is_empty() {
+                text.push_str("; ");
+            }
+        }
+        if !progress.may_still_vote.is_empty() {
+            text.push_str(&format!(
+                "may still vote: {}",
+                people(&progress.may_still_vote)
+            ));
+        } else if progress.counted.is_empty() {
+            text.push_str("nobody left who may vote");
+        }
+    }
+    for vote in votes
+        .iter()
+        .filter(|v| !v.superseded && v.decision == VoteDecision::Reject)
+    {
+        text.push_str(&format!("\n• rejected by {}", who(&vote.voter)));
+        if let Some(reason) = vote.reason.as_deref().filter(|r| !r.trim().is_empty()) {
+            text.push_str(&format!(": {}", escape(&truncate(reason, 200))));
+        }
+    }
+    if !roster.allow_self_approval && !roster.requesters.is_empty() {
+        text.push_str(&format!(
+            "\n_May not vote (started or edited the run): {}_",
+            people(&roster.requesters)
+        ));
+    }
+    Some(json!({
+        "type": "section",
+        "text": { "type": "mrkdwn", "text": truncate(&text, 2900) },
+    }))
+}
+
+/// Names as [`who`] shows them, comma-separated.
+fn people(names: &[String]) -> String {
+    names.iter().map(|n| who(n)).collect::<Vec<_>>().join(", ")
 }
 
 fn key_context(record: &ApprovalRecord) -> Value {

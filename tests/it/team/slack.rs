@@ -1,0 +1,160 @@
+//! A team gate in Slack: the message shows each rule's progress and who
+//! voted, and is edited after every vote, not only when the gate settles.
+//! Two `tollgate serve` processes share one store (a SQLite file, then
+//! PostgreSQL) and one Slack stub: the run pauses on server A, which posts
+//! the message; a vote cast through server B edits A's message (B finds
+//! where it is in the store); the votes after it edit it again, and the
+//! settling vote leaves it without buttons, still showing the votes.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tollgate_runtime::SharedStore;
+
+use super::{approve, paused, tokens};
+use crate::common::server::Served;
+use crate::common::slack_stub::{self, POST_PATH, UPDATE_PATH, eventually};
+use crate::common::{Workspace, open_store, postgres};
+
+/// The team spec (finance 2 of {alice, bob, carol}, security 1 of
+/// {dave}) with its approvals announced in Slack.
+fn slack_team_spec() -> String {
+    super::spec("").replace(
+        "approvals:\n",
+        "approvals:\n  notify:\n    slack:\n      bot_token: ${SLACK_BOT_TOKEN}\n      channel: \"#refunds\"\n      signing_secret: ${SLACK_SIGNING_SECRET}\n",
+    )
+}
+
+fn text_of(body: &Value) -> String {
+    body["blocks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| b["text"]["text"].as_str().unwrap_or("").to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn has_buttons(body: &Value) -> bool {
+    !slack_stub::buttons(body).is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_vote_through_another_server_on_sqlite_edits_the_message_with_the_progress() {
+    let ws = Workspace::new(&slack_team_spec());
+    let state = ws.path().join("state.db");
+    let slack = slack_stub::start_api();
+    let tokens = tokens();
+    let mut env = slack_stub::env(slack.port);
+    env.push(("TOLLGATE_API_TOKENS", tokens));
+    let env = slack_stub::env_refs(&env);
+    let a = Served::start(&ws.spec, &state, &env, &[]);
+    let b = Served::start(&ws.spec, &state, &env, &[]);
+    votes_edit_the_message(&a, &b, &slack, &open_store(&state)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_vote_through_another_server_on_postgresql_edits_the_message_with_the_progress() {
+    let db = postgres::database();
+    let ws = Workspace::new(&slack_team_spec());
+    let slack = slack_stub::start_api();
+    let tokens = tokens();
+    let mut env = slack_stub::env(slack.port);
+    env.push(("TOLLGATE_API_TOKENS", tokens));
+    let env = slack_stub::env_refs(&env);
+    let a = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
+    let b = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
+    let store = tollgate_runtime::store::open(&db.url, Default::default()).expect("store");
+    votes_edit_the_message(&a, &b, &slack, &store).await;
+}
+
+async fn votes_edit_the_message(
+    a: &Served,
+    b: &Served,
+    slack: &crate::common::stub_server::StubServer,
+    store: &SharedStore,
+) {
+    let (_, key, _) = paused(a, 100).await;
+    let notifications = Arc::clone(store).notifications().expect("notifications");
+    // A posts the message, showing no votes yet and who may cast them.
+    let posted = eventually(15, "the message posted", || {
+        slack.requests_to(POST_PATH).first().map(|r| r.json())
+    })
+    .await;
+    let text = text_of(&posted);
+    assert!(
+        text.contains("*Votes* finance 0 of 2; security 0 of 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("may still vote: `alice`, `bob`, `carol`"),
+        "{text}"
+    );
+    assert!(text.contains("started or edited the run): `bot`"), "{text}");
+    assert!(has_buttons(&posted), "{posted}");
+    let ts = loop {
+        let stored = notifications.get_notification(&key).await.expect("read");
+        if let Some(ts) = stored.and_then(|n| n.ts) {
+            break ts;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+
+    // alice votes through B: B edits A's message; the buttons stay.
+    let (status, body) = approve(b, &key, "alice", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let edit = latest_update_showing(slack, "finance 1 of 2; security 0 of 1").await;
+    assert_eq!(edit["ts"], ts.as_str(), "A's message, edited: {edit}");
+    let text = text_of(&edit);
+    assert!(text.contains("approved by `alice`"), "{text}");
+    assert!(text.contains("may still vote: `bob`, `carol`"), "{text}");
+    assert!(has_buttons(&edit), "still open: {edit}");
+
+    // bob through A, then dave through B settles it.
+    let (status, body) = approve(a, &key, "bob", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    latest_update_showing(slack, "finance 2 of 2; security 0 of 1").await;
+    let (status, body) = approve(b, &key, "dave", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let settled = eventually(15, "the settled message", || {
+        slack
+            .requests_to(UPDATE_PATH)
+            .into_iter()
+            .map(|r| r.json())
+            .find(|u| !has_buttons(u))
+    })
+    .await;
+    let text = text_of(&settled);
+    assert!(text.contains("Approved"), "{text}");
+    assert!(
+        text.contains("finance 2 of 2; security 1 of 1"),
+        "the votes stay on the settled message: {text}"
+    );
+    // Whatever order the edits ran in, the message ends settled: no edit
+    // with buttons comes after it.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let last = slack
+        .requests_to(UPDATE_PATH)
+        .last()
+        .map(|r| r.json())
+        .expect("edits");
+    assert!(
+        !has_buttons(&last),
+        "the last edit is the settlement: {last}"
+    );
+    assert_eq!(slack.requests_to(POST_PATH).len(), 1, "posted once");
+}
+
+/// The newest `chat.update` once one shows `progress`, and no later edit
+/// shows older progress.
+async fn latest_update_showing(
+    slack: &crate::common::stub_server::StubServer,
+    progress: &str,
+) -> Value {
+    eventually(15, progress, || {
+        let updates = slack.requests_to(UPDATE_PATH);
+        let last = updates.last()?.json();
+        text_of(&last).contains(progress).then_some(last)
+    })
+    .await
+}

@@ -147,6 +147,12 @@ impl ListedLedgers {
         })
     }
 
+    /// Ledgers already read (the page tests build them by hand).
+    #[cfg(test)]
+    pub fn of(ledgers: BTreeMap<String, Vec<Vote>>) -> ListedLedgers {
+        ListedLedgers { ledgers }
+    }
+
     /// The ledger of `key` as read (empty when it has no votes).
     pub fn votes(&self, key: &str) -> &[Vote] {
         self.ledgers.get(key).map_or(&[], Vec::as_slice)

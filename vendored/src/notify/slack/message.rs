@@ -424,6 +424,97 @@ mod tests {
         assert!(!settled("C1", "1.2", &decided).to_string().contains(link));
     }
 
+    fn team_record() -> (ApprovalRecord, Vec<Vote>) {
+        use crate::policy::{Channel, RejectWhen, Roster, RosterRule};
+        let mut r = record();
+        let rule = |group: &str, min: u32, members: &[&str]| RosterRule {
+            group: group.into(),
+            min,
+            members: members.iter().map(|m| m.to_string()).collect(),
+        };
+        r.roster = Some(Roster {
+            rules: vec![
+                rule("finance", 2, &["alice", "slack:U024BE7LH", "carol"]),
+                rule("security", 1, &["dave"]),
+            ],
+            reject: RejectWhen::WhenUnreachable,
+            allow_self_approval: false,
+            voter_counts_once: false,
+            require_reason: false,
+            requesters: vec!["bot".into()],
+            revised_payload: None,
+        });
+        let vote = |seq, voter: &str, decision, reason: Option<&str>| Vote {
+            seq,
+            voter: voter.into(),
+            rule: None,
+            decision,
+            reason: reason.map(str::to_string),
+            payload: None,
+            channel: Channel::Slack,
+            payload_digest: r.payload_digest(),
+            superseded: false,
+            at: crate::time::now(),
+        };
+        let votes = vec![
+            vote(1, "slack:U024BE7LH", VoteDecision::Approve, None),
+            vote(2, "carol", VoteDecision::Reject, Some("<!here> no")),
+        ];
+        (r, votes)
+    }
+
+    #[test]
+    fn a_team_gate_shows_each_rules_progress_and_who_voted() {
+        let (r, votes) = team_record();
+        let body = pending_voted("#refunds", &r, None, &votes);
+        let text = body.to_string();
+        assert!(
+            text.contains("*Votes* finance 1 of 2; security 0 of 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("approved by <@U024BE7LH> (`slack:U024BE7LH`); may still vote: `alice`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("*security* 0 of 1: may still vote: `dave`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rejected by `carol`: &lt;!here&gt; no"),
+            "{text}"
+        );
+        assert!(!text.contains("<!here>"), "a reason is escaped");
+        assert!(text.contains("started or edited the run): `bot`"), "{text}");
+        assert!(!buttons_of(&body).is_empty(), "still open");
+        // The edit after a vote: the same message, in place, buttons kept.
+        let edit = voted("C1", "1.2", &r, None, &votes);
+        assert_eq!(edit["ts"], "1.2");
+        assert_eq!(edit["blocks"], body["blocks"]);
+        // Settled: the votes stay, the buttons go.
+        let mut decided = r.clone();
+        decided.status = ApprovalStatus::Rejected;
+        let settled = settled_voted("C1", "1.2", &decided, &votes);
+        assert!(settled.to_string().contains("*Votes* finance 1 of 2"));
+        assert!(buttons_of(&settled).is_empty());
+        // A plain gate shows no votes.
+        assert!(
+            !pending("#refunds", &record(), None)
+                .to_string()
+                .contains("*Votes*")
+        );
+    }
+
+    fn buttons_of(body: &Value) -> Vec<Value> {
+        body["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "actions")
+            .cloned()
+            .collect()
+    }
+
     #[test]
     fn the_payload_preview_is_bounded() {
         let preview = payload_preview(&record().payload);

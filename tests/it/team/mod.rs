@@ -4,6 +4,7 @@
 //! duties, rejection rules, the digest of the payload a vote was cast on,
 //! edits superseding votes, the ledger over HTTP and the CLI.
 
+mod inbox;
 mod page;
 mod quorum;
 mod slack;

@@ -4,7 +4,9 @@
 //! PostgreSQL) and one Slack stub: the run pauses on server A, which posts
 //! the message; a vote cast through server B edits A's message (B finds
 //! where it is in the store); the votes after it edit it again, and the
-//! settling vote leaves it without buttons, still showing the votes.
+//! settling vote leaves it without buttons, still showing the votes. A
+//! vote cast by the CLI (no Slack in that process) is shown by a server's
+//! repair sweep.
 
 use std::sync::Arc;
 
@@ -157,4 +159,72 @@ async fn latest_update_showing(
         text_of(&last).contains(progress).then_some(last)
     })
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_vote_cast_by_the_cli_on_sqlite_is_shown_by_the_servers_repair() {
+    let ws = Workspace::new(&slack_team_spec());
+    let state = ws.path().join("state.db");
+    let state_arg = state.to_str().unwrap().to_string();
+    cli_vote_is_repaired(&ws, &["--state", &state_arg], &open_store(&state), |env| {
+        Served::start(&ws.spec, &state, env, &[])
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_vote_cast_by_the_cli_on_postgresql_is_shown_by_the_servers_repair() {
+    let db = postgres::database();
+    let ws = Workspace::new(&slack_team_spec());
+    let store = tollgate_runtime::store::open(&db.url, Default::default()).expect("store");
+    cli_vote_is_repaired(&ws, &["--database-url", &db.url], &store, |env| {
+        Served::start_on_database(&ws.spec, &db.url, env, &[])
+    })
+    .await;
+}
+
+/// A server posts the message and stops; alice votes with the CLI; the
+/// next server's repair edits the message to show her vote.
+async fn cli_vote_is_repaired(
+    ws: &Workspace,
+    store_args: &[&str],
+    store: &SharedStore,
+    serve: impl Fn(&[(&str, &str)]) -> Served,
+) {
+    let slack = slack_stub::start_api();
+    let tokens = tokens();
+    let mut env = slack_stub::env(slack.port);
+    env.push(("TOLLGATE_API_TOKENS", tokens));
+    let env = slack_stub::env_refs(&env);
+    let mut first = serve(&env);
+    let (_, key, _) = paused(&first, 100).await;
+    let notifications = Arc::clone(store).notifications().expect("notifications");
+    let ts = loop {
+        let stored = notifications.get_notification(&key).await.expect("read");
+        if let Some(ts) = stored.and_then(|n| n.ts) {
+            break ts;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    first.kill();
+
+    let voted = ws
+        .tollgate()
+        .args(["approvals", "approve", &key, "--by", "alice", "--spec"])
+        .arg(&ws.spec)
+        .args(store_args)
+        .output()
+        .unwrap();
+    crate::common::assert_exit(&voted, 0);
+    assert!(
+        slack.requests_to(UPDATE_PATH).is_empty(),
+        "the CLI edits nothing"
+    );
+
+    let _second = serve(&env);
+    let edit = latest_update_showing(&slack, "finance 1 of 2; security 0 of 1").await;
+    assert_eq!(edit["ts"], ts.as_str(), "{edit}");
+    assert!(text_of(&edit).contains("approved by `alice`"), "{edit}");
+    assert!(has_buttons(&edit), "still open: {edit}");
+    assert_eq!(slack.requests_to(POST_PATH).len(), 1, "posted once");
 }

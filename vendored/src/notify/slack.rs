@@ -33,7 +33,8 @@ pub mod interaction;
 pub mod message;
 pub mod signature;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -67,6 +68,10 @@ const MAX_HOLD: Duration = Duration::from_secs(3600);
 
 /// Messages the repair sweep handles per pass (of each kind).
 const REPAIR_BATCH: usize = 50;
+
+/// Open messages of gates with rules the repair sweep compares per pass
+/// (one query, each with its ledger's length): all of them in practice.
+const OPEN_VOTE_MESSAGES: usize = 1000;
 
 /// How hard one call tries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +109,12 @@ pub struct SlackNotifier {
     links: Option<LinkSigner>,
     /// `approvals.approvers`: whether `link` may decide (an unbound link).
     approvers: Option<Vec<String>>,
+    /// How many votes each open message of a gate with rules was last
+    /// shown with by this process, by key: the repair sweep edits those
+    /// whose ledger grew since (votes recorded without Slack, such as by
+    /// the CLI). Empty at start, so a new process shows each open gate's
+    /// votes once.
+    shown: Mutex<HashMap<String, u64>>,
 }
 
 impl SlackNotifier {
@@ -156,6 +167,7 @@ impl SlackNotifier {
             clock,
             links: links.filter(|links| links.public_url().is_some()),
             approvers: spec.approvals.approvers.clone(),
+            shown: Mutex::new(HashMap::new()),
         })))
     }
 
@@ -230,6 +242,7 @@ impl SlackNotifier {
                             transient: e.is_retryable(),
                         };
                     }
+                    self.mark_shown(&record, votes.len());
                     tracing::info!(run_id = %record.run_id, key = %key, channel = %posted.channel, ts = %posted.ts, "Slack message posted");
                     // A decision may have landed while the post was on its
                     // way; its own edit found no message. Show it now.
@@ -306,6 +319,7 @@ impl SlackNotifier {
                     if let Err(e) = self.notifications.record_notification(key, &write).await {
                         tracing::warn!(key = %key, error = %e, "Slack message updated but not recorded; it may be updated again");
                     }
+                    self.forget_shown(key);
                     tracing::info!(run_id = %record.run_id, key = %key, status = %record.status.past_tense(), "Slack message updated");
                     return Progress::Done;
                 }
@@ -332,7 +346,12 @@ impl SlackNotifier {
     /// never from the event: repeating it, or running it late, shows the
     /// newest progress.
     pub async fn show_votes(&self, key: &str, retries: Retries) -> Progress {
-        let Some(leased) = self.lease_waiting(key).await else {
+        let leased = match retries {
+            Retries::Backoff => self.lease_waiting(key).await,
+            // The sweep comes back anyway.
+            Retries::Once => self.lease(key).await,
+        };
+        let Some(leased) = leased else {
             return Progress::Skipped;
         };
         let (Some(channel), Some(ts)) = (leased.channel.clone(), leased.ts.clone()) else {
@@ -360,6 +379,7 @@ impl SlackNotifier {
             };
             match result {
                 Ok(()) => {
+                    self.mark_shown(&record, votes.len());
                     // A vote recorded while this edit was on its way may
                     // have found the message held: show it too.
                     if let Some(now) = self.still_pending(key).await
@@ -405,6 +425,38 @@ impl SlackNotifier {
         }
     }
 
+    /// Remember that `record`'s message now shows `votes` votes.
+    fn mark_shown(&self, record: &ApprovalRecord, votes: usize) {
+        if record.roster.is_none() {
+            return;
+        }
+        if let Ok(mut shown) = self.shown.lock() {
+            shown.insert(record.key.clone(), votes as u64);
+        }
+    }
+
+    fn forget_shown(&self, key: &str) {
+        if let Ok(mut shown) = self.shown.lock() {
+            shown.remove(key);
+        }
+    }
+
+    /// The open messages of gates with rules whose ledger holds another
+    /// number of votes than this process last showed; forgets the gates
+    /// no longer open.
+    fn votes_unshown(&self, open: &[(String, u64)]) -> Vec<String> {
+        let Ok(mut shown) = self.shown.lock() else {
+            return Vec::new();
+        };
+        let keys: std::collections::HashSet<&str> =
+            open.iter().map(|(key, _)| key.as_str()).collect();
+        shown.retain(|key, _| keys.contains(key.as_str()));
+        open.iter()
+            .filter(|(key, votes)| shown.get(key) != Some(votes))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// [`Self::lease`], waiting while another worker holds the message,
     /// at most a lease's length.
     async fn lease_waiting(&self, key: &str) -> Option<crate::store::Notification> {
@@ -446,7 +498,9 @@ impl SlackNotifier {
 
     /// One pass over what is undone in the store: posts for pending
     /// approvals without a message, edits for settled approvals whose
-    /// message still shows buttons. Stops early while Slack is unreachable.
+    /// message still shows buttons, and edits for open messages of gates
+    /// with rules whose votes this process has not shown. Stops early
+    /// while Slack is unreachable.
     pub async fn repair(&self) {
         let due = match self
             .notifications
@@ -475,6 +529,25 @@ impl SlackNotifier {
         for (record, _) in &due.to_settle {
             if self.settle(&record.key, Retries::Once).await
                 == (Progress::Failed { transient: true })
+            {
+                return;
+            }
+        }
+        // Votes recorded where no notifier saw them (the CLI, a server
+        // without Slack), or whose edit failed: shown from the store.
+        let open = match self
+            .notifications
+            .open_vote_counts(&self.agent_id, self.clock.now(), OPEN_VOTE_MESSAGES)
+            .await
+        {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for Slack messages behind on votes");
+                return;
+            }
+        };
+        for key in self.votes_unshown(&open) {
+            if self.show_votes(&key, Retries::Once).await == (Progress::Failed { transient: true })
             {
                 return;
             }

@@ -326,6 +326,17 @@ pub async fn two_of_finance_and_one_of_security_settle_with_the_third_vote_then_
     assert_eq!(events[5], resolved);
 }
 
+/// A gate of finance 2 and security 1 paused at `key`, started by rita
+/// (for the notification cases).
+pub async fn paused_team_gate(store: &dyn StateStore, key: &str) -> ApprovalRecord {
+    paused_with_roster(store, key, finance_and_security(&["rita"])).await
+}
+
+/// `voter` approves `key` at `now`; the vote does not settle it.
+pub async fn vote_recorded(store: &dyn StateStore, key: &str, voter: &str, now: u64) {
+    recorded(vote(store, key, voter, VoteDecision::Approve, now).await);
+}
+
 /// A list reads the ledgers of a whole page at once: each key's votes as
 /// `votes` has them, keys without votes (and unknown keys) absent.
 pub async fn ledgers_of_many_gates_are_read_at_once(store: SharedStore) {

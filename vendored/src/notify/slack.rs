@@ -8,7 +8,8 @@
 //! server with Slack on (its own `approval_vote` event; servers sharing a
 //! store share where the message is): each edit renders the ledger as the
 //! store holds it then, never the event, so a repeated or late edit cannot
-//! show older progress over newer.
+//! show older progress over newer. Votes recorded where no notifier saw
+//! them (the CLI) are shown by the repair sweep.
 //!
 //! Durability. The pause is stored before anything is posted, so a Slack
 //! outage never loses or blocks one. Where each message is (channel, ts) is
@@ -371,6 +372,12 @@ impl SlackNotifier {
                 return self.settle(key, retries).await;
             };
             let votes = self.ledger(&record).await;
+            if record.roster.as_ref().is_none_or(|r| r.rules.is_empty()) {
+                // No rules, no progress to show: the message stays as posted.
+                self.mark_shown(&record, votes.len());
+                self.release(key).await;
+                return Progress::Skipped;
+            }
             let link = self.open_in_browser(key);
             let body = message::voted(&channel, &ts, &record, link.as_deref(), &votes);
             let result = match self.bot_token() {

@@ -170,10 +170,19 @@ fn summary_blocks(record: &ApprovalRecord) -> Vec<Value> {
             ],
         }),
     ];
-    if !record.payload.is_null() {
+    // The payload the gate asks about now (a vote's edit, on a gate with
+    // rules): what the buttons' digest is of, so a click decides on what
+    // the message shows.
+    let payload = record.current_payload();
+    if !payload.is_null() {
+        let label = if std::ptr::eq(payload, &record.payload) {
+            "*Payload*"
+        } else {
+            "*Payload* (as edited by a vote)"
+        };
         blocks.push(json!({
             "type": "section",
-            "text": { "type": "mrkdwn", "text": format!("*Payload*\n```{}```", payload_preview(&record.payload)) },
+            "text": { "type": "mrkdwn", "text": format!("{label}\n```{}```", payload_preview(payload)) },
         }));
     }
     blocks
@@ -497,6 +506,19 @@ mod tests {
         let settled = settled_voted("C1", "1.2", &decided, &votes);
         assert!(settled.to_string().contains("*Votes* finance 1 of 2"));
         assert!(buttons_of(&settled).is_empty());
+        // After a vote's edit the message shows the edit, which the
+        // buttons' digest is of.
+        let mut edited = r.clone();
+        if let Some(roster) = edited.roster.as_mut() {
+            roster.revised_payload = Some(json!({ "order": "A-1", "amount": 3 }));
+        }
+        let body = voted("C1", "1.2", &edited, None, &votes);
+        let text = body.to_string();
+        assert!(text.contains("(as edited by a vote)"), "{text}");
+        assert!(text.contains("\\\"amount\\\": 3"), "{text}");
+        assert!(!text.contains("xxxxx"), "not the original: {text}");
+        let value = format!("{} {}", edited.key, edited.payload_digest());
+        assert!(text.contains(&value), "{text}");
         // A plain gate shows no votes.
         assert!(
             !pending("#refunds", &record(), None)

@@ -228,3 +228,73 @@ async fn cli_vote_is_repaired(
     assert!(has_buttons(&edit), "still open: {edit}");
     assert_eq!(slack.requests_to(POST_PATH).len(), 1, "posted once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
+async fn votes_at_once_through_two_servers_leave_the_newest_progress_shown_sqlite() {
+    let ws = Workspace::new(&slack_team_spec());
+    let state = ws.path().join("state.db");
+    let slack = slack_stub::start_api();
+    let tokens = tokens();
+    let mut env = slack_stub::env(slack.port);
+    env.push(("TOLLGATE_API_TOKENS", tokens));
+    let env = slack_stub::env_refs(&env);
+    let a = Served::start(&ws.spec, &state, &env, &[]);
+    let b = Served::start(&ws.spec, &state, &env, &[]);
+    votes_at_once_end_on_the_newest(&a, &b, &slack).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
+async fn votes_at_once_through_two_servers_leave_the_newest_progress_shown_postgresql() {
+    let db = postgres::database();
+    let ws = Workspace::new(&slack_team_spec());
+    let slack = slack_stub::start_api();
+    let tokens = tokens();
+    let mut env = slack_stub::env(slack.port);
+    env.push(("TOLLGATE_API_TOKENS", tokens));
+    let env = slack_stub::env_refs(&env);
+    let a = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
+    let b = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
+    votes_at_once_end_on_the_newest(&a, &b, &slack).await;
+}
+
+/// alice, bob and carol vote at once through A and B: each edit renders
+/// the store as it is then, so whatever order the edits run in, the last
+/// one shows all three votes (finance is met, security is not).
+async fn votes_at_once_end_on_the_newest(
+    a: &Served,
+    b: &Served,
+    slack: &crate::common::stub_server::StubServer,
+) {
+    let (_, key, _) = paused(a, 100).await;
+    eventually(15, "the message posted", || {
+        slack.requests_to(POST_PATH).first().map(|_| ())
+    })
+    .await;
+    let (first, second, third) = tokio::join!(
+        approve(a, &key, "alice", json!({})),
+        approve(b, &key, "bob", json!({})),
+        approve(b, &key, "carol", json!({})),
+    );
+    for (status, body) in [first, second, third] {
+        assert_eq!(status, 200, "{body}");
+    }
+    latest_update_showing(slack, "finance 2 of 2; security 0 of 1").await;
+    // Settled edits, late or repeated, never bring older progress back.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let last = slack
+        .requests_to(UPDATE_PATH)
+        .last()
+        .map(|r| r.json())
+        .expect("edits");
+    let text = text_of(&last);
+    assert!(
+        text.contains("finance 2 of 2; security 0 of 1"),
+        "the last edit shows the newest progress: {text}"
+    );
+    for voter in ["alice", "bob", "carol"] {
+        assert!(
+            text.contains(&format!("`{voter}`")),
+            "{voter} shown: {text}"
+        );
+    }
+}

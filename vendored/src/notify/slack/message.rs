@@ -217,6 +217,16 @@ fn votes_block(record: &ApprovalRecord, votes: &[Vote]) -> Option<Value> {
             text.push_str("nobody left who may vote");
         }
     }
+    // Approvals past a rule's minimum count toward nothing, but were cast.
+    let extra: Vec<String> = votes
+        .iter()
+        .filter(|v| !v.superseded && v.decision != VoteDecision::Reject)
+        .filter(|v| !tally.rules.iter().any(|r| r.counted.contains(&v.voter)))
+        .map(|v| v.voter.clone())
+        .collect();
+    if !extra.is_empty() {
+        text.push_str(&format!("\n• also approved: {}", people(&extra)));
+    }
     for vote in votes
         .iter()
         .filter(|v| !v.superseded && v.decision == VoteDecision::Reject)

@@ -298,3 +298,40 @@ async fn votes_at_once_end_on_the_newest(
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_vote_cast_by_the_cli_on_postgresql_reaches_a_running_server_at_once() {
+    let db = postgres::database();
+    let ws = Workspace::new(&slack_team_spec());
+    let slack = slack_stub::start_api();
+    let tokens = tokens();
+    let mut env = slack_stub::env(slack.port);
+    env.push(("TOLLGATE_API_TOKENS", tokens));
+    let env = slack_stub::env_refs(&env);
+    let served = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
+    let (_, key, _) = paused(&served, 100).await;
+    eventually(15, "the message posted", || {
+        slack.requests_to(POST_PATH).first().map(|_| ())
+    })
+    .await;
+    let voted = ws
+        .tollgate()
+        .args(["approvals", "approve", &key, "--by", "alice", "--spec"])
+        .arg(&ws.spec)
+        .args(["--database-url", &db.url])
+        .output()
+        .unwrap();
+    crate::common::assert_exit(&voted, 0);
+    // The vote's NOTIFY, not the repair sweep (every 30 s): well before it.
+    let started = std::time::Instant::now();
+    let edit = latest_update_showing(&slack, "finance 1 of 2; security 0 of 1").await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "shown after {:?}",
+        started.elapsed()
+    );
+    assert!(text_of(&edit).contains("approved by `alice`"), "{edit}");
+    // Once: the change and the event-less repair do not edit it again.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(slack.requests_to(UPDATE_PATH).len(), 1, "one edit per vote");
+}

@@ -378,6 +378,13 @@ impl SlackNotifier {
                 self.release(key).await;
                 return Progress::Skipped;
             }
+            if self.shows(key, votes.len()) {
+                // This process's last edit already showed this ledger (the
+                // ledger only grows, and every edit renders it under the
+                // lease): a repeat, say an event and a NOTIFY of one vote.
+                self.release(key).await;
+                return Progress::Skipped;
+            }
             let link = self.open_in_browser(key);
             let body = message::voted(&channel, &ts, &record, link.as_deref(), &votes);
             let result = match self.bot_token() {
@@ -440,6 +447,13 @@ impl SlackNotifier {
         if let Ok(mut shown) = self.shown.lock() {
             shown.insert(record.key.clone(), votes as u64);
         }
+    }
+
+    /// Whether this process last showed `key`'s message with `votes` votes.
+    fn shows(&self, key: &str, votes: usize) -> bool {
+        self.shown
+            .lock()
+            .is_ok_and(|shown| shown.get(key) == Some(&(votes as u64)))
     }
 
     fn forget_shown(&self, key: &str) {
@@ -595,6 +609,40 @@ impl SlackNotifier {
                     let this = Arc::clone(&self);
                     tokio::spawn(async move { this.repair().await });
                 }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    /// Follow the changes other processes push through the store
+    /// (PostgreSQL's NOTIFY; a recorded vote sends one): a change to a
+    /// pending gate whose message this process shows with votes is shown
+    /// now, not at the next repair sweep (a vote cast by the CLI).
+    pub async fn follow_changes(
+        self: Arc<Self>,
+        mut changes: broadcast::Receiver<crate::watch::ApprovalChange>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let change = tokio::select! {
+                change = changes.recv() => change,
+                _ = shutdown.changed() => return,
+            };
+            match change {
+                Ok(change) => {
+                    let known = self
+                        .shown
+                        .lock()
+                        .is_ok_and(|shown| shown.contains_key(&change.key));
+                    if change.status == ApprovalStatus::Pending && known {
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move {
+                            this.show_votes(&change.key, Retries::Backoff).await
+                        });
+                    }
+                }
+                // Missed some: the repair sweep finds them in the store.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return,
             }
         }

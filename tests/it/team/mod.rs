@@ -8,6 +8,7 @@ mod inbox;
 mod page;
 mod quorum;
 mod slack;
+mod timeouts;
 mod votes;
 mod when;
 

@@ -38,10 +38,28 @@ pub const MIN_SECRET_CHARS: usize = 32;
 
 /// Whether `name` may decide under `approvers` (a spec's
 /// `approvals.approvers`; `None` lets anyone decide). The one test, which the
-/// decide path uses too (`AgentRun::check_decider`): a link is shown only to
+/// decide path uses too (`AgentRun::check_voter`, through [`may_decide_record`]): a link is shown only to
 /// someone who passes it, and a link decides only as someone who does.
 pub fn may_decide(approvers: Option<&[String]>, name: &str) -> bool {
     approvers.is_none_or(|allowed| allowed.iter().any(|a| a == name))
+}
+
+/// Whether `name` may decide `record` (its vote may count): on a gate with
+/// rules, a member of one of its groups as resolved at the pause (and
+/// added by escalations since); on any other gate, someone `approvers`
+/// allows ([`may_decide`]) or an escalation added. Separation of duties is
+/// not checked here: a requester is a decider who may not vote on this run,
+/// told so with a reason when they try.
+pub fn may_decide_record(
+    record: &crate::pending_approval::ApprovalRecord,
+    approvers: Option<&[String]>,
+    name: &str,
+) -> bool {
+    match &record.roster {
+        Some(roster) if !roster.rules.is_empty() => roster.is_member(name),
+        Some(roster) if roster.added.iter().any(|a| a == name) => true,
+        _ => may_decide(approvers, name),
+    }
 }
 
 /// The prefix of every link message. Versioned so that a later scheme can
@@ -335,6 +353,44 @@ mod tests {
 
     fn signer() -> LinkSigner {
         LinkSigner::new(SECRET, Some("https://approvals.example.com/")).unwrap()
+    }
+
+    #[test]
+    fn who_may_decide_a_record_follows_its_roster_then_the_approvers() {
+        use crate::policy::{GatePolicy, Roster, RuleSpec};
+        let approvers = ["alice".to_string(), "erin".to_string()];
+        let approvers = Some(approvers.as_slice());
+        let mut record = crate::pending_approval::sample_record("k", "r");
+        assert!(may_decide_record(&record, approvers, "alice"));
+        assert!(!may_decide_record(&record, approvers, "dave"));
+        assert!(may_decide_record(&record, None, "dave"), "no list: anyone");
+
+        // A gate with rules: its groups' members, whatever approvers says.
+        let groups = [(
+            "finance".to_string(),
+            vec!["bob".to_string(), "dave".to_string()],
+        )]
+        .into_iter()
+        .collect();
+        let policy = GatePolicy {
+            rules: vec![RuleSpec {
+                group: "finance".into(),
+                min: 1,
+            }],
+            ..GatePolicy::plain()
+        };
+        let mut roster = Roster::resolve(&policy, &groups, vec![]).unwrap();
+        record.roster = Some(roster.clone());
+        assert!(may_decide_record(&record, approvers, "dave"));
+        assert!(!may_decide_record(&record, approvers, "alice"));
+
+        // A plain gate with a roster: approvers, and whom escalations added.
+        roster.rules.clear();
+        roster.added = vec!["dave".into()];
+        record.roster = Some(roster);
+        assert!(may_decide_record(&record, approvers, "dave"));
+        assert!(may_decide_record(&record, approvers, "erin"));
+        assert!(!may_decide_record(&record, approvers, "bob"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     ApprovalPage, ApprovalQuery, CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim,
-    Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
+    Nudged, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StoreResult, StuckClaim, VoteOutcome, expired_as_of, feed,
 };
 use crate::events::Event;
@@ -160,6 +160,24 @@ pub trait Approvals: Send + Sync + 'static {
     /// (with a `run_expired` event). At most once across processes: returns
     /// only the records this call expired.
     async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>>;
+
+    /// Overdue PENDING records whose gate settles by an `on_timeout`
+    /// other than `expire` (which [`Approvals::expire_due`] leaves alone),
+    /// earliest deadline first, at most `limit`: what a timeout claim
+    /// ([`Claim::timeout`](crate::pending_approval::Claim::timeout))
+    /// settles.
+    async fn due_timeouts(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApprovalRecord>>;
+
+    /// Do the reminders and escalations due at `now` of up to `limit`
+    /// unexpired PENDING records (see [`crate::policy::Roster::take_due`]):
+    /// per record, one write of its roster and next due time, conditional
+    /// on what was read, with an event per nudge. At most once across
+    /// processes: returns only what this call did.
+    async fn nudge_due(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Nudged>>;
 
     /// End a waiting or running run `cancelled`, with a `run_cancelled`
     /// event, in one transaction. A waiting run's PENDING, unexpired

@@ -144,7 +144,9 @@ fn refusal(e: &RunError) -> String {
             "Nothing changed: this server does not know this request.".to_string()
         }
         RunError::Approval(
-            ApprovalError::InvalidPayload { .. } | ApprovalError::ReasonRequired { .. },
+            ApprovalError::InvalidPayload { .. }
+            | ApprovalError::ReasonRequired { .. }
+            | ApprovalError::NotDue { .. },
         )
         | RunError::NoPendingApproval(_)
         | RunError::CancelForbidden { .. }

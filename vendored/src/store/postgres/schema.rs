@@ -53,6 +53,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "votes",
         sql: include_str!("../migrations/postgres/0008_votes.sql"),
     },
+    Migration {
+        version: 9,
+        name: "gate_timers",
+        sql: include_str!("../migrations/postgres/0009_gate_timers.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

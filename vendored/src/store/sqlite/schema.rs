@@ -48,6 +48,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "votes",
         sql: include_str!("../migrations/sqlite/0007_votes.sql"),
     },
+    Migration {
+        version: 8,
+        name: "gate_timers",
+        sql: include_str!("../migrations/sqlite/0008_gate_timers.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

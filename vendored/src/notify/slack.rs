@@ -576,7 +576,7 @@ impl SlackNotifier {
     }
 
     /// Follow this process's run events: announce every pause, show every
-    /// vote, settle every decision and expiry. Each call runs in its own task, so one slow
+    /// vote and escalation, settle every decision and expiry. Each call runs in its own task, so one slow
     /// message never holds up another.
     pub async fn follow(
         self: Arc<Self>,
@@ -595,6 +595,13 @@ impl SlackNotifier {
                         tokio::spawn(async move { this.announce(&key, Retries::Backoff).await });
                     }
                     EventKind::ApprovalVote { key, .. } => {
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move { this.show_votes(&key, Retries::Backoff).await });
+                    }
+                    EventKind::ApprovalEscalated { key, .. } => {
+                        // Same votes, more who may still cast one: shown
+                        // even though the ledger did not grow.
+                        self.forget_shown(&key);
                         let this = Arc::clone(&self);
                         tokio::spawn(async move { this.show_votes(&key, Retries::Backoff).await });
                     }

@@ -462,6 +462,9 @@ mod tests {
             require_reason: false,
             requesters: vec!["bot".into()],
             revised_payload: None,
+            on_timeout: Default::default(),
+            nudges: Vec::new(),
+            added: Vec::new(),
         });
         let vote = |seq, voter: &str, decision, reason: Option<&str>| Vote {
             seq,

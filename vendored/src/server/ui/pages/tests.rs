@@ -272,6 +272,9 @@ fn team_gate() -> (ApprovalRecord, crate::server::votes::ListedLedgers) {
         require_reason: false,
         requesters: vec!["bot".into()],
         revised_payload: None,
+        on_timeout: Default::default(),
+        nudges: Vec::new(),
+        added: Vec::new(),
     });
     let vote = Vote {
         seq: 1,

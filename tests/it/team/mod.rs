@@ -4,8 +4,10 @@
 //! duties, rejection rules, the digest of the payload a vote was cast on,
 //! edits superseding votes, the ledger over HTTP and the CLI.
 
+mod inbox;
 mod page;
 mod quorum;
+mod slack;
 mod timeouts;
 mod votes;
 mod when;

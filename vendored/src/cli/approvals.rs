@@ -11,7 +11,7 @@ use super::render;
 use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide_record};
 use crate::policy::Channel;
 use crate::run::Ballot;
-use crate::server::votes::VotesView;
+use crate::server::votes::{ListedLedgers, VotesView};
 use crate::store::{
     ApprovalQuery, PendingPage, PendingQuery, SharedStore, SpecFilter, SpecFilterError,
     SpecSelector,
@@ -294,21 +294,17 @@ async fn list(
 }
 
 /// Each listed gate with rules, by key: its rules' progress ("finance 1 of
-/// 2; security 0 of 1"), from its ledger.
+/// 2; security 0 of 1"), from the ledgers read in one query, as GET
+/// /approvals has it.
 async fn progress_of(
     store: &crate::SharedStore,
     records: &[ApprovalRecord],
 ) -> Result<std::collections::BTreeMap<String, String>, ExitFailure> {
-    let mut progress = std::collections::BTreeMap::new();
-    for record in records {
-        if let Some(roster) = &record.roster
-            && !roster.rules.is_empty()
-        {
-            let votes = store.votes(&record.key).await?;
-            progress.insert(record.key.clone(), roster.tally(&votes).summary());
-        }
-    }
-    Ok(progress)
+    let ledgers = ListedLedgers::read(store.as_ref(), records).await?;
+    Ok(records
+        .iter()
+        .filter_map(|record| Some((record.key.clone(), ledgers.progress(record)?)))
+        .collect())
 }
 
 /// A listed record as JSON: the record, and, when a spec was given,

@@ -244,6 +244,26 @@ pub trait Votes: Send + Sync + 'static {
 
     /// The ledger of `key`, in the order cast (superseded votes included).
     async fn votes(&self, key: &str) -> StoreResult<Vec<Vote>>;
+
+    /// The ledgers of several gates with rules at once (a list showing
+    /// each gate's progress reads them in one query, not one per row), by
+    /// key, each in the order cast. A key without votes is absent; so is a
+    /// plain gate's one decision (read it with [`Votes::votes`]). This
+    /// default reads one key at a time; SQLite and PostgreSQL read them
+    /// all in one statement.
+    async fn ledgers(
+        &self,
+        keys: &[String],
+    ) -> StoreResult<std::collections::BTreeMap<String, Vec<Vote>>> {
+        let mut ledgers = std::collections::BTreeMap::new();
+        for key in keys {
+            let votes = self.votes(key).await?;
+            if !votes.is_empty() {
+                ledgers.insert(key.clone(), votes);
+            }
+        }
+        Ok(ledgers)
+    }
 }
 
 /// The read model for the API, the UI, the CLI and metrics: runs and their

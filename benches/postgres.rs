@@ -108,6 +108,7 @@ async fn decision_to_waiter_latency() {
                 now: tollgate_runtime::time::now(),
                 spec_hash: tollgate_runtime::gate::GATE_SPEC_HASH.into(),
                 pinned: false,
+                timeout: None,
                 then: tollgate_runtime::pending_approval::AfterClaim::Release,
             };
             let finish =

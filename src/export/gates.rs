@@ -4,7 +4,7 @@
 //! `message:` (vendored/src/engine/workflow.rs).
 
 use tollgate_runtime::Spec;
-use tollgate_runtime::policy::{GatePolicy, RejectWhen};
+use tollgate_runtime::policy::{GatePolicy, OnTimeout, RejectWhen};
 use tollgate_runtime::spec::{OnSpecChange, Step, StepKind};
 
 /// One step that can pause for a person.
@@ -149,6 +149,7 @@ fn describe_policy(spec: &Spec, policy: &GatePolicy) -> String {
     if policy.require_reason {
         parts.push("a reject or an edit needs a reason".to_string());
     }
+    parts.extend(describe_timing(policy));
     if let Some(form) = &policy.form {
         let fields: Vec<String> = form
             .fields
@@ -165,6 +166,32 @@ fn describe_policy(spec: &Spec, policy: &GatePolicy) -> String {
         });
     }
     parts.join("; ")
+}
+
+/// What the gate does by itself: reminders, escalations, and its action
+/// when its time runs out (said only when it is not `expire`).
+fn describe_timing(policy: &GatePolicy) -> Vec<String> {
+    let mut parts = Vec::new();
+    if !policy.remind.is_empty() {
+        let at: Vec<String> = policy.remind.iter().map(|p| format!("{p}%")).collect();
+        parts.push(format!("reminders at {} of its time", at.join(", ")));
+    }
+    for escalation in &policy.escalate {
+        parts.push(format!(
+            "after {} {} may decide too",
+            tollgate_runtime::time::format_duration(escalation.after),
+            escalation.add.join(", ")
+        ));
+    }
+    match policy.on_timeout {
+        OnTimeout::Expire => {}
+        OnTimeout::Approve => parts.push("approved by timeout when its time runs out".into()),
+        OnTimeout::Reject => parts.push("rejected by timeout when its time runs out".into()),
+        OnTimeout::Continue => {
+            parts.push("the run goes on unapproved when its time runs out".into())
+        }
+    }
+    parts
 }
 
 #[cfg(test)]
@@ -191,7 +218,7 @@ steps:
   - id: plain
     approval: { message: "Go?" }
   - id: strict
-    approval: { allow_self_approval: false }
+    approval: { allow_self_approval: false, on_timeout: continue, remind: [50%], escalate: [{ after: 2h, add: [security] }] }
   - id: input
     approval:
       form: { type: object, properties: { note: { type: string }, n: { type: integer } }, required: [n] }
@@ -210,7 +237,9 @@ steps:
                  who started the run or edited its payload may not vote; a reject or an edit \
                  needs a reason",
                 "one decision by alice, erin",
-                "one decision by alice, erin; who started the run or edited its payload may not vote",
+                "one decision by alice, erin; who started the run or edited its payload may not \
+                 vote; reminders at 50% of its time; after 2h security may decide too; the run \
+                 goes on unapproved when its time runs out",
                 "one decision by alice, erin; an approval fills in note (string), n (integer, required)",
                 "1 of finance (alice, bob, carol); rejected once the votes left cannot meet the \
                  rules; who started the run or edited its payload may not vote",

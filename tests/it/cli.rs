@@ -251,6 +251,7 @@ async fn a_claim_whose_run_never_finished_is_listed_as_stuck() {
             now: tollgate_runtime::time::now(),
             spec_hash: spec.hash.to_string(),
             pinned: false,
+            timeout: None,
             then: tollgate_runtime::pending_approval::AfterClaim::Release,
         })
         .await

@@ -61,8 +61,8 @@ pub use traits::{
 pub(crate) use votes::check_cast;
 pub(crate) use writes::resolved_event;
 pub use writes::{
-    CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim, Pause, RunEnd, RunTransition,
-    VoteOutcome,
+    CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim, Nudged, Pause, RunEnd,
+    RunTransition, VoteOutcome,
 };
 
 /// Every store trait in one `use`: `use tollgate_runtime::store::prelude::*`

@@ -5,9 +5,8 @@
 
 use super::desk::{Desk, SPEC, WAIT, order};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_gate_with_rules_shows_progress_and_offers_votes_only_to_those_who_may() {
-    let mut desk = Desk::start().await;
+/// The desk's spec with a rule: 2 of finance {alice, bob, mallory}.
+fn team_spec() -> String {
     let team = SPEC.replace(
         "approvals:\n  approvers: [alice, bob, carol, local]\n",
         "approvals:\n  groups: { finance: [alice, bob, mallory] }\n",
@@ -17,7 +16,13 @@ async fn a_gate_with_rules_shows_progress_and_offers_votes_only_to_those_who_may
         "    approval:\n      rules: [{ group: finance, min: 2 }]\n      message:",
     );
     assert_ne!(team, SPEC, "the desk's spec changed shape");
-    desk.redeploy(&team).await;
+    team
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gate_with_rules_shows_progress_and_offers_votes_only_to_those_who_may() {
+    let mut desk = Desk::start().await;
+    desk.redeploy(&team_spec()).await;
     // The desk's API client is alice's: she asks, so she may not vote.
     let paused = desk.pause(order("T-1", 900.0, "Ada", "Needs two")).await;
     let page = desk.url(&format!("/ui/approvals/{}", paused.key));
@@ -63,4 +68,70 @@ async fn a_gate_with_rules_shows_progress_and_offers_votes_only_to_those_who_may
     assert_eq!(record["status"], "APPROVED");
     assert_eq!(record["decided_by"], "mallory");
     desk.run_when(&paused.run_id, "completed").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_inbox_list_shows_progress_and_offers_the_requester_nothing_to_decide() {
+    let mut desk = Desk::start().await;
+    desk.redeploy(&team_spec()).await;
+    // alice asks (the desk's API client is hers), so she may not vote.
+    let paused = desk.pause(order("T-2", 400.0, "Ada", "List me")).await;
+    let row = format!("tr.approval[data-key=\"{}\"]", paused.key);
+
+    let alice = desk.browser().await;
+    desk.sign_in(&alice, "alice-token", "alice").await;
+    alice.goto(&desk.url("/ui")).await;
+    let listed = alice.wait_for(&row, WAIT).await;
+    let progress = listed.find_all(".progress").await;
+    assert_eq!(progress.len(), 1);
+    assert_eq!(progress[0].text().await, "finance 0 of 2");
+    let class = listed.attribute("class").await.unwrap_or_default();
+    assert!(class.contains("barred"), "{class}");
+    let barred = listed.find_all(".barred").await;
+    assert_eq!(barred.len(), 1);
+    assert_eq!(barred[0].text().await, "your run: you may not vote");
+    assert!(
+        listed.find_all("button, input").await.is_empty(),
+        "no control in her row"
+    );
+
+    // bob may vote: his row is not marked; he votes from it.
+    let bob = desk.browser().await;
+    desk.sign_in(&bob, "bob-token", "bob").await;
+    bob.goto(&desk.url("/ui")).await;
+    let his = bob.wait_for(&row, WAIT).await;
+    let class = his.attribute("class").await.unwrap_or_default();
+    assert!(!class.contains("barred"), "{class}");
+    assert!(his.find_all(".barred").await.is_empty());
+    bob.wait_for(&format!("{row} a.open"), WAIT)
+        .await
+        .click()
+        .await;
+    bob.wait_for("#approve-button", WAIT).await.click().await;
+    let recorded = bob.wait_for("#vote-recorded", WAIT).await.text().await;
+    assert!(recorded.contains("finance 1 of 2"), "{recorded}");
+    bob.goto(&desk.url("/ui")).await;
+    let his = bob.wait_for(&row, WAIT).await;
+    assert_eq!(
+        his.find_all(".barred").await[0].text().await,
+        "you voted approve"
+    );
+
+    // alice's list, left open, follows the vote without a reload.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let text = match alice.try_find(&format!("{row} .progress")).await {
+            Some(e) => e.text().await,
+            None => String::new(),
+        };
+        if text == "finance 1 of 2" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alice's list still shows {text:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(desk.record(&paused.key).await["status"], "PENDING");
 }

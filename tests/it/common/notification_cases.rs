@@ -224,3 +224,63 @@ pub async fn the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_bu
     assert!(due.to_settle.is_empty());
     assert_eq!(due.to_post.len(), 1);
 }
+
+/// The repair sweep's list of open messages of gates with rules, each with
+/// its ledger's length: a plain gate's, a settled gate's, another agent's
+/// and a held message are not in it.
+pub async fn open_team_messages_are_listed_with_their_vote_counts(store: SharedStore) {
+    use crate::common::store_cases::votes::{paused_team_gate, vote_recorded};
+    // t1, t2: team gates, posted. t3: a team gate, never posted. p1: a
+    // plain gate, posted.
+    for key in ["t1", "t2", "t3"] {
+        paused_team_gate(store.as_ref(), key).await;
+    }
+    paused_run(store.as_ref(), "p1", "agent", 0).await;
+    for key in ["t1", "t2", "p1"] {
+        lease(&store, key, at(10), at(40)).await.expect("free");
+        let posted = NotificationWrite::Posted {
+            channel: "C1".into(),
+            ts: format!("ts-{key}"),
+            at: at(10),
+        };
+        notes(&store)
+            .record_notification(key, &posted)
+            .await
+            .expect("posted");
+    }
+    let open = |now| {
+        let store = store.clone();
+        async move {
+            notes(&store)
+                .open_vote_counts("agent", at(now), 10)
+                .await
+                .expect("open")
+        }
+    };
+    let listed = |pairs: &[(&str, u64)]| -> Vec<(String, u64)> {
+        pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    };
+    assert_eq!(open(20).await, listed(&[("t1", 0), ("t2", 0)]));
+    vote_recorded(store.as_ref(), "t1", "alice", 21).await;
+    vote_recorded(store.as_ref(), "t1", "dave", 22).await;
+    vote_recorded(store.as_ref(), "t2", "bob", 23).await;
+    assert_eq!(open(30).await, listed(&[("t1", 2), ("t2", 1)]));
+    // Held by a worker: left out until the lease is over.
+    lease(&store, "t2", at(30), at(60)).await.expect("free");
+    assert_eq!(open(31).await, listed(&[("t1", 2)]));
+    assert_eq!(open(61).await, listed(&[("t1", 2), ("t2", 1)]));
+    assert!(
+        notes(&store)
+            .open_vote_counts("other", at(61), 10)
+            .await
+            .expect("open")
+            .is_empty(),
+        "another agent's are not listed"
+    );
+    // Settled: its message is the settle sweep's, not this list's.
+    store
+        .claim(&approve("t2", "slack:U1", 62))
+        .await
+        .expect("claim");
+    assert_eq!(open(63).await, listed(&[("t1", 2)]));
+}

@@ -273,20 +273,9 @@ async fn a_malformed_batch_is_refused_whole_and_decides_nothing() {
 }
 
 /// Two gates in a row, and a list of who may decide.
-const TWO_GATES: &str = r#"version: 1
-agent: batch-cli-desk
-approvals:
-  approvers: [alice, bob]
-steps:
-  - id: check
-    approval:
-      message: "Check order {{ input.order_id }}?"
-      payload: { order: "{{ input.order_id }}" }
-  - id: ship
-    approval:
-      message: "Ship order {{ input.order_id }}?"
-      payload: { order: "{{ input.order_id }}" }
-"#;
+fn two_gates() -> String {
+    super::two_gates::spec("batch-cli-desk", "approvers: [alice, bob]")
+}
 
 /// `tollgate approvals VERB --spec SPEC ARGS...` on the workspace's state.
 fn cli(ws: &Workspace, verb: &str, args: &[&str]) -> std::process::Output {
@@ -297,17 +286,9 @@ fn cli(ws: &Workspace, verb: &str, args: &[&str]) -> std::process::Output {
         .expect("run tollgate")
 }
 
-/// The pending keys at `step`, as `approvals list` shows them.
+/// The pending keys at `step`, as `approvals list` shows them, sorted.
 fn pending_at(ws: &Workspace, step: &str) -> Vec<String> {
-    let out = cli(ws, "list", &["--json", "--step", step]);
-    common::assert_success(&out);
-    let page: Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
-    let mut keys: Vec<String> = page["approvals"]
-        .as_array()
-        .expect("approvals")
-        .iter()
-        .map(|r| r["key"].as_str().expect("key").to_string())
-        .collect();
+    let mut keys = super::two_gates::cli_listed(ws, &["--step", step]);
     keys.sort();
     keys
 }
@@ -315,7 +296,7 @@ fn pending_at(ws: &Workspace, step: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cli_decides_all_it_selected_after_showing_them_and_only_with_yes_when_nobody_is_asked()
 {
-    let ws = Workspace::new(TWO_GATES);
+    let ws = Workspace::new(&two_gates());
     let mut at_check = Vec::new();
     for order in ["O-1", "O-2", "O-3", "O-4"] {
         let record = ws
@@ -501,7 +482,7 @@ fn cli_at_a_terminal(ws: &Workspace, verb: &str, args: &[&str], answer: &str) ->
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cli_asks_at_a_terminal_and_decides_only_on_yes() {
-    let ws = Workspace::new(TWO_GATES);
+    let ws = Workspace::new(&two_gates());
     let record = ws
         .pause_run_in(
             &ws.state_db(),

@@ -11,28 +11,10 @@ use common::Workspace;
 use serde_json::{Value, json};
 use server::{Api, Paused, Served, code};
 
-/// Two gates in a row: a run waits at `check`, then at `ship`.
-const TWO_GATES: &str = r#"version: 1
-agent: filter-desk
-description: Check, then ship, an order once a person says so.
-steps:
-  - id: check
-    approval:
-      message: "Check order {{ input.order_id }}?"
-      payload: { order: "{{ input.order_id }}" }
-  - id: ship
-    approval:
-      message: "Ship order {{ input.order_id }}?"
-      payload: { order: "{{ input.order_id }}" }
-"#;
+use super::two_gates::{cli_listed, keys};
 
-fn keys(page: &Value) -> Vec<String> {
-    page["approvals"]
-        .as_array()
-        .unwrap_or_else(|| panic!("approvals in {page}"))
-        .iter()
-        .map(|r| r["key"].as_str().expect("key").to_string())
-        .collect()
+fn two_gates() -> String {
+    super::two_gates::spec("filter-desk", "")
 }
 
 async fn listed(api: &Api, served: &Served, query: &str) -> Vec<String> {
@@ -42,22 +24,9 @@ async fn listed(api: &Api, served: &Served, query: &str) -> Vec<String> {
     keys(&page)
 }
 
-/// `approvals list --spec SPEC --json ARGS...` on the served state file.
-fn cli_listed(ws: &Workspace, args: &[&str]) -> Vec<String> {
-    let out = ws
-        .tollgate()
-        .args(["approvals", "list", "--spec", ws.spec_arg(), "--json"])
-        .args(args)
-        .output()
-        .expect("run tollgate");
-    common::assert_success(&out);
-    let page: Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
-    keys(&page)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn pending_approvals_are_filtered_by_step_and_text_over_http_and_the_cli() {
-    let ws = Workspace::new(TWO_GATES);
+    let ws = Workspace::new(&two_gates());
     let served = Served::start(
         &ws.spec,
         &ws.state_db(),

@@ -25,4 +25,5 @@ mod schedule;
 mod stale_approvals;
 mod startup;
 mod trigger_scrubbing;
+mod two_gates;
 mod webhook;

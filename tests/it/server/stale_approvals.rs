@@ -96,7 +96,7 @@ async fn approvals_paused_under_an_older_spec_are_marked_filtered_counted_and_lo
     let api = Api::new();
     let mut old = Served::start(&ws.spec, &ws.state_db(), &[], &[]);
     let a = api.pause(&old, json!({ "order_id": "A-1" })).await;
-    let b = api.pause(&old, json!({ "order_id": "B-2" })).await;
+    let b = api.pause(&old, json!({ "order_id": "BOX-2" })).await;
     // Nothing is stale under the version that made them.
     old.log_line("serving agent=", Duration::from_secs(30))
         .await;
@@ -186,7 +186,7 @@ async fn approvals_paused_under_an_older_spec_are_marked_filtered_counted_and_lo
         vec![c.key.clone()]
     );
     assert_eq!(
-        keys(&listed(&api, &served, "?spec=stale&q=b-2").await),
+        keys(&listed(&api, &served, "?spec=stale&q=box-2").await),
         vec![b.key.clone()]
     );
     let first = listed(&api, &served, "?spec=stale&limit=1").await;

@@ -13,6 +13,7 @@ macro_rules! notification_tests {
             lease_of_an_unknown_key_is_not_found,
             the_holder_records_failures_the_message_and_the_decision,
             the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_buttons,
+            open_team_messages_are_listed_with_their_vote_counts,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {

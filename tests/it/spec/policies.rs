@@ -79,12 +79,16 @@ fn a_rule_its_groups_can_never_meet_is_refused_at_rules() {
 }
 
 #[test]
-fn a_timeout_this_version_does_not_enforce_is_refused_not_ignored() {
-    let spec = TEAM.replace("on_timeout: expire", "on_timeout: approve");
-    assert_eq!(
-        refused(&spec),
-        "11:7: on_timeout: approve is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused"
-    );
+fn every_timeout_is_accepted_and_continue_only_where_a_step_can_go_on() {
+    for action in ["expire", "reject", "approve", "continue"] {
+        let spec = TEAM.replace("on_timeout: expire", &format!("on_timeout: {action}"));
+        let (_dir, _path, out) = validate(&spec);
+        assert!(
+            out.status.success(),
+            "{action}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// `tollgate validate --env` on `TEAM` with `vars` set (and every other

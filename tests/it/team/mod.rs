@@ -5,8 +5,11 @@
 //! edits superseding votes, the ledger over HTTP and the CLI.
 
 mod form;
+mod inbox;
 mod page;
 mod quorum;
+mod slack;
+mod timeouts;
 mod votes;
 mod when;
 

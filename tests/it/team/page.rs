@@ -121,3 +121,72 @@ fn hidden_digest(body: &str) -> String {
     let start = body.find(marker).expect("a payload_digest field") + marker.len();
     body[start..start + body[start..].find('"').unwrap()].to_string()
 }
+
+/// A signed link bound to a member of the gate's groups works even when
+/// `approvals.approvers` does not name them (on a gate with rules, the
+/// groups say who decides); one bound to an approver outside the groups
+/// is refused before anything is shown, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_signed_link_admits_the_gates_groups_not_the_approvers_list() {
+    const SECRET: &str = "team-link-secret-0b8e2f4a6c1d3e5f7a9b";
+    let ws = Workspace::new(&spec("").replace("approvals:\n", "approvals:\n  approvers: [erin]\n"));
+    let tokens = tokens();
+    let served = Served::start(
+        &ws.spec,
+        &ws.state_db(),
+        &[
+            ("TOLLGATE_API_TOKENS", tokens.as_str()),
+            ("TOLLGATE_LINK_SECRET", SECRET),
+        ],
+        &[],
+    );
+    let (_, key, _) = paused(&served, 30).await;
+    let signer = tollgate_runtime::links::LinkSigner::new(SECRET, None).expect("signer");
+    // The API shows a link to the groups' members, and none to erin.
+    let url = served.url(&format!("/approvals/{key}"));
+    let (_, for_alice) = super::as_person("alice").get(&url).await;
+    let link = for_alice["link"].as_str().unwrap_or_default();
+    assert!(link.ends_with("?as=alice"), "{for_alice}");
+    let (_, for_erin) = super::as_person("erin").get(&url).await;
+    assert_eq!(for_erin.get("link"), None, "{for_erin}");
+
+    let mut erin = Client::new(&served);
+    let refused = erin.get(&signer.path(&key, Some("erin"))).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("erin may not decide: not a member of finance or security"),
+        "{}",
+        refused.body
+    );
+
+    let mut alice = Client::new(&served);
+    let path = signer.path(&key, Some("alice"));
+    let page = alice.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.has_id("approve"), "{}", page.body);
+    let answer = alice
+        .post(
+            &path,
+            &[
+                ("decision", "approve"),
+                ("csrf", &page.csrf()),
+                ("payload_digest", &hidden_digest(&page.body)),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        answer
+            .text_of("vote-recorded")
+            .contains("finance 1 of 2; security 0 of 1"),
+        "{}",
+        answer.body
+    );
+    let (_, ledger) = super::as_person("alice")
+        .get(&served.url(&format!("/approvals/{key}/votes")))
+        .await;
+    assert_eq!(ledger["votes"][0]["voter"], "alice", "{ledger}");
+    assert_eq!(ledger["votes"][0]["channel"], "link", "{ledger}");
+}

@@ -236,6 +236,15 @@ async fn the_cli_votes_as_its_user_and_checks_the_digest_it_is_given() {
         listed["approvals"][0]["progress"],
         "finance 1 of 2; security 0 of 1"
     );
+    // GET /approvals says the same, filtered or not.
+    for path in ["/approvals", "/approvals?step=check"] {
+        let (status, page) = as_person("erin").get(&served.url(path)).await;
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(
+            page["approvals"][0]["progress"], "finance 1 of 2; security 0 of 1",
+            "{path}: {page}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -8,10 +8,10 @@ use super::batch::Verdict;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
-use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide};
+use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide_record};
 use crate::policy::Channel;
 use crate::run::Ballot;
-use crate::server::votes::VotesView;
+use crate::server::votes::{ListedLedgers, VotesView};
 use crate::store::{
     ApprovalQuery, PendingPage, PendingQuery, SharedStore, SpecFilter, SpecFilterError,
     SpecSelector,
@@ -295,21 +295,17 @@ async fn list(
 }
 
 /// Each listed gate with rules, by key: its rules' progress ("finance 1 of
-/// 2; security 0 of 1"), from its ledger.
+/// 2; security 0 of 1"), from the ledgers read in one query, as GET
+/// /approvals has it.
 async fn progress_of(
     store: &crate::SharedStore,
     records: &[ApprovalRecord],
 ) -> Result<std::collections::BTreeMap<String, String>, ExitFailure> {
-    let mut progress = std::collections::BTreeMap::new();
-    for record in records {
-        if let Some(roster) = &record.roster
-            && !roster.rules.is_empty()
-        {
-            let votes = store.votes(&record.key).await?;
-            progress.insert(record.key.clone(), roster.tally(&votes).summary());
-        }
-    }
-    Ok(progress)
+    let ledgers = ListedLedgers::read(store.as_ref(), records).await?;
+    Ok(records
+        .iter()
+        .filter_map(|record| Some((record.key.clone(), ledgers.progress(record)?)))
+        .collect())
 }
 
 /// A listed record as JSON: the record, and, when a spec was given,
@@ -471,11 +467,15 @@ fn link(
     let pending = record.status == ApprovalStatus::Pending;
     let list = approvers.and_then(Option::as_deref);
     match (links, link_for) {
-        (Some(_), Some(name)) if approvers.is_some() && !may_decide(list, name) => {
+        (Some(_), Some(name)) if approvers.is_some() && !may_decide_record(record, list, name) => {
+            let why = match &record.roster {
+                Some(roster) if !roster.rules.is_empty() => "not in the gate's groups",
+                _ => "not in approvals.approvers",
+            };
             Err(ExitFailure::new(
                 exit::FORBIDDEN,
                 format!(
-                    "cannot make a link for {name}: not in approvals.approvers, so deciding through it would be refused"
+                    "cannot make a link for {name}: {why}, so deciding through it would be refused"
                 ),
             ))
         }

@@ -68,7 +68,8 @@ pub fn for_approval(e: &ApprovalError) -> i32 {
         | ApprovalError::SpecChanged { .. }
         | ApprovalError::NotOnVersion { .. }
         | ApprovalError::AlreadyVoted { .. }
-        | ApprovalError::PayloadChanged { .. } => CONFLICT,
+        | ApprovalError::PayloadChanged { .. }
+        | ApprovalError::NotDue { .. } => CONFLICT,
         ApprovalError::InvalidPayload { .. }
         | ApprovalError::ReasonRequired { .. }
         | ApprovalError::InvalidInput { .. } => BAD_INPUT,

@@ -98,6 +98,23 @@ pub enum EventKind {
         /// Each rule's progress after the vote ("finance 1 of 2").
         progress: String,
     },
+    /// A waiting gate's reminder (`remind:`): `percent` of its time has
+    /// passed (DESIGN §13).
+    ApprovalReminded {
+        key: String,
+        step: String,
+        percent: u8,
+        expires_at: DateTime<Utc>,
+    },
+    /// A waiting gate's escalation (`escalate:`): the members of `groups`
+    /// (`added`, as they were when the run paused) may decide it from now
+    /// on; votes already cast stand.
+    ApprovalEscalated {
+        key: String,
+        step: String,
+        groups: Vec<String>,
+        added: Vec<String>,
+    },
     /// A gated tool's `when:` did not hold for a call's arguments: the
     /// call went out without a gate. `value` is what the predicate gave.
     GateSkipped {
@@ -202,6 +219,8 @@ impl EventKind {
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::ApprovalMigrated { .. } => "approval_migrated",
             EventKind::ApprovalVote { .. } => "approval_vote",
+            EventKind::ApprovalReminded { .. } => "approval_reminded",
+            EventKind::ApprovalEscalated { .. } => "approval_escalated",
             EventKind::GateSkipped { .. } => "gate_skipped",
             EventKind::RunCompleted { .. } => "run_completed",
             EventKind::RunRejected { .. } => "run_rejected",

@@ -38,10 +38,28 @@ pub const MIN_SECRET_CHARS: usize = 32;
 
 /// Whether `name` may decide under `approvers` (a spec's
 /// `approvals.approvers`; `None` lets anyone decide). The one test, which the
-/// decide path uses too (`AgentRun::check_decider`): a link is shown only to
+/// decide path uses too (`AgentRun::check_voter`, through [`may_decide_record`]): a link is shown only to
 /// someone who passes it, and a link decides only as someone who does.
 pub fn may_decide(approvers: Option<&[String]>, name: &str) -> bool {
     approvers.is_none_or(|allowed| allowed.iter().any(|a| a == name))
+}
+
+/// Whether `name` may decide `record` (its vote may count): on a gate with
+/// rules, a member of one of its groups as resolved at the pause (and
+/// added by escalations since); on any other gate, someone `approvers`
+/// allows ([`may_decide`]) or an escalation added. Separation of duties is
+/// not checked here: a requester is a decider who may not vote on this run,
+/// told so with a reason when they try.
+pub fn may_decide_record(
+    record: &crate::pending_approval::ApprovalRecord,
+    approvers: Option<&[String]>,
+    name: &str,
+) -> bool {
+    match &record.roster {
+        Some(roster) if !roster.rules.is_empty() => roster.is_member(name),
+        Some(roster) if roster.added.iter().any(|a| a == name) => true,
+        _ => may_decide(approvers, name),
+    }
 }
 
 /// The prefix of every link message. Versioned so that a later scheme can
@@ -162,23 +180,22 @@ impl LinkSigner {
             .map(|signer| Some(signer.with_unbound(unbound)))
     }
 
-    /// The link to show `viewer` for approval `key`: `None` unless the
-    /// viewer may decide it (a link is a way to decide; someone who may
-    /// not decide is shown none). Bound to the viewer, so it decides as
-    /// them; unbound only when unbound links are on and `link` may decide.
+    /// The link to show `viewer` for `record`: `None` unless the viewer
+    /// may decide it ([`may_decide_record`]: a link is a way to decide;
+    /// someone who may not decide is shown none). Bound to the viewer, so
+    /// it decides as them; unbound only when unbound links are on and
+    /// `link` may decide it.
     pub fn link_for_viewer(
         &self,
-        key: &str,
+        record: &crate::pending_approval::ApprovalRecord,
         viewer: &str,
         approvers: Option<&[String]>,
     ) -> Option<String> {
-        if !may_decide(approvers, viewer) {
+        if !may_decide_record(record, approvers, viewer) {
             return None;
         }
-        match self.unattended_link(key, approvers) {
-            Some(unbound) => Some(unbound),
-            None => Some(self.url(key, Some(viewer))),
-        }
+        let unbound = self.unbound && may_decide_record(record, approvers, LINK_CALLER);
+        Some(self.url(&record.key, (!unbound).then_some(viewer)))
     }
 
     /// The link to show where there is no single viewer (a Slack channel,
@@ -338,6 +355,44 @@ mod tests {
     }
 
     #[test]
+    fn who_may_decide_a_record_follows_its_roster_then_the_approvers() {
+        use crate::policy::{GatePolicy, Roster, RuleSpec};
+        let approvers = ["alice".to_string(), "erin".to_string()];
+        let approvers = Some(approvers.as_slice());
+        let mut record = crate::pending_approval::sample_record("k", "r");
+        assert!(may_decide_record(&record, approvers, "alice"));
+        assert!(!may_decide_record(&record, approvers, "dave"));
+        assert!(may_decide_record(&record, None, "dave"), "no list: anyone");
+
+        // A gate with rules: its groups' members, whatever approvers says.
+        let groups = [(
+            "finance".to_string(),
+            vec!["bob".to_string(), "dave".to_string()],
+        )]
+        .into_iter()
+        .collect();
+        let policy = GatePolicy {
+            rules: vec![RuleSpec {
+                group: "finance".into(),
+                min: 1,
+            }],
+            ..GatePolicy::plain()
+        };
+        let mut roster = Roster::resolve(&policy, &groups, vec![]).unwrap();
+        record.roster = Some(roster.clone());
+        assert!(may_decide_record(&record, approvers, "dave"));
+        assert!(!may_decide_record(&record, approvers, "alice"));
+
+        // A plain gate with a roster: approvers, and whom escalations added.
+        roster.rules.clear();
+        roster.added = vec!["dave".into()];
+        record.roster = Some(roster);
+        assert!(may_decide_record(&record, approvers, "dave"));
+        assert!(may_decide_record(&record, approvers, "erin"));
+        assert!(!may_decide_record(&record, approvers, "bob"));
+    }
+
+    #[test]
     fn a_signature_verifies_for_its_key_and_identity() {
         let s = signer();
         let unbound = s.signature(KEY, None);
@@ -491,15 +546,16 @@ mod tests {
         let approvers = vec!["alice".to_string(), LINK_CALLER.to_string()];
         let list = Some(approvers.as_slice());
         let s = signer();
+        let record = crate::pending_approval::sample_record(KEY, "r");
         assert!(!s.unbound(), "unbound links are off by default");
-        assert_eq!(s.link_for_viewer(KEY, "bob", list), None);
+        assert_eq!(s.link_for_viewer(&record, "bob", list), None);
         assert_eq!(
-            s.link_for_viewer(KEY, "alice", list),
+            s.link_for_viewer(&record, "alice", list),
             Some(s.url(KEY, Some("alice")))
         );
         // No list: anyone may decide, still as themselves.
         assert_eq!(
-            s.link_for_viewer(KEY, "bob", None),
+            s.link_for_viewer(&record, "bob", None),
             Some(s.url(KEY, Some("bob")))
         );
         // Nobody in particular: no link unless unbound links are on.
@@ -509,19 +565,39 @@ mod tests {
         let open = signer().with_unbound(true);
         assert_eq!(open.unattended_link(KEY, list), Some(open.url(KEY, None)));
         assert_eq!(
-            open.link_for_viewer(KEY, "alice", list),
+            open.link_for_viewer(&record, "alice", list),
             Some(open.url(KEY, None))
         );
         // Still none for someone who may not decide.
-        assert_eq!(open.link_for_viewer(KEY, "bob", list), None);
+        assert_eq!(open.link_for_viewer(&record, "bob", list), None);
         // A list without `link`: an unbound link would be refused, so the
         // viewer gets a bound one and a channel gets none.
         let only_alice = vec!["alice".to_string()];
         let list = Some(only_alice.as_slice());
         assert_eq!(open.unattended_link(KEY, list), None);
         assert_eq!(
-            open.link_for_viewer(KEY, "alice", list),
+            open.link_for_viewer(&record, "alice", list),
             Some(open.url(KEY, Some("alice")))
+        );
+        // A gate with rules: its groups decide, and `link` is no member.
+        let groups = [("finance".to_string(), vec!["bob".to_string()])]
+            .into_iter()
+            .collect();
+        let policy = crate::policy::GatePolicy {
+            rules: vec![crate::policy::RuleSpec {
+                group: "finance".into(),
+                min: 1,
+            }],
+            ..crate::policy::GatePolicy::plain()
+        };
+        let team = crate::pending_approval::ApprovalRecord {
+            roster: Some(crate::policy::Roster::resolve(&policy, &groups, vec![]).unwrap()),
+            ..record
+        };
+        assert_eq!(open.link_for_viewer(&team, "alice", list), None);
+        assert_eq!(
+            open.link_for_viewer(&team, "bob", list),
+            Some(open.url(KEY, Some("bob")))
         );
     }
 

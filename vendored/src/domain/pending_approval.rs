@@ -115,6 +115,21 @@ impl ApprovalRecord {
             .and_then(Value::as_str)
     }
 
+    /// The `on_timeout` action that settled this record when its time ran
+    /// out, if that is how it was decided (see [`Claim::timeout`]).
+    pub fn timed_out(&self) -> Option<crate::policy::OnTimeout> {
+        let action = self.decision_data.as_ref()?.get("on_timeout")?.as_str()?;
+        crate::policy::OnTimeout::parse(action)
+    }
+
+    /// The `on_timeout` its gate takes when its time runs out: the
+    /// roster's (stored with the pause), `expire` without one.
+    pub fn on_timeout(&self) -> crate::policy::OnTimeout {
+        self.roster
+            .as_ref()
+            .map_or(crate::policy::OnTimeout::Expire, |r| r.on_timeout)
+    }
+
     /// The edited payload of a MODIFIED record.
     pub fn modified_payload(&self) -> Option<&Value> {
         if self.status != ApprovalStatus::Modified {
@@ -133,7 +148,7 @@ impl ApprovalRecord {
     pub fn decided_by_claim(&self, claim: &Claim) -> ApprovalRecord {
         ApprovalRecord {
             status: claim.decision.status(),
-            decision_data: claim.data(),
+            decision_data: claim.decision_data(),
             decided_by: Some(claim.decided_by.clone()),
             decided_at: Some(claim.now),
             ..self.clone()
@@ -173,7 +188,7 @@ impl ApprovalRecord {
     /// decision by the same decider with the same input.
     pub fn was_claimed_as(&self, claim: &Claim) -> bool {
         self.was_decided_as(&claim.decision, &claim.decided_by)
-            && self.decision_data == claim.data()
+            && self.decision_data == claim.decision_data()
     }
 }
 
@@ -273,22 +288,34 @@ pub struct Claim {
     /// process serves (`on_spec_change: pin`): said in the
     /// `approval_resolved` event, so the run's events show which version ran.
     pub pinned: bool,
+    /// Set when the gate's own time ran out and this claim applies its
+    /// `on_timeout` (DESIGN §13): the record must then be overdue rather
+    /// than unexpired, and the decision data says which action settled it
+    /// (`on_timeout`), so nobody can pass for the timeout by name.
+    pub timeout: Option<crate::policy::OnTimeout>,
     /// What the claim's write does to the run besides deciding.
     pub then: AfterClaim,
 }
 
 impl Claim {
-    /// The JSON kept in `decision_data`: the decision's, and the input.
-    pub fn data(&self) -> Option<Value> {
-        let Some(input) = &self.input else {
-            return self.decision.data();
-        };
-        let mut data = match self.decision.data() {
-            Some(Value::Object(map)) => map,
-            _ => Map::new(),
-        };
-        data.insert("input".into(), input.clone());
-        Some(Value::Object(data))
+    /// The JSON the claim stores in `decision_data`: the decision's, for a
+    /// timeout the action that settled the gate, and the approver's input
+    /// (a gate with a `form:`).
+    pub fn decision_data(&self) -> Option<Value> {
+        let mut data = self.decision.data();
+        if let Some(action) = self.timeout {
+            let object = data.get_or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(fields) = object {
+                fields.insert("on_timeout".into(), Value::String(action.as_str().into()));
+            }
+        }
+        if let Some(input) = &self.input {
+            let object = data.get_or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(fields) = object {
+                fields.insert("input".into(), input.clone());
+            }
+        }
+        data
     }
 
     /// The lease the claimer drives the run on under, if it does.
@@ -529,6 +556,13 @@ pub enum ApprovalError {
     #[error("approval {key} needs a reason to reject or modify it (require_reason)")]
     ReasonRequired { key: String },
 
+    /// A gate's `on_timeout` applied before its time ran out.
+    #[error("approval {key} is not due: its time runs out at {}", fmt_time(&Some(*.expires_at)))]
+    NotDue {
+        key: String,
+        expires_at: DateTime<Utc>,
+    },
+
     /// The decision was made on a payload other than the one the gate asks
     /// about now (another voter edited it, or the pause moved).
     #[error(
@@ -567,6 +601,7 @@ impl ApprovalError {
             ApprovalError::AlreadyVoted { .. } => "already_voted",
             ApprovalError::InvalidInput { .. } => "invalid_input",
             ApprovalError::PayloadChanged { .. } => "payload_changed",
+            ApprovalError::NotDue { .. } => "not_due",
         }
     }
 
@@ -580,10 +615,24 @@ impl ApprovalError {
             return ApprovalError::NotFound { key: key.into() };
         };
         match record.status {
-            ApprovalStatus::Pending if record.is_expired_at(claim.now) => ApprovalError::Expired {
-                key: key.into(),
-                expired_at: record.expires_at,
-            },
+            // A timeout's claim is of an overdue record: one still pending
+            // was refused for its spec (below), or is not due yet.
+            ApprovalStatus::Pending
+                if claim.timeout.is_some() && !record.is_expired_at(claim.now) =>
+            {
+                ApprovalError::NotDue {
+                    key: key.into(),
+                    expires_at: record.expires_at,
+                }
+            }
+            ApprovalStatus::Pending
+                if claim.timeout.is_none() && record.is_expired_at(claim.now) =>
+            {
+                ApprovalError::Expired {
+                    key: key.into(),
+                    expired_at: record.expires_at,
+                }
+            }
             ApprovalStatus::Expired => ApprovalError::Expired {
                 key: key.into(),
                 expired_at: record.expires_at,

@@ -69,6 +69,38 @@ crate::named_enum! {
     }
 }
 
+impl OnTimeout {
+    /// The decision a gate whose time ran out settles with under this
+    /// action, `reason` saying so. `None` for `expire`: the sweep marks
+    /// the record EXPIRED instead of deciding it.
+    pub fn decision(self, reason: String) -> Option<Decision> {
+        match self {
+            OnTimeout::Expire => None,
+            OnTimeout::Approve => Some(Decision::Approve {
+                reason: Some(reason),
+            }),
+            OnTimeout::Reject | OnTimeout::Continue => Some(Decision::Reject {
+                reason: Some(reason),
+            }),
+        }
+    }
+
+    /// The action a timeout's `decision` applies on a gate configured with
+    /// `self`: its own, or `reject` when an `approve` could not run (a
+    /// changed spec refused it: nothing is approved on steps it was not
+    /// written for). `None`: the decision is not this gate's to take.
+    pub fn applied_by(self, decision: &Decision) -> Option<OnTimeout> {
+        match (self, decision) {
+            (OnTimeout::Approve, Decision::Approve { .. }) => Some(OnTimeout::Approve),
+            (OnTimeout::Approve | OnTimeout::Reject, Decision::Reject { .. }) => {
+                Some(OnTimeout::Reject)
+            }
+            (OnTimeout::Continue, Decision::Reject { .. }) => Some(OnTimeout::Continue),
+            _ => None,
+        }
+    }
+}
+
 /// One `rules:` entry: at least `min` votes from members of `group`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleSpec {
@@ -134,6 +166,17 @@ impl GatePolicy {
     pub fn counts_votes(&self) -> bool {
         self.has_rules() || !self.self_approval_allowed() || self.require_reason
     }
+
+    /// Whether a pause at this gate stores a [`Roster`]: it counts votes,
+    /// or it has something to do while it waits or when its time runs out
+    /// (an `on_timeout` other than `expire`, reminders, escalations), which
+    /// the roster carries so that any process, on any version, does it.
+    pub fn stores_roster(&self) -> bool {
+        self.counts_votes()
+            || self.on_timeout != OnTimeout::Expire
+            || !self.remind.is_empty()
+            || !self.escalate.is_empty()
+    }
 }
 
 /// Groups by name, their members resolved (from the spec, or from
@@ -163,6 +206,20 @@ pub struct Roster {
     /// the gate asks about now, and what it settles with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revised_payload: Option<Value>,
+    /// What happens when the gate's time runs out.
+    #[serde(default, skip_serializing_if = "is_expire")]
+    pub on_timeout: OnTimeout,
+    /// Reminders and escalations still to come, in time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nudges: Vec<Nudge>,
+    /// Deciders escalations added so far (also added to every rule's
+    /// members), in the order added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
+}
+
+fn is_expire(action: &OnTimeout) -> bool {
+    *action == OnTimeout::Expire
 }
 
 /// Why a roster could not be made: a rule its members cannot meet.
@@ -206,6 +263,9 @@ impl Roster {
             require_reason: policy.require_reason,
             requesters,
             revised_payload: None,
+            on_timeout: policy.on_timeout,
+            nudges: Vec::new(),
+            added: Vec::new(),
         };
         roster.check_satisfiable()?;
         Ok(roster)
@@ -660,6 +720,9 @@ pub fn payload_digest(payload: &Value) -> String {
         crate::hex::encode(&Sha256::digest(text.as_bytes()))
     )
 }
+
+mod nudges;
+pub use nudges::{Nudge, NudgeKind, schedule};
 
 #[cfg(test)]
 mod tests;

@@ -151,17 +151,22 @@ fn verdict(record: &ApprovalRecord) -> Verdict {
     }
 }
 
-/// An approval step's (and an `if` gate's) output. `input` is the
-/// approver's input on a gate with a `form:` (null otherwise, and on a
-/// reject).
+/// `{approved, decided_by, reason, payload, input}`, and `timed_out:
+/// true` when the gate's own `on_timeout` decided it (`decided_by` is then
+/// `timeout`). `input` is the approver's input on a gate with a `form:`
+/// (null otherwise, on a reject, and on a timeout).
 fn decision_output(record: &ApprovalRecord, approved: bool, payload: Value) -> Value {
-    json!({
+    let mut output = json!({
         "approved": approved,
         "decided_by": record.decided_by,
         "reason": record.reason(),
         "payload": payload,
         "input": record.approver_input(),
-    })
+    });
+    if record.timed_out().is_some() {
+        output["timed_out"] = Value::Bool(true);
+    }
+    output
 }
 
 fn gate_ttl(spec: &Spec, own: Option<Duration>) -> Duration {
@@ -333,12 +338,17 @@ fn approval_step(
     };
     Ok(match verdict(record) {
         Verdict::Go { payload } => StepOutcome::Completed(decision_output(record, true, payload)),
-        Verdict::Stop { reason } => match approval.on_reject {
-            OnReject::Fail => StepOutcome::Rejected { reason },
-            OnReject::Continue => {
+        // `on_timeout: continue` goes on as `on_reject: continue` does, but
+        // for a timeout only: a person's reject still ends the run.
+        Verdict::Stop { reason } => {
+            let continues = approval.on_reject == OnReject::Continue
+                || record.timed_out() == Some(crate::policy::OnTimeout::Continue);
+            if continues {
                 StepOutcome::Completed(decision_output(record, false, record.payload.clone()))
+            } else {
+                StepOutcome::Rejected { reason }
             }
-        },
+        }
     })
 }
 

@@ -3,6 +3,13 @@
 //! same claim as every other decision (`POST /slack/actions`, see
 //! `server::routes::slack`); and once an approval is settled, however and
 //! wherever, the message is edited to say so and its buttons disappear.
+//! On a gate with rules (DESIGN §13) the message shows each rule's progress
+//! and who voted, and is edited again after every vote recorded by a
+//! server with Slack on (its own `approval_vote` event; servers sharing a
+//! store share where the message is): each edit renders the ledger as the
+//! store holds it then, never the event, so a repeated or late edit cannot
+//! show older progress over newer. Votes recorded where no notifier saw
+//! them (the CLI) are shown by the repair sweep.
 //!
 //! Durability. The pause is stored before anything is posted, so a Slack
 //! outage never loses or blocks one. Where each message is (channel, ts) is
@@ -27,7 +34,8 @@ pub mod interaction;
 pub mod message;
 pub mod signature;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -61,6 +69,10 @@ const MAX_HOLD: Duration = Duration::from_secs(3600);
 
 /// Messages the repair sweep handles per pass (of each kind).
 const REPAIR_BATCH: usize = 50;
+
+/// Open messages of gates with rules the repair sweep compares per pass
+/// (one query, each with its ledger's length): all of them in practice.
+const OPEN_VOTE_MESSAGES: usize = 1000;
 
 /// How hard one call tries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +110,12 @@ pub struct SlackNotifier {
     links: Option<LinkSigner>,
     /// `approvals.approvers`: whether `link` may decide (an unbound link).
     approvers: Option<Vec<String>>,
+    /// How many votes each open message of a gate with rules was last
+    /// shown with by this process, by key: the repair sweep edits those
+    /// whose ledger grew since (votes recorded without Slack, such as by
+    /// the CLI). Empty at start, so a new process shows each open gate's
+    /// votes once.
+    shown: Mutex<HashMap<String, u64>>,
 }
 
 impl SlackNotifier {
@@ -150,6 +168,7 @@ impl SlackNotifier {
             clock,
             links: links.filter(|links| links.public_url().is_some()),
             approvers: spec.approvals.approvers.clone(),
+            shown: Mutex::new(HashMap::new()),
         })))
     }
 
@@ -200,7 +219,9 @@ impl SlackNotifier {
                 return Progress::Skipped;
             };
             let link = self.open_in_browser(key);
-            let body = message::pending(&self.config.channel, &record, link.as_deref());
+            let votes = self.ledger(&record).await;
+            let body =
+                message::pending_voted(&self.config.channel, &record, link.as_deref(), &votes);
             let result = match self.bot_token() {
                 Ok(token) => self.api.post_message(&token, &body).await,
                 Err(e) => Err(e),
@@ -222,11 +243,19 @@ impl SlackNotifier {
                             transient: e.is_retryable(),
                         };
                     }
+                    self.mark_shown(&record, votes.len());
                     tracing::info!(run_id = %record.run_id, key = %key, channel = %posted.channel, ts = %posted.ts, "Slack message posted");
                     // A decision may have landed while the post was on its
                     // way; its own edit found no message. Show it now.
-                    if self.still_pending(key).await.is_none() {
-                        self.settle(key, retries).await;
+                    match self.still_pending(key).await {
+                        None => {
+                            self.settle(key, retries).await;
+                        }
+                        // So may a vote, whose edit found no message either.
+                        Some(now) if self.ledger(&now).await.len() != votes.len() => {
+                            self.show_votes(key, retries).await;
+                        }
+                        Some(_) => {}
                     }
                     return Progress::Done;
                 }
@@ -277,7 +306,8 @@ impl SlackNotifier {
                     };
                 }
             };
-            let body = message::settled(&channel, &ts, &record);
+            let votes = self.ledger(&record).await;
+            let body = message::settled_voted(&channel, &ts, &record, &votes);
             let result = match self.bot_token() {
                 Ok(token) => self.api.update_message(&token, &body).await,
                 Err(e) => Err(e),
@@ -290,6 +320,7 @@ impl SlackNotifier {
                     if let Err(e) = self.notifications.record_notification(key, &write).await {
                         tracing::warn!(key = %key, error = %e, "Slack message updated but not recorded; it may be updated again");
                     }
+                    self.forget_shown(key);
                     tracing::info!(run_id = %record.run_id, key = %key, status = %record.status.past_tense(), "Slack message updated");
                     return Progress::Done;
                 }
@@ -305,6 +336,162 @@ impl SlackNotifier {
                     }
                 }
             }
+        }
+    }
+
+    /// Edit the message of a pending gate with rules to show its votes as
+    /// the store holds them now (after a vote that did not settle it). A
+    /// message another worker holds is waited for (its edit may have read
+    /// the ledger before this vote), up to a lease's length; then the next
+    /// vote's edit, or the settlement's, shows it. Renders from the store,
+    /// never from the event: repeating it, or running it late, shows the
+    /// newest progress.
+    pub async fn show_votes(&self, key: &str, retries: Retries) -> Progress {
+        let leased = match retries {
+            Retries::Backoff => self.lease_waiting(key).await,
+            // The sweep comes back anyway.
+            Retries::Once => self.lease(key).await,
+        };
+        let Some(leased) = leased else {
+            return Progress::Skipped;
+        };
+        let (Some(channel), Some(ts)) = (leased.channel.clone(), leased.ts.clone()) else {
+            // Not posted yet: the post reads the ledger itself.
+            self.release(key).await;
+            return Progress::Skipped;
+        };
+        if leased.decision_posted_at.is_some() {
+            self.release(key).await;
+            return Progress::Skipped;
+        }
+        let mut failures = 0u32;
+        loop {
+            let Some(record) = self.still_pending(key).await else {
+                // Settled meanwhile: that edit replaces this one.
+                self.release(key).await;
+                return self.settle(key, retries).await;
+            };
+            let votes = self.ledger(&record).await;
+            if record.roster.as_ref().is_none_or(|r| r.rules.is_empty()) {
+                // No rules, no progress to show: the message stays as posted.
+                self.mark_shown(&record, votes.len());
+                self.release(key).await;
+                return Progress::Skipped;
+            }
+            if self.shows(key, votes.len()) {
+                // This process's last edit already showed this ledger (the
+                // ledger only grows, and every edit renders it under the
+                // lease): a repeat, say an event and a NOTIFY of one vote.
+                self.release(key).await;
+                return Progress::Skipped;
+            }
+            let link = self.open_in_browser(key);
+            let body = message::voted(&channel, &ts, &record, link.as_deref(), &votes);
+            let result = match self.bot_token() {
+                Ok(token) => self.api.update_message(&token, &body).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => {
+                    self.mark_shown(&record, votes.len());
+                    // A vote recorded while this edit was on its way may
+                    // have found the message held: show it too.
+                    if let Some(now) = self.still_pending(key).await
+                        && self.ledger(&now).await.len() != votes.len()
+                    {
+                        continue;
+                    }
+                    self.release(key).await;
+                    if self.still_pending(key).await.is_none() {
+                        self.settle(key, retries).await;
+                    }
+                    tracing::info!(run_id = %record.run_id, key = %key, votes = votes.len(), "Slack message shows the votes");
+                    return Progress::Done;
+                }
+                Err(e) => {
+                    failures += 1;
+                    if !self
+                        .retry_or_hold(key, "update", &e, retries, failures, leased.attempts)
+                        .await
+                    {
+                        return Progress::Failed {
+                            transient: e.is_transient(),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The ledger of a gate with a roster, as the store holds it now; none
+    /// for a plain gate (its message shows no votes). A read that fails
+    /// shows none, logged: the message is still worth posting.
+    async fn ledger(&self, record: &ApprovalRecord) -> Vec<crate::policy::Vote> {
+        if record.roster.is_none() {
+            return Vec::new();
+        }
+        match self.store.votes(&record.key).await {
+            Ok(votes) => votes,
+            Err(e) => {
+                tracing::warn!(key = %record.key, error = %e, "cannot read the votes for the Slack message");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Remember that `record`'s message now shows `votes` votes.
+    fn mark_shown(&self, record: &ApprovalRecord, votes: usize) {
+        if record.roster.is_none() {
+            return;
+        }
+        if let Ok(mut shown) = self.shown.lock() {
+            shown.insert(record.key.clone(), votes as u64);
+        }
+    }
+
+    /// Whether this process last showed `key`'s message with `votes` votes.
+    fn shows(&self, key: &str, votes: usize) -> bool {
+        self.shown
+            .lock()
+            .is_ok_and(|shown| shown.get(key) == Some(&(votes as u64)))
+    }
+
+    fn forget_shown(&self, key: &str) {
+        if let Ok(mut shown) = self.shown.lock() {
+            shown.remove(key);
+        }
+    }
+
+    /// The open messages of gates with rules whose ledger holds another
+    /// number of votes than this process last showed; forgets the gates
+    /// no longer open.
+    fn votes_unshown(&self, open: &[(String, u64)]) -> Vec<String> {
+        let Ok(mut shown) = self.shown.lock() else {
+            return Vec::new();
+        };
+        let keys: std::collections::HashSet<&str> =
+            open.iter().map(|(key, _)| key.as_str()).collect();
+        shown.retain(|key, _| keys.contains(key.as_str()));
+        open.iter()
+            .filter(|(key, votes)| shown.get(key) != Some(votes))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// [`Self::lease`], waiting while another worker holds the message,
+    /// at most a lease's length.
+    async fn lease_waiting(&self, key: &str) -> Option<crate::store::Notification> {
+        let give_up = std::time::Instant::now() + LEASE_MARGIN;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            if let Some(leased) = self.lease(key).await {
+                return Some(leased);
+            }
+            if std::time::Instant::now() + wait > give_up {
+                return None;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
         }
     }
 
@@ -332,7 +519,9 @@ impl SlackNotifier {
 
     /// One pass over what is undone in the store: posts for pending
     /// approvals without a message, edits for settled approvals whose
-    /// message still shows buttons. Stops early while Slack is unreachable.
+    /// message still shows buttons, and edits for open messages of gates
+    /// with rules whose votes this process has not shown. Stops early
+    /// while Slack is unreachable.
     pub async fn repair(&self) {
         let due = match self
             .notifications
@@ -365,10 +554,29 @@ impl SlackNotifier {
                 return;
             }
         }
+        // Votes recorded where no notifier saw them (the CLI, a server
+        // without Slack), or whose edit failed: shown from the store.
+        let open = match self
+            .notifications
+            .open_vote_counts(&self.agent_id, self.clock.now(), OPEN_VOTE_MESSAGES)
+            .await
+        {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for Slack messages behind on votes");
+                return;
+            }
+        };
+        for key in self.votes_unshown(&open) {
+            if self.show_votes(&key, Retries::Once).await == (Progress::Failed { transient: true })
+            {
+                return;
+            }
+        }
     }
 
-    /// Follow this process's run events: announce every pause, settle every
-    /// decision and expiry. Each call runs in its own task, so one slow
+    /// Follow this process's run events: announce every pause, show every
+    /// vote and escalation, settle every decision and expiry. Each call runs in its own task, so one slow
     /// message never holds up another.
     pub async fn follow(
         self: Arc<Self>,
@@ -386,6 +594,17 @@ impl SlackNotifier {
                         let this = Arc::clone(&self);
                         tokio::spawn(async move { this.announce(&key, Retries::Backoff).await });
                     }
+                    EventKind::ApprovalVote { key, .. } => {
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move { this.show_votes(&key, Retries::Backoff).await });
+                    }
+                    EventKind::ApprovalEscalated { key, .. } => {
+                        // Same votes, more who may still cast one: shown
+                        // even though the ledger did not grow.
+                        self.forget_shown(&key);
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move { this.show_votes(&key, Retries::Backoff).await });
+                    }
                     EventKind::ApprovalResolved { key, .. } | EventKind::RunExpired { key } => {
                         let this = Arc::clone(&self);
                         tokio::spawn(async move { this.settle(&key, Retries::Backoff).await });
@@ -397,6 +616,40 @@ impl SlackNotifier {
                     let this = Arc::clone(&self);
                     tokio::spawn(async move { this.repair().await });
                 }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    /// Follow the changes other processes push through the store
+    /// (PostgreSQL's NOTIFY; a recorded vote sends one): a change to a
+    /// pending gate whose message this process shows with votes is shown
+    /// now, not at the next repair sweep (a vote cast by the CLI).
+    pub async fn follow_changes(
+        self: Arc<Self>,
+        mut changes: broadcast::Receiver<crate::watch::ApprovalChange>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let change = tokio::select! {
+                change = changes.recv() => change,
+                _ = shutdown.changed() => return,
+            };
+            match change {
+                Ok(change) => {
+                    let known = self
+                        .shown
+                        .lock()
+                        .is_ok_and(|shown| shown.contains_key(&change.key));
+                    if change.status == ApprovalStatus::Pending && known {
+                        let this = Arc::clone(&self);
+                        tokio::spawn(async move {
+                            this.show_votes(&change.key, Retries::Backoff).await
+                        });
+                    }
+                }
+                // Missed some: the repair sweep finds them in the store.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return,
             }
         }

@@ -22,6 +22,7 @@ use crate::links::LinkSigner;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::server::openapi::schema::response_type;
+use crate::server::votes::ListedLedgers;
 
 response_type! {
     /// GET /runs/{id}, and POST /runs?wait=true: a run as a client sees it.
@@ -195,6 +196,11 @@ response_type! {
         /// answer, never stored.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub link: Option<String>,
+        /// GET /approvals only, for a gate with rules: each rule's progress
+        /// as the votes that count stand now, e.g. `finance 1 of 2;
+        /// security 0 of 1` (GET /approvals/{key}/votes has the ledger).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub progress: Option<String>,
         /// GET /approvals/{key} only, when the gate has a `form:` (in the
         /// spec this server serves): the JSON Schema of the input an
         /// approval gives as `input`. The input given is kept in
@@ -216,7 +222,7 @@ impl ApprovalView {
     ) -> ApprovalView {
         self.link = links
             .filter(|_| self.record.status == ApprovalStatus::Pending)
-            .and_then(|links| links.link_for_viewer(&self.record.key, viewer, approvers));
+            .and_then(|links| links.link_for_viewer(&self.record, viewer, approvers));
         self
     }
 }
@@ -241,6 +247,7 @@ impl ApprovalView {
             payload_digest: record.payload_digest(),
             record,
             link: None,
+            progress: None,
             form: None,
         }
     }
@@ -272,6 +279,15 @@ impl ApprovalsPage {
                 .collect(),
             next_cursor,
         }
+    }
+
+    /// With each gate's rules' progress, from the page's ledgers (one read
+    /// for the page).
+    pub fn with_progress(mut self, ledgers: &ListedLedgers) -> ApprovalsPage {
+        for view in &mut self.approvals {
+            view.progress = ledgers.progress(&view.record);
+        }
+        self
     }
 }
 

@@ -162,7 +162,8 @@ impl ApiError {
                 | ApprovalError::SpecChanged { .. }
                 | ApprovalError::NotOnVersion { .. }
                 | ApprovalError::AlreadyVoted { .. }
-                | ApprovalError::PayloadChanged { .. } => StatusCode::CONFLICT,
+                | ApprovalError::PayloadChanged { .. }
+                | ApprovalError::NotDue { .. } => StatusCode::CONFLICT,
                 ApprovalError::Forbidden { .. }
                 | ApprovalError::NotInGroups { .. }
                 | ApprovalError::SelfApproval { .. } => StatusCode::FORBIDDEN,

@@ -397,6 +397,10 @@ async fn mount_with_schedule(
             .with_clock(agent.clock().clone())
         }),
     };
+    if let (Some(slack), Some(watcher)) = (&state.slack, &state.watcher) {
+        // Votes other processes record (the CLI) reach Slack at once.
+        tokio::spawn(Arc::clone(slack).follow_changes(watcher.changes(), stop_rx.clone()));
+    }
     if config.tokens.is_empty() {
         tracing::warn!(
             "no API tokens ({TOKENS_ENV} is not set): serving loopback only, every caller is \"{}\"",

@@ -1,6 +1,8 @@
-//! The expiry sweeper: at startup and every interval, mark overdue
-//! approvals EXPIRED and end their runs. The store makes each expiry happen
-//! once across every process sharing it; this logs the ones it did.
+//! The sweeper: at startup and every interval, what waiting gates do by
+//! themselves (DESIGN §13). Overdue approvals are marked EXPIRED and their
+//! runs ended, or settled by their gate's `on_timeout` (and their runs
+//! resumed); due reminders and escalations are done. The store makes each
+//! happen once across every process sharing it; this logs the ones it did.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +17,8 @@ pub(crate) const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Swept {
-    /// It ran; this many approvals expired by this process.
+    /// It ran; this many approvals expired (or were settled by their
+    /// `on_timeout`) by this process.
     Expired(usize),
     /// The store may serve the next one (busy, no connection).
     Retry,
@@ -27,19 +30,8 @@ pub(crate) enum Swept {
 
 /// One sweep, with its outcome logged.
 pub(crate) async fn sweep_once(agent: &AgentRun) -> Swept {
-    match agent.sweep_expired().await {
-        Ok(expired) => {
-            for record in &expired {
-                tracing::info!(
-                    run_id = %record.run_id,
-                    key = %record.key,
-                    step = %record.step_id,
-                    expired_at = %crate::time::format_utc(record.expires_at),
-                    "approval expired; run ended as expired"
-                );
-            }
-            Swept::Expired(expired.len())
-        }
+    match sweep(agent).await {
+        Ok(ended) => Swept::Expired(ended),
         Err(RunError::Store(e)) if !e.is_retryable() => {
             tracing::error!(
                 error = %e,
@@ -54,6 +46,56 @@ pub(crate) async fn sweep_once(agent: &AgentRun) -> Swept {
             Swept::Retry
         }
     }
+}
+
+/// Expire, remind, escalate and settle by timeout; returns how many
+/// approvals ended. A run a timeout settled is resumed in the background,
+/// as a decision's is.
+async fn sweep(agent: &AgentRun) -> Result<usize, RunError> {
+    let expired = agent.sweep_expired().await?;
+    for record in &expired {
+        tracing::info!(
+            run_id = %record.run_id,
+            key = %record.key,
+            step = %record.step_id,
+            expired_at = %crate::time::format_utc(record.expires_at),
+            "approval expired; run ended as expired"
+        );
+    }
+    for nudged in agent.nudge_due().await? {
+        for event in &nudged.events {
+            tracing::info!(
+                run_id = %nudged.record.run_id,
+                key = %nudged.record.key,
+                step = %nudged.record.step_id,
+                event = %event.kind.name(),
+                "approval {}",
+                match event.kind {
+                    crate::events::EventKind::ApprovalEscalated { .. } => "escalated",
+                    _ => "reminder due",
+                }
+            );
+        }
+    }
+    let settled = agent.settle_timeouts().await?;
+    let ended = expired.len() + settled.len();
+    for claimed in settled {
+        let record = claimed.record.clone();
+        tracing::info!(
+            run_id = %record.run_id,
+            key = %record.key,
+            step = %record.step_id,
+            decision = %record.status.past_tense(),
+            on_timeout = %record.on_timeout(),
+            "approval timed out; settled by its on_timeout"
+        );
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            let outcome = agent.resume_claimed(claimed).await;
+            crate::server::tasks::log_outcome(&record.run_id, &outcome);
+        });
+    }
+    Ok(ended)
 }
 
 /// Sweep every `every` until shutdown (the startup sweep is done by the

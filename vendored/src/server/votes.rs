@@ -3,12 +3,15 @@
 //! votes in the order they were cast, superseded ones included, with each
 //! rule's progress as the votes that count stand now.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::pending_approval::ApprovalRecord;
 use crate::policy::{Tally, Vote};
 use crate::server::openapi::schema::response_type;
+use crate::store::{StateStore, StoreResult};
 
 response_type! {
     /// One vote of the ledger.
@@ -121,5 +124,55 @@ impl VotesView {
                 .unwrap_or_default(),
             progress: tally.as_ref().map(Tally::summary).unwrap_or_default(),
         }
+    }
+}
+
+/// The ledgers of listed gates, read in one query for a whole page
+/// ([`Votes::ledgers`](crate::store::Votes::ledgers)): what a list needs to
+/// show each gate's progress and whether its viewer may still vote.
+#[derive(Debug, Default)]
+pub(crate) struct ListedLedgers {
+    ledgers: BTreeMap<String, Vec<Vote>>,
+}
+
+impl ListedLedgers {
+    /// The ledgers of those of `records` that count votes (a roster was
+    /// stored with the pause); plain gates need none.
+    pub async fn read<'r>(
+        store: &dyn StateStore,
+        records: impl IntoIterator<Item = &'r ApprovalRecord>,
+    ) -> StoreResult<ListedLedgers> {
+        let keys: Vec<String> = records
+            .into_iter()
+            .filter(|r| r.roster.is_some())
+            .map(|r| r.key.clone())
+            .collect();
+        Ok(ListedLedgers {
+            ledgers: store.ledgers(&keys).await?,
+        })
+    }
+
+    /// Ledgers already read (the page tests build them by hand).
+    #[cfg(test)]
+    pub fn of(ledgers: BTreeMap<String, Vec<Vote>>) -> ListedLedgers {
+        ListedLedgers { ledgers }
+    }
+
+    /// The ledger of `key` as read (empty when it has no votes).
+    pub fn votes(&self, key: &str) -> &[Vote] {
+        self.ledgers.get(key).map_or(&[], Vec::as_slice)
+    }
+
+    /// `record`'s rules' progress ("finance 1 of 2; security 0 of 1"), for
+    /// a gate with rules.
+    pub fn progress(&self, record: &ApprovalRecord) -> Option<String> {
+        let roster = record.roster.as_ref().filter(|r| !r.rules.is_empty())?;
+        Some(roster.tally(self.votes(&record.key)).summary())
+    }
+
+    /// How many votes `key`'s ledger holds (a change of the list's
+    /// progress shows as a change of this).
+    pub fn count(&self, key: &str) -> usize {
+        self.votes(key).len()
     }
 }

@@ -93,6 +93,22 @@ pub trait NotificationStore: Send + Sync + 'static {
         now: DateTime<Utc>,
         limit: usize,
     ) -> StoreResult<NotificationsDue>;
+
+    /// The posted messages of `agent_id`'s PENDING gates that count votes
+    /// (a roster was stored with the pause) whose lease is free at `now`,
+    /// each with how many votes its ledger holds, at most `limit`, oldest
+    /// first: the repair sweep edits those whose count differs from what
+    /// it last showed (votes recorded by a process without Slack, such as
+    /// the CLI). This default lists none.
+    async fn open_vote_counts(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, u64)>> {
+        let _ = (agent_id, now, limit);
+        Ok(Vec::new())
+    }
 }
 
 pub type SharedNotifications = Arc<dyn NotificationStore>;

@@ -390,6 +390,16 @@ impl NotificationStore for PostgresStore {
             to_settle: notifications::due_to_settle(&client, agent_id, &now, limit).await?,
         })
     }
+
+    async fn open_vote_counts(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, u64)>> {
+        notifications::open_vote_counts(&self.client().await?, agent_id, &now, row_limit(limit))
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -596,4 +596,19 @@ impl NotificationStore for SqliteStore {
         })
         .await
     }
+
+    async fn open_vote_counts(
+        &self,
+        agent_id: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, u64)>> {
+        let agent_id = agent_id.to_string();
+        let now = format_utc(now);
+        let limit = row_limit(limit);
+        self.read("listing the messages of gates with votes", move |conn| {
+            notifications::open_vote_counts(conn, &agent_id, &now, limit)
+        })
+        .await
+    }
 }

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     ApprovalPage, ApprovalQuery, CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim,
-    Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
+    Nudged, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StoreResult, StuckClaim, VoteOutcome, expired_as_of, feed,
 };
 use crate::events::Event;
@@ -161,6 +161,24 @@ pub trait Approvals: Send + Sync + 'static {
     /// only the records this call expired.
     async fn expire_due(&self, now: DateTime<Utc>) -> StoreResult<Vec<ApprovalRecord>>;
 
+    /// Overdue PENDING records whose gate settles by an `on_timeout`
+    /// other than `expire` (which [`Approvals::expire_due`] leaves alone),
+    /// earliest deadline first, at most `limit`: what a timeout claim
+    /// ([`Claim::timeout`](crate::pending_approval::Claim::timeout))
+    /// settles.
+    async fn due_timeouts(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApprovalRecord>>;
+
+    /// Do the reminders and escalations due at `now` of up to `limit`
+    /// unexpired PENDING records (see [`crate::policy::Roster::take_due`]):
+    /// per record, one write of its roster and next due time, conditional
+    /// on what was read, with an event per nudge. At most once across
+    /// processes: returns only what this call did.
+    async fn nudge_due(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Nudged>>;
+
     /// End a waiting or running run `cancelled`, with a `run_cancelled`
     /// event, in one transaction. A waiting run's PENDING, unexpired
     /// approval becomes CANCELLED (`decided_by` the canceller) in the same
@@ -226,6 +244,26 @@ pub trait Votes: Send + Sync + 'static {
 
     /// The ledger of `key`, in the order cast (superseded votes included).
     async fn votes(&self, key: &str) -> StoreResult<Vec<Vote>>;
+
+    /// The ledgers of several gates with rules at once (a list showing
+    /// each gate's progress reads them in one query, not one per row), by
+    /// key, each in the order cast. A key without votes is absent; so is a
+    /// plain gate's one decision (read it with [`Votes::votes`]). This
+    /// default reads one key at a time; SQLite and PostgreSQL read them
+    /// all in one statement.
+    async fn ledgers(
+        &self,
+        keys: &[String],
+    ) -> StoreResult<std::collections::BTreeMap<String, Vec<Vote>>> {
+        let mut ledgers = std::collections::BTreeMap::new();
+        for key in keys {
+            let votes = self.votes(key).await?;
+            if !votes.is_empty() {
+                ledgers.insert(key.clone(), votes);
+            }
+        }
+        Ok(ledgers)
+    }
 }
 
 /// The read model for the API, the UI, the CLI and metrics: runs and their

@@ -135,6 +135,16 @@ impl CancelRun {
     }
 }
 
+/// A waiting gate's reminders and escalations done by one sweep (see
+/// [`crate::store::Approvals::nudge_due`]).
+#[derive(Debug, Clone)]
+pub struct Nudged {
+    /// The record as the nudges left it (an escalation's deciders added).
+    pub record: ApprovalRecord,
+    /// `approval_reminded` and `approval_escalated`, as appended.
+    pub events: Vec<Event>,
+}
+
 /// What a cancel did.
 #[derive(Debug, Clone)]
 pub struct Cancelled {

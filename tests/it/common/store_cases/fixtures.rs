@@ -165,6 +165,7 @@ pub fn claim(key: &str, decision: Decision, by: &str, now: u64, spec: &str) -> C
         now: at(now),
         spec_hash: spec.into(),
         pinned: false,
+        timeout: None,
         then: AfterClaim::Release,
     }
 }

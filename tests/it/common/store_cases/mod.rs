@@ -178,6 +178,7 @@ macro_rules! store_conformance_tests {
             an_approvers_input_is_kept_with_the_decision_and_each_vote,
             a_plain_gates_vote_settles_it_at_once_as_a_claim_would,
             two_of_finance_and_one_of_security_settle_with_the_third_vote_then_refuse,
+            ledgers_of_many_gates_are_read_at_once,
             a_requester_a_non_member_and_a_second_vote_are_refused_writing_nothing,
             a_reject_settles_a_gate_with_rules,
             a_vote_on_another_payload_is_payload_changed_and_writes_nothing,

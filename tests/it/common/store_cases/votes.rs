@@ -330,6 +330,47 @@ pub async fn two_of_finance_and_one_of_security_settle_with_the_third_vote_then_
     assert_eq!(events[5], resolved);
 }
 
+/// A gate of finance 2 and security 1 paused at `key`, started by rita
+/// (for the notification cases).
+pub async fn paused_team_gate(store: &dyn StateStore, key: &str) -> ApprovalRecord {
+    paused_with_roster(store, key, finance_and_security(&["rita"])).await
+}
+
+/// `voter` approves `key` at `now`; the vote does not settle it.
+pub async fn vote_recorded(store: &dyn StateStore, key: &str, voter: &str, now: u64) {
+    recorded(vote(store, key, voter, VoteDecision::Approve, now).await);
+}
+
+/// A list reads the ledgers of a whole page at once: each key's votes as
+/// `votes` has them, keys without votes (and unknown keys) absent.
+pub async fn ledgers_of_many_gates_are_read_at_once(store: SharedStore) {
+    for key in ["k1", "k2", "k3"] {
+        paused_with_roster(store.as_ref(), key, finance_and_security(&["rita"])).await;
+    }
+    recorded(vote(store.as_ref(), "k1", "alice", VoteDecision::Approve, 10).await);
+    recorded(vote(store.as_ref(), "k2", "dave", VoteDecision::Approve, 11).await);
+    recorded(vote(store.as_ref(), "k1", "dave", VoteDecision::Approve, 12).await);
+    let keys: Vec<String> = ["k1", "k2", "k3", "nope"].map(String::from).to_vec();
+    let ledgers = store.ledgers(&keys).await.expect("ledgers");
+    assert_eq!(
+        ledgers.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["k1", "k2"]
+    );
+    for key in ["k1", "k2"] {
+        assert_eq!(
+            ledgers[key],
+            store.votes(key).await.expect("votes"),
+            "{key}"
+        );
+    }
+    assert_eq!(
+        ledgers["k1"].iter().map(|v| v.seq).collect::<Vec<_>>(),
+        [1, 2],
+        "in the order cast"
+    );
+    assert!(store.ledgers(&[]).await.expect("none").is_empty());
+}
+
 pub async fn a_requester_a_non_member_and_a_second_vote_are_refused_writing_nothing(
     store: SharedStore,
 ) {

@@ -305,3 +305,147 @@ fn a_plain_gate_counts_no_votes_unless_it_bars_its_requesters() {
     assert!(rules(&[("finance", 1)]).counts_votes());
     assert!(!rules(&[("finance", 1)]).self_approval_allowed());
 }
+
+mod timers {
+    use chrono::{DateTime, TimeDelta, Utc};
+
+    use crate::pending_approval::Decision;
+    use crate::policy::{
+        Escalation, GatePolicy, Groups, NudgeKind, OnTimeout, Roster, RosterRule, schedule,
+    };
+
+    fn at(hours: i64) -> DateTime<Utc> {
+        DateTime::UNIX_EPOCH + TimeDelta::hours(hours)
+    }
+
+    fn groups() -> Groups {
+        [
+            (
+                "finance".to_string(),
+                vec!["alice".to_string(), "bob".to_string()],
+            ),
+            (
+                "security".to_string(),
+                vec!["dave".to_string(), "alice".to_string()],
+            ),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn policy() -> GatePolicy {
+        GatePolicy {
+            remind: vec![50, 90],
+            escalate: vec![
+                Escalation {
+                    after: std::time::Duration::from_secs(4 * 3600),
+                    add: vec!["security".into()],
+                },
+                Escalation {
+                    after: std::time::Duration::from_secs(20 * 3600),
+                    add: vec!["finance".into()],
+                },
+            ],
+            ..GatePolicy::plain()
+        }
+    }
+
+    #[test]
+    fn nudges_are_timed_from_the_pause_in_order_and_only_before_expiry() {
+        let nudges = schedule(&policy(), &groups(), at(0), at(10)).unwrap();
+        let timed: Vec<(DateTime<Utc>, &NudgeKind)> =
+            nudges.iter().map(|n| (n.at, &n.kind)).collect();
+        assert_eq!(
+            timed,
+            [
+                (
+                    at(4),
+                    &NudgeKind::Escalate {
+                        groups: vec!["security".into()],
+                        members: vec!["dave".into(), "alice".into()],
+                    }
+                ),
+                (at(5), &NudgeKind::Remind { percent: 50 }),
+                (at(9), &NudgeKind::Remind { percent: 90 }),
+            ],
+            "the escalation at 20h of a 10h gate never comes"
+        );
+        let unknown = GatePolicy {
+            escalate: vec![Escalation {
+                after: std::time::Duration::from_secs(60),
+                add: vec!["legal".into()],
+            }],
+            ..GatePolicy::plain()
+        };
+        let error = schedule(&unknown, &groups(), at(0), at(10)).unwrap_err();
+        assert_eq!(error.message, "escalate: group \"legal\" is not defined");
+    }
+
+    #[test]
+    fn an_escalation_adds_deciders_to_every_rule_without_touching_votes() {
+        let mut roster = Roster {
+            rules: vec![RosterRule {
+                group: "finance".into(),
+                min: 2,
+                members: vec!["alice".into(), "bob".into()],
+            }],
+            reject: Default::default(),
+            allow_self_approval: false,
+            voter_counts_once: true,
+            require_reason: false,
+            requesters: vec![],
+            revised_payload: None,
+            on_timeout: OnTimeout::Expire,
+            nudges: schedule(&policy(), &groups(), at(0), at(10)).unwrap(),
+            added: vec![],
+        };
+        assert!(roster.take_due(at(3)).is_empty());
+        assert_eq!(roster.next_nudge_at(), Some(at(4)));
+        let taken = roster.take_due(at(6));
+        assert_eq!(
+            taken.len(),
+            2,
+            "the escalation at 4h and the reminder at 5h"
+        );
+        assert_eq!(roster.added, ["dave", "alice"]);
+        assert_eq!(
+            roster.rules[0].members,
+            ["alice", "bob", "dave"],
+            "no duplicate"
+        );
+        assert!(roster.is_member("dave"));
+        assert_eq!(roster.next_nudge_at(), Some(at(9)));
+        assert_eq!(roster.take_due(at(9)).len(), 1);
+        assert_eq!(roster.next_nudge_at(), None);
+        let stored: Roster =
+            serde_json::from_value(serde_json::to_value(&roster).unwrap()).unwrap();
+        assert_eq!(stored, roster, "the roster round-trips as stored");
+    }
+
+    #[test]
+    fn a_timeout_takes_only_its_own_action_or_a_reject_in_place_of_an_approve() {
+        let approve = Decision::Approve { reason: None };
+        let reject = Decision::Reject { reason: None };
+        assert_eq!(OnTimeout::Expire.decision("r".into()), None);
+        assert_eq!(
+            OnTimeout::Approve.applied_by(&approve),
+            Some(OnTimeout::Approve)
+        );
+        assert_eq!(
+            OnTimeout::Approve.applied_by(&reject),
+            Some(OnTimeout::Reject)
+        );
+        assert_eq!(OnTimeout::Reject.applied_by(&approve), None);
+        assert_eq!(
+            OnTimeout::Continue.applied_by(&reject),
+            Some(OnTimeout::Continue)
+        );
+        assert_eq!(OnTimeout::Continue.applied_by(&approve), None);
+        assert_eq!(OnTimeout::Expire.applied_by(&reject), None);
+        let modify = Decision::Modify {
+            payload: serde_json::json!({}),
+            reason: None,
+        };
+        assert_eq!(OnTimeout::Approve.applied_by(&modify), None);
+    }
+}

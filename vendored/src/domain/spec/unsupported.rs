@@ -1,42 +1,37 @@
-//! Policy settings the spec language reads but this version of tollgate
-//! does not enforce yet, refused at parse (so at `validate`, `serve`,
-//! `run` and `export`) with the position they are written at.
+//! Policy settings the spec language reads that a gate could not honour,
+//! refused at parse (so at `validate`, `serve`, `run` and `export`) with
+//! the position they are written at: settings this version does not
+//! enforce yet, and settings that make no sense on the kind of gate they
+//! are written on.
 //!
-//! Fail closed: a spec that asks for a reminder, an escalation or
-//! a timeout other than `expire` would otherwise run as if it had not, a
-//! gate quietly weaker than written. Each setting is one entry
-//! of [`not_enforced`]; the version that enforces one removes its entry.
+//! Fail closed: such a gate would otherwise run as if the setting were
+//! not there, quietly other than written. Each setting is one entry of
+//! [`not_enforced`]; the version that enforces one removes its entry.
 
 use super::marked::{Pos, Seg, Tree};
 use super::{Spec, SpecError, SpecErrorKind, StepKind};
 use crate::policy::{GatePolicy, OnTimeout};
 
-/// The settings of one gate that this version would not honour, each with
-/// the key it is written under and why the spec is refused.
-fn not_enforced(policy: &GatePolicy) -> Vec<(&'static str, String)> {
-    let timeout = policy.on_timeout;
+/// The settings of one gate that it would not honour, each with the key it
+/// is written under and why the spec is refused. `step_gate` says whether
+/// the gate is an `approval` step's, the one kind whose step can go on
+/// without an approval.
+fn not_enforced(policy: &GatePolicy, step_gate: bool) -> Vec<(&'static str, String)> {
+    let goes_on = policy.on_timeout == OnTimeout::Continue;
     [
-        ("on_timeout", (timeout != OnTimeout::Expire).then(|| format!("on_timeout: {timeout} is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused"))),
-        ("remind", (!policy.remind.is_empty()).then(|| not_yet("remind", "no reminder would be sent"))),
-        ("escalate", (!policy.escalate.is_empty()).then(|| not_yet("escalate", "no group would ever be added"))),
+        ("on_timeout", (goes_on && !step_gate).then(|| "on_timeout: continue is only for an approval step (its step then goes on as with on_reject: continue); a tool's, an if's or a guardrail's gate cannot go on without a decision: use expire, reject or approve".to_string())),
     ]
     .into_iter()
     .filter_map(|(key, refusal)| Some((key, refusal?)))
     .collect()
 }
 
-fn not_yet(key: &str, instead: &str) -> String {
-    format!(
-        "{key} is not supported by this version of tollgate yet; {instead}, so the spec is refused"
-    )
-}
-
 /// The first setting (in file order) of any gate that [`not_enforced`]
 /// lists, as an error at its key.
 pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
     let mut refusals: Vec<(Pos, String)> = Vec::new();
-    let mut check = |path: &[Seg<'_>], policy: &GatePolicy| {
-        for (key, message) in not_enforced(policy) {
+    let mut check = |path: &[Seg<'_>], policy: &GatePolicy, step_gate: bool| {
+        for (key, message) in not_enforced(policy, step_gate) {
             let pos = tree
                 .key_pos(path, key)
                 .unwrap_or(Pos { line: 1, column: 1 });
@@ -46,7 +41,7 @@ pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
     for (name, tool) in &spec.tools {
         if tool.approval_required {
             let path = [Seg::Key("tools"), Seg::Key(name), Seg::Key("approval")];
-            check(&path, &tool.policy);
+            check(&path, &tool.policy, false);
         }
     }
     for (i, step) in spec.steps.iter().enumerate() {
@@ -55,7 +50,7 @@ pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
         };
         let mut path = vec![Seg::Key("steps"), Seg::Index(i)];
         path.extend(within.map(Seg::Key));
-        check(&path, policy);
+        check(&path, policy, matches!(step.kind, StepKind::Approval(_)));
     }
     match refusals
         .into_iter()
@@ -105,42 +100,20 @@ mod tests {
     }
 
     #[test]
-    fn each_setting_not_enforced_yet_is_refused_at_its_key() {
-        for (line, error) in [
-            (
-                "on_timeout: approve",
-                "t.yaml:8:7: on_timeout: approve is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused",
-            ),
-            (
-                "on_timeout: reject",
-                "t.yaml:8:7: on_timeout: reject is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused",
-            ),
-            (
-                "on_timeout: continue",
-                "t.yaml:8:7: on_timeout: continue is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused",
-            ),
-            (
-                "remind: [50%]",
-                "t.yaml:8:7: remind is not supported by this version of tollgate yet; no reminder would be sent, so the spec is refused",
-            ),
-            (
-                "escalate: [{ after: 4h, add: [security] }]",
-                "t.yaml:8:7: escalate is not supported by this version of tollgate yet; no group would ever be added, so the spec is refused",
-            ),
-        ] {
-            assert_eq!(refused(&spec_with(line)), error, "{line}");
-        }
-    }
-
-    #[test]
     fn what_is_enforced_is_accepted() {
         for line in [
             "on_timeout: expire",
+            "on_timeout: reject",
+            "on_timeout: approve",
+            "on_timeout: continue",
+            "remind: [50%, 90%]",
+            "escalate: [{ after: 4h, add: [security] }]",
             "rules: [{ group: finance, min: 2 }, { group: security, min: 1 }]",
             "reject: when_unreachable",
             "allow_self_approval: true",
             "voter_counts_once: false",
             "require_reason: true",
+            "form: { type: object }",
         ] {
             Spec::parse(&spec_with(line), "t.yaml").unwrap_or_else(|e| panic!("{line}: {e}"));
         }
@@ -156,34 +129,39 @@ model: { name: small }
 tools:
   pay:
     http: { url: "https://x.example" }
-    approval: { when: "{{ args.amount > 100 }}", remind: [50%] }
+    approval: { when: "{{ args.amount > 100 }}", on_timeout: continue }
 steps:
   - id: a
     tool: pay
   - id: b
     if: "{{ input.big }}"
     then: request_human_approval
-    remind: [90%]
+    on_timeout: continue
   - id: c
     model: { prompt: hi, output: json }
     guardrail: { min_confidence: 0.5, on_timeout: continue }
+  - id: d
+    approval: { on_timeout: continue }
 "#;
+        let only_approval_steps = "on_timeout: continue is only for an approval step (its step then goes on as with on_reject: continue); a tool's, an if's or a guardrail's gate cannot go on without a decision: use expire, reject or approve";
         assert_eq!(
             refused(source),
-            "t.yaml:9:50: remind is not supported by this version of tollgate yet; no reminder would be sent, so the spec is refused"
+            format!("t.yaml:9:50: {only_approval_steps}")
         );
         let without_tool = source.replace(
-            "    approval: { when: \"{{ args.amount > 100 }}\", remind: [50%] }\n",
+            "    approval: { when: \"{{ args.amount > 100 }}\", on_timeout: continue }\n",
             "    approval: required\n",
         );
         assert_eq!(
             refused(&without_tool),
-            "t.yaml:16:5: remind is not supported by this version of tollgate yet; no reminder would be sent, so the spec is refused"
+            format!("t.yaml:16:5: {only_approval_steps}")
         );
-        let only_guardrail = without_tool.replace("    remind: [90%]\n", "");
+        let only_guardrail = without_tool.replace("    on_timeout: continue\n", "");
         assert_eq!(
             refused(&only_guardrail),
-            "t.yaml:18:39: on_timeout: continue is not supported by this version of tollgate yet; the gate would expire instead, so the spec is refused"
+            format!("t.yaml:18:39: {only_approval_steps}")
         );
+        let approval_step_only = only_guardrail.replace(", on_timeout: continue }", " }");
+        Spec::parse(&approval_step_only, "t.yaml").expect("an approval step may continue");
     }
 }

@@ -185,11 +185,13 @@ pub(crate) async fn decide_approval<D: Decider>(
         .get_approval(key)
         .await?
         .ok_or_else(|| ApprovalError::NotFound { key: key.into() })?;
-    decider.admit(&record, decided_by)?;
     // The input as it would be stored: a repeat is recognised by it. When
     // it does not fit, a record no longer pending still answers for its
-    // state first (below).
-    let input = decider.input(&record, &decision, given);
+    // state first (below). A gate's own timeout gives none.
+    let input = match channel {
+        Channel::Timeout => Ok(None),
+        _ => decider.input(&record, &decision, given),
+    };
     let mut claim = Claim {
         key: key.to_string(),
         decision,
@@ -198,10 +200,15 @@ pub(crate) async fn decide_approval<D: Decider>(
         now,
         spec_hash,
         pinned,
+        timeout: None,
         // Replaced by the decider's plan below, once the decision is known
         // to be worth a write.
         then: AfterClaim::Release,
     };
+    if channel == Channel::Timeout {
+        return settle_by_timeout(decider, store, &record, claim).await;
+    }
+    decider.admit(&record, decided_by)?;
     if record.was_claimed_as(&claim) {
         return Ok(Decided::Repeat(Box::new(record)));
     }
@@ -301,6 +308,41 @@ pub(crate) async fn decide_approval<D: Decider>(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// A gate whose time ran out, settled by its own `on_timeout` (DESIGN
+/// §13): not a vote (no voter is checked, no ledger row is written), but
+/// the same claim as any decision, conditional on the record being
+/// PENDING and overdue, so exactly one settlement wins across processes
+/// and against a sweep that would expire it. The decision must be the one
+/// the record's roster asks for (or a reject in place of an approve that
+/// could not run); the decision data records which action applied.
+async fn settle_by_timeout<D: Decider>(
+    decider: &D,
+    store: &dyn StateStore,
+    record: &ApprovalRecord,
+    mut claim: Claim,
+) -> Result<Decided<D::Plan>, D::Error> {
+    let Some(action) = record.on_timeout().applied_by(&claim.decision) else {
+        return Err(ApprovalError::Forbidden {
+            key: claim.key.clone(),
+            decided_by: claim.decided_by.clone(),
+        }
+        .into());
+    };
+    claim.timeout = Some(action);
+    if record.status != ApprovalStatus::Pending || !record.is_expired_at(claim.now) {
+        return Err(ApprovalError::explain_failed_claim(&claim.key, Some(record), &claim).into());
+    }
+    decider.check(record, &claim.decision)?;
+    let (then, plan) = decider.plan(record, &claim).await?;
+    claim.then = then;
+    let claimed = store.claim(&claim).await?;
+    Ok(Decided::Won {
+        claimed: Box::new(claimed),
+        vote_event: None,
+        plan,
+    })
 }
 
 /// When `voter`'s standing vote on `key` is `decision` (a retry after a
@@ -624,29 +666,23 @@ impl AgentRun {
     /// Who may decide `record`: on a gate with rules, its groups as
     /// resolved when it paused (the store checks the voter against them,
     /// with the votes, in the vote's transaction); on any other gate, the
-    /// served spec's `approvals.approvers`.
+    /// served spec's `approvals.approvers` (also for a pause of an older
+    /// version) and whom its escalations added.
     pub(super) fn check_voter(
         &self,
         record: &ApprovalRecord,
         decided_by: &str,
     ) -> Result<(), ApprovalError> {
+        let approvers = self.serving.approvals.approvers.as_deref();
         match &record.roster {
+            // The store checks membership with the votes: its refusal
+            // names the groups.
             Some(roster) if !roster.rules.is_empty() => Ok(()),
-            _ => self.check_decider(&record.key, decided_by),
-        }
-    }
-
-    /// `approvals.approvers`, when set, lists who may decide: the served
-    /// spec's, also for a pause of an older version.
-    pub(super) fn check_decider(&self, key: &str, decided_by: &str) -> Result<(), ApprovalError> {
-        // The same rule decides who is shown a link (links::may_decide).
-        if crate::links::may_decide(self.serving.approvals.approvers.as_deref(), decided_by) {
-            Ok(())
-        } else {
-            Err(ApprovalError::Forbidden {
-                key: key.into(),
+            _ if crate::links::may_decide_record(record, approvers, decided_by) => Ok(()),
+            _ => Err(ApprovalError::Forbidden {
+                key: record.key.clone(),
                 decided_by: decided_by.into(),
-            })
+            }),
         }
     }
 

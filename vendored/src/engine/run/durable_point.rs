@@ -314,20 +314,31 @@ impl AgentRun {
     }
 
     /// The roster of a pause at step `index` (DESIGN §13), when its gate
-    /// counts votes: the rules with their groups' members in force (the
+    /// counts votes or has timing to keep (see
+    /// [`crate::policy::GatePolicy::stores_roster`]): the rules with their groups' members in force (the
     /// spec's, or `TOLLGATE_GROUP_<NAME>`'s), and the requesters who may
     /// not vote. An error says why the gate can never be decided.
-    fn roster_for(&self, ctx: &RunContext, index: usize) -> Result<Option<Roster>, String> {
-        let Some(policy) = self.spec.gate_policy(index).filter(|p| p.counts_votes()) else {
+    /// Its reminders and escalations are timed from `created_at` to
+    /// `expires_at`.
+    fn roster_for(
+        &self,
+        ctx: &RunContext,
+        index: usize,
+        created_at: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> Result<Option<Roster>, String> {
+        let Some(policy) = self.spec.gate_policy(index).filter(|p| p.stores_roster()) else {
             return Ok(None);
         };
         let groups = self
             .spec
             .resolve_groups(|name| std::env::var(name).ok())
             .map_err(|e| e.to_string())?;
-        Roster::resolve(policy, &groups, requesters(&ctx.trigger))
-            .map(Some)
-            .map_err(|e| e.message)
+        let mut roster =
+            Roster::resolve(policy, &groups, requesters(&ctx.trigger)).map_err(|e| e.message)?;
+        roster.nudges = crate::policy::schedule(policy, &groups, created_at, expires_at)
+            .map_err(|e| e.message)?;
+        Ok(Some(roster))
     }
 
     pub(super) async fn pause(
@@ -342,9 +353,14 @@ impl AgentRun {
         // A gate with rules is resolved now: who may vote, who may not. A
         // rule the members cannot meet fails the run, naming it: the
         // quorum is never lowered.
-        let roster = match self.roster_for(ctx, index) {
-            Ok(roster) => roster,
-            Err(error) => {
+        // Never a row that no store could read back.
+        let expires_at = crate::time::checked_add(now, gate.ttl).map_err(|e| e.to_string());
+        let roster = expires_at
+            .clone()
+            .and_then(|expires_at| self.roster_for(ctx, index, now, expires_at));
+        let (expires_at, roster) = match (expires_at, roster) {
+            (Ok(expires_at), Ok(roster)) => (expires_at, roster),
+            (Err(error), _) | (_, Err(error)) => {
                 let error = format!("step {:?}: cannot pause: {error}", step.id);
                 self.release_dedupe_keys(ctx, index).await;
                 log.emit(EventKind::failed(error.clone()));
@@ -369,16 +385,7 @@ impl AgentRun {
             decided_by: None,
             decided_at: None,
             created_at: now,
-            expires_at: match crate::time::checked_add(now, gate.ttl) {
-                Ok(at) => at,
-                Err(e) => {
-                    // Never a row that no store could read back.
-                    let error = format!("step {:?}: cannot pause: {e}", step.id);
-                    self.release_dedupe_keys(ctx, index).await;
-                    log.emit(EventKind::failed(error.clone()));
-                    return self.finish(ctx, RunStatus::Failed, Some(error), log).await;
-                }
-            },
+            expires_at,
             roster,
         };
         log.emit(EventKind::awaiting(&record));

@@ -4,11 +4,13 @@
 
 use chrono::{DateTime, Utc};
 
+use super::decide::{Ballot, ClaimedDecision};
 use super::{AgentRun, RunError, RunOutcome};
 use crate::events::{Event, EventKind};
-use crate::pending_approval::ApprovalRecord;
+use crate::pending_approval::{ApprovalError, ApprovalRecord, Decision};
+use crate::policy::{Channel, OnTimeout};
 use crate::run_state::{OwnedRun, RunRecord, RunStatus};
-use crate::store::{CancelRun, Cancelled, RunTransition, StoreError};
+use crate::store::{CancelRun, Cancelled, Nudged, RunTransition, StoreError};
 
 impl AgentRun {
     /// Cancel a waiting or running run of this agent (see
@@ -64,6 +66,111 @@ impl AgentRun {
             expired.len() as u64,
         );
         Ok(expired)
+    }
+
+    /// Settle this agent's gates whose time ran out by their own
+    /// `on_timeout` (DESIGN §13): `approve` approves and `reject` rejects,
+    /// `continue` rejects in a way the gate's step goes on from; each is
+    /// a claim by `timeout`, conditional on the record being PENDING and
+    /// overdue, so one process settles each. An `approve` that the
+    /// record's spec version refuses (a changed spec that `refuse`s, a
+    /// version that cannot run here) rejects instead, saying why: nothing
+    /// is approved on steps it was not written for, and the gate does not
+    /// wait for ever. Returns the settlements this call made; pass each to
+    /// [`AgentRun::resume_claimed`].
+    pub async fn settle_timeouts(&self) -> Result<Vec<ClaimedDecision>, RunError> {
+        let mut settled = Vec::new();
+        loop {
+            let due = self
+                .store
+                .due_timeouts(self.clock.now(), crate::durable::RECOVER_BATCH)
+                .await?;
+            let full = due.len() >= crate::durable::RECOVER_BATCH;
+            let mut progressed = false;
+            for record in due.iter().filter(|r| r.agent_id == self.spec.agent) {
+                if let Some(claimed) = self.settle_timeout(record).await? {
+                    settled.push(claimed);
+                    progressed = true;
+                }
+            }
+            if !full || !progressed {
+                return Ok(settled);
+            }
+        }
+    }
+
+    /// One gate's timeout; `None` when another process settled (or a
+    /// person decided) it first.
+    async fn settle_timeout(
+        &self,
+        record: &ApprovalRecord,
+    ) -> Result<Option<ClaimedDecision>, RunError> {
+        let action = record.on_timeout();
+        let deadline = crate::time::format_utc(record.expires_at);
+        let reason = format!("no decision by {deadline}: on_timeout: {action}");
+        let Some(decision) = action.decision(reason) else {
+            return Ok(None);
+        };
+        let by_timeout = |decision| Ballot::new(decision, "timeout", Channel::Timeout);
+        let refused = match self.vote(&record.key, by_timeout(decision)).await {
+            Ok(claimed) => return Ok(Some(claimed)),
+            Err(
+                e @ (RunError::Approval(ApprovalError::SpecChanged { .. })
+                | RunError::SpecUnavailable { .. }),
+            ) if action == OnTimeout::Approve => e,
+            Err(RunError::Approval(
+                ApprovalError::AlreadyResolved { .. } | ApprovalError::Expired { .. },
+            )) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        tracing::warn!(
+            key = %record.key,
+            run_id = %record.run_id,
+            error = %refused,
+            "on_timeout: approve cannot run on this gate's spec version; rejecting it instead"
+        );
+        let reason = format!(
+            "no decision by {deadline}: on_timeout: approve could not run ({refused}), so the gate was rejected"
+        );
+        match self
+            .vote(
+                &record.key,
+                by_timeout(Decision::Reject {
+                    reason: Some(reason),
+                }),
+            )
+            .await
+        {
+            Ok(claimed) => Ok(Some(claimed)),
+            Err(RunError::Approval(ApprovalError::AlreadyResolved { .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Do the reminders and escalations now due of every waiting gate in
+    /// the store (they need no spec: the roster stored with the pause has
+    /// them), once across processes; announces the events of this agent's
+    /// runs. Returns what this call did.
+    pub async fn nudge_due(&self) -> Result<Vec<Nudged>, RunError> {
+        let mut done = Vec::new();
+        loop {
+            let batch = self
+                .store
+                .nudge_due(self.clock.now(), crate::durable::RECOVER_BATCH)
+                .await?;
+            let full = batch.len() >= crate::durable::RECOVER_BATCH;
+            for nudged in &batch {
+                if nudged.record.agent_id == self.spec.agent {
+                    for event in &nudged.events {
+                        let _ = self.events.send(event.clone());
+                    }
+                }
+            }
+            done.extend(batch);
+            if !full {
+                return Ok(done);
+            }
+        }
     }
 
     /// Claim this agent's orphaned runs for this process (`running`, and

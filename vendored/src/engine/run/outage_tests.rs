@@ -240,6 +240,26 @@ impl Approvals for Flaky {
         self.after("expire_due", answer)
     }
 
+    async fn due_timeouts(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApprovalRecord>> {
+        self.before("due_timeouts")?;
+        let answer = self.inner.due_timeouts(now, limit).await;
+        self.after("due_timeouts", answer)
+    }
+
+    async fn nudge_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::store::Nudged>> {
+        self.before("nudge_due")?;
+        let answer = self.inner.nudge_due(now, limit).await;
+        self.after("nudge_due", answer)
+    }
+
     async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {
         self.before("cancel_run")?;
         let answer = self.inner.cancel_run(cancel).await;

@@ -76,8 +76,11 @@ impl AgentRun {
                 current: self.spec.hash.short().to_string(),
             })
         };
-        // Who may decide is checked before anything is loaded or moved.
-        self.check_voter(record, decided_by)?;
+        // Who may decide is checked before anything is loaded or moved (a
+        // gate's own timeout is no voter: `settle_by_timeout` checks it).
+        if ballot.channel != crate::policy::Channel::Timeout {
+            self.check_voter(record, decided_by)?;
+        }
         match self.route(record).await? {
             Route::Refuse => Err(refused()),
             Route::Pin => {

@@ -2,7 +2,9 @@
 //! Approve and Reject buttons, and an "Open in browser" button carrying the
 //! signed approval link when links are on), the same message once settled
 //! (the buttons replaced by who decided what and when), and short
-//! ephemeral replies.
+//! ephemeral replies. A gate with rules (DESIGN §13) also shows each
+//! rule's progress and who has voted and who still may, as the ledger
+//! stands when the message is rendered.
 //!
 //! Everything from a run (the gate's message, the payload) is data: it is
 //! escaped for Slack's mrkdwn so it cannot mention `@channel` or fake links,
@@ -12,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::policy::{Vote, VoteDecision};
 
 pub const APPROVE_ACTION: &str = "tollgate_approve";
 pub const REJECT_ACTION: &str = "tollgate_reject";
@@ -29,7 +32,19 @@ const MESSAGE_CHARS: usize = 1000;
 /// The `chat.postMessage` body announcing a pause. `link` is the absolute
 /// signed link to the approval's page, made as the message is posted.
 pub fn pending(channel: &str, record: &ApprovalRecord, link: Option<&str>) -> Value {
+    pending_voted(channel, record, link, &[])
+}
+
+/// [`pending`] for a gate whose ledger is `votes`: a gate with rules shows
+/// each rule's progress and who voted.
+pub fn pending_voted(
+    channel: &str,
+    record: &ApprovalRecord,
+    link: Option<&str>,
+    votes: &[Vote],
+) -> Value {
     let mut blocks = summary_blocks(record);
+    blocks.extend(votes_block(record, votes));
     // The button says which payload the message showed: a click after the
     // payload was edited is refused (`payload_changed`), never counted.
     let value = super::interaction::button_value(&record.key, &record.payload_digest());
@@ -82,11 +97,37 @@ pub fn pending(channel: &str, record: &ApprovalRecord, link: Option<&str>) -> Va
     })
 }
 
+/// The `chat.update` body of a still pending message after a vote that
+/// did not settle it: the message as [`pending_voted`] renders it now,
+/// buttons and all, in place of the one at `ts`.
+pub fn voted(
+    channel: &str,
+    ts: &str,
+    record: &ApprovalRecord,
+    link: Option<&str>,
+    votes: &[Vote],
+) -> Value {
+    let posted = pending_voted(channel, record, link, votes);
+    json!({
+        "channel": channel,
+        "ts": ts,
+        "text": posted["text"],
+        "blocks": posted["blocks"],
+    })
+}
+
 /// The `chat.update` body showing how a pause was settled: decided (by
 /// whom, when, why) or expired. No buttons.
 pub fn settled(channel: &str, ts: &str, record: &ApprovalRecord) -> Value {
+    settled_voted(channel, ts, record, &[])
+}
+
+/// [`settled`] for a gate whose ledger is `votes`: a gate with rules keeps
+/// showing how its votes ended.
+pub fn settled_voted(channel: &str, ts: &str, record: &ApprovalRecord, votes: &[Vote]) -> Value {
     let outcome = outcome_line(record);
     let mut blocks = summary_blocks(record);
+    blocks.extend(votes_block(record, votes));
     blocks.push(json!({
         "type": "section",
         "text": { "type": "mrkdwn", "text": outcome.mrkdwn },
@@ -129,13 +170,87 @@ fn summary_blocks(record: &ApprovalRecord) -> Vec<Value> {
             ],
         }),
     ];
-    if !record.payload.is_null() {
+    // The payload the gate asks about now (a vote's edit, on a gate with
+    // rules): what the buttons' digest is of, so a click decides on what
+    // the message shows.
+    let payload = record.current_payload();
+    if !payload.is_null() {
+        let label = if std::ptr::eq(payload, &record.payload) {
+            "*Payload*"
+        } else {
+            "*Payload* (as edited by a vote)"
+        };
         blocks.push(json!({
             "type": "section",
-            "text": { "type": "mrkdwn", "text": format!("*Payload*\n```{}```", payload_preview(&record.payload)) },
+            "text": { "type": "mrkdwn", "text": format!("{label}\n```{}```", payload_preview(payload)) },
         }));
     }
     blocks
+}
+
+/// A gate with rules: "*Votes* finance 1 of 2; security 0 of 1", then a
+/// line per rule (who counted, who may still vote) and the rejections.
+/// Nothing for a plain gate.
+fn votes_block(record: &ApprovalRecord, votes: &[Vote]) -> Option<Value> {
+    let roster = record.roster.as_ref().filter(|r| !r.rules.is_empty())?;
+    let tally = roster.tally(votes);
+    let mut text = format!("*Votes* {}", escape(&tally.summary()));
+    for progress in &tally.rules {
+        text.push_str(&format!(
+            "\n• *{}* {} of {}: ",
+            escape(&progress.group),
+            progress.counted.len(),
+            progress.min
+        ));
+        if !progress.counted.is_empty() {
+            text.push_str(&format!("approved by {}", people(&progress.counted)));
+            if !progress.may_still_vote.is_empty() {
+                text.push_str("; ");
+            }
+        }
+        if !progress.may_still_vote.is_empty() {
+            text.push_str(&format!(
+                "may still vote: {}",
+                people(&progress.may_still_vote)
+            ));
+        } else if progress.counted.is_empty() {
+            text.push_str("nobody left who may vote");
+        }
+    }
+    // Approvals past a rule's minimum count toward nothing, but were cast.
+    let extra: Vec<String> = votes
+        .iter()
+        .filter(|v| !v.superseded && v.decision != VoteDecision::Reject)
+        .filter(|v| !tally.rules.iter().any(|r| r.counted.contains(&v.voter)))
+        .map(|v| v.voter.clone())
+        .collect();
+    if !extra.is_empty() {
+        text.push_str(&format!("\n• also approved: {}", people(&extra)));
+    }
+    for vote in votes
+        .iter()
+        .filter(|v| !v.superseded && v.decision == VoteDecision::Reject)
+    {
+        text.push_str(&format!("\n• rejected by {}", who(&vote.voter)));
+        if let Some(reason) = vote.reason.as_deref().filter(|r| !r.trim().is_empty()) {
+            text.push_str(&format!(": {}", escape(&truncate(reason, 200))));
+        }
+    }
+    if !roster.allow_self_approval && !roster.requesters.is_empty() {
+        text.push_str(&format!(
+            "\n_May not vote (started or edited the run): {}_",
+            people(&roster.requesters)
+        ));
+    }
+    Some(json!({
+        "type": "section",
+        "text": { "type": "mrkdwn", "text": truncate(&text, 2900) },
+    }))
+}
+
+/// Names as [`who`] shows them, comma-separated.
+fn people(names: &[String]) -> String {
+    names.iter().map(|n| who(n)).collect::<Vec<_>>().join(", ")
 }
 
 fn key_context(record: &ApprovalRecord) -> Value {
@@ -326,6 +441,114 @@ mod tests {
         let mut decided = r.clone();
         decided.status = ApprovalStatus::Approved;
         assert!(!settled("C1", "1.2", &decided).to_string().contains(link));
+    }
+
+    fn team_record() -> (ApprovalRecord, Vec<Vote>) {
+        use crate::policy::{Channel, RejectWhen, Roster, RosterRule};
+        let mut r = record();
+        let rule = |group: &str, min: u32, members: &[&str]| RosterRule {
+            group: group.into(),
+            min,
+            members: members.iter().map(|m| m.to_string()).collect(),
+        };
+        r.roster = Some(Roster {
+            rules: vec![
+                rule("finance", 2, &["alice", "slack:U024BE7LH", "carol"]),
+                rule("security", 1, &["dave"]),
+            ],
+            reject: RejectWhen::WhenUnreachable,
+            allow_self_approval: false,
+            voter_counts_once: false,
+            require_reason: false,
+            requesters: vec!["bot".into()],
+            revised_payload: None,
+            on_timeout: Default::default(),
+            nudges: Vec::new(),
+            added: Vec::new(),
+        });
+        let vote = |seq, voter: &str, decision, reason: Option<&str>| Vote {
+            seq,
+            voter: voter.into(),
+            rule: None,
+            decision,
+            reason: reason.map(str::to_string),
+            payload: None,
+            channel: Channel::Slack,
+            payload_digest: r.payload_digest(),
+            input: None,
+            superseded: false,
+            at: crate::time::now(),
+        };
+        let votes = vec![
+            vote(1, "slack:U024BE7LH", VoteDecision::Approve, None),
+            vote(2, "carol", VoteDecision::Reject, Some("<!here> no")),
+        ];
+        (r, votes)
+    }
+
+    #[test]
+    fn a_team_gate_shows_each_rules_progress_and_who_voted() {
+        let (r, votes) = team_record();
+        let body = pending_voted("#refunds", &r, None, &votes);
+        let text = body.to_string();
+        assert!(
+            text.contains("*Votes* finance 1 of 2; security 0 of 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("approved by <@U024BE7LH> (`slack:U024BE7LH`); may still vote: `alice`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("*security* 0 of 1: may still vote: `dave`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rejected by `carol`: &lt;!here&gt; no"),
+            "{text}"
+        );
+        assert!(!text.contains("<!here>"), "a reason is escaped");
+        assert!(text.contains("started or edited the run): `bot`"), "{text}");
+        assert!(!buttons_of(&body).is_empty(), "still open");
+        // The edit after a vote: the same message, in place, buttons kept.
+        let edit = voted("C1", "1.2", &r, None, &votes);
+        assert_eq!(edit["ts"], "1.2");
+        assert_eq!(edit["blocks"], body["blocks"]);
+        // Settled: the votes stay, the buttons go.
+        let mut decided = r.clone();
+        decided.status = ApprovalStatus::Rejected;
+        let settled = settled_voted("C1", "1.2", &decided, &votes);
+        assert!(settled.to_string().contains("*Votes* finance 1 of 2"));
+        assert!(buttons_of(&settled).is_empty());
+        // After a vote's edit the message shows the edit, which the
+        // buttons' digest is of.
+        let mut edited = r.clone();
+        if let Some(roster) = edited.roster.as_mut() {
+            roster.revised_payload = Some(json!({ "order": "A-1", "amount": 3 }));
+        }
+        let body = voted("C1", "1.2", &edited, None, &votes);
+        let text = body.to_string();
+        assert!(text.contains("(as edited by a vote)"), "{text}");
+        assert!(text.contains("\\\"amount\\\": 3"), "{text}");
+        assert!(!text.contains("xxxxx"), "not the original: {text}");
+        let value = format!("{} {}", edited.key, edited.payload_digest());
+        assert!(text.contains(&value), "{text}");
+        // A plain gate shows no votes.
+        assert!(
+            !pending("#refunds", &record(), None)
+                .to_string()
+                .contains("*Votes*")
+        );
+    }
+
+    fn buttons_of(body: &Value) -> Vec<Value> {
+        body["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "actions")
+            .cloned()
+            .collect()
     }
 
     #[test]

@@ -127,6 +127,10 @@ fn samples() -> Vec<ApiError> {
             given: String::new(),
             current: String::new(),
         },
+        ApprovalError::NotDue {
+            key: key(),
+            expires_at: chrono::DateTime::UNIX_EPOCH,
+        },
     ];
     let mut all: Vec<ApiError> = approvals.into_iter().map(ApiError::Approval).collect();
     all.extend([
@@ -195,7 +199,8 @@ fn every_variant_is_listed(api: &ApiError) {
             | ApprovalError::AlreadyVoted { .. }
             | ApprovalError::ReasonRequired { .. }
             | ApprovalError::InvalidInput { .. }
-            | ApprovalError::PayloadChanged { .. } => {}
+            | ApprovalError::PayloadChanged { .. }
+            | ApprovalError::NotDue { .. } => {}
         },
         ApiError::InvalidRequest(_)
         | ApiError::Unauthorized

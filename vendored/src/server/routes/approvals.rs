@@ -22,7 +22,10 @@ use crate::server::extract::{
 use crate::server::openapi::schema::request_type;
 use crate::server::paging;
 use crate::server::state::AppState;
-use crate::store::{ApprovalQuery, PendingQuery, SpecFilter, SpecFilterError, SpecSelector};
+use crate::server::votes::ListedLedgers;
+use crate::store::{
+    ApprovalQuery, PendingQuery, SpecFilter, SpecFilterError, SpecSelector, StateStore,
+};
 
 request_type! {
     #[derive(Debug, Deserialize)]
@@ -76,11 +79,11 @@ pub(super) async fn list(
                 cursor,
             })
             .await?;
-        return Ok(Json(ApprovalsPage::new(
-            page.approvals,
-            page.next_cursor,
-            served,
-        )));
+        return with_progress(
+            store.as_ref(),
+            ApprovalsPage::new(page.approvals, page.next_cursor, served),
+        )
+        .await;
     }
     // The same rows and cursor form as the unfiltered listing: PENDING
     // and unexpired, newest first by (created_at, key).
@@ -96,11 +99,20 @@ pub(super) async fn list(
             cursor,
         })
         .await?;
-    Ok(Json(ApprovalsPage::new(
-        page.approvals,
-        page.next_cursor,
-        served,
-    )))
+    with_progress(
+        store.as_ref(),
+        ApprovalsPage::new(page.approvals, page.next_cursor, served),
+    )
+    .await
+}
+
+/// `page` with each gate's progress, its votes read in one query.
+async fn with_progress(
+    store: &dyn StateStore,
+    page: ApprovalsPage,
+) -> Result<Json<ApprovalsPage>, ApiError> {
+    let ledgers = ListedLedgers::read(store, page.approvals.iter().map(|v| &v.record)).await?;
+    Ok(Json(page.with_progress(&ledgers)))
 }
 
 /// `?spec=` as the store's filter; a value that names no version, or

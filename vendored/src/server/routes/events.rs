@@ -243,7 +243,7 @@ impl Feed {
         };
         match self.store.approval_as_of(key, self.clock.now()).await {
             Ok(Some(record)) if record.status == ApprovalStatus::Pending => {
-                links.link_for_viewer(key, viewer, self.approvers.as_deref())
+                links.link_for_viewer(&record, viewer, self.approvers.as_deref())
             }
             Ok(_) => None,
             Err(e) => {

@@ -160,7 +160,8 @@ fn refusal(e: &RunError) -> String {
         RunError::Approval(
             ApprovalError::InvalidPayload { .. }
             | ApprovalError::ReasonRequired { .. }
-            | ApprovalError::InvalidInput { .. },
+            | ApprovalError::InvalidInput { .. }
+            | ApprovalError::NotDue { .. },
         )
         | RunError::NoPendingApproval(_)
         | RunError::CancelForbidden { .. }

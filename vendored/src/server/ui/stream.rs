@@ -23,6 +23,7 @@ use crate::pending_approval::ApprovalStatus;
 use crate::server::extract::PathParam;
 use crate::server::routes::events;
 use crate::server::state::AppState;
+use crate::server::votes::ListedLedgers;
 
 const POLL_EVERY: Duration = Duration::from_secs(1);
 
@@ -51,7 +52,9 @@ pub(crate) async fn run_events(
 }
 
 /// What the inbox's first page shows: when it changes, the page refetches.
-async fn fingerprint(state: &AppState) -> Option<Vec<(String, ApprovalStatus)>> {
+/// Each row's vote count is part of it (a vote changes the row's progress;
+/// the page's ledgers are one read).
+async fn fingerprint(state: &AppState) -> Option<Vec<(String, ApprovalStatus, usize)>> {
     let listed = super::listing::approvals(
         state,
         super::listing::Listing {
@@ -64,18 +67,24 @@ async fn fingerprint(state: &AppState) -> Option<Vec<(String, ApprovalStatus)>> 
     )
     .await
     .ok()?;
+    let ledgers = ListedLedgers::read(state.agent.store().as_ref(), &listed.approvals)
+        .await
+        .ok()?;
     Some(
         listed
             .approvals
             .into_iter()
-            .map(|r| (r.key, r.status))
+            .map(|r| {
+                let votes = ledgers.count(&r.key);
+                (r.key, r.status, votes)
+            })
             .collect(),
     )
 }
 
 struct InboxFeed {
     state: AppState,
-    last: Option<Vec<(String, ApprovalStatus)>>,
+    last: Option<Vec<(String, ApprovalStatus, usize)>>,
     live: broadcast::Receiver<crate::events::Event>,
     elsewhere: Option<broadcast::Receiver<crate::watch::ApprovalChange>>,
     poll: tokio::time::Interval,
@@ -103,8 +112,8 @@ impl InboxFeed {
     }
 }
 
-/// The next event of this process that can change the pending set: a
-/// pause, a decision, an expiry or a cancel. Step events, the bulk of a
+/// The next event of this process that can change the pending set or its
+/// progress: a pause, a vote, a decision, an expiry or a cancel. Step events, the bulk of a
 /// busy server's, wake no inbox (each wake re-reads the first page).
 async fn next_inbox_event(live: &mut broadcast::Receiver<crate::events::Event>) {
     use crate::events::EventKind;
@@ -114,6 +123,7 @@ async fn next_inbox_event(live: &mut broadcast::Receiver<crate::events::Event>) 
                 if !matches!(
                     event.kind,
                     EventKind::AwaitingApproval { .. }
+                        | EventKind::ApprovalVote { .. }
                         | EventKind::ApprovalResolved { .. }
                         | EventKind::ApprovalMigrated { .. }
                         | EventKind::RunExpired { .. }

@@ -1,6 +1,7 @@
 //! The PostgreSQL store: approvals: the claim, the cancel, the expiry sweep, and the records as decisions read them.
 
 use super::*;
+use crate::store::Nudged;
 
 #[async_trait]
 impl Approvals for PostgresStore {
@@ -60,6 +61,25 @@ impl Approvals for PostgresStore {
         let (expired, unreadable) = self.context("expiring overdue approvals", result)?;
         report_skipped(&self.description, "approval", &unreadable);
         Ok(expired)
+    }
+
+    async fn due_timeouts(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApprovalRecord>> {
+        let read = async { ops::due_timeouts(&self.client().await?, &now, limit).await }.await;
+        let (due, unreadable) = self.context("looking for gates whose time ran out", read)?;
+        report_skipped(&self.description, "approval", &unreadable);
+        Ok(due)
+    }
+
+    async fn nudge_due(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Nudged>> {
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::nudge_due(&tx, &now, limit).await) }.await;
+        let (nudged, unreadable) = self.context("sending due reminders and escalations", result)?;
+        report_skipped(&self.description, "approval", &unreadable);
+        Ok(nudged)
     }
 
     async fn cancel_run(&self, cancel: &CancelRun) -> StoreResult<Cancelled> {

@@ -201,6 +201,33 @@ pub(super) async fn due_to_settle<C: GenericClient>(
     })?)
 }
 
+/// See [`NotificationStore::open_vote_counts`](crate::store::NotificationStore::open_vote_counts).
+pub(super) async fn open_vote_counts<C: GenericClient>(
+    client: &C,
+    agent_id: &str,
+    now: &DateTime<Utc>,
+    limit: i64,
+) -> StoreResult<Vec<(String, u64)>> {
+    let rows = client
+        .query(
+            "SELECT n.key, (SELECT COUNT(*) FROM tollgate_votes v WHERE v.key = n.key) \
+             FROM tollgate_notifications n \
+             JOIN tollgate_approvals a ON a.key = n.key \
+             WHERE n.ts IS NOT NULL AND n.decision_posted_at IS NULL \
+               AND (n.lease_until IS NULL OR n.lease_until <= $2) \
+               AND a.status = 'PENDING' AND a.roster IS NOT NULL AND a.agent_id = $1 \
+             ORDER BY a.created_at, a.key LIMIT $3",
+            &[&agent_id, now, &limit],
+        )
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let votes: i64 = row.try_get(1)?;
+        out.push((row.try_get(0)?, u64::try_from(votes).unwrap_or(0)));
+    }
+    Ok(out)
+}
+
 fn prefixed(alias: &str, columns: &str) -> String {
     columns
         .split(", ")

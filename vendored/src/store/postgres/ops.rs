@@ -38,7 +38,7 @@ use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
-    Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
+    Nudged, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
     StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
 };
 

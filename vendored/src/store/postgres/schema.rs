@@ -53,10 +53,13 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "votes",
         sql: include_str!("../migrations/postgres/0008_votes.sql"),
     },
-    // Numbered 9 on this branch; its file is 0010 because the session's
-    // other 0009 merges first (then this is version 10).
     Migration {
         version: 9,
+        name: "gate_timers",
+        sql: include_str!("../migrations/postgres/0009_gate_timers.sql"),
+    },
+    Migration {
+        version: 10,
         name: "vote_input",
         sql: include_str!("../migrations/postgres/0010_vote_input.sql"),
     },

@@ -16,4 +16,18 @@ impl Votes for PostgresStore {
         let read = async { ops::votes(&self.client().await?, key).await }.await;
         self.context(&format!("reading the votes on approval {key}"), read)
     }
+
+    async fn ledgers(
+        &self,
+        keys: &[String],
+    ) -> StoreResult<std::collections::BTreeMap<String, Vec<Vote>>> {
+        if keys.is_empty() {
+            return Ok(Default::default());
+        }
+        let read = async { ops::ledgers(&self.client().await?, keys).await }.await;
+        self.context(
+            &format!("reading the votes on {} approvals", keys.len()),
+            read,
+        )
+    }
 }

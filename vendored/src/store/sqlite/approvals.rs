@@ -1,6 +1,7 @@
 //! The SQLite store: approvals: the claim, the cancel, the expiry sweep, and the records as decisions read them.
 
 use super::*;
+use crate::store::Nudged;
 
 #[async_trait]
 impl Approvals for SqliteStore {
@@ -64,6 +65,31 @@ impl Approvals for SqliteStore {
             .await?;
         report_skipped(&self.describe(), "approval", &unreadable);
         Ok(expired)
+    }
+
+    async fn due_timeouts(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApprovalRecord>> {
+        let now = format_utc(now);
+        let (due, unreadable) = self
+            .read("looking for gates whose time ran out", move |conn| {
+                ops::due_timeouts(conn, &now, limit)
+            })
+            .await?;
+        report_skipped(&self.describe(), "approval", &unreadable);
+        Ok(due)
+    }
+
+    async fn nudge_due(&self, now: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Nudged>> {
+        let (nudged, unreadable) = self
+            .write("sending due reminders and escalations", move |conn| {
+                ops::nudge_due(conn, now, limit)
+            })
+            .await?;
+        report_skipped(&self.describe(), "approval", &unreadable);
+        Ok(nudged)
     }
 
     async fn move_approval(&self, to_move: &ApprovalMove) -> StoreResult<Moved> {

@@ -158,6 +158,32 @@ pub(super) fn due_to_settle(
     Ok(out)
 }
 
+/// See [`NotificationStore::open_vote_counts`](crate::store::NotificationStore::open_vote_counts).
+/// Starts from the partial index of open messages.
+pub(super) fn open_vote_counts(
+    conn: &Connection,
+    agent_id: &str,
+    now: &str,
+    limit: i64,
+) -> StoreResult<Vec<(String, u64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT n.key, (SELECT COUNT(*) FROM tollgate_votes v WHERE v.key = n.key) \
+         FROM tollgate_notifications n \
+         JOIN tollgate_approvals a ON a.key = n.key \
+         WHERE n.ts IS NOT NULL AND n.decision_posted_at IS NULL \
+           AND (n.lease_until IS NULL OR n.lease_until <= ?2) \
+           AND a.status = 'PENDING' AND a.roster IS NOT NULL AND a.agent_id = ?1 \
+         ORDER BY a.created_at, a.key LIMIT ?3",
+    )?;
+    let mut rows = stmt.query((agent_id, now, limit))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let votes: i64 = row.get(1)?;
+        out.push((row.get(0)?, u64::try_from(votes).unwrap_or(0)));
+    }
+    Ok(out)
+}
+
 /// A record the repair sweep can work on, or `None` for one that does not
 /// decode (logged): one bad row must not stop every message's repair.
 fn readable(decoded: StoreResult<ApprovalRecord>) -> StoreResult<Option<ApprovalRecord>> {

@@ -33,7 +33,7 @@ use crate::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::Columns;
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
-    FirstWrite, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage,
+    FirstWrite, Nudged, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage,
     StoreError, StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern,
     resolved_event,
 };

@@ -48,10 +48,13 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "votes",
         sql: include_str!("../migrations/sqlite/0007_votes.sql"),
     },
-    // Numbered 8 on this branch; its file is 0009 because the session's
-    // other 0008 merges first (then this is version 9).
     Migration {
         version: 8,
+        name: "gate_timers",
+        sql: include_str!("../migrations/sqlite/0008_gate_timers.sql"),
+    },
+    Migration {
+        version: 9,
         name: "vote_input",
         sql: include_str!("../migrations/sqlite/0009_vote_input.sql"),
     },

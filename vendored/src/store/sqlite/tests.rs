@@ -234,7 +234,7 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
         .expect("history");
     assert_eq!(
         names[5..],
-        ["spec_versions", "votes", "vote_input"],
+        ["spec_versions", "votes", "gate_timers", "vote_input"],
         "every later migration applied"
     );
     drop(conn);
@@ -666,6 +666,7 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
         now: now(),
         spec_hash: "h".into(),
         pinned: false,
+        timeout: None,
         then: crate::pending_approval::AfterClaim::Release,
     };
     let outcome = store
@@ -695,5 +696,53 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
     assert!(
         message.contains("tollgate_approvals.decided_via") && message.contains("k-old"),
         "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_of_the_previous_schema_gains_gate_timers_and_its_overdue_pauses_still_expire() {
+    // A file written by a build that knew migrations 1-7 only, with two
+    // runs waiting: one overdue, one not. Neither has an `on_timeout` or a
+    // nudge: the overdue one expires as it always did.
+    let dir = TempDir::new();
+    {
+        let conn = file_of_schema(&dir.db(), 7);
+        for (run, key, expires) in [
+            ("run-late", "k-late", "2026-01-01T01:00:00.000000Z"),
+            ("run-open", "k-open", "2999-01-01T00:00:00.000000Z"),
+        ] {
+            conn.execute(
+                "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+                 outputs, created_at, updated_at) VALUES (?1, 'agent', 'h', \
+                 'awaiting_approval', '{}', '{}', '{}', '2026-01-01T00:00:00.000000Z', \
+                 '2026-01-01T00:00:00.000000Z')",
+                [run],
+            )
+            .expect("an old run");
+            conn.execute(
+                "INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+                 step_id, phase, message, payload, outputs, input, \"trigger\", status, \
+                 created_at, expires_at) VALUES (?1, ?2, 'agent', 'h', 0, 'gate', \
+                 'before', 'Ship?', '{}', '{}', '{}', '{}', 'PENDING', \
+                 '2026-01-01T00:00:00.000000Z', ?3)",
+                (key, run, expires),
+            )
+            .expect("an old pause");
+        }
+    }
+    let store = open(&dir.db());
+    assert!(store.due_timeouts(now(), 10).await.expect("due").is_empty());
+    assert!(store.nudge_due(now(), 10).await.expect("nudges").is_empty());
+    let expired = store.expire_due(now()).await.expect("sweep");
+    let keys: Vec<&str> = expired.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["k-late"]);
+    let open_one = store
+        .get_approval("k-open")
+        .await
+        .expect("get")
+        .expect("kept");
+    assert_eq!(
+        open_one.status,
+        crate::pending_approval::ApprovalStatus::Pending
     );
 }

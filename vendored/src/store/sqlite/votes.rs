@@ -26,4 +26,19 @@ impl Votes for SqliteStore {
         )
         .await
     }
+
+    async fn ledgers(
+        &self,
+        keys: &[String],
+    ) -> StoreResult<std::collections::BTreeMap<String, Vec<Vote>>> {
+        if keys.is_empty() {
+            return Ok(Default::default());
+        }
+        let keys = keys.to_vec();
+        self.read(
+            format!("reading the votes on {} approvals", keys.len()),
+            move |conn| ops::ledgers(conn, &keys),
+        )
+        .await
+    }
 }

@@ -73,7 +73,7 @@
 
   var FINAL = ["run_completed", "run_rejected", "run_expired", "run_skipped", "run_failed", "run_cancelled"];
   var KINDS = ["run_started", "step_started", "step_completed", "awaiting_approval",
-    "approval_vote", "gate_skipped", "approval_resolved", "approval_migrated", "run_recovered", "run_stuck"].concat(FINAL);
+    "approval_vote", "approval_reminded", "approval_escalated", "gate_skipped", "approval_resolved", "approval_migrated", "run_recovered", "run_stuck"].concat(FINAL);
 
   function summary(e) {
     switch (e.type) {
@@ -83,6 +83,8 @@
       case "awaiting_approval": return "waiting for approval at " + e.step;
       case "approval_resolved": return e.decision + " by " + e.decided_by + (e.reason ? ": " + e.reason : "");
       case "approval_vote": return e.voter + " voted " + e.decision + ": " + e.progress;
+      case "approval_reminded": return "reminder at " + e.step + ": " + e.percent + "% of its time has passed";
+      case "approval_escalated": return "escalated to " + e.groups.join(", ") + ": " + (e.added.length ? e.added.join(", ") : "nobody more") + " may decide now";
       case "gate_skipped": return "no approval at " + e.step + ": " + e.when + " is false for this call";
       case "approval_migrated": return "moved from spec " + e.from.slice(0, 12) + " to " + e.to.slice(0, 12) + " by " + e.by;
       case "run_completed": return "run completed";

@@ -18,7 +18,9 @@ use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::listing::{self, Listing};
 use crate::server::ui::render::format;
 use crate::server::ui::render::templates::{self, Chrome, Page};
+use crate::server::ui::render::votes::Barred;
 use crate::server::ui::staleness::{Stale, Staleness};
+use crate::server::votes::ListedLedgers;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -44,6 +46,13 @@ pub(crate) struct Row {
     expires_at: String,
     /// Paused under another version of the spec than the one served.
     stale: Option<Stale>,
+    /// A gate with rules: each rule's progress, "finance 1 of 2; security
+    /// 0 of 1".
+    progress: Option<String>,
+    /// Why the viewer may not vote on this gate ("you voted approve",
+    /// "your run: you may not vote", "not in finance"): the row offers
+    /// them nothing to decide.
+    barred: Option<String>,
 }
 
 impl Row {
@@ -58,7 +67,24 @@ impl Row {
             time_left: format::span(now, record.expires_at),
             expires_at: format::machine(record.expires_at),
             stale,
+            progress: None,
+            barred: None,
         }
+    }
+
+    /// With `record`'s progress and why `viewer` may not vote on it, from
+    /// the page's ledgers.
+    pub fn with_votes(
+        mut self,
+        record: &ApprovalRecord,
+        ledgers: &ListedLedgers,
+        viewer: &str,
+    ) -> Row {
+        self.progress = ledgers.progress(record);
+        self.barred = record.roster.as_ref().and_then(|roster| {
+            Barred::of(roster, ledgers.votes(&record.key), viewer).map(|b| b.label(roster))
+        });
+        self
     }
 }
 
@@ -154,10 +180,21 @@ pub(crate) async fn page(
         Ok(listed) => listed,
         Err(e) => return viewer.finish(refusal::from_api(e)),
     };
+    // One read for the whole page's votes, not one per row.
+    let ledgers = match ListedLedgers::read(state.agent.store().as_ref(), &listed.approvals).await {
+        Ok(ledgers) => ledgers,
+        Err(e) => return viewer.finish(refusal::from_api(e.into())),
+    };
     let mut staleness = Staleness::new(&state);
     let mut rows = Vec::with_capacity(listed.approvals.len());
     for record in &listed.approvals {
-        rows.push(Row::new(record, now, staleness.of(record).await));
+        rows.push(
+            Row::new(record, now, staleness.of(record).await).with_votes(
+                record,
+                &ledgers,
+                &viewer.name,
+            ),
+        );
     }
     let inbox = InboxRows {
         rows,

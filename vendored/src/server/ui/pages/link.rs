@@ -8,9 +8,10 @@
 //! Every route checks, in this order: the client is not locked out for
 //! bad signatures (429, server/throttle.rs); the signature (a bad one is
 //! counted); an unbound link only while unbound links are on
-//! (TOLLGATE_UNBOUND_LINKS, else 403); the identity it decides as passes
-//! the approvers list exactly as the API's callers do (else 403, the API's
-//! refusal, before anything is shown or written).
+//! (TOLLGATE_UNBOUND_LINKS, else 403); then, with the record read, the
+//! identity it decides as may decide it exactly as the API's callers must
+//! (`links::may_decide_record`: the gate's groups, or the approvers list;
+//! else 403, before anything is shown or written).
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
@@ -20,7 +21,7 @@ use serde::Deserialize;
 
 use super::approval::{self, Answer, Frame, Problem};
 use super::refusal;
-use crate::links::{LINK_CALLER, LinkSigner, may_decide};
+use crate::links::{LINK_CALLER, LinkSigner, may_decide_record};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::server::routes::events::Watcher;
 use crate::server::state::AppState;
@@ -74,23 +75,25 @@ fn admit<'a>(
     if bound.is_none() && !signer.unbound() {
         return Err(Box::new(refusal::unbound_off()));
     }
-    let by = bound.unwrap_or(LINK_CALLER);
-    if !may_decide(state.agent.spec().approvals.approvers.as_deref(), by) {
-        return Err(Box::new(refusal::not_an_approver(by)));
-    }
-    Ok(by)
+    Ok(bound.unwrap_or(LINK_CALLER))
 }
 
-/// The pending record a link names, or the page to answer with: the
-/// "bad link" page when it is no longer pending (or gone), an error page
-/// when the store could not be read (not a "bad link", which would send
-/// the approver off to ask for a new one).
-async fn linked(state: &AppState, key: &str) -> Result<ApprovalRecord, Response> {
-    match approval::load(state, key).await {
-        Ok(Some(record)) if record.status == ApprovalStatus::Pending => Ok(record),
-        Ok(_) => Err(refusal::bad_link()),
-        Err(e) => Err(refusal::from_api(e)),
+/// The pending record a link names, when `by` may decide it, or the page
+/// to answer with: the "bad link" page when it is no longer pending (or
+/// gone), 403 when `by` may not decide it, an error page when the store
+/// could not be read (not a "bad link", which would send the approver off
+/// to ask for a new one).
+async fn linked(state: &AppState, key: &str, by: &str) -> Result<ApprovalRecord, Response> {
+    let record = match approval::load(state, key).await {
+        Ok(Some(record)) if record.status == ApprovalStatus::Pending => record,
+        Ok(_) => return Err(refusal::bad_link()),
+        Err(e) => return Err(refusal::from_api(e)),
+    };
+    let approvers = state.agent.spec().approvals.approvers.as_deref();
+    if !may_decide_record(&record, approvers, by) {
+        return Err(refusal::not_a_decider(by, &record));
     }
+    Ok(record)
 }
 
 fn binding(key: &str, signature: &str, bound: Option<&str>) -> Binding {
@@ -132,10 +135,11 @@ pub(crate) async fn page(
     Query(query): Query<LinkQuery>,
 ) -> Response {
     let bound = query.bound.as_deref();
-    if let Err(refused) = admit(&state, &ui, client, &key, &signature, bound) {
-        return *refused;
-    }
-    let record = match linked(&state, &key).await {
+    let by = match admit(&state, &ui, client, &key, &signature, bound) {
+        Ok(by) => by,
+        Err(refused) => return *refused,
+    };
+    let record = match linked(&state, &key, by).await {
         Ok(record) => record,
         Err(refused) => return refused,
     };
@@ -164,6 +168,9 @@ pub(crate) async fn decide(
         fields.csrf.as_deref(),
     ) {
         return refusal::csrf();
+    }
+    if let Err(refused) = linked(&state, &key, by).await {
+        return refused;
     }
     let (problem, status) =
         match approval::decide_as(&state, &key, &fields, by, crate::policy::Channel::Link).await {
@@ -195,10 +202,11 @@ pub(crate) async fn timeline(
     headers: HeaderMap,
 ) -> Response {
     let bound = query.bound.as_deref();
-    if let Err(refused) = admit(&state, &ui, client, &key, &signature, bound) {
-        return *refused;
-    }
-    let record = match linked(&state, &key).await {
+    let by = match admit(&state, &ui, client, &key, &signature, bound) {
+        Ok(by) => by,
+        Err(refused) => return *refused,
+    };
+    let record = match linked(&state, &key, by).await {
         Ok(record) => record,
         Err(refused) => return refused,
     };

@@ -104,10 +104,29 @@ pub(crate) fn unbound_off() -> Response {
 
 /// Someone the approvers allow-list does not name.
 pub(crate) fn not_an_approver(name: &str) -> Response {
+    forbidden(name, "not in approvals.approvers")
+}
+
+/// `name` may not decide `record`: not in its gate's groups (a gate with
+/// rules), else not an approver.
+pub(crate) fn not_a_decider(
+    name: &str,
+    record: &crate::pending_approval::ApprovalRecord,
+) -> Response {
+    match &record.roster {
+        Some(roster) if !roster.rules.is_empty() => {
+            let groups: Vec<&str> = roster.rules.iter().map(|r| r.group.as_str()).collect();
+            forbidden(name, &format!("not a member of {}", groups.join(" or ")))
+        }
+        _ => not_an_approver(name),
+    }
+}
+
+fn forbidden(name: &str, why: &str) -> Response {
     page(
         StatusCode::FORBIDDEN,
         "Not allowed",
-        &format!("{name} may not decide: not in approvals.approvers"),
+        &format!("{name} may not decide: {why}"),
         None,
     )
 }

@@ -252,6 +252,111 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
     assert!(html.contains(r#"<table id="inbox">"#) && !html.contains("<html"));
 }
 
+/// finance 2 of {alice, bob, carol}, security 1 of {dave}, started by
+/// bot; alice has approved.
+fn team_gate() -> (ApprovalRecord, crate::server::votes::ListedLedgers) {
+    use crate::policy::{Channel, RejectWhen, Roster, RosterRule, Vote, VoteDecision};
+    let mut record = record(ApprovalStatus::Pending);
+    let rule = |group: &str, min: u32, members: &[&str]| RosterRule {
+        group: group.into(),
+        min,
+        members: members.iter().map(|m| m.to_string()).collect(),
+    };
+    record.roster = Some(Roster {
+        rules: vec![
+            rule("finance", 2, &["alice", "bob", "carol"]),
+            rule("security", 1, &["dave"]),
+        ],
+        reject: RejectWhen::Any,
+        allow_self_approval: false,
+        voter_counts_once: false,
+        require_reason: false,
+        requesters: vec!["bot".into()],
+        revised_payload: None,
+        on_timeout: Default::default(),
+        nudges: Vec::new(),
+        added: Vec::new(),
+    });
+    let vote = Vote {
+        seq: 1,
+        voter: "alice".into(),
+        rule: Some("finance".into()),
+        decision: VoteDecision::Approve,
+        reason: None,
+        payload: None,
+        channel: Channel::Api,
+        payload_digest: record.payload_digest(),
+        input: None,
+        superseded: false,
+        at: now(),
+    };
+    let ledgers = crate::server::votes::ListedLedgers::of(
+        [(record.key.clone(), vec![vote])].into_iter().collect(),
+    );
+    (record, ledgers)
+}
+
+#[test]
+fn an_inbox_row_shows_a_team_gates_progress_and_why_its_viewer_may_not_vote() {
+    let (team, ledgers) = team_gate();
+    let row_for = |viewer: &str| {
+        let rows = InboxRows {
+            rows: vec![Row::new(&team, now(), None).with_votes(&team, &ledgers, viewer)],
+            filtered: false,
+        };
+        as_read(
+            templates()
+                .render("inbox_rows.html", RowsFragment { inbox: &rows })
+                .unwrap(),
+        )
+    };
+    for (viewer, barred) in [
+        ("bob", None),
+        ("alice", Some("you voted approve")),
+        ("bot", Some("your run: you may not vote")),
+        ("erin", Some("not in finance or security")),
+    ] {
+        let html = row_for(viewer);
+        assert!(
+            html.contains(r#"<span class="progress">finance 1 of 2; security 0 of 1</span>"#),
+            "{viewer}: {html}"
+        );
+        match barred {
+            None => assert!(
+                html.contains(r#"<tr class="approval" data-key="k-1">"#)
+                    && !html.contains("class=\"barred\""),
+                "{viewer}: {html}"
+            ),
+            Some(label) => {
+                assert!(
+                    html.contains(r#"<tr class="approval barred" data-key="k-1">"#),
+                    "{viewer}: {html}"
+                );
+                assert!(
+                    html.contains(&format!(r#"<small class="barred">{label}</small>"#)),
+                    "{viewer}: {html}"
+                );
+            }
+        }
+    }
+    // A plain gate shows neither.
+    let plain = record(ApprovalStatus::Pending);
+    let row = Row::new(&plain, now(), None).with_votes(&plain, &ledgers, "erin");
+    let rows = InboxRows {
+        rows: vec![row],
+        filtered: false,
+    };
+    let html = as_read(
+        templates()
+            .render("inbox_rows.html", RowsFragment { inbox: &rows })
+            .unwrap(),
+    );
+    assert!(
+        !html.contains("progress") && !html.contains("barred"),
+        "{html}"
+    );
+}
+
 /// A stale pending approval under `effect`, as the pages get it.
 fn stale(effect: Effect) -> Stale {
     Stale {

@@ -65,6 +65,18 @@ fn summary(kind: &EventKind) -> String {
             progress,
             ..
         } => format!("{voter} voted {decision}: {progress}"),
+        EventKind::ApprovalReminded { step, percent, .. } => {
+            format!("reminder at {step}: {percent}% of its time has passed")
+        }
+        EventKind::ApprovalEscalated { groups, added, .. } => format!(
+            "escalated to {}: {} may decide now",
+            groups.join(", "),
+            if added.is_empty() {
+                "nobody more".to_string()
+            } else {
+                added.join(", ")
+            }
+        ),
         EventKind::GateSkipped { step, when, .. } => {
             format!("no approval at {step}: {when} is false for this call")
         }

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::policy::{Roster, Vote};
+use crate::policy::{Roster, Vote, VoteDecision};
 use crate::server::ui::render::format;
 
 /// One rule's line: "finance: 1 of 2".
@@ -88,27 +88,60 @@ impl TeamView {
 
 /// Why `viewer` may not vote on the gate now, if they may not.
 fn why_not(roster: &Roster, votes: &[Vote], viewer: &str) -> Option<String> {
-    if !roster.allow_self_approval && roster.requesters.iter().any(|r| r == viewer) {
-        return Some(format!(
+    Some(match Barred::of(roster, votes, viewer)? {
+        Barred::Requester => format!(
             "You ({viewer}) started this run or edited its payload, so you cannot vote on it (separation of duties)."
-        ));
-    }
-    if !roster.is_member(viewer) {
-        let groups: Vec<&str> = roster.rules.iter().map(|r| r.group.as_str()).collect();
-        return Some(format!(
+        ),
+        Barred::NotMember => format!(
             "You ({viewer}) are not a member of {}, so you cannot vote on this approval.",
-            groups.join(" or ")
-        ));
+            groups(roster).join(" or ")
+        ),
+        Barred::Voted(decision) => {
+            format!("You voted {decision} on this approval; your vote stands.")
+        }
+    })
+}
+
+/// Why someone may not vote on a pending gate with a roster; the approval
+/// page says it in a sentence, the inbox list in a few words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Barred {
+    /// Started the run or edited its payload (separation of duties).
+    Requester,
+    /// In none of the rules' groups.
+    NotMember,
+    /// Voted already; the vote stands.
+    Voted(VoteDecision),
+}
+
+impl Barred {
+    /// Why `viewer` may not vote on a gate with `roster` and ledger
+    /// `votes`, or `None` when they may.
+    pub fn of(roster: &Roster, votes: &[Vote], viewer: &str) -> Option<Barred> {
+        if !roster.allow_self_approval && roster.requesters.iter().any(|r| r == viewer) {
+            return Some(Barred::Requester);
+        }
+        if !roster.is_member(viewer) {
+            return Some(Barred::NotMember);
+        }
+        votes
+            .iter()
+            .find(|v| !v.superseded && v.voter == viewer)
+            .map(|v| Barred::Voted(v.decision))
     }
-    votes
-        .iter()
-        .find(|v| !v.superseded && v.voter == viewer)
-        .map(|v| {
-            format!(
-                "You voted {} on this approval; your vote stands.",
-                v.decision
-            )
-        })
+
+    /// A few words for a list's row ("you voted approve").
+    pub fn label(self, roster: &Roster) -> String {
+        match self {
+            Barred::Requester => "your run: you may not vote".into(),
+            Barred::NotMember => format!("not in {}", groups(roster).join(" or ")),
+            Barred::Voted(decision) => format!("you voted {decision}"),
+        }
+    }
+}
+
+fn groups(roster: &Roster) -> Vec<&str> {
+    roster.rules.iter().map(|r| r.group.as_str()).collect()
 }
 
 /// The members who may vote, each once, in rule order.

@@ -1,4 +1,4 @@
--- tollgate schema, version 10 (9 until the migration before it merges): the approver's input given with a vote on a
+-- tollgate schema, version 10: the approver's input given with a vote on a
 -- gate with a `form:` (DESIGN §13), the object as checked against the form
 -- (defaults filled in); NULL for a vote without input (every vote stored
 -- before this migration). A plain gate's input is its record's

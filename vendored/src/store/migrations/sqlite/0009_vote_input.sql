@@ -1,4 +1,4 @@
--- tollgate schema, version 9 (8 until the migration before it merges): the approver's input given with a vote on a
+-- tollgate schema, version 9: the approver's input given with a vote on a
 -- gate with a `form:` (DESIGN §13), serde_json text of the object as
 -- checked against the form (defaults filled in); NULL for a vote without
 -- input (every vote stored before this migration). A plain gate's input is

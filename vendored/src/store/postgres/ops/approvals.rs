@@ -20,17 +20,27 @@ pub(super) async fn set_run_status<C: GenericClient>(
     Ok(())
 }
 
-/// The claim's conditional write. Approve and modify also require the spec
-/// the run paused with; a reject is allowed under any spec.
-pub(super) const CLAIM_SAME_SPEC: &str = "UPDATE tollgate_approvals \
-     SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
-     WHERE key = $5 AND status = 'PENDING' AND expires_at > $4 AND spec_hash = $6 \
-     RETURNING ";
-
-pub(super) const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
-     SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
-     WHERE key = $5 AND status = 'PENDING' AND expires_at > $4 \
-     RETURNING ";
+/// The claim's conditional write: PENDING and unexpired, or for a
+/// timeout's claim PENDING and overdue. Approve and modify also require
+/// the spec the run paused with; a reject is allowed under any spec.
+fn claim_sql(claim: &Claim) -> String {
+    let due = if claim.timeout.is_some() {
+        "expires_at <= $4"
+    } else {
+        "expires_at > $4"
+    };
+    let spec = if claim.decision.requires_same_spec() {
+        " AND spec_hash = $6"
+    } else {
+        ""
+    };
+    format!(
+        "UPDATE tollgate_approvals \
+         SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
+         WHERE key = $5 AND status = 'PENDING' AND {due}{spec} \
+         RETURNING {APPROVAL_COLUMNS}"
+    )
+}
 
 /// One conditional UPDATE decides; under READ COMMITTED a concurrent
 /// claimer of the same key blocks on the row lock, then re-checks the WHERE
@@ -38,17 +48,12 @@ pub(super) const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
 /// lock different rows and never wait for each other.
 pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreResult<Claimed> {
     let status = claim.decision.status().as_str();
-    let data = claim.data();
+    let data = claim.decision_data();
     if let Some(data) = &data {
         checked(data, "decision data")?;
     }
     let same_spec = claim.decision.requires_same_spec();
-    let head = if same_spec {
-        CLAIM_SAME_SPEC
-    } else {
-        CLAIM_ANY_SPEC
-    };
-    let sql = format!("{head}{APPROVAL_COLUMNS}");
+    let sql = claim_sql(claim);
     let decided_by = Value::String(claim.decided_by.clone());
     let common: [Param<'_>; 5] = [&status, &data, &decided_by, &claim.now, &claim.key];
     let mut params = common.to_vec();
@@ -143,7 +148,7 @@ pub(crate) async fn expire_due<C: GenericClient>(
     let select = client
         .prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
-             WHERE status = 'PENDING' AND expires_at <= $1 \
+             WHERE status = 'PENDING' AND expires_at <= $1 AND on_timeout IS NULL \
              FOR UPDATE SKIP LOCKED"
         ))
         .await?;
@@ -181,6 +186,88 @@ pub(crate) async fn expire_due<C: GenericClient>(
     Ok((expired, unreadable))
 }
 
+/// See [`crate::store::Approvals::due_timeouts`].
+pub(crate) async fn due_timeouts<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+    limit: usize,
+) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
+    let select = client
+        .prepare_cached(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND expires_at <= $1 AND on_timeout IS NOT NULL \
+             ORDER BY expires_at, key LIMIT $2"
+        ))
+        .await?;
+    let limit = to_i64(limit, "limit")?;
+    let rows = client.query(&select, &[now, &limit]).await?;
+    decode_skipping(&rows, approval_from_row)
+}
+
+/// See [`crate::store::Approvals::nudge_due`]. The due rows are locked
+/// first (rows another transaction holds, a vote or another node's sweep,
+/// are skipped, not waited for); each write is conditional on the due time
+/// read, so a nudge is done once.
+pub(crate) async fn nudge_due<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+    limit: usize,
+) -> StoreResult<(Vec<Nudged>, Vec<UnreadableRow>)> {
+    let select = client
+        .prepare_cached(&format!(
+            "SELECT {APPROVAL_COLUMNS}, next_nudge_at FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND next_nudge_at <= $1 AND expires_at > $1 \
+             ORDER BY next_nudge_at, key LIMIT $2 \
+             FOR UPDATE SKIP LOCKED"
+        ))
+        .await?;
+    let limit = to_i64(limit, "limit")?;
+    let rows = client.query(&select, &[now, &limit]).await?;
+    let (due, unreadable) = decode_skipping(&rows, |row| {
+        let record = approval_from_row(row)?;
+        let due: DateTime<Utc> = row.try_get(APPROVAL_COLUMN_COUNT)?;
+        Ok((record, due))
+    })?;
+    let mut nudged = Vec::with_capacity(due.len());
+    for (mut record, due) in due {
+        let taken = match record.roster.as_mut() {
+            Some(roster) => roster.take_due(*now),
+            None => Vec::new(),
+        };
+        let roster = record
+            .roster
+            .as_ref()
+            .map(|r| to_json(r, "approval roster"))
+            .transpose()?;
+        let next = record.roster.as_ref().and_then(|r| r.next_nudge_at());
+        let changed = execute(
+            client,
+            "UPDATE tollgate_approvals SET roster = $2, next_nudge_at = $3 \
+             WHERE key = $1 AND status = 'PENDING' AND next_nudge_at = $4",
+            &[&record.key, &roster, &next, &due],
+        )
+        .await?;
+        if changed != 1 {
+            continue;
+        }
+        let first = next_seq(client, &record.run_id).await?;
+        let events: Vec<Event> = taken
+            .iter()
+            .zip(first..)
+            .map(|(nudge, seq)| Event {
+                run_id: record.run_id.clone(),
+                seq,
+                at: *now,
+                kind: nudge.event(&record.key, &record.step_id, record.expires_at),
+            })
+            .collect();
+        insert_events(client, &record.run_id, &events).await?;
+        notify::send(client, &record.key, &record.run_id, record.status).await?;
+        nudged.push(Nudged { record, events });
+    }
+    Ok((nudged, unreadable))
+}
+
 /// True when some PENDING record is overdue (a cheap read before a sweep).
 pub(crate) async fn any_due<C: GenericClient>(
     client: &C,
@@ -188,7 +275,8 @@ pub(crate) async fn any_due<C: GenericClient>(
 ) -> StoreResult<bool> {
     let found = query_opt(
         client,
-        "SELECT 1 FROM tollgate_approvals WHERE status = 'PENDING' AND expires_at <= $1 LIMIT 1",
+        "SELECT 1 FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= $1 AND on_timeout IS NULL LIMIT 1",
         &[now],
         |_| Ok(()),
     )

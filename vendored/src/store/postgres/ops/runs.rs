@@ -122,11 +122,16 @@ pub(super) async fn insert_approval<C: GenericClient>(
     );
     let stmt = client
         .prepare_cached(&format!(
-            "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+            "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+              $20, $21)"
         ))
         .await?;
-    let params: [Param<'_>; APPROVAL_COLUMN_COUNT] = [
+    // What the gate does by itself, findable without reading the roster.
+    let on_timeout =
+        (r.on_timeout() != crate::policy::OnTimeout::Expire).then(|| r.on_timeout().as_str());
+    let next_nudge_at = r.roster.as_ref().and_then(|roster| roster.next_nudge_at());
+    let params: [Param<'_>; APPROVAL_COLUMN_COUNT + 2] = [
         &r.key,
         &r.run_id,
         &r.agent_id,
@@ -146,6 +151,8 @@ pub(super) async fn insert_approval<C: GenericClient>(
         &r.created_at,
         &r.expires_at,
         &roster,
+        &on_timeout,
+        &next_nudge_at,
     ];
     client.execute(&stmt, &params).await.map_err(|e| {
         already_exists(is_unique_violation(&e), e, || {

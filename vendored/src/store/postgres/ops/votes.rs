@@ -144,3 +144,25 @@ pub(crate) async fn votes<C: GenericClient>(client: &C, key: &str) -> StoreResul
         None => Ok(Vec::new()),
     }
 }
+
+/// The ledger rows of each of `keys`, by key, in seq order
+/// ([`Votes::ledgers`](crate::store::Votes::ledgers)), in one statement.
+pub(crate) async fn ledgers<C: GenericClient>(
+    client: &C,
+    keys: &[String],
+) -> StoreResult<std::collections::BTreeMap<String, Vec<Vote>>> {
+    let rows = query_all(
+        client,
+        &format!(
+            "SELECT {VOTE_COLUMNS} FROM tollgate_votes WHERE key = ANY($1::text[]) ORDER BY key, seq"
+        ),
+        &[&keys],
+        |row| Ok((row.try_get::<_, String>(0)?, vote_from_row(row)?)),
+    )
+    .await?;
+    let mut ledgers: std::collections::BTreeMap<String, Vec<Vote>> = Default::default();
+    for (key, vote) in rows {
+        ledgers.entry(key).or_default().push(vote);
+    }
+    Ok(ledgers)
+}

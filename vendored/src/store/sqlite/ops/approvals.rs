@@ -1,6 +1,7 @@
 //! The approvals' SQL: the claim, the cancel, the expiry sweep, reading records.
 
 use super::*;
+use chrono::{DateTime, Utc};
 
 /// A run's final status (expired, cancelled): nobody drives it any more,
 /// so its owner and lease go too.
@@ -18,17 +19,27 @@ pub(super) fn set_run_status(
     Ok(())
 }
 
-/// The claim's conditional write. Approve and modify also require the spec
-/// the run paused with; a reject is allowed under any spec.
-pub(super) const CLAIM_SAME_SPEC: &str = "UPDATE tollgate_approvals \
-     SET status = ?1, decision_data = ?2, decided_by = ?3, decided_at = ?4 \
-     WHERE key = ?5 AND status = 'PENDING' AND expires_at > ?6 AND spec_hash = ?7 \
-     RETURNING ";
-
-pub(super) const CLAIM_ANY_SPEC: &str = "UPDATE tollgate_approvals \
-     SET status = ?1, decision_data = ?2, decided_by = ?3, decided_at = ?4 \
-     WHERE key = ?5 AND status = 'PENDING' AND expires_at > ?6 \
-     RETURNING ";
+/// The claim's conditional write: PENDING and unexpired, or for a
+/// timeout's claim PENDING and overdue. Approve and modify also require
+/// the spec the run paused with; a reject is allowed under any spec.
+pub(super) fn claim_sql(claim: &Claim) -> String {
+    let due = if claim.timeout.is_some() {
+        "expires_at <= ?6"
+    } else {
+        "expires_at > ?6"
+    };
+    let spec = if claim.decision.requires_same_spec() {
+        " AND spec_hash = ?7"
+    } else {
+        ""
+    };
+    format!(
+        "UPDATE tollgate_approvals \
+         SET status = ?1, decision_data = ?2, decided_by = ?3, decided_at = ?4 \
+         WHERE key = ?5 AND status = 'PENDING' AND {due}{spec} \
+         RETURNING {APPROVAL_COLUMNS}"
+    )
+}
 
 pub(crate) fn claim(conn: &Connection, claim: &Claim, row: &ClaimRow) -> StoreResult<Claimed> {
     let Some(record) = claim_write(conn, claim, row)? else {
@@ -61,12 +72,7 @@ pub(super) fn claim_write(
     row: &ClaimRow,
 ) -> StoreResult<Option<ApprovalRecord>> {
     let same_spec = claim.decision.requires_same_spec();
-    let head = if same_spec {
-        CLAIM_SAME_SPEC
-    } else {
-        CLAIM_ANY_SPEC
-    };
-    let mut stmt = conn.prepare_cached(&format!("{head}{APPROVAL_COLUMNS}"))?;
+    let mut stmt = conn.prepare_cached(&claim_sql(claim))?;
     let common: [&dyn ToSql; 6] = [
         &row.status,
         &row.decision_data,
@@ -122,25 +128,27 @@ pub(crate) fn move_approval(
     Ok(Moved { record, event })
 }
 
-/// True when some PENDING record is overdue (a cheap read before a sweep).
+/// True when some PENDING record that expires (rather than settling by
+/// its `on_timeout`) is overdue (a cheap read before a sweep).
 pub(crate) fn any_due(conn: &Connection, now: &str) -> StoreResult<bool> {
     let mut stmt = conn.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM tollgate_approvals \
-         WHERE status = 'PENDING' AND expires_at <= ?1)",
+         WHERE status = 'PENDING' AND expires_at <= ?1 AND on_timeout IS NULL)",
     )?;
     Ok(stmt.query_row([now], |row| row.get(0))?)
 }
 
-/// Every overdue PENDING record becomes EXPIRED, its run `expired`. A row
-/// that does not decode is left as it is and returned apart, so that the
-/// sweep goes on for all the others.
+/// Every overdue PENDING record of a gate that expires becomes EXPIRED,
+/// its run `expired` (a gate with another `on_timeout` is settled by it
+/// instead: [`due_timeouts`]). A row that does not decode is left as it is
+/// and returned apart, so that the sweep goes on for all the others.
 pub(crate) fn expire_due(
     conn: &Connection,
     now: &str,
 ) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
     let mut select = conn.prepare_cached(&format!(
         "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
-         WHERE status = 'PENDING' AND expires_at <= ?1"
+         WHERE status = 'PENDING' AND expires_at <= ?1 AND on_timeout IS NULL"
     ))?;
     let (due, unreadable) = query_skipping(&mut select, [now], approval_from_row)?;
     let mut update = conn.prepare_cached(
@@ -159,6 +167,85 @@ pub(crate) fn expire_due(
         end_expired_run(conn, record, now)?;
     }
     Ok((expired, unreadable))
+}
+
+/// See [`crate::store::Approvals::due_timeouts`].
+pub(crate) fn due_timeouts(
+    conn: &Connection,
+    now: &str,
+    limit: usize,
+) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
+    let mut select = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= ?1 AND on_timeout IS NOT NULL \
+         ORDER BY expires_at, key LIMIT ?2"
+    ))?;
+    query_skipping(
+        &mut select,
+        (now, to_i64(limit, "limit")?),
+        approval_from_row,
+    )
+}
+
+/// See [`crate::store::Approvals::nudge_due`]. Runs in the writer's
+/// transaction, so a vote's write of the same roster comes wholly before
+/// or after it.
+pub(crate) fn nudge_due(
+    conn: &Connection,
+    now: DateTime<Utc>,
+    limit: usize,
+) -> StoreResult<(Vec<Nudged>, Vec<UnreadableRow>)> {
+    let at = format_utc(now);
+    let mut select = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS}, next_nudge_at FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND next_nudge_at <= ?1 AND expires_at > ?1 \
+         ORDER BY next_nudge_at, key LIMIT ?2"
+    ))?;
+    let (due, unreadable) = query_skipping(&mut select, (&at, to_i64(limit, "limit")?), |row| {
+        let record = approval_from_row(row)?;
+        let due: String = row.get(APPROVAL_COLUMN_COUNT)?;
+        Ok((record, due))
+    })?;
+    let mut update = conn.prepare_cached(
+        "UPDATE tollgate_approvals SET roster = ?2, next_nudge_at = ?3 \
+         WHERE key = ?1 AND status = 'PENDING' AND next_nudge_at = ?4",
+    )?;
+    let mut nudged = Vec::with_capacity(due.len());
+    for (mut record, due) in due {
+        let taken = match record.roster.as_mut() {
+            Some(roster) => roster.take_due(now),
+            None => Vec::new(),
+        };
+        let roster = record
+            .roster
+            .as_ref()
+            .map(|r| to_json(r, "approval roster"))
+            .transpose()?;
+        let next = record
+            .roster
+            .as_ref()
+            .and_then(|r| r.next_nudge_at())
+            .map(format_utc);
+        if update.execute((&record.key, &roster, &next, &due))? != 1 {
+            continue;
+        }
+        let first = next_seq(conn, &record.run_id)?;
+        let events: Vec<Event> = taken
+            .iter()
+            .zip(first..)
+            .map(|(nudge, seq)| Event {
+                run_id: record.run_id.clone(),
+                seq,
+                at: now,
+                kind: nudge.event(&record.key, &record.step_id, record.expires_at),
+            })
+            .collect();
+        for event in &events {
+            append_one(conn, event)?;
+        }
+        nudged.push(Nudged { record, events });
+    }
+    Ok((nudged, unreadable))
 }
 
 pub(super) fn end_expired_run(

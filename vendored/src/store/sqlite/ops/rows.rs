@@ -76,6 +76,10 @@ pub(crate) struct ApprovalRow {
     pub(super) created_at: String,
     pub(super) expires_at: String,
     pub(super) roster: Option<String>,
+    /// The roster's `on_timeout` when it is not `expire`.
+    pub(super) on_timeout: Option<&'static str>,
+    /// The roster's first reminder or escalation.
+    pub(super) next_nudge_at: Option<String>,
     /// When the pause happened (the run's `updated_at`).
     pub(super) paused_at: String,
     /// The driver that must still own the run (see `Pause::owner`).
@@ -113,6 +117,15 @@ impl ApprovalRow {
                 .as_ref()
                 .map(|roster| to_json(roster, "approval roster"))
                 .transpose()?,
+            on_timeout: r
+                .on_timeout()
+                .ne(&crate::policy::OnTimeout::Expire)
+                .then(|| r.on_timeout().as_str()),
+            next_nudge_at: r
+                .roster
+                .as_ref()
+                .and_then(|roster| roster.next_nudge_at())
+                .map(format_utc),
             paused_at: format_utc(pause.at),
             owner: pause.owner.clone(),
         })
@@ -262,7 +275,7 @@ impl ClaimRow {
         Ok(ClaimRow {
             status: claim.decision.status().as_str(),
             decision_data: claim
-                .data()
+                .decision_data()
                 .map(|d| to_json(&d, "decision data"))
                 .transpose()?,
             now: format_utc(claim.now),

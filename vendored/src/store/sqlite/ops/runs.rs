@@ -108,10 +108,10 @@ pub(super) fn fence_failed(conn: &Connection, run_id: &str, owner: Option<&str>)
 
 pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
     let mut stmt = conn.prepare_cached(&format!(
-        "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+        "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
     ))?;
-    let params: [&dyn ToSql; APPROVAL_COLUMN_COUNT] = [
+    let params: [&dyn ToSql; APPROVAL_COLUMN_COUNT + 2] = [
         &row.key,
         &row.run_id,
         &row.agent_id,
@@ -131,6 +131,8 @@ pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResu
         &row.created_at,
         &row.expires_at,
         &row.roster,
+        &row.on_timeout,
+        &row.next_nudge_at,
     ];
     stmt.execute(params.as_slice()).map_err(|e| {
         already_exists(is_unique_violation(&e), e, || {

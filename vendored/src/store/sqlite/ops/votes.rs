@@ -160,3 +160,30 @@ pub(crate) fn votes(conn: &Connection, key: &str) -> StoreResult<Vec<Vote>> {
         None => Ok(Vec::new()),
     }
 }
+
+/// The ledger rows of each of `keys`, by key, in seq order
+/// ([`Votes::ledgers`](crate::store::Votes::ledgers)): one statement per
+/// [`LEDGERS_CHUNK`] keys.
+pub(crate) fn ledgers(
+    conn: &Connection,
+    keys: &[String],
+) -> StoreResult<std::collections::BTreeMap<String, Vec<Vote>>> {
+    let mut ledgers: std::collections::BTreeMap<String, Vec<Vote>> = Default::default();
+    for chunk in keys.chunks(LEDGERS_CHUNK) {
+        let marks = vec!["?"; chunk.len()].join(", ");
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {VOTE_COLUMNS} FROM tollgate_votes WHERE key IN ({marks}) ORDER BY key, seq"
+        ))?;
+        let rows = query_all(&mut stmt, rusqlite::params_from_iter(chunk), |row| {
+            Ok((row.get::<_, String>(0)?, vote_from_row(row)?))
+        })?;
+        for (key, vote) in rows {
+            ledgers.entry(key).or_default().push(vote);
+        }
+    }
+    Ok(ledgers)
+}
+
+/// Keys per statement of [`ledgers`]: well under SQLite's limit on bound
+/// parameters.
+const LEDGERS_CHUNK: usize = 500;

@@ -42,7 +42,16 @@ steps:
 
 fn served(ws: &Workspace) -> Served {
     let state = ws.path().join("state.db");
-    Served::start(&ws.spec, &state, &[("TOLLGATE_API_TOKENS", &tokens())], &[])
+    let tokens = tokens();
+    Served::start(
+        &ws.spec,
+        &state,
+        &[
+            ("TOLLGATE_API_TOKENS", tokens.as_str()),
+            ("TOLLGATE_SESSION_SECRET", "form-secret"),
+        ],
+        &[],
+    )
 }
 
 fn errors(body: &Value) -> Vec<(String, String)> {
@@ -275,6 +284,18 @@ async fn each_vote_keeps_its_input_and_the_settling_one_is_the_steps() {
     );
     assert_eq!(ledger["votes"][1]["channel"], "cli");
     assert_eq!(ledger["votes"][2]["input"], bobs, "{ledger}");
+    // The inbox's ledger shows each vote's input.
+    let mut erin = crate::ui::client::Client::signed_in(&served, "token-erin").await;
+    let page = erin.get(&format!("/ui/approvals/{key}")).await;
+    let ledger_text = page.text_of("ledger");
+    // (The page's text as served: escaped, as everything a person wrote.)
+    assert!(
+        ledger_text.contains(
+            "carol voted approve (finance) · input {&quot;note&quot;:&quot;carol&#x27;s&quot;,&quot;amount&quot;:3,&quot;urgent&quot;:false} · api"
+        ),
+        "{ledger_text}"
+    );
+
     // The CLI shows each vote's input, and the settled record's.
     let shown = ws
         .tollgate()

@@ -26,6 +26,9 @@ pub(crate) struct VoteLine {
     decision: &'static str,
     rule: Option<String>,
     reason: Option<String>,
+    /// The approver's input given with the vote (a gate with a form), as
+    /// compact JSON.
+    input: Option<String>,
     channel: &'static str,
     at: String,
     superseded: bool,
@@ -69,6 +72,7 @@ impl TeamView {
                 decision: v.decision.as_str(),
                 rule: v.rule.clone(),
                 reason: v.reason.clone(),
+                input: v.input.as_ref().map(|i| i.to_string()),
                 channel: v.channel.as_str(),
                 at: format::time(v.at),
                 superseded: v.superseded,

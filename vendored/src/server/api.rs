@@ -188,7 +188,8 @@ response_type! {
         pub payload_digest: String,
         /// GET /approvals/{key} only, while the record is PENDING, signed
         /// links are on (TOLLGATE_LINK_SECRET) and the caller may decide it
-        /// (approvals.approvers): the signed link that shows and decides
+        /// (approvals.approvers, or the gate's groups on a gate with
+        /// rules): the signed link that shows and decides
         /// this approval without an API token, bound to the caller (it
         /// decides as them; `?as=NAME`), or unbound (deciding as `link`)
         /// when TOLLGATE_UNBOUND_LINKS is on and `link` may decide.

@@ -1,12 +1,13 @@
 //! Policy settings the spec language reads that a gate could not honour,
 //! refused at parse (so at `validate`, `serve`, `run` and `export`) with
-//! the position they are written at: settings this version does not
-//! enforce yet, and settings that make no sense on the kind of gate they
-//! are written on.
+//! the position they are written at: settings that make no sense on the
+//! kind of gate they are written on, and any setting a version reads
+//! before it enforces it.
 //!
 //! Fail closed: such a gate would otherwise run as if the setting were
 //! not there, quietly other than written. Each setting is one entry of
-//! [`not_enforced`]; the version that enforces one removes its entry.
+//! [`not_honoured`]; a version that reads a setting before enforcing it
+//! adds an entry, and the version that enforces it removes the entry.
 
 use super::marked::{Pos, Seg, Tree};
 use super::{Spec, SpecError, SpecErrorKind, StepKind};
@@ -16,7 +17,7 @@ use crate::policy::{GatePolicy, OnTimeout};
 /// is written under and why the spec is refused. `step_gate` says whether
 /// the gate is an `approval` step's, the one kind whose step can go on
 /// without an approval.
-fn not_enforced(policy: &GatePolicy, step_gate: bool) -> Vec<(&'static str, String)> {
+fn not_honoured(policy: &GatePolicy, step_gate: bool) -> Vec<(&'static str, String)> {
     let goes_on = policy.on_timeout == OnTimeout::Continue;
     [
         ("on_timeout", (goes_on && !step_gate).then(|| "on_timeout: continue is only for an approval step (its step then goes on as with on_reject: continue); a tool's, an if's or a guardrail's gate cannot go on without a decision: use expire, reject or approve".to_string())),
@@ -26,12 +27,12 @@ fn not_enforced(policy: &GatePolicy, step_gate: bool) -> Vec<(&'static str, Stri
     .collect()
 }
 
-/// The first setting (in file order) of any gate that [`not_enforced`]
+/// The first setting (in file order) of any gate that [`not_honoured`]
 /// lists, as an error at its key.
 pub fn refuse(spec: &Spec, tree: &Tree, origin: &str) -> Result<(), SpecError> {
     let mut refusals: Vec<(Pos, String)> = Vec::new();
     let mut check = |path: &[Seg<'_>], policy: &GatePolicy, step_gate: bool| {
-        for (key, message) in not_enforced(policy, step_gate) {
+        for (key, message) in not_honoured(policy, step_gate) {
             let pos = tree
                 .key_pos(path, key)
                 .unwrap_or(Pos { line: 1, column: 1 });

@@ -28,6 +28,10 @@ pub(super) const APPROVAL_COLUMNS: &str = "key, run_id, agent_id, spec_hash, ste
 /// finds them from this offset on.
 pub(super) const APPROVAL_COLUMN_COUNT: usize = 19;
 
+/// Where `roster` is in [`APPROVAL_COLUMNS`]: a cast probes it alone to
+/// tell a plain gate's record without decoding the rest.
+pub(super) const ROSTER_COLUMN: usize = 18;
+
 /// The columns of `tollgate_runs`, in the order [`run`] reads them.
 pub(super) const RUN_COLUMNS: &str = "id, agent_id, spec_hash, status, input, \"trigger\", \
      outputs, error, created_at, updated_at, owner, lease_until";
@@ -117,7 +121,7 @@ pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
         decided_at: r.time_opt(15, "decided_at")?,
         created_at: r.time(16, "created_at")?,
         expires_at: r.time(17, "expires_at")?,
-        roster: r.json_opt(18, "roster")?,
+        roster: r.json_opt(ROSTER_COLUMN, "roster")?,
     })
 }
 

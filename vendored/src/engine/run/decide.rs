@@ -221,31 +221,9 @@ pub(crate) async fn decide_approval<D: Decider>(
     input?;
     // The payload the gate asks about now; a decision made on another one
     // is refused here, and the store checks it again with the vote.
-    let current = record.payload_digest();
-    if let Some(given) = payload_digest
-        && given != current
-    {
-        return Err(ApprovalError::PayloadChanged {
-            key: key.into(),
-            given,
-            current,
-        }
-        .into());
-    }
+    let current = check_shown(&record, payload_digest)?;
     decider.check(&record, &claim.decision)?;
-    let ballot = BallotVote {
-        voter: decided_by.to_string(),
-        decision: VoteDecision::of(&claim.decision),
-        reason: claim.decision.reason().map(str::to_string),
-        payload: match &claim.decision {
-            Decision::Modify { payload, .. } => Some(payload.clone()),
-            _ => None,
-        },
-        channel,
-        payload_digest: current,
-        input: claim.input.clone(),
-        at: now,
-    };
+    let ballot = ballot_of(&claim, channel, current);
     // The decision as asked for: a repeat is recognised by it.
     let asked = claim.decision.clone();
     // What the gate settles with if this vote settles it: planned now, so
@@ -255,13 +233,62 @@ pub(crate) async fn decide_approval<D: Decider>(
     }
     let (then, plan) = decider.plan(&record, &claim).await?;
     claim.then = then;
-    match store
+    let cast = store
         .cast_vote(&CastVote {
             ballot,
             claim: claim.clone(),
         })
-        .await
-    {
+        .await;
+    answer_cast(store, record, &claim, &asked, cast, plan).await
+}
+
+/// The payload digest of `record` (what the gate asks about now), when
+/// the decider was shown it (`shown`, if the channel sent one): else
+/// `payload_changed`, naming both.
+fn check_shown(record: &ApprovalRecord, shown: Option<String>) -> Result<String, ApprovalError> {
+    let current = record.payload_digest();
+    match shown {
+        Some(given) if given != current => Err(ApprovalError::PayloadChanged {
+            key: record.key.clone(),
+            given,
+            current,
+        }),
+        _ => Ok(current),
+    }
+}
+
+/// The ledger entry `claim` casts, through `channel`, on the payload with
+/// digest `payload_digest`.
+fn ballot_of(claim: &Claim, channel: Channel, payload_digest: String) -> BallotVote {
+    BallotVote {
+        voter: claim.decided_by.clone(),
+        decision: VoteDecision::of(&claim.decision),
+        reason: claim.decision.reason().map(str::to_string),
+        payload: match &claim.decision {
+            Decision::Modify { payload, .. } => Some(payload.clone()),
+            _ => None,
+        },
+        channel,
+        payload_digest,
+        input: claim.input.clone(),
+        at: claim.now,
+    }
+}
+
+/// What the store's answer to a vote (`cast`, of `claim` on `record` as
+/// read, asked as `asked`) comes to: the settlement won, a vote recorded,
+/// a repeat of the decider's own vote or decision, or the refusal
+/// explained from the record as it is now.
+async fn answer_cast<P, E: From<StoreError> + From<ApprovalError>>(
+    store: &dyn StateStore,
+    record: ApprovalRecord,
+    claim: &Claim,
+    asked: &Decision,
+    cast: Result<VoteOutcome, StoreError>,
+    plan: P,
+) -> Result<Decided<P>, E> {
+    let key = claim.key.as_str();
+    match cast {
         Ok(VoteOutcome::Settled {
             vote_event,
             claimed,
@@ -291,18 +318,15 @@ pub(crate) async fn decide_approval<D: Decider>(
         }
         Err(StoreError::Approval(refusal @ ApprovalError::AlreadyVoted { .. })) => {
             // Not a repeat: the refusal, which names the vote that stands.
-            repeated_vote::<D::Plan, D::Error>(store, key, decided_by, &asked, &claim.input)
+            repeated_vote::<P, E>(store, key, &claim.decided_by, asked, &claim.input)
                 .await?
                 .ok_or_else(|| refusal.into())
         }
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
-            match store.get_approval(&claim.key).await? {
-                Some(won) if won.was_claimed_as(&claim) => Ok(Decided::Repeat(Box::new(won))),
+            match store.get_approval(key).await? {
+                Some(won) if won.was_claimed_as(claim) => Ok(Decided::Repeat(Box::new(won))),
                 other => {
-                    Err(
-                        ApprovalError::explain_failed_claim(&claim.key, other.as_ref(), &claim)
-                            .into(),
-                    )
+                    Err(ApprovalError::explain_failed_claim(key, other.as_ref(), claim).into())
                 }
             }
         }

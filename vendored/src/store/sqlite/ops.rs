@@ -21,8 +21,8 @@ mod votes;
 use rusqlite::{Connection, ErrorCode, Params, Row, Statement, ToSql};
 
 use super::codec::{
-    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
-    SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, event_from_row, run_from_row,
+    APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, ROSTER_COLUMN, RUN_COLUMN_COUNT, RUN_COLUMNS,
+    RowReader, SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, event_from_row, run_from_row,
     spec_version_from_row, spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
     vote_from_row,
 };

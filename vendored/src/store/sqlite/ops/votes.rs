@@ -55,23 +55,25 @@ pub(crate) fn cast_vote(
     cast: &CastVote,
     row: &CastRow,
 ) -> StoreResult<VoteOutcome> {
-    if is_plain(conn, &cast.claim.key)? {
-        // The hot path: today's claim (its conditional write is steps 1
-        // and 3), the digest of the payload it returned (a mismatch rolls
-        // the claim back with the rest), and the channel on the row the
-        // claim just wrote: no ledger row (see `votes`). The record is
-        // decoded once, from the claim's RETURNING.
-        let claimed = claim(conn, &cast.claim, &row.claim)?;
-        check_digest(cast, &claimed.record)?;
-        let mut stmt =
-            conn.prepare_cached("UPDATE tollgate_approvals SET decided_via = ?2 WHERE key = ?1")?;
-        stmt.execute((&claimed.record.key, row.channel))?;
-        return Ok(plain_outcome(cast.ballot.to_vote(1, None), claimed));
-    }
-    let found = get_approval(conn, &cast.claim.key)?;
-    let record = admit(cast, found.as_ref())?;
+    let found = match read_for_cast(conn, &cast.claim.key)? {
+        CastTarget::Counted(found) => found,
+        CastTarget::Plain => {
+            // The hot path: today's claim (its conditional write is steps 1
+            // and 3), the digest of the payload it returned (a mismatch rolls
+            // the claim back with the rest), and the channel on the row the
+            // claim just wrote: no ledger row (see `votes`). The record is
+            // decoded once, from the claim's RETURNING.
+            let claimed = claim(conn, &cast.claim, &row.claim)?;
+            check_digest(cast, &claimed.record)?;
+            let mut stmt = conn
+                .prepare_cached("UPDATE tollgate_approvals SET decided_via = ?2 WHERE key = ?1")?;
+            stmt.execute((&claimed.record.key, row.channel))?;
+            return Ok(plain_outcome(cast.ballot.to_vote(1, None), claimed));
+        }
+    };
+    let record = admit(cast, found.as_deref())?;
     let Some(roster) = &record.roster else {
-        // Not reached: the writer's transaction holds the row as probed.
+        // Not reached: it was read as a record whose roster is set.
         return Err(StoreError::Database(format!(
             "approval {} changed its gate while a vote was cast",
             record.key
@@ -100,12 +102,27 @@ pub(crate) fn cast_vote(
     Ok(counted_outcome(vote, counted, event, claimed))
 }
 
-/// Whether `key` is a plain gate's record (no roster): a probe that decodes
-/// nothing. A missing record is not plain (the full path explains it).
-fn is_plain(conn: &Connection, key: &str) -> StoreResult<bool> {
-    let mut stmt =
-        conn.prepare_cached("SELECT roster IS NULL FROM tollgate_approvals WHERE key = ?1")?;
-    Ok(query_opt(&mut stmt, [key], |row| Ok(row.get::<_, bool>(0)?))?.unwrap_or(false))
+/// A cast's record, read once, in the writer's transaction.
+enum CastTarget {
+    /// A plain gate's (no roster): its cast is the claim, whose RETURNING
+    /// decodes the record, so nothing is decoded here (the hot path).
+    Plain,
+    /// A gate that counts votes, decoded; `None` when there is no such
+    /// record (the counted path explains the refusal).
+    Counted(Option<Box<ApprovalRecord>>),
+}
+
+fn read_for_cast(conn: &Connection, key: &str) -> StoreResult<CastTarget> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals WHERE key = ?1"
+    ))?;
+    let found = query_opt(&mut stmt, [key], |row| {
+        if row.get_ref(ROSTER_COLUMN)? == rusqlite::types::ValueRef::Null {
+            return Ok(CastTarget::Plain);
+        }
+        approval_from_row(row).map(|record| CastTarget::Counted(Some(Box::new(record))))
+    })?;
+    Ok(found.unwrap_or(CastTarget::Counted(None)))
 }
 
 /// Append the vote as the key's next; returns its seq.

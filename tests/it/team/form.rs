@@ -426,3 +426,57 @@ fn our_validator_agrees_with_python_jsonschema() {
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
     assert!(ours.iter().any(|v| *v) && ours.iter().any(|v| !*v));
 }
+
+/// `approvals approve --all --input JSON` gives each selected approval the
+/// same input, checked against each gate's form: without it every one is
+/// refused `invalid_input` (nothing decided); with it each is approved and
+/// its run's step has the input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approve_all_gives_each_the_same_input_checked_by_its_form() {
+    let ws = Workspace::new(&spec(""));
+    let mut keys = Vec::new();
+    for amount in [10, 20] {
+        let record = ws
+            .pause_run_in(
+                &ws.state_db(),
+                json!({ "amount": amount }),
+                tollgate_runtime::time::system(),
+            )
+            .await;
+        keys.push(record.key);
+    }
+    let approve_all = |extra: &[&str]| {
+        ws.tollgate()
+            .args(["approvals", "approve", "--all", "--yes", "--json", "--spec"])
+            .arg(ws.spec_arg())
+            .args(extra)
+            .output()
+            .expect("run tollgate")
+    };
+    let refused = approve_all(&[]);
+    crate::common::assert_exit(&refused, 4);
+    let answer: Value = serde_json::from_slice(&refused.stdout).expect("JSON");
+    let results = answer["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2, "{answer}");
+    for result in results {
+        assert_eq!(result["error"]["code"], "invalid_input", "{answer}");
+    }
+
+    let done = approve_all(&["--input", r#"{"note": "batch", "amount": 5}"#]);
+    crate::common::assert_success(&done);
+    let answer: Value = serde_json::from_slice(&done.stdout).expect("JSON");
+    for result in answer["results"].as_array().expect("results") {
+        assert_eq!(result["status"], "APPROVED", "{answer}");
+    }
+    let store = crate::common::open_store(&ws.state_db());
+    for key in &keys {
+        let record = store.get_approval(key).await.unwrap().unwrap();
+        assert_eq!(
+            record.decision_data.as_ref().unwrap()["input"],
+            json!({ "note": "batch", "amount": 5, "urgent": false }),
+            "defaults filled in for each"
+        );
+        let run = store.get_run(&record.run_id).await.unwrap().unwrap();
+        assert_eq!(run.outputs["done"]["note"], "batch", "{:?}", run.outputs);
+    }
+}

@@ -87,7 +87,14 @@ pub async fn run(
             votes(&key, source.as_ref().or(embedded), &store, json, &clock).await
         }
         ApprovalsCommand::Approve(args) if args.decide.all => {
-            super::batch::run(args.decide, Verdict::Approve, embedded, custom, &clock).await
+            super::batch::run(
+                args.decide,
+                Verdict::Approve { input: args.input },
+                embedded,
+                custom,
+                &clock,
+            )
+            .await
         }
         ApprovalsCommand::Reject(args) if args.all => {
             super::batch::run(args, Verdict::Reject, embedded, custom, &clock).await

@@ -203,7 +203,9 @@ pub struct ApproveArgs {
     /// The approver's input, on a gate with a `form:` (a JSON object, or
     /// @FILE): checked against the form (exit 2, each error with its path,
     /// when it does not fit), and part of the step's output as `input`.
-    #[arg(long, value_name = "JSON", value_parser = json_arg, conflicts_with = "all")]
+    /// With --all, the same input for each, checked against each gate's
+    /// own form.
+    #[arg(long, value_name = "JSON", value_parser = json_arg)]
     pub input: Option<Value>,
 }
 

@@ -24,23 +24,34 @@ use crate::tools::CustomTools;
 use crate::{ApprovalRecord, Decision};
 
 /// What `--all` decides on every selected approval.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Verdict {
-    Approve,
+    /// With the same approver's input for each (`--input`), checked
+    /// against each gate's own form.
+    Approve {
+        input: Option<serde_json::Value>,
+    },
     Reject,
 }
 
 impl Verdict {
-    fn decision(self, reason: Option<String>) -> Decision {
+    fn decision(&self, reason: Option<String>) -> Decision {
         match self {
-            Verdict::Approve => Decision::Approve { reason },
+            Verdict::Approve { .. } => Decision::Approve { reason },
             Verdict::Reject => Decision::Reject { reason },
         }
     }
 
-    fn verb(self) -> &'static str {
+    fn input(&self) -> Option<serde_json::Value> {
         match self {
-            Verdict::Approve => "approve",
+            Verdict::Approve { input } => input.clone(),
+            Verdict::Reject => None,
+        }
+    }
+
+    fn verb(&self) -> &'static str {
+        match self {
+            Verdict::Approve { .. } => "approve",
             Verdict::Reject => "reject",
         }
     }
@@ -93,7 +104,7 @@ pub async fn run(
                 selected.len()
             )));
         }
-        if !confirmed(verdict, selected.len())? {
+        if !confirmed(&verdict, selected.len())? {
             eprintln!("nothing was decided");
             return Ok(exit::OK);
         }
@@ -103,7 +114,8 @@ pub async fn run(
     let decided: Vec<Decided> = stream::iter(selected)
         .map(|record| {
             let ballot = Ballot::new(verdict.decision(args.reason.clone()), &by, Channel::Cli)
-                .shown(Some(record.payload_digest()));
+                .shown(Some(record.payload_digest()))
+                .with_input(verdict.input());
             decide(&agent, record.key, ballot)
         })
         .buffered(CONCURRENT_DECISIONS)
@@ -208,9 +220,9 @@ fn line(d: &Decided) -> String {
     line
 }
 
-fn confirmed(verdict: Verdict, count: usize) -> Result<bool, ExitFailure> {
+fn confirmed(verdict: &Verdict, count: usize) -> Result<bool, ExitFailure> {
     let verb = match verdict {
-        Verdict::Approve => "Approve",
+        Verdict::Approve { .. } => "Approve",
         Verdict::Reject => "Reject",
     };
     super::common::ask_yes(&format!("{verb} {count} approvals?"))

@@ -16,6 +16,7 @@ use tollgate_runtime::SharedStore;
 use super::{approve, paused, tokens};
 use crate::common::server::Served;
 use crate::common::slack_stub::{self, POST_PATH, UPDATE_PATH, eventually};
+use crate::common::stub_server::StubServer;
 use crate::common::{Workspace, open_store, postgres};
 
 /// The team spec (finance 2 of {alice, bob, carol}, security 1 of
@@ -41,17 +42,31 @@ fn has_buttons(body: &Value) -> bool {
     !slack_stub::buttons(body).is_empty()
 }
 
+/// The one store two servers share.
+enum Shared<'a> {
+    Sqlite(&'a std::path::Path),
+    Postgres(&'a str),
+}
+
+/// Two `tollgate serve` processes of `ws`'s spec on `shared`, with API
+/// tokens for each person, both posting to one Slack stub.
+fn two_servers(ws: &Workspace, shared: &Shared<'_>) -> (Served, Served, StubServer) {
+    let slack = slack_stub::start_api();
+    let mut env = slack_stub::env(slack.port);
+    env.push(("TOLLGATE_API_TOKENS", tokens()));
+    let env = slack_stub::env_refs(&env);
+    let start = || match shared {
+        Shared::Sqlite(state) => Served::start(&ws.spec, state, &env, &[]),
+        Shared::Postgres(url) => Served::start_on_database(&ws.spec, url, &env, &[]),
+    };
+    (start(), start(), slack)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_vote_through_another_server_on_sqlite_edits_the_message_with_the_progress() {
     let ws = Workspace::new(&slack_team_spec());
     let state = ws.path().join("state.db");
-    let slack = slack_stub::start_api();
-    let tokens = tokens();
-    let mut env = slack_stub::env(slack.port);
-    env.push(("TOLLGATE_API_TOKENS", tokens));
-    let env = slack_stub::env_refs(&env);
-    let a = Served::start(&ws.spec, &state, &env, &[]);
-    let b = Served::start(&ws.spec, &state, &env, &[]);
+    let (a, b, slack) = two_servers(&ws, &Shared::Sqlite(&state));
     votes_edit_the_message(&a, &b, &slack, &open_store(&state)).await;
 }
 
@@ -59,23 +74,12 @@ async fn a_vote_through_another_server_on_sqlite_edits_the_message_with_the_prog
 async fn a_vote_through_another_server_on_postgresql_edits_the_message_with_the_progress() {
     let db = postgres::database();
     let ws = Workspace::new(&slack_team_spec());
-    let slack = slack_stub::start_api();
-    let tokens = tokens();
-    let mut env = slack_stub::env(slack.port);
-    env.push(("TOLLGATE_API_TOKENS", tokens));
-    let env = slack_stub::env_refs(&env);
-    let a = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
-    let b = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
+    let (a, b, slack) = two_servers(&ws, &Shared::Postgres(&db.url));
     let store = tollgate_runtime::store::open(&db.url, Default::default()).expect("store");
     votes_edit_the_message(&a, &b, &slack, &store).await;
 }
 
-async fn votes_edit_the_message(
-    a: &Served,
-    b: &Served,
-    slack: &crate::common::stub_server::StubServer,
-    store: &SharedStore,
-) {
+async fn votes_edit_the_message(a: &Served, b: &Served, slack: &StubServer, store: &SharedStore) {
     let (_, key, _) = paused(a, 100).await;
     let notifications = Arc::clone(store).notifications().expect("notifications");
     // A posts the message, showing no votes yet and who may cast them.
@@ -149,10 +153,7 @@ async fn votes_edit_the_message(
 
 /// The newest `chat.update` once one shows `progress`, and no later edit
 /// shows older progress.
-async fn latest_update_showing(
-    slack: &crate::common::stub_server::StubServer,
-    progress: &str,
-) -> Value {
+async fn latest_update_showing(slack: &StubServer, progress: &str) -> Value {
     eventually(15, progress, || {
         let updates = slack.requests_to(UPDATE_PATH);
         let last = updates.last()?.json();
@@ -233,13 +234,7 @@ async fn cli_vote_is_repaired(
 async fn votes_at_once_through_two_servers_leave_the_newest_progress_shown_sqlite() {
     let ws = Workspace::new(&slack_team_spec());
     let state = ws.path().join("state.db");
-    let slack = slack_stub::start_api();
-    let tokens = tokens();
-    let mut env = slack_stub::env(slack.port);
-    env.push(("TOLLGATE_API_TOKENS", tokens));
-    let env = slack_stub::env_refs(&env);
-    let a = Served::start(&ws.spec, &state, &env, &[]);
-    let b = Served::start(&ws.spec, &state, &env, &[]);
+    let (a, b, slack) = two_servers(&ws, &Shared::Sqlite(&state));
     votes_at_once_end_on_the_newest(&a, &b, &slack).await;
 }
 
@@ -247,24 +242,14 @@ async fn votes_at_once_through_two_servers_leave_the_newest_progress_shown_sqlit
 async fn votes_at_once_through_two_servers_leave_the_newest_progress_shown_postgresql() {
     let db = postgres::database();
     let ws = Workspace::new(&slack_team_spec());
-    let slack = slack_stub::start_api();
-    let tokens = tokens();
-    let mut env = slack_stub::env(slack.port);
-    env.push(("TOLLGATE_API_TOKENS", tokens));
-    let env = slack_stub::env_refs(&env);
-    let a = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
-    let b = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
+    let (a, b, slack) = two_servers(&ws, &Shared::Postgres(&db.url));
     votes_at_once_end_on_the_newest(&a, &b, &slack).await;
 }
 
 /// alice, bob and carol vote at once through A and B: each edit renders
 /// the store as it is then, so whatever order the edits run in, the last
 /// one shows all three votes (finance is met, security is not).
-async fn votes_at_once_end_on_the_newest(
-    a: &Served,
-    b: &Served,
-    slack: &crate::common::stub_server::StubServer,
-) {
+async fn votes_at_once_end_on_the_newest(a: &Served, b: &Served, slack: &StubServer) {
     let (_, key, _) = paused(a, 100).await;
     eventually(15, "the message posted", || {
         slack.requests_to(POST_PATH).first().map(|_| ())

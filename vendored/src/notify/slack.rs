@@ -280,16 +280,11 @@ impl SlackNotifier {
         let Some(leased) = self.lease(key).await else {
             return Progress::Skipped;
         };
-        let (Some(channel), Some(ts)) = (leased.channel.clone(), leased.ts.clone()) else {
-            // Never posted: nothing to edit (and nothing will be posted
-            // for an approval that is no longer pending).
-            self.release(key).await;
+        // Never posted: nothing to edit (and nothing will be posted for an
+        // approval that is no longer pending).
+        let Some((channel, ts)) = self.open_message(key, &leased).await else {
             return Progress::Skipped;
         };
-        if leased.decision_posted_at.is_some() {
-            self.release(key).await;
-            return Progress::Skipped;
-        }
         let mut failures = 0u32;
         loop {
             let record = match self.store.get_approval(key).await {
@@ -355,15 +350,10 @@ impl SlackNotifier {
         let Some(leased) = leased else {
             return Progress::Skipped;
         };
-        let (Some(channel), Some(ts)) = (leased.channel.clone(), leased.ts.clone()) else {
-            // Not posted yet: the post reads the ledger itself.
-            self.release(key).await;
+        // Not posted yet: the post reads the ledger itself.
+        let Some((channel, ts)) = self.open_message(key, &leased).await else {
             return Progress::Skipped;
         };
-        if leased.decision_posted_at.is_some() {
-            self.release(key).await;
-            return Progress::Skipped;
-        }
         let mut failures = 0u32;
         loop {
             let Some(record) = self.still_pending(key).await else {
@@ -658,6 +648,25 @@ impl SlackNotifier {
     /// One repair pass, owning the notifier (for `tokio::spawn`).
     pub async fn repair_once(self: Arc<Self>) {
         self.repair().await;
+    }
+
+    /// Where the leased message of `key` is (channel, ts), when it was
+    /// posted and its outcome not yet: the message an edit may change.
+    /// Otherwise the lease is released and there is nothing to edit.
+    async fn open_message(
+        &self,
+        key: &str,
+        leased: &crate::store::Notification,
+    ) -> Option<(String, String)> {
+        match (&leased.channel, &leased.ts) {
+            (Some(channel), Some(ts)) if leased.decision_posted_at.is_none() => {
+                Some((channel.clone(), ts.clone()))
+            }
+            _ => {
+                self.release(key).await;
+                None
+            }
+        }
     }
 
     async fn lease(&self, key: &str) -> Option<crate::store::Notification> {

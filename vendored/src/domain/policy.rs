@@ -721,6 +721,34 @@ pub fn payload_digest(payload: &Value) -> String {
     )
 }
 
+#[cfg(test)]
+impl Roster {
+    /// A roster for tests: `rules` as (group, min, members), `requesters`
+    /// barred (separation of duties on), every other setting as a gate
+    /// with rules has it by default.
+    pub(crate) fn sample(rules: &[(&str, u32, &[&str])], requesters: &[&str]) -> Roster {
+        Roster {
+            rules: rules
+                .iter()
+                .map(|(group, min, members)| RosterRule {
+                    group: group.to_string(),
+                    min: *min,
+                    members: members.iter().map(|m| m.to_string()).collect(),
+                })
+                .collect(),
+            reject: RejectWhen::Any,
+            allow_self_approval: false,
+            voter_counts_once: true,
+            require_reason: false,
+            requesters: requesters.iter().map(|r| r.to_string()).collect(),
+            revised_payload: None,
+            on_timeout: OnTimeout::Expire,
+            nudges: Vec::new(),
+            added: Vec::new(),
+        }
+    }
+}
+
 mod nudges;
 pub use nudges::{Nudge, NudgeKind, schedule};
 

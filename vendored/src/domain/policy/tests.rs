@@ -310,9 +310,7 @@ mod timers {
     use chrono::{DateTime, TimeDelta, Utc};
 
     use crate::pending_approval::Decision;
-    use crate::policy::{
-        Escalation, GatePolicy, Groups, NudgeKind, OnTimeout, Roster, RosterRule, schedule,
-    };
+    use crate::policy::{Escalation, GatePolicy, Groups, NudgeKind, OnTimeout, Roster, schedule};
 
     fn at(hours: i64) -> DateTime<Utc> {
         DateTime::UNIX_EPOCH + TimeDelta::hours(hours)
@@ -384,20 +382,8 @@ mod timers {
     #[test]
     fn an_escalation_adds_deciders_to_every_rule_without_touching_votes() {
         let mut roster = Roster {
-            rules: vec![RosterRule {
-                group: "finance".into(),
-                min: 2,
-                members: vec!["alice".into(), "bob".into()],
-            }],
-            reject: Default::default(),
-            allow_self_approval: false,
-            voter_counts_once: true,
-            require_reason: false,
-            requesters: vec![],
-            revised_payload: None,
-            on_timeout: OnTimeout::Expire,
             nudges: schedule(&policy(), &groups(), at(0), at(10)).unwrap(),
-            added: vec![],
+            ..Roster::sample(&[("finance", 2, &["alice", "bob"])], &[])
         };
         assert!(roster.take_due(at(3)).is_empty());
         assert_eq!(roster.next_nudge_at(), Some(at(4)));

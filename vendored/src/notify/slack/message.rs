@@ -444,27 +444,18 @@ mod tests {
     }
 
     fn team_record() -> (ApprovalRecord, Vec<Vote>) {
-        use crate::policy::{Channel, RejectWhen, Roster, RosterRule};
+        use crate::policy::{Channel, RejectWhen, Roster};
         let mut r = record();
-        let rule = |group: &str, min: u32, members: &[&str]| RosterRule {
-            group: group.into(),
-            min,
-            members: members.iter().map(|m| m.to_string()).collect(),
-        };
         r.roster = Some(Roster {
-            rules: vec![
-                rule("finance", 2, &["alice", "slack:U024BE7LH", "carol"]),
-                rule("security", 1, &["dave"]),
-            ],
             reject: RejectWhen::WhenUnreachable,
-            allow_self_approval: false,
             voter_counts_once: false,
-            require_reason: false,
-            requesters: vec!["bot".into()],
-            revised_payload: None,
-            on_timeout: Default::default(),
-            nudges: Vec::new(),
-            added: Vec::new(),
+            ..Roster::sample(
+                &[
+                    ("finance", 2, &["alice", "slack:U024BE7LH", "carol"]),
+                    ("security", 1, &["dave"]),
+                ],
+                &["bot"],
+            )
         });
         let vote = |seq, voter: &str, decision, reason: Option<&str>| Vote {
             seq,

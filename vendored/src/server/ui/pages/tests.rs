@@ -255,27 +255,17 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
 /// finance 2 of {alice, bob, carol}, security 1 of {dave}, started by
 /// bot; alice has approved.
 fn team_gate() -> (ApprovalRecord, crate::server::votes::ListedLedgers) {
-    use crate::policy::{Channel, RejectWhen, Roster, RosterRule, Vote, VoteDecision};
+    use crate::policy::{Channel, Roster, Vote, VoteDecision};
     let mut record = record(ApprovalStatus::Pending);
-    let rule = |group: &str, min: u32, members: &[&str]| RosterRule {
-        group: group.into(),
-        min,
-        members: members.iter().map(|m| m.to_string()).collect(),
-    };
     record.roster = Some(Roster {
-        rules: vec![
-            rule("finance", 2, &["alice", "bob", "carol"]),
-            rule("security", 1, &["dave"]),
-        ],
-        reject: RejectWhen::Any,
-        allow_self_approval: false,
         voter_counts_once: false,
-        require_reason: false,
-        requesters: vec!["bot".into()],
-        revised_payload: None,
-        on_timeout: Default::default(),
-        nudges: Vec::new(),
-        added: Vec::new(),
+        ..Roster::sample(
+            &[
+                ("finance", 2, &["alice", "bob", "carol"]),
+                ("security", 1, &["dave"]),
+            ],
+            &["bot"],
+        )
     });
     let vote = Vote {
         seq: 1,

@@ -261,13 +261,11 @@ impl SlackNotifier {
                 }
                 Err(e) => {
                     failures += 1;
-                    if !self
+                    let held = self
                         .retry_or_hold(key, "post", &e, retries, failures, leased.attempts)
-                        .await
-                    {
-                        return Progress::Failed {
-                            transient: e.is_transient(),
-                        };
+                        .await;
+                    if let Err(failed) = held {
+                        return failed;
                     }
                 }
             }
@@ -321,13 +319,11 @@ impl SlackNotifier {
                 }
                 Err(e) => {
                     failures += 1;
-                    if !self
+                    let held = self
                         .retry_or_hold(key, "update", &e, retries, failures, leased.attempts)
-                        .await
-                    {
-                        return Progress::Failed {
-                            transient: e.is_transient(),
-                        };
+                        .await;
+                    if let Err(failed) = held {
+                        return failed;
                     }
                 }
             }
@@ -400,13 +396,11 @@ impl SlackNotifier {
                 }
                 Err(e) => {
                     failures += 1;
-                    if !self
+                    let held = self
                         .retry_or_hold(key, "update", &e, retries, failures, leased.attempts)
-                        .await
-                    {
-                        return Progress::Failed {
-                            transient: e.is_transient(),
-                        };
+                        .await;
+                    if let Err(failed) = held {
+                        return failed;
                     }
                 }
             }
@@ -710,9 +704,9 @@ impl SlackNotifier {
         }
     }
 
-    /// After a failed call: record it, then either wait and return true
+    /// After a failed call: record it, then either wait and return `Ok`
     /// (retry, still holding the lease) or hold the message for the repair
-    /// sweep and return false.
+    /// sweep and return the failure to answer with.
     async fn retry_or_hold(
         &self,
         key: &str,
@@ -721,7 +715,7 @@ impl SlackNotifier {
         retries: Retries,
         failures: u32,
         earlier_attempts: u32,
-    ) -> bool {
+    ) -> Result<(), Progress> {
         let now = self.clock.now();
         let delay = match retries {
             Retries::Backoff => retry_delay(failures, error),
@@ -743,11 +737,13 @@ impl SlackNotifier {
             Some(delay) => {
                 tracing::warn!(key = %key, error = %error, retry_in = ?delay, "cannot {what} the Slack message; will retry");
                 tokio::time::sleep(delay).await;
-                true
+                Ok(())
             }
             None => {
                 tracing::warn!(key = %key, error = %error, next_try = %crate::time::format_utc(hold_until), "cannot {what} the Slack message; the repair sweep tries again later");
-                false
+                Err(Progress::Failed {
+                    transient: error.is_transient(),
+                })
             }
         }
     }

@@ -8,6 +8,7 @@ pub mod events;
 pub mod expr;
 pub mod form;
 pub mod links;
+pub mod notices;
 pub mod pending_approval;
 pub mod policy;
 pub mod run_state;

@@ -1,20 +1,30 @@
-//! openapi-spec-validator, the OpenAPI validator the tests hold documents
-//! to: Python's, from `TOLLGATE_OPENAPI_PYTHON` when set, otherwise from a
-//! venv at `target/openapi-venv` that the first test needing it creates
-//! (python3 with its venv module, and PyPI, once per checkout):
+//! The Python the tests hold tollgate to published implementations with:
+//! openapi-spec-validator (OpenAPI documents; Python's `jsonschema` comes
+//! with it), `standardwebhooks` (the Standard Webhooks verifier a webhook
+//! receiver uses) and `aiosmtpd` (a real SMTP server). From
+//! `TOLLGATE_OPENAPI_PYTHON` when set, otherwise from a venv at
+//! `target/openapi-venv` that the first test needing it creates (python3
+//! with its venv module, and PyPI, once per checkout):
 //!
 //! ```sh
 //! python3 -m venv target/openapi-venv
-//! target/openapi-venv/bin/pip install openapi-spec-validator==0.9.0
+//! target/openapi-venv/bin/pip install openapi-spec-validator==0.9.0 standardwebhooks==1.1.0 aiosmtpd==1.4.6
 //! ```
 //!
-//! Without a validator a test fails (it never skips) and says why.
+//! Without them a test fails (it never skips) and says why.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const VALIDATOR: &str = "openapi-spec-validator==0.9.0";
+/// What the venv holds, pinned.
+const PACKAGES: &[&str] = &[
+    "openapi-spec-validator==0.9.0",
+    "standardwebhooks==1.1.0",
+    "aiosmtpd==1.4.6",
+];
+/// The modules `PACKAGES` install, imported to check the venv is whole.
+const MODULES: &str = "import openapi_spec_validator, standardwebhooks, aiosmtpd";
 
 /// Validate the OpenAPI 3.1 document in `file`; panics with the
 /// validator's report when it refuses it.
@@ -38,8 +48,8 @@ pub fn validate(file: &Path) {
     );
 }
 
-/// The interpreter with the validator (and so Python's `jsonschema`, one
-/// of its dependencies), set up once per test process.
+/// The interpreter with `PACKAGES` (and so Python's `jsonschema`, one of
+/// the validator's dependencies), set up once per test process.
 pub fn python() -> Result<&'static Path, &'static str> {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     PYTHON
@@ -63,7 +73,7 @@ fn find_or_install() -> Result<PathBuf, String> {
         .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
     lock.lock()
         .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    if has_validator(&python) {
+    if has_packages(&python) {
         return Ok(python);
     }
     run(
@@ -71,10 +81,12 @@ fn find_or_install() -> Result<PathBuf, String> {
         "python3 -m venv (Debian: apt-get install python3-venv)",
     )?;
     run(
-        Command::new(venv.join("bin/pip")).args(["install", "--quiet", VALIDATOR]),
-        "pip install openapi-spec-validator (needs PyPI)",
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet"])
+            .args(PACKAGES),
+        "pip install openapi-spec-validator standardwebhooks aiosmtpd (needs PyPI)",
     )?;
-    if has_validator(&python) {
+    if has_packages(&python) {
         Ok(python)
     } else {
         Err(format!(
@@ -84,9 +96,9 @@ fn find_or_install() -> Result<PathBuf, String> {
     }
 }
 
-fn has_validator(python: &Path) -> bool {
+fn has_packages(python: &Path) -> bool {
     Command::new(python)
-        .args(["-c", "import openapi_spec_validator"])
+        .args(["-c", MODULES])
         .output()
         .is_ok_and(|o| o.status.success())
 }

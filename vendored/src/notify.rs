@@ -7,6 +7,7 @@
 //! everything a message needs later (where it is) is kept in the store, so
 //! any process sharing the store can finish the job after a crash.
 
+pub mod delivery;
 pub mod slack;
 
 pub use slack::SlackNotifier;

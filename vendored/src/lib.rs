@@ -18,7 +18,8 @@ pub mod testing;
 // Each module keeps the path it had before the layers had folders:
 // `tollgate_runtime::spec`, `::run`, `::watch` and the rest.
 pub use domain::{
-    durable, events, expr, form, links, notices, pending_approval, policy, run_state, spec, spec_version,
+    durable, events, expr, form, links, notices, pending_approval, policy, run_state, spec,
+    spec_version,
 };
 pub use engine::{gate, metrics, run, tools, workflow};
 pub use store::watch;

@@ -21,6 +21,7 @@ mod error;
 pub mod feed;
 mod migration;
 mod notifications;
+mod outbox;
 mod paging;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -40,6 +41,10 @@ pub use error::{StoreError, StoreErrorKind, StoreResult};
 pub(crate) use migration::Migration;
 pub use notifications::{
     Notification, NotificationStore, NotificationWrite, NotificationsDue, SharedNotifications,
+};
+pub use outbox::{
+    DisabledEndpoint, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, Outbox, OutboxNotice, OutboxStats,
+    RetryNotices,
 };
 pub(crate) use paging::{
     ApprovalFilter, ApprovalPager, PendingPager, cursor, like_pattern, settled_statuses_sql,

@@ -77,7 +77,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -139,7 +139,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 10));
+                assert_eq!((found, supported), (99, 11));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),
@@ -403,7 +403,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox"
         );
         let record = store
             .get_approval("k-old")

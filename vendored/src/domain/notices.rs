@@ -266,9 +266,7 @@ fn mail_recipients(record: &ApprovalRecord, email: &EmailRoute, kind: &EventKind
     }
     names.sort();
     names.dedup();
-    names.retain(|name| {
-        crate::links::may_decide_record(record, email.approvers.as_deref(), name)
-    });
+    names.retain(|name| crate::links::may_decide_record(record, email.approvers.as_deref(), name));
     if let EventKind::ApprovalEscalated { added, .. } = kind {
         names.retain(|name| added.contains(name));
     }
@@ -278,7 +276,9 @@ fn mail_recipients(record: &ApprovalRecord, email: &EmailRoute, kind: &EventKind
 /// Whether a decider's name is a mail address (`alice@example.com`).
 pub fn is_address(name: &str) -> bool {
     match name.split_once('@') {
-        Some((local, domain)) => !local.is_empty() && domain.contains('.') && !domain.ends_with('.'),
+        Some((local, domain)) => {
+            !local.is_empty() && domain.contains('.') && !domain.ends_with('.')
+        }
         None => false,
     }
 }

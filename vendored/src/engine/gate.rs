@@ -113,6 +113,8 @@ pub struct Gate {
     /// What requests, decisions and expiry read the time from; the
     /// watcher's waits use the same clock.
     clock: SharedClock,
+    /// Where each request's notices go (DESIGN §14); none by default.
+    routes: crate::notices::NoticeRoutes,
 }
 
 impl Gate {
@@ -135,7 +137,15 @@ impl Gate {
             store,
             watcher,
             clock,
+            routes: crate::notices::NoticeRoutes::default(),
         }
+    }
+
+    /// Send each request's notices (a webhook, mail, Slack) to `routes`,
+    /// as a YAML gate's `notify:` does.
+    pub fn with_notify(mut self, routes: crate::notices::NoticeRoutes) -> Gate {
+        self.routes = routes;
+        self
     }
 
     /// Read the time from `clock` instead of the system clock, here and in
@@ -253,6 +263,7 @@ impl Gate {
             record,
             at: now,
             owner: None,
+            routes: self.routes.clone(),
         };
         self.store
             .create_run_at(&run, FirstWrite::Pause(&pause), &[started, awaiting])

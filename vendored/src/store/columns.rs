@@ -232,3 +232,33 @@ pub(super) fn to_i64<T: TryInto<i64>>(n: T, what: &str) -> StoreResult<i64> {
     n.try_into()
         .map_err(|_| StoreError::Database(format!("{what} is too large to store")))
 }
+
+/// The columns of `tollgate_outbox`, in the order [`outbox_notice`] reads
+/// them.
+pub(super) const OUTBOX_COLUMNS: &str = "id, key, run_id, event, channel, target, body, status, \
+     attempts, next_at, last_error, created_at, window_from, sent_at";
+
+/// Decode [`OUTBOX_COLUMNS`].
+pub(super) fn outbox_notice(r: &impl Columns) -> StoreResult<crate::store::OutboxNotice> {
+    use crate::notices::{Notice, NoticeChannel, NoticeEvent, NoticeStatus};
+    let attempts = r.int(8, "attempts")?;
+    Ok(crate::store::OutboxNotice {
+        notice: Notice {
+            id: r.id().to_string(),
+            key: r.string(1, "key")?,
+            run_id: r.string(2, "run_id")?,
+            event: r.parsed(3, "event", NoticeEvent::parse)?,
+            channel: r.parsed(4, "channel", NoticeChannel::parse)?,
+            target: r.string(5, "target")?,
+            body: r.json(6, "body")?,
+            created_at: r.time(11, "created_at")?,
+        },
+        status: r.parsed(7, "status", NoticeStatus::parse)?,
+        attempts: u32::try_from(attempts)
+            .map_err(|_| r.corrupt("attempts", &format!("{attempts} is out of range")))?,
+        next_at: r.time(9, "next_at")?,
+        last_error: r.string_opt(10, "last_error")?,
+        window_from: r.time(12, "window_from")?,
+        sent_at: r.time_opt(13, "sent_at")?,
+    })
+}

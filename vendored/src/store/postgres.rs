@@ -323,6 +323,7 @@ macro_rules! in_transaction {
 mod approvals;
 mod health;
 mod keys;
+mod outbox;
 mod queries;
 mod runs;
 mod specs;

@@ -65,6 +65,7 @@ mod health;
 mod keys;
 mod notifications;
 mod ops;
+mod outbox;
 mod queries;
 mod runs;
 mod schema;

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     ApprovalPage, ApprovalQuery, CancelRun, Cancelled, CastVote, Claimed, FirstWrite, KeyClaim,
-    Nudged, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
+    Nudged, Outbox, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StoreResult, StuckClaim, VoteOutcome, expired_as_of, feed,
 };
 use crate::events::Event;
@@ -433,14 +433,18 @@ pub trait Health: Send + Sync + 'static {
 /// Everything a store is: the sum of the concepts, implemented for every
 /// type that implements each of them. Code that needs one concept only
 /// takes that trait; [`SharedStore`] holds the whole store.
-pub trait StateStore: RunLog + Approvals + Votes + Queries + Keys + SpecVersions + Health {
+pub trait StateStore:
+    RunLog + Approvals + Votes + Queries + Keys + SpecVersions + Outbox + Health
+{
     /// This store as its read model only: what the inbox, the metrics and
     /// the other readers take, so they cannot write. (The runtime's Rust
     /// version predates coercing `dyn StateStore` to `dyn Queries`.)
     fn queries(&self) -> &dyn Queries;
 }
 
-impl<T: RunLog + Approvals + Votes + Queries + Keys + SpecVersions + Health> StateStore for T {
+impl<T: RunLog + Approvals + Votes + Queries + Keys + SpecVersions + Outbox + Health> StateStore
+    for T
+{
     fn queries(&self) -> &dyn Queries {
         self
     }

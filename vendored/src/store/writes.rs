@@ -90,6 +90,22 @@ pub struct Pause {
     pub at: DateTime<Utc>,
     /// As [`RunEnd::owner`]: the driver that must still own the run.
     pub owner: Option<String>,
+    /// Where the gate's notices go, stored with the record: every later
+    /// change to it writes its notices to these (DESIGN §14).
+    pub routes: crate::notices::NoticeRoutes,
+}
+
+impl Pause {
+    /// The pause's own notices (`approval.requested`), written with it.
+    pub fn notices(&self) -> Vec<crate::notices::Notice> {
+        let event = Event {
+            run_id: self.record.run_id.clone(),
+            seq: 0,
+            at: self.at,
+            kind: EventKind::awaiting(&self.record),
+        };
+        super::outbox::notices_of(&self.record, &self.routes, &event)
+    }
 }
 
 /// A key claimed at most once at a time (a schedule tick, a signed

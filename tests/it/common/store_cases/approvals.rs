@@ -392,6 +392,7 @@ pub async fn a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go(store: Shar
         record: pending_record("k2", "run-k", "agent", 30),
         at: at(30),
         owner: Some("node-a".into()),
+        routes: Default::default(),
     };
     store.pause_run(&pause, &[]).await.expect("pause");
     let run = store.get_run("run-k").await.expect("get").expect("run");

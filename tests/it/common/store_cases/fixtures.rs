@@ -129,11 +129,22 @@ pub(super) async fn event_seqs(store: &dyn StateStore, run_id: &str) -> Vec<u64>
 }
 
 pub(super) async fn pause(store: &dyn StateStore, record: &ApprovalRecord, seq: u64) {
+    pause_routed(store, record, seq, NoticeRoutes::default()).await
+}
+
+/// As [`pause`], its notices going to `routes`.
+pub(super) async fn pause_routed(
+    store: &dyn StateStore,
+    record: &ApprovalRecord,
+    seq: u64,
+    routes: NoticeRoutes,
+) {
     let when = record.created_at;
     let pause = Pause {
         record: record.clone(),
         at: when,
         owner: None,
+        routes,
     };
     let ev = Event {
         run_id: record.run_id.clone(),

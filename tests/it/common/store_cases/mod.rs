@@ -35,6 +35,7 @@ mod prelude;
 pub mod approvals;
 pub mod keys;
 pub mod moves;
+pub mod outbox;
 pub mod queries;
 pub mod runs;
 pub mod specs;
@@ -187,6 +188,19 @@ macro_rules! store_conformance_tests {
             across 3 handles:
             concurrent_deciding_votes_from_three_handles_settle_once,
             a_vote_racing_a_cancel_has_exactly_one_winner,
+        );
+        store_conformance_tests!(@concept $open; outbox:
+            a_gate_without_routes_writes_no_notice,
+            each_change_writes_its_notices_in_its_own_transaction,
+            a_refused_change_writes_no_notice,
+            votes_expiry_cancels_and_nudges_write_their_notices,
+            mail_goes_to_each_decider_mail_can_reach,
+            a_leased_notice_has_one_sender_until_its_lease_runs_out,
+            failed_notices_come_due_again_and_dead_ones_wait_for_an_operator,
+            notices_are_listed_newest_first_by_status_key_and_page,
+            a_disabled_endpoint_takes_notices_again_after_a_retry;
+            across 3 handles:
+            workers_on_three_handles_lease_each_notice_once,
         );
         store_conformance_tests!(@concept $open; values:
             nul_characters_are_kept_in_every_field,

@@ -8,6 +8,7 @@ pub use std::sync::Arc;
 pub use serde_json::{Map, json};
 pub use tollgate_runtime::events::{Event, EventKind};
 pub use tollgate_runtime::json_depth::READABLE_DEPTH;
+pub use tollgate_runtime::notices::NoticeRoutes;
 pub use tollgate_runtime::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase,
 };

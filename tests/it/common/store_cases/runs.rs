@@ -26,6 +26,7 @@ pub async fn create_pause_claim_end_round_trip_keeps_every_field(store: SharedSt
                 record: record.clone(),
                 at: at(5),
                 owner: None,
+                routes: Default::default(),
             },
             std::slice::from_ref(&paused_at),
         )
@@ -199,7 +200,8 @@ pub async fn writes_to_an_unknown_run_are_run_not_found(store: SharedStore) {
                 &Pause {
                     record,
                     at: at(0),
-                    owner: None
+                    owner: None,
+                    routes: Default::default(),
                 },
                 &[]
             )
@@ -256,6 +258,7 @@ pub async fn a_run_stored_at_its_pause_is_one_atomic_write(store: SharedStore) {
         record: record.clone(),
         at: at(2),
         owner: None,
+        routes: Default::default(),
     };
     store
         .create_run_at(&run, FirstWrite::Pause(&pause), &events)
@@ -339,6 +342,7 @@ pub async fn a_refused_first_write_stores_nothing(store: SharedStore) {
         record: pending_record("key-x", "run-new", "agent", 5),
         at: at(5),
         owner: None,
+        routes: Default::default(),
     };
     let refused = store
         .create_run_at(
@@ -461,6 +465,7 @@ pub async fn a_driver_keeps_its_run_until_its_lease_runs_out_then_loses_every_wr
         record: pending_record("k", "r", "agent", 62),
         at: at(62),
         owner: Some("node-a".into()),
+        routes: Default::default(),
     };
     not_owner(store.pause_run(&pause, std::slice::from_ref(&e)).await);
     assert!(store.get_approval("k").await.expect("get").is_none());

@@ -114,6 +114,7 @@ pub async fn a_time_past_the_year_9999_is_refused_before_any_write(store: Shared
         record: record.clone(),
         at: at(0),
         owner: None,
+        routes: Default::default(),
     };
     let refused = store
         .create_run_at(
@@ -257,6 +258,7 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
         record: record.clone(),
         at: at(1),
         owner: None,
+        routes: Default::default(),
     };
     too_deep(store.pause_run(&refused, &[]).await);
     assert_eq!(store.get_approval("key-deep").await.expect("get"), None);

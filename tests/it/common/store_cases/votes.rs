@@ -17,7 +17,7 @@ fn edit() -> serde_json::Value {
 
 /// finance: at least 2 of alice, bob, carol; security: dave. The run was
 /// started by `requesters`.
-fn finance_and_security(requesters: &[&str]) -> Roster {
+pub(super) fn finance_and_security(requesters: &[&str]) -> Roster {
     let groups: Groups = [
         ("finance", vec!["alice", "bob", "carol"]),
         ("security", vec!["dave"]),
@@ -52,7 +52,11 @@ fn finance_and_security(requesters: &[&str]) -> Roster {
 }
 
 /// A run paused at `key` with `roster`, started by "rita".
-async fn paused_with_roster(store: &dyn StateStore, key: &str, roster: Roster) -> ApprovalRecord {
+pub(super) async fn paused_with_roster(
+    store: &dyn StateStore,
+    key: &str,
+    roster: Roster,
+) -> ApprovalRecord {
     paused_with(store, key, "agent", 0, |r| r.roster = Some(roster)).await
 }
 
@@ -60,7 +64,12 @@ async fn paused_with_roster(store: &dyn StateStore, key: &str, roster: Roster) -
 /// the gate asks about, its claim planned as the settlement the vote would
 /// make (a reject with a reason; approving an edited payload settles it
 /// MODIFIED with the edit; bob's modify is [`edit`]).
-fn vote_on(record: &ApprovalRecord, voter: &str, decision: VoteDecision, now: u64) -> CastVote {
+pub(super) fn vote_on(
+    record: &ApprovalRecord,
+    voter: &str,
+    decision: VoteDecision,
+    now: u64,
+) -> CastVote {
     let reason = (decision == VoteDecision::Reject).then(|| format!("{voter} says no"));
     let revised = record
         .roster
@@ -178,6 +187,7 @@ pub async fn a_pause_keeps_its_roster(store: SharedStore) {
         record: first.clone(),
         at: at(0),
         owner: None,
+        routes: Default::default(),
     };
     store
         .create_run_at(

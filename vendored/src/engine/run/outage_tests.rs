@@ -369,6 +369,48 @@ impl SpecVersions for Flaky {
     }
 }
 
+/// The outbox is passed through untouched: no test here fails it.
+#[async_trait]
+impl Outbox for Flaky {
+    async fn lease_notices(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<OutboxNotice>> {
+        self.inner.lease_notices(owner, now, until, limit).await
+    }
+
+    async fn settle_notice(&self, id: &str, owner: &str, write: &NoticeWrite) -> StoreResult<bool> {
+        self.inner.settle_notice(id, owner, write).await
+    }
+
+    async fn list_notices(&self, query: &NoticeQuery) -> StoreResult<Vec<OutboxNotice>> {
+        self.inner.list_notices(query).await
+    }
+
+    async fn get_notice(&self, id: &str) -> StoreResult<Option<OutboxNotice>> {
+        self.inner.get_notice(id).await
+    }
+
+    async fn retry_notices(&self, which: &RetryNotices, now: DateTime<Utc>) -> StoreResult<u64> {
+        self.inner.retry_notices(which, now).await
+    }
+
+    async fn outbox_stats(&self) -> StoreResult<OutboxStats> {
+        self.inner.outbox_stats().await
+    }
+
+    async fn disable_endpoint(&self, endpoint: &DisabledEndpoint) -> StoreResult<()> {
+        self.inner.disable_endpoint(endpoint).await
+    }
+
+    async fn disabled_endpoints(&self) -> StoreResult<Vec<DisabledEndpoint>> {
+        self.inner.disabled_endpoints().await
+    }
+}
+
 #[async_trait]
 impl Health for Flaky {
     fn describe(&self) -> String {

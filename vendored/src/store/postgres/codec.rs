@@ -131,6 +131,10 @@ pub(super) fn vote_from_row(row: &Row) -> StoreResult<Vote> {
     columns::vote(&RowReader::new(row, "tollgate_votes", "key")?)
 }
 
+pub(super) fn outbox_from_row(row: &Row) -> StoreResult<crate::store::OutboxNotice> {
+    columns::outbox_notice(&RowReader::new(row, "tollgate_outbox", "id")?)
+}
+
 pub(super) fn event_from_row(row: &Row) -> StoreResult<Event> {
     columns::event(&RowReader::new(row, "tollgate_run_events", "run_id")?)
 }

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod keys;
+mod outbox;
 mod queries;
 mod rows;
 mod runs;
@@ -42,4 +43,6 @@ use crate::store::{
     StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
 };
 
-pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*, votes::*};
+pub(crate) use self::{
+    approvals::*, keys::*, outbox::*, queries::*, rows::*, runs::*, specs::*, votes::*,
+};

@@ -63,6 +63,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "vote_input",
         sql: include_str!("../migrations/postgres/0010_vote_input.sql"),
     },
+    Migration {
+        version: 11,
+        name: "outbox",
+        sql: include_str!("../migrations/postgres/0011_outbox.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -137,6 +137,10 @@ pub(super) fn vote_from_row(row: &Row<'_>) -> StoreResult<Vote> {
     columns::vote(&RowReader::new(row, "tollgate_votes", "key")?)
 }
 
+pub(super) fn outbox_from_row(row: &Row<'_>) -> StoreResult<crate::store::OutboxNotice> {
+    columns::outbox_notice(&RowReader::new(row, "tollgate_outbox", "id")?)
+}
+
 pub(super) fn event_from_row(row: &Row<'_>) -> StoreResult<Event> {
     columns::event(&RowReader::new(row, "tollgate_run_events", "run_id")?)
 }

@@ -12,25 +12,26 @@
 
 mod approvals;
 mod keys;
+mod outbox;
 mod queries;
 mod rows;
 mod runs;
 mod specs;
 mod votes;
 
-use rusqlite::{Connection, ErrorCode, Params, Row, Statement, ToSql};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Params, Row, Statement, ToSql};
 
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, ROSTER_COLUMN, RUN_COLUMN_COUNT, RUN_COLUMNS,
-    RowReader, SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, event_from_row, run_from_row,
-    spec_version_from_row, spec_version_use_from_row, spec_versions_sql, to_i64, to_json,
-    vote_from_row,
+    RowReader, SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, event_from_row,
+    outbox_from_row, run_from_row, spec_version_from_row, spec_version_use_from_row,
+    spec_versions_sql, to_i64, to_json, vote_from_row,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Claim, Moved};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
-use crate::store::columns::Columns;
+use crate::store::columns::{Columns, OUTBOX_COLUMNS};
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
     FirstWrite, Nudged, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage,
@@ -39,4 +40,6 @@ use crate::store::{
 };
 use crate::time::format_utc;
 
-pub(crate) use self::{approvals::*, keys::*, queries::*, rows::*, runs::*, specs::*, votes::*};
+pub(crate) use self::{
+    approvals::*, keys::*, outbox::*, queries::*, rows::*, runs::*, specs::*, votes::*,
+};

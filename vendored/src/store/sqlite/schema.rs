@@ -58,6 +58,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "vote_input",
         sql: include_str!("../migrations/sqlite/0009_vote_input.sql"),
     },
+    Migration {
+        version: 10,
+        name: "outbox",
+        sql: include_str!("../migrations/sqlite/0010_outbox.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

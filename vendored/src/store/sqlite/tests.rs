@@ -73,6 +73,7 @@ async fn paused(store: &SqliteStore, key: &str) {
         record: pending(key, &run_id),
         at: now(),
         owner: None,
+        routes: Default::default(),
     };
     store.pause_run(&pause, &[]).await.expect("pause run");
 }
@@ -234,7 +235,13 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
         .expect("history");
     assert_eq!(
         names[5..],
-        ["spec_versions", "votes", "gate_timers", "vote_input"],
+        [
+            "spec_versions",
+            "votes",
+            "gate_timers",
+            "vote_input",
+            "outbox"
+        ],
         "every later migration applied"
     );
     drop(conn);

@@ -88,6 +88,7 @@ pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
         .await?;
         insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
     }
+    notify_change(client, &record, &event).await?;
     notify::send(client, &record.key, &record.run_id, record.status).await?;
     Ok(Claimed { record, event })
 }
@@ -181,6 +182,7 @@ pub(crate) async fn expire_due<C: GenericClient>(
         };
         set_run_status(client, &record.run_id, RunStatus::Expired, now).await?;
         insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
+        notify_change(client, record, &event).await?;
         notify::send(client, &record.key, &record.run_id, ApprovalStatus::Expired).await?;
     }
     Ok((expired, unreadable))
@@ -262,6 +264,9 @@ pub(crate) async fn nudge_due<C: GenericClient>(
             })
             .collect();
         insert_events(client, &record.run_id, &events).await?;
+        for event in &events {
+            notify_change(client, &record, event).await?;
+        }
         notify::send(client, &record.key, &record.run_id, record.status).await?;
         nudged.push(Nudged { record, events });
     }
@@ -411,6 +416,7 @@ pub(crate) async fn cancel_run<C: GenericClient>(
         let event = cancel.event(next_seq(client, &cancel.run_id).await?);
         insert_events(client, &cancel.run_id, std::slice::from_ref(&event)).await?;
         if let Some(record) = &approval {
+            notify_change(client, record, &event).await?;
             notify::send(client, &record.key, &record.run_id, record.status).await?;
         }
         return Ok(Cancelled {

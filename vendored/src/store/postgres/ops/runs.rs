@@ -95,7 +95,8 @@ pub(crate) async fn pause_run<C: GenericClient>(client: &C, pause: &Pause) -> St
     if changed == 0 {
         return Err(fence_failed(client, &record.run_id, pause.owner.as_deref()).await);
     }
-    insert_approval(client, record, &outputs).await?;
+    insert_approval(client, record, &outputs, &pause.routes).await?;
+    insert_notices(client, &pause.notices()).await?;
     notify::send(client, &record.key, &record.run_id, record.status).await
 }
 
@@ -103,6 +104,7 @@ pub(super) async fn insert_approval<C: GenericClient>(
     client: &C,
     r: &ApprovalRecord,
     outputs: &Value,
+    routes: &crate::notices::NoticeRoutes,
 ) -> StoreResult<()> {
     let step_index = to_i64(r.step_index, "step index")?;
     let payload = checked(&r.payload, "approval payload")?;
@@ -122,16 +124,19 @@ pub(super) async fn insert_approval<C: GenericClient>(
     );
     let stmt = client
         .prepare_cached(&format!(
-            "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-              $20, $21)"
+            "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at, notify) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+              $18, $19, $20, $21, $22)"
         ))
         .await?;
     // What the gate does by itself, findable without reading the roster.
     let on_timeout =
         (r.on_timeout() != crate::policy::OnTimeout::Expire).then(|| r.on_timeout().as_str());
     let next_nudge_at = r.roster.as_ref().and_then(|roster| roster.next_nudge_at());
-    let params: [Param<'_>; APPROVAL_COLUMN_COUNT + 2] = [
+    let notify = (!routes.is_empty())
+        .then(|| to_json(routes, "notice routes"))
+        .transpose()?;
+    let params: [Param<'_>; APPROVAL_COLUMN_COUNT + 3] = [
         &r.key,
         &r.run_id,
         &r.agent_id,
@@ -153,6 +158,7 @@ pub(super) async fn insert_approval<C: GenericClient>(
         &roster,
         &on_timeout,
         &next_nudge_at,
+        &notify,
     ];
     client.execute(&stmt, &params).await.map_err(|e| {
         already_exists(is_unique_violation(&e), e, || {

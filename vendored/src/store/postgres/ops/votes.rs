@@ -65,6 +65,9 @@ pub(crate) async fn cast_vote<C: GenericClient>(
     let claimed = match counted.settles {
         Some(_) => Some(claim(client, &cast.claim).await?),
         None => {
+            // The vote that settles the gate is told of by the claim's
+            // notice; this one still leaves it pending.
+            notify_change(client, record, &event).await?;
             // Still pending, but its progress changed: other servers'
             // inbox pages and watchers hear of it as of a move's.
             notify::send(client, &record.key, &record.run_id, ApprovalStatus::Pending).await?;

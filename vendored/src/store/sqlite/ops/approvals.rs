@@ -50,6 +50,7 @@ pub(crate) fn claim(conn: &Connection, claim: &Claim, row: &ClaimRow) -> StoreRe
     };
     let event = resolved_event(&record, claim, next_seq(conn, &record.run_id)?);
     append_one(conn, &event)?;
+    notify_change(conn, &record, &event)?;
     if let Some((end, ended)) = claim.run_end(&record, event.seq + 1) {
         end_run(conn, &EndRow::encode(&end)?)?;
         for event in &ended {
@@ -242,6 +243,7 @@ pub(crate) fn nudge_due(
             .collect();
         for event in &events {
             append_one(conn, event)?;
+            notify_change(conn, &record, event)?;
         }
         nudged.push(Nudged { record, events });
     }
@@ -264,7 +266,8 @@ pub(super) fn end_expired_run(
         },
     };
     set_run_status(conn, &record.run_id, RunStatus::Expired, now)?;
-    append_one(conn, &event)
+    append_one(conn, &event)?;
+    notify_change(conn, record, &event)
 }
 
 pub(crate) fn get_approval(conn: &Connection, key: &str) -> StoreResult<Option<ApprovalRecord>> {
@@ -316,6 +319,9 @@ pub(crate) fn cancel_run(conn: &Connection, cancel: &CancelRun) -> StoreResult<C
     let event = cancel.event(next_seq(conn, &cancel.run_id)?);
     set_run_status(conn, &cancel.run_id, RunStatus::Cancelled, &now)?;
     append_one(conn, &event)?;
+    if let Some(approval) = &approval {
+        notify_change(conn, approval, &event)?;
+    }
     Ok(Cancelled {
         was: run.status,
         approval,

@@ -80,6 +80,10 @@ pub(crate) struct ApprovalRow {
     pub(super) on_timeout: Option<&'static str>,
     /// The roster's first reminder or escalation.
     pub(super) next_nudge_at: Option<String>,
+    /// Where the gate's notices go (`None`: nowhere).
+    pub(super) notify: Option<String>,
+    /// The pause's own notices (`approval.requested`).
+    pub(super) notices: Vec<NoticeRow>,
     /// When the pause happened (the run's `updated_at`).
     pub(super) paused_at: String,
     /// The driver that must still own the run (see `Pause::owner`).
@@ -126,6 +130,10 @@ impl ApprovalRow {
                 .as_ref()
                 .and_then(|roster| roster.next_nudge_at())
                 .map(format_utc),
+            notify: (!pause.routes.is_empty())
+                .then(|| to_json(&pause.routes, "notice routes"))
+                .transpose()?,
+            notices: NoticeRow::encode_all(&pause.notices())?,
             paused_at: format_utc(pause.at),
             owner: pause.owner.clone(),
         })

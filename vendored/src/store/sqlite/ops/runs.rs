@@ -108,10 +108,10 @@ pub(super) fn fence_failed(conn: &Connection, run_id: &str, owner: Option<&str>)
 
 pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
     let mut stmt = conn.prepare_cached(&format!(
-        "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+        "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at, notify) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"
     ))?;
-    let params: [&dyn ToSql; APPROVAL_COLUMN_COUNT + 2] = [
+    let params: [&dyn ToSql; APPROVAL_COLUMN_COUNT + 3] = [
         &row.key,
         &row.run_id,
         &row.agent_id,
@@ -133,13 +133,14 @@ pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResu
         &row.roster,
         &row.on_timeout,
         &row.next_nudge_at,
+        &row.notify,
     ];
     stmt.execute(params.as_slice()).map_err(|e| {
         already_exists(is_unique_violation(&e), e, || {
             format!("an approval with key {}", row.key)
         })
     })?;
-    Ok(())
+    insert_notices(conn, &row.notices)
 }
 
 pub(crate) fn end_run(conn: &Connection, end: &EndRow) -> StoreResult<()> {

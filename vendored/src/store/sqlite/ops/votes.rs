@@ -95,6 +95,10 @@ pub(crate) fn cast_vote(
     let vote = cast.ballot.to_vote(seq, counted.rule.clone());
     let event = vote_event(record, &vote, &counted, next_seq(conn, &record.run_id)?);
     append_one(conn, &event)?;
+    // The vote that settles the gate is told of by the claim's notice.
+    if counted.settles.is_none() {
+        notify_change(conn, record, &event)?;
+    }
     let claimed = match counted.settles {
         Some(_) => Some(claim(conn, &cast.claim, &row.claim)?),
         None => None,

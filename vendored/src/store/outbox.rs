@@ -1,0 +1,155 @@
+//! The outbox of notices (DESIGN §14), as a store keeps it: rows written
+//! by the change they tell of (see [`crate::notices`]), and what the
+//! delivery workers and operators do with them.
+//!
+//! A worker takes due notices with a lease (one conditional write per
+//! notice: one sender across processes), sends each, and records what
+//! came of it under the same lease. A notice whose lease ran out (its
+//! worker died mid-send) is due again: delivery is at least once, and
+//! every delivery of a notice carries its one id.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::StoreResult;
+use crate::events::Event;
+use crate::notices::{Notice, NoticeChannel, NoticeRoutes, NoticeStatus};
+use crate::pending_approval::ApprovalRecord;
+
+/// The notices `event` calls for on `record` to `routes`, each with a
+/// fresh id: what every store writes in the change's transaction.
+pub(crate) fn notices_of(
+    record: &ApprovalRecord,
+    routes: &NoticeRoutes,
+    event: &Event,
+) -> Vec<Notice> {
+    crate::notices::notices_for(record, routes, event, &mut || {
+        uuid::Uuid::new_v4().to_string()
+    })
+}
+
+/// A notice as the outbox holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutboxNotice {
+    #[serde(flatten)]
+    pub notice: Notice,
+    pub status: NoticeStatus,
+    /// Sends tried so far.
+    pub attempts: u32,
+    /// When it is due (pending, failed); when it was last due otherwise.
+    pub next_at: DateTime<Utc>,
+    /// The last failure, for operators: never a secret or a URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When its retry window opened: its creation, or an operator's retry.
+    pub window_from: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<DateTime<Utc>>,
+}
+
+/// What a worker holding a notice's lease records: each releases it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NoticeWrite {
+    Sent {
+        at: DateTime<Utc>,
+    },
+    /// Try again at `next_at`.
+    Failed {
+        error: String,
+        next_at: DateTime<Utc>,
+    },
+    /// Given up: the retry window closed, or the receiver refused for good.
+    Dead {
+        error: String,
+        at: DateTime<Utc>,
+    },
+}
+
+/// Which notices to list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NoticeQuery {
+    /// Only these statuses (empty: all).
+    pub statuses: Vec<NoticeStatus>,
+    /// Only this approval's.
+    pub key: Option<String>,
+    pub channel: Option<NoticeChannel>,
+    /// At most this many, newest first (at least 1; capped by the store at
+    /// [`MAX_NOTICE_PAGE`]).
+    pub limit: usize,
+    /// Only notices created before this one (the last of a previous page):
+    /// `(created_at, id)`.
+    pub before: Option<(DateTime<Utc>, String)>,
+}
+
+/// The most notices one list returns.
+pub const MAX_NOTICE_PAGE: usize = 500;
+
+/// Which notices an operator sends again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetryNotices {
+    /// This one, if it is failed or dead.
+    One(String),
+    /// Every dead notice.
+    AllDead,
+}
+
+/// The outbox at a glance, for metrics and health.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OutboxStats {
+    pub pending: u64,
+    pub failed: u64,
+    pub dead: u64,
+    pub sent: u64,
+    /// When the oldest notice still to deliver (pending or failed) was
+    /// created.
+    pub oldest_undelivered: Option<DateTime<Utc>>,
+}
+
+/// A webhook endpoint that answered 410 Gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DisabledEndpoint {
+    /// The URL as written (normally a `${NAME}` reference).
+    pub endpoint: String,
+    pub disabled_at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// The outbox: the notices every change to an approval writes in its own
+/// transaction (a store writes them itself, from the routes stored with
+/// the pause), their delivery and their operation.
+#[async_trait]
+pub trait Outbox: Send + Sync + 'static {
+    /// Lease up to `limit` due notices (pending or failed, `next_at <=
+    /// now`, no live lease) to `owner` until `until`, oldest due first.
+    /// One conditional write each: a notice leased by one worker is not
+    /// leased by another until its lease runs out.
+    async fn lease_notices(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<OutboxNotice>>;
+
+    /// Record what came of a send, if `owner` still holds the notice's
+    /// lease; releases it. `false` when it does not (its lease ran out and
+    /// another worker took it): nothing is written.
+    async fn settle_notice(&self, id: &str, owner: &str, write: &NoticeWrite) -> StoreResult<bool>;
+
+    /// Notices newest first (see [`NoticeQuery`]).
+    async fn list_notices(&self, query: &NoticeQuery) -> StoreResult<Vec<OutboxNotice>>;
+
+    async fn get_notice(&self, id: &str) -> StoreResult<Option<OutboxNotice>>;
+
+    /// Make failed or dead notices due now, with a fresh retry window, and
+    /// enable again the webhook endpoints they go to. Returns how many.
+    async fn retry_notices(&self, which: &RetryNotices, now: DateTime<Utc>) -> StoreResult<u64>;
+
+    async fn outbox_stats(&self) -> StoreResult<OutboxStats>;
+
+    /// Stop sending to a webhook endpoint (it answered 410 Gone).
+    async fn disable_endpoint(&self, endpoint: &DisabledEndpoint) -> StoreResult<()>;
+
+    async fn disabled_endpoints(&self) -> StoreResult<Vec<DisabledEndpoint>>;
+}

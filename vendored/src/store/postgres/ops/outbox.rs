@@ -1,0 +1,294 @@
+//! The outbox's SQL: notices written by the change they tell of, in its
+//! transaction; a worker's lease (`FOR UPDATE SKIP LOCKED`: two workers
+//! never lease one notice, nor wait for each other's rows) and settle; the
+//! operators' reads.
+
+use super::super::codec::outbox_from_row;
+use super::*;
+use crate::notices::{Notice, NoticeRoutes, NoticeStatus};
+use crate::store::columns::OUTBOX_COLUMNS;
+use crate::store::outbox::{
+    DisabledEndpoint, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, OutboxNotice, OutboxStats,
+    RetryNotices,
+};
+
+/// PostgreSQL text cannot hold NUL: an error text that came from a remote
+/// server loses any.
+fn storable_text(text: &str) -> String {
+    text.replace('\0', "")
+}
+
+pub(crate) async fn insert_notices<C: GenericClient>(
+    client: &C,
+    notices: &[Notice],
+) -> StoreResult<()> {
+    if notices.is_empty() {
+        return Ok(());
+    }
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO tollgate_outbox (id, key, run_id, event, channel, target, body, status, \
+             attempts, next_at, created_at, window_from) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8, $8)",
+        )
+        .await?;
+    for notice in notices {
+        let body = to_json(&notice.body, "notice body")?;
+        let target = storable_text(&notice.target);
+        let params: [Param<'_>; 8] = [
+            &notice.id,
+            &notice.key,
+            &notice.run_id,
+            &notice.event.as_str(),
+            &notice.channel.as_str(),
+            &target,
+            &body,
+            &notice.created_at,
+        ];
+        client.execute(&stmt, &params).await?;
+    }
+    Ok(())
+}
+
+/// Write the notices `event` calls for on `record` (as this transaction
+/// leaves it), to the routes stored with its pause. Nothing when the gate
+/// notifies nobody: one read of the record's routes by key.
+pub(crate) async fn notify_change<C: GenericClient>(
+    client: &C,
+    record: &ApprovalRecord,
+    event: &Event,
+) -> StoreResult<()> {
+    let routes = query_opt(
+        client,
+        "SELECT notify FROM tollgate_approvals WHERE key = $1",
+        &[&record.key],
+        |row| {
+            RowReader::with_id(row, "tollgate_approvals", record.key.clone())
+                .json_opt::<NoticeRoutes>(0, "notify")
+        },
+    )
+    .await?
+    .flatten();
+    let Some(routes) = routes else {
+        return Ok(());
+    };
+    insert_notices(
+        client,
+        &crate::store::outbox::notices_of(record, &routes, event),
+    )
+    .await
+}
+
+pub(crate) async fn lease_notices<C: GenericClient>(
+    client: &C,
+    owner: &str,
+    now: &DateTime<Utc>,
+    until: &DateTime<Utc>,
+    limit: usize,
+) -> StoreResult<Vec<OutboxNotice>> {
+    let limit = to_i64(limit, "limit")?;
+    let mut leased = query_all(
+        client,
+        &format!(
+            "UPDATE tollgate_outbox SET lease_owner = $1, lease_until = $3 \
+             WHERE id IN (SELECT id FROM tollgate_outbox \
+                          WHERE status IN ('pending', 'failed') AND next_at <= $2 \
+                            AND (lease_until IS NULL OR lease_until <= $2) \
+                          ORDER BY next_at, id LIMIT $4 \
+                          FOR UPDATE SKIP LOCKED) \
+             RETURNING {OUTBOX_COLUMNS}"
+        ),
+        &[&owner, now, until, &limit],
+        outbox_from_row,
+    )
+    .await?;
+    leased.sort_by(|a, b| (a.next_at, &a.notice.id).cmp(&(b.next_at, &b.notice.id)));
+    Ok(leased)
+}
+
+pub(crate) async fn settle_notice<C: GenericClient>(
+    client: &C,
+    id: &str,
+    owner: &str,
+    write: &NoticeWrite,
+) -> StoreResult<bool> {
+    let changed = match write {
+        NoticeWrite::Sent { at } => {
+            execute(
+                client,
+                "UPDATE tollgate_outbox SET status = 'sent', sent_at = $3, \
+                 attempts = attempts + 1, last_error = NULL, lease_owner = NULL, \
+                 lease_until = NULL WHERE id = $1 AND lease_owner = $2",
+                &[&id, &owner, at],
+            )
+            .await?
+        }
+        NoticeWrite::Failed { error, next_at } => {
+            let error = storable_text(error);
+            execute(
+                client,
+                "UPDATE tollgate_outbox SET status = 'failed', next_at = $3, \
+                 attempts = attempts + 1, last_error = $4, lease_owner = NULL, \
+                 lease_until = NULL WHERE id = $1 AND lease_owner = $2",
+                &[&id, &owner, next_at, &error],
+            )
+            .await?
+        }
+        NoticeWrite::Dead { error, at } => {
+            let error = storable_text(error);
+            execute(
+                client,
+                "UPDATE tollgate_outbox SET status = 'dead', next_at = $3, \
+                 attempts = attempts + 1, last_error = $4, lease_owner = NULL, \
+                 lease_until = NULL WHERE id = $1 AND lease_owner = $2",
+                &[&id, &owner, at, &error],
+            )
+            .await?
+        }
+    };
+    Ok(changed == 1)
+}
+
+pub(crate) async fn list_notices<C: GenericClient>(
+    client: &C,
+    query: &NoticeQuery,
+) -> StoreResult<Vec<OutboxNotice>> {
+    let statuses: Vec<&str> = query.statuses.iter().map(|s| s.as_str()).collect();
+    let channel = query.channel.map(|c| c.as_str());
+    let (before_at, before_id) = match &query.before {
+        Some((at, id)) => (Some(*at), Some(id.as_str())),
+        None => (None, None),
+    };
+    let limit = to_i64(query.limit.clamp(1, MAX_NOTICE_PAGE), "limit")?;
+    query_all(
+        client,
+        &format!(
+            "SELECT {OUTBOX_COLUMNS} FROM tollgate_outbox \
+             WHERE (cardinality($1::text[]) = 0 OR status = ANY($1)) \
+               AND ($2::text IS NULL OR key = $2) \
+               AND ($3::text IS NULL OR channel = $3) \
+               AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::text)) \
+             ORDER BY created_at DESC, id DESC LIMIT $6"
+        ),
+        &[
+            &statuses, &query.key, &channel, &before_at, &before_id, &limit,
+        ],
+        outbox_from_row,
+    )
+    .await
+}
+
+pub(crate) async fn get_notice<C: GenericClient>(
+    client: &C,
+    id: &str,
+) -> StoreResult<Option<OutboxNotice>> {
+    query_opt(
+        client,
+        &format!("SELECT {OUTBOX_COLUMNS} FROM tollgate_outbox WHERE id = $1"),
+        &[&id],
+        outbox_from_row,
+    )
+    .await
+}
+
+pub(crate) async fn retry_notices<C: GenericClient>(
+    client: &C,
+    which: &RetryNotices,
+    now: &DateTime<Utc>,
+) -> StoreResult<u64> {
+    // `$1` is the one notice (NULL: every dead one).
+    let id = match which {
+        RetryNotices::One(id) => Some(id.as_str()),
+        RetryNotices::AllDead => None,
+    };
+    const WHICH: &str = "(($1::text IS NOT NULL AND id = $1 AND status IN ('failed', 'dead')) \
+                         OR ($1::text IS NULL AND status = 'dead'))";
+    // Enabling the webhook endpoints the notices go to comes first: the
+    // retried notices would be held back again otherwise.
+    execute(
+        client,
+        &format!(
+            "DELETE FROM tollgate_outbox_disabled WHERE endpoint IN \
+             (SELECT target FROM tollgate_outbox WHERE channel = 'webhook' AND {WHICH})"
+        ),
+        &[&id],
+    )
+    .await?;
+    execute(
+        client,
+        &format!(
+            "UPDATE tollgate_outbox SET status = 'pending', next_at = $2, window_from = $2, \
+             lease_owner = NULL, lease_until = NULL WHERE {WHICH}"
+        ),
+        &[&id, now],
+    )
+    .await
+}
+
+pub(crate) async fn outbox_stats<C: GenericClient>(client: &C) -> StoreResult<OutboxStats> {
+    let mut stats = OutboxStats::default();
+    let counts = query_all(
+        client,
+        "SELECT status, COUNT(*) FROM tollgate_outbox GROUP BY status",
+        &[],
+        |row| {
+            let status: String = row.try_get(0)?;
+            let count: i64 = row.try_get(1)?;
+            Ok((status, u64::try_from(count).unwrap_or(0)))
+        },
+    )
+    .await?;
+    for (status, count) in counts {
+        match NoticeStatus::parse(&status) {
+            Some(NoticeStatus::Pending) => stats.pending = count,
+            Some(NoticeStatus::Failed) => stats.failed = count,
+            Some(NoticeStatus::Sent) => stats.sent = count,
+            Some(NoticeStatus::Dead) => stats.dead = count,
+            None => {}
+        }
+    }
+    stats.oldest_undelivered = query_opt(
+        client,
+        "SELECT MIN(created_at) FROM tollgate_outbox WHERE status IN ('pending', 'failed')",
+        &[],
+        |row| Ok(row.try_get::<_, Option<DateTime<Utc>>>(0)?),
+    )
+    .await?
+    .flatten();
+    Ok(stats)
+}
+
+pub(crate) async fn disable_endpoint<C: GenericClient>(
+    client: &C,
+    endpoint: &DisabledEndpoint,
+) -> StoreResult<()> {
+    let reason = storable_text(&endpoint.reason);
+    execute(
+        client,
+        "INSERT INTO tollgate_outbox_disabled (endpoint, disabled_at, reason) \
+         VALUES ($1, $2, $3) ON CONFLICT (endpoint) DO NOTHING",
+        &[&endpoint.endpoint, &endpoint.disabled_at, &reason],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn disabled_endpoints<C: GenericClient>(
+    client: &C,
+) -> StoreResult<Vec<DisabledEndpoint>> {
+    query_all(
+        client,
+        "SELECT endpoint, disabled_at, reason FROM tollgate_outbox_disabled ORDER BY endpoint",
+        &[],
+        |row| {
+            let endpoint: String = row.try_get(0)?;
+            let r = RowReader::with_id(row, "tollgate_outbox_disabled", endpoint.clone());
+            Ok(DisabledEndpoint {
+                endpoint,
+                disabled_at: r.time(1, "disabled_at")?,
+                reason: r.string(2, "reason")?,
+            })
+        },
+    )
+    .await
+}

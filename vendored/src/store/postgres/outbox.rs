@@ -1,0 +1,65 @@
+//! The PostgreSQL store: the outbox (leases with `FOR UPDATE SKIP LOCKED`,
+//! so nodes sharing the database never send one notice at once).
+
+use super::*;
+use crate::store::{
+    DisabledEndpoint, NoticeQuery, NoticeWrite, Outbox, OutboxNotice, OutboxStats, RetryNotices,
+};
+
+#[async_trait]
+impl Outbox for PostgresStore {
+    async fn lease_notices(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<OutboxNotice>> {
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| ops::lease_notices(
+                &tx, owner, &now, &until, limit
+            )
+            .await)
+        }
+        .await;
+        self.context("leasing due notices", result)
+    }
+
+    async fn settle_notice(&self, id: &str, owner: &str, write: &NoticeWrite) -> StoreResult<bool> {
+        let result: StoreResult<_> =
+            async { ops::settle_notice(&self.client().await?, id, owner, write).await }.await;
+        self.context(&format!("recording the delivery of notice {id}"), result)
+    }
+
+    async fn list_notices(&self, query: &NoticeQuery) -> StoreResult<Vec<OutboxNotice>> {
+        let read = async { ops::list_notices(&self.client().await?, query).await }.await;
+        self.context("listing notices", read)
+    }
+
+    async fn get_notice(&self, id: &str) -> StoreResult<Option<OutboxNotice>> {
+        let read = async { ops::get_notice(&self.client().await?, id).await }.await;
+        self.context(&format!("reading notice {id}"), read)
+    }
+
+    async fn retry_notices(&self, which: &RetryNotices, now: DateTime<Utc>) -> StoreResult<u64> {
+        let result: StoreResult<_> =
+            async { in_transaction!(self, |tx| ops::retry_notices(&tx, which, &now).await) }.await;
+        self.context("retrying notices", result)
+    }
+
+    async fn outbox_stats(&self) -> StoreResult<OutboxStats> {
+        let read = async { ops::outbox_stats(&self.client().await?).await }.await;
+        self.context("counting notices", read)
+    }
+
+    async fn disable_endpoint(&self, endpoint: &DisabledEndpoint) -> StoreResult<()> {
+        let result: StoreResult<_> =
+            async { ops::disable_endpoint(&self.client().await?, endpoint).await }.await;
+        self.context("disabling a webhook endpoint", result)
+    }
+
+    async fn disabled_endpoints(&self) -> StoreResult<Vec<DisabledEndpoint>> {
+        let read = async { ops::disabled_endpoints(&self.client().await?).await }.await;
+        self.context("listing disabled webhook endpoints", read)
+    }
+}

@@ -1,0 +1,78 @@
+//! The SQLite store: the outbox (leases and settles in the writer's
+//! transaction, so one notice has one sender at a time).
+
+use super::*;
+use crate::store::{
+    DisabledEndpoint, NoticeQuery, NoticeWrite, Outbox, OutboxNotice, OutboxStats, RetryNotices,
+};
+
+#[async_trait]
+impl Outbox for SqliteStore {
+    async fn lease_notices(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<OutboxNotice>> {
+        crate::store::check_lease_end(until)?;
+        let (owner, now, until) = (owner.to_string(), format_utc(now), format_utc(until));
+        self.write("leasing due notices", move |conn| {
+            ops::lease_notices(conn, &owner, &now, &until, limit)
+        })
+        .await
+    }
+
+    async fn settle_notice(&self, id: &str, owner: &str, write: &NoticeWrite) -> StoreResult<bool> {
+        let (id, owner, write) = (id.to_string(), owner.to_string(), write.clone());
+        self.write(
+            format!("recording the delivery of notice {id}"),
+            move |conn| ops::settle_notice(conn, &id, &owner, &write),
+        )
+        .await
+    }
+
+    async fn list_notices(&self, query: &NoticeQuery) -> StoreResult<Vec<OutboxNotice>> {
+        let query = query.clone();
+        self.read("listing notices", move |conn| {
+            ops::list_notices(conn, &query)
+        })
+        .await
+    }
+
+    async fn get_notice(&self, id: &str) -> StoreResult<Option<OutboxNotice>> {
+        let id = id.to_string();
+        self.read(format!("reading notice {id}"), move |conn| {
+            ops::get_notice(conn, &id)
+        })
+        .await
+    }
+
+    async fn retry_notices(&self, which: &RetryNotices, now: DateTime<Utc>) -> StoreResult<u64> {
+        let (which, now) = (which.clone(), format_utc(now));
+        self.write("retrying notices", move |conn| {
+            ops::retry_notices(conn, &which, &now)
+        })
+        .await
+    }
+
+    async fn outbox_stats(&self) -> StoreResult<OutboxStats> {
+        self.read("counting notices", ops::outbox_stats).await
+    }
+
+    async fn disable_endpoint(&self, endpoint: &DisabledEndpoint) -> StoreResult<()> {
+        let endpoint = endpoint.clone();
+        self.write("disabling a webhook endpoint", move |conn| {
+            ops::disable_endpoint(conn, &endpoint)
+        })
+        .await
+    }
+
+    async fn disabled_endpoints(&self) -> StoreResult<Vec<DisabledEndpoint>> {
+        self.read(
+            "listing disabled webhook endpoints",
+            ops::disabled_endpoints,
+        )
+        .await
+    }
+}

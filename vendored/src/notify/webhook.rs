@@ -247,7 +247,14 @@ impl WebhookSender {
         } else {
             "the webhook request failed".to_string()
         };
-        format!("{what}: {}", one_line(&error_chain(&e.without_url())))
+        // reqwest's own words ("error sending request") add nothing to
+        // `what`: its sources say what broke.
+        let e = e.without_url();
+        let detail = match std::error::Error::source(&e) {
+            Some(source) => error_chain(source),
+            None => e.to_string(),
+        };
+        format!("{what}: {}", one_line(&detail))
     }
 }
 

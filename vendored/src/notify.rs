@@ -1,6 +1,6 @@
 //! Notifiers: telling people that a run waits for them, and letting them
-//! answer where they already are. Slack is the one built in
-//! (`approvals.notify.slack`).
+//! answer where they already are: Slack (`approvals.notify.slack`) and
+//! signed outbound webhooks (`approvals.notify.webhooks`, [`webhook`]).
 //!
 //! A notifier never stands between a run and its pause: the pause is stored
 //! first, messages are posted afterwards in the background and retried, and
@@ -9,5 +9,6 @@
 
 pub mod delivery;
 pub mod slack;
+pub mod webhook;
 
 pub use slack::SlackNotifier;

@@ -1,0 +1,4 @@
+//! Notifications through the outbox (DESIGN §14): each channel against a
+//! real receiver.
+
+mod webhook;

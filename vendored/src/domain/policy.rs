@@ -136,6 +136,10 @@ pub struct GatePolicy {
     /// The approver's input: a JSON Schema of the supported subset (see
     /// `domain/form.rs`), read when the spec is.
     pub form: Option<crate::form::Form>,
+    /// The gate's own `notify:`: where its notices go, over the spec's
+    /// `approvals.notify`. Who hears, not what is decided: a change of it
+    /// never makes a pause's gate "changed" (spec/diff.rs).
+    pub notify: crate::spec::GateNotify,
 }
 
 impl GatePolicy {

@@ -22,6 +22,7 @@ mod hash;
 mod marked;
 mod needs;
 mod request;
+mod routes;
 mod schema;
 mod unsupported;
 mod validate;
@@ -45,6 +46,7 @@ pub(crate) use hash::canonical_text;
 pub use needs::{MissingSecret, RequiredSecret, SecretUse};
 use schema::{Schema, mapping, template, value};
 
+use crate::notices::NoticeEvent;
 use crate::policy::GatePolicy;
 
 /// The keys of a mapping that is a gate, `$field`s first, then the team
@@ -63,6 +65,7 @@ macro_rules! gate_keys {
             value("remind"),
             value("escalate"),
             value("form"),
+            mapping("notify", &GateNotify::SCHEMA),
         ]
     };
 }
@@ -333,13 +336,91 @@ pub const MAX_DURATION_TEXT: &str = "3650d";
 /// parsing (and its memory) small whatever the file holds.
 pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
 
+/// `approvals.notify`: where every gate's notices go, unless the gate's
+/// own `notify:` says otherwise ([`GateNotify`]). Values as written:
+/// `${NAME}` references stay references, resolved when a notice is sent.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NotifySpec {
     pub slack: Option<SlackNotifySpec>,
+    /// Outbound webhooks (Standard Webhooks), each sent every notice its
+    /// `events` lets through.
+    pub webhooks: Vec<WebhookSpec>,
+    /// Mail to the deciders.
+    pub email: Option<EmailSpec>,
 }
 
 impl NotifySpec {
-    pub(crate) const SCHEMA: Schema = Schema::new(&[mapping("slack", &SlackNotifySpec::SCHEMA)]);
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        mapping("slack", &SlackNotifySpec::SCHEMA),
+        value("webhooks"),
+        mapping("email", &EmailSpec::SCHEMA),
+    ]);
+}
+
+/// One outbound webhook endpoint, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookSpec {
+    /// A `${NAME}` reference, or an absolute http(s) URL without userinfo.
+    pub url: String,
+    /// The signing secret: always a `${NAME}` reference (the spec's text
+    /// is stored with every version, so a literal would be kept there).
+    pub secret: String,
+    /// The events it receives; `None`: every event.
+    pub events: Option<Vec<NoticeEvent>>,
+}
+
+impl WebhookSpec {
+    /// One entry of a `webhooks:` sequence.
+    pub(crate) const SCHEMA: Schema =
+        Schema::new(&[value("url"), value("secret"), value("events")]);
+}
+
+/// Mail to the deciders, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailSpec {
+    /// A `${NAME}` reference (credentials belong there), or
+    /// `smtp://host[:port]` / `smtps://host[:port]` with an optional
+    /// `?tls=required|opportunistic|none`, without a literal password.
+    pub smtp_url: String,
+    /// The sender: `addr`, `Name <addr>`, or a reference.
+    pub from: String,
+    /// Decider name (an API-token name, as approvers are written) ->
+    /// address (or its `${NAME}` reference).
+    pub to: BTreeMap<String, String>,
+    /// The events mailed; `None`: every event.
+    pub events: Option<Vec<NoticeEvent>>,
+}
+
+impl EmailSpec {
+    pub(crate) const SCHEMA: Schema = Schema::new(&[
+        value("smtp_url"),
+        value("from"),
+        value("to"),
+        value("events"),
+    ]);
+}
+
+/// A gate's own `notify:`: a key written replaces the spec's
+/// `approvals.notify` value for this gate, a key left out inherits it.
+/// Slack is not here: it is configured once per spec (its signing secret
+/// is the server's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GateNotify {
+    /// `None`: the spec's webhooks. `Some(vec![])` (`webhooks: []`): none.
+    pub webhooks: Option<Vec<WebhookSpec>>,
+    /// `None`: the spec's email. `Some(None)` (`email: false`): no mail
+    /// for this gate. `Some(Some(..))`: this gate's own.
+    pub email: Option<Option<EmailSpec>>,
+}
+
+impl GateNotify {
+    pub(crate) const SCHEMA: Schema =
+        Schema::new(&[value("webhooks"), mapping("email", &EmailSpec::SCHEMA)]);
+
+    /// Nothing written: the gate inherits everything.
+    pub fn is_inherited(&self) -> bool {
+        self.webhooks.is_none() && self.email.is_none()
+    }
 }
 
 /// Values as written: normally `${NAME}` references, resolved at call time.

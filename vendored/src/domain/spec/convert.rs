@@ -17,13 +17,14 @@ use super::schema::Schema;
 use super::{
     ApprovalDefaults, ApprovalStep, DedupeStep, GateStep, Guardrail, HttpToolSpec, IdempotencySpec,
     ModelConfig, ModelOutput, ModelStep, NotifySpec, OnCrash, OnReject, OnSpecChange, RetrySpec,
-    ScheduleTrigger, SlackNotifySpec, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind,
-    ToolKind, ToolSpec, TriggerSpec, WebhookTrigger,
+    ScheduleTrigger, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind, ToolKind, ToolSpec,
+    TriggerSpec, WebhookTrigger,
 };
 use super::{MAX_DURATION, MAX_DURATION_TEXT};
 use crate::expr::{self, Shape};
 use crate::policy::GatePolicy;
 
+mod notify;
 mod policy;
 
 type Result<T> = std::result::Result<T, SpecError>;
@@ -517,29 +518,7 @@ impl<'a> Cx<'a> {
             None => None,
         };
         let notify = match fields.get("notify") {
-            Some(node) => {
-                let place = Place::in_("approvals.notify");
-                let notify =
-                    self.mapping(node, &place, &NotifySpec::SCHEMA, &fields.label("notify"))?;
-                let slack = match notify.get("slack") {
-                    Some(node) => {
-                        let place = Place::in_("approvals.notify.slack");
-                        let slack = self.mapping(
-                            node,
-                            &place,
-                            &SlackNotifySpec::SCHEMA,
-                            &notify.label("slack"),
-                        )?;
-                        Some(SlackNotifySpec {
-                            bot_token: slack.required_string("bot_token")?,
-                            channel: slack.required_string("channel")?,
-                            signing_secret: slack.required_string("signing_secret")?,
-                        })
-                    }
-                    None => None,
-                };
-                NotifySpec { slack }
-            }
+            Some(node) => self.spec_notify(node, &fields.label("notify"))?,
             None => NotifySpec::default(),
         };
         Ok(ApprovalDefaults {

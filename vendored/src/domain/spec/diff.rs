@@ -596,6 +596,10 @@ fn compare_policies(d: &mut StepDelta, old: &Spec, x: &GatePolicy, new: &Spec, y
         remind,
         escalate,
         form,
+        // Where its notices go: who hears, not who decides or what. Like
+        // `approvals.notify.slack`, it is no change of the gate, so `auto`
+        // moves a pause past it (the pause keeps the routes it stored).
+        notify: _,
     } = x;
     let members = |spec: &Spec, policy: &GatePolicy| -> Vec<(String, Vec<String>)> {
         named_groups(policy)

@@ -204,4 +204,60 @@ steps:
         );
         assert!(spec.missing_secrets(|_| true).is_empty());
     }
+
+    /// Where notices go needs its variables as Slack's tokens do: an
+    /// exported server's README lists them, and `serve` stops on an unset
+    /// one before it binds, not at the first notice.
+    #[test]
+    fn notification_references_are_required_like_slacks() {
+        let spec = spec(
+            r##"
+version: 1
+agent: needs
+approvals:
+  notify:
+    slack: { bot_token: "${SLACK_BOT_TOKEN}", channel: "#ops", signing_secret: "${SLACK_SIGNING_SECRET}" }
+    webhooks:
+      - { url: "${HOOK_URL}", secret: "${HOOK_SECRET}" }
+    email:
+      smtp_url: "${SMTP_URL}"
+      from: "${MAIL_FROM:-tollgate@example.com}"
+      to: { alice: "${ALICE_MAIL}" }
+steps:
+  - id: check
+    approval:
+      notify:
+        webhooks: [{ url: "https://ops.example/hook", secret: "${OPS_HOOK_SECRET}" }]
+"##,
+        );
+        let required: Vec<(String, String)> = spec
+            .required_secrets()
+            .into_iter()
+            .map(|r| (r.name, r.at))
+            .collect();
+        let expected = [
+            ("ALICE_MAIL", "approvals.notify.email.to.alice"),
+            ("HOOK_SECRET", "approvals.notify.webhooks[0].secret"),
+            ("HOOK_URL", "approvals.notify.webhooks[0].url"),
+            (
+                "OPS_HOOK_SECRET",
+                "steps[0].approval.notify.webhooks[0].secret",
+            ),
+            ("SLACK_BOT_TOKEN", "approvals.notify.slack.bot_token"),
+            (
+                "SLACK_SIGNING_SECRET",
+                "approvals.notify.slack.signing_secret",
+            ),
+            ("SMTP_URL", "approvals.notify.email.smtp_url"),
+        ]
+        .map(|(name, at)| (name.to_string(), at.to_string()));
+        assert_eq!(required, expected);
+        let missing = spec.missing_secrets(|name| name != "HOOK_SECRET");
+        assert_eq!(
+            missing.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "environment variable HOOK_SECRET is not set (the spec needs it at approvals.notify.webhooks[0].secret)"
+            ]
+        );
+    }
 }

@@ -108,6 +108,7 @@ impl Cx<'_> {
         policy.remind = self.remind(fields)?;
         policy.escalate = self.escalate(fields, ttl)?;
         policy.form = self.form(fields)?;
+        policy.notify = self.gate_notify(fields)?;
         self.satisfiable(fields, &policy)?;
         Ok(policy)
     }

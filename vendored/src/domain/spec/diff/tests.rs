@@ -1266,3 +1266,50 @@ fn settings_not_enforced_yet_are_compared_too() {
     assert!(!resumable(&v1, &when, "refund", Phase::Before));
     assert_eq!(changed(&diff(&v1, &when), "refund"), [Change::Policy]);
 }
+
+#[test]
+fn where_notices_go_is_no_change_of_the_gate() {
+    let v1 = spec(V1);
+    let hook = "    webhooks: [{ url: \"${HOOK_URL}\", secret: \"${HOOK_SECRET}\" }]\n";
+    // Each gate's own `notify:`, and the spec's: who hears, not what is
+    // decided, so `auto` moves a pause past it like a change of Slack.
+    for v2 in [
+        v1_with(
+            "      payload: { amount: \"{{ input.amount }}\" }\n",
+            "      payload: { amount: \"{{ input.amount }}\" }\n      notify: { webhooks: [], email: false }\n",
+        ),
+        v1_with(
+            "    message: \"Large refund\"\n",
+            "    message: \"Large refund\"\n    notify: { webhooks: [{ url: \"https://ops.example/h\", secret: \"${OPS}\" }] }\n",
+        ),
+        v1_with(
+            "    approval: required\n",
+            "    approval: { notify: { email: { smtp_url: \"${SMTP_URL}\", from: a@example.com } } }\n",
+        ),
+        v1_with(
+            "guardrail: { min_confidence: 0.8 }",
+            "guardrail: { min_confidence: 0.8, notify: { webhooks: [] } }",
+        ),
+        v1_with(
+            "model: { base_url",
+            &format!("approvals:\n  notify:\n{hook}model: {{ base_url"),
+        ),
+    ] {
+        assert_ne!(v1.hash, v2.hash);
+        let d = diff(&v1, &v2);
+        assert!(d.changed.is_empty(), "{:?}", d.changed);
+        for (step, phase) in [
+            ("check", Phase::Before),
+            ("large", Phase::Before),
+            ("refund", Phase::Before),
+            ("assess", Phase::After),
+        ] {
+            assert_eq!(
+                classify(&v1, &v2, step, phase),
+                Classification::IdenticalGate,
+                "{step}"
+            );
+            assert!(resumable(&v1, &v2, step, phase), "{step}");
+        }
+    }
+}

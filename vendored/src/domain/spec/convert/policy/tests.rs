@@ -106,6 +106,7 @@ fn the_design_example_reads_as_typed_values() {
             remind: vec![],
             escalate: vec![],
             form: None,
+            notify: Default::default(),
         }
     );
     assert_eq!(check.message.as_deref(), Some("Refund {{ input.amount }}?"));
@@ -526,7 +527,7 @@ fn a_tools_approval_is_required_or_a_mapping_of_the_gate() {
         ),
         (
             "    approval: { rules: [{ group: finance, min: 1 }], payload: {} }\n",
-            "8:54: unknown key \"payload\" in the approval of tool \"pay\" (allowed: when, message, ttl, on_spec_change, rules, reject, allow_self_approval, voter_counts_once, require_reason, on_timeout, remind, escalate, form)",
+            "8:54: unknown key \"payload\" in the approval of tool \"pay\" (allowed: when, message, ttl, on_spec_change, rules, reject, allow_self_approval, voter_counts_once, require_reason, on_timeout, remind, escalate, form, notify)",
         ),
         (
             "    approval: optional\n",

@@ -165,6 +165,13 @@ pub struct WebhookRoute {
 /// Mail to the deciders, as written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmailRoute {
+    /// The SMTP server (normally a `${NAME}` reference: it holds the
+    /// credentials).
+    #[serde(default)]
+    pub smtp_url: String,
+    /// The sender's address.
+    #[serde(default)]
+    pub from: String,
     /// The deciders mail can reach: name (an API-token name, as approvers
     /// are written) -> address (or its `${NAME}` reference). A decider
     /// whose name is itself an address needs no entry.

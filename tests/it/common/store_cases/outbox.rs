@@ -315,6 +315,8 @@ pub async fn votes_expiry_cancels_and_nudges_write_their_notices(store: SharedSt
 pub async fn mail_goes_to_each_decider_mail_can_reach(store: SharedStore) {
     let mail = |approvers: Option<Vec<&str>>| NoticeRoutes {
         email: Some(EmailRoute {
+            smtp_url: "${SMTP_URL}".into(),
+            from: "tollgate@example.com".into(),
             to: BTreeMap::from([
                 ("alice".to_string(), "alice@example.com".to_string()),
                 ("bob".to_string(), "${BOB_MAIL}".to_string()),

@@ -33,6 +33,8 @@ impl Spec {
                 })
                 .collect(),
             email: email.map(|email| EmailRoute {
+                smtp_url: email.smtp_url.clone(),
+                from: email.from.clone(),
                 to: email.to.clone(),
                 approvers: self.approvals.approvers.clone(),
                 events: email.events.clone(),
@@ -112,6 +114,8 @@ steps:
 
     fn spec_email() -> EmailRoute {
         EmailRoute {
+            smtp_url: "${SMTP_URL}".into(),
+            from: "tollgate@example.com".into(),
             to: BTreeMap::from([("alice".into(), "alice@example.com".into())]),
             approvers: approvers(),
             events: Some(vec![NoticeEvent::Requested]),
@@ -152,6 +156,8 @@ steps:
             NoticeRoutes {
                 webhooks: vec![hook("https://ops.example/hook", "${OPS_SECRET}", None)],
                 email: Some(EmailRoute {
+                    smtp_url: "smtp://relay.example:25".into(),
+                    from: "ops@example.com".into(),
                     to: BTreeMap::from([("bob".into(), "${BOB_MAIL}".into())]),
                     approvers: approvers(),
                     events: None,

@@ -393,7 +393,7 @@ impl AgentRun {
             record: record.clone(),
             at: now,
             owner: log.owner.clone(),
-            routes: interim_routes(&self.spec),
+            routes: self.spec.notice_routes(index),
         };
         if let Some(failed) = self
             .write_point(FirstWrite::Pause(&pause), &mut log)
@@ -473,7 +473,3 @@ fn requesters(trigger: &Value) -> Vec<String> {
     by.map(|name| vec![name.to_string()]).unwrap_or_default()
 }
 
-/// Where a pause's notices go until the spec reads `notify:`: nowhere.
-fn interim_routes(_spec: &crate::spec::Spec) -> crate::notices::NoticeRoutes {
-    crate::notices::NoticeRoutes::default()
-}

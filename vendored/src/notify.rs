@@ -8,6 +8,7 @@
 //! any process sharing the store can finish the job after a crash.
 
 pub mod delivery;
+pub mod outbox;
 pub mod slack;
 pub mod webhook;
 

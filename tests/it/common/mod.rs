@@ -183,6 +183,7 @@ pub fn serve_command<S: AsRef<std::ffi::OsStr>>(
         "TOLLGATE_LISTEN",
         "TOLLGATE_MAX_BODY_BYTES",
         "TOLLGATE_SHUTDOWN_GRACE",
+        "TOLLGATE_NOTIFY_RETRY_WINDOW",
         "TOLLGATE_HEADER_TIMEOUT",
         "TOLLGATE_BODY_TIMEOUT",
         "TOLLGATE_IDLE_TIMEOUT",

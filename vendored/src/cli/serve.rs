@@ -46,6 +46,16 @@ pub struct ServeArgs {
         default_value = "30s"
     )]
     pub shutdown_grace: Duration,
+    /// How long a notice (a webhook, a mail) that fails is retried, from
+    /// its creation, before it is dead and waits for `notifications retry`.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = env::NOTIFY_RETRY_WINDOW,
+        value_parser = duration_arg,
+        default_value = "24h"
+    )]
+    pub notify_retry_window: Duration,
     /// Longest wait for a request's line and headers, from the connection's
     /// start or the request's first byte; then the connection is closed.
     #[arg(
@@ -167,6 +177,7 @@ pub async fn run_with(
         shutdown_grace: args.shutdown_grace,
         limits,
         links,
+        notify_retry_window: args.notify_retry_window,
         ..ServerConfig::default()
     };
     let mut server = Server::bind(agent, config).await.map_err(failure)?;

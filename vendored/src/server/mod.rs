@@ -92,6 +92,8 @@ pub struct ServerConfig {
     /// (the default) turns links off. The CLI reads it with
     /// [`LinkSigner::from_env`].
     pub links: Option<LinkSigner>,
+    /// How long a failing notice is retried before it is dead.
+    pub notify_retry_window: Duration,
 }
 
 impl Default for ServerConfig {
@@ -104,6 +106,7 @@ impl Default for ServerConfig {
             sweep_every: sweeper::DEFAULT_SWEEP_EVERY,
             limits: Limits::default(),
             links: None,
+            notify_retry_window: crate::notify::outbox::DEFAULT_RETRY_WINDOW,
         }
     }
 }
@@ -456,6 +459,13 @@ async fn mount_with_schedule(
         state.slack.clone(),
         swept != sweeper::Swept::Stop,
     ));
+    // The outbox's notices (webhooks, mail), whichever process wrote them.
+    let outbox =
+        crate::notify::outbox::OutboxWorker::new(agent.store().clone(), agent.clock().clone())
+            .map_err(|e| ServerError::Config(e.to_string()))?
+            .with_links(config.links.clone())
+            .with_retry_window(config.notify_retry_window);
+    tokio::spawn(Arc::new(outbox).run(stop_rx.clone()));
     for entry in schedule {
         tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
         tokio::spawn(schedule::run(state.clone(), entry, stop_rx.clone()));

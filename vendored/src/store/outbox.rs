@@ -142,6 +142,11 @@ pub trait Outbox: Send + Sync + 'static {
 
     async fn get_notice(&self, id: &str) -> StoreResult<Option<OutboxNotice>>;
 
+    /// Where approval `key`'s notices go, as stored with its pause: what a
+    /// worker reads to send one (a webhook's secret reference, a mail's
+    /// server). `None` for an unknown key or a gate that notifies nobody.
+    async fn routes_of(&self, key: &str) -> StoreResult<Option<NoticeRoutes>>;
+
     /// Make failed or dead notices due now, with a fresh retry window, and
     /// enable again the webhook endpoints they go to. Returns how many.
     async fn retry_notices(&self, which: &RetryNotices, now: DateTime<Utc>) -> StoreResult<u64>;

@@ -45,6 +45,8 @@ pub const SQLITE_BUSY_TIMEOUT: &str = "TOLLGATE_SQLITE_BUSY_TIMEOUT";
 pub const LISTEN: &str = "TOLLGATE_LISTEN";
 pub const MAX_BODY_BYTES: &str = "TOLLGATE_MAX_BODY_BYTES";
 pub const SHUTDOWN_GRACE: &str = "TOLLGATE_SHUTDOWN_GRACE";
+/// How long a failing notice is retried before it is dead (DESIGN §14).
+pub const NOTIFY_RETRY_WINDOW: &str = "TOLLGATE_NOTIFY_RETRY_WINDOW";
 pub const HEADER_TIMEOUT: &str = "TOLLGATE_HEADER_TIMEOUT";
 pub const BODY_TIMEOUT: &str = "TOLLGATE_BODY_TIMEOUT";
 pub const IDLE_TIMEOUT: &str = "TOLLGATE_IDLE_TIMEOUT";

@@ -95,6 +95,7 @@ fn hook(event: NoticeEvent, target: &str) -> (NoticeEvent, NoticeChannel, String
 
 pub async fn a_gate_without_routes_writes_no_notice(store: SharedStore) {
     paused_run(store.as_ref(), "k", "agent", 0).await;
+    assert_eq!(store.routes_of("k").await.expect("routes"), None);
     store.claim(&approve("k", "alice", 5)).await.expect("claim");
     assert_eq!(notices_of(store.as_ref(), "k").await, vec![]);
     let stats = store.outbox_stats().await.expect("stats");
@@ -106,6 +107,12 @@ pub async fn a_gate_without_routes_writes_no_notice(store: SharedStore) {
 
 pub async fn each_change_writes_its_notices_in_its_own_transaction(store: SharedStore) {
     let record = paused_routed(store.as_ref(), "k", 0, two_hooks(), |_| {}).await;
+    assert_eq!(
+        store.routes_of("k").await.expect("routes"),
+        Some(two_hooks()),
+        "stored with the pause, as written"
+    );
+    assert_eq!(store.routes_of("no-such-key").await.expect("routes"), None);
     let paused = notices_of(store.as_ref(), "k").await;
     assert_eq!(
         summary(&paused),

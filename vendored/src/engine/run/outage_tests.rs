@@ -394,6 +394,10 @@ impl Outbox for Flaky {
         self.inner.get_notice(id).await
     }
 
+    async fn routes_of(&self, key: &str) -> StoreResult<Option<crate::notices::NoticeRoutes>> {
+        self.inner.routes_of(key).await
+    }
+
     async fn retry_notices(&self, which: &RetryNotices, now: DateTime<Utc>) -> StoreResult<u64> {
         self.inner.retry_notices(which, now).await
     }

@@ -41,6 +41,11 @@ impl Outbox for PostgresStore {
         self.context(&format!("reading notice {id}"), read)
     }
 
+    async fn routes_of(&self, key: &str) -> StoreResult<Option<crate::notices::NoticeRoutes>> {
+        let read = async { ops::routes_of(&self.client().await?, key).await }.await;
+        self.context(&format!("reading where approval {key}'s notices go"), read)
+    }
+
     async fn retry_notices(&self, which: &RetryNotices, now: DateTime<Utc>) -> StoreResult<u64> {
         let result: StoreResult<_> =
             async { in_transaction!(self, |tx| ops::retry_notices(&tx, which, &now).await) }.await;

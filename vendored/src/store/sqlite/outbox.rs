@@ -17,6 +17,15 @@ impl Outbox for SqliteStore {
     ) -> StoreResult<Vec<OutboxNotice>> {
         crate::store::check_lease_end(until)?;
         let (owner, now, until) = (owner.to_string(), format_utc(now), format_utc(until));
+        let probe = now.clone();
+        if !self
+            .read("looking for due notices", move |conn| {
+                ops::any_due_notice(conn, &probe)
+            })
+            .await?
+        {
+            return Ok(Vec::new());
+        }
         self.write("leasing due notices", move |conn| {
             ops::lease_notices(conn, &owner, &now, &until, limit)
         })
@@ -45,6 +54,15 @@ impl Outbox for SqliteStore {
         self.read(format!("reading notice {id}"), move |conn| {
             ops::get_notice(conn, &id)
         })
+        .await
+    }
+
+    async fn routes_of(&self, key: &str) -> StoreResult<Option<crate::notices::NoticeRoutes>> {
+        let key = key.to_string();
+        self.read(
+            format!("reading where approval {key}'s notices go"),
+            move |conn| ops::routes_of(conn, &key),
+        )
         .await
     }
 

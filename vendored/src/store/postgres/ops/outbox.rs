@@ -50,6 +50,24 @@ pub(crate) async fn insert_notices<C: GenericClient>(
     Ok(())
 }
 
+/// The routes stored with approval `key`'s pause.
+pub(crate) async fn routes_of<C: GenericClient>(
+    client: &C,
+    key: &str,
+) -> StoreResult<Option<NoticeRoutes>> {
+    Ok(query_opt(
+        client,
+        "SELECT notify FROM tollgate_approvals WHERE key = $1",
+        &[&key],
+        |row| {
+            RowReader::with_id(row, "tollgate_approvals", key.to_string())
+                .json_opt::<NoticeRoutes>(0, "notify")
+        },
+    )
+    .await?
+    .flatten())
+}
+
 /// Write the notices `event` calls for on `record` (as this transaction
 /// leaves it), to the routes stored with its pause. Nothing when the gate
 /// notifies nobody: one read of the record's routes by key.
@@ -58,18 +76,7 @@ pub(crate) async fn notify_change<C: GenericClient>(
     record: &ApprovalRecord,
     event: &Event,
 ) -> StoreResult<()> {
-    let routes = query_opt(
-        client,
-        "SELECT notify FROM tollgate_approvals WHERE key = $1",
-        &[&record.key],
-        |row| {
-            RowReader::with_id(row, "tollgate_approvals", record.key.clone())
-                .json_opt::<NoticeRoutes>(0, "notify")
-        },
-    )
-    .await?
-    .flatten();
-    let Some(routes) = routes else {
+    let Some(routes) = routes_of(client, &record.key).await? else {
         return Ok(());
     };
     insert_notices(

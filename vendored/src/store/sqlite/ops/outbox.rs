@@ -63,6 +63,21 @@ pub(crate) fn insert_notices(conn: &Connection, rows: &[NoticeRow]) -> StoreResu
     Ok(())
 }
 
+/// The routes stored with approval `key`'s pause.
+pub(crate) fn routes_of(conn: &Connection, key: &str) -> StoreResult<Option<NoticeRoutes>> {
+    let mut stmt = conn.prepare_cached("SELECT notify FROM tollgate_approvals WHERE key = ?1")?;
+    let routes: Option<String> = stmt
+        .query_row([key], |row| row.get(0))
+        .optional()?
+        .flatten();
+    routes
+        .map(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| super::super::codec::corrupt("tollgate_approvals", "notify", key, &e))
+        })
+        .transpose()
+}
+
 /// Write the notices `event` calls for on `record` (as this transaction
 /// leaves it), to the routes stored with its pause. Nothing when the gate
 /// notifies nobody: one read of the record's routes by key.
@@ -71,19 +86,23 @@ pub(crate) fn notify_change(
     record: &ApprovalRecord,
     event: &Event,
 ) -> StoreResult<()> {
-    let mut stmt = conn.prepare_cached("SELECT notify FROM tollgate_approvals WHERE key = ?1")?;
-    let routes: Option<String> = stmt
-        .query_row([&record.key], |row| row.get(0))
-        .optional()?
-        .flatten();
-    let Some(routes) = routes else {
+    let Some(routes) = routes_of(conn, &record.key)? else {
         return Ok(());
     };
-    let routes: NoticeRoutes = serde_json::from_str(&routes).map_err(|e| {
-        super::super::codec::corrupt("tollgate_approvals", "notify", &record.key, &e)
-    })?;
     let notices = crate::store::outbox::notices_of(record, &routes, event);
     insert_notices(conn, &NoticeRow::encode_all(&notices)?)
+}
+
+/// Whether some notice is due at `now` and not leased (a cheap read on
+/// the reader connection before a lease takes the write lock: an idle
+/// worker polls every second).
+pub(crate) fn any_due_notice(conn: &Connection, now: &str) -> StoreResult<bool> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM tollgate_outbox \
+         WHERE status IN ('pending', 'failed') AND next_at <= ?1 \
+           AND (lease_until IS NULL OR lease_until <= ?1))",
+    )?;
+    Ok(stmt.query_row([now], |row| row.get(0))?)
 }
 
 /// See [`crate::store::Outbox::lease_notices`]: one `UPDATE ... RETURNING`

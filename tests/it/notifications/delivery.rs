@@ -1,0 +1,283 @@
+//! The outbox end to end: a real `tollgate serve` pauses and decides, its
+//! delivery worker sends the notices to a real receiver that verifies
+//! them with the official Standard Webhooks library, and the store says
+//! what became of each. Failures are retried with the same id, a 410
+//! disables the endpoint, and two servers on one store send each notice
+//! once.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tollgate_runtime::notices::NoticeStatus;
+use tollgate_runtime::store::NoticeQuery;
+
+use super::webhook::{Receiver, SECRET};
+use crate::common::Workspace;
+use crate::common::server::{Api, Served};
+
+const SPEC: &str = r#"version: 1
+agent: refunds
+approvals:
+  notify:
+    webhooks:
+      - url: "${HOOK_URL}"
+        secret: "${HOOK_SECRET}"
+steps:
+  - id: refund
+    approval:
+      message: "Refund {{ input.amount }} EUR?"
+      payload: { amount: "{{ input.amount }}" }
+"#;
+
+fn served(ws: &Workspace, receiver: &Receiver, extra_env: &[(&str, &str)]) -> Served {
+    let url = receiver.url();
+    let mut env = vec![("HOOK_URL", url.as_str()), ("HOOK_SECRET", SECRET)];
+    env.extend_from_slice(extra_env);
+    Served::start(
+        &ws.spec,
+        &ws.state_db(),
+        &env,
+        &["--notify-retry-window", "60s"],
+    )
+}
+
+/// Wait up to 30 s for `done` over the receiver's requests.
+fn wait_for(receiver: &Receiver, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let requests = receiver.requests();
+        if done(&requests) {
+            return requests;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; the receiver saw {requests:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn verified(requests: &[Value]) -> Vec<&Value> {
+    requests
+        .iter()
+        .filter(|r| r["verified"] == json!(true))
+        .collect()
+}
+
+fn body_of(request: &Value) -> Value {
+    let body = request["body"].as_str().expect("body text");
+    serde_json::from_str(body).expect("a JSON body")
+}
+
+/// Every notice the store holds, newest first.
+async fn notices(ws: &Workspace) -> Vec<tollgate_runtime::store::OutboxNotice> {
+    let store = tollgate_runtime::store::open_async(
+        ws.state_db().to_str().expect("utf-8"),
+        Default::default(),
+    )
+    .await
+    .expect("open the store");
+    store
+        .list_notices(&NoticeQuery {
+            limit: 500,
+            ..NoticeQuery::default()
+        })
+        .await
+        .expect("list notices")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pause_and_its_decision_reach_the_webhook_signed_once_each() {
+    let ws = Workspace::new(SPEC);
+    let receiver = Receiver::start(&[]);
+    let served = served(&ws, &receiver, &[]);
+    let api = Api::new();
+    let paused = api.pause(&served, json!({"amount": 30})).await;
+    let requested = wait_for(&receiver, "the request's notice", |r| {
+        verified(r).len() == 1
+    });
+    let body = body_of(verified(&requested)[0]);
+    assert_eq!(body["type"], "approval.requested");
+    assert_eq!(body["data"]["key"], paused.key.as_str());
+    assert_eq!(body["data"]["message"], "Refund 30 EUR?");
+    assert_eq!(body["data"]["status"], "PENDING");
+    assert!(
+        body["data"]["payload_digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:")),
+        "{body}"
+    );
+    assert!(body["data"].get("link").is_none(), "links are off: {body}");
+
+    let (status, _) = api
+        .post(
+            &served.url(&format!("/approvals/{}/approve", paused.key)),
+            json!({"reason": "fine"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let both = wait_for(&receiver, "the decision's notice", |r| {
+        verified(r).len() == 2
+    });
+    let decided = body_of(verified(&both)[1]);
+    assert_eq!(decided["type"], "approval.approved");
+    assert_eq!(decided["data"]["status"], "APPROVED");
+    assert_eq!(decided["data"]["reason"], "fine");
+    let ids: Vec<&str> = both.iter().map(|r| r["id"].as_str().expect("id")).collect();
+    assert_ne!(ids[0], ids[1], "each notice has its own id");
+    assert_eq!(both.len(), 2, "nothing sent twice: {both:#?}");
+
+    // The store says both were sent, once each.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = notices(&ws).await;
+        if stored.iter().all(|n| n.status == NoticeStatus::Sent) && stored.len() == 2 {
+            assert!(stored.iter().all(|n| n.attempts == 1));
+            let mut stored_ids: Vec<&str> = stored.iter().map(|n| n.notice.id.as_str()).collect();
+            stored_ids.sort();
+            let mut sent_ids = ids.clone();
+            sent_ids.sort();
+            assert_eq!(stored_ids, sent_ids, "the webhook-id is the notice's id");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not recorded as sent: {stored:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let url = receiver.url();
+    let rows = format!("{:?}", notices(&ws).await);
+    assert!(!rows.contains(SECRET), "no secret in the outbox");
+    assert!(!rows.contains(&url), "no resolved URL in the outbox");
+    assert!(!served.logs().contains(SECRET), "no secret in the logs");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receiver_that_fails_then_recovers_gets_the_notice_again_with_the_same_id() {
+    let ws = Workspace::new(SPEC);
+    let receiver = Receiver::start(&["--fail-first", "2"]);
+    let served = served(&ws, &receiver, &[]);
+    Api::new().pause(&served, json!({"amount": 5})).await;
+    let requests = wait_for(&receiver, "a delivery after two failures", |r| {
+        !verified(r).is_empty() && r.len() >= 3
+    });
+    let ids: Vec<&str> = requests
+        .iter()
+        .map(|r| r["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(
+        ids.len(),
+        3,
+        "two failures, then one delivery: {requests:#?}"
+    );
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "one id across retries: {ids:?}"
+    );
+    let deduplicated: std::collections::HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(
+        deduplicated.len(),
+        1,
+        "a receiver de-duplicating on it keeps one"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = notices(&ws).await;
+        if stored[0].status == NoticeStatus::Sent {
+            assert_eq!(stored[0].attempts, 3);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not recorded as sent: {stored:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        served.logs().contains("notification failed; will retry"),
+        "{}",
+        served.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_410_disables_the_endpoint_and_its_later_notices_are_dead_unsent() {
+    let ws = Workspace::new(SPEC);
+    let receiver = Receiver::start(&["--mode", "gone"]);
+    let served = served(&ws, &receiver, &[]);
+    let api = Api::new();
+    let paused = api.pause(&served, json!({"amount": 5})).await;
+    wait_for(&receiver, "the first notice", |r| r.len() == 1);
+    let (status, _) = api
+        .post(
+            &served.url(&format!("/approvals/{}/reject", paused.key)),
+            json!({"reason": "no"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let stored = notices(&ws).await;
+        if stored.len() == 2 && stored.iter().all(|n| n.status == NoticeStatus::Dead) {
+            let rejected = &stored[0];
+            assert!(
+                rejected
+                    .last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("disabled")),
+                "{rejected:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "not dead: {stored:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        receiver.requests().len(),
+        1,
+        "nothing more sent to a gone endpoint"
+    );
+    assert!(served.logs().contains("410 Gone"), "{}", served.logs());
+    assert!(
+        served.logs().contains("notification dead"),
+        "{}",
+        served.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_servers_on_one_store_send_each_notice_once() {
+    let ws = Workspace::new(SPEC);
+    let receiver = Receiver::start(&[]);
+    let first = served(&ws, &receiver, &[]);
+    let second = served(&ws, &receiver, &[]);
+    let api = Api::new();
+    let mut keys = Vec::new();
+    for amount in 0..8 {
+        let server = if amount % 2 == 0 { &first } else { &second };
+        keys.push(api.pause(server, json!({"amount": amount})).await.key);
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let server = if i % 2 == 0 { &second } else { &first };
+        let (status, _) = api
+            .post(&server.url(&format!("/approvals/{key}/approve")), json!({}))
+            .await;
+        assert_eq!(status, 200);
+    }
+    let requests = wait_for(&receiver, "16 notices", |r| verified(r).len() >= 16);
+    // A moment more, for any duplicate on its way.
+    std::thread::sleep(Duration::from_secs(2));
+    let requests = if receiver.requests().len() > requests.len() {
+        receiver.requests()
+    } else {
+        requests
+    };
+    let ids: Vec<&str> = requests
+        .iter()
+        .map(|r| r["id"].as_str().expect("id"))
+        .collect();
+    let unique: std::collections::HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), 16, "each notice sent once: {ids:?}");
+    assert_eq!(unique.len(), 16);
+}

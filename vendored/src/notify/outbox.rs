@@ -1,0 +1,334 @@
+//! The delivery worker of the outbox (DESIGN §14): every server runs one.
+//! It leases due notices from the store (one sender per notice across
+//! processes), sends each on its channel, and records what came of it:
+//! sent; failed, retried after a jittered exponential backoff (or the
+//! receiver's `Retry-After`) while the notice's retry window lasts; or
+//! dead, with a log line, for an operator to retry
+//! (`tollgate notifications retry`).
+//!
+//! Delivery is at least once: a worker that dies between a send and its
+//! record leaves the notice leased until the lease runs out, and then
+//! another worker sends it again, with the same id (a webhook's
+//! `webhook-id`, a mail's Message-ID) for the receiver to de-duplicate on.
+//!
+//! Secrets are resolved when a notice is sent, never stored: the outbox
+//! rows and the routes hold `${NAME}` references. A signed link is made
+//! at send time too: bound to the recipient of a mail; in a webhook's body
+//! only an unbound one (a webhook has no single viewer), when unbound
+//! links are on and `link` may decide.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use crate::backoff::Backoff;
+use crate::links::LinkSigner;
+use crate::notices::{NoticeBody, NoticeChannel, NoticeRoutes};
+use crate::notify::delivery::Attempt;
+use crate::notify::webhook::WebhookSender;
+use crate::store::{DisabledEndpoint, NoticeWrite, OutboxNotice, SharedStore};
+use crate::time::SharedClock;
+
+/// How long a notice is retried before it is dead, by default: a day.
+pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+/// The waits between attempts of one notice scale with the retry window:
+/// the first retry's ceiling is a thousandth of it, between
+/// [`MIN_RETRY_BASE`] and [`MAX_RETRY_BASE`], and each later one doubles up
+/// to an eighth of it, at most [`MAX_RETRY_CAP`]. With the default day:
+/// 10 s, 20 s, 40 s ... then hourly, some 30 attempts in all.
+const MIN_RETRY_BASE: Duration = Duration::from_millis(100);
+const MAX_RETRY_BASE: Duration = Duration::from_secs(10);
+const MAX_RETRY_CAP: Duration = Duration::from_secs(3600);
+
+/// The backoff of a retry window (see [`MIN_RETRY_BASE`]).
+fn retry_backoff(window: Duration) -> Backoff {
+    let base = (window / 1000).clamp(MIN_RETRY_BASE, MAX_RETRY_BASE);
+    let cap = (window / 8).clamp(base, MAX_RETRY_CAP);
+    Backoff::new(base, cap)
+}
+
+/// How often an idle worker looks for due notices.
+pub const POLL_EVERY: Duration = Duration::from_secs(1);
+
+/// Notices leased per pass, sent concurrently.
+const BATCH: usize = 16;
+
+/// A lease outlives the slowest send (a webhook's 15 s, a mail's 30 s) by
+/// a margin: a worker that died mid-send hands its notices over after it.
+const LEASE: Duration = Duration::from_secs(90);
+
+/// Sends the outbox's notices.
+pub struct OutboxWorker {
+    store: SharedStore,
+    clock: SharedClock,
+    /// This worker's name on its leases: the node, and a random part so
+    /// two workers of one process (tests) are told apart.
+    owner: String,
+    webhooks: WebhookSender,
+    links: Option<LinkSigner>,
+    window: Duration,
+}
+
+/// Why a worker could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the notification worker: {0}")]
+pub struct WorkerError(String);
+
+impl OutboxWorker {
+    pub fn new(store: SharedStore, clock: SharedClock) -> Result<OutboxWorker, WorkerError> {
+        Ok(OutboxWorker {
+            store,
+            clock,
+            owner: format!(
+                "{}/{}",
+                crate::durable::node_id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+            webhooks: WebhookSender::new().map_err(|e| WorkerError(e.to_string()))?,
+            links: None,
+            window: DEFAULT_RETRY_WINDOW,
+        })
+    }
+
+    /// Sign links into the notices (see the module's doc for which).
+    pub fn with_links(mut self, links: Option<LinkSigner>) -> OutboxWorker {
+        self.links = links;
+        self
+    }
+
+    /// Retry a failing notice for `window` from its creation (or an
+    /// operator's retry) before it is dead.
+    pub fn with_retry_window(mut self, window: Duration) -> OutboxWorker {
+        self.window = window;
+        self
+    }
+
+    /// Send web hooks through `sender` (tests shorten its timeouts).
+    pub fn with_webhook_sender(mut self, sender: WebhookSender) -> OutboxWorker {
+        self.webhooks = sender;
+        self
+    }
+
+    /// Deliver until `stop` turns true: a pass, then another at once while
+    /// passes come back full, else after [`POLL_EVERY`].
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            let sent = self.pass().await;
+            if sent == BATCH {
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(POLL_EVERY) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// One pass: lease up to a batch of due notices and deliver them.
+    /// Returns how many were leased. A store that does not answer is
+    /// logged and tried again at the next pass.
+    pub async fn pass(&self) -> usize {
+        let now = self.clock.now();
+        let until = crate::time::add(now, LEASE);
+        let leased = match self
+            .store
+            .lease_notices(&self.owner, now, until, BATCH)
+            .await
+        {
+            Ok(leased) => leased,
+            Err(e) => {
+                tracing::warn!(error = %e, "notifications: cannot lease due notices; trying again");
+                return 0;
+            }
+        };
+        if leased.is_empty() {
+            return 0;
+        }
+        let disabled = if leased
+            .iter()
+            .any(|n| n.notice.channel == NoticeChannel::Webhook)
+        {
+            self.store.disabled_endpoints().await.unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let count = leased.len();
+        let sends = leased
+            .into_iter()
+            .map(|notice| self.deliver(notice, &disabled));
+        futures_util::future::join_all(sends).await;
+        count
+    }
+
+    async fn deliver(&self, notice: OutboxNotice, disabled: &[DisabledEndpoint]) {
+        let attempt = match disabled.iter().find(|d| {
+            notice.notice.channel == NoticeChannel::Webhook && d.endpoint == notice.notice.target
+        }) {
+            Some(off) => Attempt::Gone {
+                reason: format!(
+                    "the endpoint is disabled since {} ({}); `tollgate notifications retry` enables it again",
+                    crate::time::format_utc(off.disabled_at),
+                    off.reason
+                ),
+            },
+            None => self.attempt(&notice).await,
+        };
+        let now = self.clock.now();
+        let write = self.next_state(&notice, &attempt, now);
+        if let Attempt::Gone { reason } = &attempt
+            && notice.notice.channel == NoticeChannel::Webhook
+            && !disabled.iter().any(|d| d.endpoint == notice.notice.target)
+        {
+            let off = DisabledEndpoint {
+                endpoint: notice.notice.target.clone(),
+                disabled_at: now,
+                reason: reason.clone(),
+            };
+            tracing::warn!(endpoint = %off.endpoint, reason = %off.reason, "notifications: webhook endpoint answered 410 Gone; disabled until an operator retries one of its notices");
+            if let Err(e) = self.store.disable_endpoint(&off).await {
+                tracing::warn!(endpoint = %off.endpoint, error = %e, "notifications: cannot record the disabled endpoint");
+            }
+        }
+        match self
+            .store
+            .settle_notice(&notice.notice.id, &self.owner, &write)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(id = %notice.notice.id, "notifications: the lease on a notice ran out before its delivery was recorded; another worker sends it again")
+            }
+            Err(e) => {
+                tracing::warn!(id = %notice.notice.id, error = %e, "notifications: cannot record a delivery; it is sent again when its lease runs out")
+            }
+        }
+    }
+
+    /// What to record after `attempt`.
+    fn next_state(
+        &self,
+        notice: &OutboxNotice,
+        attempt: &Attempt,
+        now: DateTime<Utc>,
+    ) -> NoticeWrite {
+        let n = &notice.notice;
+        let (error, retry_after) = match attempt {
+            Attempt::Sent => {
+                tracing::info!(id = %n.id, key = %n.key, event = %n.event, channel = %n.channel, target = %n.target, "notification sent");
+                return NoticeWrite::Sent { at: now };
+            }
+            Attempt::Gone { reason } => {
+                let error = format!("refused for good: {reason}");
+                tracing::error!(id = %n.id, key = %n.key, event = %n.event, channel = %n.channel, target = %n.target, error = %error, "notification dead");
+                return NoticeWrite::Dead { error, at: now };
+            }
+            Attempt::Failed { error, retry_after } => (error.clone(), *retry_after),
+            Attempt::Misconfigured { error } => (format!("misconfigured: {error}"), None),
+        };
+        let failures = notice.attempts.saturating_add(1);
+        let wait = retry_backoff(self.window)
+            .wait_after(failures)
+            .max(retry_after.unwrap_or_default());
+        let next_at = crate::time::add(now, wait);
+        let closes = crate::time::add(notice.window_from, self.window);
+        if next_at > closes {
+            let error = format!("{error} (tried {failures} times; retry window closed)");
+            tracing::error!(id = %n.id, key = %n.key, event = %n.event, channel = %n.channel, target = %n.target, error = %error, "notification dead");
+            NoticeWrite::Dead { error, at: now }
+        } else {
+            tracing::warn!(id = %n.id, key = %n.key, channel = %n.channel, target = %n.target, error = %error, next = %crate::time::format_utc(next_at), "notification failed; will retry");
+            NoticeWrite::Failed { error, next_at }
+        }
+    }
+
+    /// One send of `notice` on its channel.
+    async fn attempt(&self, notice: &OutboxNotice) -> Attempt {
+        let n = &notice.notice;
+        let routes = match self.store.routes_of(&n.key).await {
+            Ok(Some(routes)) => routes,
+            Ok(None) => {
+                return Attempt::Gone {
+                    reason: format!("approval {} has no notification routes stored", n.key),
+                };
+            }
+            Err(e) => {
+                return Attempt::Failed {
+                    error: format!("cannot read where the notice goes: {e}"),
+                    retry_after: None,
+                };
+            }
+        };
+        match n.channel {
+            NoticeChannel::Webhook => self.send_webhook(notice, &routes).await,
+            NoticeChannel::Email => self.send_email(notice, &routes).await,
+            NoticeChannel::Slack => Attempt::Gone {
+                reason: "Slack messages are posted by the Slack notifier, not the outbox".into(),
+            },
+        }
+    }
+
+    async fn send_webhook(&self, notice: &OutboxNotice, routes: &NoticeRoutes) -> Attempt {
+        let n = &notice.notice;
+        let Some(route) = routes.webhooks.iter().find(|r| r.url == n.target) else {
+            return Attempt::Gone {
+                reason: format!(
+                    "no webhook {} is configured for approval {} any more",
+                    n.target, n.key
+                ),
+            };
+        };
+        let approvers = routes.email.as_ref().and_then(|e| e.approvers.as_deref());
+        let link = self
+            .links
+            .as_ref()
+            .and_then(|links| links.unattended_link(&n.key, approvers));
+        let body = match serialize(&n.body, link) {
+            Ok(body) => body,
+            Err(error) => return Attempt::Gone { reason: error },
+        };
+        self.webhooks
+            .deliver(route, &n.id, &body, self.clock.now())
+            .await
+    }
+
+    async fn send_email(&self, notice: &OutboxNotice, _routes: &NoticeRoutes) -> Attempt {
+        Attempt::Misconfigured {
+            error: format!("no mail sender in this build for {}", notice.notice.target),
+        }
+    }
+}
+
+/// The body as sent: the stored body with the link of this send.
+fn serialize(body: &NoticeBody, link: Option<String>) -> Result<Vec<u8>, String> {
+    let mut body = body.clone();
+    body.data.link = link;
+    serde_json::to_vec(&body).map_err(|e| format!("cannot encode the notice: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_waits_scale_with_the_retry_window() {
+        let day = retry_backoff(DEFAULT_RETRY_WINDOW);
+        assert_eq!(day.ceiling(1), Duration::from_secs(10));
+        assert_eq!(day.ceiling(2), Duration::from_secs(20));
+        assert_eq!(day.ceiling(20), MAX_RETRY_CAP, "hourly at most");
+        let minute = retry_backoff(Duration::from_secs(60));
+        assert_eq!(minute.ceiling(1), MIN_RETRY_BASE);
+        assert_eq!(
+            minute.ceiling(20),
+            Duration::from_millis(7500),
+            "an eighth of it"
+        );
+        let tiny = retry_backoff(Duration::from_millis(10));
+        assert_eq!(tiny.ceiling(5), MIN_RETRY_BASE, "never below the floor");
+    }
+}

@@ -281,3 +281,45 @@ async fn two_servers_on_one_store_send_each_notice_once() {
     assert_eq!(ids.len(), 16, "each notice sent once: {ids:?}");
     assert_eq!(unique.len(), 16);
 }
+
+/// A server killed (SIGKILL) while a notice is on its way loses nothing:
+/// once its lease runs out, the next server sends the notice again, with
+/// the same id, and records it sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_killed_mid_send_leaves_the_notice_to_the_next_with_the_same_id() {
+    let ws = Workspace::new(SPEC);
+    let receiver = Receiver::start(&["--hang-first", "1"]);
+    let mut first = served(&ws, &receiver, &[]);
+    Api::new().pause(&first, json!({"amount": 7})).await;
+    let hung = wait_for(&receiver, "the first attempt", |r| r.len() == 1);
+    first.kill();
+    let second = served(&ws, &receiver, &[]);
+    let lease = tollgate_runtime::notify::outbox::LEASE;
+    let deadline = Instant::now() + lease + Duration::from_secs(30);
+    let both = loop {
+        let requests = receiver.requests();
+        if requests.len() >= 2 {
+            break requests;
+        }
+        assert!(Instant::now() < deadline, "never sent again: {requests:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        both[1]["id"], hung[0]["id"],
+        "a duplicate carries the same id"
+    );
+    assert_eq!(both[1]["verified"], json!(true));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = notices(&ws).await;
+        if stored.len() == 1 && stored[0].status == NoticeStatus::Sent {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not recorded as sent: {stored:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(second);
+}

@@ -18,6 +18,8 @@ it, the status answered, and the path. Answers:
 - `--mode redirect`: 307 to another path on this receiver, carrying a
   token in the query (the sender must not follow it);
 - `--mode hang`: never answers (until the test ends the process).
+- `--hang-first N`: the first N verified requests are recorded and never
+  answered (a sender killed mid-send); later ones as `--mode` says.
 """
 
 import argparse
@@ -38,11 +40,12 @@ def main() -> None:
     parser.add_argument("--fail-first", type=int, default=0)
     parser.add_argument("--fail-status", type=int, default=500)
     parser.add_argument("--retry-after", default=None)
+    parser.add_argument("--hang-first", type=int, default=0)
     args = parser.parse_args()
 
     webhook = Webhook(args.secret)
     lock = threading.Lock()
-    state = {"verified": 0}
+    state = {"verified": 0, "hung": 0}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -57,9 +60,13 @@ def main() -> None:
 
             extra = {}
             reply = b""
+            with lock:
+                hang = verified and state["hung"] < args.hang_first
+                if hang:
+                    state["hung"] += 1
             if not verified:
                 status = 401
-            elif args.mode == "hang":
+            elif hang or args.mode == "hang":
                 self.record(headers, body, verified, None)
                 time.sleep(3600)
                 return

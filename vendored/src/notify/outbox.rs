@@ -58,7 +58,7 @@ const BATCH: usize = 16;
 
 /// A lease outlives the slowest send (a webhook's 15 s, a mail's 30 s) by
 /// a margin: a worker that died mid-send hands its notices over after it.
-const LEASE: Duration = Duration::from_secs(90);
+pub const LEASE: Duration = Duration::from_secs(45);
 
 /// Sends the outbox's notices.
 pub struct OutboxWorker {

@@ -92,6 +92,7 @@ fn main() {
         let mut ours = Vec::new();
         let mut raw = Vec::new();
         let mut theirs = Vec::new();
+        let mut hooked = Vec::new();
         let mut our_writes = Vec::new();
         let mut raw_writes = Vec::new();
         for _ in 0..SAMPLES {
@@ -100,6 +101,11 @@ fn main() {
                 io_counters::measure(cycles, || runtime.block_on(tollgate_cycles(sync, cycles)));
             ours.push(rate);
             our_writes.extend(writes);
+            hooked.push(runtime.block_on(tollgate_cycles_of(
+                workload::SPEC_WITH_WEBHOOK,
+                sync,
+                cycles,
+            )));
             let (rate, writes) = io_counters::measure(cycles, || {
                 raw_sqlite::raw_commits(raw_sync(sync), cycles * COMMITS_PER_CYCLE)
             });
@@ -110,11 +116,20 @@ fn main() {
             }
         }
         let ours = Stats::of(&ours);
+        let hooked = Stats::of(&hooked);
         let raw = Stats::of(&raw);
         let raw_cycles = raw.median / COMMITS_PER_CYCLE as f64;
         println!(
             "{}",
             row(&format!("tollgate {name} cycles/s"), &ours.show(0), "")
+        );
+        println!(
+            "{}",
+            row(
+                &format!("tollgate {name} cycles/s, one webhook"),
+                &hooked.show(0),
+                ""
+            )
         );
         println!(
             "{}",
@@ -146,6 +161,11 @@ fn main() {
                 )
             );
         }
+        ratios.push(row(
+            &format!("tollgate {name} with one webhook / without"),
+            &format!("{:.0}%", 100.0 * hooked.median / ours.median),
+            ">= 85%",
+        ));
         ratios.push(row(
             &format!("tollgate {name} / raw {name} cycle-equivalents"),
             &format!("{:.0}%", 100.0 * ours.median / raw_cycles),
@@ -181,8 +201,14 @@ fn main() {
 }
 
 async fn tollgate_cycles(sync: Synchronous, cycles: usize) -> f64 {
+    tollgate_cycles_of(workload::SPEC, sync, cycles).await
+}
+
+/// Cycles per second of `spec`'s workload (the notices a webhook adds are
+/// written; nothing sends them here).
+async fn tollgate_cycles_of(spec: &str, sync: Synchronous, cycles: usize) -> f64 {
     let dir = tempfile::tempdir().expect("temp dir");
-    let agent = workload::agent(&dir.path().join("state.db"), sync);
+    let agent = workload::agent_of(spec, &dir.path().join("state.db"), sync);
     let started = Instant::now();
     for i in 0..cycles {
         let paused = agent

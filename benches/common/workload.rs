@@ -19,8 +19,34 @@ steps:
     set: { refunded: "{{ steps.prepare.output.order }}", by: "{{ steps.approve.output.decided_by }}" }
 "#;
 
+/// The same workload with one outbound webhook (DESIGN §14): each pause
+/// and each decision also writes a notice, in its own transaction.
+#[allow(dead_code)]
+pub const SPEC_WITH_WEBHOOK: &str = r#"version: 1
+agent: bench
+approvals:
+  notify:
+    webhooks:
+      - url: "${BENCH_HOOK_URL}"
+        secret: "${BENCH_HOOK_SECRET}"
+steps:
+  - id: prepare
+    set: { order: "{{ input.order_id }}", amount: "{{ input.amount }}" }
+  - id: approve
+    approval:
+      message: "Refund {{ steps.prepare.output.amount }} on {{ steps.prepare.output.order }}?"
+  - id: act
+    set: { refunded: "{{ steps.prepare.output.order }}", by: "{{ steps.approve.output.decided_by }}" }
+"#;
+
 /// The workload's agent on a SQLite file at `state`, committing at `sync`.
+#[allow(dead_code)] // each bench includes this file and uses what it needs
 pub fn agent(state: &Path, sync: Synchronous) -> AgentRun {
+    agent_of(SPEC, state, sync)
+}
+
+/// The agent of `spec` on a SQLite file at `state`, committing at `sync`.
+pub fn agent_of(spec: &str, state: &Path, sync: Synchronous) -> AgentRun {
     let store = SqliteStore::open(
         state,
         SqliteOptions {
@@ -29,6 +55,6 @@ pub fn agent(state: &Path, sync: Synchronous) -> AgentRun {
         },
     )
     .expect("open store");
-    let spec = Arc::new(Spec::parse(SPEC, "agent.yaml").expect("spec"));
+    let spec = Arc::new(Spec::parse(spec, "agent.yaml").expect("spec"));
     AgentRun::new(spec, Arc::new(store))
 }

@@ -27,6 +27,7 @@ use crate::backoff::Backoff;
 use crate::links::LinkSigner;
 use crate::notices::{NoticeBody, NoticeChannel, NoticeRoutes};
 use crate::notify::delivery::Attempt;
+use crate::notify::slack::{Progress, SlackNotifier};
 use crate::notify::webhook::WebhookSender;
 use crate::store::{DisabledEndpoint, NoticeWrite, OutboxNotice, SharedStore};
 use crate::time::SharedClock;
@@ -70,6 +71,8 @@ pub struct OutboxWorker {
     webhooks: WebhookSender,
     links: Option<LinkSigner>,
     window: Duration,
+    /// Posts and edits the Slack messages (`approvals.notify.slack`).
+    slack: Option<Arc<SlackNotifier>>,
 }
 
 /// Why a worker could not be made.
@@ -90,6 +93,7 @@ impl OutboxWorker {
             webhooks: WebhookSender::new().map_err(|e| WorkerError(e.to_string()))?,
             links: None,
             window: DEFAULT_RETRY_WINDOW,
+            slack: None,
         })
     }
 
@@ -103,6 +107,12 @@ impl OutboxWorker {
     /// operator's retry) before it is dead.
     pub fn with_retry_window(mut self, window: Duration) -> OutboxWorker {
         self.window = window;
+        self
+    }
+
+    /// Bring Slack messages in line through `slack` (the served spec's).
+    pub fn with_slack(mut self, slack: Option<Arc<SlackNotifier>>) -> OutboxWorker {
+        self.slack = slack;
         self
     }
 
@@ -267,9 +277,7 @@ impl OutboxWorker {
         match n.channel {
             NoticeChannel::Webhook => self.send_webhook(notice, &routes).await,
             NoticeChannel::Email => self.send_email(notice, &routes).await,
-            NoticeChannel::Slack => Attempt::Gone {
-                reason: "Slack messages are posted by the Slack notifier, not the outbox".into(),
-            },
+            NoticeChannel::Slack => self.sync_slack(notice).await,
         }
     }
 
@@ -303,6 +311,48 @@ impl OutboxWorker {
         }
     }
 }
+
+impl OutboxWorker {
+    /// A Slack notice: the message made to show what the store holds now
+    /// (see [`SlackNotifier::sync`]). The message is held by one worker at
+    /// a time; while another holds it (this process's live follower, or a
+    /// notice of the same approval in this batch) this waits a little
+    /// rather than count a failure.
+    async fn sync_slack(&self, notice: &OutboxNotice) -> Attempt {
+        let Some(slack) = &self.slack else {
+            return Attempt::Misconfigured {
+                error: "this server has no approvals.notify.slack: another server sends it".into(),
+            };
+        };
+        let n = &notice.notice;
+        for wait in SLACK_BUSY_WAITS {
+            match slack.sync(&n.key, n.event).await {
+                Progress::Done | Progress::Skipped => return Attempt::Sent,
+                Progress::Failed { .. } => {
+                    return Attempt::Failed {
+                        error: "the Slack call failed (see the log and `tollgate_notifications`)"
+                            .into(),
+                        retry_after: None,
+                    };
+                }
+                Progress::Busy => tokio::time::sleep(wait).await,
+            }
+        }
+        Attempt::Failed {
+            error: "another worker kept the Slack message busy".into(),
+            retry_after: None,
+        }
+    }
+}
+
+/// The waits of a Slack notice whose message another worker holds: a post
+/// or an edit takes well under a second.
+const SLACK_BUSY_WAITS: [Duration; 4] = [
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+];
 
 /// The body as sent: the stored body with the link of this send.
 fn serialize(body: &NoticeBody, link: Option<String>) -> Result<Vec<u8>, String> {

@@ -81,14 +81,20 @@ pub enum Retries {
     Backoff,
     /// One attempt (the repair sweep: it comes back anyway).
     Once,
+    /// One attempt, for the outbox's worker: a failure releases the
+    /// message at once rather than holding it, since the notice's own
+    /// backoff decides when it is tried again.
+    Outbox,
 }
 
 /// What became of one post or edit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
     Done,
-    /// Nothing to do, or another worker holds the message.
+    /// Nothing to do.
     Skipped,
+    /// Another worker holds the message now.
+    Busy,
     /// Failed for now; `transient` when Slack (or the network) is the cause.
     Failed {
         transient: bool,
@@ -206,7 +212,7 @@ impl SlackNotifier {
     /// has one already or is no longer pending.
     pub async fn announce(&self, key: &str, retries: Retries) -> Progress {
         let Some(leased) = self.lease(key).await else {
-            return Progress::Skipped;
+            return Progress::Busy;
         };
         if leased.ts.is_some() {
             self.release(key).await;
@@ -276,7 +282,7 @@ impl SlackNotifier {
     /// how it was settled, removing the buttons.
     pub async fn settle(&self, key: &str, retries: Retries) -> Progress {
         let Some(leased) = self.lease(key).await else {
-            return Progress::Skipped;
+            return Progress::Busy;
         };
         // Never posted: nothing to edit (and nothing will be posted for an
         // approval that is no longer pending).
@@ -340,11 +346,11 @@ impl SlackNotifier {
     pub async fn show_votes(&self, key: &str, retries: Retries) -> Progress {
         let leased = match retries {
             Retries::Backoff => self.lease_waiting(key).await,
-            // The sweep comes back anyway.
-            Retries::Once => self.lease(key).await,
+            // The sweep, or the notice, comes back anyway.
+            Retries::Once | Retries::Outbox => self.lease(key).await,
         };
         let Some(leased) = leased else {
-            return Progress::Skipped;
+            return Progress::Busy;
         };
         // Not posted yet: the post reads the ledger itself.
         let Some((channel, ts)) = self.open_message(key, &leased).await else {
@@ -639,6 +645,31 @@ impl SlackNotifier {
         }
     }
 
+    /// Bring approval `key`'s message in line with what `event` says
+    /// happened, for the outbox's worker (a notice on the Slack channel):
+    /// post it, show its votes, or show how it was settled. Each renders
+    /// what the store holds now, so a late or repeated notice shows the
+    /// newest state, and a post is never made twice (the message's lease,
+    /// and where it is, are in the store). A reminder changes nothing the
+    /// message shows.
+    pub async fn sync(&self, key: &str, event: crate::notices::NoticeEvent) -> Progress {
+        use crate::notices::NoticeEvent;
+        match event {
+            NoticeEvent::Requested => self.announce(key, Retries::Outbox).await,
+            NoticeEvent::Voted => self.show_votes(key, Retries::Outbox).await,
+            NoticeEvent::Escalated => {
+                // Same votes, more who may still cast one.
+                self.forget_shown(key);
+                self.show_votes(key, Retries::Outbox).await
+            }
+            NoticeEvent::Approved
+            | NoticeEvent::Rejected
+            | NoticeEvent::Expired
+            | NoticeEvent::Cancelled => self.settle(key, Retries::Outbox).await,
+            NoticeEvent::Reminded => Progress::Skipped,
+        }
+    }
+
     /// One repair pass, owning the notifier (for `tokio::spawn`).
     pub async fn repair_once(self: Arc<Self>) {
         self.repair().await;
@@ -719,11 +750,12 @@ impl SlackNotifier {
         let now = self.clock.now();
         let delay = match retries {
             Retries::Backoff => retry_delay(failures, error),
-            Retries::Once => None,
+            Retries::Once | Retries::Outbox => None,
         };
-        let (hold_until, retry) = match delay {
-            Some(delay) => (crate::time::add(now, delay + LEASE_MARGIN), Some(delay)),
-            None => (hold_after(now, earlier_attempts + failures, error), None),
+        let (hold_until, retry) = match (delay, retries) {
+            (Some(delay), _) => (crate::time::add(now, delay + LEASE_MARGIN), Some(delay)),
+            (None, Retries::Outbox) => (now, None),
+            (None, _) => (hold_after(now, earlier_attempts + failures, error), None),
         };
         let write = NotificationWrite::Failed {
             // Slack's answer is stored and served: redact what it may echo.

@@ -464,7 +464,8 @@ async fn mount_with_schedule(
         crate::notify::outbox::OutboxWorker::new(agent.store().clone(), agent.clock().clone())
             .map_err(|e| ServerError::Config(e.to_string()))?
             .with_links(config.links.clone())
-            .with_retry_window(config.notify_retry_window);
+            .with_retry_window(config.notify_retry_window)
+            .with_slack(state.slack.clone());
     tokio::spawn(Arc::new(outbox).run(stop_rx.clone()));
     for entry in schedule {
         tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");

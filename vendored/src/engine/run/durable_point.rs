@@ -393,7 +393,7 @@ impl AgentRun {
             record: record.clone(),
             at: now,
             owner: log.owner.clone(),
-            routes: outbox_routes(&self.spec, index),
+            routes: self.spec.notice_routes(index),
         };
         if let Some(failed) = self
             .write_point(FirstWrite::Pause(&pause), &mut log)
@@ -473,12 +473,3 @@ fn requesters(trigger: &Value) -> Vec<String> {
     by.map(|name| vec![name.to_string()]).unwrap_or_default()
 }
 
-/// Where the pause at step `index` sends its notices through the outbox:
-/// the gate's routes, but Slack, which still posts and edits through its
-/// own notifier (`notify/slack.rs`, with its repair sweep).
-fn outbox_routes(spec: &crate::spec::Spec, index: usize) -> crate::notices::NoticeRoutes {
-    crate::notices::NoticeRoutes {
-        slack: None,
-        ..spec.notice_routes(index)
-    }
-}

@@ -30,6 +30,10 @@ enum ExportedCommand {
     /// List and show the spec versions runs started under.
     #[command(subcommand)]
     Specs(super::specs::SpecsCommand),
+    /// List the outbox's notices (webhook, email, Slack) and retry failed
+    /// or dead ones.
+    #[command(subcommand)]
+    Notifications(super::notifications::NotificationsCommand),
     /// Before deploying SPEC in place of the built-in spec: what it will
     /// do to each pending approval and live run of this server's store.
     Plan(super::plan::PlanArgs),
@@ -78,6 +82,9 @@ where
             }
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
             ExportedCommand::Specs(cmd) => super::specs::run(cmd, Some(&source)).await,
+            ExportedCommand::Notifications(cmd) => {
+                super::notifications::run(cmd, Some(&source)).await
+            }
             ExportedCommand::Plan(args) => super::plan::run(args, Some(&source)).await,
             ExportedCommand::Validate { env } => {
                 let spec = source.load()?;

@@ -403,7 +403,7 @@ async fn the_api_lists_pages_shows_and_retries_notices_as_documented() {
         );
     }
 
-    // One notice, with its body; an unknown id is 404 not_found.
+    // One notice, with its body; an unknown id is 404 notice_not_found.
     let dead_id = id_of(&rows, &outbox.dead);
     let (status, shown) = live
         .get(&format!("/notifications/{dead_id}"), "/notifications/{id}")
@@ -413,7 +413,7 @@ async fn the_api_lists_pages_shows_and_retries_notices_as_documented() {
     assert_eq!(shown["event"], "approval.requested");
     assert_eq!(shown["body"]["data"]["key"], outbox.dead.as_str());
     let missing = live.get("/notifications/nope", "/notifications/{id}").await;
-    assert_eq!((missing.0, code(&missing.1)), (404, "not_found"));
+    assert_eq!((missing.0, code(&missing.1)), (404, "notice_not_found"));
 
     // Retries: a sent one is 409 notice_not_retriable, an unknown one
     // 404, a dead one due again.
@@ -438,7 +438,7 @@ async fn the_api_lists_pages_shows_and_retries_notices_as_documented() {
             json!({}),
         )
         .await;
-    assert_eq!((unknown.0, code(&unknown.1)), (404, "not_found"));
+    assert_eq!((unknown.0, code(&unknown.1)), (404, "notice_not_found"));
     let retried = live
         .post(
             &format!("/notifications/{dead_id}/retry"),

@@ -219,7 +219,10 @@ impl ApiError {
             ApiError::RunConflict(_) => "run_conflict",
             ApiError::SpecUnavailable(_) => "spec_unavailable",
             ApiError::Forbidden(_) => "forbidden",
-            ApiError::NotFound { .. } | ApiError::NoticeNotFound(_) => "not_found",
+            ApiError::NotFound { .. } => "not_found",
+            // Not `not_found`: that code means no route, and a client (and
+            // the document's tests) tell the two apart, as `run_not_found`.
+            ApiError::NoticeNotFound(_) => "notice_not_found",
             ApiError::NoticeNotRetriable(_) => "notice_not_retriable",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Replayed => "replayed",

@@ -144,7 +144,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             .tag("notifications")
             .json::<NoticeView>(200, "The notice, with its body."),
         Operation::new("post", "/notifications/{id}/retry", "retryNotification", "Retry a notice")
-            .describe("Makes a `failed` or `dead` notice due now, with a fresh retry window (and enables its webhook endpoint again if a 410 disabled it). 409 `notice_not_retriable` for a notice that is pending or sent.")
+            .describe("Makes a `failed` or `dead` notice due now, with a fresh retry window (and enables its webhook endpoint again if a 410 disabled it). 409 `notice_not_retriable` for a notice that is pending or sent; 404 `notice_not_found` for an unknown id.")
             .tag("notifications")
             .json::<Retried>(200, "The notice is due again (`retried`: 1)."),
         Operation::new("post", "/notifications/retry", "retryDeadNotifications", "Retry every dead notice")

@@ -35,7 +35,7 @@ pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
 /// (ids and form fields), not JSON a client codes against. A test holds
 /// this list to the inbox's router, so a new page must be listed here.
 #[cfg(test)]
-const PAGES: [(&str, &str); 17] = [
+const PAGES: [(&str, &str); 20] = [
     ("get", "/a/{key}/{signature}"),
     ("get", "/a/{key}/{signature}/stream"),
     ("get", "/ui"),
@@ -44,6 +44,7 @@ const PAGES: [(&str, &str); 17] = [
     ("get", "/ui/assets/{file}"),
     ("get", "/ui/history"),
     ("get", "/ui/login"),
+    ("get", "/ui/notifications"),
     ("get", "/ui/runs"),
     ("get", "/ui/runs/{id}"),
     ("get", "/ui/runs/{id}/stream"),
@@ -52,6 +53,8 @@ const PAGES: [(&str, &str); 17] = [
     ("post", "/ui/approvals/{key}"),
     ("post", "/ui/login"),
     ("post", "/ui/logout"),
+    ("post", "/ui/notifications/retry"),
+    ("post", "/ui/notifications/{id}/retry"),
     // retry, fail, cancel
     ("post", "/ui/runs/{id}/{action}"),
 ];

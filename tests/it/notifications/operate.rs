@@ -544,3 +544,97 @@ fn urlencode(text: &str) -> String {
         })
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_inbox_page_shows_failed_and_dead_deliveries_and_retries_them() {
+    use crate::ui::client::Client;
+    let ws = Workspace::new(SPEC);
+    let outbox = four_notices(&ws).await;
+    let all = listed(&ws, &[]);
+    let live = Live::start(ws).await;
+
+    // Sign-in first, as every page.
+    let mut stranger = Client::new(&live.served);
+    let away = stranger.get("/ui/notifications").await;
+    assert_eq!(away.status, 303);
+    assert!(
+        away.location().starts_with("/ui/login"),
+        "{}",
+        away.location()
+    );
+
+    let mut ops = Client::signed_in(&live.served, TOKEN).await;
+    let page = ops.get("/ui/notifications").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let row = |id: &str| format!("data-id=\"{id}\"");
+    let (failed, dead) = (id_of(&all, &outbox.failed), id_of(&all, &outbox.dead));
+    assert!(page.body.contains(&row(&failed)) && page.body.contains(&row(&dead)));
+    for settled in [&outbox.sent, &outbox.pending] {
+        assert!(
+            !page.body.contains(&row(&id_of(&all, settled))),
+            "only failed and dead are listed"
+        );
+    }
+    // (minijinja writes `/` in attributes as `&#x2f;`.)
+    let read = page.body.replace("&#x2f;", "/");
+    assert!(read.contains(&format!("href=\"/ui/approvals/{}\"", outbox.dead)));
+    assert!(page.body.contains("HTTP 503 from the endpoint"));
+    assert!(page.has_id("retry-dead") && page.has_id("disabled-empty"));
+    assert!(!page.body.contains("never-printed"));
+
+    // A form without its CSRF token changes nothing.
+    let refused = ops
+        .post(&format!("/ui/notifications/{failed}/retry"), &[])
+        .await;
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("data-reason=\"csrf\""));
+    assert_eq!(
+        listed(&live.ws, &["--key", &outbox.failed])[0]["status"],
+        "failed"
+    );
+
+    // Retry the failed one, then every dead one: back to the page each time.
+    let csrf = page.csrf();
+    let done = ops
+        .post(
+            &format!("/ui/notifications/{failed}/retry"),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(
+        (done.status, done.location()),
+        (303, "/ui/notifications"),
+        "{}",
+        done.body
+    );
+    let done = ops
+        .post("/ui/notifications/retry", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(
+        (done.status, done.location()),
+        (303, "/ui/notifications"),
+        "{}",
+        done.body
+    );
+    let after = ops.get("/ui/notifications").await;
+    assert!(!after.body.contains(&row(&dead)), "{}", after.body);
+    assert_ne!(
+        listed(&live.ws, &["--key", &outbox.dead])[0]["status"],
+        "dead"
+    );
+
+    // A notice that is not failed or dead: refused with a page saying why.
+    let sent = id_of(&all, &outbox.sent);
+    let refused = ops
+        .post(
+            &format!("/ui/notifications/{sent}/retry"),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("only a failed or dead notice can be retried")
+    );
+}

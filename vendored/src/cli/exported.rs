@@ -100,3 +100,53 @@ where
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::notifications::NotificationsCommand;
+    use crate::notices::{NoticeChannel, NoticeStatus};
+
+    #[test]
+    fn an_exported_server_lists_and_retries_notifications_as_tollgate_does() {
+        let parsed = ExportedCli::try_parse_from([
+            "server",
+            "notifications",
+            "list",
+            "--status",
+            "failed",
+            "--status",
+            "dead",
+            "--channel",
+            "webhook",
+        ])
+        .expect("parses");
+        match parsed.command {
+            ExportedCommand::Notifications(NotificationsCommand::List {
+                status, channel, ..
+            }) => {
+                assert_eq!(status, [NoticeStatus::Failed, NoticeStatus::Dead]);
+                assert_eq!(channel, Some(NoticeChannel::Webhook));
+            }
+            other => panic!("{other:?}"),
+        }
+        let parsed =
+            ExportedCli::try_parse_from(["server", "notifications", "retry", "--all-dead"])
+                .expect("parses");
+        assert!(matches!(
+            parsed.command,
+            ExportedCommand::Notifications(NotificationsCommand::Retry {
+                all_dead: true,
+                id: None,
+                ..
+            })
+        ));
+        // An id or --all-dead, not both, not neither.
+        for args in [
+            &["server", "notifications", "retry"][..],
+            &["server", "notifications", "retry", "n-1", "--all-dead"][..],
+        ] {
+            assert!(ExportedCli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+}

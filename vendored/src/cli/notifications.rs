@@ -41,9 +41,11 @@ fn channel_arg(text: &str) -> Result<NoticeChannel, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum NotificationsCommand {
-    /// List notices in the outbox, newest first: each one's event, channel,
-    /// target (as written in the spec), status, attempts, next try or send
-    /// time, and last error.
+    /// List notices in the outbox, newest first.
+    ///
+    /// Each one's id, event, channel, target (as written in the spec, a
+    /// `${NAME}` reference never resolved), status, attempts, next try or
+    /// send time, and last error.
     List {
         /// The spec whose default state file is used.
         #[arg(long)]
@@ -67,10 +69,12 @@ pub enum NotificationsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Send a failed or dead notice again now, with a fresh retry window
-    /// (a webhook endpoint disabled by a 410 is enabled again); or, with
-    /// --all-dead, every dead notice. Exit 3 for an unknown id, 4 for a
-    /// notice that is pending or sent.
+    /// Send a failed or dead notice again now (or, with --all-dead, every
+    /// dead notice).
+    ///
+    /// Each gets a fresh retry window, and a webhook endpoint a 410
+    /// disabled is enabled again. Exit 3 for an unknown id, 4 for a notice
+    /// that is pending or sent.
     Retry {
         /// The notice's id (as `notifications list` shows it).
         #[arg(required_unless_present = "all_dead", conflicts_with = "all_dead")]
@@ -78,6 +82,7 @@ pub enum NotificationsCommand {
         /// Every dead notice.
         #[arg(long)]
         all_dead: bool,
+        /// The spec whose default state file is used.
         #[arg(long)]
         spec: Option<PathBuf>,
         #[command(flatten)]

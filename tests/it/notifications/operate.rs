@@ -551,6 +551,15 @@ async fn the_inbox_page_shows_failed_and_dead_deliveries_and_retries_them() {
     let ws = Workspace::new(SPEC);
     let outbox = four_notices(&ws).await;
     let all = listed(&ws, &[]);
+    // The endpoint answered 410 Gone: the page names it and why.
+    common::open_store(&ws.state_db())
+        .disable_endpoint(&tollgate_runtime::store::DisabledEndpoint {
+            endpoint: "${HOOK_OPS}".into(),
+            disabled_at: Utc::now(),
+            reason: "HTTP 410 Gone".into(),
+        })
+        .await
+        .expect("disable");
     let live = Live::start(ws).await;
 
     // Sign-in first, as every page.
@@ -579,7 +588,8 @@ async fn the_inbox_page_shows_failed_and_dead_deliveries_and_retries_them() {
     let read = page.body.replace("&#x2f;", "/");
     assert!(read.contains(&format!("href=\"/ui/approvals/{}\"", outbox.dead)));
     assert!(page.body.contains("HTTP 503 from the endpoint"));
-    assert!(page.has_id("retry-dead") && page.has_id("disabled-empty"));
+    assert!(page.has_id("retry-dead"));
+    assert!(page.has_id("disabled-endpoints") && page.body.contains("HTTP 410 Gone"));
     assert!(!page.body.contains("never-printed"));
 
     // A form without its CSRF token changes nothing.
@@ -618,6 +628,8 @@ async fn the_inbox_page_shows_failed_and_dead_deliveries_and_retries_them() {
     );
     let after = ops.get("/ui/notifications").await;
     assert!(!after.body.contains(&row(&dead)), "{}", after.body);
+    // A retry of a notice to it enabled the endpoint again.
+    assert!(after.has_id("disabled-empty"), "{}", after.body);
     assert_ne!(
         listed(&live.ws, &["--key", &outbox.dead])[0]["status"],
         "dead"

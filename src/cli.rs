@@ -44,6 +44,10 @@ pub enum Command {
     /// List and show the spec versions runs started under.
     #[command(subcommand)]
     Specs(tollgate_runtime::cli::specs::SpecsCommand),
+    /// List the outbox's notices (webhook, email, Slack) and retry failed
+    /// or dead ones.
+    #[command(subcommand)]
+    Notifications(tollgate_runtime::cli::notifications::NotificationsCommand),
     /// Before a deploy: what SPEC will do to every pending approval and
     /// live run on another version of its agent (each pause classified,
     /// with the outcome under SPEC's on_spec_change).

@@ -28,6 +28,7 @@ async fn dispatch(command: Command) -> Result<i32, ExitFailure> {
         Command::Approvals(cmd) => shared::approvals::run(cmd, None, &custom).await,
         Command::Runs(cmd) => shared::runs::run(cmd, None, &custom).await,
         Command::Specs(cmd) => shared::specs::run(cmd, None).await,
+        Command::Notifications(cmd) => shared::notifications::run(cmd, None).await,
         Command::Plan(args) => shared::plan::run(args, None).await,
         Command::Serve { spec, args } => {
             shared::serve::run(args, &SpecSource::File(spec), &custom).await

@@ -22,6 +22,7 @@ mod common;
 pub mod exit;
 mod exported;
 mod migrate;
+pub mod notifications;
 pub mod plan;
 pub mod preflight;
 pub mod render;

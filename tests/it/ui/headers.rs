@@ -75,6 +75,7 @@ async fn every_page_and_refusal_has_the_security_headers() {
         "/ui/history".to_string(),
         "/ui/runs".to_string(),
         format!("/ui/runs/{}", paused.run_id),
+        "/ui/notifications".to_string(),
     ] {
         let page = alice.get(&path).await;
         assert_eq!(page.status, 200, "{path}: {}", page.body);

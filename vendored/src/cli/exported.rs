@@ -30,6 +30,10 @@ enum ExportedCommand {
     /// List and show the spec versions runs started under.
     #[command(subcommand)]
     Specs(super::specs::SpecsCommand),
+    /// List the outbox's notices (webhook, email, Slack) and retry failed
+    /// or dead ones.
+    #[command(subcommand)]
+    Notifications(super::notifications::NotificationsCommand),
     /// Before deploying SPEC in place of the built-in spec: what it will
     /// do to each pending approval and live run of this server's store.
     Plan(super::plan::PlanArgs),
@@ -78,6 +82,9 @@ where
             }
             ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
             ExportedCommand::Specs(cmd) => super::specs::run(cmd, Some(&source)).await,
+            ExportedCommand::Notifications(cmd) => {
+                super::notifications::run(cmd, Some(&source)).await
+            }
             ExportedCommand::Plan(args) => super::plan::run(args, Some(&source)).await,
             ExportedCommand::Validate { env } => {
                 let spec = source.load()?;
@@ -92,4 +99,54 @@ where
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::notifications::NotificationsCommand;
+    use crate::notices::{NoticeChannel, NoticeStatus};
+
+    #[test]
+    fn an_exported_server_lists_and_retries_notifications_as_tollgate_does() {
+        let parsed = ExportedCli::try_parse_from([
+            "server",
+            "notifications",
+            "list",
+            "--status",
+            "failed",
+            "--status",
+            "dead",
+            "--channel",
+            "webhook",
+        ])
+        .expect("parses");
+        match parsed.command {
+            ExportedCommand::Notifications(NotificationsCommand::List {
+                status, channel, ..
+            }) => {
+                assert_eq!(status, [NoticeStatus::Failed, NoticeStatus::Dead]);
+                assert_eq!(channel, Some(NoticeChannel::Webhook));
+            }
+            other => panic!("{other:?}"),
+        }
+        let parsed =
+            ExportedCli::try_parse_from(["server", "notifications", "retry", "--all-dead"])
+                .expect("parses");
+        assert!(matches!(
+            parsed.command,
+            ExportedCommand::Notifications(NotificationsCommand::Retry {
+                all_dead: true,
+                id: None,
+                ..
+            })
+        ));
+        // An id or --all-dead, not both, not neither.
+        for args in [
+            &["server", "notifications", "retry"][..],
+            &["server", "notifications", "retry", "n-1", "--all-dead"][..],
+        ] {
+            assert!(ExportedCli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
 }

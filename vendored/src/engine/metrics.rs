@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::notices::NoticeChannel;
 use crate::pending_approval::ApprovalStatus;
 use crate::spec::{Spec, StepKind};
 
@@ -66,6 +67,24 @@ pub struct Metrics {
     decisions: [AtomicU64; DecisionOutcome::ALL.len()],
     claim_conflicts: AtomicU64,
     steps: Vec<StepHistogram>,
+    /// What this process's delivery worker did with notices, by channel.
+    notices: NoticeCounters,
+}
+
+/// Per channel (in [`NoticeChannel::ALL`]'s order): notices sent, failed
+/// attempts that will be retried, notices given up on (dead).
+#[derive(Debug, Default)]
+struct NoticeCounters {
+    sent: [AtomicU64; NoticeChannel::ALL.len()],
+    retried: [AtomicU64; NoticeChannel::ALL.len()],
+    dead: [AtomicU64; NoticeChannel::ALL.len()],
+}
+
+fn channel_index(channel: NoticeChannel) -> usize {
+    NoticeChannel::ALL
+        .iter()
+        .position(|c| *c == channel)
+        .unwrap_or(0)
 }
 
 /// The durations of one step's executions.
@@ -98,6 +117,7 @@ impl Metrics {
         Metrics {
             decisions: Default::default(),
             claim_conflicts: AtomicU64::new(0),
+            notices: NoticeCounters::default(),
             steps: spec
                 .steps
                 .iter()
@@ -134,6 +154,21 @@ impl Metrics {
         histogram.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         histogram.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The delivery worker delivered a notice on `channel`.
+    pub fn notice_sent(&self, channel: NoticeChannel) {
+        self.notices.sent[channel_index(channel)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A send on `channel` failed and the notice will be tried again.
+    pub fn notice_retried(&self, channel: NoticeChannel) {
+        self.notices.retried[channel_index(channel)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A notice on `channel` was given up on: dead, held for an operator.
+    pub fn notice_dead(&self, channel: NoticeChannel) {
+        self.notices.dead[channel_index(channel)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn decisions(&self, outcome: DecisionOutcome) -> u64 {
@@ -175,6 +210,39 @@ impl Metrics {
         );
         for histogram in &self.steps {
             histogram.write(out);
+        }
+        self.notices.write(out);
+    }
+}
+
+impl NoticeCounters {
+    fn write(&self, out: &mut Exposition) {
+        let families: [(&str, &str, &[AtomicU64]); 3] = [
+            (
+                "tollgate_notifications_sent_total",
+                "Notices this process delivered, by channel.",
+                &self.sent,
+            ),
+            (
+                "tollgate_notifications_retried_total",
+                "Sends this process tried that failed and will be retried, by channel.",
+                &self.retried,
+            ),
+            (
+                "tollgate_notifications_dead_total",
+                "Notices this process gave up on (dead: held for `tollgate notifications retry`), by channel.",
+                &self.dead,
+            ),
+        ];
+        for (name, help, counts) in families {
+            out.family(name, "counter", help);
+            for (channel, count) in NoticeChannel::ALL.iter().zip(counts) {
+                out.sample(
+                    name,
+                    &[("channel", channel.as_str())],
+                    count.load(Ordering::Relaxed) as f64,
+                );
+            }
         }
     }
 }
@@ -322,6 +390,35 @@ steps:
         assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
         assert_eq!(format_value(f64::NAN), "NaN");
         assert_eq!(format_value(1e-9), "0.000000001");
+    }
+
+    #[test]
+    fn notice_counters_are_exposed_by_channel_every_channel_from_zero() {
+        let metrics = Metrics::for_spec(&spec());
+        metrics.notice_sent(NoticeChannel::Webhook);
+        metrics.notice_sent(NoticeChannel::Webhook);
+        metrics.notice_retried(NoticeChannel::Email);
+        metrics.notice_dead(NoticeChannel::Slack);
+        let mut out = Exposition::new();
+        metrics.write(&mut out);
+        let text = out.into_text();
+        for line in [
+            "# TYPE tollgate_notifications_sent_total counter",
+            "tollgate_notifications_sent_total{channel=\"webhook\"} 2",
+            "tollgate_notifications_sent_total{channel=\"email\"} 0",
+            "tollgate_notifications_sent_total{channel=\"slack\"} 0",
+            "# TYPE tollgate_notifications_retried_total counter",
+            "tollgate_notifications_retried_total{channel=\"email\"} 1",
+            "tollgate_notifications_retried_total{channel=\"webhook\"} 0",
+            "# TYPE tollgate_notifications_dead_total counter",
+            "tollgate_notifications_dead_total{channel=\"slack\"} 1",
+            "tollgate_notifications_dead_total{channel=\"email\"} 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in:\n{text}"
+            );
+        }
     }
 
     #[test]

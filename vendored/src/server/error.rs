@@ -43,6 +43,14 @@ pub enum ApiError {
     #[error("no run with id {0}")]
     RunNotFound(String),
 
+    /// No notice in the outbox has this id.
+    #[error("no notice with id {0}")]
+    NoticeNotFound(String),
+
+    /// A retry of a notice that is not failed or dead.
+    #[error("{0}")]
+    NoticeNotRetriable(String),
+
     /// A cancel of a run that has ended (or is stuck).
     #[error("run {run_id} is {status} and cannot be cancelled")]
     RunNotCancellable {
@@ -172,10 +180,12 @@ impl ApiError {
                 | ApprovalError::InvalidInput { .. } => StatusCode::BAD_REQUEST,
             },
             ApiError::RunNotFound(_)
+            | ApiError::NoticeNotFound(_)
             | ApiError::RunHasNoApproval(_)
             | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Replayed
+            | ApiError::NoticeNotRetriable(_)
             | ApiError::RunNotCancellable { .. }
             | ApiError::RunConflict(_)
             | ApiError::SpecUnavailable(_) => StatusCode::CONFLICT,
@@ -210,6 +220,10 @@ impl ApiError {
             ApiError::SpecUnavailable(_) => "spec_unavailable",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound { .. } => "not_found",
+            // Not `not_found`: that code means no route, and a client (and
+            // the document's tests) tell the two apart, as `run_not_found`.
+            ApiError::NoticeNotFound(_) => "notice_not_found",
+            ApiError::NoticeNotRetriable(_) => "notice_not_retriable",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Replayed => "replayed",
             ApiError::RunNotCancellable { .. } => "run_not_cancellable",

@@ -32,6 +32,7 @@ mod conn;
 mod error;
 mod extract;
 mod logging;
+pub(crate) mod notices;
 pub mod openapi;
 mod origin;
 mod paging;

@@ -74,6 +74,7 @@ pub fn document(spec: &Spec) -> Value {
         "tags": [
             { "name": "runs", "description": "Start, watch and steer runs." },
             { "name": "approvals", "description": "The approvals inbox: pending gates and their decisions." },
+            { "name": "notifications", "description": "The outbox: notices of approvals sent by webhook, email and Slack, and their retries." },
             { "name": "specs", "description": "Spec versions: what deploying a spec does to the approvals and runs waiting on other versions." },
             { "name": "operations", "description": "Health, readiness, metrics and this document." },
             { "name": "slack", "description": "Slack interactivity (signed by Slack)." },

@@ -472,4 +472,3 @@ fn requesters(trigger: &Value) -> Vec<String> {
     };
     by.map(|name| vec![name.to_string()]).unwrap_or_default()
 }
-

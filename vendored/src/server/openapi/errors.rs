@@ -139,6 +139,8 @@ fn samples() -> Vec<ApiError> {
         ApiError::SlackSignature(crate::notify::slack::signature::SlackSignatureError::Stale),
         ApiError::WebhookSignature(crate::server::signature::WebhookSignatureError::Stale),
         ApiError::RunNotFound(String::new()),
+        ApiError::NoticeNotFound(String::new()),
+        ApiError::NoticeNotRetriable(String::new()),
         ApiError::RunNotCancellable {
             run_id: String::new(),
             status: "completed",
@@ -207,6 +209,8 @@ fn every_variant_is_listed(api: &ApiError) {
         | ApiError::SlackSignature(_)
         | ApiError::WebhookSignature(_)
         | ApiError::RunNotFound(_)
+        | ApiError::NoticeNotFound(_)
+        | ApiError::NoticeNotRetriable(_)
         | ApiError::RunNotCancellable { .. }
         | ApiError::CancelForbidden { .. }
         | ApiError::RunConflict(_)

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
+use crate::notices::{NoticeChannel, NoticeEvent, NoticeStatus};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::RunStatus;
 
@@ -197,6 +198,39 @@ impl Schema for ApprovalStatus {
             "ApprovalStatus",
             "An approval record's status.",
             ApprovalStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        )
+    }
+}
+
+impl Schema for NoticeStatus {
+    fn schema(components: &mut Components) -> Value {
+        named_enum(
+            components,
+            "NoticeStatus",
+            "Where a notice is in its delivery: `pending` (not sent yet), `failed` (tried, retried at `next_at`), `sent`, `dead` (given up on: held for an operator's retry).",
+            NoticeStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        )
+    }
+}
+
+impl Schema for NoticeChannel {
+    fn schema(components: &mut Components) -> Value {
+        named_enum(
+            components,
+            "NoticeChannel",
+            "How a notice is sent.",
+            NoticeChannel::ALL.iter().map(|s| s.as_str()).collect(),
+        )
+    }
+}
+
+impl Schema for NoticeEvent {
+    fn schema(components: &mut Components) -> Value {
+        named_enum(
+            components,
+            "NoticeEvent",
+            "What happened to the approval a notice tells of.",
+            NoticeEvent::ALL.iter().map(|s| s.as_str()).collect(),
         )
     }
 }

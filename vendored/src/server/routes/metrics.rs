@@ -1,6 +1,7 @@
 //! GET /metrics: Prometheus text (format 0.0.4). The store's gauges
 //! (pending approvals by step, those on other spec versions, runs by
-//! status, stuck runs) are read from
+//! status, stuck runs, the outbox's notices by status and the age of the
+//! oldest undelivered one) are read from
 //! the store on each scrape, so every server sharing it reports the same
 //! truth; the counters and step durations are this process's own
 //! ([`crate::metrics::Metrics`]); and build info names what runs.
@@ -23,10 +24,11 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::metrics::{CONTENT_TYPE, Exposition};
+use crate::notices::NoticeStatus;
 use crate::run_state::RunStatus;
 use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
-use crate::store::{Queries, StoreError};
+use crate::store::{OutboxStats, Queries, StoreError};
 
 pub(super) async fn render(State(state): State<AppState>) -> Response {
     match exposition(&state).await {
@@ -120,8 +122,49 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
     );
     out.sample("tollgate_stuck_runs", &[], stuck as f64);
 
+    let outbox = agent.store().outbox_stats().await?;
+    write_outbox(&mut out, &outbox, agent.clock().now());
+
     agent.metrics().write(&mut out);
     Ok(out.into_text())
+}
+
+/// The outbox's gauges: notices by status (every status, zero or not),
+/// and how long the oldest undelivered one (pending or failed) has
+/// waited, 0 when none does: an alert on it catches a stalled worker.
+fn write_outbox(out: &mut Exposition, stats: &OutboxStats, now: chrono::DateTime<chrono::Utc>) {
+    out.family(
+        "tollgate_notifications",
+        "gauge",
+        "Notices in the shared store's outbox, by status: dead ones wait for `tollgate notifications retry`.",
+    );
+    for &status in NoticeStatus::ALL {
+        let n = match status {
+            NoticeStatus::Pending => stats.pending,
+            NoticeStatus::Failed => stats.failed,
+            NoticeStatus::Dead => stats.dead,
+            NoticeStatus::Sent => stats.sent,
+        };
+        out.sample(
+            "tollgate_notifications",
+            &[("status", status.as_str())],
+            n as f64,
+        );
+    }
+    out.family(
+        "tollgate_notifications_oldest_undelivered_seconds",
+        "gauge",
+        "Age of the oldest notice not delivered yet (pending or failed); 0 when there is none.",
+    );
+    let age = stats
+        .oldest_undelivered
+        .map(|created| (now - created).num_milliseconds().max(0) as f64 / 1000.0)
+        .unwrap_or(0.0);
+    out.sample(
+        "tollgate_notifications_oldest_undelivered_seconds",
+        &[],
+        age,
+    );
 }
 
 /// What the gauges read from the store.

@@ -8,6 +8,7 @@ pub(crate) mod events;
 mod health;
 mod metrics;
 mod migrate;
+mod notifications;
 mod openapi;
 pub(crate) mod runs;
 mod slack;
@@ -48,6 +49,10 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/approvals/{key}/approve", post(approvals::approve))
         .route("/approvals/{key}/reject", post(approvals::reject))
         .route("/approvals/{key}/votes", get(votes::list))
+        .route("/notifications", get(notifications::list))
+        .route("/notifications/retry", post(notifications::retry_all))
+        .route("/notifications/{id}", get(notifications::show))
+        .route("/notifications/{id}/retry", post(notifications::retry))
         .route(
             "/specs/plan",
             get(specs::plan_served).post(specs::plan_posted),

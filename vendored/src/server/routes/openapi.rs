@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::Value;
 
-use super::{approvals, batch, migrate, runs};
+use super::{approvals, batch, migrate, notifications, runs};
 use crate::engine::deploy_plan::DeployPlan;
 use crate::engine::run::MigrateReport;
 use crate::server::api::{
@@ -18,6 +18,7 @@ use crate::server::api::{
 };
 use crate::server::batch::BatchResults;
 use crate::server::extract::WaitParam;
+use crate::server::notices::{NoticeView, NoticesPage, Retried};
 use crate::server::openapi::{Auth, Operation};
 use crate::server::state::AppState;
 use crate::server::votes::VotesView;
@@ -34,7 +35,7 @@ pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
 /// (ids and form fields), not JSON a client codes against. A test holds
 /// this list to the inbox's router, so a new page must be listed here.
 #[cfg(test)]
-const PAGES: [(&str, &str); 17] = [
+const PAGES: [(&str, &str); 20] = [
     ("get", "/a/{key}/{signature}"),
     ("get", "/a/{key}/{signature}/stream"),
     ("get", "/ui"),
@@ -43,6 +44,7 @@ const PAGES: [(&str, &str); 17] = [
     ("get", "/ui/assets/{file}"),
     ("get", "/ui/history"),
     ("get", "/ui/login"),
+    ("get", "/ui/notifications"),
     ("get", "/ui/runs"),
     ("get", "/ui/runs/{id}"),
     ("get", "/ui/runs/{id}/stream"),
@@ -51,6 +53,8 @@ const PAGES: [(&str, &str); 17] = [
     ("post", "/ui/approvals/{key}"),
     ("post", "/ui/login"),
     ("post", "/ui/logout"),
+    ("post", "/ui/notifications/retry"),
+    ("post", "/ui/notifications/{id}/retry"),
     // retry, fail, cancel
     ("post", "/ui/runs/{id}/{action}"),
 ];
@@ -134,6 +138,23 @@ pub(crate) fn operations() -> Vec<Operation> {
             .tag("approvals")
             .body::<migrate::MigrateBody>()
             .json::<MigrateReport>(200, "Each selected approval's result."),
+        Operation::new("get", "/notifications", "listNotifications", "List notices")
+            .describe("The outbox (DESIGN §14): every notice a change to an approval wrote (webhook, email, Slack), newest first, a page at a time; `status` (repeatable), `key` and `channel` narrow the list. Targets are shown as the spec wrote them (`${NAME}` references), never resolved.")
+            .tag("notifications")
+            .query::<notifications::ListParams>()
+            .json::<NoticesPage>(200, "One page of notices."),
+        Operation::new("get", "/notifications/{id}", "showNotification", "Show a notice")
+            .tag("notifications")
+            .json::<NoticeView>(200, "The notice, with its body."),
+        Operation::new("post", "/notifications/{id}/retry", "retryNotification", "Retry a notice")
+            .describe("Makes a `failed` or `dead` notice due now, with a fresh retry window (and enables its webhook endpoint again if a 410 disabled it). 409 `notice_not_retriable` for a notice that is pending or sent; 404 `notice_not_found` for an unknown id.")
+            .tag("notifications")
+            .json::<Retried>(200, "The notice is due again (`retried`: 1)."),
+        Operation::new("post", "/notifications/retry", "retryDeadNotifications", "Retry every dead notice")
+            .describe("With `{\"all_dead\": true}`: makes every `dead` notice due now, with a fresh retry window.")
+            .tag("notifications")
+            .body::<notifications::RetryBody>()
+            .json::<Retried>(200, "How many notices are due again."),
         Operation::new("get", "/specs/plan", "planServedSpec", "Plan the served spec")
             .describe("The deploy preview (`tollgate plan --json`) of the spec this server serves: each pending approval on another stored version of the agent, classified, with what approving it will do under this spec's `on_spec_change`; each such version's step-level diff; live runs on other versions.")
             .tag("specs")

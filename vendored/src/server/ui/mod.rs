@@ -6,7 +6,8 @@
 //!   there is no sign-in: everyone is `local`, behind the Host and Origin
 //!   checks of server/origin.rs.
 //! - `/ui` (inbox), `/ui/approvals/{key}` (one approval, its decisions),
-//!   `/ui/history`, `/ui/runs`, `/ui/runs/{id}`: the pages.
+//!   `/ui/history`, `/ui/runs`, `/ui/runs/{id}`, `/ui/notifications` (the
+//!   outbox's failed and dead deliveries, with retries): the pages.
 //! - `/a/{key}/{signature}`: a signed approval link (pages/link.rs), no
 //!   sign-in.
 //! - `/ui/stream`, `/ui/runs/{id}/stream`: live updates (stream.rs).
@@ -37,7 +38,7 @@ use axum::{Extension, Router, middleware};
 use super::state::AppState;
 use super::throttle::{Policy, Throttle};
 use auth::session::{self, SessionKey};
-use pages::{approval, history, inbox, link, login, refusal, runs};
+use pages::{approval, history, inbox, link, login, notifications, refusal, runs};
 use render::{headers, templates};
 
 /// What every page handler shares besides [`AppState`].
@@ -84,6 +85,9 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/runs/{id}", get(runs::page))
         .route("/ui/runs/{id}/stream", get(stream::timeline))
         .route("/ui/runs/{id}/{action}", post(runs::act))
+        .route("/ui/notifications", get(notifications::page))
+        .route("/ui/notifications/retry", post(notifications::retry_dead))
+        .route("/ui/notifications/{id}/retry", post(notifications::retry))
         .route("/ui/assets/{file}", get(assets::serve))
         .route("/a/{key}/{signature}", get(link::page).post(link::decide))
         .route("/a/{key}/{signature}/stream", get(link::timeline))

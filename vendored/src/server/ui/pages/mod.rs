@@ -7,6 +7,7 @@ pub(crate) mod history;
 pub(crate) mod inbox;
 pub(crate) mod link;
 pub(crate) mod login;
+pub(crate) mod notifications;
 pub(crate) mod refusal;
 pub(crate) mod runs;
 

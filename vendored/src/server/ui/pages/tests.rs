@@ -20,6 +20,7 @@ use crate::run_state::{RunRecord, RunStatus};
 use crate::server::api::{ApprovalView, RunView};
 use crate::server::error::ApiError;
 use crate::server::paging::{PageLinks, Position};
+use crate::server::ui::render::format;
 use crate::server::ui::render::templates::{Chrome, Page, render_page, templates};
 use crate::server::ui::staleness::{Effect, Stale};
 use crate::spec::{OnSpecChange, Outcome};
@@ -721,4 +722,115 @@ fn a_name_a_template_does_not_define_fails_to_render() {
         .unwrap();
     assert!(!html.contains("<img"), "{html}");
     assert!(html.contains("&lt;b&gt;"), "{html}");
+}
+
+/// A notice of `record`'s pause to the webhook `${HOOK_OPS}`, as the
+/// outbox holds it once its sends came to `status`.
+fn outbox_notice(
+    id: &str,
+    status: crate::notices::NoticeStatus,
+    last_error: Option<&str>,
+) -> crate::store::OutboxNotice {
+    use crate::notices::{NoticeRoutes, WebhookRoute, notices_for};
+    let routes = NoticeRoutes {
+        webhooks: vec![WebhookRoute {
+            url: "${HOOK_OPS}".into(),
+            secret: "${HOOK_OPS_SECRET}".into(),
+            events: None,
+        }],
+        ..NoticeRoutes::default()
+    };
+    let paused = event(
+        3,
+        json!({"type": "awaiting_approval", "key": "k-1", "step": "pay", "phase": "before",
+        "message": null, "payload": {}, "expires_at": "2026-12-01T12:00:00Z"}),
+    );
+    let mut notices = notices_for(
+        &record(ApprovalStatus::Pending),
+        &routes,
+        &paused,
+        &mut || id.to_string(),
+    );
+    assert_eq!(notices.len(), 1, "one webhook, one notice");
+    crate::store::OutboxNotice {
+        notice: notices.remove(0),
+        status,
+        attempts: 4,
+        next_at: now() + Duration::minutes(10),
+        last_error: last_error.map(str::to_string),
+        window_from: now() - Duration::hours(1),
+        sent_at: None,
+    }
+}
+
+#[test]
+fn the_notifications_page_lists_failed_and_dead_deliveries_with_their_retries() {
+    use super::notifications::NotificationsPage;
+    use crate::notices::NoticeStatus;
+    let failed = outbox_notice("n-failed", NoticeStatus::Failed, Some("HTTP 503"));
+    let dead = outbox_notice("n-dead", NoticeStatus::Dead, Some("HTTP <b>410</b> Gone"));
+    let disabled = crate::store::DisabledEndpoint {
+        endpoint: "${HOOK_OPS}".into(),
+        disabled_at: now(),
+        reason: "HTTP 410 Gone".into(),
+    };
+    let page = NotificationsPage::new(
+        &[dead, failed],
+        &[disabled],
+        "csrf-n".into(),
+        PageLinks::default(),
+    );
+    let html = render(&page, &chrome("Notifications", "notifications"));
+    assert!(
+        html.contains(r#"<a href="/ui/notifications" aria-current="page">Notifications</a>"#),
+        "{html}"
+    );
+    // Newest first as given, each row with its retry form and CSRF token.
+    let dead_at = html.find(r#"data-id="n-dead""#).expect("the dead row");
+    let failed_at = html.find(r#"data-id="n-failed""#).expect("the failed row");
+    assert!(dead_at < failed_at);
+    for id in ["n-dead", "n-failed"] {
+        assert!(
+            html.contains(&format!(
+                r#"<form class="retry" method="post" action="/ui/notifications/{id}/retry">"#
+            )),
+            "{html}"
+        );
+    }
+    assert!(html.contains(r#"<input type="hidden" name="csrf" value="csrf-n">"#));
+    assert!(
+        html.contains(r#"<form id="retry-dead" method="post" action="/ui/notifications/retry">"#)
+    );
+    // What each row says: the event, the approval's link, the target as
+    // written, the attempts and the error, escaped.
+    for part in [
+        "<code>approval.requested</code>",
+        r#"<a href="/ui/approvals/k-1"><code>k-1</code></a>"#,
+        "<code>${HOOK_OPS}</code>",
+        r#"<td class="attempts">4</td>"#,
+        "HTTP &lt;b&gt;410&lt;/b&gt; Gone",
+        r#"<td class="status">dead</td>"#,
+    ] {
+        assert!(html.contains(part), "{part} in {html}");
+    }
+    // A failed one shows its next try; a dead one waits for a person.
+    let next = format::time(now() + Duration::minutes(10));
+    assert_eq!(html.matches(&next).count(), 1, "{html}");
+    assert!(html.contains(r#"<table id="disabled-endpoints">"#));
+    assert!(html.contains("HTTP 410 Gone"));
+}
+
+#[test]
+fn the_notifications_page_says_when_nothing_needs_a_person() {
+    use super::notifications::NotificationsPage;
+    let page = NotificationsPage::new(&[], &[], "csrf-n".into(), PageLinks::default());
+    let html = render(&page, &chrome("Notifications", "notifications"));
+    assert!(html.contains(r#"<p id="notices-empty">No failed or dead deliveries.</p>"#));
+    assert!(html.contains(r#"id="disabled-empty""#));
+    assert!(!html.contains("retry-dead"), "{html}");
+    // Only failed ones: no "Retry all dead".
+    let failed = outbox_notice("n-1", crate::notices::NoticeStatus::Failed, None);
+    let page = NotificationsPage::new(&[failed], &[], "c".into(), PageLinks::default());
+    let html = render(&page, &chrome("Notifications", "notifications"));
+    assert!(!html.contains("retry-dead") && html.contains(r#"data-id="n-1""#));
 }

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::super::assets;
 
-const TEMPLATES: [(&str, &str); 11] = [
+const TEMPLATES: [(&str, &str); 12] = [
     ("base.html", include_str!("../templates/base.html")),
     ("macros.html", include_str!("../templates/macros.html")),
     ("login.html", include_str!("../templates/login.html")),
@@ -35,6 +35,10 @@ const TEMPLATES: [(&str, &str); 11] = [
     ("history.html", include_str!("../templates/history.html")),
     ("runs.html", include_str!("../templates/runs.html")),
     ("run.html", include_str!("../templates/run.html")),
+    (
+        "notifications.html",
+        include_str!("../templates/notifications.html"),
+    ),
     ("refusal.html", include_str!("../templates/refusal.html")),
     ("timeline.html", include_str!("../templates/timeline.html")),
 ];
@@ -110,7 +114,8 @@ pub(crate) struct Chrome {
     pub signed_in: bool,
     /// The CSRF token of the sign-out form.
     pub csrf: Option<String>,
-    /// Which navigation entry is current: inbox, history, runs; `""` for
+    /// Which navigation entry is current: inbox, history, runs,
+    /// notifications; `""` for
     /// no navigation.
     pub nav: &'static str,
     /// `id` of `<main>` (`forbidden`, `not-found`, `bad-link` for

@@ -2,4 +2,5 @@
 //! real receiver.
 
 mod delivery;
+mod email;
 mod webhook;

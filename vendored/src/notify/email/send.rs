@@ -170,7 +170,7 @@ impl EmailSender {
             Ok(Ok(_)) => return Attempt::Sent,
             Ok(Err(e)) if e.is_permanent() => format!("{server} refused the mail: {e}"),
             Ok(Err(e)) if e.is_transient() => format!("{server} refused the mail for now: {e}"),
-            Ok(Err(e)) => format!("{server}: {}", chain(&e)),
+            Ok(Err(e)) => format!("{server}: {}", root_cause(&e)),
             Err(_) => format!(
                 "{server} did not take the mail within {}",
                 crate::time::format_duration(self.timeout)
@@ -228,20 +228,16 @@ impl EmailSender {
     }
 }
 
-/// An error and its sources, as one line (lettre's own text stops at the
-/// first source; the cause, such as "connection refused", may be deeper).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
+/// What lies under a client-side error: the deepest source's text
+/// ("Connection refused (os error 111)", "invalid peer certificate:
+/// UnknownIssuer"), which says more than lettre's kind ("Connection
+/// error"), repeated at each level it wraps.
+fn root_cause(error: &dyn std::error::Error) -> String {
+    let mut deepest = error;
+    while let Some(source) = deepest.source() {
+        deepest = source;
     }
-    text
+    deepest.to_string()
 }
 
 /// `text` without the password (in any form redaction knows) or any

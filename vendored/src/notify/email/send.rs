@@ -137,7 +137,7 @@ impl EmailSender {
         self.send(&resolved.settings, &message).await
     }
 
-    /// Send `message` to its recipients through the server `settings` name.
+    /// Send `message` to its recipients through the server `settings` names.
     ///
     /// The server's acceptance of the message is `Sent`. Everything else is
     /// `Failed` with what went wrong (the server's reply text included),

@@ -1,6 +1,7 @@
 //! Notifiers: telling people that a run waits for them, and letting them
-//! answer where they already are: Slack (`approvals.notify.slack`) and
-//! signed outbound webhooks (`approvals.notify.webhooks`, [`webhook`]).
+//! answer where they already are: Slack (`approvals.notify.slack`),
+//! signed outbound webhooks (`approvals.notify.webhooks`, [`webhook`]) and
+//! mail (`approvals.notify.email`, [`email`]).
 //!
 //! A notifier never stands between a run and its pause: the pause is stored
 //! first, messages are posted afterwards in the background and retried, and
@@ -8,6 +9,7 @@
 //! any process sharing the store can finish the job after a crash.
 
 pub mod delivery;
+pub mod email;
 pub mod outbox;
 pub mod slack;
 pub mod webhook;

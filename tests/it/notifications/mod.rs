@@ -2,5 +2,6 @@
 //! real receiver.
 
 mod delivery;
+mod email;
 mod operate;
 mod webhook;

@@ -323,3 +323,88 @@ async fn a_server_killed_mid_send_leaves_the_notice_to_the_next_with_the_same_id
     }
     drop(second);
 }
+
+const MAIL_SPEC: &str = r#"version: 1
+agent: refunds
+approvals:
+  approvers: [alice, bob]
+  notify:
+    email:
+      smtp_url: "${SMTP_URL}"
+      from: "Tollgate <tollgate@example.com>"
+      to: { alice: alice@example.com, zed: zed@example.com }
+steps:
+  - id: refund
+    approval:
+      message: "Refund {{ input.amount }} EUR?"
+      payload: { amount: "{{ input.amount }}" }
+"#;
+
+/// A pause mails each decider mail reaches, through a real SMTP server,
+/// with a link bound to them that opens the approval; nobody who may not
+/// decide gets mail, and no secret is in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pause_mails_each_decider_a_link_bound_to_them() {
+    let ws = Workspace::new(MAIL_SPEC);
+    let port = super::email::free_port();
+    let smtp = super::email::SmtpServer::plain(port);
+    let smtp_url = format!("smtp://127.0.0.1:{port}?tls=none");
+    let link_secret = "a-link-secret-of-at-least-32-characters!!";
+    let served = Served::start(
+        &ws.spec,
+        &ws.state_db(),
+        &[
+            ("SMTP_URL", smtp_url.as_str()),
+            ("TOLLGATE_LINK_SECRET", link_secret),
+            ("TOLLGATE_PUBLIC_URL", "http://approvals.example"),
+        ],
+        &["--notify-retry-window", "60s"],
+    );
+    let paused = Api::new().pause(&served, json!({"amount": 12})).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let saved = loop {
+        let saved = smtp.saved();
+        if !saved.is_empty() {
+            break saved;
+        }
+        assert!(Instant::now() < deadline, "no mail arrived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let saved = if smtp.saved().len() > saved.len() {
+        smtp.saved()
+    } else {
+        saved
+    };
+    assert_eq!(
+        saved.len(),
+        1,
+        "alice only: bob has no address, zed may not decide"
+    );
+    let mail = &saved[0];
+    assert_eq!(mail["rcpt_tos"], json!(["alice@example.com"]));
+    let raw = mail["raw"].as_str().expect("raw");
+    assert!(!raw.contains(link_secret));
+    let text = mail["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .find(|p| p["content_type"] == "text/plain")
+        .and_then(|p| p["content"].as_str())
+        .expect("a text part")
+        .to_string();
+    assert!(text.contains("Refund 12 EUR?"), "{text}");
+    let start = text.find("http://approvals.example/a/").expect("a link");
+    let link: String = text[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect();
+    assert!(link.contains(&paused.key), "{link}");
+    assert!(link.ends_with("?as=alice"), "bound to alice: {link}");
+    // The link works on the server: its page shows the approval.
+    let path = link.trim_start_matches("http://approvals.example");
+    let page = reqwest::get(served.url(path)).await.expect("open the link");
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.expect("page");
+    assert!(html.contains("Refund 12 EUR?"), "{html}");
+}

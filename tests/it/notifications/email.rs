@@ -25,7 +25,7 @@ const SERVER_SCRIPT: &str = concat!(
 );
 
 /// One aiosmtpd process; stopped when dropped.
-struct SmtpServer {
+pub(super) struct SmtpServer {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
@@ -81,12 +81,12 @@ impl SmtpServer {
         SmtpServer { child, port, dir }
     }
 
-    fn plain(port: u16) -> SmtpServer {
+    pub(super) fn plain(port: u16) -> SmtpServer {
         SmtpServer::start(port, Options::default())
     }
 
     /// The messages saved so far, oldest first.
-    fn saved(&self) -> Vec<Value> {
+    pub(super) fn saved(&self) -> Vec<Value> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
             .unwrap()
             .map(|entry| entry.unwrap().path())
@@ -122,7 +122,7 @@ fn log_of(dir: &Path) -> String {
 }
 
 /// A port nothing listens on (yet).
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

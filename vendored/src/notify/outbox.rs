@@ -27,6 +27,7 @@ use crate::backoff::Backoff;
 use crate::links::LinkSigner;
 use crate::notices::{NoticeBody, NoticeChannel, NoticeRoutes};
 use crate::notify::delivery::Attempt;
+use crate::notify::email::EmailSender;
 use crate::notify::slack::{Progress, SlackNotifier};
 use crate::notify::webhook::WebhookSender;
 use crate::store::{DisabledEndpoint, NoticeWrite, OutboxNotice, SharedStore};
@@ -69,8 +70,10 @@ pub struct OutboxWorker {
     /// two workers of one process (tests) are told apart.
     owner: String,
     webhooks: WebhookSender,
+    mail: EmailSender,
     links: Option<LinkSigner>,
     window: Duration,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Posts and edits the Slack messages (`approvals.notify.slack`).
     slack: Option<Arc<SlackNotifier>>,
 }
@@ -91,9 +94,11 @@ impl OutboxWorker {
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             ),
             webhooks: WebhookSender::new().map_err(|e| WorkerError(e.to_string()))?,
+            mail: EmailSender::new(),
             links: None,
             window: DEFAULT_RETRY_WINDOW,
             slack: None,
+            metrics: None,
         })
     }
 
@@ -107,6 +112,19 @@ impl OutboxWorker {
     /// operator's retry) before it is dead.
     pub fn with_retry_window(mut self, window: Duration) -> OutboxWorker {
         self.window = window;
+        self
+    }
+
+    /// Count sends, retries and dead notices in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> OutboxWorker {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Send mail through `sender` (tests trust their own CA, shorten its
+    /// timeout).
+    pub fn with_mail_sender(mut self, sender: EmailSender) -> OutboxWorker {
+        self.mail = sender;
         self
     }
 
@@ -205,6 +223,7 @@ impl OutboxWorker {
                 tracing::warn!(endpoint = %off.endpoint, error = %e, "notifications: cannot record the disabled endpoint");
             }
         }
+        self.count(&notice, &write);
         match self
             .store
             .settle_notice(&notice.notice.id, &self.owner, &write)
@@ -257,6 +276,18 @@ impl OutboxWorker {
         }
     }
 
+    fn count(&self, notice: &OutboxNotice, write: &NoticeWrite) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let channel = notice.notice.channel;
+        match write {
+            NoticeWrite::Sent { .. } => metrics.notice_sent(channel),
+            NoticeWrite::Failed { .. } => metrics.notice_retried(channel),
+            NoticeWrite::Dead { .. } => metrics.notice_dead(channel),
+        }
+    }
+
     /// One send of `notice` on its channel.
     async fn attempt(&self, notice: &OutboxNotice) -> Attempt {
         let n = &notice.notice;
@@ -305,10 +336,27 @@ impl OutboxWorker {
             .await
     }
 
-    async fn send_email(&self, notice: &OutboxNotice, _routes: &NoticeRoutes) -> Attempt {
-        Attempt::Misconfigured {
-            error: format!("no mail sender in this build for {}", notice.notice.target),
-        }
+    /// A mail to one decider, with a link bound to them while the
+    /// approval waits (when links are on and have a public URL: a path
+    /// alone is no use in a mail).
+    async fn send_email(&self, notice: &OutboxNotice, routes: &NoticeRoutes) -> Attempt {
+        let n = &notice.notice;
+        let Some(route) = &routes.email else {
+            return Attempt::Gone {
+                reason: format!("no mail is configured for approval {} any more", n.key),
+            };
+        };
+        let link = self
+            .links
+            .as_ref()
+            .filter(|links| {
+                links.public_url().is_some()
+                    && n.body.data.status == crate::pending_approval::ApprovalStatus::Pending
+            })
+            .map(|links| links.url(&n.key, Some(&n.target)));
+        self.mail
+            .deliver(route, &n.target, &n.body, &n.id, link.as_deref())
+            .await
     }
 }
 

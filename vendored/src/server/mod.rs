@@ -466,7 +466,8 @@ async fn mount_with_schedule(
             .map_err(|e| ServerError::Config(e.to_string()))?
             .with_links(config.links.clone())
             .with_retry_window(config.notify_retry_window)
-            .with_slack(state.slack.clone());
+            .with_slack(state.slack.clone())
+            .with_metrics(agent.metrics().clone());
     tokio::spawn(Arc::new(outbox).run(stop_rx.clone()));
     for entry in schedule {
         tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");

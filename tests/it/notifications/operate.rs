@@ -94,6 +94,13 @@ async fn four_notices(ws: &Workspace) -> Outbox {
             "the worker holds the lease"
         );
     }
+    // The fourth stays pending: leased for a day by a worker elsewhere, so
+    // the delivery worker of the server under test leaves it alone.
+    let held = store
+        .lease_notices("elsewhere", now, now + TimeDelta::days(1), 1)
+        .await
+        .expect("lease");
+    assert_eq!(held.len(), 1, "the pending notice");
     Outbox {
         failed: keys[0].clone(),
         dead: keys[1].clone(),
@@ -272,22 +279,31 @@ async fn the_cli_lists_the_outbox_newest_first_and_retries_failed_and_dead_notic
     assert!(!nowhere.exists());
 }
 
-/// A served spec with tokens on, and its OpenAPI document.
+/// A served spec with tokens on, and its OpenAPI document. Its webhook
+/// endpoint accepts connections and never answers, so a notice the
+/// server's worker takes stays in flight (pending) for the whole test:
+/// the statuses the test set stay as it set them.
 struct Live {
     ws: Workspace,
     served: Served,
     api: Api,
     document: Value,
+    _silent_endpoint: std::net::TcpListener,
 }
 
 impl Live {
     async fn start(ws: Workspace) -> Live {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let hook = format!(
+            "http://{}/silent",
+            silent.local_addr().expect("local address")
+        );
         let served = Served::start(
             &ws.spec,
             &ws.state_db(),
             &[
                 ("TOLLGATE_API_TOKENS", &format!("ops:{TOKEN}")),
-                ("HOOK_OPS", "http://127.0.0.1:9/unreachable"),
+                ("HOOK_OPS", &hook),
                 ("HOOK_OPS_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
             ],
             &[],
@@ -299,6 +315,7 @@ impl Live {
             served,
             api: Api::with_token(TOKEN),
             document,
+            _silent_endpoint: silent,
         }
     }
 

@@ -93,6 +93,7 @@ fn main() {
         let mut raw = Vec::new();
         let mut theirs = Vec::new();
         let mut hooked = Vec::new();
+        let hook_spec = workload::spec_with_webhook();
         let mut our_writes = Vec::new();
         let mut raw_writes = Vec::new();
         for _ in 0..SAMPLES {
@@ -101,11 +102,7 @@ fn main() {
                 io_counters::measure(cycles, || runtime.block_on(tollgate_cycles(sync, cycles)));
             ours.push(rate);
             our_writes.extend(writes);
-            hooked.push(runtime.block_on(tollgate_cycles_of(
-                workload::SPEC_WITH_WEBHOOK,
-                sync,
-                cycles,
-            )));
+            hooked.push(runtime.block_on(tollgate_cycles_of(&hook_spec, sync, cycles)));
             let (rate, writes) = io_counters::measure(cycles, || {
                 raw_sqlite::raw_commits(raw_sync(sync), cycles * COMMITS_PER_CYCLE)
             });

@@ -22,22 +22,13 @@ steps:
 /// The same workload with one outbound webhook (DESIGN §14): each pause
 /// and each decision also writes a notice, in its own transaction.
 #[allow(dead_code)]
-pub const SPEC_WITH_WEBHOOK: &str = r#"version: 1
-agent: bench
-approvals:
-  notify:
-    webhooks:
-      - url: "${BENCH_HOOK_URL}"
-        secret: "${BENCH_HOOK_SECRET}"
-steps:
-  - id: prepare
-    set: { order: "{{ input.order_id }}", amount: "{{ input.amount }}" }
-  - id: approve
-    approval:
-      message: "Refund {{ steps.prepare.output.amount }} on {{ steps.prepare.output.order }}?"
-  - id: act
-    set: { refunded: "{{ steps.prepare.output.order }}", by: "{{ steps.approve.output.decided_by }}" }
-"#;
+pub fn spec_with_webhook() -> String {
+    SPEC.replacen(
+        "agent: bench\n",
+        "agent: bench\napprovals:\n  notify:\n    webhooks:\n      - url: \"${BENCH_HOOK_URL}\"\n        secret: \"${BENCH_HOOK_SECRET}\"\n",
+        1,
+    )
+}
 
 /// The workload's agent on a SQLite file at `state`, committing at `sync`.
 #[allow(dead_code)] // each bench includes this file and uses what it needs

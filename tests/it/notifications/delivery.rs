@@ -86,6 +86,25 @@ async fn notices(ws: &Workspace) -> Vec<tollgate_runtime::store::OutboxNotice> {
         .expect("list notices")
 }
 
+/// The store's notices (newest first) once `done` holds for them, within
+/// `within`; fails naming `what` otherwise.
+async fn stored_when(
+    ws: &Workspace,
+    what: &str,
+    within: Duration,
+    done: impl Fn(&[tollgate_runtime::store::OutboxNotice]) -> bool,
+) -> Vec<tollgate_runtime::store::OutboxNotice> {
+    let deadline = Instant::now() + within;
+    loop {
+        let stored = notices(ws).await;
+        if done(&stored) {
+            return stored;
+        }
+        assert!(Instant::now() < deadline, "{what}: {stored:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pause_and_its_decision_reach_the_webhook_signed_once_each() {
     let ws = Workspace::new(SPEC);
@@ -128,24 +147,16 @@ async fn a_pause_and_its_decision_reach_the_webhook_signed_once_each() {
     assert_eq!(both.len(), 2, "nothing sent twice: {both:#?}");
 
     // The store says both were sent, once each.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let stored = notices(&ws).await;
-        if stored.iter().all(|n| n.status == NoticeStatus::Sent) && stored.len() == 2 {
-            assert!(stored.iter().all(|n| n.attempts == 1));
-            let mut stored_ids: Vec<&str> = stored.iter().map(|n| n.notice.id.as_str()).collect();
-            stored_ids.sort();
-            let mut sent_ids = ids.clone();
-            sent_ids.sort();
-            assert_eq!(stored_ids, sent_ids, "the webhook-id is the notice's id");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not recorded as sent: {stored:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let stored = stored_when(&ws, "not recorded as sent", Duration::from_secs(10), |s| {
+        s.len() == 2 && s.iter().all(|n| n.status == NoticeStatus::Sent)
+    })
+    .await;
+    assert!(stored.iter().all(|n| n.attempts == 1));
+    let mut stored_ids: Vec<&str> = stored.iter().map(|n| n.notice.id.as_str()).collect();
+    stored_ids.sort();
+    let mut sent_ids = ids.clone();
+    sent_ids.sort();
+    assert_eq!(stored_ids, sent_ids, "the webhook-id is the notice's id");
     let url = receiver.url();
     let rows = format!("{:?}", notices(&ws).await);
     assert!(!rows.contains(SECRET), "no secret in the outbox");
@@ -181,19 +192,11 @@ async fn a_receiver_that_fails_then_recovers_gets_the_notice_again_with_the_same
         1,
         "a receiver de-duplicating on it keeps one"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let stored = notices(&ws).await;
-        if stored[0].status == NoticeStatus::Sent {
-            assert_eq!(stored[0].attempts, 3);
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not recorded as sent: {stored:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let stored = stored_when(&ws, "not recorded as sent", Duration::from_secs(10), |s| {
+        s[0].status == NoticeStatus::Sent
+    })
+    .await;
+    assert_eq!(stored[0].attempts, 3);
     assert!(
         served.logs().contains("notification failed; will retry"),
         "{}",
@@ -309,18 +312,10 @@ async fn a_server_killed_mid_send_leaves_the_notice_to_the_next_with_the_same_id
         "a duplicate carries the same id"
     );
     assert_eq!(both[1]["verified"], json!(true));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let stored = notices(&ws).await;
-        if stored.len() == 1 && stored[0].status == NoticeStatus::Sent {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not recorded as sent: {stored:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    stored_when(&ws, "not recorded as sent", Duration::from_secs(10), |s| {
+        s.len() == 1 && s[0].status == NoticeStatus::Sent
+    })
+    .await;
     drop(second);
 }
 

@@ -3,5 +3,6 @@
 mod approvals;
 mod clicks;
 mod outage;
+mod outbox;
 mod signatures;
 mod store;

@@ -719,6 +719,12 @@ impl SlackNotifier {
         }
     }
 
+    /// Whether approval `key`'s Slack message is kept in line by notices
+    /// in the outbox (it paused with a Slack route stored).
+    async fn outbox_drives(&self, key: &str) -> bool {
+        matches!(self.store.routes_of(key).await, Ok(Some(routes)) if routes.slack.is_some())
+    }
+
     /// The record while it is pending and unexpired.
     async fn still_pending(&self, key: &str) -> Option<ApprovalRecord> {
         match self.store.get_approval(key).await {
@@ -755,6 +761,11 @@ impl SlackNotifier {
         let (hold_until, retry) = match (delay, retries) {
             (Some(delay), _) => (crate::time::add(now, delay + LEASE_MARGIN), Some(delay)),
             (None, Retries::Outbox) => (now, None),
+            // Given up here: a message whose changes are notices in the
+            // outbox is released for them, whose backoff decides when it
+            // is tried again; an older one (paused before the outbox) is
+            // held for the repair sweep.
+            (None, _) if self.outbox_drives(key).await => (now, None),
             (None, _) => (hold_after(now, earlier_attempts + failures, error), None),
         };
         let write = NotificationWrite::Failed {

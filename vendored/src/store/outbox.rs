@@ -66,6 +66,20 @@ pub enum NoticeWrite {
     },
 }
 
+impl NoticeWrite {
+    /// A write that did not deliver: the status it leaves, the error and
+    /// when the notice is next due (a dead one: when it died). `None` for
+    /// [`NoticeWrite::Sent`]. Both dialects record the two with one
+    /// statement.
+    pub(crate) fn undelivered(&self) -> Option<(NoticeStatus, &str, DateTime<Utc>)> {
+        match self {
+            NoticeWrite::Sent { .. } => None,
+            NoticeWrite::Failed { error, next_at } => Some((NoticeStatus::Failed, error, *next_at)),
+            NoticeWrite::Dead { error, at } => Some((NoticeStatus::Dead, error, *at)),
+        }
+    }
+}
+
 /// Which notices to list.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NoticeQuery {

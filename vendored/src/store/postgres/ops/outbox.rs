@@ -119,8 +119,8 @@ pub(crate) async fn settle_notice<C: GenericClient>(
     owner: &str,
     write: &NoticeWrite,
 ) -> StoreResult<bool> {
-    let changed = match write {
-        NoticeWrite::Sent { at } => {
+    let changed = match (write, write.undelivered()) {
+        (NoticeWrite::Sent { at }, _) => {
             execute(
                 client,
                 "UPDATE tollgate_outbox SET status = 'sent', sent_at = $3, \
@@ -130,28 +130,18 @@ pub(crate) async fn settle_notice<C: GenericClient>(
             )
             .await?
         }
-        NoticeWrite::Failed { error, next_at } => {
+        (_, Some((status, error, next_at))) => {
             let error = storable_text(error);
             execute(
                 client,
-                "UPDATE tollgate_outbox SET status = 'failed', next_at = $3, \
+                "UPDATE tollgate_outbox SET status = $5, next_at = $3, \
                  attempts = attempts + 1, last_error = $4, lease_owner = NULL, \
                  lease_until = NULL WHERE id = $1 AND lease_owner = $2",
-                &[&id, &owner, next_at, &error],
+                &[&id, &owner, &next_at, &error, &status.as_str()],
             )
             .await?
         }
-        NoticeWrite::Dead { error, at } => {
-            let error = storable_text(error);
-            execute(
-                client,
-                "UPDATE tollgate_outbox SET status = 'dead', next_at = $3, \
-                 attempts = attempts + 1, last_error = $4, lease_owner = NULL, \
-                 lease_until = NULL WHERE id = $1 AND lease_owner = $2",
-                &[&id, &owner, at, &error],
-            )
-            .await?
-        }
+        (_, None) => 0,
     };
     Ok(changed == 1)
 }

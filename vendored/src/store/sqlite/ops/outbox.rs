@@ -137,28 +137,22 @@ pub(crate) fn settle_notice(
     owner: &str,
     write: &NoticeWrite,
 ) -> StoreResult<bool> {
-    let changed = match write {
-        NoticeWrite::Sent { at } => conn
+    let changed = match (write, write.undelivered()) {
+        (NoticeWrite::Sent { at }, _) => conn
             .prepare_cached(
                 "UPDATE tollgate_outbox SET status = 'sent', sent_at = ?3, attempts = attempts + 1, \
                  last_error = NULL, lease_owner = NULL, lease_until = NULL \
                  WHERE id = ?1 AND lease_owner = ?2",
             )?
             .execute((id, owner, format_utc(*at)))?,
-        NoticeWrite::Failed { error, next_at } => conn
+        (_, Some((status, error, next_at))) => conn
             .prepare_cached(
-                "UPDATE tollgate_outbox SET status = 'failed', next_at = ?3, \
+                "UPDATE tollgate_outbox SET status = ?5, next_at = ?3, \
                  attempts = attempts + 1, last_error = ?4, lease_owner = NULL, lease_until = NULL \
                  WHERE id = ?1 AND lease_owner = ?2",
             )?
-            .execute((id, owner, format_utc(*next_at), error))?,
-        NoticeWrite::Dead { error, at } => conn
-            .prepare_cached(
-                "UPDATE tollgate_outbox SET status = 'dead', next_at = ?3, \
-                 attempts = attempts + 1, last_error = ?4, lease_owner = NULL, lease_until = NULL \
-                 WHERE id = ?1 AND lease_owner = ?2",
-            )?
-            .execute((id, owner, format_utc(*at), error))?,
+            .execute((id, owner, format_utc(next_at), error, status.as_str()))?,
+        (_, None) => 0,
     };
     Ok(changed == 1)
 }

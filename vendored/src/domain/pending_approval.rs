@@ -91,7 +91,19 @@ pub struct ApprovalRecord {
     pub roster: Option<crate::policy::Roster>,
 }
 
+/// The `spec_hash` of every gate request (a pending approval asked for by
+/// a program through the gate API, `POST /gates` or MCP rather than by a
+/// workflow run): there is no spec, and no spec hashes to 64 zeros.
+pub const GATE_SPEC_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
 impl ApprovalRecord {
+    /// Whether this is a gate request rather than a workflow run's pause:
+    /// it belongs to no spec version, so it is never `spec_changed`, never
+    /// pinned or migrated, and its decision ends its own run.
+    pub fn is_gate_request(&self) -> bool {
+        self.spec_hash == GATE_SPEC_HASH
+    }
+
     /// The payload the gate asks about now: a vote's edit on a gate that
     /// counts votes, else the payload it paused with.
     pub fn current_payload(&self) -> &Value {
@@ -206,6 +218,26 @@ fn strip_input(data: Option<Value>) -> Option<Value> {
 /// A fresh correlation key.
 pub fn new_key() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// The correlation key of an idempotent request: the same `parts` always
+/// give the same key, so concurrent requests with one idempotency key race
+/// to insert one row and exactly one of them can. Shaped as a UUID v4 (its
+/// 122 free bits from SHA-256), so it reads as any other key.
+pub fn derived_key(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in parts {
+        // Length-prefixed: ("ab", "c") and ("a", "bc") differ.
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
 }
 
 /// What a person decided.

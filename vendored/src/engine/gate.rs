@@ -58,7 +58,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
-use crate::policy::Channel;
+use crate::policy::{Channel, GatePolicy, Groups, Roster};
 use crate::run::{Decided, Decider, DecisionRequest, decide_approval};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
@@ -69,7 +69,114 @@ use crate::watch::{ApprovalWatcher, WatchOptions};
 pub const GATE_AGENT_PREFIX: &str = "gate:";
 
 /// The `spec_hash` of every gate request: there is no spec.
-pub const GATE_SPEC_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub use crate::pending_approval::GATE_SPEC_HASH;
+
+/// Whose approvals a gate request is listed and decided with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedWith {
+    /// Its own: the record's agent is `gate:<agent>`, as the run's. A
+    /// program's requests ([`Gate::request`]), decided with [`Gate::decide`].
+    Itself,
+    /// The served agent's: the record's agent is `<agent>` (its run's
+    /// stays `gate:<agent>`, so no workflow driver ever picks the run up).
+    /// Requests made through a server (`POST /gates`, MCP): they are
+    /// listed, shown and decided with that server's approvals, in the
+    /// inbox, Slack, links and the CLI.
+    ServedAgent,
+}
+
+/// One gate request as asked for: what [`Gate::open`] stores.
+#[derive(Debug, Clone)]
+pub struct GateRequest {
+    /// The agent it is asked for (without the `gate:` prefix).
+    pub agent: String,
+    pub listed_with: ListedWith,
+    /// What is to be done: the record's `step_id`.
+    pub action: String,
+    /// For the person deciding.
+    pub message: Option<String>,
+    pub payload: serde_json::Value,
+    /// How long it can be decided.
+    pub ttl: Duration,
+    /// Stored as the run's and the record's `trigger`: `{"kind": "gate",
+    /// ...}` with who asked.
+    pub trigger: serde_json::Value,
+    /// The team policy (DESIGN §13) and the groups its rules name,
+    /// resolved into a roster when the request is stored; `None` for a
+    /// plain gate.
+    pub policy: Option<(GatePolicy, Groups)>,
+    /// Who asked: may not vote on it when the policy bars requesters.
+    pub requesters: Vec<String>,
+    /// A key derived from an idempotency key
+    /// ([`crate::pending_approval::derived_key`]); a fresh one otherwise.
+    pub key: Option<String>,
+    /// Where its notices go; the gate's own routes otherwise.
+    pub routes: Option<crate::notices::NoticeRoutes>,
+}
+
+impl GateRequest {
+    /// A program's request (see [`ListedWith::Itself`]).
+    pub fn for_program(
+        agent: &str,
+        action: &str,
+        payload: serde_json::Value,
+        ttl: Duration,
+    ) -> GateRequest {
+        GateRequest {
+            agent: agent.to_string(),
+            listed_with: ListedWith::Itself,
+            action: action.to_string(),
+            message: None,
+            payload,
+            ttl,
+            trigger: json!({"kind": "gate"}),
+            policy: None,
+            requesters: Vec::new(),
+            key: None,
+            routes: None,
+        }
+    }
+
+    fn check(&self) -> Result<(), GateError> {
+        if self.agent.trim().is_empty() || self.action.trim().is_empty() {
+            return Err(GateError::InvalidRequest(
+                "agent and action must not be empty".into(),
+            ));
+        }
+        if self.ttl.is_zero() {
+            return Err(GateError::InvalidRequest(
+                "ttl must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The roster its policy resolves to for a request stored at
+    /// `created_at` (reminders and escalations timed to `expires_at`), or
+    /// why the policy can never be met.
+    fn roster(
+        &self,
+        created_at: chrono::DateTime<chrono::Utc>,
+        expires_at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<Roster>, GateError> {
+        let Some((policy, groups)) = self.policy.as_ref().filter(|(p, _)| p.stores_roster()) else {
+            return Ok(None);
+        };
+        let unmet = |e: crate::policy::Unsatisfiable| GateError::InvalidRequest(e.message);
+        let mut roster = Roster::resolve(policy, groups, self.requesters.clone()).map_err(unmet)?;
+        roster.nudges =
+            crate::policy::schedule(policy, groups, created_at, expires_at).map_err(unmet)?;
+        Ok(Some(roster))
+    }
+}
+
+/// A stored gate request: the record, and whether this call stored it
+/// (`false`: its key was already taken, by an earlier identical request).
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub record: ApprovalRecord,
+    pub created: bool,
+}
 
 #[derive(Debug, Error)]
 pub enum GateError {
@@ -192,31 +299,41 @@ impl Gate {
         payload: &P,
         ttl: Duration,
     ) -> Result<String, GateError> {
-        if agent.trim().is_empty() || action.trim().is_empty() {
-            return Err(GateError::InvalidRequest(
-                "agent and action must not be empty".into(),
-            ));
-        }
-        if ttl.is_zero() {
-            return Err(GateError::InvalidRequest(
-                "ttl must be greater than zero".into(),
-            ));
-        }
         let payload = serde_json::to_value(payload).map_err(|e| {
             GateError::InvalidRequest(format!("the payload cannot be encoded as JSON: {e}"))
         })?;
-        let key = crate::pending_approval::new_key();
+        let mut request = GateRequest::for_program(agent, action, payload, ttl);
+        request.message = message.map(str::to_string);
+        Ok(self.open(request).await?.record.key)
+    }
+
+    /// Store `request` as a pending approval (see [`GateRequest`]). A
+    /// request with a [`GateRequest::key`] that is already stored is not
+    /// stored again: the answer is the stored record, `created: false`
+    /// (whoever stored it, whatever it asked: compare before trusting it).
+    pub async fn open(&self, request: GateRequest) -> Result<Opened, GateError> {
+        request.check()?;
         let now = self.clock.now();
-        let agent_id = format!("{GATE_AGENT_PREFIX}{agent}");
-        let trigger = json!({"kind": "gate"});
-        let input = json!({"action": action});
+        let expires_at = crate::time::checked_add(now, request.ttl)
+            .map_err(|e| GateError::InvalidRequest(format!("ttl: {e}")))?;
+        let roster = request.roster(now, expires_at)?;
+        let key = request
+            .key
+            .clone()
+            .unwrap_or_else(crate::pending_approval::new_key);
+        let run_agent = format!("{GATE_AGENT_PREFIX}{}", request.agent);
+        let record_agent = match request.listed_with {
+            ListedWith::Itself => run_agent.clone(),
+            ListedWith::ServedAgent => request.agent.clone(),
+        };
+        let input = json!({"action": request.action});
         let run = RunRecord {
             id: key.clone(),
-            agent_id: agent_id.clone(),
+            agent_id: run_agent.clone(),
             spec_hash: GATE_SPEC_HASH.into(),
             status: RunStatus::Running,
             input: input.clone(),
-            trigger: trigger.clone(),
+            trigger: request.trigger.clone(),
             outputs: Map::new(),
             error: None,
             created_at: now,
@@ -229,7 +346,7 @@ impl Gate {
             1,
             now,
             EventKind::RunStarted {
-                agent: agent_id.clone(),
+                agent: run_agent,
                 spec_hash: GATE_SPEC_HASH.into(),
                 input: input.clone(),
             },
@@ -237,23 +354,23 @@ impl Gate {
         let record = ApprovalRecord {
             key: key.clone(),
             run_id: key.clone(),
-            agent_id,
+            agent_id: record_agent,
             spec_hash: GATE_SPEC_HASH.into(),
             step_index: 0,
-            step_id: action.into(),
+            step_id: request.action,
             phase: Phase::Before,
-            message: message.map(str::to_string),
-            payload,
+            message: request.message,
+            payload: request.payload,
             outputs: Map::new(),
             input,
-            trigger,
+            trigger: request.trigger,
             status: ApprovalStatus::Pending,
             decision_data: None,
             decided_by: None,
             decided_at: None,
             created_at: now,
-            expires_at: crate::time::add(now, ttl),
-            roster: None,
+            expires_at,
+            roster,
         };
         let awaiting = event(&key, 2, now, EventKind::awaiting(&record));
         // One atomic write, as a workflow run stored at its first gate: a
@@ -263,12 +380,31 @@ impl Gate {
             record,
             at: now,
             owner: None,
-            routes: self.routes.clone(),
+            routes: request.routes.unwrap_or_else(|| self.routes.clone()),
         };
-        self.store
+        let stored = self
+            .store
             .create_run_at(&run, FirstWrite::Pause(&pause), &[started, awaiting])
-            .await?;
-        Ok(key)
+            .await;
+        match stored {
+            Ok(()) => Ok(Opened {
+                record: pause.record,
+                created: true,
+            }),
+            // The derived key is taken: by the same request made before
+            // (a retry, or one of several made at once), whose record
+            // answers.
+            Err(StoreError::Conflict(detail)) if request.key.is_some() => {
+                match self.store.get_approval(&key).await? {
+                    Some(record) => Ok(Opened {
+                        record,
+                        created: false,
+                    }),
+                    None => Err(GateError::Store(StoreError::Conflict(detail))),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Resolves when the request is decided on any node, or expires.

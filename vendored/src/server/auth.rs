@@ -1,6 +1,10 @@
 //! Bearer-token auth: `TOLLGATE_API_TOKENS=name:token,name2:token2`.
 //!
-//! The token's name is who decides (`decided_by`). Tokens are kept only as
+//! The token's name is who decides (`decided_by`). A name may carry a
+//! scope, `name/requester:token` (DESIGN §14): such a token may ask for
+//! approvals (`/gates`, `/mcp`) and follow its own requests, but not
+//! decide, list or operate anything, nor sign in to the inbox. A token
+//! without a scope (or `/full`) may do everything. Tokens are kept only as
 //! SHA-256 digests and compared digest to digest without an early exit, so
 //! neither the comparison time nor a memory dump gives a token away. Error
 //! messages name entries by position, never by their token.
@@ -31,6 +35,20 @@ pub struct ApiTokens {
 struct TokenEntry {
     name: String,
     digest: [u8; 32],
+    scope: Scope,
+}
+
+crate::named_enum! {
+    /// What a token may do.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum Scope {
+        /// Everything: decide, list, operate, and request.
+        #[default]
+        Full = "full",
+        /// Ask for approvals (`/gates`, `/mcp`) and follow its own
+        /// requests; never decide.
+        Requester = "requester",
+    }
 }
 
 impl std::fmt::Debug for ApiTokens {
@@ -98,7 +116,17 @@ impl ApiTokens {
             let Some((name, token)) = raw.split_once(':') else {
                 return Err(fail("has no ':' between the name and the token"));
             };
-            let name = name.trim();
+            let (name, scope) = match name.trim().split_once('/') {
+                None => (name.trim(), Scope::Full),
+                Some((name, scope)) => match Scope::parse(scope) {
+                    Some(scope) => (name, scope),
+                    None => {
+                        return Err(fail(&format!(
+                            "has an unknown scope {scope:?} after '/' (use full or requester)"
+                        )));
+                    }
+                },
+            };
             if name.is_empty() {
                 return Err(fail("has an empty name"));
             }
@@ -139,6 +167,7 @@ impl ApiTokens {
             entries.push(TokenEntry {
                 name: name.to_string(),
                 digest,
+                scope,
             });
         }
         Ok(ApiTokens { entries })
@@ -155,23 +184,43 @@ impl ApiTokens {
     /// The name of the token presented, if it matches one. Every entry is
     /// compared, whatever matched before.
     pub fn identify(&self, presented: &str) -> Option<&str> {
+        self.entry_of(presented).map(|entry| entry.name.as_str())
+    }
+
+    /// The name and scope of the token presented, if it matches one.
+    pub fn identify_scoped(&self, presented: &str) -> Option<(&str, Scope)> {
+        self.entry_of(presented)
+            .map(|entry| (entry.name.as_str(), entry.scope))
+    }
+
+    fn entry_of(&self, presented: &str) -> Option<&TokenEntry> {
         let presented = digest(presented);
         let mut found = None;
         for entry in &self.entries {
             if digests_equal(&presented, &entry.digest) && found.is_none() {
-                found = Some(entry.name.as_str());
+                found = Some(entry);
             }
         }
         found
     }
 
-    /// The SHA-256 digest of the token named `name`: a browser session
-    /// (server/ui/session.rs) is signed over it, so that removing or
-    /// rotating the token ends the sessions it opened.
-    pub(crate) fn digest_of(&self, name: &str) -> Option<[u8; 32]> {
+    /// The scope of the token named `name` (`full` when there are no
+    /// tokens: the loopback-only `local` caller may do everything).
+    pub fn scope_of(&self, name: &str) -> Scope {
         self.entries
             .iter()
             .find(|entry| entry.name == name)
+            .map_or(Scope::Full, |entry| entry.scope)
+    }
+
+    /// The SHA-256 digest of the full-scope token named `name`: a browser
+    /// session (server/ui/session.rs) is signed over it, so that removing
+    /// or rotating the token, or narrowing it to `requester`, ends the
+    /// sessions it opened.
+    pub(crate) fn digest_of(&self, name: &str) -> Option<[u8; 32]> {
+        self.entries
+            .iter()
+            .find(|entry| entry.name == name && entry.scope == Scope::Full)
             .map(|entry| entry.digest)
     }
 
@@ -183,8 +232,13 @@ impl ApiTokens {
 
     /// Who is calling: the token's name, or `local` when there are no tokens.
     pub fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        self.scoped_caller(headers).map(|(caller, _)| caller)
+    }
+
+    /// [`ApiTokens::caller`] with the token's scope.
+    pub fn scoped_caller(&self, headers: &HeaderMap) -> Result<(Caller, Scope), ApiError> {
         if self.is_empty() {
-            return Ok(Caller(LOCAL_CALLER.to_string()));
+            return Ok((Caller(LOCAL_CALLER.to_string()), Scope::Full));
         }
         let value = headers
             .get(header::AUTHORIZATION)
@@ -194,8 +248,8 @@ impl ApiTokens {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(ApiError::Unauthorized);
         }
-        self.identify(token.trim())
-            .map(|name| Caller(name.to_string()))
+        self.identify_scoped(token.trim())
+            .map(|(name, scope)| (Caller(name.to_string()), scope))
             .ok_or(ApiError::Unauthorized)
     }
 }
@@ -215,20 +269,42 @@ fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
     bool::from(a.ct_eq(b))
 }
 
-/// Middleware for every API route but /healthz and the webhook: resolve the
-/// caller or answer 401.
+/// Middleware for every API route but /healthz, the webhook and the gate
+/// requests': resolve the caller or answer 401; a requester token is
+/// refused (403 `insufficient_scope`): it may not decide, list or operate.
 pub(crate) async fn require_caller(
     State(state): State<AppState>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
-    match state.tokens.caller(request.headers()) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
+    admit(&state, request, next, Scope::Full).await
+}
+
+/// Middleware for `/gates` and `/mcp`: any token may ask for approvals.
+/// The caller's scope goes with it, for what each route lets it see.
+pub(crate) async fn require_requester(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    admit(&state, request, next, Scope::Requester).await
+}
+
+async fn admit(state: &AppState, mut request: Request, next: Next, least: Scope) -> Response {
+    let (caller, scope) = match state.tokens.scoped_caller(request.headers()) {
+        Ok(found) => found,
+        Err(e) => return e.into_response(),
+    };
+    if least == Scope::Full && scope != Scope::Full {
+        return ApiError::InsufficientScope {
+            name: caller.0,
+            scope: scope.as_str(),
         }
-        Err(e) => e.into_response(),
+        .into_response();
     }
+    request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(scope);
+    next.run(request).await
 }
 
 #[cfg(test)]
@@ -283,6 +359,37 @@ mod tests {
             assert!(said.contains(problem), "{text}: {said}");
             let message = err.to_string();
             assert!(!message.contains("samesecret"), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_scope_after_the_name_limits_the_token() {
+        let tokens = ApiTokens::parse("alice:s3cret,bot/requester:b0t:x,carol/full:c4rol").unwrap();
+        assert_eq!(
+            tokens.names().collect::<Vec<_>>(),
+            ["alice", "bot", "carol"]
+        );
+        assert_eq!(
+            tokens.identify_scoped("s3cret"),
+            Some(("alice", Scope::Full))
+        );
+        assert_eq!(
+            tokens.identify_scoped("b0t:x"),
+            Some(("bot", Scope::Requester))
+        );
+        assert_eq!(
+            tokens.identify_scoped("c4rol"),
+            Some(("carol", Scope::Full))
+        );
+        assert_eq!(tokens.scope_of("bot"), Scope::Requester);
+        assert_eq!(ApiTokens::none().scope_of("local"), Scope::Full);
+        for (text, problem) in [
+            ("bot/admin:x", "unknown scope \"admin\""),
+            ("bot/:x", "unknown scope"),
+            ("/requester:x", "empty name"),
+        ] {
+            let err = ApiTokens::parse(text).unwrap_err().to_string();
+            assert!(err.contains(problem), "{text}: {err}");
         }
     }
 

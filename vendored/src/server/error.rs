@@ -70,6 +70,17 @@ pub enum ApiError {
     #[error("{0}")]
     Forbidden(String),
 
+    /// A token whose scope does not allow this route (a requester token
+    /// outside `/gates` and `/mcp`).
+    #[error(
+        "token {name:?} has scope {scope}: it may ask for approvals (/gates, /mcp) but not decide, list or operate"
+    )]
+    InsufficientScope { name: String, scope: &'static str },
+
+    /// An idempotency key used again with a different request.
+    #[error("{0}")]
+    IdempotencyConflict(String),
+
     /// The spec version a pause waits on cannot run in this process
     /// (`RunError::SpecUnavailable`); the approval stays PENDING.
     #[error("{0}")]
@@ -188,8 +199,11 @@ impl ApiError {
             | ApiError::NoticeNotRetriable(_)
             | ApiError::RunNotCancellable { .. }
             | ApiError::RunConflict(_)
+            | ApiError::IdempotencyConflict(_)
             | ApiError::SpecUnavailable(_) => StatusCode::CONFLICT,
-            ApiError::CancelForbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::CancelForbidden { .. } | ApiError::InsufficientScope { .. } => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BadHost(_) | ApiError::ForbiddenOrigin(_) | ApiError::Forbidden(_) => {
                 StatusCode::FORBIDDEN
@@ -219,6 +233,8 @@ impl ApiError {
             ApiError::RunConflict(_) => "run_conflict",
             ApiError::SpecUnavailable(_) => "spec_unavailable",
             ApiError::Forbidden(_) => "forbidden",
+            ApiError::InsufficientScope { .. } => "insufficient_scope",
+            ApiError::IdempotencyConflict(_) => "idempotency_conflict",
             ApiError::NotFound { .. } => "not_found",
             // Not `not_found`: that code means no route, and a client (and
             // the document's tests) tell the two apart, as `run_not_found`.

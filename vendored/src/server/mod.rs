@@ -31,6 +31,7 @@ pub(crate) mod batch;
 mod conn;
 mod error;
 mod extract;
+pub(crate) mod gates;
 mod logging;
 pub(crate) mod notices;
 pub mod openapi;
@@ -56,7 +57,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use auth::{ApiTokens, Caller, TOKENS_ENV, TokenConfigError};
+pub use auth::{ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError};
 pub use conn::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,
@@ -374,6 +375,34 @@ pub async fn mount(agent: AgentRun, config: ServerConfig) -> Result<Mounted, Ser
     mount_with_schedule(agent, config, schedule, None).await
 }
 
+/// How often a store without push is re-read for the gate requests
+/// someone waits on (`GET /gates/{key}?wait=`, MCP `wait_for_approval`):
+/// a waiter hears of a decision made by another process within this.
+/// Only keys being waited on are read, in one query.
+const GATE_POLL: Duration = Duration::from_millis(200);
+
+/// The gate API behind `/gates` and `/mcp`: requests stored as `agent`'s
+/// approvals, their notices sent where the spec's `approvals.notify`
+/// says. On a pushing store it shares `watcher`; otherwise it polls for
+/// the keys waited on every [`GATE_POLL`].
+pub(crate) fn gate_requests(
+    agent: &AgentRun,
+    watcher: Option<crate::watch::ApprovalWatcher>,
+) -> crate::gate::Gate {
+    let watcher = watcher.unwrap_or_else(|| {
+        crate::watch::ApprovalWatcher::start(
+            agent.store().clone(),
+            crate::watch::WatchOptions {
+                poll_interval: GATE_POLL,
+                ..crate::watch::WatchOptions::default()
+            },
+        )
+        .with_clock(agent.clock().clone())
+    });
+    crate::gate::Gate::with_watcher(agent.store().clone(), watcher)
+        .with_notify(agent.spec().approvals_notice_routes())
+}
+
 /// `bound`: the address the listener serving the router is bound to, when
 /// known (see `origin::Policy`).
 async fn mount_with_schedule(
@@ -385,6 +414,15 @@ async fn mount_with_schedule(
     let (stop_tx, stop_rx) = watch::channel(false);
     let background = Background::default();
     let slack = start_slack(&agent, config.links.as_ref(), &stop_rx)?;
+    // Only a pushing store adds anything: streams poll anyway.
+    let watcher = agent.store().change_feed().map(|_| {
+        crate::watch::ApprovalWatcher::start(
+            agent.store().clone(),
+            crate::watch::WatchOptions::default(),
+        )
+        .with_clock(agent.clock().clone())
+    });
+    let gates = gate_requests(&agent, watcher.clone());
     let state = AppState {
         agent: agent.clone(),
         tokens: Arc::new(config.tokens.clone()),
@@ -392,14 +430,8 @@ async fn mount_with_schedule(
         shutdown: stop_rx.clone(),
         slack,
         links: config.links.clone(),
-        // Only a pushing store adds anything: streams poll anyway.
-        watcher: agent.store().change_feed().map(|_| {
-            crate::watch::ApprovalWatcher::start(
-                agent.store().clone(),
-                crate::watch::WatchOptions::default(),
-            )
-            .with_clock(agent.clock().clone())
-        }),
+        watcher,
+        gates,
     };
     if let (Some(slack), Some(watcher)) = (&state.slack, &state.watcher) {
         // Votes other processes record (the CLI) reach Slack at once.

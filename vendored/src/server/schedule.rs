@@ -220,6 +220,7 @@ mod tests {
             let agent = AgentRun::new(spec.clone(), store.clone()).with_clock(clock.clone());
             events.push(agent.subscribe());
             let state = AppState {
+                gates: crate::server::gate_requests(&agent, None),
                 agent,
                 tokens: Arc::new(ApiTokens::none()),
                 background: Background::default(),

@@ -29,6 +29,10 @@ pub(crate) struct AppState {
     /// Set when the store pushes changes made by other processes
     /// (PostgreSQL NOTIFY): wakes event streams of runs decided elsewhere.
     pub watcher: Option<ApprovalWatcher>,
+    /// Stores and follows gate requests (`/gates`, `/mcp`): the served
+    /// agent's, with a watcher that answers waiters soon after a decision
+    /// made anywhere.
+    pub gates: crate::gate::Gate,
 }
 
 impl AppState {

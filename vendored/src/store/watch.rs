@@ -241,6 +241,42 @@ impl ApprovalWatcher {
     }
 }
 
+impl ApprovalWatcher {
+    /// Resolves with the record once it is no longer PENDING, or once its
+    /// time is up (then read as EXPIRED: [`crate::store::expired_as_of`]).
+    /// Unlike [`ApprovalWatcher::wait_for_decision`] it never writes,
+    /// not even the expiry: a reader's wait (`GET /gates/{key}?wait=`)
+    /// leaves the record as it is, for the sweeper. Drop the future to
+    /// stop waiting (wrap it in a timeout for a bounded wait).
+    pub async fn wait_until_settled(&self, key: &str) -> StoreResult<ApprovalRecord> {
+        let shared = &self.handle.shared;
+        let mut changes = shared.changes.subscribe();
+        let _registration = Registration::new(shared, key);
+        let mut retry = Backoff::new(MIN_RETRY_DELAY, MAX_RETRY_DELAY);
+        loop {
+            let record = match shared.store.get_approval(key).await {
+                Ok(Some(record)) => record,
+                Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
+                Err(e) if e.is_retryable() => {
+                    tracing::debug!(key, error = %e, "cannot read the approval; will retry");
+                    tokio::time::sleep(retry.next_wait()).await;
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
+            retry.reset();
+            let now = self.clock.now();
+            if record.status != ApprovalStatus::Pending || record.is_expired_at(now) {
+                return Ok(crate::store::expired_as_of(record, now));
+            }
+            tokio::select! {
+                _ = next_change_of(&mut changes, key) => {}
+                _ = self.clock.sleep_until(record.expires_at) => {}
+            }
+        }
+    }
+}
+
 /// Resolves when `key` changes, or when the stream lagged or closed (the
 /// caller re-reads either way).
 async fn next_change_of(changes: &mut broadcast::Receiver<ApprovalChange>, key: &str) {

@@ -6,6 +6,13 @@ use super::Spec;
 use crate::notices::{EmailRoute, NoticeRoutes, WebhookRoute};
 
 impl Spec {
+    /// The routes of the spec's `approvals.notify` alone: where the
+    /// notices of a gate request (`POST /gates`, MCP) go.
+    pub fn approvals_notice_routes(&self) -> NoticeRoutes {
+        // No step has this index, so no gate's own `notify:` applies.
+        self.notice_routes(usize::MAX)
+    }
+
     /// The routes of the gate at `step_index`: each key of the gate's
     /// `notify:` that is written replaces the spec's (`webhooks: []` and
     /// `email: false` turn that channel off for the gate), each left out

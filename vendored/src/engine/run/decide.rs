@@ -205,6 +205,12 @@ pub(crate) async fn decide_approval<D: Decider>(
         // to be worth a write.
         then: AfterClaim::Release,
     };
+    // A gate request belongs to no spec version: whoever decides it
+    // claims it as it is, never refused as `spec_changed`.
+    if record.is_gate_request() {
+        claim.spec_hash = record.spec_hash.clone();
+        claim.pinned = false;
+    }
     if channel == Channel::Timeout {
         return settle_by_timeout(decider, store, &record, claim).await;
     }
@@ -786,6 +792,11 @@ impl Decider for AgentRun {
     }
 
     fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
+        // A gate request's payload is whatever its caller asked with: any
+        // edit fits, and there is no spec to change.
+        if record.is_gate_request() {
+            return Ok(());
+        }
         // An approve or modify is checked against the spec the run resumes
         // on, which must be the one it paused under (its steps are what the
         // record's step index points into): refused here, before anything
@@ -810,6 +821,10 @@ impl Decider for AgentRun {
         // version's own handle, with its own form (or refused as
         // `spec_changed`); a reject, allowed under any spec, takes no
         // input either way.
+        // A gate request has no form.
+        if record.is_gate_request() {
+            return approver_input(&record.key, None, decision, given);
+        }
         let same_spec = record.spec_hash == self.spec.hash.as_str();
         if !same_spec && decision.requires_same_spec() {
             return Ok(given);
@@ -827,6 +842,11 @@ impl Decider for AgentRun {
         claim: &Claim,
     ) -> Result<(AfterClaim, Option<Box<PlannedFinish>>), RunError> {
         let decided = record.decided_by_claim(claim);
+        if decided.is_gate_request() {
+            let planned = gate_request_finish(decided, claim.now);
+            let then = AfterClaim::Finish(Box::new(planned.finish.clone()));
+            return Ok((then, Some(Box::new(planned))));
+        }
         if self.ends_without_io(&decided)
             && let Some(planned) = self.plan_finish(&decided).await?
         {
@@ -834,6 +854,26 @@ impl Decider for AgentRun {
             return Ok((then, Some(Box::new(planned))));
         }
         Ok((AfterClaim::Drive(self.new_lease()), None))
+    }
+}
+
+/// How a decision ends a gate request's run (`crate::gate::request_finish`),
+/// written by its claim: a served agent decides gate requests made through
+/// its server (`POST /gates`, MCP) as it decides its own pauses, and the
+/// request's run ends with the decision.
+fn gate_request_finish(decided: ApprovalRecord, at: DateTime<Utc>) -> PlannedFinish {
+    let finish = crate::gate::request_finish(&decided, at);
+    let outcome = RunOutcome {
+        run_id: finish.end.run_id.clone(),
+        status: finish.end.status,
+        outputs: finish.end.outputs.clone(),
+        error: None,
+        pending: None,
+    };
+    PlannedFinish {
+        decided,
+        finish,
+        outcome,
     }
 }
 

@@ -152,6 +152,11 @@ fn samples() -> Vec<ApiError> {
         ApiError::RunConflict(String::new()),
         ApiError::SpecUnavailable(String::new()),
         ApiError::Forbidden(String::new()),
+        ApiError::InsufficientScope {
+            name: String::new(),
+            scope: "",
+        },
+        ApiError::IdempotencyConflict(String::new()),
         ApiError::RunHasNoApproval(String::new()),
         ApiError::Replayed,
         ApiError::NotFound {
@@ -216,6 +221,8 @@ fn every_variant_is_listed(api: &ApiError) {
         | ApiError::RunConflict(_)
         | ApiError::SpecUnavailable(_)
         | ApiError::Forbidden(_)
+        | ApiError::InsufficientScope { .. }
+        | ApiError::IdempotencyConflict(_)
         | ApiError::RunHasNoApproval(_)
         | ApiError::Replayed
         | ApiError::NotFound { .. }

@@ -107,8 +107,10 @@ mod tests {
         .unwrap();
         let store: crate::SharedStore = Arc::new(crate::store::MemoryStore::new());
         let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let agent = crate::AgentRun::new(Arc::new(spec), store);
         let state = AppState {
-            agent: crate::AgentRun::new(Arc::new(spec), store),
+            gates: crate::server::gate_requests(&agent, None),
+            agent,
             tokens: Arc::new(crate::server::ApiTokens::none()),
             background: Default::default(),
             shutdown,

@@ -5,6 +5,7 @@ mod batch;
 // The approvals inbox (server/ui) streams a run's timeline with this
 // module's feed and runs the operators' actions of `runs`.
 pub(crate) mod events;
+mod gates;
 mod health;
 mod metrics;
 mod migrate;
@@ -65,6 +66,15 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
             state.clone(),
             auth::require_caller,
         ));
+    // Gate requests: any token may ask for approvals (a requester token
+    // only this), so they have their own auth layer.
+    let requests = Router::new()
+        .route("/gates", post(gates::create))
+        .route("/gates/{key}", get(gates::show).delete(gates::cancel))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_requester,
+        ));
     Router::new()
         .route("/healthz", get(health::check))
         .route("/readyz", get(health::ready))
@@ -72,6 +82,7 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
         // Signed by Slack, not bearer-authenticated.
         .route("/slack/actions", post(slack::actions))
         .merge(api)
+        .merge(requests)
         // The approvals inbox: HTML pages for people, with their own
         // sign-in (a session cookie) and CSRF checks; not part of the
         // JSON API's document (see openapi.rs).

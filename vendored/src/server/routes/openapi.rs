@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::Value;
 
-use super::{approvals, batch, migrate, notifications, runs};
+use super::{approvals, batch, gates, migrate, notifications, runs};
 use crate::engine::deploy_plan::DeployPlan;
 use crate::engine::run::MigrateReport;
 use crate::server::api::{
@@ -18,6 +18,7 @@ use crate::server::api::{
 };
 use crate::server::batch::BatchResults;
 use crate::server::extract::WaitParam;
+use crate::server::gates::{GateView, NewGate};
 use crate::server::notices::{NoticeView, NoticesPage, Retried};
 use crate::server::openapi::{Auth, Operation};
 use crate::server::state::AppState;
@@ -138,6 +139,22 @@ pub(crate) fn operations() -> Vec<Operation> {
             .tag("approvals")
             .body::<migrate::MigrateBody>()
             .json::<MigrateReport>(200, "Each selected approval's result."),
+        Operation::new("post", "/gates", "requestApproval", "Ask for an approval")
+            .describe("Asks for a person's approval on behalf of any agent (DESIGN §14): stored as a pending approval of this agent, listed, posted, linked and decided like any other (its `approvals.approvers`, or the request's own `policy`). Answers 201 with its `key` at once; follow it with `GET /gates/{key}?wait=30s`. A repeated `idempotency_key` from the same token answers 200 with the approval it first made; with a different request, 409 `idempotency_conflict`. A `requester` token may call this (and nothing that decides).")
+            .tag("gates")
+            .body::<NewGate>()
+            .json::<GateView>(201, "Stored: the request, pending.")
+            .json::<GateView>(200, "The approval an earlier request with this idempotency key made, as it stands."),
+        Operation::new("get", "/gates/{key}", "getApproval", "A gate request, or wait for its decision")
+            .describe("The request as it stands: `state` is `pending`, `decided` (`approved` says which way; `decision.payload` is what to act on, as approved or edited), `expired` or `cancelled`. With `?wait=30s` the answer comes once it is no longer pending, or when the wait (at most 60 s) is over, pending still: ask again. Waiting changes nothing; a waiter that disconnects leaves the request as it was. A `requester` token sees only its own requests (another's key is 404).")
+            .tag("gates")
+            .query::<gates::WaitParams>()
+            .json::<GateView>(200, "The request."),
+        Operation::new("delete", "/gates/{key}", "cancelApproval", "Cancel a gate request")
+            .describe("Cancels a pending request: CANCELLED, in one write, at most once. Cancelling one already cancelled answers with it; one decided is 409 `already_resolved`, one expired 410 `approval_expired`. The token that asked may cancel; another must be on `approvals.approvers` when it is set (403).")
+            .tag("gates")
+            .query::<gates::CancelParams>()
+            .json::<GateView>(200, "The request, now `cancelled`."),
         Operation::new("get", "/notifications", "listNotifications", "List notices")
             .describe("The outbox (DESIGN §14): every notice a change to an approval wrote (webhook, email, Slack), newest first, a page at a time; `status` (repeatable), `key` and `channel` narrow the list. Targets are shown as the spec wrote them (`${NAME}` references), never resolved.")
             .tag("notifications")

@@ -129,6 +129,18 @@ pub(crate) async fn submit(
         );
     };
     ui.sign_in.succeed(client);
+    // The inbox decides: a token that may only ask for approvals may not
+    // sign in (a right token, so no lockout count).
+    if state.tokens.scope_of(&name) != crate::server::Scope::Full {
+        tracing::info!(name = %name, "inbox sign-in refused: a requester token");
+        return render(
+            &ui,
+            &headers,
+            &next,
+            Some("That token may only ask for approvals; it cannot sign in to the inbox."),
+            StatusCode::FORBIDDEN,
+        );
+    }
     let value = session::issue(&ui.key, &name, &ApiTokens::digest_token(token), now);
     tracing::info!(name = %name, "signed in to the approvals inbox");
     let secure = session::is_tls(&headers, ui.public_https);

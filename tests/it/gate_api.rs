@@ -541,3 +541,135 @@ async fn recover_expired_at_startup_ends_overdue_requests_once() {
     let outcome = gate.wait(&key).await.expect("already expired");
     assert_eq!(outcome.status(), ApprovalStatus::Expired);
 }
+
+const DESK: &str = r#"version: 1
+agent: desk
+approvals:
+  approvers: [alice, ann, bo]
+  groups:
+    finance: [ann, bo]
+steps:
+  - id: check
+    approval: { message: "Check?" }
+"#;
+
+/// A gate request made through a server (`POST /gates`, MCP) is that
+/// agent's approval: its own workflow handle decides it, with its
+/// approvers, on any version of its spec, and the claim's write ends the
+/// request's run; a request's policy counts votes as a YAML gate's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_served_agent_decides_the_gate_requests_made_through_it() {
+    use tollgate_runtime::gate::{GateRequest, ListedWith};
+    use tollgate_runtime::policy::{GatePolicy, Groups, RuleSpec};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: SharedStore = Arc::new(
+        SqliteStore::open(&dir.path().join("state.db"), SqliteOptions::default()).expect("open"),
+    );
+    let gate = Gate::new(store.clone());
+    let served = |payload: serde_json::Value| {
+        let mut request = GateRequest::for_program("desk", "send_payout", payload, HOUR);
+        request.listed_with = ListedWith::ServedAgent;
+        request.requesters = vec!["bot".into()];
+        request
+    };
+    let opened = gate
+        .open(served(json!({"cents": 100})))
+        .await
+        .expect("open");
+    assert!(opened.created);
+    let key = opened.record.key.clone();
+    assert_eq!(opened.record.agent_id, "desk", "listed with the agent");
+    assert!(opened.record.is_gate_request());
+    let run = store.get_run(&key).await.expect("get").expect("run");
+    assert_eq!(run.agent_id, "gate:desk", "never a workflow run to drive");
+
+    // Another version of the spec than any: a request has none to change.
+    let edited = DESK.replace("Check?", "Check twice?");
+    let spec = Arc::new(Spec::parse(&edited, "desk.yaml").expect("spec"));
+    let agent = AgentRun::new(spec, store.clone());
+    let refused = agent
+        .claim(&key, Decision::Approve { reason: None }, "mallory")
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(RunError::Approval(ApprovalError::Forbidden { .. }))
+        ),
+        "not an approver: {refused:?}"
+    );
+    let decided = agent
+        .claim(
+            &key,
+            Decision::Modify {
+                payload: json!({"cents": 90}),
+                reason: Some("less".into()),
+            },
+            "alice",
+        )
+        .await
+        .expect("decided");
+    assert_eq!(decided.record.status, ApprovalStatus::Modified);
+    let outcome = agent.resume_claimed(decided).await.expect("answered");
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let run = store.get_run(&key).await.expect("get").expect("run");
+    assert_eq!(
+        run.status,
+        RunStatus::Completed,
+        "ended by the claim's write"
+    );
+    assert_eq!(
+        run.outputs["send_payout"],
+        json!({"approved": true, "decided_by": "alice", "reason": "less", "payload": {"cents": 90}})
+    );
+    let waited = gate.wait(&key).await.expect("wait");
+    assert_eq!(
+        waited.payload_as::<serde_json::Value>().unwrap(),
+        json!({"cents": 90})
+    );
+
+    // Two votes from finance; a rejection ends the run `rejected`.
+    let mut with_rules = served(json!({"cents": 5}));
+    let policy = GatePolicy {
+        rules: vec![RuleSpec {
+            group: "finance".into(),
+            min: 2,
+        }],
+        ..GatePolicy::plain()
+    };
+    let groups = Groups::from([("finance".to_string(), vec!["ann".into(), "bo".into()])]);
+    with_rules.policy = Some((policy, groups));
+    let key = gate.open(with_rules).await.expect("open").record.key;
+    let first = agent
+        .claim(&key, Decision::Approve { reason: None }, "ann")
+        .await
+        .expect("vote");
+    assert!(first.recorded_vote().is_some(), "one vote of two");
+    let record = store
+        .get_approval(&key)
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(record.status, ApprovalStatus::Pending);
+    let second = agent
+        .claim(&key, Decision::Approve { reason: None }, "bo")
+        .await
+        .expect("settled");
+    assert_eq!(second.record.status, ApprovalStatus::Approved);
+    let run = store.get_run(&key).await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Completed);
+
+    let key = gate.open(served(json!({}))).await.expect("open").record.key;
+    agent
+        .claim(
+            &key,
+            Decision::Reject {
+                reason: Some("no".into()),
+            },
+            "alice",
+        )
+        .await
+        .expect("rejected");
+    let run = store.get_run(&key).await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Rejected);
+}

@@ -320,7 +320,7 @@ async fn progress_of(
 fn listed_json(record: &ApprovalRecord, served: Option<&str>) -> Value {
     let mut value = json!(record);
     if let (Some(served), Some(fields)) = (served, value.as_object_mut()) {
-        fields.insert("spec_current".into(), (record.spec_hash == served).into());
+        fields.insert("spec_current".into(), record.is_current_for(served).into());
     }
     value
 }

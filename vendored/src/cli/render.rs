@@ -143,7 +143,7 @@ pub fn table(
         |r| {
             let message = one_line(r.message.as_deref().unwrap_or(""));
             let message = match served {
-                Some(served) if r.spec_hash != served => format!(
+                Some(served) if !r.is_current_for(served) => format!(
                     "[stale (spec {})] {message}",
                     crate::spec::SpecHash::short_of(&r.spec_hash)
                 ),

@@ -104,6 +104,13 @@ impl ApprovalRecord {
         self.spec_hash == GATE_SPEC_HASH
     }
 
+    /// Whether no spec change stands between this record and the spec
+    /// hashed `served`: it paused under that spec, or it is a gate request
+    /// (which belongs to no version, so is never stale).
+    pub fn is_current_for(&self, served: &str) -> bool {
+        self.spec_hash == served || self.is_gate_request()
+    }
+
     /// The payload the gate asks about now: a vote's edit on a gate that
     /// counts votes, else the payload it paused with.
     pub fn current_payload(&self) -> &Value {

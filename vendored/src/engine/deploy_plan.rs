@@ -380,7 +380,9 @@ where
     };
     loop {
         let page = store.list_pending(&query).await?;
-        found.extend(page.approvals);
+        // Gate requests belong to no spec version: a deploy does nothing
+        // to them, and no migration moves them.
+        found.extend(page.approvals.into_iter().filter(|a| !a.is_gate_request()));
         match page.next_cursor {
             Some(cursor) => query.cursor = Some(cursor),
             None => return Ok(found),

@@ -188,7 +188,7 @@ pub enum GateError {
     Store(StoreError),
 
     #[error(
-        "approval {key} belongs to workflow agent {agent:?}, not to a gate request; decide it through that agent's server or CLI"
+        "approval {key} belongs to agent {agent:?}, not to this program's gate requests; decide it through that agent's server or CLI"
     )]
     NotAGate { key: String, agent: String },
 

@@ -244,7 +244,7 @@ impl ApprovalView {
     /// this server serves.
     pub fn new(record: ApprovalRecord, served: &str) -> ApprovalView {
         ApprovalView {
-            spec_current: record.spec_hash == served,
+            spec_current: record.is_current_for(served),
             payload_digest: record.payload_digest(),
             record,
             link: None,

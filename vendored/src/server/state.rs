@@ -40,6 +40,18 @@ impl AppState {
         &self.agent.spec().agent
     }
 
+    /// Whether `run` is this server's: a run of its agent, or the run of a
+    /// gate request made through it (`gate:<agent>`, see `server/gates`),
+    /// which no driver picks up but whose events and end are shown.
+    pub fn owns_run(&self, run: &crate::run_state::RunRecord) -> bool {
+        let agent = self.agent_id();
+        run.agent_id == agent
+            || run
+                .agent_id
+                .strip_prefix(crate::gate::GATE_AGENT_PREFIX)
+                .is_some_and(|rest| rest == agent)
+    }
+
     /// The store's read model: what pages, views and metrics read.
     pub fn queries(&self) -> &dyn Queries {
         self.agent.store().queries()

@@ -12,7 +12,7 @@ pub(crate) async fn load_run(state: &AppState, run_id: &str) -> Result<RunRecord
         .queries()
         .get_run(run_id)
         .await?
-        .filter(|run| run.agent_id == state.agent_id())
+        .filter(|run| state.owns_run(run))
         .ok_or_else(|| ApiError::RunNotFound(run_id.to_string()))
 }
 

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use thiserror::Error;
 
 use super::{SpecVersions, StoreError};
+use crate::pending_approval::GATE_SPEC_HASH;
 
 /// The shortest hash prefix a listing accepts: 8 hex characters tell
 /// apart any versions one agent will have.
@@ -19,8 +20,8 @@ const FULL_HASH: usize = 64;
 pub enum SpecFilter {
     /// Records paused under exactly this hash.
     Is(String),
-    /// Records paused under any other hash: with the served hash, the
-    /// stale ones.
+    /// Records paused under any other version: with the served hash, the
+    /// stale ones. Gate requests belong to no version: never stale.
     IsNot(String),
     /// Records whose hash starts with these lowercase hex characters
     /// ([`MIN_HASH_PREFIX`] to 63 of them).
@@ -136,7 +137,7 @@ impl SpecFilter {
     pub fn matches(&self, hash: &str) -> bool {
         match self {
             SpecFilter::Is(h) => hash == h,
-            SpecFilter::IsNot(h) => hash != h,
+            SpecFilter::IsNot(h) => hash != h && hash != GATE_SPEC_HASH,
             SpecFilter::Prefix(p) => hash.starts_with(p.as_str()),
         }
     }
@@ -150,7 +151,9 @@ impl SpecFilter {
     pub(crate) fn sql(&self, param: &str) -> String {
         match self {
             SpecFilter::Is(_) => format!(" AND spec_hash = {param}"),
-            SpecFilter::IsNot(_) => format!(" AND spec_hash <> {param}"),
+            SpecFilter::IsNot(_) => {
+                format!(" AND spec_hash <> {param} AND spec_hash <> '{GATE_SPEC_HASH}'")
+            }
             SpecFilter::Prefix(_) => format!(" AND spec_hash LIKE {param}"),
         }
     }

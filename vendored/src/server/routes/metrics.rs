@@ -190,11 +190,14 @@ async fn read_gauges<Q: Queries + ?Sized>(
     })
 }
 
-/// The pending approvals of `by_spec` on a version other than `served`.
+/// The pending approvals of `by_spec` on a version other than `served`
+/// (gate requests belong to none: never stale).
 fn stale_count(by_spec: &BTreeMap<String, u64>, served: &str) -> u64 {
     by_spec
         .iter()
-        .filter(|(hash, _)| hash.as_str() != served)
+        .filter(|(hash, _)| {
+            hash.as_str() != served && hash.as_str() != crate::pending_approval::GATE_SPEC_HASH
+        })
         .map(|(_, n)| n)
         .sum()
 }

@@ -108,7 +108,7 @@ impl<'s> Staleness<'s> {
     /// `None` for a record of the served version.
     pub async fn of(&mut self, record: &ApprovalRecord) -> Option<Stale> {
         let served = self.state.agent.spec();
-        if record.spec_hash == served.hash.as_str() {
+        if record.is_current_for(served.hash.as_str()) {
             return None;
         }
         let short = SpecHash::short_of(&record.spec_hash).to_string();

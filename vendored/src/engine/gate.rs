@@ -29,10 +29,16 @@
 //! store's tables require one (the claim sets the run back to `running`, the
 //! sweep ends it `expired`), so each request gets a run of its own:
 //!
-//! - `run_id` = the request's key; the run's `agent_id` and the record's are
-//!   `gate:<agent>`. Spec agent ids cannot contain `:`, so a workflow server
-//!   or the CLI refuses such a key with `WrongAgent` (never resumes it), and
-//!   [`Gate::decide`] refuses keys of workflow gates (`NotAGate`).
+//! - `run_id` = the request's key; the run's `agent_id` is `gate:<agent>`,
+//!   and so is the record's for a program's own requests
+//!   ([`ListedWith::Itself`]). Spec agent ids cannot contain `:`, so a
+//!   workflow server or the CLI refuses such a key with `WrongAgent` (never
+//!   resumes it), and [`Gate::decide`] refuses keys of workflow gates
+//!   (`NotAGate`). A request made through a server (`POST /gates`, MCP) is
+//!   listed with the served agent instead ([`ListedWith::ServedAgent`]):
+//!   its record's `agent_id` is `<agent>`, so that server lists it and
+//!   decides it as one of its own (the run stays `gate:<agent>`: no
+//!   workflow driver ever picks it up).
 //! - `spec_hash` = [`GATE_SPEC_HASH`] (64 zeros: there is no spec),
 //!   `step_index` = 0, `step_id` = the action, phase `before`, `trigger` =
 //!   `{"kind": "gate"}`, `input` = `{"action": ...}`, `outputs` = `{}`.

@@ -74,6 +74,7 @@ pub fn document(spec: &Spec) -> Value {
         "tags": [
             { "name": "runs", "description": "Start, watch and steer runs." },
             { "name": "approvals", "description": "The approvals inbox: pending gates and their decisions." },
+            { "name": "gates", "description": "Approvals asked for by any agent (`/gates`; also as MCP tools at `/mcp`): request, wait for the decision, cancel." },
             { "name": "notifications", "description": "The outbox: notices of approvals sent by webhook, email and Slack, and their retries." },
             { "name": "specs", "description": "Spec versions: what deploying a spec does to the approvals and runs waiting on other versions." },
             { "name": "operations", "description": "Health, readiness, metrics and this document." },
@@ -88,7 +89,7 @@ pub fn document(spec: &Spec) -> Value {
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "One of the tokens in TOLLGATE_API_TOKENS; its name is recorded as `decided_by` and `cancelled_by`."
+                    "description": "One of the tokens in TOLLGATE_API_TOKENS; its name is recorded as `decided_by` and `cancelled_by`. A token configured as `name/requester:token` may call the `gates` routes (and `/mcp`) only: elsewhere 403 `insufficient_scope`."
                 }
             }
         }

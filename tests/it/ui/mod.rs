@@ -8,6 +8,7 @@ use crate::common::server::{Api, Served};
 
 pub(crate) mod client;
 mod decisions;
+mod gate_requests;
 mod headers;
 mod links;
 mod live;

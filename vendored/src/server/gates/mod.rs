@@ -52,7 +52,8 @@ request_type! {
         /// For the person deciding: what is asked, and why.
         pub message: String,
         /// What is to be approved, as JSON (an approver may edit it: the
-        /// decision says what to act on).
+        /// decision says what to act on). Not `null`.
+        #[serde(deserialize_with = "given_json")]
         pub payload: Value,
         /// How long it can be decided (`30m`, `4h`, `2d`); the served
         /// spec's `approvals.ttl` unless given.
@@ -156,6 +157,11 @@ impl<'a> Gates<'a> {
         }
         let requester = checked_name("requester", body.requester.as_deref())?;
         let idempotency_key = checked_name("idempotency_key", body.idempotency_key.as_deref())?;
+        if body.payload.is_null() {
+            return Err(ApiError::invalid(
+                "payload is null: send the JSON the approver decides on (usually an object)",
+            ));
+        }
         if body.message.trim().is_empty() {
             return Err(ApiError::invalid(
                 "message is empty: say what is asked, for the person deciding",
@@ -427,6 +433,13 @@ fn fingerprint(body: &NewGate) -> String {
     });
     let digest = Sha256::digest(asked.to_string().as_bytes());
     format!("sha256:{}", crate::hex::encode(&digest))
+}
+
+/// A JSON value that must be given: serde reads a missing `Value` field as
+/// `null` unless told otherwise, and a request that forgot its payload
+/// must be refused, not stored with none.
+fn given_json<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+    Value::deserialize(d)
 }
 
 /// A name-like field: not blank, at most [`MAX_NAME_LEN`] characters, no

@@ -286,6 +286,18 @@ mod tests {
             json!({ "decision": [] }),
             json!({}),
         ]);
+        agree::<crate::server::gates::NewGate>(&[
+            json!({ "message": "m", "payload": { "a": 1 } }),
+            json!({ "message": "m", "payload": null }),
+            json!({ "message": "m" }),
+            json!({ "payload": {} }),
+            json!({ "message": "m", "payload": 1, "ttl": "4h", "step": "s", "requester": "r", "idempotency_key": "k" }),
+            json!({ "message": "m", "payload": 1, "policy": { "rules": [{ "group": "g", "min": 2 }], "remind": ["50%"], "escalate": [{ "after": "1h", "add": ["g"] }] } }),
+            json!({ "message": "m", "payload": 1, "policy": { "rules": [{ "group": "g" }] } }),
+            json!({ "message": "m", "payload": 1, "policy": { "quorum": 2 } }),
+            json!({ "message": "m", "payload": 1, "ttl": 30 }),
+            json!({ "message": "m", "payload": 1, "extra": true }),
+        ]);
         agree::<approvals::RejectBody>(&[
             json!({}),
             json!({ "reason": "no" }),
@@ -307,6 +319,8 @@ mod tests {
             json!({ "limit": -1 }),
             json!({ "page": 2 }),
         ]);
+        agree::<gates::WaitParams>(&[json!({}), json!({ "wait": "30s" }), json!({ "w": 1 })]);
+        agree::<gates::CancelParams>(&[json!({}), json!({ "reason": "x" }), json!({ "why": "x" })]);
         agree::<approvals::ListParams>(&[
             json!({ "limit": 10 }),
             json!({ "status": "x" }),

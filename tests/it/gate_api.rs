@@ -672,4 +672,38 @@ async fn a_served_agent_decides_the_gate_requests_made_through_it() {
         .expect("rejected");
     let run = store.get_run(&key).await.expect("get").expect("run");
     assert_eq!(run.status, RunStatus::Rejected);
+
+    // `on_timeout: approve`: the served agent's sweep settles an overdue
+    // request, once, and the run completes.
+    let clock = manual_clock();
+    let timed_gate = Gate::new(store.clone()).with_clock(clock.clone());
+    let timed_agent = agent.clone().with_clock(clock.clone());
+    let mut timed = served(json!({"cents": 1}));
+    let policy = GatePolicy {
+        on_timeout: tollgate_runtime::policy::OnTimeout::Approve,
+        ..GatePolicy::plain()
+    };
+    timed.policy = Some((policy, Groups::new()));
+    let key = timed_gate.open(timed).await.expect("open").record.key;
+    assert!(
+        timed_agent
+            .settle_timeouts()
+            .await
+            .expect("sweep")
+            .is_empty()
+    );
+    clock.advance(2 * HOUR);
+    let settled = timed_agent.settle_timeouts().await.expect("sweep");
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].record.status, ApprovalStatus::Approved);
+    assert_eq!(settled[0].record.decided_by.as_deref(), Some("timeout"));
+    assert!(
+        timed_agent
+            .settle_timeouts()
+            .await
+            .expect("sweep")
+            .is_empty()
+    );
+    let run = store.get_run(&key).await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Completed);
 }

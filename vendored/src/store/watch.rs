@@ -197,20 +197,9 @@ impl ApprovalWatcher {
         // after that read is then either heard or caught up on.
         let mut changes = shared.changes.subscribe();
         let _registration = Registration::new(shared, key);
-        let mut retry = Backoff::new(MIN_RETRY_DELAY, MAX_RETRY_DELAY);
         let mut swept = false;
         loop {
-            let record = match shared.store.get_approval(key).await {
-                Ok(Some(record)) => record,
-                Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
-                Err(e) if e.is_retryable() => {
-                    tracing::debug!(key, error = %e, "cannot read the approval; will retry");
-                    tokio::time::sleep(retry.next_wait()).await;
-                    continue;
-                }
-                Err(other) => return Err(other),
-            };
-            retry.reset();
+            let record = shared.read_retrying(key).await?;
             if record.status != ApprovalStatus::Pending {
                 return Ok(record);
             }
@@ -252,19 +241,8 @@ impl ApprovalWatcher {
         let shared = &self.handle.shared;
         let mut changes = shared.changes.subscribe();
         let _registration = Registration::new(shared, key);
-        let mut retry = Backoff::new(MIN_RETRY_DELAY, MAX_RETRY_DELAY);
         loop {
-            let record = match shared.store.get_approval(key).await {
-                Ok(Some(record)) => record,
-                Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
-                Err(e) if e.is_retryable() => {
-                    tracing::debug!(key, error = %e, "cannot read the approval; will retry");
-                    tokio::time::sleep(retry.next_wait()).await;
-                    continue;
-                }
-                Err(other) => return Err(other),
-            };
-            retry.reset();
+            let record = shared.read_retrying(key).await?;
             let now = self.clock.now();
             if record.status != ApprovalStatus::Pending || record.is_expired_at(now) {
                 return Ok(crate::store::expired_as_of(record, now));
@@ -326,6 +304,24 @@ impl Shared {
     fn waited(&self) -> MutexGuard<'_, HashMap<String, usize>> {
         // Plain data, consistent after every statement: keep serving.
         self.waited.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The record of `key`, read again after errors that may pass (busy,
+    /// no connection) with jittered backoff; an unknown key is
+    /// `approval_not_found`, any other error is returned.
+    async fn read_retrying(&self, key: &str) -> StoreResult<ApprovalRecord> {
+        let mut retry = Backoff::new(MIN_RETRY_DELAY, MAX_RETRY_DELAY);
+        loop {
+            match self.store.get_approval(key).await {
+                Ok(Some(record)) => return Ok(record),
+                Ok(None) => return Err(ApprovalError::NotFound { key: key.into() }.into()),
+                Err(e) if e.is_retryable() => {
+                    tracing::debug!(key, error = %e, "cannot read the approval; will retry");
+                    tokio::time::sleep(retry.next_wait()).await;
+                }
+                Err(other) => return Err(other),
+            }
+        }
     }
 
     fn publish(&self, change: ApprovalChange) {

@@ -103,3 +103,35 @@ async fn a_request_made_before_a_sigkill_is_waited_on_and_decided_after_it() {
         json!({"order": 10, "carrier": "post"})
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_graceful_shutdown_answers_its_waiters_with_the_request_as_it_stands() {
+    let ws = Workspace::new(SPEC);
+    let mut served = start(&ws);
+    let bot = requester();
+    let key = key_of(
+        &create(
+            &served,
+            &bot,
+            json!({"message": "Ship order 11?", "payload": {"order": 11}}),
+        )
+        .await,
+    );
+    let waiting = waiter(&served, &bot, &key, "30s");
+    let_it_wait().await;
+    // SIGTERM: the server stops waiting and answers before it exits, so a
+    // client is not left with a cut connection.
+    let code = tokio::task::block_in_place(|| served.terminate());
+    assert_eq!(code, Some(0), "{}", served.logs());
+    let (status, view, _) = waiting.await.expect("the waiter");
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["state"], "pending", "{view}");
+
+    let served = start(&ws);
+    let (status, view) = gate(&served, &bot, &key, None).await;
+    assert_eq!(
+        (status, view["state"].as_str()),
+        (200, Some("pending")),
+        "{view}"
+    );
+}

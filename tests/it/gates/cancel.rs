@@ -97,3 +97,60 @@ async fn a_decided_request_cannot_be_cancelled() {
     assert_eq!(view["status"], "REJECTED", "{view}");
     assert_eq!(view["decision"]["reason"], "tests are red");
 }
+
+/// Rounds of the race: each a fresh request cancelled and approved at once.
+const ROUNDS: usize = 6;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_and_an_approval_at_once_one_wins_and_the_run_ends_its_way() {
+    let ws = Workspace::new(SPEC);
+    let served = std::sync::Arc::new(serve(&ws));
+    for round in 0..ROUNDS {
+        let key = key_of(
+            &create(
+                &served,
+                &requester(),
+                json!({"message": format!("Race {round}?"), "payload": {"round": round}}),
+            )
+            .await,
+        );
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+        let cancelling = {
+            let (served, key, start) = (served.clone(), key.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                cancel_gate(&served, &requester(), &key, None).await
+            })
+        };
+        let approving = {
+            let (served, key, start) = (served.clone(), key.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                full()
+                    .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
+                    .await
+            })
+        };
+        let (cancel_status, cancelled) = cancelling.await.expect("cancel");
+        let (approve_status, approved) = approving.await.expect("approve");
+        let (winner, loser) = match (cancel_status, approve_status) {
+            (200, 409) => ("CANCELLED", approved),
+            (409, 200) => ("APPROVED", cancelled),
+            other => panic!("not one winner: {other:?}\n{cancelled}\n{approved}"),
+        };
+        assert_eq!(error_of(&loser).0, "already_resolved", "{loser}");
+        let (_, view) = gate(&served, &requester(), &key, None).await;
+        assert_eq!(view["status"], winner, "{view}");
+        let ended = if winner == "CANCELLED" {
+            "cancelled"
+        } else {
+            "completed"
+        };
+        let store = crate::common::open_store(&ws.state_db());
+        assert_eq!(
+            super::run_status(&store, &key).await,
+            ended,
+            "the run ends as its request did"
+        );
+    }
+}

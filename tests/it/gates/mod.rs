@@ -205,3 +205,20 @@ pub(crate) fn error_of(body: &Value) -> (&str, &str) {
         body["error"]["message"].as_str().unwrap_or(""),
     )
 }
+
+/// The status of the run behind gate request `key`, read from the store:
+/// such a run is the gate API's own (agent `gate:...`), so `GET /runs`
+/// does not serve it.
+pub(crate) async fn run_status(store: &tollgate_runtime::SharedStore, key: &str) -> String {
+    let record = store
+        .get_approval(key)
+        .await
+        .expect("read the approval")
+        .expect("the approval");
+    let run = store
+        .get_run(&record.run_id)
+        .await
+        .expect("read the run")
+        .expect("the run");
+    run.status.as_str().to_string()
+}

@@ -8,7 +8,7 @@ use super::{
     SPEC, TOKENS, cancel_gate, create, error_of, full, gate, key_of, other_requester, requester,
 };
 use crate::common::Workspace;
-use crate::common::server::Served;
+use crate::common::server::{Api, Served};
 use crate::ui::client::Client;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -91,6 +91,20 @@ async fn a_requester_token_cannot_decide_list_or_sign_in() {
     let (status, answer) = cancel_gate(&served, &stranger, &key, None).await;
     assert_eq!(status, 404, "{answer}");
     assert_eq!(error_of(&answer).0, "approval_not_found");
+
+    // No token, or an unknown one: not even asking.
+    for api in [Api::new(), Api::with_token("tok-nobody")] {
+        let (status, answer) = api
+            .post(
+                &served.url("/gates"),
+                json!({"message": "Go?", "payload": {}}),
+            )
+            .await;
+        assert_eq!(status, 401, "{answer}");
+        assert_eq!(error_of(&answer).0, "unauthorized");
+        let (status, _) = gate(&served, &api, &key, None).await;
+        assert_eq!(status, 401);
+    }
 
     // Still pending after all that; carol decides it.
     let (status, view) = gate(&served, &bot, &key, None).await;

@@ -8,10 +8,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{SPEC, TOKENS, create, decide_by_cli, key_of, let_it_wait, requester, waiter};
-use crate::common::Workspace;
+use super::{
+    SPEC, TOKENS, create, decide_by_cli, key_of, let_it_wait, requester, run_status, waiter,
+};
 use crate::common::postgres;
 use crate::common::server::Served;
+use crate::common::{Workspace, open_store};
+use tollgate_runtime::SharedStore;
 
 /// The issue's bound: a waiter sees a decision within a second of it.
 const WITHIN: Duration = Duration::from_secs(1);
@@ -23,8 +26,8 @@ async fn two_servers_on_one_sqlite_file_and_the_cli_deciding() {
     let env = [("TOLLGATE_API_TOKENS", TOKENS)];
     let a = Served::start(&ws.spec, &state, &env, &[]);
     let b = Served::start(&ws.spec, &state, &env, &[]);
-    let store = ["--state", state.to_str().expect("utf-8")];
-    decided_across_processes(&ws, &a, &b, &store).await;
+    let location = ["--state", state.to_str().expect("utf-8")];
+    decided_across_processes(&ws, &a, &b, &location, &open_store(&state)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -34,13 +37,20 @@ async fn two_servers_on_one_postgresql_database_and_the_cli_deciding() {
     let env = [("TOLLGATE_API_TOKENS", TOKENS)];
     let a = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
     let b = Served::start_on_database(&ws.spec, &db.url, &env, &[]);
-    let store = ["--database-url", db.url.as_str()];
-    decided_across_processes(&ws, &a, &b, &store).await;
+    let location = ["--database-url", db.url.as_str()];
+    let store = tollgate_runtime::store::open(&db.url, Default::default()).expect("store");
+    decided_across_processes(&ws, &a, &b, &location, &store).await;
 }
 
 /// One request approved with an edit, one rejected, each decided by the
 /// CLI while a waiter on `b` waits for the request `a` stored.
-async fn decided_across_processes(ws: &Workspace, a: &Served, b: &Served, store: &[&str]) {
+async fn decided_across_processes(
+    ws: &Workspace,
+    a: &Served,
+    b: &Served,
+    location: &[&str],
+    store: &SharedStore,
+) {
     let bot = requester();
 
     // Approved with an edited payload: the waiter acts on the edit.
@@ -66,7 +76,7 @@ async fn decided_across_processes(ws: &Workspace, a: &Served, b: &Served, store:
         ws,
         "approve",
         &key,
-        store,
+        location,
         &[
             "--payload",
             r#"{"amount": 100, "to": "ACME"}"#,
@@ -99,6 +109,11 @@ async fn decided_across_processes(ws: &Workspace, a: &Served, b: &Served, store:
         "as asked"
     );
     assert_eq!(view["step"], "send_payout");
+    assert_eq!(
+        run_status(store, &key).await,
+        "completed",
+        "the decision ended its run"
+    );
 
     // Rejected: nothing to act on.
     let asked = create(
@@ -110,7 +125,8 @@ async fn decided_across_processes(ws: &Workspace, a: &Served, b: &Served, store:
     let key = key_of(&asked);
     let waiting = waiter(b, &bot, &key, "30s");
     let_it_wait().await;
-    let decided_at = decide_by_cli(ws, "reject", &key, store, &["--reason", "not this week"]).await;
+    let decided_at =
+        decide_by_cli(ws, "reject", &key, location, &["--reason", "not this week"]).await;
     let (status, view, heard_at) = waiting.await.expect("the waiter");
     assert_eq!(status, 200, "{view}");
     let lag = heard_at.saturating_duration_since(decided_at);
@@ -123,6 +139,8 @@ async fn decided_across_processes(ws: &Workspace, a: &Served, b: &Served, store:
     assert_eq!(view["decision"]["by"], "dana");
     assert_eq!(view["decision"]["reason"], "not this week");
     assert_eq!(view["decision"]["payload"], serde_json::Value::Null);
+
+    assert_eq!(run_status(store, &key).await, "rejected");
 
     // Server A, which stored it, reads the same decision.
     let (status, again) = super::gate(a, &bot, &key, None).await;

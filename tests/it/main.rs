@@ -14,6 +14,7 @@ mod cli;
 mod deploys;
 mod export;
 mod gate_api;
+mod gates;
 mod layers;
 mod notifications;
 mod runs;

@@ -4,4 +4,4 @@
 mod delivery;
 mod email;
 mod operate;
-mod webhook;
+pub(crate) mod webhook;

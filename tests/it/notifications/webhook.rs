@@ -18,13 +18,13 @@ use tollgate_runtime::notify::webhook::{WebhookSecret, WebhookSender};
 use tollgate_runtime::tools::template::CallSecrets;
 
 /// Standard Webhooks' own test secret (their libraries' test vector).
-pub(super) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// Part of every receiver URL: webhook URLs often carry a token, and no
 /// outcome may show it.
 const URL_TOKEN: &str = "url-token-value";
 
 /// One webhook_receiver.py process, ended when dropped.
-pub(super) struct Receiver {
+pub(crate) struct Receiver {
     child: Child,
     port: u16,
     log: PathBuf,
@@ -34,7 +34,7 @@ pub(super) struct Receiver {
 impl Receiver {
     /// A receiver verifying with [`SECRET`], started with `args`
     /// (`--mode`, `--fail-first`, ...).
-    pub(super) fn start(args: &[&str]) -> Receiver {
+    pub(crate) fn start(args: &[&str]) -> Receiver {
         let python = crate::common::openapi::python()
             .unwrap_or_else(|why| panic!("no Python with standardwebhooks: {why}"));
         let script = concat!(
@@ -74,12 +74,12 @@ impl Receiver {
         }
     }
 
-    pub(super) fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/hook?token={URL_TOKEN}", self.port)
     }
 
     /// Every request it received, in order.
-    pub(super) fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines()
             .map(|line| serde_json::from_str(line).expect("a JSON line"))

@@ -104,7 +104,6 @@ fn requested_notice(receiver: &Receiver, key: &str) -> Value {
 /// must offer Approve, the API say `spec_current`, the CLI list them
 /// without a stale mark.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "server: a gate request reads as stale (spec 000000000000) in GET /approvals (spec_current: false), the inbox (only Reject offered: on_spec_change refuse), `approvals list` and `tollgate plan` (refused, stranded): see the session-36 gatetests report"]
 async fn a_gate_request_is_never_stale_and_the_inbox_offers_approve() {
     let ws = Workspace::new(super::SPEC);
     let served = Served::start(

@@ -310,7 +310,8 @@ impl<'a> Gates<'a> {
                 Ok(GateView::of(expired_as_of(record, now)))
             }
             Err(StoreError::RunNotCancellable { .. }) => {
-                let record = self.find(key).await?;
+                // Overdue reads EXPIRED, swept or not.
+                let record = expired_as_of(self.find(key).await?, now);
                 match record.status {
                     ApprovalStatus::Cancelled => Ok(GateView::of(record)),
                     ApprovalStatus::Expired => Err(ApprovalError::Expired {

@@ -15,6 +15,7 @@ mod deploys;
 mod export;
 mod gate_api;
 mod layers;
+mod mcp;
 mod notifications;
 mod runs;
 mod secrets;

@@ -1,14 +1,15 @@
 //! The Python the tests hold tollgate to published implementations with:
 //! openapi-spec-validator (OpenAPI documents; Python's `jsonschema` comes
 //! with it), `standardwebhooks` (the Standard Webhooks verifier a webhook
-//! receiver uses) and `aiosmtpd` (a real SMTP server). From
+//! receiver uses), `aiosmtpd` (a real SMTP server) and `mcp` (the official
+//! MCP client, for the MCP server's tests and example). From
 //! `TOLLGATE_OPENAPI_PYTHON` when set, otherwise from a venv at
 //! `target/openapi-venv` that the first test needing it creates (python3
 //! with its venv module, and PyPI, once per checkout):
 //!
 //! ```sh
 //! python3 -m venv target/openapi-venv
-//! target/openapi-venv/bin/pip install openapi-spec-validator==0.9.0 standardwebhooks==1.1.0 aiosmtpd==1.4.6
+//! target/openapi-venv/bin/pip install openapi-spec-validator==0.9.0 standardwebhooks==1.1.0 aiosmtpd==1.4.6 mcp==2.3.0
 //! ```
 //!
 //! Without them a test fails (it never skips) and says why.
@@ -22,9 +23,12 @@ const PACKAGES: &[&str] = &[
     "openapi-spec-validator==0.9.0",
     "standardwebhooks==1.1.0",
     "aiosmtpd==1.4.6",
+    // The official MCP client (tests/it/mcp, examples/clients/mcp_agent.py);
+    // it brings its HTTP client, httpx2.
+    "mcp==2.3.0",
 ];
 /// The modules `PACKAGES` install, imported to check the venv is whole.
-const MODULES: &str = "import openapi_spec_validator, standardwebhooks, aiosmtpd";
+const MODULES: &str = "import openapi_spec_validator, standardwebhooks, aiosmtpd, mcp";
 
 /// Validate the OpenAPI 3.1 document in `file`; panics with the
 /// validator's report when it refuses it.
@@ -84,7 +88,7 @@ fn find_or_install() -> Result<PathBuf, String> {
         Command::new(venv.join("bin/pip"))
             .args(["install", "--quiet"])
             .args(PACKAGES),
-        "pip install openapi-spec-validator standardwebhooks aiosmtpd (needs PyPI)",
+        "pip install openapi-spec-validator standardwebhooks aiosmtpd mcp (needs PyPI)",
     )?;
     if has_packages(&python) {
         Ok(python)

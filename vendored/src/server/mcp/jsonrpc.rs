@@ -39,11 +39,6 @@ impl RpcError {
     pub(crate) fn invalid_params(message: impl Into<String>) -> RpcError {
         RpcError::new(INVALID_PARAMS, message)
     }
-
-    pub(crate) fn with_data(mut self, data: Value) -> RpcError {
-        self.data = Some(data);
-        self
-    }
 }
 
 /// What came in: one message, or a batch of them.
@@ -292,7 +287,10 @@ mod tests {
         assert_eq!(
             failure(
                 json!("x"),
-                RpcError::invalid_params("no").with_data(json!({"a": 1}))
+                RpcError {
+                    data: Some(json!({"a": 1})),
+                    ..RpcError::invalid_params("no")
+                }
             ),
             json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -32602, "message": "no", "data": {"a": 1}}})
         );

@@ -55,6 +55,7 @@ pub(crate) struct Context<'a> {
 pub(crate) async fn handle(context: &Context<'_>, message: Value) -> Option<Value> {
     match jsonrpc::classify(message) {
         Incoming::Request { id, method, params } => {
+            tracing::debug!(method, "MCP request");
             let answer = answer(context, &method, params).await;
             Some(match answer {
                 Ok(result) => jsonrpc::success(id, result),

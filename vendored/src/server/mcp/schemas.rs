@@ -63,9 +63,7 @@ fn inline(schema: Value, components: &Components, depth: usize) -> Value {
 /// The first way `value` breaks `schema`, said with where (`at`, such as
 /// `policy.rules[0].min`); `None` when it fits.
 pub(crate) fn first_problem(schema: &Value, value: &Value, at: &str) -> Option<String> {
-    let Some(schema) = schema.as_object() else {
-        return None;
-    };
+    let schema = schema.as_object()?;
     if let Some(kinds) = schema.get("type") {
         let kinds: Vec<&str> = match kinds {
             Value::String(kind) => vec![kind.as_str()],

@@ -66,16 +66,17 @@ async def main() -> int:
                 )
             )
 
-    decision = request["decision"] or {}
-    if request["approved"]:
-        # Act on the decision's payload, not on what was asked: the
-        # approver may have changed it.
-        refund = decision["payload"]
-        print(f"approved by {decision['by']}: refunding {json.dumps(refund, sort_keys=True)}")
-        return 0
-    print(f"not refunding: the request is {request['state']}"
-          + (f" ({decision['outcome']} by {decision['by']}: {decision['reason']})" if decision else ""))
-    return 1
+    decision = request["decision"]
+    if not request["approved"]:
+        # Rejected, expired or cancelled: do nothing.
+        why = f": {decision['outcome']} by {decision['by']} ({decision['reason']})" if decision else ""
+        print(f"not refunding, the request is {request['state']}{why}")
+        return 1
+    # Act on the decision's payload, not on what was asked: the approver
+    # may have changed it.
+    refund = decision["payload"]
+    print(f"approved by {decision['by']}: refunding {json.dumps(refund, sort_keys=True)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -116,6 +116,19 @@ mod tests {
     use crate::notices::{NoticeChannel, NoticeStatus};
 
     #[test]
+    fn an_exported_server_serves_mcp_on_stdio_as_a_named_requester() {
+        let parsed =
+            ExportedCli::try_parse_from(["server", "mcp", "--as", "desk-agent"]).expect("parses");
+        match parsed.command {
+            ExportedCommand::Mcp(args) => assert_eq!(args.requester, "desk-agent"),
+            other => panic!("{other:?}"),
+        }
+        let parsed = ExportedCli::try_parse_from(["server", "mcp"]).expect("parses");
+        assert!(matches!(parsed.command, ExportedCommand::Mcp(args) if args.requester == "mcp"));
+        assert!(ExportedCli::try_parse_from(["server", "mcp", "--as", "a b"]).is_err());
+    }
+
+    #[test]
     fn an_exported_server_lists_and_retries_notifications_as_tollgate_does() {
         let parsed = ExportedCli::try_parse_from([
             "server",

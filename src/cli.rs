@@ -64,6 +64,19 @@ pub enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// Serve the spec's gate requests as MCP tools on stdin and stdout
+    /// (request_approval, wait_for_approval, get_approval, cancel_approval),
+    /// for an MCP client that starts the server itself.
+    ///
+    /// One JSON-RPC message per line; logs go to stderr. Requests are made
+    /// as --as NAME with the requester scope: this process sees its own.
+    /// Over HTTP, `tollgate serve` answers MCP at /mcp.
+    Mcp {
+        /// The spec file (YAML).
+        spec: PathBuf,
+        #[command(flatten)]
+        args: tollgate_runtime::cli::mcp::McpArgs,
+    },
     /// Export the spec as a standalone, deployable Rust server crate.
     Export(tollgate::export::command::ExportArgs),
 }

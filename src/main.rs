@@ -33,6 +33,9 @@ async fn dispatch(command: Command) -> Result<i32, ExitFailure> {
         Command::Serve { spec, args } => {
             shared::serve::run(args, &SpecSource::File(spec), &custom).await
         }
+        Command::Mcp { spec, args } => {
+            shared::mcp::run(args, &SpecSource::File(spec), &custom).await
+        }
         Command::Export(args) => Ok(tollgate::export::command::run(args).await),
     }
 }

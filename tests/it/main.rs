@@ -16,6 +16,7 @@ mod export;
 mod gate_api;
 mod gates;
 mod layers;
+mod mcp;
 mod notifications;
 mod runs;
 mod secrets;

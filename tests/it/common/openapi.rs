@@ -1,15 +1,16 @@
 //! The Python the tests hold tollgate to published implementations with:
 //! openapi-spec-validator (OpenAPI documents; Python's `jsonschema` comes
 //! with it), `standardwebhooks` (the Standard Webhooks verifier a webhook
-//! receiver uses), `aiosmtpd` (a real SMTP server) and `httpx` (the HTTP
-//! client examples/clients/http_client.py is written with). From
+//! receiver uses), `aiosmtpd` (a real SMTP server), `httpx` (the HTTP
+//! client examples/clients/http_client.py is written with) and `mcp` (the
+//! official MCP client, for the MCP server's tests and example). From
 //! `TOLLGATE_OPENAPI_PYTHON` when set, otherwise from a venv at
 //! `target/openapi-venv` that the first test needing it creates (python3
 //! with its venv module, and PyPI, once per checkout):
 //!
 //! ```sh
 //! python3 -m venv target/openapi-venv
-//! target/openapi-venv/bin/pip install openapi-spec-validator==0.9.0 standardwebhooks==1.1.0 aiosmtpd==1.4.6 httpx==0.29.0
+//! target/openapi-venv/bin/pip install openapi-spec-validator==0.9.0 standardwebhooks==1.1.0 aiosmtpd==1.4.6 httpx==0.29.0 mcp==2.3.0
 //! ```
 //!
 //! Without them a test fails (it never skips) and says why.
@@ -24,9 +25,12 @@ const PACKAGES: &[&str] = &[
     "standardwebhooks==1.1.0",
     "aiosmtpd==1.4.6",
     "httpx==0.29.0",
+    // The official MCP client (tests/it/mcp, examples/clients/mcp_agent.py);
+    // it brings its own HTTP client, httpx2.
+    "mcp==2.3.0",
 ];
 /// The modules `PACKAGES` install, imported to check the venv is whole.
-const MODULES: &str = "import openapi_spec_validator, standardwebhooks, aiosmtpd, httpx";
+const MODULES: &str = "import openapi_spec_validator, standardwebhooks, aiosmtpd, httpx, mcp";
 
 /// Validate the OpenAPI 3.1 document in `file`; panics with the
 /// validator's report when it refuses it.
@@ -86,7 +90,7 @@ fn find_or_install() -> Result<PathBuf, String> {
         Command::new(venv.join("bin/pip"))
             .args(["install", "--quiet"])
             .args(PACKAGES),
-        "pip install openapi-spec-validator standardwebhooks aiosmtpd httpx (needs PyPI)",
+        "pip install openapi-spec-validator standardwebhooks aiosmtpd httpx mcp (needs PyPI)",
     )?;
     if has_packages(&python) {
         Ok(python)

@@ -55,6 +55,13 @@ enum ExportedCommand {
     /// Prints `listening on http://ADDR` on stdout once it accepts requests;
     /// logs go to stderr (RUST_LOG, default info).
     Serve(super::serve::ServeArgs),
+    /// Serve the built-in spec's gate requests as MCP tools on stdin and
+    /// stdout (request_approval, wait_for_approval, get_approval,
+    /// cancel_approval), for an MCP client that starts the server itself.
+    ///
+    /// One JSON-RPC message per line; logs go to stderr. Requests are made
+    /// as --as NAME with the requester scope: this process sees its own.
+    Mcp(super::mcp::McpArgs),
 }
 
 /// The `main` of an exported server: `custom` are its `rust:` tools, and
@@ -97,6 +104,7 @@ where
             ExportedCommand::Serve(args) => {
                 super::serve::run_with(args, &source, &custom, extend).await
             }
+            ExportedCommand::Mcp(args) => super::mcp::run(args, &source, &custom).await,
         }
     })
 }
@@ -106,6 +114,19 @@ mod tests {
     use super::*;
     use crate::cli::notifications::NotificationsCommand;
     use crate::notices::{NoticeChannel, NoticeStatus};
+
+    #[test]
+    fn an_exported_server_serves_mcp_on_stdio_as_a_named_requester() {
+        let parsed =
+            ExportedCli::try_parse_from(["server", "mcp", "--as", "desk-agent"]).expect("parses");
+        match parsed.command {
+            ExportedCommand::Mcp(args) => assert_eq!(args.requester, "desk-agent"),
+            other => panic!("{other:?}"),
+        }
+        let parsed = ExportedCli::try_parse_from(["server", "mcp"]).expect("parses");
+        assert!(matches!(parsed.command, ExportedCommand::Mcp(args) if args.requester == "mcp"));
+        assert!(ExportedCli::try_parse_from(["server", "mcp", "--as", "a b"]).is_err());
+    }
 
     #[test]
     fn an_exported_server_lists_and_retries_notifications_as_tollgate_does() {

@@ -197,10 +197,11 @@ impl WebhookTrigger {
 /// segment of every route of the router (server/routes and server/ui). A
 /// test in server/routes/openapi.rs holds this list to the router's
 /// routes, so neither can change without the other.
-pub const RESERVED_PATHS: [&str; 12] = [
+pub const RESERVED_PATHS: [&str; 13] = [
     "/runs",
     "/approvals",
     "/gates",
+    "/mcp",
     "/notifications",
     "/specs",
     "/healthz",

@@ -33,6 +33,7 @@ mod error;
 mod extract;
 pub(crate) mod gates;
 mod logging;
+pub(crate) mod mcp;
 pub(crate) mod notices;
 pub mod openapi;
 mod origin;
@@ -401,6 +402,31 @@ pub(crate) fn gate_requests(
     });
     crate::gate::Gate::with_watcher(agent.store().clone(), watcher)
         .with_notify(agent.spec().approvals_notice_routes())
+}
+
+/// What handlers share, for a process that answers gate requests without
+/// serving HTTP (`tollgate mcp` on stdio): no tokens, no Slack, no links,
+/// no sweeper or outbox worker (a serving process on the store delivers
+/// the notices this one writes with each request). `shutdown` ends the
+/// waits under way.
+pub(crate) fn standalone_state(agent: AgentRun, shutdown: watch::Receiver<bool>) -> AppState {
+    let watcher = agent.store().change_feed().map(|_| {
+        crate::watch::ApprovalWatcher::start(
+            agent.store().clone(),
+            crate::watch::WatchOptions::default(),
+        )
+        .with_clock(agent.clock().clone())
+    });
+    AppState {
+        gates: gate_requests(&agent, watcher.clone()),
+        agent,
+        tokens: Arc::new(ApiTokens::none()),
+        background: Background::default(),
+        shutdown,
+        slack: None,
+        links: None,
+        watcher,
+    }
 }
 
 /// `bound`: the address the listener serving the router is bound to, when

@@ -71,6 +71,9 @@ pub(crate) fn router(state: AppState, max_body_bytes: usize) -> Router {
     let requests = Router::new()
         .route("/gates", post(gates::create))
         .route("/gates/{key}", get(gates::show).delete(gates::cancel))
+        // MCP's Streamable HTTP transport, stateless: POST only (a GET
+        // stream or a DELETE of a session is 405; see server/mcp/http.rs).
+        .route("/mcp", post(super::mcp::post))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_requester,

@@ -155,6 +155,14 @@ pub(crate) fn operations() -> Vec<Operation> {
             .tag("gates")
             .query::<gates::CancelParams>()
             .json::<GateView>(200, "The request, now `cancelled`."),
+        Operation::new("post", "/mcp", "mcp", "MCP server (Streamable HTTP)")
+            .describe("The Model Context Protocol (protocol versions 2025-06-18 and 2025-03-26) over Streamable HTTP, stateless: a JSON-RPC 2.0 message (or a batch) per POST; a request is answered as `application/json`, a notification or response with 202 and no body. Tools: `request_approval` (the body of `POST /gates`), `wait_for_approval` (`key`, `timeout_seconds` up to 60), `get_approval` and `cancel_approval` (`key`, `reason`), each answering the request as `GET /gates/{key}` does, as `structuredContent` and as text; `tools/list` gives their input and output schemas. Arguments that do not fit are JSON-RPC error -32602 (nothing is stored); a refusal of the service (not found, already decided, `idempotency_conflict`) is a tool result with `isError: true` and the API's error body as text. No session id is issued and no stream opened (GET is 405). A `requester` token may call this. An unsupported `MCP-Protocol-Version` header is 400.")
+            .tag("gates")
+            .header("MCP-Protocol-Version", false, "The protocol version `initialize` settled on (2025-06-18 or 2025-03-26).")
+            .body::<Value>()
+            .json::<Value>(200, "The JSON-RPC response (an array for a batch).")
+            .empty(202, "A notification or a response: taken, nothing to answer.")
+            .json::<Value>(400, "Not JSON, not JSON-RPC, or an unsupported `MCP-Protocol-Version`: a JSON-RPC error with a null `id`."),
         Operation::new("get", "/notifications", "listNotifications", "List notices")
             .describe("The outbox (DESIGN §14): every notice a change to an approval wrote (webhook, email, Slack), newest first, a page at a time; `status` (repeatable), `key` and `channel` narrow the list. Targets are shown as the spec wrote them (`${NAME}` references), never resolved.")
             .tag("notifications")

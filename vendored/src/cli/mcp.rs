@@ -36,24 +36,15 @@ pub struct McpArgs {
         long,
         value_name = "FORMAT",
         env = env::LOG_FORMAT,
-        value_parser = log_format_arg,
+        value_parser = super::serve::log_format_arg,
         default_value = "text"
     )]
     pub log_format: LogFormat,
 }
 
-fn log_format_arg(text: &str) -> Result<LogFormat, String> {
-    LogFormat::parse(text).map_err(|e| e.to_string())
-}
-
 /// A name as a token's is written (`auth.rs`).
 fn requester_name(text: &str) -> Result<String, String> {
-    let ok = !text.is_empty()
-        && text.len() <= 64
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c));
-    if ok {
+    if text.len() <= 64 && server::is_token_name(text) {
         Ok(text.to_string())
     } else {
         Err(format!(

@@ -116,7 +116,8 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
-fn log_format_arg(text: &str) -> Result<LogFormat, String> {
+/// `--log-format` (also `tollgate mcp`'s).
+pub(crate) fn log_format_arg(text: &str) -> Result<LogFormat, String> {
     LogFormat::parse(text).map_err(|e| e.to_string())
 }
 

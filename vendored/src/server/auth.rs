@@ -130,10 +130,7 @@ impl ApiTokens {
             if name.is_empty() {
                 return Err(fail("has an empty name"));
             }
-            if !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
-            {
+            if !is_token_name(name) {
                 return Err(fail(
                     "has a name with characters other than letters, digits, '-', '_', '.', '@'",
                 ));
@@ -252,6 +249,16 @@ impl ApiTokens {
             .map(|(name, scope)| (Caller(name.to_string()), scope))
             .ok_or(ApiError::Unauthorized)
     }
+}
+
+/// Whether `name` is written as a token's name may be: letters, digits,
+/// '-', '_', '.' and '@' (so it reads the same in every log, header and
+/// list it appears in).
+pub fn is_token_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
 }
 
 /// The authenticated caller: the name that goes into `decided_by`.

@@ -58,7 +58,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use auth::{ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError};
+pub use auth::{ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError, is_token_name};
 pub use conn::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,

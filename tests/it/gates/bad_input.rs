@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{SPEC, create, error_of, gate, key_of, pending_keys, requester, serve};
+use super::{SPEC, ask, error_of, gate, pending_keys, requester, serve};
 use crate::common::Workspace;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -75,7 +75,7 @@ async fn each_bad_request_names_its_field_and_stores_nothing() {
     }
 
     // A bad wait on a request that exists.
-    let key = key_of(&create(&served, &bot, json!({"message": "Go?", "payload": {}})).await);
+    let key = ask(&served, &bot, json!({"message": "Go?", "payload": {}})).await;
     let (status, answer) = gate(&served, &bot, &key, Some("soon")).await;
     assert_eq!(status, 400, "{answer}");
     let (code, message) = error_of(&answer);

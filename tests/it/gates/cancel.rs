@@ -5,8 +5,8 @@
 use serde_json::json;
 
 use super::{
-    SPEC, cancel_gate, create, error_of, full, gate, key_of, let_it_wait, other_requester,
-    requester, serve, waiter,
+    SPEC, ask, cancel_gate, error_of, full, gate, let_it_wait, other_requester, requester, serve,
+    waiter,
 };
 use crate::common::{Workspace, assert_exit};
 
@@ -15,14 +15,12 @@ async fn the_requester_cancels_once_and_nothing_decides_it_after() {
     let ws = Workspace::new(SPEC);
     let served = serve(&ws);
     let bot = requester();
-    let key = key_of(
-        &create(
-            &served,
-            &bot,
-            json!({"message": "Scale the cluster to 40 nodes?", "payload": {"nodes": 40}}),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &bot,
+        json!({"message": "Scale the cluster to 40 nodes?", "payload": {"nodes": 40}}),
+    )
+    .await;
 
     // Another requester cannot cancel it.
     let (status, answer) = cancel_gate(&served, &other_requester(), &key, None).await;
@@ -73,14 +71,12 @@ async fn a_decided_request_cannot_be_cancelled() {
     let ws = Workspace::new(SPEC);
     let served = serve(&ws);
     let bot = requester();
-    let key = key_of(
-        &create(
-            &served,
-            &bot,
-            json!({"message": "Merge the release branch?", "payload": {"branch": "release"}}),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &bot,
+        json!({"message": "Merge the release branch?", "payload": {"branch": "release"}}),
+    )
+    .await;
     let (status, answer) = full()
         .post(
             &served.url(&format!("/approvals/{key}/reject")),
@@ -106,14 +102,12 @@ async fn a_cancel_and_an_approval_at_once_one_wins_and_the_run_ends_its_way() {
     let ws = Workspace::new(SPEC);
     let served = std::sync::Arc::new(serve(&ws));
     for round in 0..ROUNDS {
-        let key = key_of(
-            &create(
-                &served,
-                &requester(),
-                json!({"message": format!("Race {round}?"), "payload": {"round": round}}),
-            )
-            .await,
-        );
+        let key = ask(
+            &served,
+            &requester(),
+            json!({"message": format!("Race {round}?"), "payload": {"round": round}}),
+        )
+        .await;
         let start = std::sync::Arc::new(tokio::sync::Barrier::new(2));
         let cancelling = {
             let (served, key, start) = (served.clone(), key.clone(), start.clone());

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{SPEC, cancel_gate, create, error_of, full, gate, key_of, requester, serve};
+use super::{SPEC, ask, cancel_gate, error_of, full, gate, requester, serve};
 use crate::common::Workspace;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -14,14 +14,12 @@ async fn a_waiter_hears_expired_when_the_time_runs_out_and_no_one_decides_after(
     let ws = Workspace::new(SPEC);
     let served = serve(&ws);
     let bot = requester();
-    let key = key_of(
-        &create(
-            &served,
-            &bot,
-            json!({"message": "Retry the import?", "payload": {"job": 5}, "ttl": "1s"}),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &bot,
+        json!({"message": "Retry the import?", "payload": {"job": 5}, "ttl": "1s"}),
+    )
+    .await;
     let (status, view) = gate(&served, &bot, &key, Some("30s")).await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["state"], "expired", "{view}");
@@ -45,14 +43,12 @@ async fn cancelling_an_expired_request_is_refused_as_expired() {
     let ws = Workspace::new(SPEC);
     let served = serve(&ws);
     let bot = requester();
-    let key = key_of(
-        &create(
-            &served,
-            &bot,
-            json!({"message": "Retry the import?", "payload": {"job": 6}, "ttl": "1s"}),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &bot,
+        json!({"message": "Retry the import?", "payload": {"job": 6}, "ttl": "1s"}),
+    )
+    .await;
     let (_, view) = gate(&served, &bot, &key, Some("30s")).await;
     assert_eq!(view["state"], "expired", "{view}");
     let (status, answer) = cancel_gate(&served, &bot, &key, None).await;

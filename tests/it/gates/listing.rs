@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{TOKENS, create, full, key_of, requester};
+use super::{TOKENS, ask, create, full, key_of, requester};
 use crate::common::Workspace;
 use crate::common::server::Served;
 use crate::notifications::webhook::{Receiver, SECRET};
@@ -118,14 +118,12 @@ async fn a_gate_request_is_never_stale_and_the_inbox_offers_approve() {
         ],
         &[],
     );
-    let key = key_of(
-        &create(
-            &served,
-            &requester(),
-            json!({"message": "Refund 30 EUR?", "payload": {"amount": 30}}),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &requester(),
+        json!({"message": "Refund 30 EUR?", "payload": {"amount": 30}}),
+    )
+    .await;
     let (_, record) = full().get(&served.url(&format!("/approvals/{key}"))).await;
     assert_eq!(record["spec_current"], true, "{record}");
 

@@ -73,6 +73,11 @@ pub(crate) async fn create(served: &Served, api: &Api, body: Value) -> Value {
     view
 }
 
+/// `create`, answering the new request's key.
+pub(crate) async fn ask(served: &Served, api: &Api, body: Value) -> String {
+    key_of(&create(served, api, body).await)
+}
+
 /// The key of a gate view.
 pub(crate) fn key_of(view: &Value) -> String {
     view["key"].as_str().expect("a key").to_string()

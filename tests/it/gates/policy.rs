@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{create, error_of, gate, key_of, requester};
+use super::{ask, error_of, gate, requester};
 use crate::common::Workspace;
 use crate::common::server::{Api, Served};
 
@@ -89,26 +89,24 @@ async fn two_of_finance_settle_it_and_no_one_votes_on_their_own_request() {
     let bot = requester();
 
     // Asked by a bot: any two of finance.
-    let key = key_of(&create(&served, &bot, two_of_finance("Pay 900 EUR?", None)).await);
+    let key = ask(&served, &bot, two_of_finance("Pay 900 EUR?", None)).await;
     counted_and_still_pending(&served, &key, "ann").await;
     settles(&served, &key, "cy", &bot).await;
 
     // Asked by ann's own (full) token: ann cannot vote; bo and cy can.
     let ann = person("ann");
-    let key = key_of(&create(&served, &ann, two_of_finance("Pay 900 EUR again?", None)).await);
+    let key = ask(&served, &ann, two_of_finance("Pay 900 EUR again?", None)).await;
     barred(&served, &key, "ann").await;
     counted_and_still_pending(&served, &key, "bo").await;
     settles(&served, &key, "cy", &ann).await;
 
     // Asked by a bot on cy's behalf: cy cannot vote.
-    let key = key_of(
-        &create(
-            &served,
-            &bot,
-            two_of_finance("Pay cy's 900 EUR?", Some("cy")),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &bot,
+        two_of_finance("Pay cy's 900 EUR?", Some("cy")),
+    )
+    .await;
     barred(&served, &key, "cy").await;
     counted_and_still_pending(&served, &key, "ann").await;
     settles(&served, &key, "bo", &bot).await;

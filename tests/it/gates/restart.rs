@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::{
-    SPEC, TOKENS, create, decide_by_cli, full, gate, key_of, let_it_wait, requester, waiter,
+    SPEC, TOKENS, ask, create, decide_by_cli, full, gate, key_of, let_it_wait, requester, waiter,
 };
 use crate::common::Workspace;
 use crate::common::server::Served;
@@ -25,14 +25,12 @@ async fn a_waiter_reconnects_after_a_sigkill_and_gets_the_decision_made_meanwhil
     let ws = Workspace::new(SPEC);
     let mut served = start(&ws);
     let bot = requester();
-    let key = key_of(
-        &create(
-            &served,
-            &bot,
-            json!({"message": "Ship order 9?", "payload": {"order": 9}}),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &bot,
+        json!({"message": "Ship order 9?", "payload": {"order": 9}}),
+    )
+    .await;
     let waiting = waiter(&served, &bot, &key, "30s");
     let_it_wait().await;
     served.kill();
@@ -109,14 +107,12 @@ async fn a_graceful_shutdown_answers_its_waiters_with_the_request_as_it_stands()
     let ws = Workspace::new(SPEC);
     let mut served = start(&ws);
     let bot = requester();
-    let key = key_of(
-        &create(
-            &served,
-            &bot,
-            json!({"message": "Ship order 11?", "payload": {"order": 11}}),
-        )
-        .await,
-    );
+    let key = ask(
+        &served,
+        &bot,
+        json!({"message": "Ship order 11?", "payload": {"order": 11}}),
+    )
+    .await;
     let waiting = waiter(&served, &bot, &key, "30s");
     let_it_wait().await;
     // SIGTERM: the server stops waiting and answers before it exits, so a

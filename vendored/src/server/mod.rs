@@ -386,7 +386,7 @@ const GATE_POLL: Duration = Duration::from_millis(200);
 /// approvals, their notices sent where the spec's `approvals.notify`
 /// says. On a pushing store it shares `watcher`; otherwise it polls for
 /// the keys waited on every [`GATE_POLL`].
-pub(crate) fn gate_requests(
+fn gate_requests(
     agent: &AgentRun,
     watcher: Option<crate::watch::ApprovalWatcher>,
 ) -> crate::gate::Gate {
@@ -404,19 +404,25 @@ pub(crate) fn gate_requests(
         .with_notify(agent.spec().approvals_notice_routes())
 }
 
+/// A watcher on the store's push feed (PostgreSQL NOTIFY), when it has
+/// one. Only a pushing store adds anything: event streams poll anyway.
+fn push_watcher(agent: &AgentRun) -> Option<crate::watch::ApprovalWatcher> {
+    agent.store().change_feed().map(|_| {
+        crate::watch::ApprovalWatcher::start(
+            agent.store().clone(),
+            crate::watch::WatchOptions::default(),
+        )
+        .with_clock(agent.clock().clone())
+    })
+}
+
 /// What handlers share, for a process that answers gate requests without
 /// serving HTTP (`tollgate mcp` on stdio): no tokens, no Slack, no links,
 /// no sweeper or outbox worker (a serving process on the store delivers
 /// the notices this one writes with each request). `shutdown` ends the
 /// waits under way.
 pub(crate) fn standalone_state(agent: AgentRun, shutdown: watch::Receiver<bool>) -> AppState {
-    let watcher = agent.store().change_feed().map(|_| {
-        crate::watch::ApprovalWatcher::start(
-            agent.store().clone(),
-            crate::watch::WatchOptions::default(),
-        )
-        .with_clock(agent.clock().clone())
-    });
+    let watcher = push_watcher(&agent);
     AppState {
         gates: gate_requests(&agent, watcher.clone()),
         agent,
@@ -440,14 +446,7 @@ async fn mount_with_schedule(
     let (stop_tx, stop_rx) = watch::channel(false);
     let background = Background::default();
     let slack = start_slack(&agent, config.links.as_ref(), &stop_rx)?;
-    // Only a pushing store adds anything: streams poll anyway.
-    let watcher = agent.store().change_feed().map(|_| {
-        crate::watch::ApprovalWatcher::start(
-            agent.store().clone(),
-            crate::watch::WatchOptions::default(),
-        )
-        .with_clock(agent.clock().clone())
-    });
+    let watcher = push_watcher(&agent);
     let gates = gate_requests(&agent, watcher.clone());
     let state = AppState {
         agent: agent.clone(),

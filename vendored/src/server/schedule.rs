@@ -199,8 +199,6 @@ mod tests {
         use std::sync::Arc;
 
         use crate::run::AgentRun;
-        use crate::server::auth::ApiTokens;
-        use crate::server::tasks::Background;
         use crate::store::{MemoryStore, SharedStore};
         use crate::time::{ManualClock, parse_utc};
 
@@ -219,16 +217,7 @@ mod tests {
             // Two servers sharing a store and a clock.
             let agent = AgentRun::new(spec.clone(), store.clone()).with_clock(clock.clone());
             events.push(agent.subscribe());
-            let state = AppState {
-                gates: crate::server::gate_requests(&agent, None),
-                agent,
-                tokens: Arc::new(ApiTokens::none()),
-                background: Background::default(),
-                shutdown: shutdown.clone(),
-                slack: None,
-                links: None,
-                watcher: None,
-            };
+            let state = crate::server::standalone_state(agent, shutdown.clone());
             let entry = entries(&spec).unwrap().remove(0);
             let task = tokio::spawn(run(state.clone(), entry, shutdown.clone()));
             servers.push((state, task));

@@ -108,16 +108,7 @@ mod tests {
         let store: crate::SharedStore = Arc::new(crate::store::MemoryStore::new());
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let agent = crate::AgentRun::new(Arc::new(spec), store);
-        let state = AppState {
-            gates: crate::server::gate_requests(&agent, None),
-            agent,
-            tokens: Arc::new(crate::server::ApiTokens::none()),
-            background: Default::default(),
-            shutdown,
-            slack: None,
-            links: None,
-            watcher: None,
-        };
+        let state: AppState = crate::server::standalone_state(agent, shutdown);
         let (status, _) = ready(State(state.clone())).await;
         assert_eq!(status, StatusCode::OK);
         stop.send(true).unwrap();

@@ -91,15 +91,21 @@ pub async fn run_in_process(spec_text: &str, input: Value) -> RunOutcome {
 
 /// `tollgate run SPEC --persist --json --input INPUT` with extra environment.
 pub fn run_persisted(ws: &Workspace, input: &str, env: &[(&str, &str)]) -> Output {
+    run_persisted_on(ws, &[], input, env)
+}
+
+/// [`run_persisted`] with `store_args` naming its store
+/// (`--database-url URL`); none: the state file beside the spec.
+pub fn run_persisted_on(
+    ws: &Workspace,
+    store_args: &[&str],
+    input: &str,
+    env: &[(&str, &str)],
+) -> Output {
     let mut cmd = ws.tollgate();
-    cmd.args([
-        "run",
-        ws.spec_arg(),
-        "--persist",
-        "--json",
-        "--input",
-        input,
-    ]);
+    cmd.args(["run", ws.spec_arg(), "--persist", "--json"])
+        .args(store_args)
+        .args(["--input", input]);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -113,16 +113,15 @@ impl Workspace {
     /// `tollgate run SPEC --persist --json --input INPUT`: returns the key
     /// of the pause it printed.
     pub fn pause_run(&self, input: &str) -> String {
+        self.pause_run_of(self.spec_arg(), input)
+    }
+
+    /// [`Workspace::pause_run`] of another spec file `spec` (its default
+    /// state is the workspace's when it sits beside the workspace's spec).
+    pub fn pause_run_of(&self, spec: &str, input: &str) -> String {
         let out = self
             .tollgate()
-            .args([
-                "run",
-                self.spec_arg(),
-                "--persist",
-                "--json",
-                "--input",
-                input,
-            ])
+            .args(["run", spec, "--persist", "--json", "--input", input])
             .output()
             .expect("run tollgate");
         assert_success(&out);

@@ -9,12 +9,13 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use super::policies::{GATES, v1, v2};
+use super::policies::{GATES, hash_of, v1, v2};
 use crate::common::server::{self, Api, Served};
 use crate::common::stub_server::{Response, StubServer};
-use crate::common::{Workspace, open_store, stdout};
+use crate::common::{Workspace, assert_exit, assert_stderr_contains, open_store, stderr, stdout};
 use tollgate_runtime::EventKind;
 use tollgate_runtime::server::openapi::schema_errors;
+use tollgate_runtime::spec_version::SpecVersion;
 
 struct Paused {
     ws: Workspace,
@@ -42,15 +43,9 @@ fn paused() -> Paused {
     }
     let v2_path = ws.path().join("v2.yaml");
     std::fs::write(&v2_path, &v2_text).expect("write v2");
-    let hash = |text: &str| {
-        tollgate_runtime::Spec::parse(text, "agent.yaml")
-            .expect("spec")
-            .hash
-            .to_string()
-    };
     Paused {
-        v1_hash: hash(&v1_text),
-        v2_hash: hash(&v2_text),
+        v1_hash: hash_of(&v1_text),
+        v2_hash: hash_of(&v2_text),
         v2: v2_path.to_str().expect("utf-8").to_string(),
         ws,
         stub,
@@ -347,6 +342,16 @@ async fn over_http_the_served_spec_is_the_target() {
         (400, "invalid_request"),
         "{bad}"
     );
+    // A `from` that names no stored version is the caller's mistake.
+    let (status, bad) = api.post(&url, json!({"from": "0123abcd"})).await;
+    conforms(status, &bad);
+    assert_eq!(
+        (status, server::code(&bad)),
+        (400, "invalid_request"),
+        "{bad}"
+    );
+    let message = bad["error"]["message"].as_str().expect("message");
+    assert!(message.contains("no stored spec version"), "{message}");
     // A key already decided answers as a decision would.
     let (status, _) = api
         .post(
@@ -361,4 +366,110 @@ async fn over_http_the_served_spec_is_the_target() {
         (409, "already_resolved"),
         "{gone}"
     );
+}
+
+/// `--from HASH` picks the pauses of one version: with v1's four pauses
+/// and one of v1b (v1 with another description) waiting, `--from` v1b's
+/// short hash moves v1b's alone and v1's stay; `--from` eight characters
+/// of v1's selects v1's four alone. A prefix no stored version has, or one
+/// two stored versions share, is refused (exit 2) naming why, and nothing
+/// moves.
+#[tokio::test(flavor = "multi_thread")]
+async fn from_moves_only_the_pauses_of_the_version_it_names() {
+    let p = paused();
+    let v1b_text = v1("refuse", &p.stub.url("/ship")).replace("(v1)", "(v1b)");
+    let v1b = p.ws.path().join("v1b.yaml");
+    std::fs::write(&v1b, &v1b_text).expect("write v1b");
+    let v1b_hash = hash_of(&v1b_text);
+    let v1b_key = p.ws.pause_run_of(
+        v1b.to_str().expect("utf-8"),
+        &json!({"order": "O-b", "gate": "audit"}).to_string(),
+    );
+    let keys_of = |report: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = report["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| r["key"].as_str().expect("key").to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+    let mut v1_keys: Vec<String> = p.keys.values().cloned().collect();
+    v1_keys.sort();
+
+    // Eight characters of v1's hash: v1's four, not v1b's.
+    let (code, dry) = p.report(&["--from", &p.v1_hash[..8], "--dry-run"]);
+    assert_eq!(code, Some(4), "legal and finance do not fit: {dry}");
+    assert_eq!(keys_of(&dry), v1_keys, "{dry}");
+
+    // v1b's short hash (in capitals, as pasted): v1b's one pause moves.
+    let short = v1b_hash[..12].to_ascii_uppercase();
+    let (code, moved) = p.report(&["--from", &short, "--yes"]);
+    assert_eq!(code, Some(0), "{moved}");
+    assert_eq!(keys_of(&moved), [v1b_key.as_str()], "{moved}");
+    assert_eq!(moved["results"][0]["outcome"], "moved", "{moved}");
+    assert_eq!(moved["results"][0]["from"], v1b_hash.as_str());
+    let store = open_store(&p.ws.state_db());
+    let record = store.get_approval(&v1b_key).await.unwrap().unwrap();
+    assert_eq!(record.spec_hash, p.v2_hash, "v1b's pause is on v2");
+    for gate in GATES {
+        assert_eq!(p.spec_of(gate).await.0, p.v1_hash, "{gate} stays on v1");
+    }
+
+    // A prefix no stored version has: refused, naming it.
+    let unknown = (0..16u32)
+        .map(|n| format!("{n:x}").repeat(8))
+        .find(|prefix| {
+            ![&p.v1_hash, &p.v2_hash, &v1b_hash]
+                .iter()
+                .any(|h| h.starts_with(prefix))
+        })
+        .expect("a prefix no version has");
+    let out = p.migrate(&["--from", &unknown, "--yes"]);
+    assert_exit(&out, 2);
+    assert_stderr_contains(
+        &out,
+        &format!(
+            "--from {unknown}: no stored spec version of agent deploys has a hash starting with {unknown}"
+        ),
+    );
+
+    // Another stored version of the agent whose hash starts as v1's does
+    // (a collision in eight characters): those eight are ambiguous, and
+    // twelve still name v1.
+    let twin = twin_of(&p.v1_hash);
+    let mut version = SpecVersion::of(
+        &tollgate_runtime::Spec::parse(&v1b_text, "twin.yaml").unwrap(),
+        tollgate_runtime::time::now(),
+    );
+    version.hash = twin.clone();
+    store
+        .record_spec_version(&version)
+        .await
+        .expect("record the twin");
+    let out = p.migrate(&["--from", &p.v1_hash[..8], "--yes"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    for needle in [
+        "is the start of 2 stored spec versions of agent deploys",
+        &twin,
+        &p.v1_hash,
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in:\n{err}");
+    }
+    for gate in GATES {
+        assert_eq!(p.spec_of(gate).await.0, p.v1_hash, "{gate}: nothing moved");
+    }
+    let (code, moved) = p.report(&["--from", &p.v1_hash[..12], "--yes"]);
+    assert_eq!(code, Some(4), "{moved}");
+    assert_eq!(keys_of(&moved), v1_keys, "{moved}");
+    assert_eq!(p.spec_of("audit").await.0, p.v2_hash);
+    assert_eq!(p.spec_of("legal").await.0, p.v1_hash, "refused, stays");
+}
+
+/// A hash that shares its first eight characters with `hash` and no more.
+fn twin_of(hash: &str) -> String {
+    let ninth = if hash.as_bytes()[8] == b'0' { '1' } else { '0' };
+    format!("{}{ninth}{}", &hash[..8], "0".repeat(55))
 }

@@ -6,3 +6,4 @@
 mod migrate;
 mod policies;
 mod rolling;
+mod unavailable;

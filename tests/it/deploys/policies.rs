@@ -59,7 +59,12 @@ steps:
 /// `money`, the description and the call's marker changed; `audit` and
 /// everything before it as in v1.
 pub(super) fn v2(policy: &str, ship_url: &str) -> String {
-    let text = v1(policy, ship_url)
+    deployed(&v1(policy, ship_url))
+}
+
+/// What v2 does to a v1 text (one of [`v1`], or v1 with more in it).
+pub(super) fn deployed(v1_text: &str) -> String {
+    let text = v1_text
         .replace("(v1)", "(v2)")
         .replace(r#"spec: "v1""#, r#"spec: "v2""#)
         .replace("message: \"Review ", "message: \"Please review ")
@@ -70,6 +75,14 @@ pub(super) fn v2(policy: &str, ship_url: &str) -> String {
 }
 
 pub(super) const GATES: [&str; 4] = ["audit", "review", "legal", "finance"];
+
+/// The hash a spec text has.
+pub(super) fn hash_of(text: &str) -> String {
+    tollgate_runtime::Spec::parse(text, "agent.yaml")
+        .expect("spec")
+        .hash
+        .to_string()
+}
 
 /// A deploy under `policy`: v1 served with a pause at each gate, then v2
 /// served on the same state file.
@@ -108,19 +121,13 @@ impl Deployed {
         }
         drop(served);
         assert_eq!(stub.count(), 0, "nothing ships before a decision");
-        let hash = |text: &str| {
-            tollgate_runtime::Spec::parse(text, "agent.yaml")
-                .expect("spec")
-                .hash
-                .to_string()
-        };
-        let v1_hash = hash(&v1_text);
+        let v1_hash = hash_of(&v1_text);
         between(&state, &v1_hash);
         ws.write_spec(&v2_text);
         let served = Served::start(&ws.spec, &state, &[], &[]);
         Deployed {
             v1_hash,
-            v2_hash: hash(&v2_text),
+            v2_hash: hash_of(&v2_text),
             ws,
             stub,
             served,

@@ -11,6 +11,7 @@ use crate::common::stub_server;
 use common::*;
 use http::*;
 use serde_json::json;
+use std::process::Output;
 use stub_server::{Response, StubServer};
 
 const TOKEN: &str = "shp-tok-6f1e2d9c8b7a";
@@ -83,19 +84,25 @@ async fn a_header_secret_reaches_the_downstream_and_nothing_else() {
     assert_eq!(output["headers"]["x-echo"], "Bearer [redacted]");
 }
 
-/// The stored spec version (`tollgate_specs`, read raw) holds the
-/// `${NAME}` reference as written, never the value the run resolved.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_stored_spec_version_keeps_the_reference_never_the_secret() {
-    let stub = StubServer::start(|_| Response::json(200, json!({"ok": true})));
-    // The call resolves the secret, then the run pauses: the version is
-    // stored by a process that holds the value.
-    let spec = format!(
+/// `shop_spec` with a gate after the call: the call resolves the secret,
+/// then the run pauses, so the version is stored by a process that holds
+/// the value.
+fn paused_after_the_call(url: &str) -> String {
+    format!(
         "{}  - id: gate\n    approval:\n      message: \"Go on?\"\n",
-        shop_spec(&stub.url("/orders"))
+        shop_spec(url)
+    )
+}
+
+/// Pause a run of the workspace's spec with `store_args`, the secret set,
+/// and check the call made before the pause resolved it.
+fn pause_after_resolving(ws: &Workspace, stub: &StubServer, store_args: &[&str]) -> Output {
+    let out = run_persisted_on(
+        ws,
+        store_args,
+        r#"{"note": "hello"}"#,
+        &[("SHOP_TOKEN", TOKEN)],
     );
-    let ws = Workspace::new(&spec);
-    let out = run_persisted(&ws, r#"{"note": "hello"}"#, &[("SHOP_TOKEN", TOKEN)]);
     assert_success(&out);
     paused_key(&out);
     assert_eq!(
@@ -103,6 +110,32 @@ async fn the_stored_spec_version_keeps_the_reference_never_the_secret() {
         Some(format!("Bearer {TOKEN}").as_str()),
         "the run resolved the secret before it paused"
     );
+    out
+}
+
+/// The one row of `tollgate_specs` (hash, canonical, source) holds the
+/// workspace's spec with its `${NAME}` reference as written, never the
+/// value the run resolved.
+fn assert_stored_as_written(ws: &Workspace, rows: &[(String, String, String)]) {
+    let [(hash, canonical, source)] = rows else {
+        panic!("one stored version, found {rows:?}");
+    };
+    let spec = tollgate_runtime::Spec::load(&ws.spec).expect("spec");
+    assert_eq!(hash, spec.hash.as_str());
+    assert_eq!(source, &spec_text(ws));
+    for (column, text) in [("canonical", canonical), ("source", source)] {
+        assert!(text.contains("${SHOP_TOKEN}"), "{column}: {text}");
+        assert!(!text.contains(TOKEN), "{column} holds the secret: {text}");
+    }
+}
+
+/// The stored spec version (`tollgate_specs`, read raw) holds the
+/// `${NAME}` reference as written, never the value the run resolved.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stored_spec_version_keeps_the_reference_never_the_secret() {
+    let stub = StubServer::start(|_| Response::json(200, json!({"ok": true})));
+    let ws = Workspace::new(&paused_after_the_call(&stub.url("/orders")));
+    let out = pause_after_resolving(&ws, &stub, &[]);
 
     let raw = rusqlite::Connection::open(ws.state_db()).expect("open the file");
     let rows: Vec<(String, String, String)> = raw
@@ -112,17 +145,43 @@ async fn the_stored_spec_version_keeps_the_reference_never_the_secret() {
                 .collect()
         })
         .expect("read tollgate_specs");
-    let [(hash, canonical, source)] = rows.as_slice() else {
-        panic!("one stored version, found {rows:?}");
-    };
-    let spec = tollgate_runtime::Spec::parse(&spec, "agent.yaml").expect("spec");
-    assert_eq!(hash, spec.hash.as_str());
-    assert_eq!(source, &spec_text(&ws));
-    for (column, text) in [("canonical", canonical), ("source", source)] {
-        assert!(text.contains("${SHOP_TOKEN}"), "{column}: {text}");
-        assert!(!text.contains(TOKEN), "{column} holds the secret: {text}");
-    }
+    assert_stored_as_written(&ws, &rows);
     assert_token_nowhere(&ws, &out).await;
+}
+
+/// The same on PostgreSQL: `tollgate_specs` read with psql holds the
+/// reference, and the secret is nowhere in the database (a `pg_dump` of
+/// it all).
+#[test]
+fn on_postgres_the_stored_spec_version_keeps_the_reference_never_the_secret() {
+    let db = common::postgres::database();
+    let stub = StubServer::start(|_| Response::json(200, json!({"ok": true})));
+    let ws = Workspace::new(&paused_after_the_call(&stub.url("/orders")));
+    let out = pause_after_resolving(&ws, &stub, &["--database-url", &db.url]);
+    assert!(!stdout(&out).contains(TOKEN) && !stderr(&out).contains(TOKEN));
+    assert!(!ws.state_db().exists(), "the run used the database");
+
+    // One column per query (psql's unaligned rows cannot hold a
+    // multi-line text and a separator unambiguously), ended by a dot that
+    // psql's trimmed output keeps, so a final newline survives.
+    let column = |name: &str| {
+        let text = db.psql(&format!("SELECT {name} || '.' FROM tollgate_specs"));
+        text.strip_suffix('.').expect("the dot").to_string()
+    };
+    let rows = [(column("hash"), column("canonical"), column("source"))];
+    assert_eq!(db.psql("SELECT count(*) FROM tollgate_specs"), "1");
+    assert_stored_as_written(&ws, &rows);
+
+    let cluster = common::postgres::cluster();
+    let dump = std::process::Command::new(cluster.bin("pg_dump"))
+        .args(["-h", "127.0.0.1", "-p", &cluster.port().to_string()])
+        .args(["-U", "postgres", "-d", &db.name])
+        .output()
+        .expect("run pg_dump");
+    assert_success(&dump);
+    let dump = stdout(&dump);
+    assert!(dump.contains("tollgate_specs"), "the dump holds the table");
+    assert!(!dump.contains(TOKEN), "the database holds the secret");
 }
 
 fn spec_text(ws: &Workspace) -> String {

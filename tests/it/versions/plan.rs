@@ -258,9 +258,10 @@ fn plan_classifies_each_pause_of_v1_and_says_what_v2_will_do_to_it() {
     );
 }
 
-/// `pin` and `auto` are planned from the spec planned (even while this
-/// build's `serve` refuses them): pin keeps every pause on v1 (and names
-/// what v1 needs set); auto moves the one gate v2 left as it was.
+/// `pin` and `auto`, the policy of the spec planned: pin keeps every
+/// pause on v1, where approve will resume it, and names the variables v1
+/// needs kept set (what `serve`'s start-up preflight will require); auto
+/// moves the one gate v2 left as it was and pins the other three.
 #[test]
 fn pin_and_auto_keep_pauses_on_their_version_or_move_the_unchanged_one() {
     let ws = Workspace::new(V1);

@@ -109,8 +109,11 @@ impl From<RunError> for ExitFailure {
             RunError::Store(_) | RunError::TaskDropped { .. } => {
                 ExitFailure::new(RUN_FAILED, e.to_string())
             }
-            RunError::NotDriven { .. } | RunError::SpecUnavailable { .. } => {
-                ExitFailure::new(CONFLICT, e.to_string())
+            RunError::NotDriven { .. } => ExitFailure::new(CONFLICT, e.to_string()),
+            // Led by its code, as over HTTP and like `spec_changed`: a
+            // script tells "cannot run here" from "changed" by it.
+            RunError::SpecUnavailable { .. } => {
+                ExitFailure::new(CONFLICT, format!("spec_unavailable: {e}"))
             }
         }
     }

@@ -27,6 +27,15 @@ pub async fn run(
     let store = super::store_location::open_existing(&args.store, Some(&source))?;
     store.expire_due(clock.now()).await?;
     let agent = super::common::agent(spec, store, custom)?.with_clock(clock.clone());
+    let selection = match selection {
+        MigrateSelection::From(prefix) => MigrateSelection::From(
+            agent
+                .resolve_from(&prefix)
+                .await?
+                .map_err(|why| ExitFailure::bad_input(format!("--from {prefix}: {why}")))?,
+        ),
+        other => other,
+    };
     let mut request = MigrateRequest {
         selection,
         map,

@@ -323,6 +323,40 @@ impl AgentRun {
     }
 }
 
+impl AgentRun {
+    /// The one stored version of this agent that a `--from` prefix
+    /// (checked by [`check_from_prefix`]) names. `--from` picks a version:
+    /// a prefix no stored version of the agent starts with, or several do,
+    /// is the caller's mistake, said as such (`Ok(Err(why))`), never an
+    /// empty migration or one of two versions at once.
+    pub async fn resolve_from(&self, prefix: &str) -> Result<Result<String, String>, RunError> {
+        let mut hashes: Vec<String> = self
+            .store
+            .list_spec_versions(Some(&self.spec.agent), self.clock.now())
+            .await?
+            .into_iter()
+            .map(|v| v.hash)
+            .filter(|hash| hash.starts_with(prefix))
+            .collect();
+        hashes.sort();
+        Ok(match hashes.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(format!(
+                "no stored spec version of agent {} has a hash starting with {prefix} \
+                 (see `tollgate specs list`)",
+                self.spec.agent
+            )),
+            several => Err(format!(
+                "{prefix} is the start of {} stored spec versions of agent {} ({}): \
+                 give more of the hash",
+                several.len(),
+                self.spec.agent,
+                several.join(", ")
+            )),
+        })
+    }
+}
+
 /// A move worked out, not yet written.
 struct Planned {
     classification: Classification,

@@ -63,6 +63,16 @@ pub(super) async fn migrate(
             ));
         }
     };
+    let selection = match selection {
+        MigrateSelection::From(prefix) => MigrateSelection::From(
+            state
+                .agent
+                .resolve_from(&prefix)
+                .await?
+                .map_err(|why| ApiError::invalid(format!("from {prefix}: {why}")))?,
+        ),
+        other => other,
+    };
     let request = MigrateRequest {
         selection,
         map: body.map,

@@ -196,10 +196,16 @@ fn cpu_now(servers: &[Server], postmaster: u32) -> Cpu {
     }
 }
 
-/// The postmaster: the parent of a backend serving us.
+/// The postmaster's pid: the first line of its data directory's postmaster.pid.
 fn postmaster_pid(db: &pg::TestDb) -> u32 {
-    let backend: u32 = db.psql("SELECT pg_backend_pid()").parse().expect("pid");
-    parent_of(backend).expect("the backend's parent")
+    let data = db.psql("SHOW data_directory");
+    let pid_file =
+        std::fs::read_to_string(format!("{data}/postmaster.pid")).expect("postmaster.pid");
+    pid_file
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("a pid")
 }
 
 fn parent_of(pid: u32) -> Option<u32> {

@@ -12,6 +12,11 @@
 //! `--concurrency`: one AsyncSqliteSaver shared by asyncio tasks; the
 //! synchronous SqliteSaver "does not scale to multiple threads").
 //!
+//! Beside them: the raw SQLite commit rate of one writer at FULL on the
+//! same disk (benches/common/raw_sqlite.rs), and how busy the process kept
+//! the CPU during the concurrent runs, which say whether a figure is bound
+//! by the disk's fsyncs or by the CPU.
+//!
 //! Every cycle's outcome is checked: each start must pause, each resume
 //! must complete its run, and after each sample the store must hold exactly
 //! as many completed runs as cycles were counted.
@@ -27,14 +32,21 @@ use serde_json::json;
 use tollgate_runtime::store::Synchronous;
 use tollgate_runtime::{AgentRun, Decision, RunStatus};
 
+#[path = "common/cpu.rs"]
+mod cpu;
 #[path = "common/peer.rs"]
 mod peer;
+#[path = "common/raw_sqlite.rs"]
+mod raw_sqlite;
 #[path = "common/stats.rs"]
 mod stats;
 #[path = "common/workload.rs"]
 mod workload;
 
 use stats::{SAMPLES, Stats, env_usize, row};
+
+/// The run stored with its pause; the claim with the run's end.
+const COMMITS_PER_CYCLE: usize = 2;
 
 fn main() {
     let cycles = env_usize("TOLLGATE_BENCH_CYCLES", 300).max(1);
@@ -70,10 +82,25 @@ fn main() {
 
     let mut one = Vec::new();
     let mut many = Vec::new();
+    let mut busy = Vec::new();
+    let mut raw = Vec::new();
     let mut theirs = Vec::new();
     for _ in 0..SAMPLES {
         one.push(runtime.block_on(cycles_per_s(1, cycles)));
+        // The disk's commit rate for one writer, between the two.
+        raw.push(raw_sqlite::raw_commits(
+            raw_sqlite::Sync::Full,
+            cycles * COMMITS_PER_CYCLE,
+        ));
+        // How busy this process kept the cores: a rate bound by the CPU
+        // shows near 100% per core, one bound by fsyncs far below.
+        let cpu_before = cpu::cpu_seconds(std::process::id());
+        let started = Instant::now();
         many.push(runtime.block_on(cycles_per_s(concurrency, cycles)));
+        busy.push(
+            100.0 * (cpu::cpu_seconds(std::process::id()) - cpu_before)
+                / started.elapsed().as_secs_f64(),
+        );
         if let Some(python) = &python {
             theirs.push(peer::langgraph_cycles(python, cycles, concurrency));
         }
@@ -93,11 +120,31 @@ fn main() {
             ""
         )
     );
+    println!(
+        "{}",
+        row(
+            &format!("CPU of this process, {concurrency} concurrent, % of one core"),
+            &Stats::of(&busy).show(0),
+            ""
+        )
+    );
+    let raw = Stats::of(&raw);
+    println!(
+        "{}",
+        row("raw FULL commits/s, one writer", &raw.show(0), "")
+    );
     let mut ratios = vec![row(
         &format!("tollgate {concurrency} concurrent / one stream"),
         &format!("{:.1}x", many.median / one.median),
         ">= 4x",
     )];
+    // Above 1, concurrent cycles commit more often than one writer can
+    // fsync: their commits share fsyncs (group commit).
+    ratios.push(row(
+        &format!("tollgate {concurrency} concurrent commits/s / raw commits/s"),
+        &format!("{:.2}", many.median * COMMITS_PER_CYCLE as f64 / raw.median),
+        "",
+    ));
     if let Some(first) = theirs.first() {
         let settings = format!(
             "langgraph {}, SQLite {}, {}, journal_mode={} synchronous={}",

@@ -17,6 +17,8 @@
 
 #[path = "common/bulk_pending.rs"]
 mod bulk_pending;
+#[path = "common/cpu.rs"]
+mod cpu;
 #[path = "../tests/it/common/postgres.rs"]
 mod pg;
 #[path = "common/server.rs"]
@@ -33,7 +35,8 @@ use serde_json::json;
 use tollgate_runtime::store::{PostgresOptions, PostgresStore};
 use tollgate_runtime::{AgentRun, Spec};
 
-use server::{Server, cpu_seconds};
+use cpu::cpu_seconds;
+use server::Server;
 use stats::{SAMPLES, Stats, env_usize, row};
 
 /// The "3 nodes" of the figures' names.

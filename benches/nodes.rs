@@ -31,7 +31,6 @@ mod workload;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
 use tollgate_runtime::store::{PostgresOptions, PostgresStore};
 use tollgate_runtime::{AgentRun, Spec};
 
@@ -71,17 +70,7 @@ fn main() {
             .await
             .expect("connect");
         let spec = Arc::new(Spec::parse(workload::SPEC, "agent.yaml").expect("spec"));
-        let agent = AgentRun::new(spec, Arc::new(store));
-        for i in 0..TEMPLATES {
-            let paused = agent
-                .start(
-                    json!({"order_id": format!("T-{i}"), "amount": 100 + i}),
-                    json!({"kind": "bench"}),
-                )
-                .await
-                .expect("start");
-            paused.pending.expect("paused at the gate");
-        }
+        bulk_pending::make_templates(&AgentRun::new(spec, Arc::new(store)), TEMPLATES).await;
     });
     let clones = bulk_pending::clones(pending, TEMPLATES);
     bulk_pending::seed_postgres(&|sql| db.psql(sql), dir.path(), &clones);

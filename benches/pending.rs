@@ -79,7 +79,7 @@ fn main() {
         let state = dir.path().join("state.db");
         let started = Instant::now();
         let agent = workload::agent(&state, Synchronous::Normal);
-        runtime.block_on(templates(&agent));
+        runtime.block_on(bulk_pending::make_templates(&agent, TEMPLATES));
         drop(agent);
         let clones = bulk_pending::clones(n - TEMPLATES, TEMPLATES);
         bulk_pending::seed_sqlite(&state, &clones);
@@ -89,6 +89,11 @@ fn main() {
         let server = Server::sqlite(&spec_path, &state);
         let figures = runtime.block_on(measure(&server, &store, &clones));
         report("SQLite", n, seeded, bytes, &figures);
+        drop(server);
+        // Gigabytes at a million: gone before PostgreSQL's turn.
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", state.display()));
+        }
     }
     if postgres {
         let db = pg::database();
@@ -99,7 +104,10 @@ fn main() {
                 .expect("connect")
         });
         let spec = Arc::new(Spec::parse(workload::SPEC, "agent.yaml").expect("spec"));
-        runtime.block_on(templates(&AgentRun::new(spec, Arc::new(store))));
+        runtime.block_on(bulk_pending::make_templates(
+            &AgentRun::new(spec, Arc::new(store)),
+            TEMPLATES,
+        ));
         let clones = bulk_pending::clones(n - TEMPLATES, TEMPLATES);
         bulk_pending::seed_postgres(&|sql| db.psql(sql), dir.path(), &clones);
         let seeded = started.elapsed();
@@ -116,20 +124,6 @@ fn main() {
         let server = Server::postgres(&spec_path, &db.url);
         let figures = runtime.block_on(measure(&server, &store, &clones));
         report("PostgreSQL", n, seeded, bytes, &figures);
-    }
-}
-
-/// The real pauses the clones copy.
-async fn templates(agent: &AgentRun) {
-    for i in 0..TEMPLATES {
-        let paused = agent
-            .start(
-                json!({"order_id": format!("T-{i}"), "amount": 100 + i}),
-                json!({"kind": "bench"}),
-            )
-            .await
-            .expect("start");
-        paused.pending.expect("paused at the gate");
     }
 }
 

@@ -26,6 +26,21 @@ pub const OVERDUE_PLACEHOLDER: &str = "2999-01-01T00:00:00.000000Z";
 /// The tables one pause writes (the spec's row is shared by all).
 pub const PAUSE_TABLES: [&str; 3] = ["tollgate_runs", "tollgate_run_events", "tollgate_approvals"];
 
+/// `count` real pauses of the workload through the runtime: the templates
+/// the clones copy (run ids and keys as the runtime makes them).
+pub async fn make_templates(agent: &tollgate_runtime::AgentRun, count: usize) {
+    for i in 0..count {
+        let paused = agent
+            .start(
+                serde_json::json!({"order_id": format!("T-{i}"), "amount": 100 + i}),
+                serde_json::json!({"kind": "bench"}),
+            )
+            .await
+            .expect("start");
+        paused.pending.expect("paused at the gate");
+    }
+}
+
 /// One clone: which template, its ids and times (in the runtime's text form).
 pub struct Clone {
     pub template: usize,

@@ -18,6 +18,8 @@
 //!   listens (the sweeper's interval, timed from just before it listens)
 //!   and ends when a due approval reads `EXPIRED` in the store (the pass
 //!   expires every due one in one transaction);
+//! - after the sweep, once: 50 lists filtered to a step no approval waits
+//!   at (`&step=act`, a `set` step), the worst case of a filter;
 //! - beside each round's decisions, the disk's own commit latency: as many
 //!   raw SQLite commits at FULL, one at a time (benches/common/raw_sqlite.rs);
 //! - bytes per pending approval: the SQLite file / N, or
@@ -55,6 +57,8 @@ use stats::{SAMPLES, Stats, env_usize, row};
 const TEMPLATES: usize = 200;
 const LISTS_PER_ROUND: usize = 200;
 const CLAIMS_PER_ROUND: usize = 100;
+/// Lists filtered to a step no approval waits at, once, after the sweep.
+const ABSENT_LISTS: usize = 50;
 /// The server's sweep interval (server::sweeper::DEFAULT_SWEEP_EVERY).
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Rounds stop this long into the server's life, before its first sweep.
@@ -176,6 +180,9 @@ struct Figures {
     first_p99: Vec<f64>,
     step_p50: Vec<f64>,
     step_p99: Vec<f64>,
+    /// `&step=` of a step no approval waits at (after the sweep, once).
+    absent_p50: f64,
+    absent_p99: f64,
     next_p50: Vec<f64>,
     next_p99: Vec<f64>,
     claim_p50: Vec<f64>,
@@ -280,6 +287,20 @@ async fn measure(server: &Server, store: &Store, clones: &[Clone]) -> Figures {
             figures.outside.push(ms);
         }
     }
+    // The worst case of a filter: nothing matches, so the page is empty
+    // only once every pending row was looked at.
+    let url = format!("{base}/approvals?limit=50&step=act");
+    let mut latencies = Vec::with_capacity(ABSENT_LISTS);
+    for _ in 0..ABSENT_LISTS {
+        let t = Instant::now();
+        let response = client.get(&url).send().await.expect("list");
+        assert_eq!(response.status().as_u16(), 200, "{url}");
+        let page: serde_json::Value = response.json().await.expect("json");
+        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        let len = page["approvals"].as_array().map_or(0, Vec::len);
+        assert_eq!(len, 0, "no approval waits at step act");
+    }
+    (figures.absent_p50, figures.absent_p99) = percentiles(&mut latencies);
     figures
 }
 
@@ -392,6 +413,11 @@ fn report(store: &str, n: usize, seeded: Duration, bytes: f64, f: &Figures) {
         row(
             &format!("{store} ... &step=approve p99 ms"),
             &ms(&f.step_p99),
+            "<= 10",
+        ),
+        row(
+            &format!("{store} ... &step=act (none there) p50/p99 ms"),
+            &format!("{:.1}/{:.1}", f.absent_p50, f.absent_p99),
             "<= 10",
         ),
         row(

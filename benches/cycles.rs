@@ -25,9 +25,7 @@
 //! count, TOLLGATE_BENCH_SYNC=full|normal for one mode only,
 //! TOLLGATE_BENCH_PYTHON=$(bench/langgraph-venv) for the LangGraph peer).
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::json;
@@ -35,6 +33,8 @@ use tollgate_runtime::store::Synchronous;
 
 #[path = "common/io_counters.rs"]
 mod io_counters;
+#[path = "common/peer.rs"]
+mod peer;
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
 #[path = "common/stats.rs"]
@@ -43,12 +43,12 @@ mod stats;
 mod workload;
 
 use io_counters::PerUnit;
+use peer::{PeerSample, langgraph_cycles};
 use stats::{SAMPLES, Stats, env_usize, row};
 use tollgate_runtime::{Decision, RunStatus};
 
 /// The run stored with its pause; the claim with the run's end.
 const COMMITS_PER_CYCLE: usize = 2;
-const PEER_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/peer_langgraph.py");
 
 fn main() {
     let cycles = env_usize("TOLLGATE_BENCH_CYCLES", 300);
@@ -109,7 +109,7 @@ fn main() {
             raw.push(rate);
             raw_writes.extend(writes);
             if let Some(python) = peer {
-                theirs.push(langgraph_cycles(python, cycles));
+                theirs.push(langgraph_cycles(python, cycles, 1));
             }
         }
         let ours = Stats::of(&ours);
@@ -223,57 +223,6 @@ async fn tollgate_cycles_of(spec: &str, sync: Synchronous, cycles: usize) -> f64
         assert_eq!(done.status, RunStatus::Completed);
     }
     cycles as f64 / started.elapsed().as_secs_f64()
-}
-
-/// One run of the LangGraph peer: its `key=value` line.
-struct PeerSample(HashMap<String, String>);
-
-impl PeerSample {
-    fn field(&self, key: &str) -> &str {
-        self.0.get(key).map_or("?", String::as_str)
-    }
-
-    fn cycles_per_s(&self) -> f64 {
-        let value = self.field("cycles_per_s");
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("the LangGraph peer printed cycles_per_s={value}"))
-    }
-}
-
-/// The peer in its own process on a fresh file in a temp dir (the same disk
-/// as tollgate's); it times itself, so interpreter start-up is not counted.
-fn langgraph_cycles(python: &Path, cycles: usize) -> PeerSample {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let output = Command::new(python)
-        .arg(PEER_SCRIPT)
-        .arg(cycles.to_string())
-        .arg(dir.path().join("langgraph.db"))
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run TOLLGATE_BENCH_PYTHON={}: {e} (make one with bench/langgraph-venv)",
-                python.display()
-            )
-        });
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the LangGraph peer failed: {} {PEER_SCRIPT} {cycles} ({}); does TOLLGATE_BENCH_PYTHON have the packages of bench/requirements-langgraph.txt?\n{stdout}{}",
-        python.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    let sample = PeerSample(
-        line.split_whitespace()
-            .filter_map(|pair| pair.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    // A line without the figure fails here, at the sample that printed it.
-    sample.cycles_per_s();
-    sample
 }
 
 /// Bytes and write calls handed to the kernel per cycle (medians): the WAL

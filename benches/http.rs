@@ -15,10 +15,7 @@
 //! TOLLGATE_BENCH_DECISIONS per sample, default 5000).
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -26,11 +23,14 @@ use tollgate_runtime::store::Synchronous;
 
 #[path = "common/raw_sqlite.rs"]
 mod raw_sqlite;
+#[path = "common/server.rs"]
+mod server;
 #[path = "common/stats.rs"]
 mod stats;
 #[path = "common/workload.rs"]
 mod workload;
 
+use server::{Server, encode};
 use stats::{SAMPLES, Stats, env_usize, row};
 use workload::SPEC;
 
@@ -76,7 +76,7 @@ fn main() {
 
     let mut samples = Samples::default();
     for sample in 0..SAMPLES {
-        let mut server = Server::start(&spec_path, &state);
+        let mut server = Server::sqlite(&spec_path, &state);
         samples.rss_start.push(server.rss_mib("VmRSS:"));
         let (p50, p99) = runtime.block_on(list_latency(&server.base));
         samples.p50_ms.push(p50.as_secs_f64() * 1e3);
@@ -212,12 +212,6 @@ async fn list_latency(base: &str) -> (Duration, Duration) {
     )
 }
 
-fn encode(text: &str) -> String {
-    text.replace(':', "%3A")
-        .replace('|', "%7C")
-        .replace('+', "%2B")
-}
-
 async fn decide_all(base: &str, keys: VecDeque<String>, state: &Path) -> (Duration, Duration) {
     let count = keys.len();
     let conn = rusqlite::Connection::open(state).expect("open");
@@ -232,90 +226,12 @@ async fn decide_all(base: &str, keys: VecDeque<String>, state: &Path) -> (Durati
         done as usize
     };
     let completed_before = completed();
-    let queue = Arc::new(Mutex::new(keys));
     let started = Instant::now();
-    let mut workers = Vec::new();
-    for _ in 0..CONNECTIONS {
-        let queue = queue.clone();
-        let base = base.to_string();
-        workers.push(tokio::spawn(async move {
-            // One client each, one idle connection: a keep-alive connection per worker.
-            let client = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .build()
-                .expect("client");
-            loop {
-                let Some(key) = queue.lock().unwrap().pop_front() else {
-                    return;
-                };
-                let response = client
-                    .post(format!("{base}/approvals/{key}/approve"))
-                    .json(&json!({}))
-                    .send()
-                    .await
-                    .expect("approve");
-                assert_eq!(response.status().as_u16(), 200);
-                let _ = response.bytes().await;
-            }
-        }));
-    }
-    for worker in workers {
-        worker.await.expect("worker");
-    }
+    server::approve_all(&[base.to_string()], keys.into(), CONNECTIONS).await;
     let decided = started.elapsed();
     // Every decided run completes in the server's background; wait for it.
     while completed() < completed_before + count {
         std::thread::sleep(Duration::from_millis(5));
     }
     (decided, started.elapsed())
-}
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(spec: &Path, state: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .arg("serve")
-            .arg(spec)
-            .arg("--state")
-            .arg(state)
-            .args(["--listen", "127.0.0.1:0"])
-            .env_remove("TOLLGATE_API_TOKENS")
-            .env_remove("TOLLGATE_SQLITE_SYNCHRONOUS")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn tollgate serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read address");
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("address line")
-            .to_string();
-        Server { child, base }
-    }
-
-    /// A memory line of /proc/PID/status (`VmRSS:` now, `VmHWM:` the peak) in MiB.
-    fn rss_mib(&self, line: &str) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(line))
-            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            .map_or(0.0, |kib| kib / 1024.0)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

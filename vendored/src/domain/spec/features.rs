@@ -186,6 +186,33 @@ steps:
     }
 
     #[test]
+    fn a_spec_is_refused_exactly_when_this_build_lacks_what_it_needs() {
+        let slack = spec(
+            r##"version: 1
+agent: a
+approvals:
+  notify:
+    slack: { bot_token: "${SLACK_BOT_TOKEN}", channel: "#ops", signing_secret: "${SLACK_SIGNING_SECRET}" }
+steps:
+  - id: confirm
+    approval: { message: ok? }
+"##,
+        );
+        let checked = slack.check_features();
+        if Feature::HttpClient.enabled() {
+            assert_eq!(checked, Ok(()));
+        } else {
+            assert_eq!(
+                checked,
+                Err(MissingFeature {
+                    feature: Feature::HttpClient,
+                    at: "approvals.notify.slack".into()
+                })
+            );
+        }
+    }
+
+    #[test]
     fn a_missing_feature_says_what_needs_it_and_how_to_turn_it_on() {
         let err = MissingFeature {
             feature: Feature::HttpClient,

@@ -41,10 +41,36 @@ pub struct Model<'a> {
     /// The `tokio` requirement of the exported Cargo.toml (the locked minor).
     pub tokio_version: String,
     pub rust_version: &'static str,
+    /// The runtime's optional features the spec uses (`Spec::needed_features`),
+    /// each with the first place that needs it: the exported Cargo.toml
+    /// turns on these and no others, so code the spec cannot reach is not
+    /// compiled.
+    pub runtime_features: Vec<RuntimeFeature>,
     /// A JSON object naming the `input.*` fields the spec reads, for examples.
     pub example_input: String,
     /// What the export's workflow test (tests/workflow.rs) stubs and decides.
     pub workflow: WorkflowTest,
+}
+
+/// An optional runtime feature an export turns on, and why.
+pub struct RuntimeFeature {
+    /// As written in Cargo.toml (`http-client`).
+    pub name: &'static str,
+    /// The first place in the spec that needs it.
+    pub needed_at: String,
+}
+
+impl Model<'_> {
+    /// The `features = [...]` list of the runtime dependency, empty when
+    /// the spec needs none.
+    pub fn runtime_features_toml(&self) -> String {
+        let names: Vec<String> = self
+            .runtime_features
+            .iter()
+            .map(|f| format!("\"{}\"", f.name))
+            .collect();
+        names.join(", ")
+    }
 }
 
 /// The workflow test written into an export (`tests/workflow.rs`): every
@@ -199,6 +225,14 @@ impl<'a> Model<'a> {
             files: layout::listed(),
             tokio_version: lockfile::tokio_requirement(),
             rust_version: vendored::rust_version().unwrap_or("1.85"),
+            runtime_features: spec
+                .needed_features()
+                .into_iter()
+                .map(|n| RuntimeFeature {
+                    name: n.feature.name(),
+                    needed_at: n.at,
+                })
+                .collect(),
             example_input: example_input(&spec.document),
             workflow: workflow_test(spec),
         })

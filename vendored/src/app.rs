@@ -274,6 +274,8 @@ impl App {
 
 /// The agent with `tools`, refusing tools that are not the spec's.
 fn agent(spec: Arc<Spec>, store: SharedStore, tools: CustomTools) -> Result<AgentRun, AppError> {
+    spec.check_features()
+        .map_err(|e| AppError::Spec(e.to_string()))?;
     let toolbox = Toolbox::new()
         .map_err(|e| AppError::Toolbox(e.message))?
         .with_custom_tools(tools);
@@ -362,6 +364,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "http-client")]
     async fn add_header(mut response: axum::response::Response) -> axum::response::Response {
         response
             .headers_mut()
@@ -374,6 +377,7 @@ mod tests {
     }
 
     /// Serve `router` on a loopback port; the address to call.
+    #[cfg(feature = "http-client")]
     async fn serve(router: Router) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -381,6 +385,8 @@ mod tests {
         format!("http://{address}")
     }
 
+    // Calls the mounted API with the HTTP client.
+    #[cfg(feature = "http-client")]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_mounted_api_serves_its_routes_yours_and_your_layer_and_runs_your_tool() {
         let mounted = App::new(embedded())

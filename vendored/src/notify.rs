@@ -9,6 +9,10 @@
 //! any process sharing the store can finish the job after a crash.
 
 pub mod delivery;
+#[cfg(feature = "email")]
+pub mod email;
+#[cfg(not(feature = "email"))]
+#[path = "notify/email/left_out.rs"]
 pub mod email;
 pub mod outbox;
 pub mod slack;

@@ -78,6 +78,10 @@ pub fn agent(
     store: SharedStore,
     custom: &CustomTools,
 ) -> Result<AgentRun, ExitFailure> {
+    // Before the HTTP client is built: a build without it names the
+    // feature the spec needs (exit 2) instead of failing the first call.
+    spec.check_features()
+        .map_err(|e| ExitFailure::bad_input(e.to_string()))?;
     let tools = Toolbox::new()
         .map_err(|e| ExitFailure::new(super::exit::RUN_FAILED, e.message))?
         .with_custom_tools(custom.clone());

@@ -314,7 +314,7 @@ fn parse_public_url(text: &str) -> Result<String, LinkConfigError> {
     if text.is_empty() {
         return Err(problem("it is set but blank"));
     }
-    let url = reqwest::Url::parse(text).map_err(|e| LinkConfigError::PublicUrl {
+    let url = url::Url::parse(text).map_err(|e| LinkConfigError::PublicUrl {
         problem: format!("it is not a URL ({e})"),
     })?;
     if !matches!(url.scheme(), "http" | "https") {

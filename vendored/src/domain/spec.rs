@@ -17,6 +17,7 @@
 mod convert;
 mod diff;
 mod error;
+mod features;
 mod groups;
 mod hash;
 mod marked;
@@ -40,6 +41,7 @@ pub use diff::{
     TopLevel, classify_pause, diff, gate_unchanged_for_resume, plan_pause, policy_for_pause,
 };
 pub use error::{SpecError, SpecErrorKind};
+pub use features::{Feature, MissingFeature, NeededFeature};
 pub use groups::PolicyError;
 pub use hash::SpecHash;
 pub(crate) use hash::canonical_text;

@@ -5,7 +5,9 @@
 //! registers its `rust:` tools) without touching the workflow.
 
 pub mod custom;
+#[cfg(feature = "http-client")]
 pub mod http;
+#[cfg(feature = "http-client")]
 pub mod model;
 pub mod template;
 
@@ -119,6 +121,7 @@ impl ToolInvoker for Unavailable {
 /// shared connection pool, and the custom Rust tools registered with it.
 #[derive(Clone)]
 pub struct Toolbox {
+    #[cfg(feature = "http-client")]
     http: reqwest::Client,
     custom: Arc<CustomTools>,
 }
@@ -126,6 +129,7 @@ pub struct Toolbox {
 impl Toolbox {
     pub fn new() -> Result<Toolbox, ToolError> {
         Ok(Toolbox {
+            #[cfg(feature = "http-client")]
             http: http::client()?,
             custom: Arc::new(CustomTools::default()),
         })
@@ -153,7 +157,10 @@ impl ToolInvoker for Toolbox {
         call: &CallContext,
     ) -> Result<Value, ToolError> {
         match &tool.kind {
+            #[cfg(feature = "http-client")]
             ToolKind::Http(spec) => http::call(&self.http, tool, spec, call).await,
+            #[cfg(not(feature = "http-client"))]
+            ToolKind::Http(_) => Err(left_out(&format!("tools.{} (an http tool)", tool.name))),
             ToolKind::Rust => self.custom.call(&tool.name, args, call).await,
         }
     }
@@ -163,12 +170,31 @@ impl ToolInvoker for Toolbox {
         request: ModelRequest<'_>,
         call: &CallContext,
     ) -> Result<Value, ToolError> {
-        model::call(&self.http, request, call).await
+        #[cfg(feature = "http-client")]
+        return model::call(&self.http, request, call).await;
+        #[cfg(not(feature = "http-client"))]
+        {
+            let _ = request;
+            Err(left_out(&format!("steps.{} (a model step)", call.step_id)))
+        }
     }
 
     fn missing_tools(&self, spec: &Spec) -> Vec<String> {
         self.custom.missing(spec)
     }
+}
+
+/// The error of a call this build cannot make (a server started with a
+/// spec its Cargo.toml's features do not cover; start-up refuses that).
+#[cfg(not(feature = "http-client"))]
+fn left_out(at: &str) -> ToolError {
+    ToolError::new(
+        crate::spec::MissingFeature {
+            feature: crate::spec::Feature::HttpClient,
+            at: at.to_string(),
+        }
+        .to_string(),
+    )
 }
 
 /// The `Idempotency-Key` of the call step `step_id` of run `run_id` makes.

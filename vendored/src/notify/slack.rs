@@ -163,19 +163,33 @@ impl SlackNotifier {
                 store.describe()
             ))
         })?;
-        let http = crate::tools::http::client().map_err(|e| SlackError::Config(e.message))?;
-        let api = SlackApi::new(http, &SlackApi::base_from_env());
-        Ok(Some(Arc::new(SlackNotifier {
-            config,
-            agent_id: spec.agent.clone(),
-            store,
-            notifications,
-            api,
-            clock,
-            links: links.filter(|links| links.public_url().is_some()),
-            approvers: spec.approvals.approvers.clone(),
-            shown: Mutex::new(HashMap::new()),
-        })))
+        #[cfg(not(feature = "http-client"))]
+        {
+            let _ = (config, notifications, clock, links);
+            Err(SlackError::Config(
+                crate::spec::MissingFeature {
+                    feature: crate::spec::Feature::HttpClient,
+                    at: "approvals.notify.slack".to_string(),
+                }
+                .to_string(),
+            ))
+        }
+        #[cfg(feature = "http-client")]
+        {
+            let http = crate::tools::http::client().map_err(|e| SlackError::Config(e.message))?;
+            let api = SlackApi::new(http, &SlackApi::base_from_env());
+            Ok(Some(Arc::new(SlackNotifier {
+                config,
+                agent_id: spec.agent.clone(),
+                store,
+                notifications,
+                api,
+                clock,
+                links: links.filter(|links| links.public_url().is_some()),
+                approvers: spec.approvals.approvers.clone(),
+                shown: Mutex::new(HashMap::new()),
+            })))
+        }
     }
 
     /// Where the message's "Open in browser" button goes. A channel has

@@ -21,7 +21,7 @@ pub(super) fn url_problem(template: &str) -> Option<String> {
     let text = fixed.trim_start();
     let Some((scheme, after)) = text.split_once("://") else {
         if whole {
-            return Some(match reqwest::Url::parse(text) {
+            return Some(match url::Url::parse(text) {
                 // `mailto:x`, `file:/x`: a scheme, but not ours.
                 Ok(url) => format!(
                     "the scheme of {template:?} is {:?}: an http tool calls http or https URLs only",
@@ -59,11 +59,11 @@ pub(super) fn url_problem(template: &str) -> Option<String> {
         None if whole => text,
         None => return None,
     };
-    match reqwest::Url::parse(checked.trim_end()) {
+    match url::Url::parse(checked.trim_end()) {
         Ok(url) if url.host_str().is_some_and(|h| !h.is_empty()) => {
             if whole {
                 // Everything is fixed: the URL as the call would parse it.
-                if let Err(e) = reqwest::Url::parse(text.trim_end()) {
+                if let Err(e) = url::Url::parse(text.trim_end()) {
                     return Some(format!("{template:?} is not a valid URL ({e})"));
                 }
             }

@@ -303,7 +303,7 @@ fn smtp_url_problem(url: &str) -> Option<String> {
         return None;
     }
     // Fully literal: the rest of its shape is known now.
-    let parsed = reqwest::Url::parse(url).ok()?;
+    let parsed = url::Url::parse(url).ok()?;
     if !matches!(parsed.path(), "" | "/") {
         return Some(format!(
             "{url:?} has a path ({:?}): an SMTP URL is smtp[s]://host[:port][?tls=required|opportunistic|none]",
@@ -375,7 +375,7 @@ fn url_problem(
         return Some(problem);
     }
     if refs.is_empty() {
-        match reqwest::Url::parse(url) {
+        match url::Url::parse(url) {
             Ok(parsed) if parsed.host_str().is_some_and(|h| !h.is_empty()) => {}
             Ok(_) => return Some(format!("{url:?} has no host, e.g. {example}")),
             Err(e) => return Some(format!("{url:?} is not a valid URL ({e}), e.g. {example}")),

@@ -23,7 +23,6 @@ use tollgate_runtime::store::Synchronous;
 use tollgate_runtime::{Decision, RunStatus};
 
 #[path = "common/stats.rs"]
-#[allow(dead_code)]
 mod stats;
 #[path = "common/workload.rs"]
 mod workload;

@@ -209,6 +209,10 @@ impl AgentRun {
             .into_iter()
             .map(|tool| format!("rust: tool {tool:?} is not registered in this binary"))
             .collect();
+        // A stored version may need a runtime feature this build left out.
+        if let Err(e) = spec.check_features() {
+            missing.push(e.to_string());
+        }
         missing.extend(
             spec.missing_secrets(|name| std::env::var_os(name).is_some())
                 .into_iter()

@@ -38,6 +38,7 @@ pub fn agent(state: &Path, sync: Synchronous) -> AgentRun {
 
 /// The agent of `spec` on a SQLite file at `state`, committing at `sync`.
 pub fn agent_of(spec: &str, state: &Path, sync: Synchronous) -> AgentRun {
+    preset_page_size(state);
     let store = SqliteStore::open(
         state,
         SqliteOptions {
@@ -48,4 +49,21 @@ pub fn agent_of(spec: &str, state: &Path, sync: Synchronous) -> AgentRun {
     .expect("open store");
     let spec = Arc::new(Spec::parse(spec, "agent.yaml").expect("spec"));
     AgentRun::new(spec, Arc::new(store))
+}
+
+/// `TOLLGATE_BENCH_PAGE_SIZE`: create the file with that page size before
+/// the store opens it (a page size is fixed when a file is first written),
+/// to compare page sizes side by side on the same build.
+fn preset_page_size(state: &Path) {
+    let Ok(size) = std::env::var("TOLLGATE_BENCH_PAGE_SIZE") else {
+        return;
+    };
+    if state.exists() {
+        return;
+    }
+    let conn = rusqlite::Connection::open(state).expect("create the bench's file");
+    conn.execute_batch(&format!(
+        "PRAGMA page_size = {size}; PRAGMA journal_mode = WAL;"
+    ))
+    .expect("set the page size");
 }

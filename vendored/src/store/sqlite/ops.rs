@@ -31,7 +31,7 @@ use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Claim, Moved};
 use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
 use crate::spec_version::{SpecVersion, SpecVersionUse};
-use crate::store::columns::{Columns, OUTBOX_COLUMNS};
+use crate::store::columns::{Columns, OUTBOX_COLUMNS, StoredEvent};
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
     FirstWrite, Nudged, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage,

@@ -8,6 +8,7 @@ use rusqlite::Connection;
 use serde_json::{Map, json};
 
 use super::{SqliteOptions, SqliteStore, ops, schema};
+use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, sample_record};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{Pause, StoreError, StoreErrorKind, prelude::*};
@@ -163,6 +164,55 @@ async fn corrupt_event_json_is_reported_not_panicked_on() {
         matches!(&err, StoreError::Corrupt(m) if m.contains("tollgate_run_events.event")),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn events_are_stored_without_the_run_id_and_seq_their_row_holds() {
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    let started = Event {
+        run_id: "run-e".into(),
+        seq: 1,
+        at: now(),
+        kind: EventKind::StepStarted {
+            step: "prepare".into(),
+            index: 0,
+        },
+    };
+    store
+        .create_run(&run_record("run-e"), std::slice::from_ref(&started))
+        .await
+        .expect("create run");
+    let stored: String = raw(&dir.db())
+        .query_row(
+            "SELECT event FROM tollgate_run_events WHERE run_id = 'run-e' AND seq = 1",
+            [],
+            |row| row.get(0),
+        )
+        .expect("the stored event");
+    let stored: serde_json::Value = serde_json::from_str(&stored).expect("JSON");
+    assert_eq!(stored.get("run_id"), None, "{stored}");
+    assert_eq!(stored.get("seq"), None, "{stored}");
+    assert_eq!(stored["type"], "step_started", "{stored}");
+
+    // A row written by an earlier build repeats run_id and seq in its JSON;
+    // it reads the same, and the row's columns say where it sits.
+    let mut older = serde_json::to_value(&started).expect("event JSON");
+    older["seq"] = json!(7);
+    older["run_id"] = json!("somewhere-else");
+    raw(&dir.db())
+        .execute(
+            "INSERT INTO tollgate_run_events (run_id, seq, event) VALUES ('run-e', 2, ?1)",
+            [older.to_string()],
+        )
+        .expect("insert an event as an earlier build stored it");
+
+    let events = store.run_events("run-e", 0).await.expect("events");
+    let second = Event {
+        seq: 2,
+        ..started.clone()
+    };
+    assert_eq!(events, vec![started, second]);
 }
 
 #[tokio::test]

@@ -48,7 +48,7 @@ pub(crate) async fn insert_events<C: GenericClient>(
         .await?;
     for event in events {
         let seq = to_i64(event.seq, "event seq")?;
-        let json = to_json(event, "event")?;
+        let json = to_json(&StoredEvent::of(event), "event")?;
         client
             .execute(&stmt, &[&run_id, &seq, &json])
             .await

@@ -14,7 +14,7 @@ pub(crate) fn encode_events(events: &[Event]) -> StoreResult<Vec<EventRow>> {
         .map(|e| {
             Ok(EventRow {
                 seq: to_i64(e.seq, "event seq")?,
-                json: to_json(e, "event")?,
+                json: to_json(&StoredEvent::of(e), "event")?,
             })
         })
         .collect()

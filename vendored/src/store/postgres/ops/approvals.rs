@@ -38,7 +38,7 @@ fn claim_sql(claim: &Claim) -> String {
         "UPDATE tollgate_approvals \
          SET status = $1, decision_data = $2, decided_by = $3, decided_at = $4 \
          WHERE key = $5 AND status = 'PENDING' AND {due}{spec} \
-         RETURNING {APPROVAL_COLUMNS}"
+         RETURNING {APPROVAL_COLUMNS}, notify"
     )
 }
 
@@ -60,36 +60,56 @@ pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
     if same_spec {
         params.push(&claim.spec_hash);
     }
-    let Some(record) = query_opt(client, &sql, &params, approval_from_row).await? else {
+    // The record's notice routes come back with it: no second read by key.
+    let decode = |row: &Row| {
+        let record = approval_from_row(row)?;
+        let routes = routes_column(row, APPROVAL_COLUMN_COUNT, &record.key)?;
+        Ok((record, routes))
+    };
+    let Some((record, routes)) = query_opt(client, &sql, &params, decode).await? else {
         let current = get_approval(client, &claim.key).await?;
         return Err(
             ApprovalError::explain_failed_claim(&claim.key, current.as_ref(), claim).into(),
         );
     };
+    // Numbered by a statement of its own, after the UPDATE: its snapshot
+    // sees an event a concurrent vote committed while this claim waited for
+    // the row lock, which a subquery of the UPDATE's RETURNING would not.
     let event = resolved_event(&record, claim, next_seq(client, &record.run_id).await?);
-    if let Some((end, ended)) = claim.run_end(&record, event.seq + 1) {
-        end_run(client, &end).await?;
-        let mut events = Vec::with_capacity(ended.len() + 1);
-        events.push(event.clone());
+    let mut events = vec![event.clone()];
+    let end = claim.run_end(&record, event.seq + 1).map(|(end, ended)| {
         events.extend(ended);
-        insert_events(client, &record.run_id, &events).await?;
-    } else {
-        // The claimer (if any) drives the run on from this commit: it owns it.
-        let (owner, until) = match claim.lease() {
-            Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
-            None => (None, None),
-        };
-        execute(
-            client,
-            "UPDATE tollgate_runs SET status = 'running', updated_at = $2, owner = $3, \
-             lease_until = $4 WHERE id = $1",
-            &[&record.run_id, &claim.now, &owner, &until],
-        )
-        .await?;
-        insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
-    }
-    notify_change(client, &record, &event).await?;
-    notify::send(client, &record.key, &record.run_id, record.status).await?;
+        end
+    });
+    let run_write = async {
+        if let Some(end) = &end {
+            end_run(client, end).await
+        } else {
+            // The claimer (if any) drives the run on from this commit: it owns it.
+            let (owner, until) = match claim.lease() {
+                Some(lease) => (Some(lease.owner.as_str()), Some(lease.until)),
+                None => (None, None),
+            };
+            execute(
+                client,
+                "UPDATE tollgate_runs SET status = 'running', updated_at = $2, owner = $3, \
+                 lease_until = $4 WHERE id = $1",
+                &[&record.run_id, &claim.now, &owner, &until],
+            )
+            .await
+            .map(drop)
+        }
+    };
+    // The rest of the transaction's writes depend on nothing they return:
+    // sent together, they share round trips (tokio-postgres pipelines
+    // requests polled at once on one connection). Any failure fails the
+    // claim, whose transaction then rolls back whole.
+    tokio::try_join!(
+        run_write,
+        insert_events(client, &record.run_id, &events),
+        notify_routes(client, &record, routes.as_ref(), &event),
+        notify::send(client, &record.key, &record.run_id, record.status),
+    )?;
     Ok(Claimed { record, event })
 }
 

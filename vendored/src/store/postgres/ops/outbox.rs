@@ -59,10 +59,7 @@ pub(crate) async fn routes_of<C: GenericClient>(
         client,
         "SELECT notify FROM tollgate_approvals WHERE key = $1",
         &[&key],
-        |row| {
-            RowReader::with_id(row, "tollgate_approvals", key.to_string())
-                .json_opt::<NoticeRoutes>(0, "notify")
-        },
+        |row| routes_column(row, 0, key),
     )
     .await?
     .flatten())
@@ -76,14 +73,32 @@ pub(crate) async fn notify_change<C: GenericClient>(
     record: &ApprovalRecord,
     event: &Event,
 ) -> StoreResult<()> {
-    let Some(routes) = routes_of(client, &record.key).await? else {
+    let routes = routes_of(client, &record.key).await?;
+    notify_routes(client, record, routes.as_ref(), event).await
+}
+
+/// [`notify_change`] for a caller that read the record's routes already
+/// (a claim returns them with the record, saving the read).
+pub(crate) async fn notify_routes<C: GenericClient>(
+    client: &C,
+    record: &ApprovalRecord,
+    routes: Option<&NoticeRoutes>,
+    event: &Event,
+) -> StoreResult<()> {
+    let Some(routes) = routes else {
         return Ok(());
     };
     insert_notices(
         client,
-        &crate::store::outbox::notices_of(record, &routes, event),
+        &crate::store::outbox::notices_of(record, routes, event),
     )
     .await
+}
+
+/// Decode the `notify` column a query selected at `idx` for approval `key`.
+pub(crate) fn routes_column(row: &Row, idx: usize, key: &str) -> StoreResult<Option<NoticeRoutes>> {
+    RowReader::with_id(row, "tollgate_approvals", key.to_string())
+        .json_opt::<NoticeRoutes>(idx, "notify")
 }
 
 pub(crate) async fn lease_notices<C: GenericClient>(

@@ -443,6 +443,19 @@ fn approvals_plan(conn: &Connection, shape: &ops::ApprovalsShape) -> String {
     plan.join("; ")
 }
 
+/// The index of schema version 12 (`tollgate_approvals_pending_step_idx`),
+/// made from its migration file when the file's schema lacks it: the
+/// migration is applied at open once `schema::MIGRATIONS` lists it.
+fn with_pending_step_index(conn: &Connection) {
+    let listed = schema::MIGRATIONS.iter().any(|m| m.version == 12);
+    if !listed {
+        conn.execute_batch(include_str!(
+            "../migrations/sqlite/0012_pending_by_step.sql"
+        ))
+        .expect("the step index");
+    }
+}
+
 /// 10,000 PENDING records of one agent and 2,000 settled ones, written
 /// with raw SQL in one transaction.
 fn fill(conn: &mut Connection) {
@@ -504,6 +517,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
     let dir = TempDir::new();
     let store = open(&dir.db());
     let mut conn = raw(&dir.db());
+    with_pending_step_index(&conn);
     fill(&mut conn);
 
     let inbox = ops::ApprovalsShape {
@@ -519,6 +533,15 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
     };
     for (shape, uses) in [
         (inbox.clone(), vec!["tollgate_approvals_pending_agent_idx"]),
+        // A step's rows have an index of their own (version 12): a step
+        // few approvals wait at is found without a walk past the others.
+        (
+            ops::ApprovalsShape {
+                by_step: true,
+                ..inbox.clone()
+            },
+            vec!["tollgate_approvals_pending_step_idx (agent_id=? AND step_id=?)"],
+        ),
         (
             ops::ApprovalsShape {
                 after_cursor: true,
@@ -526,7 +549,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
                 by_text: true,
                 ..inbox.clone()
             },
-            vec!["tollgate_approvals_pending_agent_idx"],
+            vec!["tollgate_approvals_pending_step_idx (agent_id=? AND step_id=?"],
         ),
         // The stale ones (`?spec=stale`): the same walk, the hash checked
         // on each pending row (no index on it: pending rows are few).

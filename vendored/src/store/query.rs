@@ -112,9 +112,10 @@ impl UnreadableRow {
 
 /// Report rows that a listing or a sweep skipped: one warning each, naming
 /// it, so one bad row never stops the others and is never silently lost.
-/// The keys of rows an expiry pass could not read: its later batches pass
-/// over them (see [`crate::store::Approvals::expire_due`]), so a damaged
-/// row is reported once a pass and never holds up the rows behind it.
+/// The keys of rows an expiry pass on SQLite could not read: its later
+/// batches pass over them (see [`crate::store::Approvals::expire_due`]),
+/// so a damaged row is reported once a pass and never holds up the rows
+/// behind it.
 #[derive(Debug, Default)]
 pub(crate) struct UnreadableKeys(std::collections::BTreeSet<String>);
 
@@ -131,12 +132,6 @@ impl UnreadableKeys {
     /// As a JSON array of strings (SQLite reads it with `json_each`).
     pub fn json(&self) -> String {
         serde_json::to_string(&self.0).unwrap_or_else(|_| "[]".into())
-    }
-
-    /// As a list (PostgreSQL binds it as a `text[]`).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub fn keys(&self) -> Vec<String> {
-        self.0.iter().cloned().collect()
     }
 }
 

@@ -58,23 +58,16 @@ impl Approvals for PostgresStore {
         }
         // In batches, each its own transaction: a few statements per batch,
         // and no transaction that holds a whole pass's row locks.
+        let due = async { ops::due_keys(&self.client().await?, &now).await }.await;
+        let due = self.context("looking for overdue approvals", due)?;
         let mut expired = Vec::new();
-        let mut skip = crate::store::UnreadableKeys::default();
-        loop {
-            let keys = skip.keys();
-            let result: StoreResult<_> = async {
-                in_transaction!(self, |tx| ops::expire_batch(&tx, &now, &keys, EXPIRE_BATCH)
-                    .await)
-            }
-            .await;
+        for keys in due.chunks(EXPIRE_BATCH) {
+            let result: StoreResult<_> =
+                async { in_transaction!(self, |tx| ops::expire_batch(&tx, &now, keys).await) }
+                    .await;
             let batch = self.context("expiring overdue approvals", result)?;
             report_skipped(&self.description, "approval", &batch.unreadable);
-            let added = skip.add(&batch.unreadable);
-            let progressed = added || !batch.expired.is_empty();
             expired.extend(batch.expired);
-            if !batch.full || !progressed {
-                break;
-            }
         }
         // The sweep reports oldest first, across its batches too.
         expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));

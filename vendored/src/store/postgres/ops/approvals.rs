@@ -142,27 +142,42 @@ pub(crate) async fn move_approval<C: GenericClient>(
 pub(crate) struct ExpiredBatch {
     pub expired: Vec<ApprovalRecord>,
     pub unreadable: Vec<UnreadableRow>,
-    /// It locked as many rows as it asked for: the pass goes on.
-    pub full: bool,
 }
 
-/// Up to `limit` overdue PENDING records of gates that expire, the
-/// earliest due first, become EXPIRED, each with its run ended `expired`,
-/// its `run_expired` event, its notices and its `NOTIFY` in this
-/// transaction: a few statements for the whole batch, not a few per
-/// record. Rows another transaction holds (a claim in flight, another
-/// node's sweep) are skipped, not waited for: each record is expired by
-/// exactly one sweep, and two sweeps never deadlock on each other's rows.
-/// A row that does not decode is left as it is and returned apart; the
-/// caller passes its key in `skip` to the next batches. Each batch takes
-/// its rows out of `tollgate_approvals_expiry_idx` (they are no longer
-/// PENDING), so the next one starts where it stopped, without a cursor.
-/// Expired records come oldest first.
+/// The keys of every overdue PENDING record of a gate that expires, the
+/// earliest due first: what one pass expires, [`expire_batch`] by batch.
+/// Read once, by the expiry index, because each batch leaves its rows'
+/// old versions in that index until a vacuum: a batch that found its rows
+/// by walking the index again would step over (and visit) every row the
+/// batches before it expired, which with many rows due at one instant
+/// (one posting list) is quadratic.
+pub(crate) async fn due_keys<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+) -> StoreResult<Vec<String>> {
+    query_all(
+        client,
+        "SELECT key FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= $1 AND on_timeout IS NULL \
+         ORDER BY expires_at",
+        &[now],
+        |row| Ok(row.try_get::<_, String>(0)?),
+    )
+    .await
+}
+
+/// Those of `keys` still overdue and PENDING become EXPIRED, each with its
+/// run ended `expired`, its `run_expired` event, its notices and its
+/// `NOTIFY` in this transaction: a few statements for the whole batch, not
+/// a few per record. Rows another transaction holds (a claim in flight,
+/// another node's sweep) are skipped, not waited for: each record is
+/// expired by exactly one sweep, and two sweeps never deadlock on each
+/// other's rows. A row that does not decode is left as it is and returned
+/// apart. Expired records come oldest first.
 pub(crate) async fn expire_batch<C: GenericClient>(
     client: &C,
     now: &DateTime<Utc>,
-    skip: &[String],
-    limit: usize,
+    keys: &[String],
 ) -> StoreResult<ExpiredBatch> {
     // Lock the due rows first and decode them: a row that does not decode
     // is left as it is (and reported), so the others are still expired.
@@ -170,15 +185,12 @@ pub(crate) async fn expire_batch<C: GenericClient>(
     let select = client
         .prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS}, notify FROM tollgate_approvals \
-             WHERE status = 'PENDING' AND expires_at <= $1 AND on_timeout IS NULL \
-             AND key <> ALL($3) \
-             ORDER BY expires_at LIMIT $2 \
+             WHERE key = ANY($2) AND status = 'PENDING' AND expires_at <= $1 \
+             AND on_timeout IS NULL \
              FOR UPDATE SKIP LOCKED"
         ))
         .await?;
-    let limit_param = to_i64(limit, "limit")?;
-    let rows = client.query(&select, &[now, &limit_param, &skip]).await?;
-    let full = rows.len() >= limit;
+    let rows = client.query(&select, &[now, &keys]).await?;
     let (due, unreadable) = decode_skipping(&rows, |row| {
         let record = approval_from_row(row)?;
         let routes = RowReader::with_id(row, "tollgate_approvals", record.key.clone())
@@ -189,7 +201,6 @@ pub(crate) async fn expire_batch<C: GenericClient>(
         return Ok(ExpiredBatch {
             expired: Vec::new(),
             unreadable,
-            full,
         });
     }
     let keys: Vec<&str> = due.iter().map(|(r, _)| r.key.as_str()).collect();
@@ -217,7 +228,6 @@ pub(crate) async fn expire_batch<C: GenericClient>(
     Ok(ExpiredBatch {
         expired: expired.into_iter().map(|(r, _)| r).collect(),
         unreadable,
-        full,
     })
 }
 

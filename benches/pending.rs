@@ -16,8 +16,9 @@
 //!   time, so a pass that holds decisions up shows as one long decision:
 //!   the longest is the figure). The pass starts 30 s after the server
 //!   listens (the sweeper's interval, timed from just before it listens)
-//!   and ends when a due approval reads `EXPIRED` in the store (the pass
-//!   expires every due one in one transaction);
+//!   and ends when no due approval reads `PENDING` in the store any more
+//!   (the pass expires them in batches, each its own commit, so one due
+//!   approval read `EXPIRED` is not the end of it);
 //! - after the sweep, once: 50 lists filtered to a step no approval waits
 //!   at (`&step=act`, a `set` step), the worst case of a filter;
 //! - beside each round's decisions, the disk's own commit latency: as many
@@ -166,11 +167,14 @@ impl Store {
         ));
     }
 
-    /// The approval's stored status (a reader sees the sweep's commit).
-    fn stored_status(&self, key: &str) -> String {
+    /// How many approvals due at `at` are still stored PENDING.
+    fn pending_due(&self, at: &str) -> usize {
         self.sql(&format!(
-            "SELECT status FROM tollgate_approvals WHERE key = '{key}'"
+            "SELECT CAST(COUNT(*) AS TEXT) FROM tollgate_approvals \
+             WHERE status = 'PENDING' AND expires_at = '{at}'"
         ))
+        .parse()
+        .expect("a count")
     }
 }
 
@@ -205,16 +209,12 @@ async fn measure(server: &Server, store: &Store, clones: &[Clone]) -> Figures {
         .expect("client");
     let base = &server.base;
     // Due a few seconds from now: after the start-up sweep, before the first periodic one.
-    let due_at = chrono::Utc::now() + chrono::Duration::seconds(4);
-    store.make_overdue(&bulk_pending::format_utc(due_at));
+    let due_at = bulk_pending::format_utc(chrono::Utc::now() + chrono::Duration::seconds(4));
+    store.make_overdue(&due_at);
     let mut figures = Figures {
         overdue: clones.iter().filter(|c| c.overdue()).count(),
         ..Figures::default()
     };
-    let watched = clones
-        .iter()
-        .find(|c| c.overdue())
-        .expect("an overdue clone");
     // Spread over the whole range: old and new approvals alike.
     let stride = (clones.len() / 40_000).max(1);
     let mut to_decide = clones
@@ -257,8 +257,8 @@ async fn measure(server: &Server, store: &Store, clones: &[Clone]) -> Figures {
     // a watcher of its own sees the end (a decision may wait on the pass).
     let sweep_starts = server.listening_at + SWEEP_EVERY;
     let watcher = tokio::task::spawn_blocking({
-        let (store, key) = (store.clone(), watched.key.clone());
-        move || sweep_end(&store, &key, sweep_starts)
+        let (store, due_at) = (store.clone(), due_at.clone());
+        move || sweep_end(&store, &due_at, sweep_starts)
     });
     let mut decided: Vec<(Instant, Duration)> = Vec::new();
     while !watcher.is_finished() {
@@ -342,11 +342,12 @@ async fn decide(client: &reqwest::Client, base: &str, key: &str) -> Duration {
     t.elapsed()
 }
 
-/// When the sweep's pass was seen to end: a due approval reads `EXPIRED`
-/// in the store (the pass expires every due one in one transaction; the
-/// API would read it expired as soon as it is due), polled from a second
-/// before the pass.
-fn sweep_end(store: &Store, key: &str, starts: Instant) -> Instant {
+/// When the sweep's pass was seen to end: no approval due at `due_at`
+/// reads `PENDING` in the store any more (the API reads them expired as
+/// soon as they are due), polled from a second before the pass. The pass
+/// expires them in batches, each its own commit: one expired approval is
+/// not the end of it.
+fn sweep_end(store: &Store, due_at: &str, starts: Instant) -> Instant {
     std::thread::sleep(
         starts
             .saturating_duration_since(Instant::now())
@@ -354,10 +355,10 @@ fn sweep_end(store: &Store, key: &str, starts: Instant) -> Instant {
     );
     let deadline = starts + Duration::from_secs(600);
     while Instant::now() < deadline {
-        if store.stored_status(key) == "EXPIRED" {
+        if store.pending_due(due_at) == 0 {
             return Instant::now();
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(10));
     }
     panic!("the sweep did not end within 600 s");
 }

@@ -51,11 +51,11 @@ pub(crate) use paging::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};
-pub(crate) use query::report_skipped;
 pub use query::{
     ApprovalPage, ApprovalQuery, PendingPage, PendingQuery, RunQuery, RunsPage, StuckClaim,
     UnreadableRow, approval_order_at, expired_as_of,
 };
+pub(crate) use query::{UnreadableKeys, report_skipped};
 pub use spec_filter::{
     BadSpecSelector, MIN_HASH_PREFIX, SpecFilter, SpecFilterError, SpecSelector,
 };
@@ -79,6 +79,14 @@ pub mod prelude {
         Votes,
     };
 }
+
+/// How many overdue approvals one transaction of the expiry sweep
+/// expires ([`Approvals::expire_due`] runs as many as it takes, each
+/// committed on its own): a decision that comes while a long pass runs
+/// waits for one batch, not for the pass (on SQLite's one writer), and a
+/// pass over many overdue approvals makes a few statements per batch, not
+/// per approval (PostgreSQL).
+pub const EXPIRE_BATCH: usize = 500;
 
 /// The key the write probes use in `tollgate_claims` (no dedupe or tick key
 /// has this form); the probe deletes it in the same transaction.

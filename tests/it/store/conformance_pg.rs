@@ -77,7 +77,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -139,7 +139,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 11));
+                assert_eq!((found, supported), (99, 12));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),
@@ -403,7 +403,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step"
         );
         let record = store
             .get_approval("k-old")
@@ -498,6 +498,19 @@ mod postgres_only {
             statuses: Vec::new(),
             ..inbox.clone()
         };
+        // A step no approval waits at: its own index finds none at once.
+        let by_step = ApprovalQuery {
+            step_id: Some("act".into()),
+            ..inbox.clone()
+        };
+        assert!(
+            store
+                .list_approvals(&by_step)
+                .await
+                .expect("step page")
+                .approvals
+                .is_empty()
+        );
         for (what, query, uses) in [
             (
                 "inbox",
@@ -518,6 +531,11 @@ mod postgres_only {
                 "history, page 2",
                 &history_later,
                 vec!["tollgate_approvals_settled_agent_idx"],
+            ),
+            (
+                "inbox, one step",
+                &by_step,
+                vec!["tollgate_approvals_pending_step_idx"],
             ),
             (
                 "every status",

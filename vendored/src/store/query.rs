@@ -112,6 +112,29 @@ impl UnreadableRow {
 
 /// Report rows that a listing or a sweep skipped: one warning each, naming
 /// it, so one bad row never stops the others and is never silently lost.
+/// The keys of rows an expiry pass on SQLite could not read: its later
+/// batches pass over them (see [`crate::store::Approvals::expire_due`]),
+/// so a damaged row is reported once a pass and never holds up the rows
+/// behind it.
+#[derive(Debug, Default)]
+pub(crate) struct UnreadableKeys(std::collections::BTreeSet<String>);
+
+impl UnreadableKeys {
+    /// Add the keys of `rows`; true when one of them was new.
+    pub fn add(&mut self, rows: &[UnreadableRow]) -> bool {
+        let mut added = false;
+        for row in rows {
+            added |= self.0.insert(row.key.clone());
+        }
+        added
+    }
+
+    /// As a JSON array of strings (SQLite reads it with `json_each`).
+    pub fn json(&self) -> String {
+        serde_json::to_string(&self.0).unwrap_or_else(|_| "[]".into())
+    }
+}
+
 pub(crate) fn report_skipped(store: &str, what: &str, rows: &[UnreadableRow]) {
     for row in rows {
         tracing::warn!(store, key = %row.key, error = %row.error, "skipped an unreadable {what}");

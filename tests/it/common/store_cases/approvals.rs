@@ -257,6 +257,198 @@ pub async fn expiry_sweep_expires_once_and_ends_the_run(store: SharedStore) {
     assert_eq!(fresh_run.status, RunStatus::AwaitingApproval);
 }
 
+/// `n` runs paused at once (`due-0000`, ...), created a second apart and
+/// due in the reverse order: the last created is the first due, so the
+/// sweep's order (earliest due first) is not the order it reports in
+/// (oldest first). Each is due by `n + 1` seconds past TTL.
+async fn paused_due_in_reverse(store: &SharedStore, n: usize) -> Vec<ApprovalRecord> {
+    let mut made = Vec::with_capacity(n);
+    let keys: Vec<usize> = (0..n).collect();
+    for chunk in keys.chunks(64) {
+        let pauses: Vec<_> = chunk
+            .iter()
+            .map(|&i| {
+                let store = Arc::clone(store);
+                tokio::spawn(async move {
+                    let created = i as u64;
+                    paused_with(
+                        store.as_ref(),
+                        &format!("due-{i:04}"),
+                        "agent",
+                        created,
+                        |r| r.expires_at = at(TTL + (n - i) as u64),
+                    )
+                    .await
+                })
+            })
+            .collect();
+        for pause in pauses {
+            made.push(pause.await.expect("pause task"));
+        }
+    }
+    made
+}
+
+/// The run of an expired record ended `expired` at `now`, with one
+/// `run_expired` event after its pause.
+async fn assert_run_expired(store: &SharedStore, record: &ApprovalRecord, now: u64) {
+    let run = store
+        .get_run(&record.run_id)
+        .await
+        .expect("get run")
+        .expect("run");
+    assert_eq!(
+        (run.status, run.updated_at),
+        (RunStatus::Expired, at(now)),
+        "{}",
+        record.key
+    );
+    let events = store.run_events(&record.run_id, 2).await.expect("events");
+    assert_eq!(
+        events,
+        vec![event(
+            &record.run_id,
+            3,
+            now,
+            EventKind::RunExpired {
+                key: record.key.clone()
+            }
+        )]
+    );
+}
+
+pub async fn a_sweep_of_more_than_one_batch_expires_every_overdue_record_oldest_first(
+    store: SharedStore,
+) {
+    let n = EXPIRE_BATCH + 7;
+    let due = paused_due_in_reverse(&store, n).await;
+    paused_run(store.as_ref(), "fresh", "agent", 10_000).await;
+    let now = TTL + n as u64 + 1;
+
+    let expired = store.expire_due(at(now)).await.expect("sweep");
+    assert_eq!(
+        keys(&expired),
+        keys(&due),
+        "every overdue record, once, oldest first across the batches"
+    );
+    for (record, was) in expired.iter().zip(&due) {
+        assert_eq!(
+            record,
+            &ApprovalRecord {
+                status: ApprovalStatus::Expired,
+                ..was.clone()
+            }
+        );
+        let stored = store
+            .get_approval(&record.key)
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(stored.status, ApprovalStatus::Expired, "{}", record.key);
+        assert_run_expired(&store, record, now).await;
+    }
+    assert!(
+        store
+            .expire_due(at(now))
+            .await
+            .expect("sweep again")
+            .is_empty(),
+        "nothing left to expire"
+    );
+    let fresh = store
+        .get_approval("fresh")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(fresh.status, ApprovalStatus::Pending);
+}
+
+pub async fn decisions_racing_a_sweep_of_more_than_one_batch_each_have_one_outcome(
+    store: SharedStore,
+) {
+    let n = EXPIRE_BATCH + 7;
+    let due = paused_due_in_reverse(&store, n).await;
+    let fresh: Vec<String> = (0..20).map(|i| format!("fresh-{i:02}")).collect();
+    for (i, key) in fresh.iter().enumerate() {
+        paused_run(store.as_ref(), key, "agent", 10_000 + i as u64).await;
+    }
+    let now = TTL + n as u64 + 1;
+
+    // Decisions taken before the records were due, arriving while the
+    // sweep runs: on every tenth overdue record (the sweep's first and
+    // last among them) and on records not due.
+    let mut contested: Vec<String> = due.iter().step_by(10).map(|r| r.key.clone()).collect();
+    if let Some(first_due) = due.last().filter(|r| !contested.contains(&r.key)) {
+        contested.push(first_due.key.clone());
+    }
+    let sweep = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { store.expire_due(at(now)).await })
+    };
+    let decisions: Vec<_> = contested
+        .iter()
+        .chain(&fresh)
+        .map(|key| {
+            let (store, key) = (Arc::clone(&store), key.clone());
+            tokio::spawn(async move {
+                let outcome = store.claim(&approve(&key, "alice", 1)).await;
+                (key, outcome)
+            })
+        })
+        .collect();
+    let expired: HashSet<String> = keys(&sweep.await.expect("sweep task").expect("sweep"))
+        .into_iter()
+        .collect();
+    let mut decided = HashSet::new();
+    for decision in decisions {
+        let (key, outcome) = decision.await.expect("decision task");
+        match outcome {
+            Ok(claimed) => {
+                assert_eq!(claimed.record.status, ApprovalStatus::Approved);
+                decided.insert(key);
+            }
+            Err(StoreError::Approval(
+                ApprovalError::Expired { .. } | ApprovalError::AlreadyResolved { .. },
+            )) => assert!(
+                expired.contains(&key),
+                "{key}: refused, so the sweep expired it"
+            ),
+            Err(other) => panic!("{key}: {other:?}"),
+        }
+    }
+    for key in &fresh {
+        assert!(
+            decided.contains(key),
+            "{key}: a decision on a record not due is kept"
+        );
+    }
+    // Each overdue record has exactly one outcome, stored as returned.
+    for record in &due {
+        let (was_decided, was_expired) =
+            (decided.contains(&record.key), expired.contains(&record.key));
+        assert!(
+            was_decided != was_expired,
+            "{}: decided {was_decided}, expired {was_expired}",
+            record.key
+        );
+        let stored = store
+            .get_approval(&record.key)
+            .await
+            .expect("get")
+            .expect("record");
+        if was_expired {
+            assert_eq!(stored.status, ApprovalStatus::Expired, "{}", record.key);
+            assert_run_expired(&store, record, now).await;
+        } else {
+            assert_eq!(stored.status, ApprovalStatus::Approved, "{}", record.key);
+            assert_eq!(stored.decided_by.as_deref(), Some("alice"));
+            let events = store.run_events(&record.run_id, 2).await.expect("events");
+            assert_eq!(events.len(), 1, "{}: one event, the decision's", record.key);
+            assert_eq!(events[0].kind.name(), "approval_resolved", "{}", record.key);
+        }
+    }
+}
+
 pub async fn expired_records_are_neither_listed_nor_claimable(store: SharedStore) {
     paused_run(store.as_ref(), "old", "agent", 0).await;
     paused_run(store.as_ref(), "new", "agent", 1000).await;

@@ -129,6 +129,8 @@ macro_rules! store_conformance_tests {
             modify_stores_the_new_payload_in_decision_data,
             concurrent_claims_of_one_key_have_exactly_one_winner,
             expiry_sweep_expires_once_and_ends_the_run,
+            a_sweep_of_more_than_one_batch_expires_every_overdue_record_oldest_first,
+            decisions_racing_a_sweep_of_more_than_one_batch_each_have_one_outcome,
             expired_records_are_neither_listed_nor_claimable,
             a_runs_latest_approval_key_is_found_whatever_its_status,
             a_claim_makes_the_claimer_the_owner_and_a_pause_lets_go,

@@ -15,6 +15,6 @@ pub use tollgate_runtime::pending_approval::{
 pub use tollgate_runtime::run_state::{JournalEntry, Lease, RunRecord, RunStatus};
 pub use tollgate_runtime::spec_version::SpecVersion;
 pub use tollgate_runtime::store::{
-    ApprovalQuery, CancelRun, FirstWrite, KeyClaim, Pause, PendingQuery, RunEnd, RunQuery,
-    RunTransition, SharedStore, SpecFilter, StateStore, StoreError, StoreErrorKind,
+    ApprovalQuery, CancelRun, EXPIRE_BATCH, FirstWrite, KeyClaim, Pause, PendingQuery, RunEnd,
+    RunQuery, RunTransition, SharedStore, SpecFilter, StateStore, StoreError, StoreErrorKind,
 };

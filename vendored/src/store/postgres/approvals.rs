@@ -1,7 +1,7 @@
 //! The PostgreSQL store: approvals: the claim, the cancel, the expiry sweep, and the records as decisions read them.
 
 use super::*;
-use crate::store::Nudged;
+use crate::store::{EXPIRE_BATCH, Nudged};
 
 #[async_trait]
 impl Approvals for PostgresStore {
@@ -56,10 +56,21 @@ impl Approvals for PostgresStore {
         if !self.context("looking for overdue approvals", due)? {
             return Ok(Vec::new());
         }
-        let result: StoreResult<_> =
-            async { in_transaction!(self, |tx| ops::expire_due(&tx, &now).await) }.await;
-        let (expired, unreadable) = self.context("expiring overdue approvals", result)?;
-        report_skipped(&self.description, "approval", &unreadable);
+        // In batches, each its own transaction: a few statements per batch,
+        // and no transaction that holds a whole pass's row locks.
+        let due = async { ops::due_keys(&self.client().await?, &now).await }.await;
+        let due = self.context("looking for overdue approvals", due)?;
+        let mut expired = Vec::new();
+        for keys in due.chunks(EXPIRE_BATCH) {
+            let result: StoreResult<_> =
+                async { in_transaction!(self, |tx| ops::expire_batch(&tx, &now, keys).await) }
+                    .await;
+            let batch = self.context("expiring overdue approvals", result)?;
+            report_skipped(&self.description, "approval", &batch.unreadable);
+            expired.extend(batch.expired);
+        }
+        // The sweep reports oldest first, across its batches too.
+        expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
         Ok(expired)
     }
 

@@ -73,6 +73,25 @@ pub(super) async fn send<C: GenericClient>(
     Ok(())
 }
 
+/// [`send`] for each change, in one statement.
+pub(super) async fn send_all<C: GenericClient>(
+    client: &C,
+    changes: &[(&str, &str, ApprovalStatus)],
+) -> StoreResult<()> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let payloads: Vec<String> = changes
+        .iter()
+        .map(|(key, run_id, status)| encode(key, run_id, *status))
+        .collect();
+    let stmt = client
+        .prepare_cached("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+        .await?;
+    client.execute(&stmt, &[&CHANNEL, &payloads]).await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

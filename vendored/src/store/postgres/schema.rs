@@ -68,6 +68,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/postgres/0011_outbox.sql"),
     },
+    Migration {
+        version: 12,
+        name: "pending_by_step",
+        sql: include_str!("../migrations/postgres/0012_pending_by_step.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

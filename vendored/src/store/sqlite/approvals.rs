@@ -1,7 +1,7 @@
 //! The SQLite store: approvals: the claim, the cancel, the expiry sweep, and the records as decisions read them.
 
 use super::*;
-use crate::store::Nudged;
+use crate::store::{EXPIRE_BATCH, Nudged};
 
 #[async_trait]
 impl Approvals for SqliteStore {
@@ -58,12 +58,27 @@ impl Approvals for SqliteStore {
         {
             return Ok(Vec::new());
         }
-        let (expired, unreadable) = self
-            .write("expiring overdue approvals", move |conn| {
-                ops::expire_due(conn, &now)
-            })
-            .await?;
-        report_skipped(&self.describe(), "approval", &unreadable);
+        // In batches, each its own write: the one writer commits the
+        // decisions that queued meanwhile between two batches.
+        let mut expired = Vec::new();
+        let mut skip = crate::store::UnreadableKeys::default();
+        loop {
+            let (now, keys) = (now.clone(), skip.json());
+            let batch = self
+                .write("expiring overdue approvals", move |conn| {
+                    ops::expire_batch(conn, &now, &keys, EXPIRE_BATCH)
+                })
+                .await?;
+            report_skipped(&self.describe(), "approval", &batch.unreadable);
+            let added = skip.add(&batch.unreadable);
+            let progressed = added || !batch.expired.is_empty();
+            expired.extend(batch.expired);
+            if !batch.full || !progressed {
+                break;
+            }
+        }
+        // The sweep reports oldest first, across its batches too.
+        expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
         Ok(expired)
     }
 

@@ -493,6 +493,19 @@ fn approvals_plan(conn: &Connection, shape: &ops::ApprovalsShape) -> String {
     plan.join("; ")
 }
 
+/// The index of schema version 12 (`tollgate_approvals_pending_step_idx`),
+/// made from its migration file when the file's schema lacks it: the
+/// migration is applied at open once `schema::MIGRATIONS` lists it.
+fn with_pending_step_index(conn: &Connection) {
+    let listed = schema::MIGRATIONS.iter().any(|m| m.version == 12);
+    if !listed {
+        conn.execute_batch(include_str!(
+            "../migrations/sqlite/0012_pending_by_step.sql"
+        ))
+        .expect("the step index");
+    }
+}
+
 /// 10,000 PENDING records of one agent and 2,000 settled ones, written
 /// with raw SQL in one transaction.
 fn fill(conn: &mut Connection) {
@@ -554,6 +567,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
     let dir = TempDir::new();
     let store = open(&dir.db());
     let mut conn = raw(&dir.db());
+    with_pending_step_index(&conn);
     fill(&mut conn);
 
     let inbox = ops::ApprovalsShape {
@@ -569,6 +583,15 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
     };
     for (shape, uses) in [
         (inbox.clone(), vec!["tollgate_approvals_pending_agent_idx"]),
+        // A step's rows have an index of their own (version 12): a step
+        // few approvals wait at is found without a walk past the others.
+        (
+            ops::ApprovalsShape {
+                by_step: true,
+                ..inbox.clone()
+            },
+            vec!["tollgate_approvals_pending_step_idx (agent_id=? AND step_id=?)"],
+        ),
         (
             ops::ApprovalsShape {
                 after_cursor: true,
@@ -576,7 +599,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
                 by_text: true,
                 ..inbox.clone()
             },
-            vec!["tollgate_approvals_pending_agent_idx"],
+            vec!["tollgate_approvals_pending_step_idx (agent_id=? AND step_id=?"],
         ),
         // The stale ones (`?spec=stale`): the same walk, the hash checked
         // on each pending row (no index on it: pending rows are few).
@@ -802,4 +825,171 @@ async fn a_file_of_the_previous_schema_gains_gate_timers_and_its_overdue_pauses_
         open_one.status,
         crate::pending_approval::ApprovalStatus::Pending
     );
+}
+
+// ------------------------------------------------- the expiry sweep's batches
+
+/// `n` runs waiting at approvals `due-0000`, ... (step `gate`, spec `h`),
+/// created on 2026-01-01 and run out a second apart from 01:00 that day,
+/// written with raw SQL in one transaction.
+fn overdue(conn: &mut Connection, n: usize) {
+    let tx = conn.transaction().expect("begin");
+    for i in 0..n {
+        let (run, key) = (format!("run-{i:04}"), format!("due-{i:04}"));
+        let expires = format!(
+            "2026-01-01T{:02}:{:02}:{:02}.000000Z",
+            1 + i / 3600,
+            i / 60 % 60,
+            i % 60
+        );
+        tx.execute(
+            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+             outputs, created_at, updated_at) VALUES (?1, 'agent', 'h', \
+             'awaiting_approval', '{}', '{}', '{}', '2026-01-01T00:00:00.000000Z', \
+             '2026-01-01T00:00:00.000000Z')",
+            [&run],
+        )
+        .expect("a run");
+        tx.execute(
+            "INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+             step_id, phase, message, payload, outputs, input, \"trigger\", status, \
+             created_at, expires_at) VALUES (?1, ?2, 'agent', 'h', 0, 'gate', \
+             'before', 'Ship?', '{}', '{}', '{}', '{}', 'PENDING', \
+             '2026-01-01T00:00:00.000000Z', ?3)",
+            (&key, &run, &expires),
+        )
+        .expect("a pause");
+    }
+    tx.commit().expect("commit");
+}
+
+fn stored_status(conn: &Connection, table: &str, id: &str) -> String {
+    let column = if table == "tollgate_runs" {
+        "id"
+    } else {
+        "key"
+    };
+    conn.query_row(
+        &format!("SELECT status FROM {table} WHERE {column} = ?1"),
+        [id],
+        |r| r.get(0),
+    )
+    .expect("status")
+}
+
+#[tokio::test]
+async fn a_decision_between_two_batches_of_a_sweep_commits_and_the_next_batch_leaves_it() {
+    use crate::pending_approval::{AfterClaim, Claim, Decision};
+    use crate::store::EXPIRE_BATCH;
+
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    let n = EXPIRE_BATCH + 7;
+    overdue(&mut raw(&dir.db()), n);
+    let sweep_at = crate::time::format_utc(now());
+
+    // The sweep's first batch: the earliest due, one write of its own.
+    let at = sweep_at.clone();
+    let first = store
+        .write("a first batch", move |conn| {
+            ops::expire_batch(conn, &at, "[]", EXPIRE_BATCH)
+        })
+        .await
+        .expect("first batch");
+    assert_eq!(first.expired.len(), EXPIRE_BATCH);
+    assert!(first.full, "a full batch: the pass goes on");
+
+    // Between the batches, a decision taken before its record ran out
+    // (the latest due, so the next batch's) commits.
+    let last = format!("due-{:04}", n - 1);
+    let decided_at = crate::time::parse_utc("2026-01-01T00:30:00Z").expect("time");
+    let claimed = store
+        .claim(&Claim {
+            key: last.clone(),
+            decision: Decision::Approve { reason: None },
+            input: None,
+            decided_by: "alice".into(),
+            now: decided_at,
+            spec_hash: "h".into(),
+            pinned: false,
+            timeout: None,
+            then: AfterClaim::Release,
+        })
+        .await
+        .expect("the decision commits while the pass is under way");
+    assert_eq!(claimed.record.key, last);
+
+    // The next batch expires the rest and leaves the decided one alone.
+    let second = store
+        .write("a second batch", move |conn| {
+            ops::expire_batch(conn, &sweep_at, "[]", EXPIRE_BATCH)
+        })
+        .await
+        .expect("second batch");
+    assert_eq!(second.expired.len(), 6);
+    assert!(second.expired.iter().all(|r| r.key != last));
+    assert!(!second.full, "a short batch ends the pass");
+
+    let conn = raw(&dir.db());
+    assert_eq!(
+        stored_status(&conn, "tollgate_approvals", &last),
+        "APPROVED"
+    );
+    let run_id = format!("run-{:04}", n - 1);
+    assert_eq!(stored_status(&conn, "tollgate_runs", &run_id), "running");
+    let left: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM tollgate_approvals WHERE status = 'PENDING'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn an_unreadable_overdue_row_neither_stops_a_sweep_of_many_batches_nor_is_read_twice() {
+    use crate::store::EXPIRE_BATCH;
+
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    let n = 2 * EXPIRE_BATCH + 7;
+    overdue(&mut raw(&dir.db()), n);
+    let conn = raw(&dir.db());
+    conn.execute(
+        "UPDATE tollgate_approvals SET payload = '{not json' WHERE key = 'due-0003'",
+        [],
+    )
+    .expect("damage one row");
+
+    let expired = store.expire_due(now()).await.expect("sweep");
+    assert_eq!(expired.len(), n - 1, "every readable one, in one call");
+    assert!(expired.iter().all(|r| r.key != "due-0003"));
+    assert_eq!(
+        stored_status(&conn, "tollgate_approvals", "due-0003"),
+        "PENDING",
+        "left as it is"
+    );
+    assert_eq!(
+        stored_status(&conn, "tollgate_runs", "run-0003"),
+        "awaiting_approval"
+    );
+    // The next sweep reads it once more, reports it and ends.
+    assert!(store.expire_due(now()).await.expect("sweep").is_empty());
+
+    // The sweep's query walks the expiry index in its order: no sort of
+    // the overdue rows, however many.
+    let plan: Vec<String> = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", ops::expire_batch_sql()))
+        .and_then(|mut s| {
+            s.query_map(("2027", 500, "[]"), |r| r.get::<_, String>(3))?
+                .collect()
+        })
+        .expect("plan");
+    let plan = plan.join("; ");
+    assert!(
+        plan.contains("tollgate_approvals_expiry_idx (expires_at<?)"),
+        "{plan}"
+    );
+    assert!(!plan.contains("TEMP B-TREE"), "{plan}");
 }

@@ -1,5 +1,7 @@
 //! The approvals' SQL: the claim, the cancel, the expiry sweep, reading records.
 
+use std::collections::{HashMap, HashSet};
+
 use super::*;
 
 /// A run's final status (expired, cancelled): nobody drives it any more,
@@ -156,56 +158,179 @@ pub(crate) async fn move_approval<C: GenericClient>(
     Ok(Moved { record, event })
 }
 
-/// Every overdue PENDING record becomes EXPIRED, its run `expired`. Rows
-/// another transaction holds (a claim in flight, another node's sweep) are
-/// skipped, not waited for: each record is expired by exactly one sweep,
-/// and two sweeps never deadlock on each other's rows.
-pub(crate) async fn expire_due<C: GenericClient>(
+/// What one batch of an expiry pass did (see [`expire_batch`]).
+pub(crate) struct ExpiredBatch {
+    pub expired: Vec<ApprovalRecord>,
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+/// The keys of every overdue PENDING record of a gate that expires, the
+/// earliest due first: what one pass expires, [`expire_batch`] by batch.
+/// Read once, by the expiry index, because each batch leaves its rows'
+/// old versions in that index until a vacuum: a batch that found its rows
+/// by walking the index again would step over (and visit) every row the
+/// batches before it expired, which with many rows due at one instant
+/// (one posting list) is quadratic.
+pub(crate) async fn due_keys<C: GenericClient>(
     client: &C,
     now: &DateTime<Utc>,
-) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
+) -> StoreResult<Vec<String>> {
+    query_all(
+        client,
+        "SELECT key FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= $1 AND on_timeout IS NULL \
+         ORDER BY expires_at",
+        &[now],
+        |row| Ok(row.try_get::<_, String>(0)?),
+    )
+    .await
+}
+
+/// Those of `keys` still overdue and PENDING become EXPIRED, each with its
+/// run ended `expired`, its `run_expired` event, its notices and its
+/// `NOTIFY` in this transaction: a few statements for the whole batch, not
+/// a few per record. Rows another transaction holds (a claim in flight,
+/// another node's sweep) are skipped, not waited for: each record is
+/// expired by exactly one sweep, and two sweeps never deadlock on each
+/// other's rows. A row that does not decode is left as it is and returned
+/// apart. Expired records come oldest first.
+pub(crate) async fn expire_batch<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+    keys: &[String],
+) -> StoreResult<ExpiredBatch> {
     // Lock the due rows first and decode them: a row that does not decode
     // is left as it is (and reported), so the others are still expired.
+    // The routes of each come along (`notify`, last), for its notices.
     let select = client
         .prepare_cached(&format!(
-            "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
-             WHERE status = 'PENDING' AND expires_at <= $1 AND on_timeout IS NULL \
+            "SELECT {APPROVAL_COLUMNS}, notify FROM tollgate_approvals \
+             WHERE key = ANY($2) AND status = 'PENDING' AND expires_at <= $1 \
+             AND on_timeout IS NULL \
              FOR UPDATE SKIP LOCKED"
         ))
         .await?;
-    let rows = client.query(&select, &[now]).await?;
-    let (due, unreadable) = decode_skipping(&rows, approval_from_row)?;
-    let mut expired = Vec::with_capacity(due.len());
-    for mut record in due {
-        let changed = execute(
-            client,
-            "UPDATE tollgate_approvals SET status = 'EXPIRED' \
-             WHERE key = $1 AND status = 'PENDING'",
-            &[&record.key],
-        )
-        .await?;
-        if changed == 1 {
-            record.status = ApprovalStatus::Expired;
-            expired.push(record);
-        }
+    let rows = client.query(&select, &[now, &keys]).await?;
+    let (due, unreadable) = decode_skipping(&rows, |row| {
+        let record = approval_from_row(row)?;
+        let routes = RowReader::with_id(row, "tollgate_approvals", record.key.clone())
+            .json_opt::<crate::notices::NoticeRoutes>(APPROVAL_COLUMN_COUNT, "notify")?;
+        Ok((record, routes))
+    })?;
+    if due.is_empty() {
+        return Ok(ExpiredBatch {
+            expired: Vec::new(),
+            unreadable,
+        });
     }
-    // The sweep reports oldest first.
-    expired.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
-    for record in &expired {
+    let keys: Vec<&str> = due.iter().map(|(r, _)| r.key.as_str()).collect();
+    let changed: HashSet<String> = query_all(
+        client,
+        "UPDATE tollgate_approvals SET status = 'EXPIRED' \
+         WHERE key = ANY($1) AND status = 'PENDING' RETURNING key",
+        &[&keys],
+        |row| Ok(row.try_get::<_, String>(0)?),
+    )
+    .await?
+    .into_iter()
+    .collect();
+    let mut expired: Vec<(ApprovalRecord, Option<crate::notices::NoticeRoutes>)> = due
+        .into_iter()
+        .filter(|(r, _)| changed.contains(&r.key))
+        .map(|(mut r, routes)| {
+            r.status = ApprovalStatus::Expired;
+            (r, routes)
+        })
+        .collect();
+    // The sweep reports (and numbers events) oldest first.
+    expired.sort_by(|(a, _), (b, _)| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+    end_expired_runs(client, &expired, now).await?;
+    Ok(ExpiredBatch {
+        expired: expired.into_iter().map(|(r, _)| r).collect(),
+        unreadable,
+    })
+}
+
+/// The runs of `expired` (records this transaction just expired, oldest
+/// first) end `expired`, each with its `run_expired` event, the notices
+/// its routes call for and its `NOTIFY`: one statement for each, whatever
+/// the number of records.
+async fn end_expired_runs<C: GenericClient>(
+    client: &C,
+    expired: &[(ApprovalRecord, Option<crate::notices::NoticeRoutes>)],
+    now: &DateTime<Utc>,
+) -> StoreResult<()> {
+    if expired.is_empty() {
+        return Ok(());
+    }
+    let run_ids: Vec<&str> = expired.iter().map(|(r, _)| r.run_id.as_str()).collect();
+    // Each run's next event number. Safe without a lock of its own, as
+    // `next_seq` is: this transaction holds the row lock of each run's
+    // approval record.
+    let mut last_seq: HashMap<String, i64> = query_all(
+        client,
+        "SELECT run_id, MAX(seq) FROM tollgate_run_events WHERE run_id = ANY($1) GROUP BY run_id",
+        &[&run_ids],
+        |row| Ok((row.try_get::<_, String>(0)?, row.try_get::<_, i64>(1)?)),
+    )
+    .await?
+    .into_iter()
+    .collect();
+    execute(
+        client,
+        "UPDATE tollgate_runs SET status = $2, updated_at = $3, owner = NULL, lease_until = NULL \
+         WHERE id = ANY($1)",
+        &[&run_ids, &RunStatus::Expired.as_str(), now],
+    )
+    .await?;
+    let mut events = Vec::with_capacity(expired.len());
+    let mut notices = Vec::new();
+    for (record, routes) in expired {
+        let last = last_seq.entry(record.run_id.clone()).or_insert(0);
+        *last += 1;
         let event = Event {
             run_id: record.run_id.clone(),
-            seq: next_seq(client, &record.run_id).await?,
+            seq: u64::try_from(*last).unwrap_or(1),
             at: *now,
             kind: EventKind::RunExpired {
                 key: record.key.clone(),
             },
         };
-        set_run_status(client, &record.run_id, RunStatus::Expired, now).await?;
-        insert_events(client, &record.run_id, std::slice::from_ref(&event)).await?;
-        notify_change(client, record, &event).await?;
-        notify::send(client, &record.key, &record.run_id, ApprovalStatus::Expired).await?;
+        if let Some(routes) = routes {
+            notices.extend(crate::store::outbox::notices_of(record, routes, &event));
+        }
+        events.push(event);
     }
-    Ok((expired, unreadable))
+    let (mut ids, mut seqs, mut json) = (Vec::new(), Vec::new(), Vec::new());
+    for event in &events {
+        ids.push(event.run_id.as_str());
+        seqs.push(to_i64(event.seq, "event seq")?);
+        json.push(to_json(event, "event")?);
+    }
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO tollgate_run_events (run_id, seq, event) \
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::json[])",
+        )
+        .await?;
+    client
+        .execute(&stmt, &[&ids, &seqs, &json])
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                StoreError::Conflict(format!(
+                    "a run whose approval expired already has the event numbered for it: {e}"
+                ))
+            } else {
+                e.into()
+            }
+        })?;
+    insert_notices(client, &notices).await?;
+    let changes: Vec<(&str, &str, ApprovalStatus)> = expired
+        .iter()
+        .map(|(r, _)| (r.key.as_str(), r.run_id.as_str(), ApprovalStatus::Expired))
+        .collect();
+    notify::send_all(client, &changes).await
 }
 
 /// See [`crate::store::Approvals::due_timeouts`].

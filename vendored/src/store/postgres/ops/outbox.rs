@@ -18,6 +18,7 @@ fn storable_text(text: &str) -> String {
     text.replace('\0', "")
 }
 
+/// Write `notices` in one statement, however many.
 pub(crate) async fn insert_notices<C: GenericClient>(
     client: &C,
     notices: &[Notice],
@@ -29,25 +30,48 @@ pub(crate) async fn insert_notices<C: GenericClient>(
         .prepare_cached(
             "INSERT INTO tollgate_outbox (id, key, run_id, event, channel, target, body, status, \
              attempts, next_at, created_at, window_from) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8, $8)",
+             SELECT id, key, run_id, event, channel, target, body, 'pending', 0, at, at, at \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                         $6::text[], $7::jsonb[], $8::timestamptz[]) \
+                  AS n(id, key, run_id, event, channel, target, body, at)",
         )
         .await?;
+    let mut columns = NoticeColumns::default();
     for notice in notices {
-        let body = to_json(&notice.body, "notice body")?;
-        let target = storable_text(&notice.target);
-        let params: [Param<'_>; 8] = [
-            &notice.id,
-            &notice.key,
-            &notice.run_id,
-            &notice.event.as_str(),
-            &notice.channel.as_str(),
-            &target,
-            &body,
-            &notice.created_at,
-        ];
-        client.execute(&stmt, &params).await?;
+        columns.id.push(notice.id.as_str());
+        columns.key.push(notice.key.as_str());
+        columns.run_id.push(notice.run_id.as_str());
+        columns.event.push(notice.event.as_str());
+        columns.channel.push(notice.channel.as_str());
+        columns.target.push(storable_text(&notice.target));
+        columns.body.push(to_json(&notice.body, "notice body")?);
+        columns.at.push(notice.created_at);
     }
+    let params: [Param<'_>; 8] = [
+        &columns.id,
+        &columns.key,
+        &columns.run_id,
+        &columns.event,
+        &columns.channel,
+        &columns.target,
+        &columns.body,
+        &columns.at,
+    ];
+    client.execute(&stmt, &params).await?;
     Ok(())
+}
+
+/// The notices of one insert, a column at a time (`unnest`'s arrays).
+#[derive(Default)]
+struct NoticeColumns<'n> {
+    id: Vec<&'n str>,
+    key: Vec<&'n str>,
+    run_id: Vec<&'n str>,
+    event: Vec<&'n str>,
+    channel: Vec<&'n str>,
+    target: Vec<String>,
+    body: Vec<Value>,
+    at: Vec<DateTime<Utc>>,
 }
 
 /// The routes stored with approval `key`'s pause.

@@ -139,19 +139,49 @@ pub(crate) fn any_due(conn: &Connection, now: &str) -> StoreResult<bool> {
     Ok(stmt.query_row([now], |row| row.get(0))?)
 }
 
-/// Every overdue PENDING record of a gate that expires becomes EXPIRED,
-/// its run `expired` (a gate with another `on_timeout` is settled by it
-/// instead: [`due_timeouts`]). A row that does not decode is left as it is
-/// and returned apart, so that the sweep goes on for all the others.
-pub(crate) fn expire_due(
+/// What one batch of an expiry pass did (see [`expire_batch`]).
+pub(crate) struct ExpiredBatch {
+    pub expired: Vec<ApprovalRecord>,
+    pub unreadable: Vec<UnreadableRow>,
+    /// It read as many rows as it asked for: the pass goes on.
+    pub full: bool,
+}
+
+/// A batch's rows: `?1` now, `?2` the limit, `?3` the keys to pass over
+/// (a JSON array: the rows earlier batches could not read). `ORDER BY
+/// expires_at` walks `tollgate_approvals_expiry_idx` from its start and
+/// stops at the limit; each batch takes its rows out of that index (they
+/// are no longer PENDING), so the next one starts where it stopped, ties on
+/// the due time included, without a cursor.
+pub(crate) fn expire_batch_sql() -> String {
+    format!(
+        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
+         WHERE status = 'PENDING' AND expires_at <= ?1 AND on_timeout IS NULL \
+         AND key NOT IN (SELECT value FROM json_each(?3)) \
+         ORDER BY expires_at LIMIT ?2"
+    )
+}
+
+/// Up to `limit` overdue PENDING records of gates that expire (a gate with
+/// another `on_timeout` is settled by it instead: [`due_timeouts`]), the
+/// earliest due first, become EXPIRED, each with its run ended `expired`,
+/// its `run_expired` event and its notices in this transaction. A row that
+/// does not decode is left as it is and returned apart; the caller passes
+/// its key in `skip` to the next batches, so it neither stops the pass nor
+/// is read again by it. Expired records come oldest first.
+pub(crate) fn expire_batch(
     conn: &Connection,
     now: &str,
-) -> StoreResult<(Vec<ApprovalRecord>, Vec<UnreadableRow>)> {
-    let mut select = conn.prepare_cached(&format!(
-        "SELECT {APPROVAL_COLUMNS} FROM tollgate_approvals \
-         WHERE status = 'PENDING' AND expires_at <= ?1 AND on_timeout IS NULL"
-    ))?;
-    let (due, unreadable) = query_skipping(&mut select, [now], approval_from_row)?;
+    skip: &str,
+    limit: usize,
+) -> StoreResult<ExpiredBatch> {
+    let mut select = conn.prepare_cached(&expire_batch_sql())?;
+    let (due, unreadable) = query_skipping(
+        &mut select,
+        (now, to_i64(limit, "limit")?, skip),
+        approval_from_row,
+    )?;
+    let full = due.len() + unreadable.len() >= limit;
     let mut update = conn.prepare_cached(
         "UPDATE tollgate_approvals SET status = 'EXPIRED' WHERE key = ?1 AND status = 'PENDING'",
     )?;
@@ -167,7 +197,11 @@ pub(crate) fn expire_due(
     for record in &expired {
         end_expired_run(conn, record, now)?;
     }
-    Ok((expired, unreadable))
+    Ok(ExpiredBatch {
+        expired,
+        unreadable,
+        full,
+    })
 }
 
 /// See [`crate::store::Approvals::due_timeouts`].

@@ -63,6 +63,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/sqlite/0010_outbox.sql"),
     },
+    Migration {
+        version: 11,
+        name: "pending_by_step",
+        sql: include_str!("../migrations/sqlite/0011_pending_by_step.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

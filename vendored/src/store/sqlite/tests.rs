@@ -290,7 +290,8 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
             "votes",
             "gate_timers",
             "vote_input",
-            "outbox"
+            "outbox",
+            "pending_by_step"
         ],
         "every later migration applied"
     );
@@ -493,19 +494,6 @@ fn approvals_plan(conn: &Connection, shape: &ops::ApprovalsShape) -> String {
     plan.join("; ")
 }
 
-/// The index of schema version 12 (`tollgate_approvals_pending_step_idx`),
-/// made from its migration file when the file's schema lacks it: the
-/// migration is applied at open once `schema::MIGRATIONS` lists it.
-fn with_pending_step_index(conn: &Connection) {
-    let listed = schema::MIGRATIONS.iter().any(|m| m.version == 12);
-    if !listed {
-        conn.execute_batch(include_str!(
-            "../migrations/sqlite/0012_pending_by_step.sql"
-        ))
-        .expect("the step index");
-    }
-}
-
 /// 10,000 PENDING records of one agent and 2,000 settled ones, written
 /// with raw SQL in one transaction.
 fn fill(conn: &mut Connection) {
@@ -567,7 +555,6 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
     let dir = TempDir::new();
     let store = open(&dir.db());
     let mut conn = raw(&dir.db());
-    with_pending_step_index(&conn);
     fill(&mut conn);
 
     let inbox = ops::ApprovalsShape {
@@ -583,7 +570,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
     };
     for (shape, uses) in [
         (inbox.clone(), vec!["tollgate_approvals_pending_agent_idx"]),
-        // A step's rows have an index of their own (version 12): a step
+        // A step's rows have an index of their own (version 11): a step
         // few approvals wait at is found without a walk past the others.
         (
             ops::ApprovalsShape {

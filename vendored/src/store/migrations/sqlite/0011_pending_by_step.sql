@@ -1,4 +1,4 @@
--- tollgate schema, version 12: the approvals waiting at one step of an
+-- tollgate schema, version 11: the approvals waiting at one step of an
 -- agent (`GET /approvals?step=`, `tollgate approvals list --step`), newest
 -- first by page.
 --

@@ -778,23 +778,7 @@ async fn a_file_of_the_previous_schema_gains_gate_timers_and_its_overdue_pauses_
             ("run-late", "k-late", "2026-01-01T01:00:00.000000Z"),
             ("run-open", "k-open", "2999-01-01T00:00:00.000000Z"),
         ] {
-            conn.execute(
-                "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
-                 outputs, created_at, updated_at) VALUES (?1, 'agent', 'h', \
-                 'awaiting_approval', '{}', '{}', '{}', '2026-01-01T00:00:00.000000Z', \
-                 '2026-01-01T00:00:00.000000Z')",
-                [run],
-            )
-            .expect("an old run");
-            conn.execute(
-                "INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
-                 step_id, phase, message, payload, outputs, input, \"trigger\", status, \
-                 created_at, expires_at) VALUES (?1, ?2, 'agent', 'h', 0, 'gate', \
-                 'before', 'Ship?', '{}', '{}', '{}', '{}', 'PENDING', \
-                 '2026-01-01T00:00:00.000000Z', ?3)",
-                (key, run, expires),
-            )
-            .expect("an old pause");
+            raw_pause(&conn, run, key, expires);
         }
     }
     let store = open(&dir.db());
@@ -829,25 +813,32 @@ fn overdue(conn: &mut Connection, n: usize) {
             i / 60 % 60,
             i % 60
         );
-        tx.execute(
-            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
-             outputs, created_at, updated_at) VALUES (?1, 'agent', 'h', \
-             'awaiting_approval', '{}', '{}', '{}', '2026-01-01T00:00:00.000000Z', \
-             '2026-01-01T00:00:00.000000Z')",
-            [&run],
-        )
-        .expect("a run");
-        tx.execute(
-            "INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
-             step_id, phase, message, payload, outputs, input, \"trigger\", status, \
-             created_at, expires_at) VALUES (?1, ?2, 'agent', 'h', 0, 'gate', \
-             'before', 'Ship?', '{}', '{}', '{}', '{}', 'PENDING', \
-             '2026-01-01T00:00:00.000000Z', ?3)",
-            (&key, &run, &expires),
-        )
-        .expect("a pause");
+        raw_pause(&tx, &run, &key, &expires);
     }
     tx.commit().expect("commit");
+}
+
+/// Run `run` waiting at approval `key` (agent `agent`, step `gate`, spec
+/// `h`), created on 2026-01-01 and running out at `expires`, written with
+/// raw SQL in the columns every schema from version 1 has.
+fn raw_pause(conn: &Connection, run: &str, key: &str, expires: &str) {
+    conn.execute(
+        "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+         outputs, created_at, updated_at) VALUES (?1, 'agent', 'h', \
+         'awaiting_approval', '{}', '{}', '{}', '2026-01-01T00:00:00.000000Z', \
+         '2026-01-01T00:00:00.000000Z')",
+        [run],
+    )
+    .expect("a run");
+    conn.execute(
+        "INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+         step_id, phase, message, payload, outputs, input, \"trigger\", status, \
+         created_at, expires_at) VALUES (?1, ?2, 'agent', 'h', 0, 'gate', \
+         'before', 'Ship?', '{}', '{}', '{}', '{}', 'PENDING', \
+         '2026-01-01T00:00:00.000000Z', ?3)",
+        (key, run, expires),
+    )
+    .expect("a pause");
 }
 
 fn stored_status(conn: &Connection, table: &str, id: &str) -> String {

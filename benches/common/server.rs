@@ -15,6 +15,15 @@ pub struct Server {
     pub listening_at: Instant,
 }
 
+/// The `tollgate` binary the benches serve with: the one cargo built with
+/// them, or TOLLGATE_BENCH_SERVER_BIN (a copy of another build's, to run
+/// before and after builds side by side from one bench binary).
+fn binary() -> std::path::PathBuf {
+    std::env::var_os("TOLLGATE_BENCH_SERVER_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_tollgate").into())
+}
+
 impl Server {
     /// `tollgate serve SPEC --state STATE` (SQLite at FULL, the default).
     pub fn sqlite(spec: &Path, state: &Path) -> Server {
@@ -27,7 +36,7 @@ impl Server {
     }
 
     fn start(spec: &Path, store: &[&std::ffi::OsStr]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        let mut child = Command::new(binary())
             .arg("serve")
             .arg(spec)
             .args(store)

@@ -80,12 +80,13 @@ pub mod prelude {
     };
 }
 
-/// How many overdue approvals one transaction of the expiry sweep
-/// expires ([`Approvals::expire_due`] runs as many as it takes, each
-/// committed on its own): a decision that comes while a long pass runs
-/// waits for one batch, not for the pass (on SQLite's one writer), and a
-/// pass over many overdue approvals makes a few statements per batch, not
-/// per approval (PostgreSQL).
+/// The most overdue approvals one transaction of the expiry sweep expires
+/// ([`Approvals::expire_due`] runs as many as it takes, each committed on
+/// its own): a decision that comes while a long pass runs waits for one
+/// batch, not for the pass (on SQLite's one writer, which also sizes each
+/// batch to a few milliseconds of work), and a pass over many overdue
+/// approvals makes a few statements per batch, not per approval
+/// (PostgreSQL).
 pub const EXPIRE_BATCH: usize = 500;
 
 /// The key the write probes use in `tollgate_claims` (no dedupe or tick key

@@ -70,6 +70,7 @@ mod queries;
 mod runs;
 mod schema;
 mod specs;
+mod sweep_pace;
 #[cfg(test)]
 mod tests;
 mod votes;

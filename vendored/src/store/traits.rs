@@ -159,7 +159,7 @@ pub trait Approvals: Send + Sync + 'static {
     /// Mark every overdue PENDING record EXPIRED and end its run `expired`
     /// (with a `run_expired` event). At most once across processes: returns
     /// only the records this call expired, oldest first. In batches of
-    /// [`EXPIRE_BATCH`](crate::store::EXPIRE_BATCH) the earliest due first,
+    /// at most [`EXPIRE_BATCH`](crate::store::EXPIRE_BATCH), the earliest due first,
     /// each one transaction (each record with its run, event and notices),
     /// so a decision is not held up for a whole pass; an error ends the
     /// pass with the batches before it committed.

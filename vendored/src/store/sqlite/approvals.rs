@@ -1,7 +1,10 @@
 //! The SQLite store: approvals: the claim, the cancel, the expiry sweep, and the records as decisions read them.
 
 use super::*;
-use crate::store::{EXPIRE_BATCH, Nudged};
+use std::time::Instant;
+
+use super::sweep_pace::SweepPace;
+use crate::store::Nudged;
 
 #[async_trait]
 impl Approvals for SqliteStore {
@@ -59,16 +62,21 @@ impl Approvals for SqliteStore {
             return Ok(Vec::new());
         }
         // In batches, each its own write: the one writer commits the
-        // decisions that queued meanwhile between two batches.
+        // decisions that queued meanwhile between two batches, and each
+        // batch is sized to take a short while (see `sweep_pace`).
         let mut expired = Vec::new();
         let mut skip = crate::store::UnreadableKeys::default();
+        let mut pace = SweepPace::new();
         loop {
-            let (now, keys) = (now.clone(), skip.json());
-            let batch = self
+            let (now, keys, rows) = (now.clone(), skip.json(), pace.rows());
+            let (batch, took) = self
                 .write("expiring overdue approvals", move |conn| {
-                    ops::expire_batch(conn, &now, &keys, EXPIRE_BATCH)
+                    let started = Instant::now();
+                    let batch = ops::expire_batch(conn, &now, &keys, rows)?;
+                    Ok((batch, started.elapsed()))
                 })
                 .await?;
+            pace.record(batch.expired.len() + batch.unreadable.len(), took);
             report_skipped(&self.describe(), "approval", &batch.unreadable);
             let added = skip.add(&batch.unreadable);
             let progressed = added || !batch.expired.is_empty();

@@ -4,7 +4,10 @@
 //! the store beside pgbench's rate for a bare `UPDATE ... RETURNING` on the
 //! same cluster in the same run.
 //!
-//! Run: `cargo bench --bench postgres`.
+//! Run: `cargo bench --bench postgres`. Each store instance pools
+//! `TOLLGATE_DB_POOL_SIZE` connections (the store's own setting, default 5),
+//! e.g. `TOLLGATE_DB_POOL_SIZE=2 cargo bench --bench postgres` to measure
+//! another size.
 
 #[path = "../tests/it/common/postgres.rs"]
 mod pg;
@@ -36,7 +39,7 @@ fn main() {
 
 async fn pg_store(url: &str) -> SharedStore {
     Arc::new(
-        PostgresStore::connect(url, PostgresOptions::default())
+        PostgresStore::connect(url, PostgresOptions::from_env().expect("pool size"))
             .await
             .expect("connect"),
     )

@@ -54,6 +54,7 @@ mod listen;
 mod notifications;
 mod notify;
 mod ops;
+mod pipeline;
 mod schema;
 mod tls;
 
@@ -301,20 +302,17 @@ impl PostgresStore {
 }
 
 /// Run `$body` with `$tx` bound to a new READ COMMITTED transaction on a
-/// pooled connection; commit when it returns Ok, roll back (on drop) when it
-/// returns an error.
+/// pooled connection ($tx is the connection, inside the transaction); commit
+/// when it returns Ok, roll back when it returns an error or is dropped
+/// unfinished. BEGIN shares a round trip with the body's first statements
+/// ([`pipeline::Transaction`]).
 macro_rules! in_transaction {
     ($store:expr, |$tx:ident| $body:expr) => {{
-        let mut client = $store.client().await?;
-        let $tx = client.transaction().await?;
+        let $tx = $store.client().await?;
+        // BEGIN travels with the body's first statements (see `pipeline`).
+        let open = pipeline::Transaction::begin(&$tx);
         let out = $body;
-        match out {
-            Ok(value) => {
-                $tx.commit().await?;
-                Ok(value)
-            }
-            Err(e) => Err(e),
-        }
+        open.finish(out).await
     }};
 }
 

@@ -30,6 +30,7 @@ use super::codec::{
     to_json, vote_from_row,
 };
 use super::notify;
+use super::pipeline::sent;
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{
     ApprovalError, ApprovalMove, ApprovalRecord, ApprovalStatus, Claim, Moved,

@@ -44,6 +44,10 @@ fn claim_sql(claim: &Claim) -> String {
     )
 }
 
+/// The last event number of the run of approval `key` (0 for none).
+const NEXT_SEQ_OF_KEY: &str = "SELECT COALESCE(MAX(seq), 0) FROM tollgate_run_events \
+     WHERE run_id = (SELECT run_id FROM tollgate_approvals WHERE key = $1)";
+
 /// One conditional UPDATE decides; under READ COMMITTED a concurrent
 /// claimer of the same key blocks on the row lock, then re-checks the WHERE
 /// against the committed row and matches nothing. Claims of different keys
@@ -63,21 +67,30 @@ pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
         params.push(&claim.spec_hash);
     }
     // The record's notice routes come back with it: no second read by key.
-    let decode = |row: &Row| {
+    let decode = |row: &Row| -> StoreResult<_> {
         let record = approval_from_row(row)?;
         let routes = routes_column(row, APPROVAL_COLUMN_COUNT, &record.key)?;
         Ok((record, routes))
     };
-    let Some((record, routes)) = query_opt(client, &sql, &params, decode).await? else {
+    // The UPDATE and the run's next event number are sent together (and,
+    // first in a transaction, with its BEGIN): one round trip. The number
+    // comes from a statement of its own, which the server runs after the
+    // UPDATE: its snapshot sees an event a concurrent vote committed while
+    // this claim waited for the row lock, which a subquery of the UPDATE's
+    // RETURNING would not. It finds the run by the key, as the UPDATE does.
+    let update = client.prepare_cached(&sql).await?;
+    let numbering = client.prepare_cached(NEXT_SEQ_OF_KEY).await?;
+    let updated = sent(client.query_opt(&update, &params));
+    let by_key: [Param<'_>; 1] = [&claim.key];
+    let numbered = sent(client.query_one(&numbering, &by_key));
+    let Some((record, routes)) = updated.await?.as_ref().map(decode).transpose()? else {
         let current = get_approval(client, &claim.key).await?;
         return Err(
             ApprovalError::explain_failed_claim(&claim.key, current.as_ref(), claim).into(),
         );
     };
-    // Numbered by a statement of its own, after the UPDATE: its snapshot
-    // sees an event a concurrent vote committed while this claim waited for
-    // the row lock, which a subquery of the UPDATE's RETURNING would not.
-    let event = resolved_event(&record, claim, next_seq(client, &record.run_id).await?);
+    let last: i64 = numbered.await?.try_get(0)?;
+    let event = resolved_event(&record, claim, u64::try_from(last).unwrap_or(0) + 1);
     let mut events = vec![event.clone()];
     let end = claim.run_end(&record, event.seq + 1).map(|(end, ended)| {
         events.extend(ended);

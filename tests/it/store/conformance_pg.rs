@@ -263,6 +263,74 @@ mod postgres_only {
         assert!(winners.values().all(|&n| n == 1), "{winners:?}");
     }
 
+    /// A claim given up part-way (a client that went away, a timeout),
+    /// after its BEGIN and UPDATE went out together and while the UPDATE
+    /// waits for a row lock, commits nothing, and its connection goes back
+    /// to the pool out of its transaction: the next claim on that one
+    /// connection decides normally, once.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_claim_dropped_part_way_commits_nothing_and_leaves_its_connection_clean() {
+        let db = pg::database();
+        let one_connection = PostgresOptions {
+            pool_size: 1,
+            ..PostgresOptions::default()
+        };
+        let store: SharedStore = Arc::new(
+            PostgresStore::connect(&db.url, one_connection)
+                .await
+                .expect("connect"),
+        );
+        paused_run(store.as_ref(), "k", "agent", 0).await;
+
+        // Another session holds the record's row for two seconds.
+        let cluster = pg::cluster();
+        let mut holder = std::process::Command::new(cluster.bin("psql"))
+            .args(["-X", "-q", "-h", "127.0.0.1", "-U", "postgres"])
+            .args(["-p", &cluster.port().to_string(), "-d", &db.name])
+            .args(["-c", "BEGIN; SELECT 1 FROM tollgate_approvals WHERE key = 'k' FOR UPDATE; SELECT pg_sleep(2); COMMIT;"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("run psql");
+        let holding = "SELECT count(*) FROM pg_stat_activity \
+                       WHERE query LIKE '%pg_sleep(2)%' AND state = 'active' AND pid <> pg_backend_pid()";
+        let mut waited = 0;
+        while db.psql(holding) != "1" {
+            assert!(waited < 200, "the holder never took the row lock");
+            std::thread::sleep(std::time::Duration::from_millis(25));
+            waited += 1;
+        }
+
+        let given_up = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            store.claim(&approve("k", "alice", 10)),
+        )
+        .await;
+        assert!(given_up.is_err(), "the claim should wait for the row lock");
+
+        // Same pool, same connection: this claim runs after the first one's
+        // rollback, once the holder lets go.
+        let claimed = store
+            .claim(&approve("k", "bob", 11))
+            .await
+            .expect("the next claim decides");
+        assert_eq!(claimed.record.decided_by.as_deref(), Some("bob"));
+        assert!(holder.wait().expect("psql").success());
+        let record = store.get_approval("k").await.expect("get").expect("record");
+        assert_eq!(record.decided_by.as_deref(), Some("bob"));
+        let events = store.run_events("run-k", 0).await.expect("events");
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [1, 2, 3],
+            "one decision's events, not two"
+        );
+        assert_eq!(
+            db.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'"
+            ),
+            "0"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn a_postgres_url_opens_the_store_without_showing_the_password() {
         let db = pg::database();

@@ -110,8 +110,6 @@ impl UnreadableRow {
     }
 }
 
-/// Report rows that a listing or a sweep skipped: one warning each, naming
-/// it, so one bad row never stops the others and is never silently lost.
 /// The keys of rows an expiry pass on SQLite could not read: its later
 /// batches pass over them (see [`crate::store::Approvals::expire_due`]),
 /// so a damaged row is reported once a pass and never holds up the rows
@@ -135,6 +133,8 @@ impl UnreadableKeys {
     }
 }
 
+/// Report rows that a listing or a sweep skipped: one warning each, naming
+/// it, so one bad row never stops the others and is never silently lost.
 pub(crate) fn report_skipped(store: &str, what: &str, rows: &[UnreadableRow]) {
     for row in rows {
         tracing::warn!(store, key = %row.key, error = %row.error, "skipped an unreadable {what}");

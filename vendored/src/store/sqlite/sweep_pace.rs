@@ -21,7 +21,7 @@ use crate::store::EXPIRE_BATCH;
 /// The work one batch aims at: of the order of a commit at FULL on an
 /// ordinary disk, so a decision behind a batch waits about as long as it
 /// would behind another decision's commit.
-pub(super) const BATCH_WORK: Duration = Duration::from_millis(10);
+const BATCH_WORK: Duration = Duration::from_millis(10);
 
 /// The first batch's size, before any rate is known: small, because the
 /// first rows of a pass are the least likely to be cached.

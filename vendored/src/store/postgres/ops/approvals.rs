@@ -45,7 +45,7 @@ fn claim_sql(claim: &Claim) -> String {
 }
 
 /// The last event number of the run of approval `key` (0 for none).
-const NEXT_SEQ_OF_KEY: &str = "SELECT COALESCE(MAX(seq), 0) FROM tollgate_run_events \
+const LAST_SEQ_OF_KEY: &str = "SELECT COALESCE(MAX(seq), 0) FROM tollgate_run_events \
      WHERE run_id = (SELECT run_id FROM tollgate_approvals WHERE key = $1)";
 
 /// One conditional UPDATE decides; under READ COMMITTED a concurrent
@@ -79,7 +79,7 @@ pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
     // this claim waited for the row lock, which a subquery of the UPDATE's
     // RETURNING would not. It finds the run by the key, as the UPDATE does.
     let update = client.prepare_cached(&sql).await?;
-    let numbering = client.prepare_cached(NEXT_SEQ_OF_KEY).await?;
+    let numbering = client.prepare_cached(LAST_SEQ_OF_KEY).await?;
     let updated = sent(client.query_opt(&update, &params));
     let by_key: [Param<'_>; 1] = [&claim.key];
     let numbered = sent(client.query_one(&numbering, &by_key));
@@ -90,7 +90,7 @@ pub(crate) async fn claim<C: GenericClient>(client: &C, claim: &Claim) -> StoreR
         );
     };
     let last: i64 = numbered.await?.try_get(0)?;
-    let event = resolved_event(&record, claim, u64::try_from(last).unwrap_or(0) + 1);
+    let event = resolved_event(&record, claim, seq_after(last));
     let mut events = vec![event.clone()];
     let end = claim.run_end(&record, event.seq + 1).map(|(end, ended)| {
         events.extend(ended);

@@ -84,5 +84,10 @@ pub(super) async fn next_seq<C: GenericClient>(client: &C, run_id: &str) -> Stor
     )
     .await?
     .unwrap_or(0);
-    Ok(u64::try_from(last).unwrap_or(0) + 1)
+    Ok(seq_after(last))
+}
+
+/// The event number after `last`, a run's `MAX(seq)` (0 when it has none).
+pub(super) fn seq_after(last: i64) -> u64 {
+    u64::try_from(last).unwrap_or(0) + 1
 }

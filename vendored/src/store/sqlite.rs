@@ -270,10 +270,11 @@ impl SqliteStore {
             }
         };
         let (writer, reader) = opened.map_err(|e| located(e, path))?;
+        let writer = GroupWriter::new(writer).map_err(|e| located(e.into(), path))?;
         Ok(SqliteStore {
             db: Arc::new(Connections {
                 path: path.to_path_buf(),
-                writer: GroupWriter::new(writer),
+                writer,
                 reader: Some(Mutex::new(reader)),
                 corrupt: Mutex::new(None),
                 unwritable: AtomicBool::new(false),
@@ -293,7 +294,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             db: Arc::new(Connections {
                 path: PathBuf::from(MEMORY),
-                writer: GroupWriter::new(conn),
+                writer: GroupWriter::new(conn)?,
                 reader: None,
                 corrupt: Mutex::new(None),
                 unwritable: AtomicBool::new(false),

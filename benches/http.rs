@@ -9,7 +9,9 @@
 //! median of several samples; each sample starts a fresh server, lists,
 //! measures the raw commit rate, decides its own batch of keys, stops the
 //! server and seeds as many new pending approvals, so every sample lists at
-//! the same number pending.
+//! the same number pending. The server's own `/metrics` says how busy its
+//! one SQLite writer was while deciding and how many writes shared each
+//! commit: a writer busy nearly all the time is what bounds the rate.
 //!
 //! Run: `cargo bench --bench http` (TOLLGATE_BENCH_PENDING, default 100000;
 //! TOLLGATE_BENCH_DECISIONS per sample, default 5000).
@@ -49,6 +51,11 @@ struct Samples {
     rss_start: Vec<f64>,
     rss_listed: Vec<f64>,
     rss_peak: Vec<f64>,
+    /// The server's SQLite writer while deciding (from its `/metrics`).
+    writer_busy_pct: Vec<f64>,
+    writes_per_commit: Vec<f64>,
+    writer_us_per_write: Vec<f64>,
+    commit_us_per_write: Vec<f64>,
 }
 
 fn main() {
@@ -89,7 +96,22 @@ fn main() {
             (decisions * COMMITS_PER_DECISION).max(1000),
         ));
         let batch: VecDeque<String> = keys.drain(..decisions).collect();
+        let writer_before = runtime.block_on(server::writer_totals(&server.base));
         let (decided, completed) = runtime.block_on(decide_all(&server.base, batch, &state));
+        let writer = runtime
+            .block_on(server::writer_totals(&server.base))
+            .since(&writer_before);
+        samples
+            .writer_busy_pct
+            .push(100.0 * writer.busy_s / completed.as_secs_f64());
+        samples
+            .writes_per_commit
+            .push(writer.writes / writer.commits.max(1.0));
+        let per_write = |seconds: f64| 1e6 * seconds / writer.writes.max(1.0);
+        samples.writer_us_per_write.push(per_write(writer.busy_s));
+        samples
+            .commit_us_per_write
+            .push(per_write(writer.committing_s));
         samples
             .decided
             .push(decisions as f64 / decided.as_secs_f64());
@@ -150,6 +172,26 @@ fn main() {
             "server peak RSS (VmHWM) by the end, MiB",
             &Stats::of(&samples.rss_peak).show(0),
             "<= 64",
+        ),
+        row(
+            "server's SQLite writer busy while deciding, % of the time",
+            &Stats::of(&samples.writer_busy_pct).show(0),
+            "",
+        ),
+        row(
+            "  writes per commit (writes that shared one fsync)",
+            &Stats::of(&samples.writes_per_commit).show(1),
+            "",
+        ),
+        row(
+            "  writer time per write, us",
+            &Stats::of(&samples.writer_us_per_write).show(0),
+            "",
+        ),
+        row(
+            "  of which in COMMIT (WAL writes, fsync, checkpoints), us",
+            &Stats::of(&samples.commit_us_per_write).show(0),
+            "",
         ),
         String::new(),
         "ratios of medians".to_string(),

@@ -148,3 +148,48 @@ pub async fn approve_all(
     }
     started.elapsed()
 }
+
+/// The counters a server's SQLite writer exports on `GET /metrics`
+/// (`tollgate_store_*`): what its one writer connection did since start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriterTotals {
+    pub commits: f64,
+    pub writes: f64,
+    pub busy_s: f64,
+    pub committing_s: f64,
+}
+
+impl WriterTotals {
+    /// What the writer did between `earlier` and this scrape.
+    pub fn since(&self, earlier: &WriterTotals) -> WriterTotals {
+        WriterTotals {
+            commits: self.commits - earlier.commits,
+            writes: self.writes - earlier.writes,
+            busy_s: self.busy_s - earlier.busy_s,
+            committing_s: self.committing_s - earlier.committing_s,
+        }
+    }
+}
+
+/// Scrape the writer's counters (zeros when the server's store has no one
+/// writer, as on PostgreSQL).
+pub async fn writer_totals(base: &str) -> WriterTotals {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    WriterTotals {
+        commits: value("tollgate_store_commits_total"),
+        writes: value("tollgate_store_writes_total"),
+        busy_s: value("tollgate_store_writer_busy_seconds_total"),
+        committing_s: value("tollgate_store_commit_seconds_total"),
+    }
+}

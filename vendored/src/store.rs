@@ -62,6 +62,7 @@ pub use spec_filter::{
 pub use sqlite::{MemoryStore, SqliteOptions, SqliteStore, Synchronous};
 pub use traits::{
     Approvals, Health, Keys, Queries, RunLog, SharedStore, SpecVersions, StateStore, Votes,
+    WriterStats,
 };
 pub(crate) use votes::check_cast;
 pub(crate) use writes::resolved_event;

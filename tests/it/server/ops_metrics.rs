@@ -4,7 +4,7 @@
 //! `_count`), and values that follow what happens: a pause, a decision, a
 //! step's duration, a run's end, and a claim conflict between two deciders
 //! racing. A second server on the same file reports the same store gauges
-//! and counters of its own.
+//! and counters of its own, its SQLite writer's included.
 
 use crate::common;
 use crate::common::server;
@@ -543,6 +543,73 @@ steps:
         metrics.value("tollgate_pending_approvals", &[("step", "gate")]),
         0.0
     );
+}
+
+/// The four `tollgate_store_*` counters of a server's SQLite writer.
+fn writer(metrics: &Exposition) -> [f64; 4] {
+    [
+        "tollgate_store_commits_total",
+        "tollgate_store_writes_total",
+        "tollgate_store_writer_busy_seconds_total",
+        "tollgate_store_commit_seconds_total",
+    ]
+    .map(|name| {
+        assert_eq!(metrics.families[name].kind, "counter", "{name}");
+        metrics.value(name, &[])
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sqlite_writer_counts_its_commits_writes_and_busy_time() {
+    let ws = Workspace::new(
+        r#"version: 1
+agent: busy-desk
+steps:
+  - id: gate
+    approval: { message: "Go?" }
+"#,
+    );
+    let state = ws.path().join("state.db");
+    let served = Served::start(&ws.spec, &state, &[], &[]);
+    let api = Api::new();
+    // Start-up wrote (the spec's version, the write check): counted.
+    let [commits, writes, busy, committing] = writer(&scrape(&api, &served).await);
+    assert!(commits >= 1.0 && writes >= commits, "{commits} {writes}");
+    assert!(
+        busy >= committing && committing > 0.0,
+        "{busy} {committing}"
+    );
+
+    // 16 runs paused, then approved all at once: every write counted once,
+    // and concurrent ones may share commits, never the other way round.
+    let mut paused = Vec::new();
+    for n in 0..16 {
+        paused.push(api.pause(&served, json!({ "n": n })).await);
+    }
+    let approvals = paused.iter().map(|p| {
+        let api = api.clone();
+        let url = served.url(&format!("/approvals/{}/approve", p.key));
+        async move { api.post(&url, json!({})).await }
+    });
+    for (status, body) in common::join_all(approvals).await {
+        assert_eq!(status, 200, "{body}");
+    }
+    for p in &paused {
+        api.wait_for_status(&served, &p.run_id, "completed").await;
+    }
+    let [commits2, writes2, busy2, committing2] = writer(&scrape(&api, &served).await);
+    // At least a pause and a decision per run.
+    assert!(writes2 - writes >= 32.0, "{writes} -> {writes2}");
+    assert!(
+        commits2 > commits && commits2 - commits <= writes2 - writes,
+        "commits {commits} -> {commits2}, writes {writes} -> {writes2}"
+    );
+    assert!(busy2 > busy && committing2 > committing && busy2 >= committing2);
+
+    // Another server on the file counts its own writer's work only.
+    let other = Served::start(&ws.spec, &state, &[], &[]);
+    let [_, theirs, ..] = writer(&scrape(&api, &other).await);
+    assert!(theirs < writes2 - writes, "{theirs}");
 }
 
 #[test]

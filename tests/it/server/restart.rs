@@ -139,7 +139,7 @@ async fn fifty_pauses_survive_sigkill_and_each_completes_once() {
         let url = second.url(&format!("/approvals/{key}/approve"));
         async move { api.post(&url, json!({ "reason": "ship it" })).await }
     });
-    for (status, body) in futures_join_all(approvals).await {
+    for (status, body) in common::join_all(approvals).await {
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["approval"]["status"], "APPROVED");
         assert_eq!(body["approval"]["decided_by"], "local");
@@ -204,19 +204,4 @@ async fn fifty_pauses_survive_sigkill_and_each_completes_once() {
             assert_eq!(event.data["run_id"], json!(run_id));
         }
     }
-}
-
-/// Join futures without pulling in the futures crate.
-async fn futures_join_all<F: std::future::Future + Send + 'static>(
-    futures: impl IntoIterator<Item = F>,
-) -> Vec<F::Output>
-where
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
-    let mut out = Vec::new();
-    for handle in handles {
-        out.push(handle.await.expect("task"));
-    }
-    out
 }

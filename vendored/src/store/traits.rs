@@ -4,6 +4,7 @@
 //! `use tollgate_runtime::store::prelude::*` brings them all into scope.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -432,6 +433,32 @@ pub trait Health: Send + Sync + 'static {
     fn notifications(self: Arc<Self>) -> Option<SharedNotifications> {
         None
     }
+
+    /// What this process's one writer connection did so far, for a store
+    /// that writes through one (SQLite: see its group commit); `None` for a
+    /// store whose writes go through a pool (PostgreSQL).
+    fn writer_stats(&self) -> Option<WriterStats> {
+        None
+    }
+}
+
+/// Totals since the store was opened of what its one writer connection did
+/// (see [`Health::writer_stats`]): how many writes shared each commit, and
+/// how busy the writer was. A writer busy nearly all the time is what
+/// bounds the store's write rate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Write transactions committed (one fsync each at `synchronous=FULL`).
+    pub commits: u64,
+    /// Write operations run in those transactions and in those that failed
+    /// to commit: concurrent writes share one transaction.
+    pub writes: u64,
+    /// Time the connection spent in write transactions, from `BEGIN` to
+    /// the end of `COMMIT` or `ROLLBACK`.
+    pub busy: Duration,
+    /// Of `busy`, the time in `COMMIT`: writing the WAL, its fsync, and any
+    /// checkpoint SQLite runs then.
+    pub committing: Duration,
 }
 
 /// Everything a store is: the sum of the concepts, implemented for every

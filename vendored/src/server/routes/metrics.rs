@@ -28,7 +28,7 @@ use crate::notices::NoticeStatus;
 use crate::run_state::RunStatus;
 use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
-use crate::store::{OutboxStats, Queries, StoreError};
+use crate::store::{OutboxStats, Queries, StoreError, WriterStats};
 
 pub(super) async fn render(State(state): State<AppState>) -> Response {
     match exposition(&state).await {
@@ -124,6 +124,9 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
 
     let outbox = agent.store().outbox_stats().await?;
     write_outbox(&mut out, &outbox, agent.clock().now());
+    if let Some(writer) = agent.store().writer_stats() {
+        write_writer(&mut out, &writer);
+    }
 
     agent.metrics().write(&mut out);
     Ok(out.into_text())
@@ -165,6 +168,38 @@ fn write_outbox(out: &mut Exposition, stats: &OutboxStats, now: chrono::DateTime
         &[],
         age,
     );
+}
+
+/// This process's SQLite writer: how many writes shared each commit and
+/// how busy the one writer connection was. `rate(busy)` near 1 says writes
+/// queue for it; `rate(writes) / rate(commits)` how many share an fsync.
+fn write_writer(out: &mut Exposition, stats: &WriterStats) {
+    let counters = [
+        (
+            "tollgate_store_commits_total",
+            "Write transactions this process committed to the SQLite file: one fsync each at synchronous=FULL.",
+            stats.commits as f64,
+        ),
+        (
+            "tollgate_store_writes_total",
+            "Write operations run in those transactions: concurrent writes share one commit.",
+            stats.writes as f64,
+        ),
+        (
+            "tollgate_store_writer_busy_seconds_total",
+            "Time this process's one SQLite writer connection spent in write transactions: a rate near 1 means writes queue for it.",
+            stats.busy.as_secs_f64(),
+        ),
+        (
+            "tollgate_store_commit_seconds_total",
+            "Of the writer's busy time, the time in COMMIT: the WAL's writes, its fsync and any checkpoint.",
+            stats.committing.as_secs_f64(),
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.family(name, "counter", help);
+        out.sample(name, &[], value);
+    }
 }
 
 /// What the gauges read from the store.

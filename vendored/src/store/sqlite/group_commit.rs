@@ -27,11 +27,13 @@
 //! from 16 HTTP connections, 14% more cycles from 16 concurrent runs in
 //! process (BENCHMARKS.md, issue 28, session 40).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-use crate::store::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult, WriterStats};
 
 /// Runs one queued operation (or learns that its transaction could not
 /// begin); returns whether the operation succeeded and what to do once the
@@ -55,6 +57,30 @@ struct Ran {
 pub(super) struct GroupWriter {
     conn: Mutex<Connection>,
     queue: Mutex<Vec<Job>>,
+    totals: Totals,
+}
+
+/// [`WriterStats`] as they are counted: atomics, so that reading them
+/// never waits for the writer.
+#[derive(Default)]
+struct Totals {
+    commits: AtomicU64,
+    writes: AtomicU64,
+    busy_nanos: AtomicU64,
+    committing_nanos: AtomicU64,
+}
+
+impl Totals {
+    fn count(&self, writes: usize, committed: bool, busy: Duration, committing: Duration) {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        if committed {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+        }
+        self.writes.fetch_add(writes as u64, Ordering::Relaxed);
+        self.busy_nanos.fetch_add(nanos(busy), Ordering::Relaxed);
+        self.committing_nanos
+            .fetch_add(nanos(committing), Ordering::Relaxed);
+    }
 }
 
 impl GroupWriter {
@@ -66,7 +92,19 @@ impl GroupWriter {
         Ok(GroupWriter {
             conn: Mutex::new(conn),
             queue: Mutex::new(Vec::new()),
+            totals: Totals::default(),
         })
+    }
+
+    /// What this writer did since it was made.
+    pub fn stats(&self) -> WriterStats {
+        let t = &self.totals;
+        WriterStats {
+            commits: t.commits.load(Ordering::Relaxed),
+            writes: t.writes.load(Ordering::Relaxed),
+            busy: Duration::from_nanos(t.busy_nanos.load(Ordering::Relaxed)),
+            committing: Duration::from_nanos(t.committing_nanos.load(Ordering::Relaxed)),
+        }
     }
 
     /// Run `op` in a write transaction, possibly shared with concurrent
@@ -108,7 +146,7 @@ impl GroupWriter {
             return result;
         }
         let jobs = std::mem::take(&mut *lock(&self.queue));
-        run_batch(&conn, jobs);
+        run_batch(&conn, jobs, &self.totals);
         drop(conn);
         lock(&slot).take().unwrap_or_else(|| {
             Err(StoreError::Database(
@@ -138,7 +176,8 @@ fn copy(e: &StoreError) -> StoreError {
     }
 }
 
-fn run_batch(conn: &Connection, jobs: Vec<Job>) {
+fn run_batch(conn: &Connection, jobs: Vec<Job>, totals: &Totals) {
+    let began = Instant::now();
     if let Err(e) = begin_immediate(conn) {
         let e = StoreError::from(e);
         for job in jobs {
@@ -154,11 +193,19 @@ fn run_batch(conn: &Connection, jobs: Vec<Job>) {
     // A lone job that failed has nothing worth committing; shared jobs that
     // failed were already rolled back to their savepoints.
     let lone_failure = !shared && ran.first().is_some_and(|r| r.failed);
+    let committing = Instant::now();
     let outcome = if lone_failure {
         rollback(conn).map_err(StoreError::from)
     } else {
         execute_cached(conn, "COMMIT").map_err(StoreError::from)
     };
+    let committed = !lone_failure && outcome.is_ok();
+    let commit_time = if lone_failure {
+        Duration::ZERO
+    } else {
+        committing.elapsed()
+    };
+    totals.count(ran.len(), committed, began.elapsed(), commit_time);
     let error = match outcome {
         Ok(()) => None,
         Err(e) => {
@@ -298,9 +345,42 @@ mod tests {
         assert_eq!(count(&w), 24, "the 8 refused inserts rolled back alone");
     }
 
+    #[test]
+    fn stats_count_commits_writes_and_the_time_in_them() {
+        let (_dir, w) = writer();
+        assert_eq!(w.stats(), WriterStats::default());
+        w.write(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?))
+            .unwrap();
+        let one = w.stats();
+        assert_eq!((one.commits, one.writes), (1, 1));
+        assert!(one.committing > Duration::ZERO && one.busy >= one.committing);
+        // A lone write that fails rolls back: a write, not a commit.
+        let _ = w.write(|_| -> StoreResult<()> { Err(StoreError::Database("no".into())) });
+        let two = w.stats();
+        assert_eq!((two.commits, two.writes), (1, 2));
+        assert_eq!(two.committing, one.committing, "a rollback is not a commit");
+        assert!(two.busy > one.busy);
+        // Concurrent writes: each counted once, however they were batched.
+        let threads: Vec<_> = (2..34)
+            .map(|n| {
+                let w = Arc::clone(&w);
+                std::thread::spawn(move || {
+                    w.write(move |c| Ok(c.execute("INSERT INTO t VALUES (?1)", [n])?))
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        let all = w.stats();
+        assert_eq!(all.writes, 34);
+        assert!((2..=33).contains(&all.commits), "{all:?}");
+        assert_eq!(count(&w), 33);
+    }
+
     /// Savepoints whose statement journals pass SQLite's 64 KiB spill
-    /// threshold (about 40 pages each, many operations in one batch) still
-    /// roll back alone, and the journal never leaves memory.
+    /// threshold (16 pages; each operation here journals about 200, and
+    /// many share a batch) still roll back alone, the journal in memory.
     #[test]
     fn large_operations_sharing_a_batch_roll_back_alone_with_their_journal_in_memory() {
         let (_dir, w) = writer();

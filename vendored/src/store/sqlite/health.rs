@@ -15,6 +15,10 @@ impl Health for SqliteStore {
         true
     }
 
+    fn writer_stats(&self) -> Option<WriterStats> {
+        Some(self.db.writer.stats())
+    }
+
     async fn check_writable(&self) -> StoreResult<()> {
         if let Some(detail) = lock(&self.db.corrupt).clone() {
             return Err(StoreError::CorruptFile {

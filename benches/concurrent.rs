@@ -13,9 +13,11 @@
 //! synchronous SqliteSaver "does not scale to multiple threads").
 //!
 //! Beside them: the raw SQLite commit rate of one writer at FULL on the
-//! same disk (benches/common/raw_sqlite.rs), and how busy the process kept
-//! the CPU during the concurrent runs, which say whether a figure is bound
-//! by the disk's fsyncs or by the CPU.
+//! same disk (benches/common/raw_sqlite.rs), how busy the process kept
+//! the CPU during the concurrent runs, and how busy the store's one writer
+//! connection was and how many writes shared each of its commits
+//! (`Health::writer_stats`): together they say whether a figure is bound by
+//! the disk's fsyncs, by the CPU, or by the one writer.
 //!
 //! Every cycle's outcome is checked: each start must pause, each resume
 //! must complete its run, and after each sample the store must hold exactly
@@ -26,10 +28,10 @@
 //! TOLLGATE_BENCH_PYTHON=$(bench/langgraph-venv) for the LangGraph peer).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tollgate_runtime::store::Synchronous;
+use tollgate_runtime::store::{Synchronous, WriterStats};
 use tollgate_runtime::{AgentRun, Decision, RunStatus};
 
 #[path = "common/cpu.rs"]
@@ -83,10 +85,13 @@ fn main() {
     let mut one = Vec::new();
     let mut many = Vec::new();
     let mut busy = Vec::new();
+    let mut writer_busy = Vec::new();
+    let mut writes_per_commit = Vec::new();
+    let mut writer_us = Vec::new();
     let mut raw = Vec::new();
     let mut theirs = Vec::new();
     for _ in 0..SAMPLES {
-        one.push(runtime.block_on(cycles_per_s(1, cycles)));
+        one.push(runtime.block_on(cycles_per_s(1, cycles)).rate);
         // The disk's commit rate for one writer, between the two.
         raw.push(raw_sqlite::raw_commits(
             raw_sqlite::Sync::Full,
@@ -96,11 +101,16 @@ fn main() {
         // shows near 100% per core, one bound by fsyncs far below.
         let cpu_before = cpu::cpu_seconds(std::process::id());
         let started = Instant::now();
-        many.push(runtime.block_on(cycles_per_s(concurrency, cycles)));
+        let concurrent = runtime.block_on(cycles_per_s(concurrency, cycles));
         busy.push(
             100.0 * (cpu::cpu_seconds(std::process::id()) - cpu_before)
                 / started.elapsed().as_secs_f64(),
         );
+        many.push(concurrent.rate);
+        let writer = concurrent.writer;
+        writer_busy.push(100.0 * writer.busy.as_secs_f64() / concurrent.elapsed.as_secs_f64());
+        writes_per_commit.push(writer.writes as f64 / writer.commits.max(1) as f64);
+        writer_us.push(1e6 * writer.busy.as_secs_f64() / writer.writes.max(1) as f64);
         if let Some(python) = &python {
             theirs.push(peer::langgraph_cycles(python, cycles, concurrency));
         }
@@ -125,6 +135,30 @@ fn main() {
         row(
             &format!("CPU of this process, {concurrency} concurrent, % of one core"),
             &Stats::of(&busy).show(0),
+            ""
+        )
+    );
+    println!(
+        "{}",
+        row(
+            &format!("  the store's one writer, {concurrency} concurrent: busy, % of the time"),
+            &Stats::of(&writer_busy).show(0),
+            ""
+        )
+    );
+    println!(
+        "{}",
+        row(
+            "  writes per commit",
+            &Stats::of(&writes_per_commit).show(1),
+            ""
+        )
+    );
+    println!(
+        "{}",
+        row(
+            "  writer time per write (committing included), us",
+            &Stats::of(&writer_us).show(0),
             ""
         )
     );
@@ -181,9 +215,18 @@ fn main() {
     }
 }
 
+/// What `streams` concurrent tasks on one agent did.
+struct Measured {
+    /// Cycles per second.
+    rate: f64,
+    elapsed: Duration,
+    /// What the store's one writer connection did meanwhile.
+    writer: WriterStats,
+}
+
 /// Cycles per second of `streams` concurrent tasks on one agent (one store,
 /// one file), each running `per_stream` cycles back to back.
-async fn cycles_per_s(streams: usize, per_stream: usize) -> f64 {
+async fn cycles_per_s(streams: usize, per_stream: usize) -> Measured {
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("state.db");
     let agent = workload::agent(&state, Synchronous::Full);
@@ -202,7 +245,11 @@ async fn cycles_per_s(streams: usize, per_stream: usize) -> f64 {
     let total = streams * per_stream;
     assert_eq!(completed, total, "cycles that completed");
     assert_eq!(completed_runs(&state), total, "completed runs in the store");
-    total as f64 / elapsed.as_secs_f64()
+    Measured {
+        rate: total as f64 / elapsed.as_secs_f64(),
+        elapsed,
+        writer: agent.store().writer_stats().expect("a SQLite store"),
+    }
 }
 
 /// `count` cycles of one stream; how many completed (each is checked).

@@ -10,11 +10,10 @@
 //! once, and only then hands every operation its result. Nothing is
 //! reported before its commit is durable. The others wait on a condition
 //! variable the leader signals once per batch: they all wake at once, and
-//! one whose write came too late for that batch leads the next one. (They
-//! used to wait on the connection's mutex, which woke them one at a time,
-//! each after the last had let go, with the writer idle meanwhile: 16
-//! concurrent runs shared a commit 2.9 at a time, the writer busy 83% of
-//! the time.) A lone writer is its own leader: no thread hand-off, and no
+//! one whose write came too late for that batch leads the next one.
+//! (Waiting on the connection's mutex woke them one at a time, each after
+//! the last had let go, the writer idle meanwhile: a third as many writes
+//! per commit.) A lone writer is its own leader: no thread hand-off, and no
 //! savepoint either (a failure rolls back the whole transaction, which is
 //! only its own), because a savepoint makes SQLite copy every page the
 //! operation touches into a statement journal first.
@@ -29,9 +28,7 @@
 //! every page each later savepoint of the batch touches to that file, and
 //! creates and deletes the file once per batch. The journal is emptied
 //! when each operation's savepoint is released, so it holds one operation's
-//! pages at a time. Measured side by side: 17% more decisions per second
-//! from 16 HTTP connections, 14% more cycles from 16 concurrent runs in
-//! process (BENCHMARKS.md, issue 28, session 40).
+//! pages at a time. (BENCHMARKS.md has both measured side by side.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -106,6 +106,25 @@ fn raw(path: &Path) -> Connection {
 }
 
 #[tokio::test]
+async fn a_file_counts_its_writers_work_and_memory_reports_none() {
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    let before = store.writer_stats().expect("a file has one writer");
+    paused(&store, "k1").await;
+    store.get_approval("k1").await.expect("read");
+    let after = store.writer_stats().expect("a file has one writer");
+    // The run's and the pause's writes, one after the other; not the read
+    // (reads have a connection of their own).
+    assert_eq!(after.writes - before.writes, 2, "{before:?} -> {after:?}");
+    assert_eq!(after.commits - before.commits, 2, "{before:?} -> {after:?}");
+    assert!(after.busy > before.busy && after.committing > before.committing);
+
+    // In memory, reads go through the writer: its counts would not be writes.
+    let memory = SqliteStore::in_memory().expect("in memory");
+    assert_eq!(memory.writer_stats(), None);
+}
+
+#[tokio::test]
 async fn unparseable_json_is_reported_as_corrupt_naming_the_row() {
     let dir = TempDir::new();
     let store = open(&dir.db());

@@ -321,6 +321,36 @@ mod tests {
         (dir, Arc::new(GroupWriter::new(conn).unwrap()))
     }
 
+    /// `op(conn, n)` for each `n` of `ns`, each write from its own thread,
+    /// all at once; their results in `ns`'s order.
+    fn write_at_once(
+        w: &Arc<GroupWriter>,
+        ns: std::ops::Range<i64>,
+        op: fn(&Connection, i64) -> StoreResult<i64>,
+    ) -> Vec<StoreResult<i64>> {
+        let threads: Vec<_> = ns
+            .map(|n| {
+                let w = Arc::clone(w);
+                std::thread::spawn(move || w.write(move |c| op(c, n)))
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    fn refusal(n: i64) -> StoreError {
+        StoreError::Database(format!("refuse {n}"))
+    }
+
+    /// Each write got its own answer: `n` itself, or its own refusal.
+    fn assert_own_results(results: Vec<StoreResult<i64>>, first: i64) {
+        for (n, result) in (first..).zip(results) {
+            match result {
+                Ok(v) => assert_eq!(v, n),
+                Err(e) => assert_eq!(e.to_string(), refusal(n).to_string()),
+            }
+        }
+    }
+
     fn count(w: &GroupWriter) -> i64 {
         w.write(|c| Ok(c.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))?))
             .unwrap()
@@ -361,26 +391,14 @@ mod tests {
     #[test]
     fn concurrent_writers_all_commit_and_each_gets_its_own_result() {
         let (_dir, w) = writer();
-        let threads: Vec<_> = (0..32)
-            .map(|n| {
-                let w = Arc::clone(&w);
-                std::thread::spawn(move || {
-                    w.write(move |c| {
-                        c.execute("INSERT INTO t VALUES (?1)", [n])?;
-                        if n % 4 == 0 {
-                            return Err(StoreError::Database(format!("refuse {n}")));
-                        }
-                        Ok(n)
-                    })
-                })
-            })
-            .collect();
-        for (n, t) in threads.into_iter().enumerate() {
-            match t.join().unwrap() {
-                Ok(v) => assert_eq!(v as usize, n),
-                Err(e) => assert_eq!(e.to_string(), format!("database error: refuse {n}")),
+        let results = write_at_once(&w, 0..32, |c, n| {
+            c.execute("INSERT INTO t VALUES (?1)", [n])?;
+            if n % 4 == 0 {
+                return Err(refusal(n));
             }
-        }
+            Ok(n)
+        });
+        assert_own_results(results, 0);
         assert_eq!(count(&w), 24, "the 8 refused inserts rolled back alone");
     }
 
@@ -400,17 +418,11 @@ mod tests {
         assert_eq!(two.committing, one.committing, "a rollback is not a commit");
         assert!(two.busy > one.busy);
         // Concurrent writes: each counted once, however they were batched.
-        let threads: Vec<_> = (2..34)
-            .map(|n| {
-                let w = Arc::clone(&w);
-                std::thread::spawn(move || {
-                    w.write(move |c| Ok(c.execute("INSERT INTO t VALUES (?1)", [n])?))
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap().unwrap();
-        }
+        let results = write_at_once(&w, 2..34, |c, n| {
+            c.execute("INSERT INTO t VALUES (?1)", [n])?;
+            Ok(n)
+        });
+        assert_own_results(results, 2);
         let all = w.stats();
         assert_eq!(all.writes, 34);
         assert!((2..=33).contains(&all.commits), "{all:?}");
@@ -436,28 +448,16 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let threads: Vec<_> = (0..16)
-            .map(|t: i64| {
-                let w = Arc::clone(&w);
-                std::thread::spawn(move || {
-                    w.write(move |c| {
-                        // Every row: about 200 pages, 800 KiB of journal.
-                        c.execute("UPDATE blobs SET b = randomblob(2000)", [])?;
-                        c.execute("INSERT INTO t VALUES (?1)", [t])?;
-                        if t % 2 == 1 {
-                            return Err(StoreError::Database(format!("refuse {t}")));
-                        }
-                        Ok(t)
-                    })
-                })
-            })
-            .collect();
-        for (t, thread) in threads.into_iter().enumerate() {
-            match thread.join().unwrap() {
-                Ok(v) => assert_eq!(v as usize, t),
-                Err(e) => assert_eq!(e.to_string(), format!("database error: refuse {t}")),
+        let results = write_at_once(&w, 0..16, |c, n| {
+            // Every row: about 200 pages, 800 KiB of journal.
+            c.execute("UPDATE blobs SET b = randomblob(2000)", [])?;
+            c.execute("INSERT INTO t VALUES (?1)", [n])?;
+            if n % 2 == 1 {
+                return Err(refusal(n));
             }
-        }
+            Ok(n)
+        });
+        assert_own_results(results, 0);
         assert_eq!(count(&w), 8, "the 8 refused operations rolled back alone");
     }
 

@@ -23,7 +23,9 @@
 //!
 //! Run: `cargo bench --bench cycles` (TOLLGATE_BENCH_CYCLES to change the
 //! count, TOLLGATE_BENCH_SYNC=full|normal for one mode only,
-//! TOLLGATE_BENCH_PYTHON=$(bench/langgraph-venv) for the LangGraph peer).
+//! TOLLGATE_BENCH_PYTHON=$(bench/langgraph-venv) for the LangGraph peer,
+//! TOLLGATE_BENCH_OUTBOX_NOTICES=N for N delivered notices already in the
+//! outbox of the webhook's samples, as a long-lived server keeps them).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -45,13 +47,15 @@ mod workload;
 use io_counters::PerUnit;
 use peer::{PeerSample, langgraph_cycles};
 use stats::{SAMPLES, Stats, env_usize, row};
-use tollgate_runtime::{Decision, RunStatus};
+use tollgate_runtime::{AgentRun, Decision, RunStatus};
 
 /// The run stored with its pause; the claim with the run's end.
 const COMMITS_PER_CYCLE: usize = 2;
 
 fn main() {
     let cycles = env_usize("TOLLGATE_BENCH_CYCLES", 300);
+    // Delivered notices already in the outbox of the webhook's samples.
+    let kept_notices = env_usize("TOLLGATE_BENCH_OUTBOX_NOTICES", 0);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -67,6 +71,11 @@ fn main() {
         .map(PathBuf::from);
 
     println!("pause+resume cycles, {cycles} per sample, median of {SAMPLES} samples (min..max)");
+    if kept_notices > 0 {
+        println!(
+            "the webhook's samples start with {kept_notices} delivered notices in the outbox (TOLLGATE_BENCH_OUTBOX_NOTICES)"
+        );
+    }
     println!(
         "a cycle = {COMMITS_PER_CYCLE} commits; raw = the same commits with the same pragmas (WAL, one connection)"
     );
@@ -95,14 +104,18 @@ fn main() {
         let mut hooked = Vec::new();
         let hook_spec = workload::spec_with_webhook();
         let mut our_writes = Vec::new();
+        let mut hooked_writes = Vec::new();
         let mut raw_writes = Vec::new();
         for _ in 0..SAMPLES {
             // Interleaved, so drift in the machine's load hits all alike.
             let (rate, writes) =
-                io_counters::measure(cycles, || runtime.block_on(tollgate_cycles(sync, cycles)));
+                runtime.block_on(tollgate_cycles_of(workload::SPEC, sync, cycles, 0));
             ours.push(rate);
             our_writes.extend(writes);
-            hooked.push(runtime.block_on(tollgate_cycles_of(&hook_spec, sync, cycles)));
+            let (rate, writes) =
+                runtime.block_on(tollgate_cycles_of(&hook_spec, sync, cycles, kept_notices));
+            hooked.push(rate);
+            hooked_writes.extend(writes);
             let (rate, writes) = io_counters::measure(cycles, || {
                 raw_sqlite::raw_commits(raw_sync(sync), cycles * COMMITS_PER_CYCLE)
             });
@@ -149,6 +162,16 @@ fn main() {
                     ""
                 )
             );
+            if let Some(hooked) = writes_of(&hooked_writes) {
+                println!(
+                    "{}",
+                    row(
+                        &format!("written per cycle, tollgate {name}, one webhook"),
+                        &hooked.show(),
+                        ""
+                    )
+                );
+            }
             println!(
                 "{}",
                 row(
@@ -197,15 +220,29 @@ fn main() {
     }
 }
 
-async fn tollgate_cycles(sync: Synchronous, cycles: usize) -> f64 {
-    tollgate_cycles_of(workload::SPEC, sync, cycles).await
+/// Cycles per second of `spec`'s workload (the notices a webhook adds are
+/// written; nothing sends them here), on a store whose outbox already
+/// holds `kept_notices` delivered notices, and what the cycles handed the
+/// kernel (not the file's creation or the notices put in before).
+async fn tollgate_cycles_of(
+    spec: &str,
+    sync: Synchronous,
+    cycles: usize,
+    kept_notices: usize,
+) -> (f64, Option<PerUnit>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state.db");
+    let agent = workload::agent_of(spec, &state, sync);
+    workload::prefill_outbox(&state, kept_notices);
+    let before = io_counters::IoCounters::now();
+    let rate = run_cycles(&agent, cycles).await;
+    let writes = before
+        .zip(io_counters::IoCounters::now())
+        .map(|(b, a)| a.per(b, cycles));
+    (rate, writes)
 }
 
-/// Cycles per second of `spec`'s workload (the notices a webhook adds are
-/// written; nothing sends them here).
-async fn tollgate_cycles_of(spec: &str, sync: Synchronous, cycles: usize) -> f64 {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let agent = workload::agent_of(spec, &dir.path().join("state.db"), sync);
+async fn run_cycles(agent: &AgentRun, cycles: usize) -> f64 {
     let started = Instant::now();
     for i in 0..cycles {
         let paused = agent

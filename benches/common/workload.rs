@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use tollgate_runtime::pending_approval::new_key;
 use tollgate_runtime::store::{SqliteOptions, SqliteStore, Synchronous};
 use tollgate_runtime::{AgentRun, Spec};
 
@@ -66,4 +67,48 @@ fn preset_page_size(state: &Path) {
         "PRAGMA page_size = {size}; PRAGMA journal_mode = WAL;"
     ))
     .expect("set the page size");
+}
+
+/// `TOLLGATE_BENCH_OUTBOX_NOTICES`: `notices` delivered notices put in the
+/// outbox of the store at `state` before a sample, as a long-lived
+/// server's outbox holds them (delivered notices are kept as the record of
+/// what was sent). Written in bulk with one connection, not through the
+/// API, with ids from the runtime's own generator, so a build's id scheme
+/// decides where in the table new notices land.
+#[allow(dead_code)]
+pub fn prefill_outbox(state: &Path, notices: usize) {
+    if notices == 0 {
+        return;
+    }
+    let mut conn = rusqlite::Connection::open(state).expect("open the bench's file");
+    let tx = conn.transaction().expect("begin");
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO tollgate_outbox (id, key, run_id, event, channel, target, body, \
+                 status, attempts, next_at, created_at, window_from, sent_at) \
+                 VALUES (?1, ?2, ?3, 'approval.requested', 'webhook', '${BENCH_HOOK_URL}', ?4, \
+                 'sent', 1, ?5, ?5, ?5, ?5)",
+            )
+            .expect("prepare");
+        let body = format!(
+            r#"{{"type":"approval.requested","timestamp":"2026-12-01T00:00:00Z","data":{{"message":"Refund 120 on A-1?","preview":"{}"}}}}"#,
+            "x".repeat(400)
+        );
+        let start = chrono::Utc::now() - chrono::Duration::days(30);
+        for i in 0..notices {
+            let at = (start + chrono::Duration::milliseconds(i as i64))
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+            insert
+                .execute((
+                    tollgate_runtime::store::new_notice_id(),
+                    new_key(),
+                    format!("run-{i}"),
+                    &body,
+                    &at,
+                ))
+                .expect("insert a notice");
+        }
+    }
+    tx.commit().expect("commit");
 }

@@ -44,7 +44,7 @@ pub use notifications::{
 };
 pub use outbox::{
     DisabledEndpoint, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, Outbox, OutboxNotice, OutboxStats,
-    RetryNotices,
+    RetryNotices, new_notice_id,
 };
 pub(crate) use paging::{
     ApprovalFilter, ApprovalPager, PendingPager, cursor, like_pattern, settled_statuses_sql,

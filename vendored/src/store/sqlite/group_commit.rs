@@ -232,19 +232,12 @@ fn run_batch(conn: &Connection, jobs: Vec<Job>, totals: &Totals) {
     // A lone job that failed has nothing worth committing; shared jobs that
     // failed were already rolled back to their savepoints.
     let lone_failure = !shared && ran.first().is_some_and(|r| r.failed);
-    let committing = Instant::now();
-    let outcome = if lone_failure {
-        rollback(conn).map_err(StoreError::from)
+    let (outcome, commit_time) = if lone_failure {
+        (rollback(conn), Duration::ZERO)
     } else {
-        execute_cached(conn, "COMMIT").map_err(StoreError::from)
+        let committing = Instant::now();
+        (execute_cached(conn, "COMMIT"), committing.elapsed())
     };
-    let committed = !lone_failure && outcome.is_ok();
-    let commit_time = if lone_failure {
-        Duration::ZERO
-    } else {
-        committing.elapsed()
-    };
-    totals.count(ran.len(), committed, began.elapsed(), commit_time);
     let error = match outcome {
         Ok(()) => None,
         Err(e) => {
@@ -252,9 +245,11 @@ fn run_batch(conn: &Connection, jobs: Vec<Job>, totals: &Totals) {
             // the next batch starts clean. Its own error matters less than
             // the commit's.
             let _ = rollback(conn);
-            Some(e)
+            Some(StoreError::from(e))
         }
     };
+    let committed = !lone_failure && error.is_none();
+    totals.count(ran.len(), committed, began.elapsed(), commit_time);
     for r in ran {
         (r.complete)(error.as_ref());
     }

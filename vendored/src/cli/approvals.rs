@@ -8,7 +8,9 @@ use super::batch::Verdict;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
-use crate::links::{LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, may_decide_record};
+use crate::links::{
+    Deciders, LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, is_decider_of, may_decide_record,
+};
 use crate::policy::Channel;
 use crate::run::Ballot;
 use crate::server::votes::{ListedLedgers, VotesView};
@@ -351,11 +353,10 @@ async fn show(
         .await?
         .ok_or_else(|| crate::ApprovalError::NotFound { key: key.into() })?;
     // The spec, when at hand, says who may decide; without it the server
-    // still checks the approvers list when the link is used.
-    let approvers = spec
-        .and_then(|source| source.load().ok())
-        .map(|spec| spec.approvals.approvers.clone());
-    let link = link(&record, links.as_ref(), shown.link_for, approvers.as_ref())?;
+    // still checks who may when the link is used.
+    let spec = spec.and_then(|source| source.load().ok());
+    let deciders = spec.as_ref().map(|spec| spec.deciders_of(&record));
+    let link = link(&record, links.as_ref(), shown.link_for, deciders)?;
     if shown.json {
         let mut value = json!(record);
         if let Some(fields) = value.as_object_mut() {
@@ -464,18 +465,24 @@ fn list_or_none(names: &[String]) -> String {
 /// terminal has no single viewer to bind a link to). `None` when links are
 /// off or the record is no longer PENDING. Asked for with `--link-for`, a
 /// link that cannot be made is an error instead, as is a link for someone
-/// `approvers` (when the spec is at hand) leaves out: it would be refused.
+/// the spec's deciders (when the spec is at hand) leave out: it would be
+/// refused.
 fn link(
     record: &ApprovalRecord,
     links: Option<&LinkSigner>,
     link_for: Option<&str>,
-    approvers: Option<&Option<Vec<String>>>,
+    deciders: Option<Deciders<'_>>,
 ) -> Result<Option<String>, ExitFailure> {
     let pending = record.status == ApprovalStatus::Pending;
-    let list = approvers.and_then(Option::as_deref);
+    let list = deciders.and_then(|d| d.approvers);
     match (links, link_for) {
-        (Some(_), Some(name)) if approvers.is_some() && !may_decide_record(record, list, name) => {
+        (Some(_), Some(name))
+            if deciders.is_some_and(|d| !may_decide_record(record, d, name)) =>
+        {
             let why = match &record.roster {
+                _ if is_decider_of(record, list, name) => {
+                    "they asked for it (separation of duties)"
+                }
                 Some(roster) if !roster.rules.is_empty() => "not in the gate's groups",
                 _ => "not in approvals.approvers",
             };

@@ -44,7 +44,9 @@ pub struct McpArgs {
 
 /// A name as a token's is written (`auth.rs`).
 fn requester_name(text: &str) -> Result<String, String> {
-    if text.len() <= 64 && server::is_token_name(text) {
+    if let Some(reserved) = server::reserved_name(text) {
+        Err(format!("{text:?} {reserved}"))
+    } else if text.len() <= 64 && server::is_token_name(text) {
         Ok(text.to_string())
     } else {
         Err(format!(

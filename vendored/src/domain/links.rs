@@ -44,13 +44,48 @@ pub fn may_decide(approvers: Option<&[String]>, name: &str) -> bool {
     approvers.is_none_or(|allowed| allowed.iter().any(|a| a == name))
 }
 
-/// Whether `name` may decide `record` (its vote may count): on a gate with
-/// rules, a member of one of its groups as resolved at the pause (and
-/// added by escalations since); on any other gate, someone `approvers`
-/// allows ([`may_decide`]) or an escalation added. Separation of duties is
-/// not checked here: a requester is a decider who may not vote on this run,
-/// told so with a reason when they try.
+/// Who may decide the records of a served spec (see
+/// [`crate::spec::Spec::deciders_of`]): its approvers, and whether those
+/// who asked for a record's gate may decide it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Deciders<'a> {
+    /// `approvals.approvers`; `None` lets anyone decide.
+    pub approvers: Option<&'a [String]>,
+    /// The gate's `allow_self_approval` in force (false: separation of
+    /// duties), for a record without a roster.
+    pub allow_self_approval: bool,
+}
+
+impl<'a> Deciders<'a> {
+    /// Anyone `approvers` allows, requesters barred: what a caller that
+    /// has the approvers but not the spec (a notice's route) can tell.
+    pub fn approvers(approvers: Option<&'a [String]>) -> Deciders<'a> {
+        Deciders {
+            approvers,
+            allow_self_approval: false,
+        }
+    }
+}
+
+/// Whether `name` may decide `record` now: on a gate with rules, a member
+/// of one of its groups as resolved at the pause (and added by escalations
+/// since); on any other gate, someone the approvers allow ([`may_decide`])
+/// or an escalation added; and, on every gate, not one who asked for it
+/// (separation of duties, `policy::barred_as_requester`). The one test the
+/// decide path uses too (`AgentRun::check_voter`): a link is shown only to
+/// someone who passes it, and a link decides only as someone who does.
 pub fn may_decide_record(
+    record: &crate::pending_approval::ApprovalRecord,
+    deciders: Deciders<'_>,
+    name: &str,
+) -> bool {
+    is_decider_of(record, deciders.approvers, name)
+        && !crate::policy::barred_as_requester(record, deciders.allow_self_approval, name)
+}
+
+/// Whether `name` is among `record`'s deciders (its groups, its approvers,
+/// whom its escalations added), whether or not they asked for it.
+pub fn is_decider_of(
     record: &crate::pending_approval::ApprovalRecord,
     approvers: Option<&[String]>,
     name: &str,
@@ -189,12 +224,12 @@ impl LinkSigner {
         &self,
         record: &crate::pending_approval::ApprovalRecord,
         viewer: &str,
-        approvers: Option<&[String]>,
+        deciders: Deciders<'_>,
     ) -> Option<String> {
-        if !may_decide_record(record, approvers, viewer) {
+        if !may_decide_record(record, deciders, viewer) {
             return None;
         }
-        let unbound = self.unbound && may_decide_record(record, approvers, LINK_CALLER);
+        let unbound = self.unbound && may_decide_record(record, deciders, LINK_CALLER);
         Some(self.url(&record.key, (!unbound).then_some(viewer)))
     }
 
@@ -358,11 +393,14 @@ mod tests {
     fn who_may_decide_a_record_follows_its_roster_then_the_approvers() {
         use crate::policy::{GatePolicy, Roster, RuleSpec};
         let approvers = ["alice".to_string(), "erin".to_string()];
-        let approvers = Some(approvers.as_slice());
+        let deciders = Deciders::approvers(Some(approvers.as_slice()));
         let mut record = crate::pending_approval::sample_record("k", "r");
-        assert!(may_decide_record(&record, approvers, "alice"));
-        assert!(!may_decide_record(&record, approvers, "dave"));
-        assert!(may_decide_record(&record, None, "dave"), "no list: anyone");
+        assert!(may_decide_record(&record, deciders, "alice"));
+        assert!(!may_decide_record(&record, deciders, "dave"));
+        assert!(
+            may_decide_record(&record, Deciders::approvers(None), "dave"),
+            "no list: anyone"
+        );
 
         // A gate with rules: its groups' members, whatever approvers says.
         let groups = [(
@@ -380,16 +418,41 @@ mod tests {
         };
         let mut roster = Roster::resolve(&policy, &groups, vec![]).unwrap();
         record.roster = Some(roster.clone());
-        assert!(may_decide_record(&record, approvers, "dave"));
-        assert!(!may_decide_record(&record, approvers, "alice"));
+        assert!(may_decide_record(&record, deciders, "dave"));
+        assert!(!may_decide_record(&record, deciders, "alice"));
 
         // A plain gate with a roster: approvers, and whom escalations added.
         roster.rules.clear();
         roster.added = vec!["dave".into()];
         record.roster = Some(roster);
-        assert!(may_decide_record(&record, approvers, "dave"));
-        assert!(may_decide_record(&record, approvers, "erin"));
-        assert!(!may_decide_record(&record, approvers, "bob"));
+        assert!(may_decide_record(&record, deciders, "dave"));
+        assert!(may_decide_record(&record, deciders, "erin"));
+        assert!(!may_decide_record(&record, deciders, "bob"));
+    }
+
+    #[test]
+    fn whoever_asked_for_a_record_may_not_decide_it_unless_the_gate_allows_it() {
+        let approvers = ["alice".to_string(), "bot".to_string()];
+        let barred = Deciders::approvers(Some(approvers.as_slice()));
+        let allowed = Deciders {
+            allow_self_approval: true,
+            ..barred
+        };
+        let mut record = crate::pending_approval::sample_record("k", "r");
+        record.trigger = serde_json::json!({"kind": "api", "started_by": "bot"});
+        assert!(!may_decide_record(&record, barred, "bot"), "started the run");
+        assert!(may_decide_record(&record, barred, "alice"));
+        assert!(may_decide_record(&record, allowed, "bot"), "opted out");
+        assert!(is_decider_of(&record, barred.approvers, "bot"));
+
+        record.trigger =
+            serde_json::json!({"kind": "gate", "requested_by": "bot", "requester": "alice"});
+        assert!(!may_decide_record(&record, barred, "bot"), "asked");
+        assert!(!may_decide_record(&record, barred, "alice"), "asked for");
+
+        // The one decider of a server without tokens is never barred.
+        record.trigger = serde_json::json!({"kind": "api", "started_by": "local"});
+        assert!(may_decide_record(&record, Deciders::approvers(None), "local"));
     }
 
     #[test]
@@ -545,17 +608,18 @@ mod tests {
     fn a_link_is_shown_only_to_who_may_decide_and_bound_to_them() {
         let approvers = vec!["alice".to_string(), LINK_CALLER.to_string()];
         let list = Some(approvers.as_slice());
+        let deciders = Deciders::approvers(list);
         let s = signer();
         let record = crate::pending_approval::sample_record(KEY, "r");
         assert!(!s.unbound(), "unbound links are off by default");
-        assert_eq!(s.link_for_viewer(&record, "bob", list), None);
+        assert_eq!(s.link_for_viewer(&record, "bob", deciders), None);
         assert_eq!(
-            s.link_for_viewer(&record, "alice", list),
+            s.link_for_viewer(&record, "alice", deciders),
             Some(s.url(KEY, Some("alice")))
         );
         // No list: anyone may decide, still as themselves.
         assert_eq!(
-            s.link_for_viewer(&record, "bob", None),
+            s.link_for_viewer(&record, "bob", Deciders::approvers(None)),
             Some(s.url(KEY, Some("bob")))
         );
         // Nobody in particular: no link unless unbound links are on.
@@ -565,18 +629,18 @@ mod tests {
         let open = signer().with_unbound(true);
         assert_eq!(open.unattended_link(KEY, list), Some(open.url(KEY, None)));
         assert_eq!(
-            open.link_for_viewer(&record, "alice", list),
+            open.link_for_viewer(&record, "alice", Deciders::approvers(list)),
             Some(open.url(KEY, None))
         );
         // Still none for someone who may not decide.
-        assert_eq!(open.link_for_viewer(&record, "bob", list), None);
+        assert_eq!(open.link_for_viewer(&record, "bob", Deciders::approvers(list)), None);
         // A list without `link`: an unbound link would be refused, so the
         // viewer gets a bound one and a channel gets none.
         let only_alice = vec!["alice".to_string()];
         let list = Some(only_alice.as_slice());
         assert_eq!(open.unattended_link(KEY, list), None);
         assert_eq!(
-            open.link_for_viewer(&record, "alice", list),
+            open.link_for_viewer(&record, "alice", Deciders::approvers(list)),
             Some(open.url(KEY, Some("alice")))
         );
         // A gate with rules: its groups decide, and `link` is no member.
@@ -594,11 +658,21 @@ mod tests {
             roster: Some(crate::policy::Roster::resolve(&policy, &groups, vec![]).unwrap()),
             ..record
         };
-        assert_eq!(open.link_for_viewer(&team, "alice", list), None);
+        assert_eq!(open.link_for_viewer(&team, "alice", Deciders::approvers(list)), None);
         assert_eq!(
-            open.link_for_viewer(&team, "bob", list),
+            open.link_for_viewer(&team, "bob", Deciders::approvers(list)),
             Some(open.url(KEY, Some("bob")))
         );
+        // Whoever started the run is shown no link to decide it.
+        let mine = crate::pending_approval::ApprovalRecord {
+            trigger: serde_json::json!({"kind": "api", "started_by": "alice"}),
+            ..team
+        };
+        let mine = crate::pending_approval::ApprovalRecord {
+            roster: None,
+            ..mine
+        };
+        assert_eq!(open.link_for_viewer(&mine, "alice", Deciders::approvers(list)), None);
     }
 
     #[test]

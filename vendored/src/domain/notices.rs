@@ -273,7 +273,11 @@ fn mail_recipients(record: &ApprovalRecord, email: &EmailRoute, kind: &EventKind
     }
     names.sort();
     names.dedup();
-    names.retain(|name| crate::links::may_decide_record(record, email.approvers.as_deref(), name));
+    // The route has the approvers, not the spec: requesters are left out
+    // (on a gate that opts out of separation of duties too, so a
+    // requester may miss a mail, never get one they cannot act on).
+    let deciders = crate::links::Deciders::approvers(email.approvers.as_deref());
+    names.retain(|name| crate::links::may_decide_record(record, deciders, name));
     if let EventKind::ApprovalEscalated { added, .. } = kind {
         names.retain(|name| added.contains(name));
     }

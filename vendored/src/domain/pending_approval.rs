@@ -568,12 +568,18 @@ pub enum ApprovalError {
         groups: Vec<String>,
     },
 
-    /// Separation of duties (DESIGN §13): who started the run, or edited
-    /// its payload, may not vote on its gates.
+    /// Separation of duties (DESIGN §13): who started the run, made the
+    /// gate request or edited its payload may not decide it.
     #[error(
-        "{voter} may not vote on approval {key}: they started this run or edited its payload (separation of duties; the gate's allow_self_approval: true opts out)"
+        "{voter} may not decide approval {key}: separation of duties: it was asked for by {} (whoever started the run, made the request or edited the payload may not decide it; allow_self_approval: true on the gate, or approvals.allow_self_approval: true in the spec, opts out)",
+        .asked_by.join(", ")
     )]
-    SelfApproval { key: String, voter: String },
+    SelfApproval {
+        key: String,
+        voter: String,
+        /// The gate's requesters.
+        asked_by: Vec<String>,
+    },
 
     /// A voter's vote on a gate that counts votes stands; a second one
     /// (other than a repeat of the first) is refused.

@@ -157,18 +157,19 @@ impl GatePolicy {
         !self.rules.is_empty()
     }
 
-    /// Separation of duties: on by default for a gate with rules; a plain
-    /// gate keeps deciding as it always did unless the spec writes
-    /// `allow_self_approval: false`.
+    /// Separation of duties (see `separation.rs`): on for every gate
+    /// unless the gate (or, filled in when the spec is read,
+    /// `approvals.allow_self_approval`) writes `allow_self_approval: true`.
     pub fn self_approval_allowed(&self) -> bool {
-        self.allow_self_approval.unwrap_or(!self.has_rules())
+        self.allow_self_approval.unwrap_or(false)
     }
 
-    /// Whether a pause at this gate stores a [`Roster`] and counts votes
-    /// (a plain gate that bars its requesters or wants a reason does too:
-    /// the roster is what enforces that).
+    /// Whether a pause at this gate stores a [`Roster`] and counts votes:
+    /// it has rules, or wants a reason with every refusal (the roster is
+    /// what enforces that). A plain gate bars its requesters without one:
+    /// they are in its record's trigger (`separation.rs`).
     pub fn counts_votes(&self) -> bool {
-        self.has_rules() || !self.self_approval_allowed() || self.require_reason
+        self.has_rules() || self.require_reason
     }
 
     /// Whether a pause at this gate stores a [`Roster`]: it counts votes,
@@ -311,9 +312,12 @@ impl Roster {
         Ok(())
     }
 
-    /// Whether `voter` is not barred as a requester.
+    /// Whether `voter` is not barred as a requester (the one decider of a
+    /// server without tokens never is: see `separation.rs`).
     fn may_vote(&self, voter: &str) -> bool {
-        self.allow_self_approval || !self.requesters.iter().any(|r| r == voter)
+        self.allow_self_approval
+            || voter == LOCAL_DECIDER
+            || !self.requesters.iter().any(|r| r == voter)
     }
 
     /// Whether `voter` is a member of any rule's group.
@@ -501,6 +505,7 @@ impl Roster {
             return Err(ApprovalError::SelfApproval {
                 key: key.into(),
                 voter: voter.into(),
+                asked_by: self.requesters.clone(),
             });
         }
         if let Some(earlier) = votes.iter().find(|v| !v.superseded && v.voter == voter) {
@@ -755,6 +760,12 @@ impl Roster {
 
 mod nudges;
 pub use nudges::{Nudge, NudgeKind, schedule};
+mod requests;
+pub use requests::{RequestField, RequestLimits};
+mod separation;
+pub use separation::{
+    LOCAL_DECIDER, RESERVED_NAMES, barred_as_requester, requesters_from_trigger, requesters_of,
+};
 
 #[cfg(test)]
 mod tests;

@@ -283,6 +283,13 @@ pub struct ApprovalDefaults {
     /// members in force come from [`Spec::resolve_groups`], which applies
     /// `TOLLGATE_GROUP_<NAME>`.
     pub groups: BTreeMap<String, Vec<String>>,
+    /// `approvals.allow_self_approval`: whether those who asked for a gate
+    /// may decide it, for every gate that does not say (default `false`:
+    /// separation of duties, DESIGN §13). Filled into each gate's policy
+    /// when the spec is read.
+    pub allow_self_approval: bool,
+    /// `approvals.requests`: what a gate request may set of its policy.
+    pub requests: crate::policy::RequestLimits,
 }
 
 impl ApprovalDefaults {
@@ -292,8 +299,17 @@ impl ApprovalDefaults {
         mapping("notify", &NotifySpec::SCHEMA),
         value("on_spec_change"),
         value("groups"),
+        value("allow_self_approval"),
+        mapping("requests", &REQUEST_LIMITS_SCHEMA),
     ]);
 }
+
+/// `approvals.requests`' keys.
+pub(crate) const REQUEST_LIMITS_SCHEMA: Schema = Schema::new(&[
+    value("may_set"),
+    value("on_timeout"),
+    value("max_reminders"),
+]);
 
 impl Default for ApprovalDefaults {
     fn default() -> Self {
@@ -303,6 +319,8 @@ impl Default for ApprovalDefaults {
             notify: NotifySpec::default(),
             on_spec_change: OnSpecChange::default(),
             groups: BTreeMap::new(),
+            allow_self_approval: false,
+            requests: crate::policy::RequestLimits::default(),
         }
     }
 }
@@ -914,6 +932,24 @@ impl Spec {
                 .filter(|t| t.approval_required)
                 .map(|t| &t.policy),
             StepKind::Dedupe(_) | StepKind::Set { .. } => None,
+        }
+    }
+
+    /// Who may decide `record` under this spec: its `approvals.approvers`,
+    /// and whether those who asked for the record's gate may decide it
+    /// (the gate of the same step id here, else `approvals.allow_self_approval`;
+    /// a gate request follows `approvals.allow_self_approval`, which a
+    /// request cannot change). A record with a roster keeps the setting it
+    /// paused with (see [`crate::links::may_decide_record`]).
+    pub fn deciders_of(&self, record: &crate::pending_approval::ApprovalRecord) -> crate::links::Deciders<'_> {
+        let own_gate = (!record.is_gate_request())
+            .then(|| self.steps.iter().find(|s| s.id == record.step_id))
+            .flatten()
+            .and_then(|step| self.policy_of(step));
+        crate::links::Deciders {
+            approvers: self.approvals.approvers.as_deref(),
+            allow_self_approval: own_gate
+                .map_or(self.approvals.allow_self_approval, GatePolicy::self_approval_allowed),
         }
     }
 

@@ -484,18 +484,27 @@ impl Gate {
 }
 
 /// A gate request's decisions: only gate requests are decided here, anyone
-/// may decide them, and the decision ends the request's run in the claim's
-/// own write ([`request_finish`]).
+/// but those who asked for one may decide it (separation of duties, DESIGN
+/// §13: a request cannot opt out), and the decision ends the request's run
+/// in the claim's own write ([`request_finish`]).
 impl Decider for Gate {
     type Error = GateError;
     type Plan = ();
 
-    fn admit(&self, record: &ApprovalRecord, _decided_by: &str) -> Result<(), GateError> {
+    fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), GateError> {
         if !record.agent_id.starts_with(GATE_AGENT_PREFIX) {
             return Err(GateError::NotAGate {
                 key: record.key.clone(),
                 agent: record.agent_id.clone(),
             });
+        }
+        if crate::policy::barred_as_requester(record, false, decided_by) {
+            return Err(ApprovalError::SelfApproval {
+                key: record.key.clone(),
+                voter: decided_by.into(),
+                asked_by: crate::policy::requesters_of(record),
+            }
+            .into());
         }
         Ok(())
     }

@@ -219,11 +219,12 @@ impl ApprovalView {
         mut self,
         links: Option<&LinkSigner>,
         viewer: &str,
-        approvers: Option<&[String]>,
+        spec: &crate::spec::Spec,
     ) -> ApprovalView {
+        let deciders = spec.deciders_of(&self.record);
         self.link = links
             .filter(|_| self.record.status == ApprovalStatus::Pending)
-            .and_then(|links| links.link_for_viewer(&self.record, viewer, approvers));
+            .and_then(|links| links.link_for_viewer(&self.record, viewer, deciders));
         self
     }
 }

@@ -22,8 +22,21 @@ use super::state::AppState;
 /// The environment variable holding the tokens.
 pub use crate::env::API_TOKENS as TOKENS_ENV;
 
-/// Who decides when the server has no tokens (loopback only).
-pub const LOCAL_CALLER: &str = "local";
+/// Who decides when the server has no tokens (loopback only): exempt from
+/// separation of duties, so no token may take the name.
+pub const LOCAL_CALLER: &str = crate::policy::LOCAL_DECIDER;
+
+/// Why `name` may not be a caller's name: one tollgate gives callers that
+/// hold no token ([`crate::policy::RESERVED_NAMES`]), which a token could
+/// otherwise pass for.
+pub fn reserved_name(name: &str) -> Option<String> {
+    crate::policy::RESERVED_NAMES.contains(&name).then(|| {
+        format!(
+            "has the name {name:?}, which tollgate gives callers without a token ({}): choose another",
+            crate::policy::RESERVED_NAMES.join(", ")
+        )
+    })
+}
 
 /// The configured API tokens, by name.
 #[derive(Clone, Default)]
@@ -134,6 +147,9 @@ impl ApiTokens {
                 return Err(fail(
                     "has a name with characters other than letters, digits, '-', '_', '.', '@'",
                 ));
+            }
+            if let Some(reserved) = reserved_name(name) {
+                return Err(fail(&reserved));
             }
             if token.is_empty() {
                 return Err(fail("has an empty token"));
@@ -394,6 +410,11 @@ mod tests {
             ("bot/admin:x", "unknown scope \"admin\""),
             ("bot/:x", "unknown scope"),
             ("/requester:x", "empty name"),
+            // Names tollgate gives callers without a token: a token named
+            // `local` would pass for the one exempt from separation of duties.
+            ("local:x", "has the name \"local\", which tollgate gives callers without a token"),
+            ("webhook/requester:x", "has the name \"webhook\""),
+            ("link:x", "has the name \"link\""),
         ] {
             let err = ApiTokens::parse(text).unwrap_err().to_string();
             assert!(err.contains(problem), "{text}: {err}");

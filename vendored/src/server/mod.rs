@@ -29,6 +29,7 @@ mod api;
 mod auth;
 pub(crate) mod batch;
 mod conn;
+mod deciders_check;
 mod error;
 mod extract;
 pub(crate) mod gates;
@@ -58,7 +59,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use auth::{ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError, is_token_name};
+pub use auth::{ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError, is_token_name, reserved_name};
 pub use conn::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,
@@ -472,6 +473,7 @@ async fn mount_with_schedule(
         tracing::info!(tokens = %names.join(","), "bearer tokens required");
     }
     log_links(config.links.as_ref());
+    warn_of_unreachable_deciders(&agent, &config);
     let swept = sweeper::sweep_once(&agent).await;
     // The version served is stored now, so `specs list` shows it (its
     // `last_seen` is when it was last served) before any run starts. Not
@@ -549,6 +551,24 @@ async fn mount_with_schedule(
             shutdown_grace: config.shutdown_grace,
         },
     })
+}
+
+/// One warning for each gate whose deciders cannot act on this server
+/// (see `deciders_check.rs`).
+fn warn_of_unreachable_deciders(agent: &AgentRun, config: &ServerConfig) {
+    let spec = agent.spec();
+    let groups = match spec.resolve_groups(|name| std::env::var(name).ok()) {
+        Ok(groups) => groups,
+        // Refused again, naming it, when a gate pauses.
+        Err(_) => spec.approvals.groups.clone(),
+    };
+    let channels = deciders_check::Channels {
+        tokens: &config.tokens,
+        links: config.links.as_ref(),
+    };
+    for warning in deciders_check::unreachable_deciders(spec, &groups, &channels) {
+        tracing::warn!("{warning}");
+    }
 }
 
 /// Bind, print `listening on http://ADDR` (one line on stdout, so scripts

@@ -285,15 +285,20 @@ fn the_digest_is_of_the_canonical_json() {
 }
 
 #[test]
-fn a_plain_gate_counts_no_votes_unless_it_bars_its_requesters() {
+fn a_plain_gate_counts_no_votes_and_bars_its_requesters_by_default() {
     assert!(!GatePolicy::plain().counts_votes());
-    assert!(GatePolicy::plain().self_approval_allowed());
-    let strict = GatePolicy {
-        allow_self_approval: Some(false),
+    assert!(!GatePolicy::plain().self_approval_allowed());
+    let opted_out = GatePolicy {
+        allow_self_approval: Some(true),
         ..GatePolicy::plain()
     };
-    assert!(strict.counts_votes());
-    let roster = Roster::resolve(&strict, &Groups::new(), vec!["bot".into()]).unwrap();
+    assert!(opted_out.self_approval_allowed() && !opted_out.counts_votes());
+    let reasons = GatePolicy {
+        require_reason: true,
+        ..GatePolicy::plain()
+    };
+    assert!(reasons.counts_votes());
+    let roster = Roster::resolve(&reasons, &Groups::new(), vec!["bot".into()]).unwrap();
     assert!(matches!(
         roster.cast("k", &ballot("bot", VoteDecision::Approve), &[]),
         Err(ApprovalError::SelfApproval { .. })

@@ -54,6 +54,7 @@ pub fn to_spec(
         origin,
         groups: NO_GROUPS,
         default_ttl: super::DEFAULT_APPROVAL_TTL,
+        allow_self_approval: false,
     };
     let top = cx.mapping(&tree.root, &Place::Top, &Spec::SCHEMA, "the spec")?;
 
@@ -94,6 +95,7 @@ pub fn to_spec(
         origin,
         groups: &approvals.groups,
         default_ttl: approvals.ttl,
+        allow_self_approval: approvals.allow_self_approval,
     };
     let model = match top.get("model") {
         Some(node) => Some(cx.model_config(node)?),
@@ -213,6 +215,8 @@ struct Cx<'a> {
     groups: &'a BTreeMap<String, Vec<String>>,
     /// `approvals.ttl`: a gate's time when it gives none.
     default_ttl: Duration,
+    /// `approvals.allow_self_approval`: a gate's when it writes none.
+    allow_self_approval: bool,
 }
 
 /// A mapping whose keys have been checked against its schema.
@@ -527,6 +531,12 @@ impl<'a> Cx<'a> {
             notify,
             on_spec_change: self.on_spec_change(&fields)?.unwrap_or_default(),
             groups: self.groups(&fields)?,
+            allow_self_approval: fields
+                .get("allow_self_approval")
+                .map(|n| self.bool(n, &fields.label("allow_self_approval")))
+                .transpose()?
+                .unwrap_or(false),
+            requests: self.request_limits(&fields)?,
         })
     }
 

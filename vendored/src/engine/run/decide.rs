@@ -697,22 +697,40 @@ impl AgentRun {
     /// resolved when it paused (the store checks the voter against them,
     /// with the votes, in the vote's transaction); on any other gate, the
     /// served spec's `approvals.approvers` (also for a pause of an older
-    /// version) and whom its escalations added.
+    /// version) and whom its escalations added; on every gate, not one who
+    /// asked for it unless the gate allows it (DESIGN §13).
     pub(super) fn check_voter(
         &self,
         record: &ApprovalRecord,
         decided_by: &str,
     ) -> Result<(), ApprovalError> {
-        let approvers = self.serving.approvals.approvers.as_deref();
+        let deciders = self.serving.deciders_of(record);
         match &record.roster {
-            // The store checks membership with the votes: its refusal
-            // names the groups.
+            // The store checks membership and requesters with the votes:
+            // its refusal names the groups, or who asked.
             Some(roster) if !roster.rules.is_empty() => Ok(()),
-            _ if crate::links::may_decide_record(record, approvers, decided_by) => Ok(()),
-            _ => Err(ApprovalError::Forbidden {
-                key: record.key.clone(),
-                decided_by: decided_by.into(),
-            }),
+            _ if !crate::links::is_decider_of(record, deciders.approvers, decided_by) => {
+                Err(ApprovalError::Forbidden {
+                    key: record.key.clone(),
+                    decided_by: decided_by.into(),
+                })
+            }
+            // Separation of duties, before the claim: a plain gate's
+            // requesters are in its trigger, which never changes, and a
+            // roster's are checked again by the store with the vote.
+            _ if crate::policy::barred_as_requester(
+                record,
+                deciders.allow_self_approval,
+                decided_by,
+            ) =>
+            {
+                Err(ApprovalError::SelfApproval {
+                    key: record.key.clone(),
+                    voter: decided_by.into(),
+                    asked_by: crate::policy::requesters_of(record),
+                })
+            }
+            _ => Ok(()),
         }
     }
 

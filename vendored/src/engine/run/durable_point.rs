@@ -11,7 +11,7 @@ use super::outage::{self, Outage, Probe};
 use super::{AgentRun, RunError, RunOutcome};
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{self, ApprovalRecord, ApprovalStatus};
-use crate::policy::Roster;
+use crate::policy::{Roster, requesters_from_trigger};
 use crate::run_state::{JournalEntry, RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, RunEnd, StoreError};
 use crate::time::Clock;
@@ -335,7 +335,7 @@ impl AgentRun {
             .resolve_groups(|name| std::env::var(name).ok())
             .map_err(|e| e.to_string())?;
         let mut roster =
-            Roster::resolve(policy, &groups, requesters(&ctx.trigger)).map_err(|e| e.message)?;
+            Roster::resolve(policy, &groups, requesters_from_trigger(&ctx.trigger)).map_err(|e| e.message)?;
         roster.nudges = crate::policy::schedule(policy, &groups, created_at, expires_at)
             .map_err(|e| e.message)?;
         Ok(Some(roster))
@@ -457,18 +457,4 @@ pub(super) fn ended(ctx: &RunContext, status: RunStatus, error: Option<String>) 
 
 fn now_or(at: Option<DateTime<Utc>>, clock: &dyn Clock) -> DateTime<Utc> {
     at.unwrap_or_else(|| clock.now())
-}
-
-/// Who asked for a run's gates, by the identity that started it: the API
-/// caller's token name, or `webhook` / `schedule` for a run its trigger
-/// started (no person holds those names, so they bar nobody, and the
-/// ledger says who asked). A run started from the command line names no
-/// identity.
-fn requesters(trigger: &Value) -> Vec<String> {
-    let by = match trigger.get("kind").and_then(Value::as_str) {
-        Some("api") => trigger.get("started_by").and_then(Value::as_str),
-        Some(kind @ ("webhook" | "schedule")) => Some(kind),
-        _ => None,
-    };
-    by.map(|name| vec![name.to_string()]).unwrap_or_default()
 }

@@ -32,7 +32,8 @@ use crate::server::error::ApiError;
 use crate::server::openapi::schema::{request_type, response_type};
 use crate::server::state::AppState;
 use crate::store::{CancelRun, StoreError, expired_as_of};
-use policy::PolicyBody;
+use crate::policy::RequestField;
+use policy::{Allowed, PolicyBody};
 
 /// The longest a single wait lasts; a longer one asked for is cut to
 /// this (a client waits again). Under common proxy and client timeouts.
@@ -56,7 +57,8 @@ request_type! {
         #[serde(deserialize_with = "given_json")]
         pub payload: Value,
         /// How long it can be decided (`30m`, `4h`, `2d`); the served
-        /// spec's `approvals.ttl` unless given.
+        /// spec's `approvals.ttl` unless given. A request may set it while
+        /// the spec's `approvals.requests.may_set` has `ttl` (the default).
         pub ttl: Option<String>,
         /// What the action is called, as a step id (`send_payout`):
         /// listed, filtered and shown as the step. `approval` unless given.
@@ -64,8 +66,9 @@ request_type! {
         /// Who must agree (DESIGN §13); a plain gate unless given.
         pub policy: Option<PolicyBody>,
         /// On whose behalf the agent asks (a user's name): shown to the
-        /// approver, and barred from voting when the policy bars
-        /// requesters. The token's name is always recorded as well.
+        /// approver, and, like the token that asks, barred from deciding
+        /// (separation of duties). The token's name is always recorded as
+        /// well.
         pub requester: Option<String>,
         /// The same key from the same token answers with the approval it
         /// first made (201 then, 200 after), whatever happened since; with
@@ -146,6 +149,7 @@ impl<'a> Gates<'a> {
     pub(crate) async fn create(&self, body: NewGate) -> Result<Created, ApiError> {
         let spec = self.state.agent.spec();
         let fingerprint = fingerprint(&body);
+        let as_sent = fingerprint_as_sent(&body);
         let step = checked_name("step", body.step.as_deref())?.unwrap_or(DEFAULT_STEP);
         if !step
             .chars()
@@ -167,18 +171,29 @@ impl<'a> Gates<'a> {
                 "message is empty: say what is asked, for the person deciding",
             ));
         }
+        let groups = spec
+            .resolve_groups(|name| std::env::var(name).ok())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let allowed = Allowed {
+            groups: &groups,
+            approvers: spec.approvals.approvers.as_deref(),
+            limits: &spec.approvals.requests,
+            allow_self_approval: spec.approvals.allow_self_approval,
+        };
         let ttl = match body.ttl.as_deref() {
-            Some(text) => crate::time::parse_duration(text).map_err(|e| {
-                ApiError::invalid(format!("ttl {text:?}: {e} (such as 30m, 4h, 2d)"))
-            })?,
+            Some(text) => {
+                allowed
+                    .may_set(RequestField::Ttl, "ttl")
+                    .map_err(ApiError::invalid)?;
+                crate::time::parse_duration(text).map_err(|e| {
+                    ApiError::invalid(format!("ttl {text:?}: {e} (such as 30m, 4h, 2d)"))
+                })?
+            }
             None => spec.approvals.ttl,
         };
         let policy = match body.policy {
             Some(policy) => {
-                let groups = spec
-                    .resolve_groups(|name| std::env::var(name).ok())
-                    .map_err(|e| ApiError::Internal(e.to_string()))?;
-                let policy = policy.resolve(&groups, ttl).map_err(ApiError::invalid)?;
+                let policy = policy.resolve(allowed, ttl).map_err(ApiError::invalid)?;
                 Some((policy, groups))
             }
             None => None,
@@ -213,13 +228,7 @@ impl<'a> Gates<'a> {
         if !opened.created {
             // The key is this caller's (it is derived from its name): the
             // same request again, or another one under a reused key.
-            if opened
-                .record
-                .trigger
-                .get("fingerprint")
-                .and_then(Value::as_str)
-                != Some(fingerprint.as_str())
-            {
+            if !same_request(&opened.record, &fingerprint, &as_sent) {
                 return Err(ApiError::IdempotencyConflict(format!(
                     "idempotency_key {:?} was used for a different request (approval {}); use a new key for a new request",
                     idempotency_key.unwrap_or_default(),
@@ -422,18 +431,39 @@ fn requested_by(record: &ApprovalRecord) -> Option<&str> {
 }
 
 /// A digest of what a request asks (everything but its idempotency key):
-/// a repeated key must come with the same request.
+/// a repeated key must come with the same request. Over canonical JSON
+/// (object keys sorted, as the spec hash and `payload_digest` are): the
+/// same request with its payload's keys in another order is the same
+/// request.
 fn fingerprint(body: &NewGate) -> String {
-    let asked = json!({
+    digest_of(&crate::spec::canonical_text(&asked(body)))
+}
+
+/// [`fingerprint`] as requests stored before it was canonical had it (the
+/// keys in the order they came): a retry of such a request still matches.
+fn fingerprint_as_sent(body: &NewGate) -> String {
+    digest_of(&asked(body).to_string())
+}
+
+/// Whether `record` was made by `body` (its fingerprint, either form).
+fn same_request(record: &ApprovalRecord, body_fingerprint: &str, as_sent: &str) -> bool {
+    let stored = record.trigger.get("fingerprint").and_then(Value::as_str);
+    stored == Some(body_fingerprint) || stored == Some(as_sent)
+}
+
+fn asked(body: &NewGate) -> Value {
+    json!({
         "message": body.message,
         "payload": body.payload,
         "ttl": body.ttl,
         "step": body.step,
         "policy": body.policy.as_ref().map(|p| format!("{p:?}")),
         "requester": body.requester,
-    });
-    let digest = Sha256::digest(asked.to_string().as_bytes());
-    format!("sha256:{}", crate::hex::encode(&digest))
+    })
+}
+
+fn digest_of(text: &str) -> String {
+    format!("sha256:{}", crate::hex::encode(&Sha256::digest(text.as_bytes())))
 }
 
 /// A JSON value that must be given: serde reads a missing `Value` field as

@@ -76,7 +76,7 @@ pub(crate) const TOOLS: [Tool; 4] = [
     Tool {
         name: "request_approval",
         title: "Ask a person to approve an action",
-        description: "Asks a person to approve an action before you take it, and answers at once with the request (its `key`, `state: pending`). Then call `wait_for_approval` with the key until `state` is no longer `pending`. `message` says what is asked and why, for the person deciding; `payload` is what would be done (the approver may edit it: act on the decision's `payload`, not your own). Give an `idempotency_key` to make a retry of this call answer with the same request instead of asking twice.",
+        description: "Asks a person to approve an action before you take it, and answers at once with the request (its `key`, `state: pending`). Then call `wait_for_approval` with the key until `state` is no longer `pending`. `message` says what is asked and why, for the person deciding; `payload` is what would be done (the approver may edit it: act on the decision's `payload`, not your own). Give an `idempotency_key` to make a retry of this call answer with the same request instead of asking twice. You (and the `requester` you name) can never decide your own request: another person does. A `policy` may only make the decision harder to reach (groups within the approvers, more votes, a reason required), as the server's spec allows; it can never make the request approve itself when its time runs out.",
         input_schema: inline_schema::<NewGate>,
         read_only: false,
         destructive: false,
@@ -85,7 +85,7 @@ pub(crate) const TOOLS: [Tool; 4] = [
     Tool {
         name: "wait_for_approval",
         title: "Wait for a decision",
-        description: "Waits up to `timeout_seconds` (30 unless given, at most 60) for the request to be decided, then answers with it as it stands. `state`: `decided` (`approved` true or false; when approved, act on `decision.payload`, which may be an edited version of what you asked), `expired` or `cancelled` (do not act), or `pending` (nobody decided yet: call again). Waiting changes nothing.",
+        description: "Waits up to `timeout_seconds` (30 unless given, at most 60) for the request to be decided, then answers with it as it stands. `state`: `decided` (`approved: true` means a person other than you approved it, named in `decision.by`: act on `decision.payload`, which may be an edited version of what you asked; `approved: false` means rejected: do not act), `expired` or `cancelled` (nobody approved: do not act), or `pending` (nobody decided yet: call again). A request whose policy says `on_timeout: reject` or `continue` is decided `approved: false` by `timeout` when its time runs out. Waiting changes nothing.",
         input_schema: inline_schema::<WaitArgs>,
         read_only: true,
         destructive: false,

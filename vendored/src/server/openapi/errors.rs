@@ -106,6 +106,7 @@ fn samples() -> Vec<ApiError> {
         ApprovalError::SelfApproval {
             key: key(),
             voter: String::new(),
+            asked_by: vec![],
         },
         ApprovalError::NotInGroups {
             key: key(),

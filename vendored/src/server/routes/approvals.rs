@@ -153,11 +153,7 @@ pub(super) async fn show(
     let served = state.agent.spec().hash.as_str();
     Ok(Json(
         ApprovalView::new(record, served)
-            .with_link(
-                state.links.as_ref(),
-                &caller.0,
-                state.agent.spec().approvals.approvers.as_deref(),
-            )
+            .with_link(state.links.as_ref(), &caller.0, state.agent.spec())
             .with_form(state.agent.spec()),
     ))
 }

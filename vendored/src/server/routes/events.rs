@@ -87,7 +87,7 @@ pub(crate) async fn open(
     let feed = Feed {
         store: state.agent.store().clone(),
         links: state.links.clone(),
-        approvers: state.agent.spec().approvals.approvers.clone(),
+        spec: state.agent.spec().clone(),
         watcher,
         clock: state.agent.clock().clone(),
         run_id,
@@ -131,8 +131,8 @@ struct Feed {
     store: SharedStore,
     /// Signs `awaiting_approval` links; `None` when links are off.
     links: Option<LinkSigner>,
-    /// `approvals.approvers`: who is shown a link.
-    approvers: Option<Vec<String>>,
+    /// The served spec: who is shown a link (its deciders).
+    spec: std::sync::Arc<crate::spec::Spec>,
     watcher: Watcher,
     clock: SharedClock,
     run_id: String,
@@ -243,7 +243,7 @@ impl Feed {
         };
         match self.store.approval_as_of(key, self.clock.now()).await {
             Ok(Some(record)) if record.status == ApprovalStatus::Pending => {
-                links.link_for_viewer(&record, viewer, self.approvers.as_deref())
+                links.link_for_viewer(&record, viewer, self.spec.deciders_of(&record))
             }
             Ok(_) => None,
             Err(e) => {

@@ -145,7 +145,7 @@ fn refusal(e: &RunError) -> String {
         }
         RunError::Approval(ApprovalError::SelfApproval { .. }) => {
             format!(
-                "Nothing changed: you started or edited this run, so your vote does not count. {e}."
+                "Nothing changed: you asked for this (you started the run, made the request or edited it), so you may not decide it. {e}."
             )
         }
         RunError::Approval(ApprovalError::AlreadyVoted { .. }) => {

@@ -15,7 +15,9 @@ use std::time::Duration;
 use super::super::schema::{Schema, value};
 use super::{Cx, Fields, MAX_ID_LEN, Node, Place, Result, is_identifier};
 use crate::form::Form;
-use crate::policy::{Escalation, GatePolicy, OnTimeout, RejectWhen, Roster, RuleSpec};
+use crate::policy::{
+    Escalation, GatePolicy, OnTimeout, RejectWhen, RequestField, RequestLimits, Roster, RuleSpec,
+};
 use crate::time::format_duration;
 
 /// One `rules:` entry.
@@ -80,6 +82,85 @@ impl Cx<'_> {
         Ok(groups)
     }
 
+    /// `approvals.requests: {may_set: [...], on_timeout: [...],
+    /// max_reminders: N}`: what a gate request may set (DESIGN §13); each
+    /// key left out keeps its default. `on_timeout: approve` is refused:
+    /// a requester could approve its own request by waiting.
+    pub(super) fn request_limits(&self, fields: &Fields<'_>) -> Result<RequestLimits> {
+        let mut limits = RequestLimits::default();
+        let Some(node) = fields.get("requests") else {
+            return Ok(limits);
+        };
+        let place = Place::in_("approvals.requests");
+        let requests = self.mapping(
+            node,
+            &place,
+            &crate::spec::REQUEST_LIMITS_SCHEMA,
+            "\"requests\" in approvals",
+        )?;
+        if let Some(node) = requests.get("may_set") {
+            let label = requests.label("may_set");
+            let names: Vec<&str> = RequestField::ALL.iter().map(|f| f.as_str()).collect();
+            limits.may_set = self
+                .distinct_choices(node, &label, &names)?
+                .into_iter()
+                .filter_map(|(_, chosen)| RequestField::parse(chosen))
+                .collect();
+        }
+        if let Some(node) = requests.get("on_timeout") {
+            let label = requests.label("on_timeout");
+            let names: Vec<&str> = OnTimeout::ALL.iter().map(|t| t.as_str()).collect();
+            let mut allowed = Vec::new();
+            for (item, chosen) in self.distinct_choices(node, &label, &names)? {
+                match OnTimeout::parse(chosen) {
+                    Some(OnTimeout::Approve) => {
+                        return Err(self.err(
+                            item.pos,
+                            format!(
+                                "{label} may not hold approve: a request that may time out approved lets whoever asks approve their own request by waiting (a gate in the spec may still write on_timeout: approve)"
+                            ),
+                        ));
+                    }
+                    Some(action) => allowed.push(action),
+                    None => {}
+                }
+            }
+            limits.on_timeout = allowed;
+        }
+        if let Some(node) = requests.get("max_reminders") {
+            let label = requests.label("max_reminders");
+            let max = self.int(node, &label)?;
+            limits.max_reminders = u32::try_from(max)
+                .ok()
+                .filter(|m| *m <= 99)
+                .ok_or_else(|| {
+                    self.err(node.pos, format!("{label} must be from 0 to 99, found {max}"))
+                })?;
+        }
+        Ok(limits)
+    }
+
+    /// A sequence of distinct words from `choices`, each with its node.
+    fn distinct_choices<'n, 'c>(
+        &self,
+        node: &'n Node,
+        label: &str,
+        choices: &[&'c str],
+    ) -> Result<Vec<(&'n Node, &'c str)>> {
+        let Some(items) = node.items() else {
+            return Err(self.type_err(node, "a sequence", label));
+        };
+        let mut chosen: Vec<(&Node, &str)> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let word = self.choice(item, &format!("entry {} of {label}", i + 1), choices)?;
+            if chosen.iter().any(|(_, w)| *w == word) {
+                return Err(self.err(item.pos, format!("{word:?} is listed twice in {label}")));
+            }
+            chosen.push((item, word));
+        }
+        Ok(chosen)
+    }
+
     /// The policy keys of the gate `fields` (a mapping whose schema has
     /// them). `ttl` is the gate's time in force (its own, else the spec's).
     pub(super) fn gate_policy(&self, fields: &Fields<'_>, ttl: Duration) -> Result<GatePolicy> {
@@ -90,10 +171,13 @@ impl Cx<'_> {
             let chosen = self.choice(node, &fields.label("reject"), &names)?;
             policy.reject = RejectWhen::parse(chosen).unwrap_or_default();
         }
+        // As written on the gate, else the spec's `approvals.allow_self_approval`
+        // when that opts out (left `None` otherwise: the default, barred).
         policy.allow_self_approval = fields
             .get("allow_self_approval")
             .map(|n| self.bool(n, &fields.label("allow_self_approval")))
-            .transpose()?;
+            .transpose()?
+            .or(self.allow_self_approval.then_some(true));
         if let Some(node) = fields.get("voter_counts_once") {
             policy.voter_counts_once = self.bool(node, &fields.label("voter_counts_once"))?;
         }

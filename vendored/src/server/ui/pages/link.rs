@@ -89,8 +89,7 @@ async fn linked(state: &AppState, key: &str, by: &str) -> Result<ApprovalRecord,
         Ok(_) => return Err(refusal::bad_link()),
         Err(e) => return Err(refusal::from_api(e)),
     };
-    let approvers = state.agent.spec().approvals.approvers.as_deref();
-    if !may_decide_record(&record, approvers, by) {
+    if !may_decide_record(&record, state.agent.spec().deciders_of(&record), by) {
         return Err(refusal::not_a_decider(by, &record));
     }
     Ok(record)

@@ -742,3 +742,62 @@ fn specs_list_and_show_the_stored_versions_with_their_use() {
     assert_exit(&nowhere, 3);
     assert!(!missing.exists());
 }
+
+/// Before, `approvals approve` in a process without a variable the run's
+/// next call needs recorded the approval, and then the run failed at that
+/// call: approved, and never done. Now the decision is refused before its
+/// claim (exit 4, `spec_unavailable`, naming the variable) and the approval
+/// stays pending; a reject, which calls nothing, still goes through.
+#[test]
+fn an_approval_that_this_process_could_not_carry_out_is_refused_before_its_claim() {
+    let ws = Workspace::new(
+        r#"version: 1
+agent: payouts
+tools:
+  pay:
+    http:
+      method: POST
+      url: http://127.0.0.1:9/pay
+      headers: { Authorization: "Bearer ${PAY_TOKEN}" }
+    approval: required
+steps:
+  - id: pay
+    tool: pay
+    with: { amount: 5 }
+"#,
+    );
+    let out = ws
+        .tollgate()
+        .env("PAY_TOKEN", "t0ken")
+        .args(["run", ws.spec_arg(), "--persist", "--json", "--input", "{}"])
+        .output()
+        .expect("run tollgate");
+    assert_success(&out);
+    let key = awaiting_key(&stdout(&out)).expect("paused");
+
+    let approve = ws
+        .decide("approve", &key)
+        .env_remove("PAY_TOKEN")
+        .args(["--by", "alice"])
+        .output()
+        .unwrap();
+    assert_exit(&approve, 4);
+    assert_stderr_contains(&approve, "spec_unavailable");
+    assert_stderr_contains(&approve, "PAY_TOKEN");
+    let show = ws
+        .tollgate()
+        .args(["approvals", "show", &key, "--spec", ws.spec_arg(), "--json"])
+        .output()
+        .unwrap();
+    assert_success(&show);
+    let record: serde_json::Value = serde_json::from_str(&stdout(&show)).unwrap();
+    assert_eq!(record["status"], "PENDING", "nothing was decided: {record}");
+
+    let reject = ws
+        .decide("reject", &key)
+        .env_remove("PAY_TOKEN")
+        .args(["--by", "alice"])
+        .output()
+        .unwrap();
+    assert_exit(&reject, 5);
+}

@@ -23,6 +23,7 @@ mod policy;
 mod restart;
 mod scopes;
 mod three_processes;
+mod who_decides;
 
 /// One full token (carol decides), two requester tokens (bots that may
 /// ask, never decide), in `TOLLGATE_API_TOKENS` syntax.

@@ -88,6 +88,17 @@ async def main(command, args):
             # A refusal of the service is a tool result, not a protocol error.
             result = await client.call_tool("get_approval", {"key": "no-such-key"})
             say({"tool": "get_approval", "is_error": result.is_error, "text": result.content[0].text})
+    elif command == "overreach":
+        # A request that would approve itself by waiting, and one that
+        # would let a group outside the approvers decide: the service's
+        # refusals, as tool results.
+        url, token = args
+        http, client = http_client(url, token)
+        async with http, client:
+            for policy in [{"on_timeout": "approve"}, {"allow_self_approval": True}]:
+                result = await client.call_tool("request_approval", {
+                    "message": "Refund $5?", "payload": {"cents": 500}, "ttl": "2s", "policy": policy})
+                say({"policy": policy, "is_error": result.is_error, "text": result.content[0].text})
     elif command == "no-token":
         (url,) = args
         http, client = http_client(url, None)

@@ -144,6 +144,32 @@ async fn a_bad_argument_is_a_json_rpc_error_naming_it_and_stores_nothing() {
     assert_eq!(listed["approvals"], json!([]), "nothing was stored");
 }
 
+/// Before, `request_approval` with `policy.on_timeout: approve` and a
+/// short ttl was stored, and read `approved: true, by: timeout` once its
+/// time ran out: no person decided. Now the service refuses it, naming
+/// the field, and stores nothing.
+#[tokio::test]
+async fn a_request_that_would_approve_itself_is_refused_naming_the_field() {
+    let ws = Workspace::new(DESK_SPEC);
+    let served = serve(&ws);
+    let mut client = script(&served, "overreach", Some("tok-bot"));
+    for field in ["policy.on_timeout", "policy.allow_self_approval"] {
+        let answer = client.next_json();
+        assert_eq!(answer["is_error"], true, "{answer}");
+        let error: Value = serde_json::from_str(answer["text"].as_str().unwrap()).unwrap();
+        assert_eq!(error["error"]["code"], "invalid_request", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(field), "{message}");
+    }
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    let (status, listed) = Api::with_token("tok-alice")
+        .get(&served.url("/approvals"))
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["approvals"], json!([]), "nothing was stored");
+}
+
 #[tokio::test]
 async fn a_missing_or_wrong_token_is_401() {
     let ws = Workspace::new(DESK_SPEC);

@@ -35,3 +35,23 @@ fn tollgate_mcp_serves_the_tools_on_stdio_and_hears_a_cli_decision() {
     let (code, stderr) = client.finish();
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// Before, `tollgate mcp --state` with a mistyped directory created it and
+/// an empty store in it, and answered requests that no server would ever
+/// list. Now it refuses (exit 3, naming the directory) and creates nothing.
+#[test]
+fn a_mistyped_state_directory_is_refused_and_nothing_is_created() {
+    let ws = Workspace::new(DESK_SPEC);
+    let missing = ws.path().join("no-such-dir");
+    let state = missing.join("state.db");
+    let out = ws
+        .tollgate()
+        .args(["mcp", ws.spec_arg(), "--state", state.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("tollgate mcp");
+    crate::common::assert_exit(&out, 3);
+    crate::common::assert_stderr_contains(&out, "no directory");
+    crate::common::assert_stderr_contains(&out, "no-such-dir");
+    assert!(!missing.exists(), "nothing was created");
+}

@@ -120,10 +120,21 @@ async fn an_outage_mid_run_is_named_in_the_log_and_the_server_recovers() {
     );
     let (code, health) = api.get(&served.url("/healthz")).await;
     assert_eq!(code, 503, "{health}");
+    // The push connection's loss is said too (before, it was silent).
+    eventually("the LISTEN loss is in the log", async || {
+        served
+            .logs()
+            .contains("the LISTEN connection for approval changes was lost")
+    })
+    .await;
 
     cluster.start_again();
     eventually("healthy again", async || {
         api.get(&served.url("/healthz")).await.0 == 200
+    })
+    .await;
+    eventually("the LISTEN reconnect is in the log", async || {
+        served.logs().contains("LISTEN reconnected")
     })
     .await;
     // The decision held; the call was made once; the run is recovered,

@@ -476,9 +476,7 @@ fn link(
     let pending = record.status == ApprovalStatus::Pending;
     let list = deciders.and_then(|d| d.approvers);
     match (links, link_for) {
-        (Some(_), Some(name))
-            if deciders.is_some_and(|d| !may_decide_record(record, d, name)) =>
-        {
+        (Some(_), Some(name)) if deciders.is_some_and(|d| !may_decide_record(record, d, name)) => {
             let why = match &record.roster {
                 _ if is_decider_of(record, list, name) => {
                     "they asked for it (separation of duties)"

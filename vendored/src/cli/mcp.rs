@@ -64,7 +64,7 @@ pub async fn run(
 ) -> Result<i32, ExitFailure> {
     server::init_logging_as(args.log_format);
     let spec = source.load()?;
-    let store = super::store_location::open(&args.store, Some(source))?;
+    let store = super::store_location::open_in_existing_dir(&args.store, Some(source))?;
     // A store that cannot take writes would fail every request_approval
     // after the client was told the server is up.
     store.verify_writable().await.map_err(|e| {

@@ -49,6 +49,34 @@ pub fn open_existing(
     store::open(&location, sqlite_options()?).map_err(|e| ExitFailure::bad_input(e.to_string()))
 }
 
+/// [`open`] for a command that joins a store others use (`mcp`): a new
+/// SQLite file may be created, but one named with `--state` only in a
+/// directory that exists, so a mistyped directory is refused (exit 3,
+/// naming it) instead of quietly starting an empty store that nobody else
+/// reads. The default next to the spec is made as for `serve`.
+pub fn open_in_existing_dir(
+    args: &StoreArgs,
+    spec: Option<&SpecSource>,
+) -> Result<SharedStore, ExitFailure> {
+    let (location, why) = locate(args, spec)?;
+    if let Some(dir) = args
+        .state
+        .as_ref()
+        .and_then(|_| sqlite_path(&location))
+        .and_then(Path::parent)
+        .filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir())
+    {
+        return Err(ExitFailure::new(
+            super::exit::NOT_FOUND,
+            format!(
+                "no directory {} for the state store {location} ({why}); nothing was created. Point at the store with --state PATH or --database-url URL",
+                dir.display()
+            ),
+        ));
+    }
+    store::open(&location, sqlite_options()?).map_err(|e| ExitFailure::bad_input(e.to_string()))
+}
+
 /// The store location and which flag (or default) named it.
 fn locate(
     args: &StoreArgs,

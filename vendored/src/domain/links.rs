@@ -440,7 +440,10 @@ mod tests {
         };
         let mut record = crate::pending_approval::sample_record("k", "r");
         record.trigger = serde_json::json!({"kind": "api", "started_by": "bot"});
-        assert!(!may_decide_record(&record, barred, "bot"), "started the run");
+        assert!(
+            !may_decide_record(&record, barred, "bot"),
+            "started the run"
+        );
         assert!(may_decide_record(&record, barred, "alice"));
         assert!(may_decide_record(&record, allowed, "bot"), "opted out");
         assert!(is_decider_of(&record, barred.approvers, "bot"));
@@ -452,7 +455,11 @@ mod tests {
 
         // The one decider of a server without tokens is never barred.
         record.trigger = serde_json::json!({"kind": "api", "started_by": "local"});
-        assert!(may_decide_record(&record, Deciders::approvers(None), "local"));
+        assert!(may_decide_record(
+            &record,
+            Deciders::approvers(None),
+            "local"
+        ));
     }
 
     #[test]
@@ -633,7 +640,10 @@ mod tests {
             Some(open.url(KEY, None))
         );
         // Still none for someone who may not decide.
-        assert_eq!(open.link_for_viewer(&record, "bob", Deciders::approvers(list)), None);
+        assert_eq!(
+            open.link_for_viewer(&record, "bob", Deciders::approvers(list)),
+            None
+        );
         // A list without `link`: an unbound link would be refused, so the
         // viewer gets a bound one and a channel gets none.
         let only_alice = vec!["alice".to_string()];
@@ -658,7 +668,10 @@ mod tests {
             roster: Some(crate::policy::Roster::resolve(&policy, &groups, vec![]).unwrap()),
             ..record
         };
-        assert_eq!(open.link_for_viewer(&team, "alice", Deciders::approvers(list)), None);
+        assert_eq!(
+            open.link_for_viewer(&team, "alice", Deciders::approvers(list)),
+            None
+        );
         assert_eq!(
             open.link_for_viewer(&team, "bob", Deciders::approvers(list)),
             Some(open.url(KEY, Some("bob")))
@@ -672,7 +685,10 @@ mod tests {
             roster: None,
             ..mine
         };
-        assert_eq!(open.link_for_viewer(&mine, "alice", Deciders::approvers(list)), None);
+        assert_eq!(
+            open.link_for_viewer(&mine, "alice", Deciders::approvers(list)),
+            None
+        );
     }
 
     #[test]

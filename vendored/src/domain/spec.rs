@@ -941,15 +941,20 @@ impl Spec {
     /// a gate request follows `approvals.allow_self_approval`, which a
     /// request cannot change). A record with a roster keeps the setting it
     /// paused with (see [`crate::links::may_decide_record`]).
-    pub fn deciders_of(&self, record: &crate::pending_approval::ApprovalRecord) -> crate::links::Deciders<'_> {
+    pub fn deciders_of(
+        &self,
+        record: &crate::pending_approval::ApprovalRecord,
+    ) -> crate::links::Deciders<'_> {
         let own_gate = (!record.is_gate_request())
             .then(|| self.steps.iter().find(|s| s.id == record.step_id))
             .flatten()
             .and_then(|step| self.policy_of(step));
         crate::links::Deciders {
             approvers: self.approvals.approvers.as_deref(),
-            allow_self_approval: own_gate
-                .map_or(self.approvals.allow_self_approval, GatePolicy::self_approval_allowed),
+            allow_self_approval: own_gate.map_or(
+                self.approvals.allow_self_approval,
+                GatePolicy::self_approval_allowed,
+            ),
         }
     }
 

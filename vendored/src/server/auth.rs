@@ -412,7 +412,10 @@ mod tests {
             ("/requester:x", "empty name"),
             // Names tollgate gives callers without a token: a token named
             // `local` would pass for the one exempt from separation of duties.
-            ("local:x", "has the name \"local\", which tollgate gives callers without a token"),
+            (
+                "local:x",
+                "has the name \"local\", which tollgate gives callers without a token",
+            ),
             ("webhook/requester:x", "has the name \"webhook\""),
             ("link:x", "has the name \"link\""),
         ] {

@@ -49,7 +49,11 @@ impl Channels<'_> {
 /// One warning per gate (and for the spec's `approvals.approvers`) whose
 /// deciders cannot all act here, naming the gate and the names nothing
 /// carries, and saying when nobody at all can decide it.
-pub(crate) fn unreachable_deciders(spec: &Spec, groups: &Groups, channels: &Channels<'_>) -> Vec<String> {
+pub(crate) fn unreachable_deciders(
+    spec: &Spec,
+    groups: &Groups,
+    channels: &Channels<'_>,
+) -> Vec<String> {
     let mut warnings = Vec::new();
     let spec_mails = spec.approvals.notify.email.is_some();
     if let Some(approvers) = &spec.approvals.approvers {
@@ -205,7 +209,11 @@ steps:
             "{}",
             said[0]
         );
-        assert!(said[1].contains("gate \"two\": rule ops of 2 can never be met"), "{}", said[1]);
+        assert!(
+            said[1].contains("gate \"two\": rule ops of 2 can never be met"),
+            "{}",
+            said[1]
+        );
     }
 
     #[test]

@@ -59,7 +59,9 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use auth::{ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError, is_token_name, reserved_name};
+pub use auth::{
+    ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError, is_token_name, reserved_name,
+};
 pub use conn::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,

@@ -369,10 +369,22 @@ async fn listen(shared: Arc<Shared>, feed: Arc<dyn ChangeFeed>) {
     // reconnect at the same instants.
     let mut backoff = Backoff::new(options.reconnect_min, options.reconnect_max);
     let mut connects = 0u64;
+    // Failed attempts since the connection was last up: the first is
+    // logged, the rest only counted, so an outage is one warning, not one
+    // per retry.
+    let mut failed_attempts = 0u64;
     loop {
         match feed.connect().await {
             Ok(mut connection) => {
                 connects += 1;
+                if connects > 1 {
+                    tracing::info!(
+                        store = %shared.store.describe(),
+                        failed_attempts,
+                        "listening for approval changes again (LISTEN reconnected); catching up on what was decided meanwhile"
+                    );
+                }
+                failed_attempts = 0;
                 backoff.reset();
                 shared.state.send_replace(FeedState::Listening { connects });
                 // Anything decided while no connection listened.
@@ -390,12 +402,25 @@ async fn listen(shared: Arc<Shared>, feed: Arc<dyn ChangeFeed>) {
                         _ = recheck.tick() => shared.recheck().await,
                     }
                 };
+                tracing::warn!(
+                    store = %shared.store.describe(),
+                    error = %error,
+                    "the LISTEN connection for approval changes was lost; reconnecting (waiters poll meanwhile)"
+                );
                 shared.state.send_replace(FeedState::Disconnected {
                     connects,
                     error: Some(error),
                 });
             }
             Err(e) if e.kind() == StoreErrorKind::Unavailable => {
+                failed_attempts += 1;
+                if failed_attempts == 1 {
+                    tracing::warn!(
+                        store = %shared.store.describe(),
+                        error = %e,
+                        "cannot open the LISTEN connection for approval changes; retrying with backoff"
+                    );
+                }
                 shared.state.send_replace(FeedState::Disconnected {
                     connects,
                     error: Some(e.to_string()),

@@ -69,7 +69,12 @@ pub fn barred_as_requester(record: &ApprovalRecord, allow_self_approval: bool, n
     }
     match &record.roster {
         Some(roster) => !roster.allow_self_approval && roster.requesters.iter().any(|r| r == name),
-        None => !allow_self_approval && requesters_from_trigger(&record.trigger).iter().any(|r| r == name),
+        None => {
+            !allow_self_approval
+                && requesters_from_trigger(&record.trigger)
+                    .iter()
+                    .any(|r| r == name)
+        }
     }
 }
 

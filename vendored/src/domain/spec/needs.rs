@@ -74,6 +74,26 @@ impl Spec {
             .collect()
     }
 
+    /// [`Spec::missing_secrets`] of what running its steps needs: every
+    /// variable but those only the trigger (`trigger.*`: checking a
+    /// webhook's signature) and the notifiers (`approvals.*`: Slack, mail,
+    /// webhooks, which the server's worker sends) reference. What a
+    /// process that resumes a run after a decision must have before it
+    /// claims (`AgentRun`'s decision check).
+    pub fn missing_secrets_to_run(&self, is_set: impl Fn(&str) -> bool) -> Vec<MissingSecret> {
+        let mut missing: BTreeMap<String, String> = BTreeMap::new();
+        for SecretUse { name, at, default } in self.secret_uses() {
+            let runs_steps = !(at.starts_with("trigger") || at.starts_with("approvals"));
+            if default.is_none() && runs_steps && !is_set(&name) {
+                missing.entry(name).or_insert(at);
+            }
+        }
+        missing
+            .into_iter()
+            .map(|(name, at)| MissingSecret { name, at })
+            .collect()
+    }
+
     /// The required variables `is_set` does not know (normally the
     /// process environment: `|name| std::env::var_os(name).is_some()`).
     /// A variable set to the empty string is set, as it is when a call

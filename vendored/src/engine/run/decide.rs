@@ -734,6 +734,27 @@ impl AgentRun {
         }
     }
 
+    /// This process has every variable the spec's steps need (see
+    /// [`crate::spec::Spec::missing_secrets_to_run`]); else the decision on
+    /// `key` is refused as `spec_unavailable`, naming each.
+    fn check_runnable(&self, key: &str) -> Result<(), RunError> {
+        let missing = self
+            .spec
+            .missing_secrets_to_run(|name| std::env::var_os(name).is_some());
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(RunError::SpecUnavailable {
+            key: key.to_string(),
+            version: self.spec.hash.short().to_string(),
+            reason: missing
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
+    }
+
     /// A modify must fit its gate; checked before the claim so a bad edit
     /// leaves the record untouched and PENDING.
     fn check_payload(
@@ -825,6 +846,12 @@ impl Decider for AgentRun {
                 paused_with: crate::SpecHash::short_of(&record.spec_hash).to_string(),
                 current: self.spec.hash.short().to_string(),
             }));
+        }
+        // An approval resumes the run in this process: it must be able to
+        // make the calls that follow, or the run would fail after a person
+        // approved it. Refused before the claim; the record stays PENDING.
+        if decision.requires_same_spec() {
+            self.check_runnable(&record.key)?;
         }
         Ok(self.check_payload(record, decision)?)
     }

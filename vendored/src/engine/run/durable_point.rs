@@ -334,8 +334,8 @@ impl AgentRun {
             .spec
             .resolve_groups(|name| std::env::var(name).ok())
             .map_err(|e| e.to_string())?;
-        let mut roster =
-            Roster::resolve(policy, &groups, requesters_from_trigger(&ctx.trigger)).map_err(|e| e.message)?;
+        let mut roster = Roster::resolve(policy, &groups, requesters_from_trigger(&ctx.trigger))
+            .map_err(|e| e.message)?;
         roster.nudges = crate::policy::schedule(policy, &groups, created_at, expires_at)
             .map_err(|e| e.message)?;
         Ok(Some(roster))

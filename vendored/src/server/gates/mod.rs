@@ -27,12 +27,12 @@ use sha2::{Digest, Sha256};
 
 use crate::gate::{GateError, GateRequest, ListedWith};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
+use crate::policy::RequestField;
 use crate::server::auth::{Caller, Scope};
 use crate::server::error::ApiError;
 use crate::server::openapi::schema::{request_type, response_type};
 use crate::server::state::AppState;
 use crate::store::{CancelRun, StoreError, expired_as_of};
-use crate::policy::RequestField;
 use policy::{Allowed, PolicyBody};
 
 /// The longest a single wait lasts; a longer one asked for is cut to
@@ -463,7 +463,10 @@ fn asked(body: &NewGate) -> Value {
 }
 
 fn digest_of(text: &str) -> String {
-    format!("sha256:{}", crate::hex::encode(&Sha256::digest(text.as_bytes())))
+    format!(
+        "sha256:{}",
+        crate::hex::encode(&Sha256::digest(text.as_bytes()))
+    )
 }
 
 /// A JSON value that must be given: serde reads a missing `Value` field as

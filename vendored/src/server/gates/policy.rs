@@ -395,7 +395,12 @@ mod tests {
     #[test]
     fn a_request_never_decides_itself_nor_widens_who_decides() {
         let limits = RequestLimits::default();
-        let approvers = ["alice".to_string(), "carol".to_string(), "ann".to_string(), "bo".to_string()];
+        let approvers = [
+            "alice".to_string(),
+            "carol".to_string(),
+            "ann".to_string(),
+            "bo".to_string(),
+        ];
         let approvers = Some(approvers.as_slice());
         for (body, says) in [
             // Approved by waiting: no person decided.
@@ -421,7 +426,10 @@ mod tests {
                 json!({"escalate": [{"after": "1h", "add": ["ops"]}]}),
                 "policy.escalate: a request may not set escalate: the served spec's approvals.requests.may_set allows rules, require_reason, ttl",
             ),
-            (json!({"reject": "when_unreachable"}), "policy.reject: a request may not set reject"),
+            (
+                json!({"reject": "when_unreachable"}),
+                "policy.reject: a request may not set reject",
+            ),
             (
                 json!({"voter_counts_once": false}),
                 "policy.voter_counts_once: a request may not set voter_counts_once",
@@ -456,7 +464,10 @@ mod tests {
             approvers,
         )
         .unwrap_err();
-        assert!(err.contains("policy.escalate[0].add[0]: group \"ops\" has members"), "{err}");
+        assert!(
+            err.contains("policy.escalate[0].add[0]: group \"ops\" has members"),
+            "{err}"
+        );
         // Nothing may set a field when the spec allows none.
         let closed = RequestLimits {
             may_set: vec![],

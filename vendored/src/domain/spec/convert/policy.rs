@@ -130,12 +130,16 @@ impl Cx<'_> {
         if let Some(node) = requests.get("max_reminders") {
             let label = requests.label("max_reminders");
             let max = self.int(node, &label)?;
-            limits.max_reminders = u32::try_from(max)
-                .ok()
-                .filter(|m| *m <= 99)
-                .ok_or_else(|| {
-                    self.err(node.pos, format!("{label} must be from 0 to 99, found {max}"))
-                })?;
+            limits.max_reminders =
+                u32::try_from(max)
+                    .ok()
+                    .filter(|m| *m <= 99)
+                    .ok_or_else(|| {
+                        self.err(
+                            node.pos,
+                            format!("{label} must be from 0 to 99, found {max}"),
+                        )
+                    })?;
         }
         Ok(limits)
     }

@@ -125,8 +125,10 @@ pub(crate) struct ApprovalPage {
     /// that approve can decide: not a stale one under `refuse`).
     approvable: bool,
     /// Whether any decision form is shown: not to someone a gate with
-    /// rules does not take a vote from (`team.may_not_vote` says why).
+    /// rules does not take a vote from, nor to who asked for it.
     may_decide: bool,
+    /// Why not, when `may_decide` is false.
+    why_not_decide: String,
     /// A gate with rules: each rule's progress and the ledger.
     team: Option<TeamView>,
     outcome: Option<Outcome>,
@@ -164,6 +166,8 @@ pub(crate) struct Seen<'a> {
     pub stale: Option<Stale>,
     /// A gate with rules: its votes as the viewer sees them.
     pub team: Option<TeamView>,
+    /// A plain gate the viewer asked for: why they may not decide it.
+    pub asked: Option<String>,
     /// The gate's form, when it has one (in the spec it paused under).
     pub form: Option<Form>,
 }
@@ -197,7 +201,14 @@ impl ApprovalPage {
                 Some(team) => team.deciders.clone(),
                 None => seen.deciders,
             },
-            may_decide: seen.team.as_ref().is_none_or(|t| t.may_not_vote.is_none()),
+            may_decide: seen.team.as_ref().is_none_or(|t| t.may_not_vote.is_none())
+                && seen.asked.is_none(),
+            why_not_decide: seen
+                .team
+                .as_ref()
+                .and_then(|t| t.may_not_vote.clone())
+                .or_else(|| seen.asked.clone())
+                .unwrap_or_default(),
             run_id: record.run_id.clone(),
             run_link: frame.run_link,
             run_status: seen.run_status,
@@ -265,6 +276,19 @@ pub(crate) async fn render(
         },
         None => None,
     };
+    let viewer = frame.chrome.whoami.as_deref().unwrap_or_default();
+    let asked = (record.roster.is_none()
+        && record.status == ApprovalStatus::Pending
+        && crate::policy::barred_as_requester(
+            record,
+            state.agent.spec().deciders_of(record).allow_self_approval,
+            viewer,
+        ))
+    .then(|| {
+        format!(
+            "You ({viewer}) asked for this approval, so you may not decide it (separation of duties): someone else must."
+        )
+    });
     let seen = Seen {
         now: state.agent.clock().now(),
         deciders: inbox::deciders(state),
@@ -272,6 +296,7 @@ pub(crate) async fn render(
         events: &events,
         stale: Staleness::new(state).of(record).await,
         team,
+        asked,
         form: gate_form(state, record).cloned(),
     };
     let page = ApprovalPage::new(record, seen, &frame, problem);

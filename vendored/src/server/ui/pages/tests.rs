@@ -145,6 +145,7 @@ fn approval_page_of(
         events: &events,
         stale,
         team: None,
+        asked: None,
         form: None,
     };
     let frame = frame(run_link);

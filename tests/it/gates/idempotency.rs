@@ -88,3 +88,34 @@ async fn sixteen_identical_requests_at_once_make_one_approval() {
     let (status, view) = gate(&served, &requester(), &key, None).await;
     assert_eq!((status, &view["status"]), (200, &json!("APPROVED")));
 }
+
+/// Before, the fingerprint a repeated key is checked against hashed the
+/// payload with its keys in the order they came, so a retry whose JSON
+/// library wrote them in another order got 409 `idempotency_conflict`.
+/// The same request is the same whatever the order of its keys.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_with_its_payload_keys_in_another_order_is_the_same_request() {
+    let ws = Workspace::new(SPEC);
+    let served = serve(&ws);
+    let first = requester()
+        .post(
+            &served.url("/gates"),
+            serde_json::from_str(
+                r#"{"message": "Pay?", "payload": {"a": 1, "b": {"x": 1, "y": 2}}, "idempotency_key": "k-7"}"#,
+            )
+            .unwrap(),
+        )
+        .await;
+    assert_eq!(first.0, 201, "{}", first.1);
+    let retry = requester()
+        .post(
+            &served.url("/gates"),
+            serde_json::from_str(
+                r#"{"idempotency_key": "k-7", "payload": {"b": {"y": 2, "x": 1}, "a": 1}, "message": "Pay?"}"#,
+            )
+            .unwrap(),
+        )
+        .await;
+    assert_eq!(retry.0, 200, "{}", retry.1);
+    assert_eq!(retry.1["key"], first.1["key"]);
+}

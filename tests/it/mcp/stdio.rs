@@ -8,6 +8,9 @@ use crate::common::{Workspace, tollgate_bin};
 fn tollgate_mcp_serves_the_tools_on_stdio_and_hears_a_cli_decision() {
     let ws = Workspace::new(DESK_SPEC);
     let state = ws.state_db();
+    // Where a server on this store would have made it: `mcp --state`
+    // refuses a directory that is not there (a typo), see below.
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
     let mut client = PythonRun::start(
         &client_script(),
         &[

@@ -110,7 +110,7 @@ fn gate(spec: &Spec, index: usize, step: &Step) -> Option<Gate> {
 
 /// A gate's policy as the exported README states it: "2 of finance
 /// (alice, bob, carol) and 1 of security (dave); one reject ends it; who
-/// started the run may not vote", or who may decide a plain gate.
+/// started the run may decide it too", or who may decide a plain gate.
 fn describe_policy(spec: &Spec, policy: &GatePolicy) -> String {
     let mut parts = Vec::new();
     if policy.has_rules() {
@@ -143,8 +143,10 @@ fn describe_policy(spec: &Spec, policy: &GatePolicy) -> String {
             None => "one decision by anyone with an API token".to_string(),
         });
     }
-    if !policy.self_approval_allowed() {
-        parts.push("who started the run or edited its payload may not vote".to_string());
+    // Barred by default (the README says so once); only the exception is
+    // worth a word per gate.
+    if policy.self_approval_allowed() {
+        parts.push("who started the run may decide it too".to_string());
     }
     if policy.require_reason {
         parts.push("a reject or an edit needs a reason".to_string());
@@ -216,7 +218,7 @@ steps:
       rules: [{ group: finance, min: 2 }, { group: security, min: 1 }]
       require_reason: true
   - id: plain
-    approval: { message: "Go?" }
+    approval: { message: "Go?", allow_self_approval: true }
   - id: strict
     approval: { allow_self_approval: false, on_timeout: continue, remind: [50%], escalate: [{ after: 2h, add: [security] }] }
   - id: input
@@ -234,15 +236,13 @@ steps:
             policies,
             [
                 "2 of finance (alice, bob, carol) and 1 of security (dave); one reject ends it; \
-                 who started the run or edited its payload may not vote; a reject or an edit \
-                 needs a reason",
-                "one decision by alice, erin",
-                "one decision by alice, erin; who started the run or edited its payload may not \
-                 vote; reminders at 50% of its time; after 2h security may decide too; the run \
-                 goes on unapproved when its time runs out",
+                 a reject or an edit needs a reason",
+                "one decision by alice, erin; who started the run may decide it too",
+                "one decision by alice, erin; reminders at 50% of its time; after 2h security \
+                 may decide too; the run goes on unapproved when its time runs out",
                 "one decision by alice, erin; an approval fills in note (string), n (integer, required)",
                 "1 of finance (alice, bob, carol); rejected once the votes left cannot meet the \
-                 rules; who started the run or edited its payload may not vote",
+                 rules",
             ]
         );
     }

@@ -440,3 +440,18 @@ mod timers {
         assert_eq!(OnTimeout::Approve.applied_by(&modify), None);
     }
 }
+
+#[test]
+fn the_one_decider_of_a_server_without_tokens_is_never_barred_as_its_requester() {
+    // Every caller of such a server is `local`: it starts the run and it
+    // must be able to decide it (there is nobody else).
+    let reasons = GatePolicy {
+        require_reason: true,
+        ..GatePolicy::plain()
+    };
+    let roster = Roster::resolve(&reasons, &Groups::new(), vec![LOCAL_DECIDER.into()]).unwrap();
+    let cast = roster
+        .cast("k", &ballot(LOCAL_DECIDER, VoteDecision::Approve), &[])
+        .unwrap();
+    assert_eq!(cast.settles, Some(Decision::Approve { reason: None }));
+}

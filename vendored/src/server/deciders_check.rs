@@ -78,6 +78,26 @@ pub(crate) fn unreachable_deciders(
             ));
         }
     }
+    // No list: anyone with a full token decides. With tokens that may only
+    // ask, nobody may (Slack and links decide as approvers, of whom there
+    // are none to name).
+    let full_tokens = channels
+        .tokens
+        .names()
+        .any(|name| channels.tokens.scope_of(name) == Scope::Full);
+    if spec.approvals.approvers.is_none()
+        && !channels.tokens.is_empty()
+        && !full_tokens
+        && spec.approvals.notify.slack.is_none()
+    {
+        let gates = plain_gates(spec);
+        if !gates.is_empty() {
+            warnings.push(format!(
+                "gates {} (and gate requests): every API token is a requester token, which may ask but never decide: nobody can decide them; add a full token for each person who decides",
+                gates.join(", ")
+            ));
+        }
+    }
     for (index, step) in spec.steps.iter().enumerate() {
         let Some(policy) = spec.policy_of(step).filter(|p| p.has_rules()) else {
             continue;
@@ -227,5 +247,19 @@ steps:
         );
         assert!(said[1].contains("1 of its members can decide"), "{said:?}");
         assert!(warnings(&spec, "alice:a1,carol:c1,mallory:m1").is_empty());
+    }
+
+    #[test]
+    fn requester_tokens_alone_leave_an_open_gate_without_a_decider() {
+        let spec = spec("version: 1\nagent: a\nsteps:\n  - id: go\n    approval: {}\n");
+        let said = warnings(&spec, "bot/requester:b1");
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains("gates \"go\"") && said[0].contains("nobody can decide"),
+            "{}",
+            said[0]
+        );
+        assert!(warnings(&spec, "bot/requester:b1,alice:a1").is_empty());
+        assert!(warnings(&spec, "").is_empty(), "local decides");
     }
 }

@@ -828,11 +828,17 @@ pub async fn workers_on_three_handles_keep_a_lane_to_its_share(handles: Vec<Shar
             let store = Arc::clone(store);
             tokio::spawn(async move {
                 let owner = format!("worker-{n}");
-                let leased = store
-                    .lease_lane_notices(&owner, at(100), at(160), lanes(4, 10))
-                    .await
-                    .expect("lease");
-                ids(&leased)
+                // One at a time, many times: the leases of the three
+                // handles interleave.
+                let mut mine = Vec::new();
+                for _ in 0..20 {
+                    let leased = store
+                        .lease_lane_notices(&owner, at(100), at(160), lanes(4, 1))
+                        .await
+                        .expect("lease");
+                    mine.extend(ids(&leased));
+                }
+                mine
             })
         })
         .collect();

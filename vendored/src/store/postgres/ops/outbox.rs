@@ -167,7 +167,12 @@ const LANE_LEASE_LOCK: i64 = 0x7467_2d6c_616e_6573;
 
 /// See [`crate::store::Outbox::lease_lane_notices`]: inside the store's
 /// transaction, after [`LANE_LEASE_LOCK`] (READ COMMITTED: the `UPDATE`
-/// that follows the lock sees every lease committed before it).
+/// that follows the lock sees every lease committed before it; without
+/// the lock, two workers counting a lane at once lease past its share and
+/// may lease one notice twice, which a test of three handles caught). The
+/// outer conditions on the row itself are checked again on the row as a
+/// concurrent writer left it (a worker of an older version leasing
+/// without the lock).
 pub(crate) async fn lease_lane_notices<C: GenericClient>(
     client: &C,
     owner: &str,
@@ -205,6 +210,8 @@ pub(crate) async fn lease_lane_notices<C: GenericClient>(
                ) queue \
                WHERE place + busy <= $5 \
                ORDER BY next_at, id LIMIT $4) \
+               AND status IN ('pending', 'failed') \
+               AND (lease_until IS NULL OR lease_until <= $2) \
              RETURNING {OUTBOX_COLUMNS}"
         ),
         &[&owner, now, until, &total, &per_lane],

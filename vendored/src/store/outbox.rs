@@ -7,6 +7,11 @@
 //! came of it under the same lease. A notice whose lease ran out (its
 //! worker died mid-send) is due again: delivery is at least once, and
 //! every delivery of a notice carries its one id.
+//!
+//! Workers label each notice with its lane (the endpoint it goes to, see
+//! `notify::lanes`) and lease by lanes: at most a lane's share of one
+//! endpoint's notices is leased at once, counted over every worker's live
+//! leases, so a hanging endpoint holds only its own notices.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -49,7 +54,9 @@ pub struct OutboxNotice {
     /// The last failure, for operators: never a secret or a URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
-    /// When its retry window opened: its creation, or an operator's retry.
+    /// When its retry window opened: the lease of its first attempt (after
+    /// its creation, or after an operator's retry); until that lease, its
+    /// creation or the retry.
     pub window_from: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<DateTime<Utc>>,
@@ -202,7 +209,8 @@ pub trait Outbox: Send + Sync + 'static {
     /// Lease up to `limit` due notices (pending or failed, `next_at <=
     /// now`, no live lease) to `owner` until `until`, oldest due first.
     /// One conditional write each: a notice leased by one worker is not
-    /// leased by another until its lease runs out.
+    /// leased by another until its lease runs out. A pending notice's
+    /// retry window opens at its lease (see [`OutboxNotice::window_from`]).
     async fn lease_notices(
         &self,
         owner: &str,

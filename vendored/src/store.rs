@@ -43,8 +43,8 @@ pub use notifications::{
     Notification, NotificationStore, NotificationWrite, NotificationsDue, SharedNotifications,
 };
 pub use outbox::{
-    DisabledEndpoint, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, Outbox, OutboxNotice, OutboxStats,
-    RetryNotices, new_notice_id,
+    DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, Outbox,
+    OutboxNotice, OutboxStats, RetryNotices, UnlabelledNotice, new_notice_id,
 };
 pub(crate) use paging::{
     ApprovalFilter, ApprovalPager, PendingPager, cursor, like_pattern, settled_statuses_sql,

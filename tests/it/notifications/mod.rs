@@ -3,5 +3,6 @@
 
 mod delivery;
 mod email;
+mod lanes;
 mod operate;
 pub(crate) mod webhook;

@@ -2,7 +2,7 @@
 official Standard Webhooks verifier (the `standardwebhooks` package from
 PyPI) and answers as told.
 
-    webhook_receiver.py --secret S --log FILE [--mode verify|gone|hang|redirect]
+    webhook_receiver.py --secret S --log FILE [--mode verify|gone|hang|redirect|huge]
                         [--fail-first N] [--fail-status 500] [--retry-after VALUE]
 
 It listens on a free loopback port and prints that port on its first line
@@ -17,7 +17,9 @@ it, the status answered, and the path. Answers:
 - `--mode gone`: 410 with a short body;
 - `--mode redirect`: 307 to another path on this receiver, carrying a
   token in the query (the sender must not follow it);
-- `--mode hang`: never answers (until the test ends the process).
+- `--mode hang`: never answers (until the test ends the process);
+- `--mode huge`: 500 with a body that claims a gigabyte and streams until
+  the sender hangs up.
 - `--hang-first N`: the first N verified requests are recorded and never
   answered (a sender killed mid-send); later ones as `--mode` says.
 """
@@ -36,7 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--secret", required=True)
     parser.add_argument("--log", required=True)
-    parser.add_argument("--mode", default="verify", choices=["verify", "gone", "hang", "redirect"])
+    parser.add_argument("--mode", default="verify", choices=["verify", "gone", "hang", "redirect", "huge"])
     parser.add_argument("--fail-first", type=int, default=0)
     parser.add_argument("--fail-status", type=int, default=500)
     parser.add_argument("--retry-after", default=None)
@@ -69,6 +71,21 @@ def main() -> None:
             elif hang or args.mode == "hang":
                 self.record(headers, body, verified, None)
                 time.sleep(3600)
+                return
+            elif args.mode == "huge":
+                # A 500 whose body claims a gigabyte and streams until the
+                # sender hangs up: a sender must read a few bytes, not it.
+                self.record(headers, body, verified, 500)
+                self.send_response(500)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(1 << 30))
+                self.end_headers()
+                chunk = b"x" * 65536
+                try:
+                    for _ in range((1 << 30) // len(chunk)):
+                        self.wfile.write(chunk)
+                except OSError:
+                    pass
                 return
             elif args.mode == "gone":
                 status, reply = 410, b"endpoint removed\nby its owner"

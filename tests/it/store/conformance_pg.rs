@@ -77,7 +77,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -474,7 +474,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes"
         );
         let record = store
             .get_approval("k-old")

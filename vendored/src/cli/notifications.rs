@@ -17,7 +17,7 @@ use super::exit::{self, ExitFailure};
 use super::render::{self, timestamp};
 use crate::notices::{NoticeChannel, NoticeStatus};
 use crate::server::notices::{self, NoticeFilter, NoticeView, RetryRefused};
-use crate::store::{MAX_NOTICE_PAGE, OutboxNotice};
+use crate::store::{LaneStats, MAX_NOTICE_PAGE, OutboxNotice};
 
 /// Notices listed when `--limit` is not given.
 const DEFAULT_LIMIT: usize = 50;
@@ -45,7 +45,9 @@ pub enum NotificationsCommand {
     ///
     /// Each one's id, event, channel, target (as written in the spec, a
     /// `${NAME}` reference never resolved), status, attempts, next try or
-    /// send time, and last error.
+    /// send time, and last error; then the lanes with notices still to
+    /// deliver (channel and endpoint host, state, waiting, in flight,
+    /// failing).
     List {
         /// The spec whose default state file is used.
         #[arg(long)]
@@ -158,10 +160,60 @@ async fn list(
     }
     if rows.is_empty() {
         say!("no notices");
-        return Ok(exit::OK);
+    } else {
+        table(&rows);
     }
-    table(&rows);
+    let lanes: Vec<LaneStats> = store
+        .lane_stats(crate::time::now())
+        .await?
+        .into_iter()
+        .filter(|lane| filter.channel.is_none_or(|c| c == lane.channel))
+        .collect();
+    if !lanes.is_empty() {
+        say!("");
+        lane_table(&lanes);
+    }
     Ok(exit::OK)
+}
+
+/// The lanes with notices still to deliver: each endpoint (a webhook's
+/// `scheme://host:port`, an SMTP server, the Slack API host; never a path
+/// or a credential), what it is doing, and its counts.
+fn lane_table(lanes: &[LaneStats]) {
+    let line = |c: [&str; 7]| {
+        format!(
+            "{:<7}  {:<40}  {:<9}  {:>7}  {:>9}  {:>7}  {}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+        )
+        .trim_end()
+        .to_string()
+    };
+    say!(
+        "{}",
+        line([
+            "CHANNEL",
+            "LANE",
+            "STATE",
+            "WAITING",
+            "IN FLIGHT",
+            "FAILING",
+            "OLDEST WAITING SINCE"
+        ])
+    );
+    for lane in lanes {
+        say!(
+            "{}",
+            line([
+                lane.channel.as_str(),
+                &lane.endpoint,
+                lane.state(),
+                &lane.waiting.to_string(),
+                &lane.in_flight.to_string(),
+                &lane.failing.to_string(),
+                &lane.oldest_waiting.map_or("-".to_string(), timestamp),
+            ])
+        );
+    }
 }
 
 /// The list as a table; the last error, free text, comes last.

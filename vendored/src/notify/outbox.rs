@@ -1,10 +1,16 @@
 //! The delivery worker of the outbox (DESIGN §14): every server runs one.
-//! It leases due notices from the store (one sender per notice across
-//! processes), sends each on its channel, and records what came of it:
-//! sent; failed, retried after a jittered exponential backoff (or the
-//! receiver's `Retry-After`) while the notice's retry window lasts; or
-//! dead, with a log line, for an operator to retry
-//! (`tollgate notifications retry`).
+//! It labels new notices with their lane (the endpoint that receives
+//! them, see [`crate::notify::lanes`]), leases due notices from the store
+//! (one sender per notice across processes, at most a lane's share of one
+//! endpoint's notices across every worker), sends each on its channel in
+//! a task of its own, and records what came of it: sent; failed, retried
+//! after a jittered exponential backoff (or the receiver's `Retry-After`)
+//! while the notice's retry window lasts; or dead, with a log line, for an
+//! operator to retry (`tollgate notifications retry`).
+//!
+//! The worker never waits for the slowest of a batch: as soon as one send
+//! ends it leases again, so a hanging endpoint holds only the slots of its
+//! own lane while every other lane keeps flowing.
 //!
 //! Delivery is at least once: a worker that dies between a send and its
 //! record leaves the notice leased until the lease runs out, and then
@@ -28,12 +34,14 @@ use crate::links::LinkSigner;
 use crate::notices::{NoticeBody, NoticeChannel, NoticeRoutes};
 use crate::notify::delivery::Attempt;
 use crate::notify::email::EmailSender;
+use crate::notify::lanes;
 use crate::notify::slack::{Progress, SlackNotifier};
 use crate::notify::webhook::WebhookSender;
-use crate::store::{DisabledEndpoint, NoticeWrite, OutboxNotice, SharedStore};
+use crate::store::{DisabledEndpoint, LaneLimits, NoticeWrite, OutboxNotice, SharedStore};
 use crate::time::SharedClock;
 
-/// How long a notice is retried before it is dead, by default: a day.
+/// How long a notice is retried before it is dead, by default: a day,
+/// counted from its first attempt (see [`OutboxWorker::with_retry_window`]).
 pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 /// The waits between attempts of one notice scale with the retry window:
@@ -55,12 +63,19 @@ fn retry_backoff(window: Duration) -> Backoff {
 /// How often an idle worker looks for due notices.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
 
-/// Notices leased per pass, sent concurrently.
-const BATCH: usize = 16;
+/// Notices labelled with their lane per look, at most.
+const LABEL_BATCH: usize = 256;
 
 /// A lease outlives the slowest send (a webhook's 15 s, a mail's 30 s) by
 /// a margin: a worker that died mid-send hands its notices over after it.
 pub const LEASE: Duration = Duration::from_secs(45);
+
+/// The default lanes: [`lanes::DEFAULT_PER_LANE`] notices of one endpoint
+/// at once, [`lanes::DEFAULT_TOTAL`] in all per worker.
+pub const DEFAULT_LANES: LaneLimits = LaneLimits {
+    per_lane: lanes::DEFAULT_PER_LANE,
+    total: lanes::DEFAULT_TOTAL,
+};
 
 /// Sends the outbox's notices.
 pub struct OutboxWorker {
@@ -76,6 +91,8 @@ pub struct OutboxWorker {
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Posts and edits the Slack messages (`approvals.notify.slack`).
     slack: Option<Arc<SlackNotifier>>,
+    /// How many notices are sent at once, per lane and in all.
+    lanes: LaneLimits,
 }
 
 /// Why a worker could not be made.
@@ -99,6 +116,7 @@ impl OutboxWorker {
             window: DEFAULT_RETRY_WINDOW,
             slack: None,
             metrics: None,
+            lanes: DEFAULT_LANES,
         })
     }
 
@@ -108,8 +126,10 @@ impl OutboxWorker {
         self
     }
 
-    /// Retry a failing notice for `window` from its creation (or an
-    /// operator's retry) before it is dead.
+    /// Retry a failing notice for `window` before it is dead, counted from
+    /// its first attempt (after its creation, or after an operator's
+    /// retry): the lease that first takes it to send opens the window, so
+    /// time it waited for a slot of a busy lane is not counted.
     pub fn with_retry_window(mut self, window: Duration) -> OutboxWorker {
         self.window = window;
         self
@@ -134,50 +154,104 @@ impl OutboxWorker {
         self
     }
 
+    /// Send at most `limits.per_lane` notices of one endpoint at once
+    /// (across every worker of the store) and `limits.total` in all.
+    pub fn with_lanes(mut self, limits: LaneLimits) -> OutboxWorker {
+        self.lanes = limits;
+        self
+    }
+
     /// Send web hooks through `sender` (tests shorten its timeouts).
     pub fn with_webhook_sender(mut self, sender: WebhookSender) -> OutboxWorker {
         self.webhooks = sender;
         self
     }
 
-    /// Deliver until `stop` turns true: a pass, then another at once while
-    /// passes come back full, else after [`POLL_EVERY`].
+    /// Deliver until `stop` turns true. Each send runs in a task of its
+    /// own; the worker leases again whenever one ends (a slot is free),
+    /// else every [`POLL_EVERY`]. Sends still running at the stop are
+    /// dropped: their leases run out and another worker sends them again
+    /// (delivery is at least once).
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut sends = tokio::task::JoinSet::new();
         loop {
             if *stop.borrow() {
-                return;
+                break;
             }
-            let sent = self.pass().await;
-            if sent == BATCH {
-                continue;
+            self.label_new_notices().await;
+            let free = self.lanes.total.saturating_sub(sends.len());
+            let (leased, disabled) = self.lease(free).await;
+            for notice in leased {
+                let worker = Arc::clone(&self);
+                let disabled = Arc::clone(&disabled);
+                sends.spawn(async move { worker.deliver(notice, &disabled).await });
             }
             tokio::select! {
+                Some(_) = sends.join_next(), if !sends.is_empty() => {}
                 _ = tokio::time::sleep(POLL_EVERY) => {}
                 _ = stop.changed() => {}
             }
         }
+        sends.abort_all();
     }
 
-    /// One pass: lease up to a batch of due notices and deliver them.
-    /// Returns how many were leased. A store that does not answer is
-    /// logged and tried again at the next pass.
-    pub async fn pass(&self) -> usize {
+    /// Label the notices not labelled yet with their lanes (the routes of
+    /// each approval read once). A store that does not answer is logged
+    /// and tried again at the next look.
+    async fn label_new_notices(&self) {
+        let unlabelled = match self.store.unlabelled_notices(LABEL_BATCH).await {
+            Ok(unlabelled) => unlabelled,
+            Err(e) => {
+                tracing::warn!(error = %e, "notifications: cannot read new notices; trying again");
+                return;
+            }
+        };
+        if unlabelled.is_empty() {
+            return;
+        }
+        let lookup = |name: &str| std::env::var(name).ok();
+        let mut routes = std::collections::HashMap::new();
+        let mut labels = Vec::with_capacity(unlabelled.len());
+        for notice in unlabelled {
+            if !routes.contains_key(&notice.key) {
+                // An unreadable route labels its notices unresolved: the
+                // send reads it again and says why.
+                let read = self.store.routes_of(&notice.key).await.ok().flatten();
+                routes.insert(notice.key.clone(), read);
+            }
+            let of_key = routes.get(&notice.key).and_then(Option::as_ref);
+            let lane = lanes::label(notice.channel, &notice.target, of_key, &lookup);
+            labels.push((notice.id, lane));
+        }
+        if let Err(e) = self.store.label_notices(&labels).await {
+            tracing::warn!(error = %e, "notifications: cannot label new notices with their lanes; trying again");
+        }
+    }
+
+    /// Lease up to `free` due notices, as many of each lane as it has free
+    /// slots, with the disabled webhook endpoints they are checked
+    /// against. Nothing when the store does not answer (logged).
+    async fn lease(&self, free: usize) -> (Vec<OutboxNotice>, Arc<Vec<DisabledEndpoint>>) {
+        if free == 0 {
+            return (Vec::new(), Arc::default());
+        }
         let now = self.clock.now();
         let until = crate::time::add(now, LEASE);
+        let limits = LaneLimits {
+            per_lane: self.lanes.per_lane,
+            total: free,
+        };
         let leased = match self
             .store
-            .lease_notices(&self.owner, now, until, BATCH)
+            .lease_lane_notices(&self.owner, now, until, limits)
             .await
         {
             Ok(leased) => leased,
             Err(e) => {
                 tracing::warn!(error = %e, "notifications: cannot lease due notices; trying again");
-                return 0;
+                return (Vec::new(), Arc::default());
             }
         };
-        if leased.is_empty() {
-            return 0;
-        }
         let disabled = if leased
             .iter()
             .any(|n| n.notice.channel == NoticeChannel::Webhook)
@@ -186,12 +260,7 @@ impl OutboxWorker {
         } else {
             Vec::new()
         };
-        let count = leased.len();
-        let sends = leased
-            .into_iter()
-            .map(|notice| self.deliver(notice, &disabled));
-        futures_util::future::join_all(sends).await;
-        count
+        (leased, Arc::new(disabled))
     }
 
     async fn deliver(&self, notice: OutboxNotice, disabled: &[DisabledEndpoint]) {
@@ -363,8 +432,8 @@ impl OutboxWorker {
 impl OutboxWorker {
     /// A Slack notice: the message made to show what the store holds now
     /// (see [`SlackNotifier::sync`]). The message is held by one worker at
-    /// a time; while another holds it (this process's live follower, or a
-    /// notice of the same approval in this batch) this waits a little
+    /// a time; while another holds it (this process's live follower, or
+    /// another notice of the same approval being sent) this waits a little
     /// rather than count a failure.
     async fn sync_slack(&self, notice: &OutboxNotice) -> Attempt {
         let Some(slack) = &self.slack else {

@@ -7,6 +7,11 @@
 //! came of it under the same lease. A notice whose lease ran out (its
 //! worker died mid-send) is due again: delivery is at least once, and
 //! every delivery of a notice carries its one id.
+//!
+//! Workers label each notice with its lane (the endpoint it goes to, see
+//! `notify::lanes`) and lease by lanes: at most a lane's share of one
+//! endpoint's notices is leased at once, counted over every worker's live
+//! leases, so a hanging endpoint holds only its own notices.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -49,7 +54,9 @@ pub struct OutboxNotice {
     /// The last failure, for operators: never a secret or a URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
-    /// When its retry window opened: its creation, or an operator's retry.
+    /// When its retry window opened: the lease of its first attempt (after
+    /// its creation, or after an operator's retry); until that lease, its
+    /// creation or the retry.
     pub window_from: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<DateTime<Utc>>,
@@ -127,6 +134,64 @@ pub struct OutboxStats {
     pub oldest_undelivered: Option<DateTime<Utc>>,
 }
 
+/// How many notices workers send at once (DESIGN §14, lanes): at most
+/// `per_lane` of one lane across every worker sharing the store, and at
+/// most `total` by the worker that leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneLimits {
+    pub per_lane: usize,
+    pub total: usize,
+}
+
+/// A notice a worker has not labelled with its lane yet: what it needs to
+/// work the lane out (the route is read from the approval's routes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnlabelledNotice {
+    pub id: String,
+    pub key: String,
+    pub channel: NoticeChannel,
+    /// Where it goes, as written (see [`Notice::target`]).
+    pub target: String,
+}
+
+/// One lane of the outbox at a glance: the notices still to deliver to
+/// one endpoint. `endpoint` is the lane's label (never a path, a query or
+/// a credential).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LaneStats {
+    pub channel: NoticeChannel,
+    pub endpoint: String,
+    /// Due and not leased: waiting for a free slot of the lane.
+    pub waiting: u64,
+    /// Leased by a worker now (every worker sharing the store).
+    pub in_flight: u64,
+    /// Pending or failed notices whose last attempt failed.
+    pub failing: u64,
+    /// The most attempts of a notice still to deliver.
+    pub most_attempts: u32,
+    /// Since when the longest-waiting due, unleased notice has been due.
+    pub oldest_waiting: Option<DateTime<Utc>>,
+}
+
+impl LaneStats {
+    /// What the lane is doing, worst first: `failing` (a notice's last
+    /// attempt failed: the endpoint refuses or does not answer), `queued`
+    /// (due notices wait for a slot: every slot is taken, by a burst or
+    /// by sends that hang), `sending`, or `scheduled` (only notices due
+    /// later).
+    pub fn state(&self) -> &'static str {
+        if self.failing > 0 {
+            "failing"
+        } else if self.waiting > 0 {
+            "queued"
+        } else if self.in_flight > 0 {
+            "sending"
+        } else {
+            "scheduled"
+        }
+    }
+}
+
 /// A webhook endpoint that answered 410 Gone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DisabledEndpoint {
@@ -144,7 +209,8 @@ pub trait Outbox: Send + Sync + 'static {
     /// Lease up to `limit` due notices (pending or failed, `next_at <=
     /// now`, no live lease) to `owner` until `until`, oldest due first.
     /// One conditional write each: a notice leased by one worker is not
-    /// leased by another until its lease runs out.
+    /// leased by another until its lease runs out. A pending notice's
+    /// retry window opens at its lease (see [`OutboxNotice::window_from`]).
     async fn lease_notices(
         &self,
         owner: &str,
@@ -178,6 +244,42 @@ pub trait Outbox: Send + Sync + 'static {
     async fn disable_endpoint(&self, endpoint: &DisabledEndpoint) -> StoreResult<()>;
 
     async fn disabled_endpoints(&self) -> StoreResult<Vec<DisabledEndpoint>>;
+
+    /// Up to `limit` pending or failed notices not labelled with their
+    /// lane yet, oldest first. A store that keeps no lanes has none.
+    async fn unlabelled_notices(&self, limit: usize) -> StoreResult<Vec<UnlabelledNotice>> {
+        let _ = limit;
+        Ok(Vec::new())
+    }
+
+    /// Label notices with their lanes: `(id, lane)` each.
+    async fn label_notices(&self, lanes: &[(String, String)]) -> StoreResult<()> {
+        let _ = lanes;
+        Ok(())
+    }
+
+    /// [`Outbox::lease_notices`] by lanes: only labelled notices, at most
+    /// `limits.total`, and of each lane (channel and label) no more than
+    /// `limits.per_lane` minus the notices of that lane any worker holds a
+    /// live lease on; oldest due first within a lane. A pending notice's
+    /// retry window opens at this lease: when a slot of its endpoint was
+    /// first free for it, not when it was queued. A store that keeps no
+    /// lanes leases as [`Outbox::lease_notices`] does.
+    async fn lease_lane_notices(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limits: LaneLimits,
+    ) -> StoreResult<Vec<OutboxNotice>> {
+        self.lease_notices(owner, now, until, limits.total).await
+    }
+
+    /// Every lane with notices still to deliver, by channel and label.
+    async fn lane_stats(&self, now: DateTime<Utc>) -> StoreResult<Vec<LaneStats>> {
+        let _ = now;
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]

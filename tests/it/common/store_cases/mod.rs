@@ -200,9 +200,11 @@ macro_rules! store_conformance_tests {
             a_leased_notice_has_one_sender_until_its_lease_runs_out,
             failed_notices_come_due_again_and_dead_ones_wait_for_an_operator,
             notices_are_listed_newest_first_by_status_key_and_page,
-            a_disabled_endpoint_takes_notices_again_after_a_retry;
+            a_disabled_endpoint_takes_notices_again_after_a_retry,
+            lanes_lease_their_share_and_open_the_retry_window_at_the_first_lease;
             across 3 handles:
             workers_on_three_handles_lease_each_notice_once,
+            workers_on_three_handles_keep_a_lane_to_its_share,
         );
         store_conformance_tests!(@concept $open; values:
             nul_characters_are_kept_in_every_field,

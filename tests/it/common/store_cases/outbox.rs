@@ -13,7 +13,7 @@ use tollgate_runtime::notices::{
 };
 use tollgate_runtime::policy::{Nudge, NudgeKind, VoteDecision};
 use tollgate_runtime::store::{
-    DisabledEndpoint, NoticeQuery, NoticeWrite, OutboxNotice, RetryNotices,
+    DisabledEndpoint, LaneLimits, NoticeQuery, NoticeWrite, OutboxNotice, RetryNotices,
 };
 
 /// Two webhooks: `${HOOK_ALL}` takes every event, `${HOOK_DONE}` only
@@ -679,4 +679,179 @@ pub async fn workers_on_three_handles_lease_each_notice_once(handles: Vec<Shared
     let unique: HashSet<String> = seen.iter().cloned().collect();
     assert_eq!(seen.len(), unique.len(), "no notice sent twice");
     assert_eq!(unique, made, "every notice sent");
+}
+
+/// `n` notices labelled with `lane`, created at 0, 1, ... (keys `{prefix}{i}`).
+async fn laned(store: &dyn StateStore, prefix: &str, n: u64, lane: &str) -> Vec<String> {
+    let mut made = Vec::new();
+    for i in 0..n {
+        made.push(one_notice(store, &format!("{prefix}{i}"), i).await);
+    }
+    let unlabelled = store.unlabelled_notices(1000).await.expect("unlabelled");
+    let labels: Vec<(String, String)> = unlabelled
+        .iter()
+        .filter(|u| made.contains(&u.id))
+        .map(|u| (u.id.clone(), lane.to_string()))
+        .collect();
+    assert_eq!(labels.len(), made.len(), "every new notice is unlabelled");
+    store.label_notices(&labels).await.expect("label");
+    made
+}
+
+fn lanes(per_lane: usize, total: usize) -> LaneLimits {
+    LaneLimits { per_lane, total }
+}
+
+pub async fn lanes_lease_their_share_and_open_the_retry_window_at_the_first_lease(
+    store: SharedStore,
+) {
+    let s = store.as_ref();
+    let unlabelled = one_notice(s, "u", 0).await;
+    let stuck = laned(s, "a", 6, "http://stuck.example:80").await;
+    let healthy = laned(s, "b", 2, "https://ok.example:443").await;
+    // A worker holding 4 of the stuck lane's notices leaves it no slot, and
+    // the healthy lane's notices are leased beside them; an unlabelled
+    // notice waits for its label.
+    let first = s
+        .lease_lane_notices("w1", at(1000), at(1060), lanes(4, 10))
+        .await
+        .expect("lease");
+    let mut expected: Vec<String> = stuck[..4].iter().chain(&healthy).cloned().collect();
+    expected.sort();
+    let mut got = ids(&first);
+    got.sort();
+    assert_eq!(got, expected, "4 of the stuck lane, both healthy ones");
+    assert!(!got.contains(&unlabelled));
+    for notice in &first {
+        assert_eq!(
+            notice.window_from,
+            at::<chrono::DateTime<chrono::Utc>>(1000),
+            "a pending notice's retry window opens when it is first leased, not at its creation"
+        );
+    }
+    let second = s
+        .lease_lane_notices("w2", at(1001), at(1061), lanes(4, 10))
+        .await
+        .expect("lease");
+    assert_eq!(second, vec![], "every slot of the stuck lane is held");
+    let stats = s.lane_stats(at(1001)).await.expect("lane stats");
+    let stuck_lane = stats
+        .iter()
+        .find(|l| l.endpoint == "http://stuck.example:80")
+        .expect("the stuck lane");
+    assert_eq!(
+        (
+            stuck_lane.channel,
+            stuck_lane.waiting,
+            stuck_lane.in_flight,
+            stuck_lane.failing
+        ),
+        (NoticeChannel::Webhook, 2, 4, 0)
+    );
+    assert_eq!(stuck_lane.state(), "queued");
+    assert_eq!(
+        stuck_lane.oldest_waiting,
+        Some(at(4)),
+        "due since its creation"
+    );
+    // One send of the stuck lane fails: a slot frees and goes to the
+    // lane's oldest due notice, whose window opens then.
+    let failed = NoticeWrite::Failed {
+        error: "HTTP 500".into(),
+        next_at: at(1002),
+    };
+    assert!(
+        s.settle_notice(&stuck[0], "w1", &failed)
+            .await
+            .expect("settle")
+    );
+    let third = s
+        .lease_lane_notices("w2", at(1003), at(1063), lanes(4, 10))
+        .await
+        .expect("lease");
+    assert_eq!(ids(&third), vec![stuck[4].clone()], "oldest due first");
+    assert_eq!(
+        third[0].window_from,
+        at::<chrono::DateTime<chrono::Utc>>(1003)
+    );
+    let stats = s.lane_stats(at(1003)).await.expect("lane stats");
+    let stuck_lane = stats
+        .iter()
+        .find(|l| l.endpoint == "http://stuck.example:80")
+        .expect("the stuck lane");
+    assert_eq!(
+        (stuck_lane.failing, stuck_lane.in_flight, stuck_lane.state()),
+        (1, 4, "failing")
+    );
+    // Three sends end: the failed notice is leased again, keeping the
+    // window its first attempt opened.
+    for id in &stuck[1..4] {
+        let sent = NoticeWrite::Sent { at: at(1004) };
+        assert!(s.settle_notice(id, "w1", &sent).await.expect("settle"));
+    }
+    let fourth = s
+        .lease_lane_notices("w2", at(1005), at(1065), lanes(4, 10))
+        .await
+        .expect("lease");
+    let mut got = ids(&fourth);
+    got.sort();
+    let mut expected = vec![stuck[0].clone(), stuck[5].clone()];
+    expected.sort();
+    assert_eq!(got, expected);
+    let again = fourth
+        .iter()
+        .find(|n| n.notice.id == stuck[0])
+        .expect("the failed notice");
+    assert_eq!(
+        (again.window_from, again.attempts),
+        (at::<chrono::DateTime<chrono::Utc>>(1000), 1),
+        "a failed notice keeps its window"
+    );
+    // A lane limit of 0 or a worker without a free slot leases nothing.
+    assert_eq!(
+        s.lease_lane_notices("w3", at(1100), at(1160), lanes(4, 0))
+            .await
+            .expect("lease"),
+        vec![]
+    );
+}
+
+pub async fn workers_on_three_handles_keep_a_lane_to_its_share(handles: Vec<SharedStore>) {
+    let first = handles[0].as_ref();
+    let made = laned(first, "k", 12, "http://one.example:80").await;
+    // Three workers lease at once, none settling: the lane's share holds
+    // across them.
+    let tasks: Vec<_> = handles
+        .iter()
+        .enumerate()
+        .map(|(n, store)| {
+            let store = Arc::clone(store);
+            tokio::spawn(async move {
+                let owner = format!("worker-{n}");
+                // One at a time, many times: the leases of the three
+                // handles interleave.
+                let mut mine = Vec::new();
+                for _ in 0..20 {
+                    let leased = store
+                        .lease_lane_notices(&owner, at(100), at(160), lanes(4, 1))
+                        .await
+                        .expect("lease");
+                    mine.extend(ids(&leased));
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for task in tasks {
+        seen.extend(task.await.expect("worker"));
+    }
+    let unique: HashSet<String> = seen.iter().cloned().collect();
+    assert_eq!(seen.len(), unique.len(), "no notice leased twice");
+    assert_eq!(
+        seen.len(),
+        4,
+        "the lane's share across every worker: {seen:?}"
+    );
+    assert!(unique.iter().all(|id| made.contains(id)));
 }

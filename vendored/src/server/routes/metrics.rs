@@ -1,7 +1,7 @@
 //! GET /metrics: Prometheus text (format 0.0.4). The store's gauges
 //! (pending approvals by step, those on other spec versions, runs by
 //! status, stuck runs, the outbox's notices by status and the age of the
-//! oldest undelivered one) are read from
+//! oldest undelivered one, its lanes by channel and endpoint) are read from
 //! the store on each scrape, so every server sharing it reports the same
 //! truth; the counters and step durations are this process's own
 //! ([`crate::metrics::Metrics`]); and build info names what runs.
@@ -28,7 +28,7 @@ use crate::notices::NoticeStatus;
 use crate::run_state::RunStatus;
 use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
-use crate::store::{OutboxStats, Queries, StoreError, WriterStats};
+use crate::store::{LaneStats, OutboxStats, Queries, StoreError, WriterStats};
 
 pub(super) async fn render(State(state): State<AppState>) -> Response {
     match exposition(&state).await {
@@ -124,6 +124,8 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
 
     let outbox = agent.store().outbox_stats().await?;
     write_outbox(&mut out, &outbox, agent.clock().now());
+    let now = agent.clock().now();
+    write_lanes(&mut out, &agent.store().lane_stats(now).await?, now);
     if let Some(writer) = agent.store().writer_stats() {
         write_writer(&mut out, &writer);
     }
@@ -168,6 +170,60 @@ fn write_outbox(out: &mut Exposition, stats: &OutboxStats, now: chrono::DateTime
         &[],
         age,
     );
+}
+
+/// The outbox's lanes (one per channel and endpoint with notices still to
+/// deliver), labelled by channel and endpoint: a webhook's
+/// `scheme://host:port`, an SMTP server's `host:port`, the Slack API's
+/// `host:port`; never a path, a query or a credential. A stuck endpoint
+/// shows as a lane whose in-flight count stays at its share while its
+/// oldest waiting notice ages, or whose failing count grows.
+fn write_lanes(out: &mut Exposition, lanes: &[LaneStats], now: chrono::DateTime<chrono::Utc>) {
+    type Gauge = (
+        &'static str,
+        &'static str,
+        fn(&LaneStats, DateTimeUtc) -> f64,
+    );
+    type DateTimeUtc = chrono::DateTime<chrono::Utc>;
+    const GAUGES: [Gauge; 4] = [
+        (
+            "tollgate_notifications_lane_waiting",
+            "Notices due to one endpoint and waiting for a free slot of its lane.",
+            |lane, _| lane.waiting as f64,
+        ),
+        (
+            "tollgate_notifications_lane_in_flight",
+            "Notices being sent to one endpoint now, by any worker sharing the store.",
+            |lane, _| lane.in_flight as f64,
+        ),
+        (
+            "tollgate_notifications_lane_failing",
+            "Notices to one endpoint whose last attempt failed (retried with backoff).",
+            |lane, _| lane.failing as f64,
+        ),
+        (
+            "tollgate_notifications_lane_oldest_waiting_seconds",
+            "How long the longest-waiting due notice of one endpoint has been due; 0 when none waits.",
+            |lane, now| {
+                lane.oldest_waiting
+                    .map(|due| (now - due).num_milliseconds().max(0) as f64 / 1000.0)
+                    .unwrap_or(0.0)
+            },
+        ),
+    ];
+    for (name, help, value) in GAUGES {
+        out.family(name, "gauge", help);
+        for lane in lanes {
+            out.sample(
+                name,
+                &[
+                    ("channel", lane.channel.as_str()),
+                    ("endpoint", &lane.endpoint),
+                ],
+                value(lane, now),
+            );
+        }
+    }
 }
 
 /// This process's SQLite writer: how many writes shared each commit and

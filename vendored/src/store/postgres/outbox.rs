@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::store::{
-    DisabledEndpoint, NoticeQuery, NoticeWrite, Outbox, OutboxNotice, OutboxStats, RetryNotices,
+    DisabledEndpoint, LaneLimits, LaneStats, NoticeQuery, NoticeWrite, Outbox, OutboxNotice,
+    OutboxStats, RetryNotices, UnlabelledNotice,
 };
 
 #[async_trait]
@@ -66,5 +67,44 @@ impl Outbox for PostgresStore {
     async fn disabled_endpoints(&self) -> StoreResult<Vec<DisabledEndpoint>> {
         let read = async { ops::disabled_endpoints(&self.client().await?).await }.await;
         self.context("listing disabled webhook endpoints", read)
+    }
+
+    async fn unlabelled_notices(&self, limit: usize) -> StoreResult<Vec<UnlabelledNotice>> {
+        let read = async { ops::unlabelled_notices(&self.client().await?, limit).await }.await;
+        self.context("looking for notices without a lane", read)
+    }
+
+    async fn label_notices(&self, lanes: &[(String, String)]) -> StoreResult<()> {
+        if lanes.is_empty() {
+            return Ok(());
+        }
+        let result: StoreResult<_> =
+            async { ops::label_notices(&self.client().await?, lanes).await }.await;
+        self.context("labelling notices with their lanes", result)
+    }
+
+    async fn lease_lane_notices(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limits: LaneLimits,
+    ) -> StoreResult<Vec<OutboxNotice>> {
+        if limits.total == 0 || limits.per_lane == 0 {
+            return Ok(Vec::new());
+        }
+        let result: StoreResult<_> = async {
+            in_transaction!(self, |tx| ops::lease_lane_notices(
+                &tx, owner, &now, &until, limits
+            )
+            .await)
+        }
+        .await;
+        self.context("leasing due notices", result)
+    }
+
+    async fn lane_stats(&self, now: DateTime<Utc>) -> StoreResult<Vec<LaneStats>> {
+        let read = async { ops::lane_stats(&self.client().await?, &now).await }.await;
+        self.context("counting the notices of each lane", read)
     }
 }

@@ -73,6 +73,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "pending_by_step",
         sql: include_str!("../migrations/postgres/0012_pending_by_step.sql"),
     },
+    Migration {
+        version: 13,
+        name: "outbox_lanes",
+        sql: include_str!("../migrations/postgres/0013_outbox_lanes.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

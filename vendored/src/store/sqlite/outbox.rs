@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::store::{
-    DisabledEndpoint, NoticeQuery, NoticeWrite, Outbox, OutboxNotice, OutboxStats, RetryNotices,
+    DisabledEndpoint, LaneLimits, LaneStats, NoticeQuery, NoticeWrite, Outbox, OutboxNotice,
+    OutboxStats, RetryNotices, UnlabelledNotice,
 };
 
 #[async_trait]
@@ -91,6 +92,61 @@ impl Outbox for SqliteStore {
             "listing disabled webhook endpoints",
             ops::disabled_endpoints,
         )
+        .await
+    }
+
+    async fn unlabelled_notices(&self, limit: usize) -> StoreResult<Vec<UnlabelledNotice>> {
+        self.read("looking for notices without a lane", move |conn| {
+            ops::unlabelled_notices(conn, limit)
+        })
+        .await
+    }
+
+    async fn label_notices(&self, lanes: &[(String, String)]) -> StoreResult<()> {
+        if lanes.is_empty() {
+            return Ok(());
+        }
+        let lanes = lanes.to_vec();
+        self.write("labelling notices with their lanes", move |conn| {
+            ops::label_notices(conn, &lanes)
+        })
+        .await
+    }
+
+    async fn lease_lane_notices(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limits: LaneLimits,
+    ) -> StoreResult<Vec<OutboxNotice>> {
+        crate::store::check_lease_end(until)?;
+        if limits.total == 0 || limits.per_lane == 0 {
+            return Ok(Vec::new());
+        }
+        let (owner, now, until) = (owner.to_string(), format_utc(now), format_utc(until));
+        let probe = now.clone();
+        // A cheap read first: an idle worker, or one whose lanes are all
+        // full, polls often and should not take the write lock for nothing.
+        if !self
+            .read("looking for due notices", move |conn| {
+                ops::any_leasable_notice(conn, &probe, limits.per_lane)
+            })
+            .await?
+        {
+            return Ok(Vec::new());
+        }
+        self.write("leasing due notices", move |conn| {
+            ops::lease_lane_notices(conn, &owner, &now, &until, limits)
+        })
+        .await
+    }
+
+    async fn lane_stats(&self, now: DateTime<Utc>) -> StoreResult<Vec<LaneStats>> {
+        let now = format_utc(now);
+        self.read("counting the notices of each lane", move |conn| {
+            ops::lane_stats(conn, &now)
+        })
         .await
     }
 }

@@ -68,6 +68,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "pending_by_step",
         sql: include_str!("../migrations/sqlite/0011_pending_by_step.sql"),
     },
+    Migration {
+        version: 12,
+        name: "outbox_lanes",
+        sql: include_str!("../migrations/sqlite/0012_outbox_lanes.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

@@ -310,7 +310,8 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
             "gate_timers",
             "vote_input",
             "outbox",
-            "pending_by_step"
+            "pending_by_step",
+            "outbox_lanes"
         ],
         "every later migration applied"
     );

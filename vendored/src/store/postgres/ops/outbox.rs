@@ -5,11 +5,12 @@
 
 use super::super::codec::outbox_from_row;
 use super::*;
+use crate::notices::NoticeChannel;
 use crate::notices::{Notice, NoticeRoutes, NoticeStatus};
 use crate::store::columns::OUTBOX_COLUMNS;
 use crate::store::outbox::{
-    DisabledEndpoint, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, OutboxNotice, OutboxStats,
-    RetryNotices,
+    DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite,
+    OutboxNotice, OutboxStats, RetryNotices, UnlabelledNotice,
 };
 
 /// PostgreSQL text cannot hold NUL: an error text that came from a remote
@@ -136,7 +137,7 @@ pub(crate) async fn lease_notices<C: GenericClient>(
     let mut leased = query_all(
         client,
         &format!(
-            "UPDATE tollgate_outbox SET lease_owner = $1, lease_until = $3 \
+            "UPDATE tollgate_outbox SET lease_owner = $1, lease_until = $3, {OPEN_WINDOW} \
              WHERE id IN (SELECT id FROM tollgate_outbox \
                           WHERE status IN ('pending', 'failed') AND next_at <= $2 \
                             AND (lease_until IS NULL OR lease_until <= $2) \
@@ -150,6 +151,157 @@ pub(crate) async fn lease_notices<C: GenericClient>(
     .await?;
     leased.sort_by(|a, b| (a.next_at, &a.notice.id).cmp(&(b.next_at, &b.notice.id)));
     Ok(leased)
+}
+
+/// What a lease sets besides the lease: a pending notice (never tried
+/// since its creation or an operator's retry) opens its retry window now,
+/// when a worker first takes it to send, so time queued behind a busy
+/// lane is not counted against it. `$2` is the lease's `now`.
+const OPEN_WINDOW: &str = "window_from = CASE WHEN status = 'pending' THEN $2 ELSE window_from END";
+
+/// The advisory lock a lane lease holds for its transaction: leases by
+/// lanes count the live leases of each lane, which two concurrent
+/// transactions would both count before either commits; taken in turn,
+/// each sees the other's. An arbitrary constant ("tg-lanes" in ASCII).
+const LANE_LEASE_LOCK: i64 = 0x7467_2d6c_616e_6573;
+
+/// See [`crate::store::Outbox::lease_lane_notices`]: inside the store's
+/// transaction, after [`LANE_LEASE_LOCK`] (READ COMMITTED: the `UPDATE`
+/// that follows the lock sees every lease committed before it; without
+/// the lock, two workers counting a lane at once lease past its share and
+/// may lease one notice twice, which a test of three handles caught). The
+/// outer conditions on the row itself are checked again on the row as a
+/// concurrent writer left it (a worker of an older version leasing
+/// without the lock).
+pub(crate) async fn lease_lane_notices<C: GenericClient>(
+    client: &C,
+    owner: &str,
+    now: &DateTime<Utc>,
+    until: &DateTime<Utc>,
+    limits: LaneLimits,
+) -> StoreResult<Vec<OutboxNotice>> {
+    let total = to_i64(limits.total, "limit")?;
+    let per_lane = to_i64(limits.per_lane, "per_lane")?;
+    execute(
+        client,
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&LANE_LEASE_LOCK],
+    )
+    .await?;
+    let mut leased = query_all(
+        client,
+        &format!(
+            "UPDATE tollgate_outbox SET lease_owner = $1, lease_until = $3, {OPEN_WINDOW} \
+             WHERE id IN ( \
+               SELECT id FROM ( \
+                 SELECT d.id, d.next_at, \
+                   ROW_NUMBER() OVER (PARTITION BY d.channel, d.lane \
+                                      ORDER BY d.next_at, d.id) AS place, \
+                   COALESCE(b.busy, 0) AS busy \
+                 FROM tollgate_outbox d \
+                 LEFT JOIN (SELECT channel, lane, COUNT(*) AS busy FROM tollgate_outbox \
+                            WHERE status IN ('pending', 'failed') AND lane IS NOT NULL \
+                              AND lease_until > $2 \
+                            GROUP BY channel, lane) b \
+                   ON b.channel = d.channel AND b.lane = d.lane \
+                 WHERE d.status IN ('pending', 'failed') AND d.next_at <= $2 \
+                   AND d.lane IS NOT NULL \
+                   AND (d.lease_until IS NULL OR d.lease_until <= $2) \
+               ) queue \
+               WHERE place + busy <= $5 \
+               ORDER BY next_at, id LIMIT $4) \
+               AND status IN ('pending', 'failed') \
+               AND (lease_until IS NULL OR lease_until <= $2) \
+             RETURNING {OUTBOX_COLUMNS}"
+        ),
+        &[&owner, now, until, &total, &per_lane],
+        outbox_from_row,
+    )
+    .await?;
+    leased.sort_by(|a, b| (a.next_at, &a.notice.id).cmp(&(b.next_at, &b.notice.id)));
+    Ok(leased)
+}
+
+pub(crate) async fn unlabelled_notices<C: GenericClient>(
+    client: &C,
+    limit: usize,
+) -> StoreResult<Vec<UnlabelledNotice>> {
+    let limit = to_i64(limit, "limit")?;
+    query_all(
+        client,
+        "SELECT id, key, channel, target FROM tollgate_outbox \
+         WHERE lane IS NULL AND status IN ('pending', 'failed') \
+         ORDER BY created_at, id LIMIT $1",
+        &[&limit],
+        |row| {
+            let id: String = row.try_get(0)?;
+            let r = RowReader::with_id(row, "tollgate_outbox", id.clone());
+            Ok(UnlabelledNotice {
+                id,
+                key: r.string(1, "key")?,
+                channel: r.parsed(2, "channel", NoticeChannel::parse)?,
+                target: r.string(3, "target")?,
+            })
+        },
+    )
+    .await
+}
+
+/// Every label in one statement.
+pub(crate) async fn label_notices<C: GenericClient>(
+    client: &C,
+    lanes: &[(String, String)],
+) -> StoreResult<()> {
+    let ids: Vec<&str> = lanes.iter().map(|(id, _)| id.as_str()).collect();
+    let labels: Vec<String> = lanes.iter().map(|(_, lane)| storable_text(lane)).collect();
+    execute(
+        client,
+        "UPDATE tollgate_outbox o SET lane = l.lane \
+         FROM unnest($1::text[], $2::text[]) AS l(id, lane) \
+         WHERE o.id = l.id AND o.lane IS NULL",
+        &[&ids, &labels],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn lane_stats<C: GenericClient>(
+    client: &C,
+    now: &DateTime<Utc>,
+) -> StoreResult<Vec<LaneStats>> {
+    query_all(
+        client,
+        "SELECT channel, lane, \
+           COUNT(*) FILTER (WHERE next_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)), \
+           COUNT(*) FILTER (WHERE lease_until > $1), \
+           COUNT(*) FILTER (WHERE status = 'failed'), \
+           MAX(attempts), \
+           MIN(next_at) FILTER (WHERE next_at <= $1 \
+                                  AND (lease_until IS NULL OR lease_until <= $1)) \
+         FROM tollgate_outbox \
+         WHERE status IN ('pending', 'failed') AND lane IS NOT NULL \
+         GROUP BY channel, lane ORDER BY channel, lane",
+        &[now],
+        |row| {
+            let endpoint: String = row.try_get(1)?;
+            let r = RowReader::with_id(row, "tollgate_outbox", endpoint.clone());
+            let count = |idx: usize| -> StoreResult<u64> {
+                let n: i64 = row.try_get(idx)?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            };
+            let most: i64 = row.try_get(5)?;
+            Ok(LaneStats {
+                channel: r.parsed(0, "channel", NoticeChannel::parse)?,
+                endpoint,
+                waiting: count(2)?,
+                in_flight: count(3)?,
+                failing: count(4)?,
+                most_attempts: u32::try_from(most).unwrap_or(u32::MAX),
+                oldest_waiting: r.time_opt(6, "next_at")?,
+            })
+        },
+    )
+    .await
 }
 
 pub(crate) async fn settle_notice<C: GenericClient>(

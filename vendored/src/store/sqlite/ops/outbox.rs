@@ -2,10 +2,11 @@
 //! transaction; a worker's lease and settle; the operators' reads.
 
 use super::*;
+use crate::notices::NoticeChannel;
 use crate::notices::{Notice, NoticeRoutes, NoticeStatus};
 use crate::store::outbox::{
-    DisabledEndpoint, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, OutboxNotice, OutboxStats,
-    RetryNotices,
+    DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite,
+    OutboxNotice, OutboxStats, RetryNotices, UnlabelledNotice,
 };
 
 /// A notice ready to insert.
@@ -115,7 +116,7 @@ pub(crate) fn lease_notices(
     limit: usize,
 ) -> StoreResult<Vec<OutboxNotice>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "UPDATE tollgate_outbox SET lease_owner = ?1, lease_until = ?3 \
+        "UPDATE tollgate_outbox SET lease_owner = ?1, lease_until = ?3, {OPEN_WINDOW} \
          WHERE id IN (SELECT id FROM tollgate_outbox \
                       WHERE status IN ('pending', 'failed') AND next_at <= ?2 \
                         AND (lease_until IS NULL OR lease_until <= ?2) \
@@ -129,6 +130,136 @@ pub(crate) fn lease_notices(
     )?;
     leased.sort_by(|a, b| (a.next_at, &a.notice.id).cmp(&(b.next_at, &b.notice.id)));
     Ok(leased)
+}
+
+/// What a lease sets besides the lease: a pending notice (never tried
+/// since its creation or an operator's retry) opens its retry window now,
+/// when a worker first takes it to send, so time queued behind a busy
+/// lane is not counted against it. `?2` is the lease's `now`.
+const OPEN_WINDOW: &str = "window_from = CASE WHEN status = 'pending' THEN ?2 ELSE window_from END";
+
+/// Whether some labelled notice is due at `now`, not leased, in a lane
+/// with a free slot: the cheap read before a lease takes the write lock.
+pub(crate) fn any_leasable_notice(
+    conn: &Connection,
+    now: &str,
+    per_lane: usize,
+) -> StoreResult<bool> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT EXISTS (SELECT 1 FROM ({LANE_QUEUE}) WHERE place + busy <= ?3)"
+    ))?;
+    Ok(stmt.query_row((now, now, to_i64(per_lane, "per_lane")?), |row| row.get(0))?)
+}
+
+/// The due, unleased, labelled notices, each with its place in its lane's
+/// queue (1 for the oldest due) and how many of its lane's notices are
+/// leased now by any worker. `?2` is now.
+const LANE_QUEUE: &str = "SELECT d.id, d.next_at, \
+       ROW_NUMBER() OVER (PARTITION BY d.channel, d.lane ORDER BY d.next_at, d.id) AS place, \
+       COALESCE(b.busy, 0) AS busy \
+     FROM tollgate_outbox d \
+     LEFT JOIN (SELECT channel, lane, COUNT(*) AS busy FROM tollgate_outbox \
+                WHERE status IN ('pending', 'failed') AND lane IS NOT NULL \
+                  AND lease_until > ?2 \
+                GROUP BY channel, lane) b \
+       ON b.channel = d.channel AND b.lane = d.lane \
+     WHERE d.status IN ('pending', 'failed') AND d.next_at <= ?2 AND d.lane IS NOT NULL \
+       AND (d.lease_until IS NULL OR d.lease_until <= ?2)";
+
+/// See [`crate::store::Outbox::lease_lane_notices`]: one `UPDATE ...
+/// RETURNING` in the writer's transaction, which every process sharing
+/// the file takes in turn, so the lanes' counts of live leases hold
+/// across processes.
+pub(crate) fn lease_lane_notices(
+    conn: &Connection,
+    owner: &str,
+    now: &str,
+    until: &str,
+    limits: LaneLimits,
+) -> StoreResult<Vec<OutboxNotice>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE tollgate_outbox SET lease_owner = ?1, lease_until = ?3, {OPEN_WINDOW} \
+         WHERE id IN (SELECT id FROM ({LANE_QUEUE}) WHERE place + busy <= ?5 \
+                      ORDER BY next_at, id LIMIT ?4) \
+         RETURNING {OUTBOX_COLUMNS}"
+    ))?;
+    let mut leased = query_all(
+        &mut stmt,
+        (
+            owner,
+            now,
+            until,
+            to_i64(limits.total, "limit")?,
+            to_i64(limits.per_lane, "per_lane")?,
+        ),
+        outbox_from_row,
+    )?;
+    leased.sort_by(|a, b| (a.next_at, &a.notice.id).cmp(&(b.next_at, &b.notice.id)));
+    Ok(leased)
+}
+
+pub(crate) fn unlabelled_notices(
+    conn: &Connection,
+    limit: usize,
+) -> StoreResult<Vec<UnlabelledNotice>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, key, channel, target FROM tollgate_outbox \
+         WHERE lane IS NULL AND status IN ('pending', 'failed') \
+         ORDER BY created_at, id LIMIT ?1",
+    )?;
+    query_all(&mut stmt, [to_i64(limit, "limit")?], |row| {
+        let id: String = row.get(0)?;
+        let r = RowReader::with_id(row, "tollgate_outbox", id.clone());
+        Ok(UnlabelledNotice {
+            id,
+            key: r.string(1, "key")?,
+            channel: r.parsed(2, "channel", NoticeChannel::parse)?,
+            target: r.string(3, "target")?,
+        })
+    })
+}
+
+pub(crate) fn label_notices(conn: &Connection, lanes: &[(String, String)]) -> StoreResult<()> {
+    let mut stmt =
+        conn.prepare_cached("UPDATE tollgate_outbox SET lane = ?2 WHERE id = ?1 AND lane IS NULL")?;
+    for (id, lane) in lanes {
+        stmt.execute((id, lane))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn lane_stats(conn: &Connection, now: &str) -> StoreResult<Vec<LaneStats>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT channel, lane, \
+           SUM(CASE WHEN next_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1) \
+               THEN 1 ELSE 0 END), \
+           SUM(CASE WHEN lease_until > ?1 THEN 1 ELSE 0 END), \
+           SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), \
+           MAX(attempts), \
+           MIN(CASE WHEN next_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1) \
+               THEN next_at END) \
+         FROM tollgate_outbox \
+         WHERE status IN ('pending', 'failed') AND lane IS NOT NULL \
+         GROUP BY channel, lane ORDER BY channel, lane",
+    )?;
+    query_all(&mut stmt, [now], |row| {
+        let endpoint: String = row.get(1)?;
+        let r = RowReader::with_id(row, "tollgate_outbox", endpoint.clone());
+        let count = |idx: usize| -> StoreResult<u64> {
+            let n: i64 = row.get(idx)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        let most: i64 = row.get(5)?;
+        Ok(LaneStats {
+            channel: r.parsed(0, "channel", NoticeChannel::parse)?,
+            endpoint,
+            waiting: count(2)?,
+            in_flight: count(3)?,
+            failing: count(4)?,
+            most_attempts: u32::try_from(most).unwrap_or(u32::MAX),
+            oldest_waiting: r.time_opt(6, "next_at")?,
+        })
+    })
 }
 
 pub(crate) fn settle_notice(

@@ -250,7 +250,10 @@ pub struct DecideArgs {
     /// Why (kept in the audit trail).
     #[arg(long)]
     pub reason: Option<String>,
-    /// Who decides (default: $USER).
+    /// Who decides (default: $USER): recorded as decided_by and checked
+    /// like any decider (the approvers, a gate's groups, and never who
+    /// started the run: exit 6). A record, not a security boundary: whoever
+    /// can write the store can decide anything.
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     /// Decide only if the payload is still the one with this digest (the

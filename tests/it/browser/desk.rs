@@ -16,8 +16,7 @@ use crate::common::webdriver::{Driver, Session, SessionOptions, free_port};
 /// alice and bob may decide; mallory has a token but is no approver; carol
 /// has no token at all, only links bound to her. The agent starts the runs
 /// (whoever starts a run may not decide its gate) and is no approver.
-pub const TOKENS: &str =
-    "agent:agent-token,alice:alice-token,bob:bob-token,mallory:mallory-token";
+pub const TOKENS: &str = "agent:agent-token,alice:alice-token,bob:bob-token,mallory:mallory-token";
 pub const LINK_SECRET: &str = "browser-tests-link-secret-6f1d0c9a-not-a-real-one";
 
 /// How long a page may take to show what a test waits for.
@@ -103,7 +102,10 @@ impl Desk {
         let (served, public) = server.await.expect("the server started");
         assert_eq!(served.base, public, "listening where the public URL says");
         let (api, agent) = if with_tokens {
-            (Api::with_token("alice-token"), Api::with_token("agent-token"))
+            (
+                Api::with_token("alice-token"),
+                Api::with_token("agent-token"),
+            )
         } else {
             (Api::new(), Api::new())
         };

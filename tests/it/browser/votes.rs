@@ -24,7 +24,9 @@ async fn a_gate_with_rules_shows_progress_and_offers_votes_only_to_those_who_may
     let mut desk = Desk::start().await;
     desk.redeploy(&team_spec()).await;
     // alice asks, so she may not vote.
-    let paused = desk.pause_as_alice(order("T-1", 900.0, "Ada", "Needs two")).await;
+    let paused = desk
+        .pause_as_alice(order("T-1", 900.0, "Ada", "Needs two"))
+        .await;
     let page = desk.url(&format!("/ui/approvals/{}", paused.key));
 
     let alice = desk.browser().await;
@@ -75,7 +77,9 @@ async fn the_inbox_list_shows_progress_and_offers_the_requester_nothing_to_decid
     let mut desk = Desk::start().await;
     desk.redeploy(&team_spec()).await;
     // alice asks, so she may not vote.
-    let paused = desk.pause_as_alice(order("T-2", 400.0, "Ada", "List me")).await;
+    let paused = desk
+        .pause_as_alice(order("T-2", 400.0, "Ada", "List me"))
+        .await;
     let row = format!("tr.approval[data-key=\"{}\"]", paused.key);
 
     let alice = desk.browser().await;

@@ -105,7 +105,9 @@ async fn every_line_is_a_json_object_and_secrets_stay_out() {
         &[],
     );
     let api = Api::with_token("api-token-for-alice");
-    let paused = Api::with_token("api-token-for-agent").pause(&served, json!({})).await;
+    let paused = Api::with_token("api-token-for-agent")
+        .pause(&served, json!({}))
+        .await;
     let (status, body) = api
         .post(
             &served.url(&format!("/approvals/{}/approve", paused.key)),

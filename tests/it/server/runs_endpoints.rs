@@ -18,8 +18,7 @@ use stub_server::{Response, StubServer};
 
 /// `agent` starts runs that others decide: whoever starts a run may not
 /// decide its gates.
-const TOKENS: &str =
-    "agent:tok-agent,alice:tok-alice,bob:tok-bob,ops:tok-ops,d1:tok-d1,d2:tok-d2,d3:tok-d3,c1:tok-c1,c2:tok-c2";
+const TOKENS: &str = "agent:tok-agent,alice:tok-alice,bob:tok-bob,ops:tok-ops,d1:tok-d1,d2:tok-d2,d3:tok-d3,c1:tok-c1,c2:tok-c2";
 
 fn serve(spec: &str) -> (Workspace, Served) {
     let ws = Workspace::new(spec);

@@ -17,7 +17,10 @@ fn start(ws: &Workspace) -> Served {
         &[
             // The agent starts the runs that alice and bob decide: whoever
             // starts a run may not decide its gates.
-            ("TOLLGATE_API_TOKENS", "agent:tok-agent,alice:tok-a,bob:tok-b"),
+            (
+                "TOLLGATE_API_TOKENS",
+                "agent:tok-agent,alice:tok-a,bob:tok-b",
+            ),
             ("TOLLGATE_SESSION_SECRET", "decisions-secret"),
         ],
         &[],
@@ -52,6 +55,18 @@ async fn approve_reject_and_modify_by_form_post() {
     let mut alice = Client::signed_in(&served, "tok-a").await;
 
     let first = api.pause(&served, json!({"order_id": "A1"})).await;
+    // The agent asked for it: its page offers it no decision, and says why.
+    let mut agent = Client::signed_in(&served, "tok-agent").await;
+    let asked = agent.get(&format!("/ui/approvals/{}", first.key)).await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(!asked.has_id("approve"), "{}", asked.body);
+    assert!(
+        asked
+            .text_of("may-not-vote")
+            .contains("You (agent) asked for this approval, so you may not decide it"),
+        "{}",
+        asked.body
+    );
     let page = decide(&mut alice, &first, &[("decision", "approve")]).await;
     let outcome = page.text_of("outcome");
     assert!(

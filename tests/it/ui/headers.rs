@@ -48,7 +48,9 @@ async fn every_page_and_refusal_has_the_security_headers() {
         &[],
     );
     let api = Api::with_token("tok-a");
-    let paused = Api::with_token("tok-agent").pause(&served, json!({"order_id": "A1"})).await;
+    let paused = Api::with_token("tok-agent")
+        .pause(&served, json!({"order_id": "A1"}))
+        .await;
     let (_, shown) = api
         .get(&served.url(&format!("/approvals/{}", paused.key)))
         .await;

@@ -14,8 +14,9 @@ use crate::common::server::{Api, Paused, Served};
 use crate::common::webdriver::{Driver, Session, SessionOptions, free_port};
 
 /// alice and bob may decide; mallory has a token but is no approver; carol
-/// has no token at all, only links bound to her.
-pub const TOKENS: &str = "alice:alice-token,bob:bob-token,mallory:mallory-token";
+/// has no token at all, only links bound to her. The agent starts the runs
+/// (whoever starts a run may not decide its gate) and is no approver.
+pub const TOKENS: &str = "agent:agent-token,alice:alice-token,bob:bob-token,mallory:mallory-token";
 pub const LINK_SECRET: &str = "browser-tests-link-secret-6f1d0c9a-not-a-real-one";
 
 /// How long a page may take to show what a test waits for.
@@ -70,6 +71,9 @@ pub struct Desk {
     pub driver: Driver,
     /// The API as alice (or without a token, in loopback mode).
     pub api: Api,
+    /// The API as the agent that starts runs (or without a token, in
+    /// loopback mode, where `local` is exempt from separation of duties).
+    pub agent: Api,
 }
 
 impl Desk {
@@ -97,10 +101,13 @@ impl Desk {
         let driver = Driver::start().await;
         let (served, public) = server.await.expect("the server started");
         assert_eq!(served.base, public, "listening where the public URL says");
-        let api = if with_tokens {
-            Api::with_token("alice-token")
+        let (api, agent) = if with_tokens {
+            (
+                Api::with_token("alice-token"),
+                Api::with_token("agent-token"),
+            )
         } else {
-            Api::new()
+            (Api::new(), Api::new())
         };
         Desk {
             ws,
@@ -109,6 +116,7 @@ impl Desk {
             served,
             driver,
             api,
+            agent,
         }
     }
 
@@ -133,8 +141,15 @@ impl Desk {
         self.driver.session(SessionOptions::default()).await
     }
 
-    /// Start a run that pauses at the refund gate.
+    /// The agent starts a run that pauses at the refund gate: the people
+    /// who decide it did not start it.
     pub async fn pause(&self, input: Value) -> Paused {
+        self.agent.pause(&self.served, input).await
+    }
+
+    /// Alice starts a run that pauses at the refund gate: she asks, so she
+    /// may not decide it.
+    pub async fn pause_as_alice(&self, input: Value) -> Paused {
         self.api.pause(&self.served, input).await
     }
 

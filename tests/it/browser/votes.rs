@@ -23,8 +23,10 @@ fn team_spec() -> String {
 async fn a_gate_with_rules_shows_progress_and_offers_votes_only_to_those_who_may() {
     let mut desk = Desk::start().await;
     desk.redeploy(&team_spec()).await;
-    // The desk's API client is alice's: she asks, so she may not vote.
-    let paused = desk.pause(order("T-1", 900.0, "Ada", "Needs two")).await;
+    // alice asks, so she may not vote.
+    let paused = desk
+        .pause_as_alice(order("T-1", 900.0, "Ada", "Needs two"))
+        .await;
     let page = desk.url(&format!("/ui/approvals/{}", paused.key));
 
     let alice = desk.browser().await;
@@ -74,8 +76,10 @@ async fn a_gate_with_rules_shows_progress_and_offers_votes_only_to_those_who_may
 async fn the_inbox_list_shows_progress_and_offers_the_requester_nothing_to_decide() {
     let mut desk = Desk::start().await;
     desk.redeploy(&team_spec()).await;
-    // alice asks (the desk's API client is hers), so she may not vote.
-    let paused = desk.pause(order("T-2", 400.0, "Ada", "List me")).await;
+    // alice asks, so she may not vote.
+    let paused = desk
+        .pause_as_alice(order("T-2", 400.0, "Ada", "List me"))
+        .await;
     let row = format!("tr.approval[data-key=\"{}\"]", paused.key);
 
     let alice = desk.browser().await;

@@ -72,13 +72,26 @@ steps:
 }
 
 /// Pause a ship-desk run at its gate, approve it, and wait until the stub
-/// holds the approved call.
+/// holds the approved call. One caller both starts and decides: for a
+/// server without tokens (every caller is `local`, exempt from separation
+/// of duties); with tokens, use [`approve_until_called_by`].
 pub async fn approve_until_called(
     api: &Api,
     served: &Served,
     stub: &StubServer,
 ) -> (String, String) {
-    let (code, run) = api
+    approve_until_called_by(api, api, served, stub).await
+}
+
+/// [`approve_until_called`] with the run started by `starter` and decided
+/// by `decider`: whoever starts a run may not decide its gate.
+pub async fn approve_until_called_by(
+    starter: &Api,
+    api: &Api,
+    served: &Served,
+    stub: &StubServer,
+) -> (String, String) {
+    let (code, run) = starter
         .post(&served.url("/runs?wait=true"), json!({"input": {}}))
         .await;
     assert_eq!(code, 200, "{run}");

@@ -28,7 +28,9 @@ steps:
       shipped: "{{ steps.gate.output.payload.order }}"
 "#;
 
-const TOKENS: &str = "alice:tok-alice,bob:tok-bob";
+/// `agent` starts the runs; alice and bob decide them (whoever starts a
+/// run may not decide its gates).
+const TOKENS: &str = "agent:tok-agent,alice:tok-alice,bob:tok-bob";
 
 async fn batch(api: &Api, served: &Served, decisions: &[Value]) -> (u16, Value) {
     api.post(
@@ -71,10 +73,11 @@ async fn a_batch_of_fifty_decides_each_key_on_its_own_and_a_second_one_repeats()
     let served = Served::start(&ws.spec, &state, &[("TOLLGATE_API_TOKENS", TOKENS)], &[]);
     let alice = Api::with_token("tok-alice");
     let bob = Api::with_token("tok-bob");
+    let agent = Api::with_token("tok-agent");
     let mut paused: Vec<Paused> = Vec::new();
     for i in 0..50 {
         paused.push(
-            alice
+            agent
                 .pause(&served, json!({ "order_id": format!("O-{i}") }))
                 .await,
         );

@@ -30,13 +30,15 @@ async fn pending_approvals_are_filtered_by_step_and_text_over_http_and_the_cli()
     let served = Served::start(
         &ws.spec,
         &ws.state_db(),
-        &[("TOLLGATE_API_TOKENS", "alice:tok-alice")],
+        &[("TOLLGATE_API_TOKENS", "agent:tok-agent,alice:tok-alice")],
         &[],
     );
+    // The agent starts the runs, alice decides (not who started them).
+    let agent = Api::with_token("tok-agent");
     let api = Api::with_token("tok-alice");
     let mut paused: Vec<Paused> = Vec::new();
     for order in ["A-1", "B-50%", "B_2", "C-3"] {
-        paused.push(api.pause(&served, json!({ "order_id": order })).await);
+        paused.push(agent.pause(&served, json!({ "order_id": order })).await);
     }
     // C-3 passes its check and waits to ship, under a new key.
     let (status, decided) = api

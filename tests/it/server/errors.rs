@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use server::{Api, Served, code};
 use tollgate_runtime::server::signature;
 
-const TOKENS: &str = "alice:alice-token,mallory:mallory-token";
+/// `agent` starts the runs that alice decides: whoever starts a run may
+/// not decide its gates.
+const TOKENS: &str = "agent:agent-token,alice:alice-token,mallory:mallory-token";
 const HOOK_SECRET: &str = "hook-secret-value";
 
 /// One tool gate (the tool itself is never called here) and a signed webhook.
@@ -70,7 +72,8 @@ async fn every_error_code_from_a_real_request() {
     let mut served = Served::start(&ws.spec, &state, &env(), &[]);
     let alice = Api::with_token("alice-token");
     let mallory = Api::with_token("mallory-token");
-    let key = alice.pause(&served, json!({"amount": 5})).await.key;
+    let agent = Api::with_token("agent-token");
+    let key = agent.pause(&served, json!({"amount": 5})).await.key;
     let approve_url = served.url(&format!("/approvals/{key}/approve"));
 
     // invalid_request: bad JSON, wrong types, unknown fields, a bad payload,
@@ -283,7 +286,7 @@ async fn every_error_code_from_a_real_request() {
 
     // spec_changed: a run paused under this spec, the server restarted
     // with an edited one. The record stays PENDING; a reject still works.
-    let key = alice.pause(&served, json!({"amount": 5})).await.key;
+    let key = agent.pause(&served, json!({"amount": 5})).await.key;
     assert_eq!(served.terminate(), Some(0), "SIGTERM exits cleanly");
     ws.write_spec(&SPEC.replace("Send {{ args.amount }}?", "Really send {{ args.amount }}?"));
     let served = Served::start(&ws.spec, &state, &env(), &[]);
@@ -341,7 +344,8 @@ async fn json_routes_need_a_json_content_type() {
     let ws = Workspace::new(SPEC);
     let served = Served::start(&ws.spec, &ws.path().join("state.db"), &env(), &[]);
     let alice = Api::with_token("alice-token");
-    let key = alice.pause(&served, json!({"amount": 5})).await.key;
+    let agent = Api::with_token("agent-token");
+    let key = agent.pause(&served, json!({"amount": 5})).await.key;
     let routes = [
         served.url("/runs"),
         served.url(&format!("/approvals/{key}/approve")),
@@ -503,7 +507,8 @@ async fn a_busy_store_answers_503_with_retry_after() {
     env.push((tollgate_runtime::env::SQLITE_BUSY_TIMEOUT, "200ms"));
     let served = Served::start(&ws.spec, &state, &env, &[]);
     let alice = Api::with_token("alice-token");
-    let key = alice.pause(&served, json!({"amount": 5})).await.key;
+    let agent = Api::with_token("agent-token");
+    let key = agent.pause(&served, json!({"amount": 5})).await.key;
     let approve_url = served.url(&format!("/approvals/{key}/approve"));
 
     // Another process takes the write lock and keeps it.

@@ -21,6 +21,9 @@ use tollgate_runtime::server::openapi::schema_errors;
 use tollgate_runtime::server::signature;
 
 const TOKEN: &str = "ops-token-5150";
+/// The agent's token: it starts the runs that `ops` decides (whoever
+/// starts a run may not decide its gates).
+const AGENT_TOKEN: &str = "agent-token-5150";
 const HOOK_SECRET: &str = "hook-secret-openapi";
 
 /// Gates of every kind the spec can state a payload for, a signed
@@ -61,6 +64,7 @@ struct Live {
     _slack: common::stub_server::StubServer,
     served: Served,
     api: Api,
+    agent: Api,
     document: Value,
 }
 
@@ -71,7 +75,10 @@ impl Live {
         let ws = Workspace::new(SPEC);
         let mut env = slack_stub::env(slack.port);
         env.push(("HOOK_SECRET", HOOK_SECRET.to_string()));
-        env.push(("TOLLGATE_API_TOKENS", format!("ops:{TOKEN}")));
+        env.push((
+            "TOLLGATE_API_TOKENS",
+            format!("ops:{TOKEN},agent:{AGENT_TOKEN}"),
+        ));
         let served = Served::start(
             &ws.spec,
             &ws.path().join("state.db"),
@@ -88,6 +95,7 @@ impl Live {
             _slack: slack,
             served,
             api: Api::with_token(TOKEN),
+            agent: Api::with_token(AGENT_TOKEN),
             document,
         }
     }
@@ -236,15 +244,15 @@ async fn every_documented_operation_is_routed_and_no_other_method_is() {
 #[tokio::test(flavor = "multi_thread")]
 async fn live_answers_conform_to_the_documented_schemas() {
     let live = Live::start().await;
-    let (api, served) = (&live.api, &live.served);
+    let (api, agent, served) = (&live.api, &live.agent, &live.served);
     let url = |p: &str| served.url(p);
 
-    let started = api
+    let started = agent
         .post(&url("/runs"), json!({ "input": { "order": "A1" } }))
         .await;
     assert_eq!(started.0, 202, "{:?}", started.1);
     live.holds("post", "/runs", &started);
-    let waited = api
+    let waited = agent
         .post(
             &url("/runs?wait=true"),
             json!({ "input": { "order": "A2", "amount": 7 } }),
@@ -271,6 +279,14 @@ async fn live_answers_conform_to_the_documented_schemas() {
         "/approvals/{key}",
         &api.get(&url(&format!("/approvals/{key}"))).await,
     );
+
+    // The agent that started the run may not decide it: 403 forbidden,
+    // in the error shape.
+    let own = agent
+        .post(&url(&format!("/approvals/{key}/approve")), json!({}))
+        .await;
+    assert_eq!((own.0, code(&own.1)), (403, "forbidden"), "{:?}", own.1);
+    live.holds("post", "/approvals/{key}/approve", &own);
 
     // Approve with an edit, waiting: the run pauses again at the tool gate.
     let decided = api

@@ -94,13 +94,20 @@ async fn every_line_is_a_json_object_and_secrets_stay_out() {
         &ws.path().join("state.db"),
         &[
             ("TOLLGATE_LOG_FORMAT", "json"),
-            ("TOLLGATE_API_TOKENS", "alice:api-token-for-alice"),
+            // The agent starts the run, alice decides it: whoever starts
+            // a run may not decide its gates.
+            (
+                "TOLLGATE_API_TOKENS",
+                "agent:api-token-for-agent,alice:api-token-for-alice",
+            ),
             ("SHOP_TOKEN", SECRET),
         ],
         &[],
     );
     let api = Api::with_token("api-token-for-alice");
-    let paused = api.pause(&served, json!({})).await;
+    let paused = Api::with_token("api-token-for-agent")
+        .pause(&served, json!({}))
+        .await;
     let (status, body) = api
         .post(
             &served.url(&format!("/approvals/{}/approve", paused.key)),
@@ -136,7 +143,7 @@ async fn every_line_is_a_json_object_and_secrets_stay_out() {
         "{serving}"
     );
     let tokens = find(&lines, "bearer tokens required");
-    assert_eq!(tokens["fields"]["tokens"], "alice");
+    assert_eq!(tokens["fields"]["tokens"], "agent,alice");
     let run_failed = find(&lines, "run failed");
     assert_eq!(run_failed["level"], "WARN");
     assert_eq!(run_failed["fields"]["run_id"], paused.run_id.as_str());
@@ -150,7 +157,13 @@ async fn every_line_is_a_json_object_and_secrets_stay_out() {
     let escaped = escaped.trim_matches('"');
     let twice = json!(escaped).to_string();
     let twice = twice.trim_matches('"');
-    for form in [SECRET, escaped, twice, "api-token-for-alice"] {
+    for form in [
+        SECRET,
+        escaped,
+        twice,
+        "api-token-for-alice",
+        "api-token-for-agent",
+    ] {
         assert!(!logs.contains(form), "the log holds {form:?}:\n{logs}");
     }
 }

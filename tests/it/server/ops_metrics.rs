@@ -18,7 +18,9 @@ use serde_json::json;
 use server::{Api, Served, code};
 use stub_server::{Response, StubServer};
 
-const TOKENS: &str = "alice:token-for-alice,bob:token-for-bob";
+/// The agent starts the runs that alice and bob decide: whoever starts a
+/// run may not decide its gates.
+const TOKENS: &str = "agent:token-for-agent,alice:token-for-alice,bob:token-for-bob";
 /// How long the downstream takes: the `ship` step's duration is at least this.
 const SHIP_DELAY: Duration = Duration::from_millis(300);
 
@@ -335,6 +337,7 @@ async fn metrics_follow_pauses_decisions_conflicts_and_run_ends() {
     let served = Served::start(&ws.spec, &state, &env, &[]);
     let alice = Api::with_token("token-for-alice");
     let bob = Api::with_token("token-for-bob");
+    let agent = Api::with_token("token-for-agent");
 
     // Behind the API's token, like every route but the probes.
     let (status, body) = Api::new().get(&served.url("/metrics")).await;
@@ -388,8 +391,8 @@ async fn metrics_follow_pauses_decisions_conflicts_and_run_ends() {
     assert_eq!(ship_histogram(&start, "_count", None), 0.0);
 
     // Two runs pause at the gate.
-    let first = alice.pause(&served, json!({"n": 1})).await;
-    let second = alice.pause(&served, json!({"n": 2})).await;
+    let first = agent.pause(&served, json!({"n": 1})).await;
+    let second = agent.pause(&served, json!({"n": 2})).await;
     let paused = scrape(&alice, &served).await;
     assert_eq!(
         paused.value("tollgate_pending_approvals", &[("step", "gate")]),

@@ -22,7 +22,9 @@ const KEYS: usize = 100;
 const RACERS_PER_KEY: usize = 32;
 /// Keys raced at the same time, each with all its racers.
 const KEYS_AT_ONCE: usize = 10;
-const TOKENS: &str = "alice:token-for-alice,bob:token-for-bob";
+/// The agent starts the runs that alice and bob race to decide: whoever
+/// starts a run may not decide its gates.
+const TOKENS: &str = "agent:token-for-agent,alice:token-for-alice,bob:token-for-bob";
 
 fn spec(stub_url: &str) -> String {
     format!(
@@ -57,12 +59,13 @@ async fn thirty_two_requests_per_key_over_two_servers_one_wins() {
     let b = Served::start(&ws.spec, &state, &env, &[]);
     let alice = Api::with_token("token-for-alice");
     let bob = Api::with_token("token-for-bob");
+    let agent = Api::with_token("token-for-agent");
 
     // 100 paused runs, started on either server.
     let mut keys = Vec::new();
     for i in 0..KEYS {
-        let (served, api) = if i % 2 == 0 { (&a, &alice) } else { (&b, &bob) };
-        let (status, run) = api
+        let served = if i % 2 == 0 { &a } else { &b };
+        let (status, run) = agent
             .post(
                 &served.url("/runs?wait=true"),
                 json!({ "input": { "n": i } }),

@@ -11,11 +11,14 @@ use common::{GATED_SPEC, Workspace, assert_exit, assert_success, stderr, stdout}
 use serde_json::{Value, json};
 use server::{Api, Served, code};
 
-const TOKENS: &str = "alice:tok-alice,bob:tok-bob";
+/// The agent starts the runs that alice and bob decide: whoever starts a
+/// run may not decide its gates.
+const TOKENS: &str = "agent:tok-agent,alice:tok-alice,bob:tok-bob";
 
 struct Setup {
     ws: Workspace,
     served: Served,
+    agent: Api,
     alice: Api,
     bob: Api,
 }
@@ -31,16 +34,17 @@ fn serve() -> Setup {
     Setup {
         ws,
         served,
+        agent: Api::with_token("tok-agent"),
         alice: Api::with_token("tok-alice"),
         bob: Api::with_token("tok-bob"),
     }
 }
 
 impl Setup {
-    /// Start a run and wait for its pause: (run id, key).
+    /// The agent starts a run and waits for its pause: (run id, key).
     async fn pause(&self, order: &str) -> (String, String) {
         let (status, run) = self
-            .alice
+            .agent
             .post(
                 &self.served.url("/runs?wait=true"),
                 json!({"input": {"order_id": order}}),

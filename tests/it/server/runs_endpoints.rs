@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 use server::{Api, Served, code};
 use stub_server::{Response, StubServer};
 
-const TOKENS: &str =
-    "alice:tok-alice,bob:tok-bob,ops:tok-ops,d1:tok-d1,d2:tok-d2,d3:tok-d3,c1:tok-c1,c2:tok-c2";
+/// `agent` starts runs that others decide: whoever starts a run may not
+/// decide its gates.
+const TOKENS: &str = "agent:tok-agent,alice:tok-alice,bob:tok-bob,ops:tok-ops,d1:tok-d1,d2:tok-d2,d3:tok-d3,c1:tok-c1,c2:tok-c2";
 
 fn serve(spec: &str) -> (Workspace, Served) {
     let ws = Workspace::new(spec);
@@ -61,9 +62,10 @@ fn ids(page: &Value) -> Vec<String> {
 async fn runs_are_listed_newest_first_filtered_by_status_page_by_page() {
     let (_ws, served) = serve(GATED_SPEC);
     let api = Api::with_token("tok-alice");
+    let agent = Api::with_token("tok-agent");
     let mut started = Vec::new();
     for n in 0..5 {
-        started.push(pause(&api, &served, &format!("L-{n}")).await.0);
+        started.push(pause(&agent, &served, &format!("L-{n}")).await.0);
     }
     let (status, done) = api
         .post(
@@ -140,7 +142,8 @@ async fn runs_are_listed_newest_first_filtered_by_status_page_by_page() {
 async fn a_cancelled_run_and_its_approval_show_cancelled_everywhere() {
     let (ws, served) = serve(GATED_SPEC);
     let api = Api::with_token("tok-ops");
-    let (run_id, key) = pause(&api, &served, "C-1").await;
+    let agent = Api::with_token("tok-agent");
+    let (run_id, key) = pause(&agent, &served, "C-1").await;
 
     let (status, cancelled) = api
         .post(
@@ -208,7 +211,7 @@ async fn a_cancelled_run_and_its_approval_show_cancelled_everywhere() {
     assert_eq!((status, code(&body)), (401, "unauthorized"), "{body}");
 
     // A completed run cannot be cancelled either.
-    let (done_id, _) = pause(&api, &served, "C-2").await;
+    let (done_id, _) = pause(&agent, &served, "C-2").await;
     let (status, _) = api
         .post(
             &served.url(&format!("/runs/{done_id}/approve?wait=true")),
@@ -374,7 +377,7 @@ async fn a_run_cancelled_while_its_call_is_in_flight_stays_cancelled() {
     });
     let (ws, served) = serve(&shipping_spec(&stub.url("/ship")));
     let api = Api::with_token("tok-ops");
-    let (run_id, key) = pause(&api, &served, "F-1").await;
+    let (run_id, key) = pause(&Api::with_token("tok-agent"), &served, "F-1").await;
     let (status, body) = api
         .post(&served.url(&format!("/approvals/{key}/approve")), json!({}))
         .await;

@@ -15,7 +15,12 @@ fn start(ws: &Workspace) -> Served {
         &ws.spec,
         &ws.state_db(),
         &[
-            ("TOLLGATE_API_TOKENS", "alice:tok-a,bob:tok-b"),
+            // The agent starts the runs that alice and bob decide: whoever
+            // starts a run may not decide its gates.
+            (
+                "TOLLGATE_API_TOKENS",
+                "agent:tok-agent,alice:tok-a,bob:tok-b",
+            ),
             ("TOLLGATE_SESSION_SECRET", "decisions-secret"),
         ],
         &[],
@@ -46,10 +51,22 @@ async fn decide(client: &mut Client, paused: &Paused, fields: &[(&str, &str)]) -
 async fn approve_reject_and_modify_by_form_post() {
     let ws = Workspace::new(GATED_SPEC);
     let served = start(&ws);
-    let api = Api::with_token("tok-a");
+    let api = Api::with_token("tok-agent");
     let mut alice = Client::signed_in(&served, "tok-a").await;
 
     let first = api.pause(&served, json!({"order_id": "A1"})).await;
+    // The agent asked for it: its page offers it no decision, and says why.
+    let mut agent = Client::signed_in(&served, "tok-agent").await;
+    let asked = agent.get(&format!("/ui/approvals/{}", first.key)).await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(!asked.has_id("approve"), "{}", asked.body);
+    assert!(
+        asked
+            .text_of("may-not-vote")
+            .contains("You (agent) asked for this approval, so you may not decide it"),
+        "{}",
+        asked.body
+    );
     let page = decide(&mut alice, &first, &[("decision", "approve")]).await;
     let outcome = page.text_of("outcome");
     assert!(
@@ -140,7 +157,7 @@ async fn csrf_failures_and_non_approvers_change_nothing() {
     let spec = GATED_SPEC.replace("steps:\n", "approvals:\n  approvers: [alice]\nsteps:\n");
     let ws = Workspace::new(&spec);
     let served = start(&ws);
-    let api = Api::with_token("tok-a");
+    let api = Api::with_token("tok-agent");
     let paused = api.pause(&served, json!({"order_id": "A1"})).await;
     let path = format!("/ui/approvals/{}", paused.key);
     let mut alice = Client::signed_in(&served, "tok-a").await;
@@ -195,7 +212,9 @@ async fn a_lost_race_says_who_won_and_a_repeat_shows_the_outcome() {
     let ws = Workspace::new(GATED_SPEC);
     let served = start(&ws);
     let api = Api::with_token("tok-b");
-    let paused = api.pause(&served, json!({"order_id": "A1"})).await;
+    let paused = Api::with_token("tok-agent")
+        .pause(&served, json!({"order_id": "A1"}))
+        .await;
     let path = format!("/ui/approvals/{}", paused.key);
     let mut alice = Client::signed_in(&served, "tok-a").await;
     let page = alice.get(&path).await;
@@ -230,7 +249,7 @@ async fn hostile_messages_payloads_and_reasons_are_escaped() {
     let hostile = r#"<script>alert(1)</script>"><img src=x onerror=alert(1)>"#;
     let ws = Workspace::new(GATED_SPEC);
     let served = start(&ws);
-    let api = Api::with_token("tok-a");
+    let api = Api::with_token("tok-agent");
     let paused = api.pause(&served, json!({"order_id": hostile})).await;
     let mut alice = Client::signed_in(&served, "tok-a").await;
     let inbox = alice.get("/ui").await;
@@ -268,7 +287,7 @@ async fn an_edit_that_does_not_fit_the_gate_is_shown_with_the_reason() {
     );
     let ws = Workspace::new(&crate::common::http::gated_post_spec(&url, ""));
     let served = start(&ws);
-    let api = Api::with_token("tok-a");
+    let api = Api::with_token("tok-agent");
     let paused = api
         .pause(&served, json!({"order_id": "A1", "amount": 5}))
         .await;

@@ -40,13 +40,17 @@ async fn every_page_and_refusal_has_the_security_headers() {
         &ws.spec,
         &ws.state_db(),
         &[
-            ("TOLLGATE_API_TOKENS", "alice:tok-a"),
+            // The agent starts the run; alice, who did not, is shown its
+            // link (the requester never is).
+            ("TOLLGATE_API_TOKENS", "agent:tok-agent,alice:tok-a"),
             ("TOLLGATE_LINK_SECRET", link_secret),
         ],
         &[],
     );
     let api = Api::with_token("tok-a");
-    let paused = api.pause(&served, json!({"order_id": "A1"})).await;
+    let paused = Api::with_token("tok-agent")
+        .pause(&served, json!({"order_id": "A1"}))
+        .await;
     let (_, shown) = api
         .get(&served.url(&format!("/approvals/{}", paused.key)))
         .await;

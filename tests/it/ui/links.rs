@@ -21,12 +21,22 @@ fn start(ws: &Workspace, link_secret: Option<&str>) -> Served {
 }
 
 fn start_with(ws: &Workspace, link_secret: Option<&str>, more: &[(&str, &str)]) -> Served {
-    let mut env = vec![("TOLLGATE_API_TOKENS", "alice:tok-a,carol:tok-c,bob:tok-b")];
+    let mut env = vec![(
+        "TOLLGATE_API_TOKENS",
+        "agent:tok-agent,alice:tok-a,carol:tok-c,bob:tok-b",
+    )];
     if let Some(secret) = link_secret {
         env.push(("TOLLGATE_LINK_SECRET", secret));
     }
     env.extend_from_slice(more);
     Served::start(&ws.spec, &ws.state_db(), &env, &[])
+}
+
+/// The agent that starts the runs here. Whoever starts a run may not
+/// decide it, and is never shown its link: the people whose links these
+/// tests follow did not start the runs.
+fn agent() -> Api {
+    Api::with_token("tok-agent")
 }
 
 /// A client from its own loopback address (127.0.0.N), so the bad
@@ -67,8 +77,8 @@ async fn a_get_changes_nothing_and_a_post_decides_as_the_bound_identity() {
     let served = start(&ws, Some(LINK_SECRET));
     // carol is an approver: the API shows her a link bound to her.
     let api = Api::with_token("tok-c");
-    let paused = api.pause(&served, json!({"order_id": "A1"})).await;
-    let other = api.pause(&served, json!({"order_id": "A2"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "A1"})).await;
+    let other = agent().pause(&served, json!({"order_id": "A2"})).await;
     let before = snapshot(&api, &served, &ws, &paused.key, &paused.run_id).await;
     let api_link = before.0["link"].as_str().expect("link").to_string();
     assert!(api_link.ends_with("?as=carol"), "{api_link}");
@@ -176,8 +186,8 @@ async fn an_unbound_link_decides_as_link_and_forgeries_are_bad_links() {
     let ws = Workspace::new(GATED_SPEC);
     let served = start_with(&ws, Some(LINK_SECRET), &[("TOLLGATE_UNBOUND_LINKS", "1")]);
     let api = Api::with_token("tok-a");
-    let paused = api.pause(&served, json!({"order_id": "A1"})).await;
-    let other = api.pause(&served, json!({"order_id": "A2"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "A1"})).await;
+    let other = agent().pause(&served, json!({"order_id": "A2"})).await;
     let (_, record) = api
         .get(&served.url(&format!("/approvals/{}", paused.key)))
         .await;
@@ -273,7 +283,7 @@ async fn a_store_that_cannot_read_the_record_is_an_error_not_a_bad_link() {
     let ws = Workspace::new(GATED_SPEC);
     let served = start(&ws, Some(LINK_SECRET));
     let api = Api::with_token("tok-a");
-    let paused = api.pause(&served, json!({"order_id": "A1"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "A1"})).await;
     let (_, record) = api
         .get(&served.url(&format!("/approvals/{}", paused.key)))
         .await;
@@ -345,7 +355,7 @@ async fn only_approvers_are_shown_links_and_a_link_decides_only_as_an_approver()
     let served = start(&ws, Some(LINK_SECRET));
     let alice = Api::with_token("tok-a");
     let bob = Api::with_token("tok-b");
-    let paused = alice.pause(&served, json!({"order_id": "B1"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "B1"})).await;
     let key = &paused.key;
 
     // bob: no link from the API, its event stream or the inbox's.
@@ -430,7 +440,7 @@ async fn unbound_links_are_an_opt_in_still_checked_against_the_list() {
     let ws = Workspace::new(&with_approvers("[alice]"));
     let served = start_with(&ws, Some(LINK_SECRET), &[("TOLLGATE_UNBOUND_LINKS", "1")]);
     let alice = Api::with_token("tok-a");
-    let paused = alice.pause(&served, json!({"order_id": "U1"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "U1"})).await;
     let key = &paused.key;
     let record = status_of(&alice, &served, key).await;
     assert_eq!(record["link"], signer().path(key, Some("alice")).as_str());
@@ -450,7 +460,7 @@ async fn unbound_links_are_an_opt_in_still_checked_against_the_list() {
     drop(served);
     let ws = Workspace::new(&with_approvers("[alice, link]"));
     let served = start_with(&ws, Some(LINK_SECRET), &[("TOLLGATE_UNBOUND_LINKS", "yes")]);
-    let paused = alice.pause(&served, json!({"order_id": "U2"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "U2"})).await;
     let key = &paused.key;
     let record = status_of(&alice, &served, key).await;
     assert_eq!(record["link"], unbound_path(key).as_str(), "{record}");
@@ -480,7 +490,7 @@ async fn a_links_stream_ends_once_decided_and_is_refused_after() {
     let ws = Workspace::new(GATED_SPEC);
     let served = start(&ws, Some(LINK_SECRET));
     let api = Api::with_token("tok-a");
-    let paused = api.pause(&served, json!({"order_id": "S1"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "S1"})).await;
     let link = signer().path(&paused.key, Some("alice"));
     let stream = format!("{}/stream?as=alice", link.split('?').next().unwrap());
     let mut response = reqwest::Client::new()
@@ -527,7 +537,7 @@ async fn bad_link_signatures_are_throttled_per_client_address() {
     let ws = Workspace::new(GATED_SPEC);
     let served = start(&ws, Some(LINK_SECRET));
     let api = Api::with_token("tok-a");
-    let paused = api.pause(&served, json!({"order_id": "T1"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "T1"})).await;
     let good = signer().path(&paused.key, Some("alice"));
     let mut guesser = from(&served, 5);
     for i in 0..5 {
@@ -586,7 +596,7 @@ async fn a_link_decides_with_a_forms_input_checked_by_the_server() {
     let ws = Workspace::new(&spec);
     let served = start(&ws, Some(LINK_SECRET));
     let api = Api::with_token("tok-c");
-    let paused = api.pause(&served, json!({"order_id": "F1"})).await;
+    let paused = agent().pause(&served, json!({"order_id": "F1"})).await;
     let (_, view) = api
         .get(&served.url(&format!("/approvals/{}", paused.key)))
         .await;

@@ -58,7 +58,9 @@ async fn the_inbox_and_timeline_streams_follow_pauses_and_decisions() {
     let mut alice = Client::signed_in(&served, "tok-a").await;
     let mut inbox = Stream::open(&served, &alice, "/ui/stream").await;
 
-    let paused = api.pause(&served, json!({"order_id": "A1"})).await;
+    let paused = super::agent()
+        .pause(&served, json!({"order_id": "A1"}))
+        .await;
     inbox
         .wait_for("event: inbox", Duration::from_secs(10))
         .await;

@@ -18,14 +18,20 @@ mod runs;
 mod sessions;
 mod throttle;
 
-/// `tollgate serve` whose one API token is alice's, and an API client
-/// holding it.
+/// `tollgate serve` with two API tokens, alice's and the agent's, and an
+/// API client holding alice's.
 fn served_for_alice(ws: &Workspace) -> (Served, Api) {
     let served = Served::start(
         &ws.spec,
         &ws.state_db(),
-        &[("TOLLGATE_API_TOKENS", "alice:tok-a")],
+        &[("TOLLGATE_API_TOKENS", "agent:tok-agent,alice:tok-a")],
         &[],
     );
     (served, Api::with_token("tok-a"))
+}
+
+/// The agent's API client, for a server of [`served_for_alice`]: it starts
+/// the runs alice decides (whoever starts a run may not decide its gates).
+fn agent() -> Api {
+    Api::with_token("tok-agent")
 }

@@ -6,20 +6,23 @@ use serde_json::json;
 
 use super::client::Client;
 use crate::common::server::{Api, Served};
-use crate::common::stuck::{LEASE, approve_until_called, eventually, holding_stub, ship_spec};
+use crate::common::stuck::{LEASE, approve_until_called_by, eventually, holding_stub, ship_spec};
 use crate::common::{GATED_SPEC, Workspace};
 
 #[tokio::test]
 async fn runs_are_listed_by_status_and_cancelled_from_their_page() {
     let ws = Workspace::new(GATED_SPEC);
     let (served, api) = super::served_for_alice(&ws);
-    let waiting = api.pause(&served, json!({"order_id": "A1"})).await;
-    let done = api.pause(&served, json!({"order_id": "A2"})).await;
-    api.post(
-        &served.url(&format!("/approvals/{}/approve", done.key)),
-        json!({}),
-    )
-    .await;
+    let agent = super::agent();
+    let waiting = agent.pause(&served, json!({"order_id": "A1"})).await;
+    let done = agent.pause(&served, json!({"order_id": "A2"})).await;
+    let (status, body) = api
+        .post(
+            &served.url(&format!("/approvals/{}/approve", done.key)),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
     api.wait_for_status(&served, &done.run_id, "completed")
         .await;
 
@@ -83,13 +86,15 @@ async fn a_stuck_run_is_retried_or_failed_from_its_page() {
     let stub = holding_stub(2);
     let ws = Workspace::new(&ship_spec(&stub.url("/ship"), None));
     let env = [
-        ("TOLLGATE_API_TOKENS", "alice:tok-a"),
+        // The agent starts the runs that alice approves.
+        ("TOLLGATE_API_TOKENS", "agent:tok-agent,alice:tok-a"),
         ("TOLLGATE_RUN_LEASE", LEASE),
     ];
     let api = Api::with_token("tok-a");
+    let agent = super::agent();
     let mut first = Served::start(&ws.spec, &ws.state_db(), &env, &[]);
-    let (retried, _) = approve_until_called(&api, &first, &stub).await;
-    let (failed, _) = approve_until_called(&api, &first, &stub).await;
+    let (retried, _) = approve_until_called_by(&agent, &api, &first, &stub).await;
+    let (failed, _) = approve_until_called_by(&agent, &api, &first, &stub).await;
     eventually("both approved calls are in flight", async || {
         stub.count() == 2
     })

@@ -453,6 +453,16 @@ mod tests {
         assert!(!may_decide_record(&record, barred, "bot"), "asked");
         assert!(!may_decide_record(&record, barred, "alice"), "asked for");
 
+        // A team gate: its roster's requesters, even when they are members
+        // (before, a link was shown to them though they may not vote).
+        record.roster = Some(crate::policy::Roster::sample(
+            &[("finance", 1, &["bot", "ann"])],
+            &["bot"],
+        ));
+        assert!(!may_decide_record(&record, barred, "bot"), "asked, a member");
+        assert!(may_decide_record(&record, barred, "ann"));
+        record.roster = None;
+
         // The one decider of a server without tokens is never barred.
         record.trigger = serde_json::json!({"kind": "api", "started_by": "local"});
         assert!(may_decide_record(

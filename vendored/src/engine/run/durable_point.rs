@@ -381,7 +381,9 @@ impl AgentRun {
             message: gate.message,
             payload: gate.payload,
             outputs: ctx.outputs.clone(),
-            input: std::mem::take(&mut ctx.input),
+            // The step contexts that shared it are gone: no copy.
+            input: std::sync::Arc::try_unwrap(std::mem::take(&mut ctx.input))
+                .unwrap_or_else(|shared| (*shared).clone()),
             trigger: std::mem::take(&mut ctx.trigger),
             status: ApprovalStatus::Pending,
             decision_data: None,

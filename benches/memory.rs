@@ -1,6 +1,8 @@
 //! What a wide JSON payload costs a `tollgate serve` process in memory:
 //! the peak RSS growth (VmHWM, reset before each step through
-//! /proc/PID/clear_refs) of one request, against the body's size.
+//! /proc/PID/clear_refs, over VmRSS before it) of one step, against the
+//! body's size. Each step runs on a fresh server on the same state file,
+//! so that memory a step before freed does not hide what this one needs.
 //!
 //! The cases of tollgate issue 41: `POST /runs?wait=true` of
 //! examples/hello-approval.yaml (it pauses at its gate) with an input of
@@ -57,11 +59,21 @@ struct Step {
     answer: usize,
 }
 
-fn measure(server: &Server, name: &str, body: usize, run: impl FnOnce() -> usize) -> Step {
-    std::thread::sleep(std::time::Duration::from_millis(200));
+/// Start a fresh server (`start`, on the bench's state file), then run
+/// one step against its address: the step's peak growth. A server per step
+/// so that memory an earlier step freed (and the allocator kept) does not
+/// hide what this one needs.
+fn measure(
+    start: &dyn Fn() -> Server,
+    name: &str,
+    body: usize,
+    run: impl FnOnce(&str) -> usize,
+) -> Step {
+    let server = start();
+    std::thread::sleep(std::time::Duration::from_millis(300));
     server.reset_peak();
     let before = server.rss_mib("VmRSS:");
-    let answer = run();
+    let answer = run(&server.base);
     let peak = server.rss_mib("VmHWM:");
     Step {
         name: name.to_string(),
@@ -120,12 +132,12 @@ fn run_build(binary: &Path, million: bool) -> Vec<Step> {
     let client = Client::new();
     let mut steps = Vec::new();
 
-    let server = Server::sqlite_with(binary, &spec, &dir.path().join("a.db"), &[]);
-    let base = server.base.clone();
+    let state = dir.path().join("a.db");
+    let start = || Server::sqlite_with(binary, &spec, &state, &[]);
     let wide = body(70_000, 1_027_000);
     let size = wide.len();
     let mut key = String::new();
-    steps.push(measure(&server, "POST /runs, 70k keys", size, || {
+    steps.push(measure(&start, "POST /runs, 70k keys", size, |base| {
         let (status, answer) = post(&client, &format!("{base}/runs?wait=true"), wide.clone());
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
         let run: Value = serde_json::from_slice(&answer).expect("JSON");
@@ -135,58 +147,67 @@ fn run_build(binary: &Path, million: bool) -> Vec<Step> {
             .to_string();
         answer.len()
     }));
-    steps.push(measure(&server, "4 x POST /runs at once", size * 4, || {
-        let answers = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..4)
-                .map(|_| {
-                    let (client, base, wide) = (&client, &base, wide.clone());
-                    scope.spawn(move || post(client, &format!("{base}/runs?wait=true"), wide))
+    steps.push(measure(
+        &start,
+        "4 x POST /runs at once",
+        size * 4,
+        |base| {
+            let answers = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| {
+                        let (client, wide) = (&client, wide.clone());
+                        scope.spawn(move || post(client, &format!("{base}/runs?wait=true"), wide))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("request"))
+                    .collect::<Vec<_>>()
+            });
+            answers
+                .iter()
+                .map(|(status, answer)| {
+                    assert_eq!(*status, 200);
+                    answer.len()
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("request"))
-                .collect::<Vec<_>>()
-        });
-        answers
-            .iter()
-            .map(|(status, answer)| {
-                assert_eq!(*status, 200);
-                answer.len()
-            })
-            .sum()
-    }));
-    steps.push(measure(&server, "GET /approvals (5 wide)", size, || {
+                .sum()
+        },
+    ));
+    steps.push(measure(&start, "GET /approvals (5 wide)", size, |base| {
         let (status, answer) = client.get(&format!("{base}/approvals"));
         assert_eq!(status, 200);
         answer.len()
     }));
-    steps.push(measure(&server, "GET /ui/approvals/{key}", size, || {
+    steps.push(measure(&start, "GET /ui/approvals/{key}", size, |base| {
         let (status, answer) = client.get(&format!("{base}/ui/approvals/{key}"));
         assert_eq!(status, 200);
         answer.len()
     }));
-    drop(server);
 
     let raised = [("TOLLGATE_MAX_BODY_BYTES", "33554432")];
-    let server = Server::sqlite_with(binary, &spec, &dir.path().join("b.db"), &raised);
-    let base = server.base.clone();
+    let state = dir.path().join("b.db");
+    let start = || Server::sqlite_with(binary, &spec, &state, &raised);
     let wider = body(240_000, 3_400_000);
     let size = wider.len();
-    steps.push(measure(&server, "POST /runs, 240k keys", size, || {
+    steps.push(measure(&start, "POST /runs, 240k keys", size, |base| {
         let (status, answer) = post(&client, &format!("{base}/runs?wait=true"), wider);
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
         answer.len()
     }));
-    steps.push(measure(&server, "GET /approvals (240k keys)", size, || {
-        let (status, answer) = client.get(&format!("{base}/approvals"));
-        assert_eq!(status, 200);
-        answer.len()
-    }));
+    steps.push(measure(
+        &start,
+        "GET /approvals (240k keys)",
+        size,
+        |base| {
+            let (status, answer) = client.get(&format!("{base}/approvals"));
+            assert_eq!(status, 200);
+            answer.len()
+        },
+    ));
     if million {
         let widest = body(1_000_000, 16_000_000);
         let size = widest.len();
-        steps.push(measure(&server, "POST /runs, 1M keys", size, || {
+        steps.push(measure(&start, "POST /runs, 1M keys", size, |base| {
             let (status, answer) = post(&client, &format!("{base}/runs?wait=true"), widest);
             println!("    (1M keys: {status})");
             answer.len()

@@ -36,7 +36,22 @@ impl Server {
     }
 
     fn start(spec: &Path, store: &[&std::ffi::OsStr]) -> Server {
-        let mut child = Command::new(binary())
+        Server::start_with(&binary(), spec, store, &[])
+    }
+
+    /// `BINARY serve SPEC --state STATE` with `env` added: to run two
+    /// builds side by side (benches/memory.rs), or with a setting changed.
+    pub fn sqlite_with(binary: &Path, spec: &Path, state: &Path, env: &[(&str, &str)]) -> Server {
+        Server::start_with(binary, spec, &["--state".as_ref(), state.as_os_str()], env)
+    }
+
+    fn start_with(
+        binary: &Path,
+        spec: &Path,
+        store: &[&std::ffi::OsStr],
+        env: &[(&str, &str)],
+    ) -> Server {
+        let mut child = Command::new(binary)
             .arg("serve")
             .arg(spec)
             .args(store)
@@ -45,6 +60,7 @@ impl Server {
             .env_remove("TOLLGATE_SQLITE_SYNCHRONOUS")
             .env_remove("TOLLGATE_DATABASE_URL")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -64,6 +80,12 @@ impl Server {
             base,
             listening_at: Instant::now(),
         }
+    }
+
+    /// Forget the peak (`VmHWM`): from now on it is the peak since this
+    /// call (/proc/PID/clear_refs, `5`).
+    pub fn reset_peak(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5");
     }
 
     pub fn pid(&self) -> u32 {

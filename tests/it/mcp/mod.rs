@@ -5,6 +5,7 @@
 //! (`example.rs`). Decisions come from other processes: the CLI, or an
 //! HTTP client with a full token.
 
+mod batch;
 mod example;
 mod http;
 mod stdio;

@@ -4,6 +4,7 @@ mod approvals_batch;
 mod approvals_filters;
 mod auth_config;
 mod connection_limits;
+mod duplicate_keys;
 mod errors;
 mod events;
 mod extractors_fuzz;

@@ -17,7 +17,7 @@
 //! a server's worker thread can overflow.
 
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value};
@@ -295,9 +295,13 @@ pub(crate) fn shape(text: &str) -> Shape<'_> {
 
 /// Evaluation context: the JSON object every template sees (`input`,
 /// `trigger`, `steps`, `run`, and `args` or `output` where they apply).
+///
+/// Each root is shared ([`Context::with_shared`]): a run's input is built
+/// into a context for every step, and a wide one costs some 200 bytes a
+/// key; sharing it costs nothing.
 #[derive(Debug, Clone, Default)]
 pub struct Context {
-    root: Map<String, Value>,
+    root: Vec<(String, Arc<Value>)>,
 }
 
 impl Context {
@@ -305,17 +309,38 @@ impl Context {
         Context::default()
     }
 
-    pub fn with(mut self, name: &str, value: Value) -> Context {
-        self.root.insert(name.to_string(), value);
+    pub fn with(self, name: &str, value: Value) -> Context {
+        self.with_shared(name, Arc::new(value))
+    }
+
+    /// [`Context::with`] for a value held elsewhere too: not copied.
+    pub fn with_shared(mut self, name: &str, value: Arc<Value>) -> Context {
+        self.set_shared(name, value);
         self
     }
 
     pub fn set(&mut self, name: &str, value: Value) {
-        self.root.insert(name.to_string(), value);
+        self.set_shared(name, Arc::new(value));
+    }
+
+    fn set_shared(&mut self, name: &str, value: Arc<Value>) {
+        match self.root.iter_mut().find(|(n, _)| n == name) {
+            Some((_, slot)) => *slot = value,
+            None => self.root.push((name.to_string(), value)),
+        }
     }
 
     fn to_minijinja(&self) -> minijinja::Value {
-        minijinja::Value::from_serialize(&self.root)
+        minijinja::Value::from_serialize(RootView(&self.root))
+    }
+}
+
+/// The context's roots serialised as one JSON object.
+struct RootView<'a>(&'a [(String, Arc<Value>)]);
+
+impl serde::Serialize for RootView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(name, value)| (name, &**value)))
     }
 }
 
@@ -427,7 +452,7 @@ fn to_json(template: &str, value: &minijinja::Value) -> Result<Value, ExprError>
 /// The first context root whose data nests deeper than `MAX_CONTEXT_DEPTH`
 /// (objects and arrays, as [`crate::json_depth`] counts them). Iterative,
 /// so the check itself cannot overflow.
-fn too_deep(root: &Map<String, Value>) -> Option<&str> {
+fn too_deep(root: &[(String, Arc<Value>)]) -> Option<&str> {
     // The root object itself is one level.
     let limit = MAX_CONTEXT_DEPTH - 1;
     root.iter()

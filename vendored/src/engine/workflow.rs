@@ -4,6 +4,7 @@
 //! Nothing here writes to the store except a dedupe claim; persistence of
 //! pauses and ends belongs to the run driver (`run.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -19,7 +20,8 @@ use crate::tools::{CallContext, ModelRequest, ToolInvoker, idempotency_key};
 pub struct RunContext {
     pub run_id: String,
     pub agent: String,
-    pub input: Value,
+    /// Shared with every step's expression context, not copied into it.
+    pub input: Arc<Value>,
     pub trigger: Value,
     pub outputs: Map<String, Value>,
     /// The key of the approval that most recently gated this run, if any:
@@ -41,7 +43,7 @@ impl RunContext {
             .map(|(id, output)| (id.clone(), json!({ "output": output })))
             .collect();
         Context::new()
-            .with("input", self.input.clone())
+            .with_shared("input", Arc::clone(&self.input))
             .with("trigger", self.trigger.clone())
             .with("steps", Value::Object(steps))
             .with("run", json!({ "id": self.run_id, "agent": self.agent }))

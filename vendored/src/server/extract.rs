@@ -180,22 +180,30 @@ pub(crate) fn yaml_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// Parse a JSON body (empty = `{}`) that must be an object into `T`.
+///
+/// Parsed once, straight into `T`: parsing a `Value` first and converting
+/// it held two trees of the body at once (a run's `input` is a `Value`
+/// inside `T`, and a wide one costs some 200 bytes a key).
 pub(crate) fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let value: Value = parse_json(bytes)?;
-    if !value.is_object() {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|&b| b != b'{') {
+        // Not an object (or not JSON): say what it is, from the small
+        // value it then is, or the parser's own words.
+        let value: Value = parse_json(bytes)?;
         return Err(ApiError::invalid(format!(
             "the request body must be a JSON object, found {}",
             crate::json_kind::json_kind(&value)
         )));
     }
-    serde_json::from_value(value)
-        .map_err(|e| ApiError::invalid(format!("the request body has the wrong shape: {e}")))
+    parse_json(bytes)
 }
 
 /// Parse a JSON body (empty = `{}`) into `T`, explaining what was wrong.
 /// Every JSON body goes through here; one nested deeper than a run accepts
 /// ([`crate::json_depth::MAX_JSON_DEPTH`]) is refused before it is parsed:
-/// what a run stores wraps it again and must stay readable.
+/// what a run stores wraps it again and must stay readable. So is one with
+/// a key twice in an object, or more keys than
+/// [`crate::json_keys::MAX_JSON_KEYS`] (see [`crate::json_keys`]).
 pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
@@ -209,6 +217,10 @@ pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
              the most tollgate accepts"
         )));
     }
+    // Before the parse, which would keep the last of two equal keys, and
+    // what a body of many keys costs once parsed.
+    crate::json_keys::check_keys(text)
+        .map_err(|e| ApiError::invalid(format!("the request body is refused: {e}")))?;
     serde_json::from_slice(text).map_err(|e| {
         let what = if e.is_data() {
             "the request body has the wrong shape"

@@ -53,7 +53,7 @@ impl AgentRun {
     ) -> Result<RunOutcome, RunError> {
         match self.run_steps(&mut ctx, index, resumed, &mut log).await? {
             Stop::End { status, error } => self.finish(&ctx, status, error, log).await,
-            Stop::Pause { index, gate } => self.pause(&ctx, index, gate, log).await,
+            Stop::Pause { index, gate } => self.pause(ctx, index, gate, log).await,
             Stop::StoreFailed(e) => {
                 let error = e.to_string();
                 let _ = self.finish(&ctx, RunStatus::Failed, Some(error), log).await;

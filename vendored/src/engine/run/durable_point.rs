@@ -341,9 +341,12 @@ impl AgentRun {
         Ok(Some(roster))
     }
 
+    /// Pause at the gate of step `index`. Takes the context: the run's
+    /// input and trigger move into the record instead of being copied (a
+    /// wide input costs some 200 bytes a key in memory, each copy again).
     pub(super) async fn pause(
         &self,
-        ctx: &RunContext,
+        mut ctx: RunContext,
         index: usize,
         gate: GateRequest,
         mut log: EventLog,
@@ -357,14 +360,14 @@ impl AgentRun {
         let expires_at = crate::time::checked_add(now, gate.ttl).map_err(|e| e.to_string());
         let roster = expires_at
             .clone()
-            .and_then(|expires_at| self.roster_for(ctx, index, now, expires_at));
+            .and_then(|expires_at| self.roster_for(&ctx, index, now, expires_at));
         let (expires_at, roster) = match (expires_at, roster) {
             (Ok(expires_at), Ok(roster)) => (expires_at, roster),
             (Err(error), _) | (_, Err(error)) => {
                 let error = format!("step {:?}: cannot pause: {error}", step.id);
-                self.release_dedupe_keys(ctx, index).await;
+                self.release_dedupe_keys(&ctx, index).await;
                 log.emit(EventKind::failed(error.clone()));
-                return self.finish(ctx, RunStatus::Failed, Some(error), log).await;
+                return self.finish(&ctx, RunStatus::Failed, Some(error), log).await;
             }
         };
         let record = ApprovalRecord {
@@ -378,8 +381,10 @@ impl AgentRun {
             message: gate.message,
             payload: gate.payload,
             outputs: ctx.outputs.clone(),
-            input: ctx.input.clone(),
-            trigger: ctx.trigger.clone(),
+            // The step contexts that shared it are gone: no copy.
+            input: std::sync::Arc::try_unwrap(std::mem::take(&mut ctx.input))
+                .unwrap_or_else(|shared| (*shared).clone()),
+            trigger: std::mem::take(&mut ctx.trigger),
             status: ApprovalStatus::Pending,
             decision_data: None,
             decided_by: None,
@@ -389,8 +394,10 @@ impl AgentRun {
             roster,
         };
         log.emit(EventKind::awaiting(&record));
+        // The record is written from the pause and answered with after:
+        // one record, not a copy of it.
         let pause = Pause {
-            record: record.clone(),
+            record,
             at: now,
             owner: log.owner.clone(),
             routes: self.spec.notice_routes(index),
@@ -402,11 +409,11 @@ impl AgentRun {
             return Ok(failed);
         }
         Ok(RunOutcome {
-            run_id: ctx.run_id.clone(),
+            run_id: ctx.run_id,
             status: RunStatus::AwaitingApproval,
-            outputs: ctx.outputs.clone(),
+            outputs: ctx.outputs,
             error: None,
-            pending: Some(record),
+            pending: Some(pause.record),
         })
     }
 

@@ -86,17 +86,10 @@ pub(crate) async fn post(
             Some(answer) => json(StatusCode::OK, answer),
             None => StatusCode::ACCEPTED.into_response(),
         },
-        Parsed::Batch(messages) => {
-            let mut answers = Vec::new();
-            for message in messages {
-                answers.extend(protocol::handle(&context, message).await);
-            }
-            if answers.is_empty() {
-                StatusCode::ACCEPTED.into_response()
-            } else {
-                json(StatusCode::OK, Value::Array(answers))
-            }
-        }
+        Parsed::Batch(messages) => match super::batch::handle(&context, messages).await {
+            Some(answers) => json(StatusCode::OK, answers),
+            None => StatusCode::ACCEPTED.into_response(),
+        },
     }
 }
 

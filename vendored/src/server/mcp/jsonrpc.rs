@@ -19,6 +19,16 @@ pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// the message, its `params` and `arguments`.
 const MAX_MESSAGE_DEPTH: usize = crate::json_depth::MAX_JSON_DEPTH + 3;
 
+/// The most messages one batch may hold; a larger batch is refused whole
+/// (`-32600`, no message of it handled). With [`BATCH_CONCURRENCY`], it
+/// bounds what one POST holds: a batch of waits ends within a few waits'
+/// time, never hours.
+pub(crate) const MAX_BATCH: usize = 32;
+
+/// How many of a batch's messages are handled at once; the answers keep
+/// the batch's order.
+pub(crate) const BATCH_CONCURRENCY: usize = 8;
+
 /// A JSON-RPC error: its code, a message for a person, and data for code.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RpcError {
@@ -62,6 +72,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Value> {
             ),
         ));
     }
+    // A key twice would be read as its last, where a proxy may read the
+    // first; and a message of very many keys costs far more than its bytes.
+    if let Err(e) = crate::json_keys::check_keys(bytes) {
+        return Err(failure(
+            Value::Null,
+            RpcError::new(INVALID_REQUEST, format!("the message is refused: {e}")),
+        ));
+    }
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         failure(
             Value::Null,
@@ -72,6 +90,16 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Value> {
         Value::Array(items) if items.is_empty() => Err(failure(
             Value::Null,
             RpcError::new(INVALID_REQUEST, "an empty batch: send at least one message"),
+        )),
+        Value::Array(items) if items.len() > MAX_BATCH => Err(failure(
+            Value::Null,
+            RpcError::new(
+                INVALID_REQUEST,
+                format!(
+                    "a batch of {} messages: send at most {MAX_BATCH} in one batch",
+                    items.len()
+                ),
+            ),
         )),
         Value::Array(items) => Ok(Parsed::Batch(items)),
         other => Ok(Parsed::Single(other)),

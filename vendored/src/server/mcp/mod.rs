@@ -19,6 +19,7 @@
 //! arguments of `request_approval` are `POST /gates`'s body, and every
 //! tool answers with `GET /gates/{key}`'s view.
 
+mod batch;
 mod http;
 mod jsonrpc;
 mod protocol;

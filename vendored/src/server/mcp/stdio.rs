@@ -106,13 +106,7 @@ pub(crate) async fn serve(
             let answer = match parsed {
                 Err(error) => Some(error),
                 Ok(Parsed::Single(message)) => protocol::handle(&context, message).await,
-                Ok(Parsed::Batch(messages)) => {
-                    let mut all = Vec::new();
-                    for message in messages {
-                        all.extend(protocol::handle(&context, message).await);
-                    }
-                    (!all.is_empty()).then_some(serde_json::Value::Array(all))
-                }
+                Ok(Parsed::Batch(messages)) => super::batch::handle(&context, messages).await,
             };
             if let Some(answer) = answer {
                 let _ = answers.send(answer.to_string());

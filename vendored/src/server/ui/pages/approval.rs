@@ -358,6 +358,15 @@ pub(crate) fn decision_of(fields: &Fields) -> Result<Decision, Problem> {
         Some("reject") => Ok(Decision::Reject { reason }),
         Some("modify") => {
             let text = fields.payload.clone().unwrap_or_default();
+            // A key twice would be read as its last: refused, as every
+            // JSON body is (see `crate::json_keys`).
+            if let Err(e) = crate::json_keys::check_keys(text.as_bytes()) {
+                return Err(Problem {
+                    payload_error: Some(format!("This payload is refused: {e}.")),
+                    payload_text: Some(text),
+                    ..Problem::default()
+                });
+            }
             match serde_json::from_str::<Value>(&text) {
                 Ok(Value::Null) => Err(Problem {
                     payload_error: Some(

@@ -459,7 +459,10 @@ mod tests {
             &[("finance", 1, &["bot", "ann"])],
             &["bot"],
         ));
-        assert!(!may_decide_record(&record, barred, "bot"), "asked, a member");
+        assert!(
+            !may_decide_record(&record, barred, "bot"),
+            "asked, a member"
+        );
         assert!(may_decide_record(&record, barred, "ann"));
         record.roster = None;
 

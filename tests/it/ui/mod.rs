@@ -17,6 +17,7 @@ mod paging;
 mod runs;
 mod sessions;
 mod throttle;
+mod wide;
 
 /// `tollgate serve` with two API tokens, alice's and the agent's, and an
 /// API client holding alice's.

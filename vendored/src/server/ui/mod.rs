@@ -80,6 +80,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
             "/ui/approvals/{key}",
             get(approval::page).post(approval::decide),
         )
+        .route("/ui/approvals/{key}/payload", get(approval::raw_payload))
         .route("/ui/history", get(history::page))
         .route("/ui/runs", get(runs::list))
         .route("/ui/runs/{id}", get(runs::page))
@@ -90,6 +91,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/notifications/{id}/retry", post(notifications::retry))
         .route("/ui/assets/{file}", get(assets::serve))
         .route("/a/{key}/{signature}", get(link::page).post(link::decide))
+        .route("/a/{key}/{signature}/payload", get(link::raw_payload))
         .route("/a/{key}/{signature}/stream", get(link::timeline))
         .layer(Extension(ui))
         .layer(middleware::from_fn(headers::secure))

@@ -38,6 +38,8 @@ pub(crate) struct Frame {
     pub csrf: String,
     /// The timeline's event stream.
     pub stream: String,
+    /// The payload's download (the whole JSON, as the page may cut it).
+    pub raw: String,
     pub chrome: Chrome,
     /// Link to the run's page (signed-in pages only).
     pub run_link: bool,
@@ -138,9 +140,16 @@ pub(crate) struct ApprovalPage {
     /// The digest of the payload shown, sent back with every decision.
     payload_digest: String,
     tree: Node,
+    /// The tree (and the raw text) leave part of the payload out: the
+    /// page says so and links the download.
+    payload_cut: bool,
+    /// The payload's download.
+    raw_url: String,
     raw: String,
-    /// The edit box's text.
+    /// The edit box's text: the whole payload, or empty when it is too
+    /// large to edit on a page (`edit_too_large`).
     edit: String,
+    edit_too_large: bool,
     payload_error: Option<String>,
     input: String,
     /// The gate's form as typed fields, in the Approve (and Modify) form.
@@ -175,6 +184,8 @@ pub(crate) struct Seen<'a> {
 impl ApprovalPage {
     pub fn new(record: &ApprovalRecord, seen: Seen<'_>, frame: &Frame, problem: Problem) -> Self {
         let pending = record.status == ApprovalStatus::Pending;
+        let tree = payload::tree(record.current_payload());
+        let (raw, raw_cut) = payload::shown(record.current_payload());
         let outcome = (!pending).then(|| Outcome {
             status: record.status.as_str(),
             decided_by: record.decided_by.clone(),
@@ -183,7 +194,7 @@ impl ApprovalPage {
             diff: record
                 .modified_payload()
                 .map(|edited| payload::diff(&record.payload, edited)),
-            input: record.approver_input().map(payload::pretty),
+            input: record.approver_input().map(|i| payload::shown(i).0),
         });
         let form = seen.form.as_ref().map(|form| match &problem.input {
             Some(input) => FormView::new(form, Some(&input.sent), &input.errors),
@@ -224,13 +235,18 @@ impl ApprovalPage {
                 _ => None,
             },
             payload_digest: record.payload_digest(),
-            tree: payload::tree(record.current_payload()),
-            raw: payload::pretty(record.current_payload()),
-            edit: problem
-                .payload_text
-                .unwrap_or_else(|| payload::pretty(record.current_payload())),
+            tree: tree.root,
+            payload_cut: tree.cut || raw_cut,
+            raw_url: frame.raw.clone(),
+            raw,
+            edit_too_large: problem.payload_text.is_none() && raw_cut,
+            edit: match problem.payload_text {
+                Some(text) => text,
+                None if raw_cut => String::new(),
+                None => payload::pretty(record.current_payload()),
+            },
             payload_error: problem.payload_error,
-            input: payload::pretty(&record.input),
+            input: payload::shown(&record.input).0,
             form,
             outputs: Output::all(&record.outputs),
             timeline: timeline::entries(seen.events),
@@ -324,6 +340,7 @@ fn ui_frame(ui: &Ui, viewer: &Viewer, record: &ApprovalRecord) -> Frame {
         action: format!("/ui/approvals/{}", segment(&record.key)),
         csrf: viewer.csrf(ui),
         stream: format!("/ui/runs/{}/stream", segment(&record.run_id)),
+        raw: format!("/ui/approvals/{}/payload", segment(&record.key)),
         chrome: viewer.chrome(
             ui,
             record.message.clone().unwrap_or_else(|| "Approval".into()),
@@ -331,6 +348,42 @@ fn ui_frame(ui: &Ui, viewer: &Viewer, record: &ApprovalRecord) -> Frame {
         ),
         run_link: true,
     }
+}
+
+/// GET /ui/approvals/{key}/payload: the payload the gate asks about now,
+/// whole, as a JSON download (the page may show only part of it).
+pub(crate) async fn raw_payload(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    PathParam(key): PathParam,
+) -> Response {
+    let response = match load(&state, &key).await {
+        Ok(Some(record)) => download(&record),
+        Ok(None) => refusal::not_found(),
+        Err(e) => refusal::from_api(e),
+    };
+    viewer.finish(response)
+}
+
+/// `record`'s current payload as an `application/json` attachment named
+/// after its key.
+pub(crate) fn download(record: &ApprovalRecord) -> Response {
+    let body = serde_json::to_vec(record.current_payload()).unwrap_or_default();
+    let name = format!(
+        "attachment; filename=\"payload-{}.json\"",
+        segment(&record.key)
+    );
+    (
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_string(),
+            ),
+            (axum::http::header::CONTENT_DISPOSITION, name),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// GET /ui/approvals/{key}.

@@ -108,20 +108,41 @@ fn frame(ui: &Ui, state: &AppState, key: &str, signature: &str, bound: Option<&s
         Some(signer) => signer.path(key, bound),
         None => format!("/a/{}/{}", segment(key), segment(signature)),
     };
-    let stream = match path.split_once('?') {
-        Some((base, query)) => format!("{base}/stream?{query}"),
-        None => format!("{path}/stream"),
+    let beside = |what: &str| match path.split_once('?') {
+        Some((base, query)) => format!("{base}/{what}?{query}"),
+        None => format!("{path}/{what}"),
     };
     Frame {
-        action: path,
         csrf: csrf::token(&ui.key, &binding(key, signature, bound)),
-        stream,
+        stream: beside("stream"),
+        raw: beside("payload"),
+        action: path,
         chrome: Chrome {
             title: "Approval".into(),
             whoami: Some(bound.unwrap_or(LINK_CALLER).to_string()),
             ..Chrome::default()
         },
         run_link: false,
+    }
+}
+
+/// GET /a/{key}/{signature}/payload: the payload, whole, as a JSON
+/// download, for who the link admits; nothing is written.
+pub(crate) async fn raw_payload(
+    State(state): State<AppState>,
+    Extension(ui): Extension<SharedUi>,
+    client: ClientAddr,
+    Path((key, signature)): Path<(String, String)>,
+    Query(query): Query<LinkQuery>,
+) -> Response {
+    let bound = query.bound.as_deref();
+    let by = match admit(&state, &ui, client, &key, &signature, bound) {
+        Ok(by) => by,
+        Err(refused) => return *refused,
+    };
+    match linked(&state, &key, by).await {
+        Ok(record) => super::approval::download(&record),
+        Err(refused) => refused,
     }
 }
 

@@ -34,7 +34,7 @@ impl Output {
             .iter()
             .map(|(step, output)| Output {
                 step: step.clone(),
-                raw: payload::pretty(output),
+                raw: payload::shown(output).0,
             })
             .collect()
     }

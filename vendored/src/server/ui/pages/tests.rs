@@ -118,6 +118,7 @@ fn frame(run_link: bool) -> Frame {
         action: "/ui/approvals/k-1".into(),
         csrf: "csrf-token".into(),
         stream: "/ui/runs/run-1/stream".into(),
+        raw: "/ui/approvals/k-1/payload".into(),
         chrome: chrome("Approval", "inbox"),
         run_link,
     }

@@ -1,6 +1,12 @@
 //! A JSON payload made readable: nested objects as tables, arrays as
 //! lists, scalars as text (the template renders the tree, escaping every
 //! label and value); and the line diff of an edited payload.
+//!
+//! A page shows at most [`MAX_TREE_NODES`] nodes of a tree and
+//! [`MAX_SHOWN_BYTES`] of any JSON text: past that it is cut, says so,
+//! and the page links the whole payload as a download. A payload of a
+//! million keys would otherwise be an HTML page of hundreds of megabytes,
+//! built in memory before a byte of it is sent.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -19,25 +25,71 @@ pub(crate) struct Node {
     pub children: Vec<Node>,
 }
 
-/// The tree of `value`.
-pub(crate) fn tree(value: &Value) -> Node {
-    node(value, "root", String::new())
+/// The most nodes of a payload's tree a page shows.
+pub(crate) const MAX_TREE_NODES: usize = 1_000;
+
+/// The most bytes of JSON text (a raw payload, the run's input, an
+/// output) a page shows.
+pub(crate) const MAX_SHOWN_BYTES: usize = 64 * 1024;
+
+/// A payload's tree as a page shows it: at most [`MAX_TREE_NODES`] nodes.
+pub(crate) struct Tree {
+    pub root: Node,
+    /// Some nodes were left out (each cut container ends with a `more`
+    /// node that says how many).
+    pub cut: bool,
 }
 
-fn node(value: &Value, wrap: &'static str, label: String) -> Node {
+/// The tree of `value`, its first [`MAX_TREE_NODES`] nodes in document
+/// order.
+pub(crate) fn tree(value: &Value) -> Tree {
+    let mut budget = MAX_TREE_NODES;
+    let root = node(value, "root", String::new(), &mut budget);
+    Tree {
+        root,
+        cut: budget == 0 && count_at_least(value, MAX_TREE_NODES + 1),
+    }
+}
+
+/// Whether `value` has at least `n` nodes (itself included), counting no
+/// further than `n`.
+fn count_at_least(value: &Value, n: usize) -> bool {
+    fn walk(value: &Value, left: &mut usize) {
+        if *left == 0 {
+            return;
+        }
+        *left -= 1;
+        match value {
+            Value::Object(map) => map.values().for_each(|v| walk(v, left)),
+            Value::Array(items) => items.iter().for_each(|v| walk(v, left)),
+            _ => {}
+        }
+    }
+    let mut left = n;
+    walk(value, &mut left);
+    left == 0
+}
+
+fn node(value: &Value, wrap: &'static str, label: String, budget: &mut usize) -> Node {
+    *budget = budget.saturating_sub(1);
     let (kind, text, children) = match value {
         Value::Object(map) => (
             "object",
             String::new(),
-            map.iter().map(|(k, v)| node(v, "row", k.clone())).collect(),
+            children(
+                map.iter().map(|(k, v)| (v, "row", k.clone())),
+                map.len(),
+                budget,
+            ),
         ),
         Value::Array(items) => (
             "array",
             String::new(),
-            items
-                .iter()
-                .map(|v| node(v, "item", String::new()))
-                .collect(),
+            children(
+                items.iter().map(|v| (v, "item", String::new())),
+                items.len(),
+                budget,
+            ),
         ),
         Value::String(s) => ("string", s.clone(), Vec::new()),
         Value::Number(n) => ("number", n.to_string(), Vec::new()),
@@ -53,9 +105,84 @@ fn node(value: &Value, wrap: &'static str, label: String) -> Node {
     }
 }
 
-/// `value` as indented JSON (the raw view and the edit box).
+/// A container's children while the budget lasts; the rest as one `more`
+/// node ("… 69,000 more").
+fn children<'v>(
+    entries: impl Iterator<Item = (&'v Value, &'static str, String)>,
+    len: usize,
+    budget: &mut usize,
+) -> Vec<Node> {
+    let mut shown = Vec::new();
+    for (value, wrap, label) in entries {
+        if *budget == 0 {
+            break;
+        }
+        shown.push(node(value, wrap, label, budget));
+    }
+    let left = len - shown.len();
+    if left > 0 {
+        shown.push(Node {
+            kind: "more",
+            wrap: "item",
+            label: String::new(),
+            text: format!("… {left} more not shown (download the raw JSON)"),
+            children: Vec::new(),
+        });
+    }
+    shown
+}
+
+/// `value` as indented JSON (the edit box, the diff): whole.
 pub(crate) fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// `value` as indented JSON for reading on a page: at most
+/// [`MAX_SHOWN_BYTES`] (written no further), with a last line saying it
+/// was cut; and whether it was.
+pub(crate) fn shown(value: &Value) -> (String, bool) {
+    let mut out = Capped {
+        bytes: Vec::new(),
+        cap: MAX_SHOWN_BYTES,
+    };
+    let whole = serde_json::to_writer_pretty(&mut out, value).is_ok();
+    let mut text = String::from_utf8_lossy(&out.bytes).into_owned();
+    if whole {
+        return (text, false);
+    }
+    // Cut at a character boundary (lossy decoding may have left a U+FFFD
+    // where a character was split): drop the partial last line.
+    if let Some(end) = text.rfind('\n') {
+        text.truncate(end);
+    }
+    text.push_str(&format!(
+        "\n… cut at {} KiB: download the raw JSON for the rest",
+        MAX_SHOWN_BYTES / 1024
+    ));
+    (text, true)
+}
+
+/// A writer that takes `cap` bytes and then fails, which stops the
+/// serializer: no text past what is shown is ever made.
+struct Capped {
+    bytes: Vec<u8>,
+    cap: usize,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = self.cap - self.bytes.len();
+        if buf.len() > room {
+            self.bytes.extend_from_slice(&buf[..room]);
+            return Err(std::io::Error::other("shown in full"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// One line of a diff: `same`, `del` (only in the original) or `add`.
@@ -128,8 +255,35 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_wide_payload_is_cut_and_says_so() {
+        let wide: serde_json::Map<String, Value> =
+            (0..70_000).map(|i| (format!("k{i}"), json!(i))).collect();
+        let wide = Value::Object(wide);
+        let t = tree(&wide);
+        assert!(t.cut);
+        let shown_nodes = t.root.children.len();
+        assert_eq!(
+            shown_nodes, MAX_TREE_NODES,
+            "999 entries and the `more` node"
+        );
+        let more = t.root.children.last().unwrap();
+        assert_eq!(more.kind, "more");
+        assert!(more.text.starts_with("… 69001 more"), "{}", more.text);
+        let (text, cut) = shown(&wide);
+        assert!(cut && text.len() <= MAX_SHOWN_BYTES + 100, "{}", text.len());
+        assert!(text.ends_with("download the raw JSON for the rest"));
+        // Small ones are whole.
+        let small = json!({"a": [1, 2], "b": "x"});
+        assert!(!tree(&small).cut);
+        assert_eq!(shown(&small), (pretty(&small), false));
+        // Exactly the budget is not cut.
+        let exact: Vec<Value> = (0..MAX_TREE_NODES - 1).map(|i| json!(i)).collect();
+        assert!(!tree(&Value::Array(exact)).cut);
+    }
+
+    #[test]
     fn trees_follow_the_json() {
-        let t = tree(&json!({"a": [1, {"b": null}], "c": "x"}));
+        let t = tree(&json!({"a": [1, {"b": null}], "c": "x"})).root;
         assert_eq!(t.kind, "object");
         assert_eq!(t.children[0].label, "a");
         assert_eq!(t.children[0].kind, "array");

@@ -36,12 +36,15 @@ pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
 /// (ids and form fields), not JSON a client codes against. A test holds
 /// this list to the inbox's router, so a new page must be listed here.
 #[cfg(test)]
-const PAGES: [(&str, &str); 20] = [
+const PAGES: [(&str, &str); 22] = [
     ("get", "/a/{key}/{signature}"),
+    // the payload, whole, as a download
+    ("get", "/a/{key}/{signature}/payload"),
     ("get", "/a/{key}/{signature}/stream"),
     ("get", "/ui"),
     ("get", "/ui/"),
     ("get", "/ui/approvals/{key}"),
+    ("get", "/ui/approvals/{key}/payload"),
     ("get", "/ui/assets/{file}"),
     ("get", "/ui/history"),
     ("get", "/ui/login"),

@@ -135,15 +135,33 @@ pub(crate) async fn raw_payload(
     Path((key, signature)): Path<(String, String)>,
     Query(query): Query<LinkQuery>,
 ) -> Response {
-    let bound = query.bound.as_deref();
-    let by = match admit(&state, &ui, client, &key, &signature, bound) {
-        Ok(by) => by,
-        Err(refused) => return *refused,
-    };
-    match linked(&state, &key, by).await {
+    match admitted_record(
+        &state,
+        &ui,
+        client,
+        &key,
+        &signature,
+        query.bound.as_deref(),
+    )
+    .await
+    {
         Ok(record) => super::approval::download(&record),
         Err(refused) => refused,
     }
+}
+
+/// The checks of a link route that only reads ([`admit`], then
+/// [`linked`]): the pending record the link may see, or the refusal.
+async fn admitted_record(
+    state: &AppState,
+    ui: &Ui,
+    client: ClientAddr,
+    key: &str,
+    signature: &str,
+    bound: Option<&str>,
+) -> Result<ApprovalRecord, Response> {
+    let by = admit(state, ui, client, key, signature, bound).map_err(|refused| *refused)?;
+    linked(state, key, by).await
 }
 
 /// GET /a/{key}/{signature}: the approval page; nothing is written.
@@ -155,11 +173,7 @@ pub(crate) async fn page(
     Query(query): Query<LinkQuery>,
 ) -> Response {
     let bound = query.bound.as_deref();
-    let by = match admit(&state, &ui, client, &key, &signature, bound) {
-        Ok(by) => by,
-        Err(refused) => return *refused,
-    };
-    let record = match linked(&state, &key, by).await {
+    let record = match admitted_record(&state, &ui, client, &key, &signature, bound).await {
         Ok(record) => record,
         Err(refused) => return refused,
     };
@@ -222,11 +236,7 @@ pub(crate) async fn timeline(
     headers: HeaderMap,
 ) -> Response {
     let bound = query.bound.as_deref();
-    let by = match admit(&state, &ui, client, &key, &signature, bound) {
-        Ok(by) => by,
-        Err(refused) => return *refused,
-    };
-    let record = match linked(&state, &key, by).await {
+    let record = match admitted_record(&state, &ui, client, &key, &signature, bound).await {
         Ok(record) => record,
         Err(refused) => return refused,
     };

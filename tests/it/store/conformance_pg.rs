@@ -282,17 +282,21 @@ mod postgres_only {
         );
         paused_run(store.as_ref(), "k", "agent", 0).await;
 
-        // Another session holds the record's row for two seconds.
+        // Another session holds the record's row until the test lets it go
+        // (a fixed sleep could end before the claim below gives up, on a
+        // loaded machine).
         let cluster = pg::cluster();
         let mut holder = std::process::Command::new(cluster.bin("psql"))
             .args(["-X", "-q", "-h", "127.0.0.1", "-U", "postgres"])
             .args(["-p", &cluster.port().to_string(), "-d", &db.name])
-            .args(["-c", "BEGIN; SELECT 1 FROM tollgate_approvals WHERE key = 'k' FOR UPDATE; SELECT pg_sleep(2); COMMIT;"])
+            .args(["-c", "BEGIN; SELECT 1 FROM tollgate_approvals WHERE key = 'k' FOR UPDATE; SELECT pg_sleep(120); COMMIT;"])
             .stdout(std::process::Stdio::null())
+            // It ends with "canceling statement due to user request".
+            .stderr(std::process::Stdio::null())
             .spawn()
             .expect("run psql");
         let holding = "SELECT count(*) FROM pg_stat_activity \
-                       WHERE query LIKE '%pg_sleep(2)%' AND state = 'active' AND pid <> pg_backend_pid()";
+                       WHERE query LIKE '%pg_sleep(120)%' AND state = 'active' AND pid <> pg_backend_pid()";
         let mut waited = 0;
         while db.psql(holding) != "1" {
             assert!(waited < 200, "the holder never took the row lock");
@@ -307,14 +311,18 @@ mod postgres_only {
         .await;
         assert!(given_up.is_err(), "the claim should wait for the row lock");
 
+        // Let go: cancelling the holder's statement rolls its transaction back.
+        let released = "SELECT count(*) FROM (SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
+                        WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()) AS cancelled";
+        assert_eq!(db.psql(released), "1", "the holder is cancelled");
         // Same pool, same connection: this claim runs after the first one's
-        // rollback, once the holder lets go.
+        // rollback.
         let claimed = store
             .claim(&approve("k", "bob", 11))
             .await
             .expect("the next claim decides");
         assert_eq!(claimed.record.decided_by.as_deref(), Some("bob"));
-        assert!(holder.wait().expect("psql").success());
+        holder.wait().expect("psql ends once cancelled");
         let record = store.get_approval("k").await.expect("get").expect("record");
         assert_eq!(record.decided_by.as_deref(), Some("bob"));
         let events = store.run_events("run-k", 0).await.expect("events");

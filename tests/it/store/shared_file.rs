@@ -400,6 +400,10 @@ async fn a_server_killed_by_sigbus_leaves_a_last_log_line() {
             Some(7),
             "SIGBUS, as without the handler: {status:?}"
         );
+        // The process is gone, but its last line may still be in the pipe.
+        served
+            .log_line("fatal signal", Duration::from_secs(5))
+            .await;
         let logs = served.logs();
         let last = logs
             .lines()

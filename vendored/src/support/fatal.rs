@@ -7,9 +7,9 @@
 //! over the database's files while it ran), so the line says so.
 //!
 //! The handler may only do what is async-signal-safe: every line is built
-//! when the handler is installed, and at the signal the handler only writes
-//! a timestamp it formats on the stack and that line to stderr with
-//! `write(2)`. It then puts back the action that was there before (Rust's
+//! when the handler is installed, and at the signal the handler only joins
+//! a timestamp and that line on the stack and writes them to stderr in one
+//! `write(2)` (one thread does, if several fault at once). It then puts back the action that was there before (Rust's
 //! own stack-overflow handler, or the default) and lets the signal take
 //! its course, so the process still dies of the same signal (its exit
 //! status, a core dump) as it would have without this module.
@@ -112,21 +112,24 @@ extern "C" fn on_fatal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut 
     let Some(at) = FATAL.iter().position(|(s, ..)| *s == signal) else {
         return;
     };
-    let mut stamp = [0u8; 32];
-    let stamp = timestamp(&mut stamp);
-    let json = JSON.load(Ordering::Relaxed);
-    // SAFETY: write(2), sigaction(2) and raise(3) are async-signal-safe;
-    // every buffer outlives its call; `info` is the kernel's.
+    // Several threads can fault at once (every worker that touches a
+    // truncated `-shm` mapping): one writes the line, the others wait for
+    // it, so the log ends with one whole line, not pieces of several.
+    if REPORTING.swap(true, Ordering::AcqRel) {
+        wait_for_the_line();
+    } else {
+        let mut stamp = [0u8; 32];
+        let stamp = timestamp(&mut stamp);
+        let mut line = [0u8; LINE_BYTES];
+        let json = JSON.load(Ordering::Relaxed);
+        let line = compose(&mut line, stamp, prepared, at, json);
+        // SAFETY: write(2) is async-signal-safe; the buffer outlives it.
+        unsafe { write_all(line) };
+        WRITTEN.store(true, Ordering::Release);
+    }
+    // SAFETY: sigaction(2) and raise(3) are async-signal-safe; `info` is
+    // the kernel's.
     unsafe {
-        if json {
-            write_all(b"{\"timestamp\":\"");
-            write_all(stamp);
-            write_all(b"\"");
-            write_all(&prepared.json[at]);
-        } else {
-            write_all(stamp);
-            write_all(&prepared.text[at]);
-        }
         libc::sigaction(signal, &prepared.previous[at], std::ptr::null_mut());
         // A fault (si_code > 0: SIGBUS, SIGSEGV from the hardware) happens
         // again when the handler returns, and meets the previous action. A
@@ -135,6 +138,55 @@ extern "C" fn on_fatal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut 
             libc::raise(signal);
         }
     }
+}
+
+/// A thread is writing the last line.
+static REPORTING: AtomicBool = AtomicBool::new(false);
+/// The last line is written.
+static WRITTEN: AtomicBool = AtomicBool::new(false);
+
+/// Room for a prepared line and its timestamp: the longest is about 330
+/// bytes. A line that does not fit is cut (it stays one write).
+const LINE_BYTES: usize = 1024;
+
+/// A thread that faulted second waits (at most a second) for the first to
+/// write its line, so its own fault does not end the process mid-line.
+fn wait_for_the_line() {
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    for _ in 0..1_000 {
+        if WRITTEN.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: nanosleep(2) is async-signal-safe; a valid timespec.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
+}
+
+/// The whole line in `buf`, so it goes out in one `write(2)`: a pipe takes
+/// a write of up to 4096 bytes whole, so no other thread's output lands
+/// inside it.
+fn compose<'a>(
+    buf: &'a mut [u8; LINE_BYTES],
+    stamp: &[u8],
+    prepared: &Prepared,
+    at: usize,
+    json: bool,
+) -> &'a [u8] {
+    let parts: [&[u8]; 4] = if json {
+        [b"{\"timestamp\":\"", stamp, b"\"", &prepared.json[at]]
+    } else {
+        [stamp, &prepared.text[at], b"", b""]
+    };
+    let mut len = 0;
+    for part in parts {
+        let n = part.len().min(LINE_BYTES - len);
+        buf[len..len + n].copy_from_slice(&part[..n]);
+        len += n;
+    }
+    &buf[..len]
 }
 
 unsafe fn write_all(mut bytes: &[u8]) {
@@ -208,6 +260,35 @@ mod tests {
         let parsed = chrono::DateTime::parse_from_rfc3339(&stamp).expect(&stamp);
         let after = chrono::Utc::now();
         assert!(parsed >= before && parsed <= after, "{stamp}");
+    }
+
+    #[test]
+    fn a_line_is_whole_and_parses_in_either_format() {
+        install();
+        let prepared = PREPARED.get().expect("installed");
+        let mut stamp = [0u8; 32];
+        let stamp = timestamp(&mut stamp).to_vec();
+        let mut buf = [0u8; LINE_BYTES];
+        let json = compose(&mut buf, &stamp, prepared, 0, true).to_vec();
+        let json = std::str::from_utf8(&json).expect("utf-8");
+        assert!(json.ends_with('\n'), "{json}");
+        let line: serde_json::Value = serde_json::from_str(json.trim_end()).expect(json);
+        assert_eq!(line["fields"]["signal"], "SIGBUS");
+        assert_eq!(
+            line["timestamp"],
+            std::str::from_utf8(&stamp).expect("ascii")
+        );
+        let mut buf = [0u8; LINE_BYTES];
+        let text = compose(&mut buf, &stamp, prepared, 0, false).to_vec();
+        let text = std::str::from_utf8(&text).expect("utf-8");
+        assert!(
+            text.starts_with(std::str::from_utf8(&stamp).expect("ascii")),
+            "{text}"
+        );
+        assert!(
+            text.contains("fatal signal SIGBUS") && text.ends_with('\n'),
+            "{text}"
+        );
     }
 
     #[test]

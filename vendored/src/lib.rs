@@ -26,7 +26,9 @@ pub use store::watch;
 #[cfg(unix)]
 pub use support::fatal;
 pub(crate) use support::json_kind;
-pub use support::{backoff, embedded, env, hex, json_depth, json_keys, names, secrets, time};
+pub use support::{
+    backoff, embedded, env, hex, json_depth, json_doc, json_keys, names, secrets, time,
+};
 
 pub use async_trait::async_trait;
 /// The axum the server is built with: routes and layers given to [`App`]

@@ -11,6 +11,7 @@ pub mod fatal;
 pub mod hex;
 pub mod hmac;
 pub mod json_depth;
+pub mod json_doc;
 pub mod json_keys;
 pub(crate) mod json_kind;
 pub mod names;

@@ -505,7 +505,7 @@ steps:
         agent_id: "once-only".into(),
         spec_hash: spec.hash.to_string(),
         status: RunStatus::Running,
-        input: json!({"order_id": "D-1"}),
+        input: json!({"order_id": "D-1"}).into(),
         trigger: json!({"kind": "api"}),
         outputs: Default::default(),
         error: None,

@@ -24,7 +24,7 @@ pub enum EventKind {
     RunStarted {
         agent: String,
         spec_hash: String,
-        input: Value,
+        input: crate::json_doc::JsonDoc,
     },
     StepStarted {
         step: String,

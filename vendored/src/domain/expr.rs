@@ -23,6 +23,8 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use crate::json_doc::JsonDoc;
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{message}")]
 pub struct ExprError {
@@ -296,12 +298,42 @@ pub(crate) fn shape(text: &str) -> Shape<'_> {
 /// Evaluation context: the JSON object every template sees (`input`,
 /// `trigger`, `steps`, `run`, and `args` or `output` where they apply).
 ///
-/// Each root is shared ([`Context::with_shared`]): a run's input is built
-/// into a context for every step, and a wide one costs some 200 bytes a
-/// key; sharing it costs nothing.
+/// Each root is shared ([`Context::with_shared`], [`Context::with_doc`]):
+/// a run's input is built into a context for every step, and a wide one
+/// costs some 190 bytes a key as a tree; sharing it costs nothing. A root
+/// given as a document ([`JsonDoc`]) stays text: a template that reads
+/// `input.name` parses that member alone (see [`DocObject`]).
 #[derive(Debug, Clone, Default)]
 pub struct Context {
-    root: Vec<(String, Arc<Value>)>,
+    root: Vec<(String, Root)>,
+}
+
+/// One root of a [`Context`].
+#[derive(Debug, Clone)]
+enum Root {
+    Tree(Arc<Value>),
+    Doc(JsonDoc),
+}
+
+impl Root {
+    /// How deep its data nests, stopping past `stop`.
+    fn depth(&self, stop: usize) -> usize {
+        match self {
+            Root::Tree(value) => crate::json_depth::value_depth(value, stop),
+            Root::Doc(doc) => crate::json_depth::text_depth(doc.as_str().as_bytes()),
+        }
+    }
+
+    fn to_minijinja(&self) -> minijinja::Value {
+        match self {
+            Root::Tree(value) => minijinja::Value::from_serialize(&**value),
+            Root::Doc(doc) if doc.is_object() => minijinja::Value::from_object(DocObject {
+                doc: doc.clone(),
+                tree: OnceLock::new(),
+            }),
+            Root::Doc(doc) => minijinja::Value::from_serialize(doc.to_value()),
+        }
+    }
 }
 
 impl Context {
@@ -315,32 +347,103 @@ impl Context {
 
     /// [`Context::with`] for a value held elsewhere too: not copied.
     pub fn with_shared(mut self, name: &str, value: Arc<Value>) -> Context {
-        self.set_shared(name, value);
+        self.set_root(name, Root::Tree(value));
+        self
+    }
+
+    /// [`Context::with`] for a value kept as text: neither copied nor
+    /// parsed until a template reads it.
+    pub fn with_doc(mut self, name: &str, doc: JsonDoc) -> Context {
+        self.set_root(name, Root::Doc(doc));
         self
     }
 
     pub fn set(&mut self, name: &str, value: Value) {
-        self.set_shared(name, Arc::new(value));
+        self.set_root(name, Root::Tree(Arc::new(value)));
     }
 
-    fn set_shared(&mut self, name: &str, value: Arc<Value>) {
+    fn set_root(&mut self, name: &str, value: Root) {
         match self.root.iter_mut().find(|(n, _)| n == name) {
             Some((_, slot)) => *slot = value,
             None => self.root.push((name.to_string(), value)),
         }
     }
 
+    /// The roots as one minijinja map, each converted when a template
+    /// first reads it (and once per evaluation).
     fn to_minijinja(&self) -> minijinja::Value {
-        minijinja::Value::from_serialize(RootView(&self.root))
+        minijinja::Value::from_object(Roots {
+            converted: self.root.iter().map(|_| OnceLock::new()).collect(),
+            roots: self.root.clone(),
+        })
     }
 }
 
-/// The context's roots serialised as one JSON object.
-struct RootView<'a>(&'a [(String, Arc<Value>)]);
+/// A context's roots, as templates see them: one map.
+#[derive(Debug)]
+struct Roots {
+    roots: Vec<(String, Root)>,
+    converted: Vec<OnceLock<minijinja::Value>>,
+}
 
-impl serde::Serialize for RootView<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.0.iter().map(|(name, value)| (name, &**value)))
+impl minijinja::value::Object for Roots {
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        let name = key.as_str()?;
+        let at = self.roots.iter().position(|(n, _)| n == name)?;
+        Some(
+            self.converted[at]
+                .get_or_init(|| self.roots[at].1.to_minijinja())
+                .clone(),
+        )
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Values(
+            self.roots
+                .iter()
+                .map(|(name, _)| minijinja::Value::from(name.as_str()))
+                .collect(),
+        )
+    }
+}
+
+/// A JSON object kept as text, as templates see it: reading one member
+/// parses that member alone; iterating it (`for`, `items()`, printing it
+/// whole) converts it once.
+#[derive(Debug)]
+struct DocObject {
+    doc: JsonDoc,
+    tree: OnceLock<minijinja::Value>,
+}
+
+impl DocObject {
+    fn tree(&self) -> &minijinja::Value {
+        self.tree
+            .get_or_init(|| minijinja::Value::from_serialize(self.doc.to_value()))
+    }
+}
+
+impl minijinja::value::Object for DocObject {
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        if let Some(tree) = self.tree.get() {
+            return tree.get_item(key).ok().filter(|v| !v.is_undefined());
+        }
+        let member = self.doc.get(key.as_str()?)?;
+        Some(minijinja::Value::from_serialize(member))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        match self.tree().try_iter() {
+            Ok(keys) => minijinja::value::Enumerator::Values(keys.collect()),
+            Err(_) => minijinja::value::Enumerator::Empty,
+        }
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        match self.tree.get() {
+            Some(tree) => tree.len(),
+            None => self.doc.len_of_top(),
+        }
     }
 }
 
@@ -424,6 +527,11 @@ fn to_json(template: &str, value: &minijinja::Value) -> Result<Value, ExprError>
     // minijinja's strict mode only objects when an undefined value is
     // printed or iterated; a lone expression hands it back as it is. A typo
     // must not become a null sent to a payment API.
+    // A document root handed back whole (`{{ input }}`): its text is
+    // already JSON, as deep as the door let it be.
+    if let Some(doc) = value.downcast_object_ref::<DocObject>() {
+        return Ok(doc.doc.to_value());
+    }
     if value.is_undefined() {
         return Err(ExprError {
             message: format!(
@@ -452,11 +560,11 @@ fn to_json(template: &str, value: &minijinja::Value) -> Result<Value, ExprError>
 /// The first context root whose data nests deeper than `MAX_CONTEXT_DEPTH`
 /// (objects and arrays, as [`crate::json_depth`] counts them). Iterative,
 /// so the check itself cannot overflow.
-fn too_deep(root: &[(String, Arc<Value>)]) -> Option<&str> {
+fn too_deep(root: &[(String, Root)]) -> Option<&str> {
     // The root object itself is one level.
     let limit = MAX_CONTEXT_DEPTH - 1;
     root.iter()
-        .find(|(_, value)| crate::json_depth::value_depth(value, limit) > limit)
+        .find(|(_, value)| value.depth(limit) > limit)
         .map(|(name, _)| name.as_str())
 }
 

@@ -71,7 +71,7 @@ pub struct ApprovalRecord {
     pub payload: Value,
     /// Step outputs so far (step id -> output).
     pub outputs: Map<String, Value>,
-    pub input: Value,
+    pub input: crate::json_doc::JsonDoc,
     /// Trigger context, scrubbed of credential-like headers.
     pub trigger: Value,
     pub status: ApprovalStatus,
@@ -753,7 +753,7 @@ pub(crate) fn sample_record(key: &str, run_id: &str) -> ApprovalRecord {
         message: None,
         payload: Value::Object(Map::new()),
         outputs: Map::new(),
-        input: Value::Object(Map::new()),
+        input: Value::Object(Map::new()).into(),
         trigger: Value::Object(Map::new()),
         status: ApprovalStatus::Pending,
         decision_data: None,
@@ -830,7 +830,7 @@ mod tests {
             message: None,
             payload: json!({"amount": 5}),
             outputs: Map::new(),
-            input: json!({}),
+            input: json!({}).into(),
             trigger: json!({}),
             status,
             decision_data: data,

@@ -43,7 +43,7 @@ pub struct RunRecord {
     pub agent_id: String,
     pub spec_hash: String,
     pub status: RunStatus,
-    pub input: Value,
+    pub input: crate::json_doc::JsonDoc,
     /// Scrubbed trigger context.
     pub trigger: Value,
     pub outputs: Map<String, Value>,

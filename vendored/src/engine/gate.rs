@@ -332,7 +332,7 @@ impl Gate {
             ListedWith::Itself => run_agent.clone(),
             ListedWith::ServedAgent => request.agent.clone(),
         };
-        let input = json!({"action": request.action});
+        let input = crate::json_doc::JsonDoc::from_value(&json!({"action": request.action}));
         let run = RunRecord {
             id: key.clone(),
             agent_id: run_agent.clone(),

@@ -299,7 +299,7 @@ fn fresh_context(run: RunRecord) -> RunContext {
     RunContext {
         run_id: run.id,
         agent: run.agent_id,
-        input: std::sync::Arc::new(run.input),
+        input: run.input,
         trigger: run.trigger,
         outputs: Map::new(),
         gate_key: None,

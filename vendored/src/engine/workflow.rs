@@ -4,7 +4,6 @@
 //! Nothing here writes to the store except a dedupe claim; persistence of
 //! pauses and ends belongs to the run driver (`run.rs`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -21,7 +20,7 @@ pub struct RunContext {
     pub run_id: String,
     pub agent: String,
     /// Shared with every step's expression context, not copied into it.
-    pub input: Arc<Value>,
+    pub input: crate::json_doc::JsonDoc,
     pub trigger: Value,
     pub outputs: Map<String, Value>,
     /// The key of the approval that most recently gated this run, if any:
@@ -43,7 +42,7 @@ impl RunContext {
             .map(|(id, output)| (id.clone(), json!({ "output": output })))
             .collect();
         Context::new()
-            .with_shared("input", Arc::clone(&self.input))
+            .with_doc("input", self.input.clone())
             .with("trigger", self.trigger.clone())
             .with("steps", Value::Object(steps))
             .with("run", json!({ "id": self.run_id, "agent": self.agent }))

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use super::state::AppState;
 use super::tasks;
+use crate::json_doc::JsonDoc;
 use crate::store::KeyClaim;
 
 /// How long a tick's claim is kept: far longer than any clock skew.
@@ -104,7 +105,7 @@ async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
     let started = tasks::start_run_once(
         &state.agent,
         &state.background,
-        entry.input.clone(),
+        JsonDoc::from_value(&entry.input),
         trigger,
         once,
     )

@@ -6,6 +6,7 @@
 //! waits only for what it answers with, and shutdown waits for the tasks.
 //! Every run transition this process makes is logged here, once.
 
+use crate::json_doc::JsonDoc;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -70,7 +71,7 @@ impl Background {
 pub(crate) async fn start_run(
     agent: &AgentRun,
     background: &Background,
-    input: Value,
+    input: JsonDoc,
     trigger: Value,
 ) -> Result<(String, JoinHandle<()>), RunError> {
     let started = start(agent, background, input, trigger, None).await?;
@@ -87,7 +88,7 @@ pub(crate) async fn start_run(
 pub(crate) async fn start_run_once(
     agent: &AgentRun,
     background: &Background,
-    input: Value,
+    input: JsonDoc,
     trigger: Value,
     once: KeyClaim,
 ) -> Result<Option<(String, JoinHandle<()>)>, RunError> {
@@ -97,7 +98,7 @@ pub(crate) async fn start_run_once(
 async fn start(
     agent: &AgentRun,
     background: &Background,
-    input: Value,
+    input: JsonDoc,
     trigger: Value,
     once: Option<KeyClaim>,
 ) -> Result<Option<(String, JoinHandle<()>)>, RunError> {

@@ -55,6 +55,8 @@ pub(super) trait Columns {
     fn int(&self, idx: usize, column: &'static str) -> StoreResult<i64>;
     /// A JSON column decoded into `T`.
     fn json<T: DeserializeOwned>(&self, idx: usize, column: &'static str) -> StoreResult<T>;
+    /// A JSON column kept as text (a run's input: see [`crate::json_doc`]).
+    fn doc(&self, idx: usize, column: &'static str) -> StoreResult<crate::json_doc::JsonDoc>;
     /// A nullable JSON column decoded into `T`, absent when NULL.
     fn json_opt<T: DeserializeOwned>(
         &self,
@@ -114,7 +116,7 @@ pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
         message: r.text_opt(7, "message")?,
         payload: r.json(8, "payload")?,
         outputs: r.json::<Map<String, Value>>(9, "outputs")?,
-        input: r.json(10, "input")?,
+        input: r.doc(10, "input")?,
         trigger: r.json(11, "trigger")?,
         status: r.parsed(12, "status", ApprovalStatus::parse)?,
         decision_data: r.json_opt(13, "decision_data")?,
@@ -155,7 +157,7 @@ pub(super) fn run(r: &impl Columns) -> StoreResult<RunRecord> {
         agent_id: r.string(1, "agent_id")?,
         spec_hash: r.string(2, "spec_hash")?,
         status: r.parsed(3, "status", RunStatus::parse)?,
-        input: r.json(4, "input")?,
+        input: r.doc(4, "input")?,
         trigger: r.json(5, "trigger")?,
         outputs: r.json::<Map<String, Value>>(6, "outputs")?,
         error: r.text_opt(7, "error")?,

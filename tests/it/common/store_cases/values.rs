@@ -12,7 +12,7 @@ use super::prelude::*;
 pub async fn nul_characters_are_kept_in_every_field(store: SharedStore) {
     let nul = "a\u{0}b";
     let mut run = run_record("run-nul", "agent", 0);
-    run.input = json!({ "text": nul, nul: [nul] });
+    run.input = json!({ "text": nul, nul: [nul] }).into();
     run.trigger = json!({ "body": nul });
     store
         .create_run(&run, &[event("run-nul", 1, 0, started(&run))])
@@ -192,7 +192,7 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
 ) {
     // At the limit: a run's input, and an event around an output.
     let mut run = run_record("run-deep", "agent", 0);
-    run.input = nested(READABLE_DEPTH);
+    run.input = nested(READABLE_DEPTH).into();
     let completed = |seq: u64, depth: usize| {
         event(
             "run-deep",
@@ -222,7 +222,7 @@ pub async fn json_nested_deeper_than_a_store_reads_back_is_refused_before_any_wr
 
     // One level more, in each kind of write: refused, nothing changes.
     let mut deeper = run_record("run-deeper", "agent", 0);
-    deeper.input = nested(READABLE_DEPTH + 1);
+    deeper.input = nested(READABLE_DEPTH + 1).into();
     too_deep(store.create_run(&deeper, &[]).await);
     let shallow = run_record("run-deeper", "agent", 0);
     too_deep(

@@ -381,9 +381,8 @@ impl AgentRun {
             message: gate.message,
             payload: gate.payload,
             outputs: ctx.outputs.clone(),
-            // The step contexts that shared it are gone: no copy.
-            input: std::sync::Arc::try_unwrap(std::mem::take(&mut ctx.input))
-                .unwrap_or_else(|shared| (*shared).clone()),
+            // Shared text: no copy.
+            input: ctx.input.clone(),
             trigger: std::mem::take(&mut ctx.trigger),
             status: ApprovalStatus::Pending,
             decision_data: None,

@@ -288,7 +288,7 @@ impl AgentRun {
         let ctx = RunContext {
             run_id: record.run_id.clone(),
             agent: record.agent_id.clone(),
-            input: std::sync::Arc::new(record.input.clone()),
+            input: record.input.clone(),
             trigger: record.trigger.clone(),
             outputs: record.outputs.clone(),
             gate_key: None,

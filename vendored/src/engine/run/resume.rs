@@ -122,7 +122,7 @@ impl AgentRun {
         let ctx = RunContext {
             run_id: record.run_id.clone(),
             agent: record.agent_id.clone(),
-            input: std::sync::Arc::new(record.input.clone()),
+            input: record.input.clone(),
             trigger: record.trigger.clone(),
             outputs: record.outputs.clone(),
             // Set by `drive` when it hands this decision to its step.
@@ -208,7 +208,7 @@ impl AgentRun {
                 RunContext {
                     run_id: run.id.clone(),
                     agent: run.agent_id.clone(),
-                    input: std::sync::Arc::new(run.input.clone()),
+                    input: run.input.clone(),
                     trigger: run.trigger.clone(),
                     outputs: record.outputs.clone(),
                     // Set by the driver when it re-enters the gate's step

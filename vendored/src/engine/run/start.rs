@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::event_log::EventLog;
 use super::{AgentRun, RunError, RunOutcome, fresh_context};
 use crate::events::EventKind;
+use crate::json_doc::JsonDoc;
 use crate::pending_approval;
 use crate::run_state::{RunRecord, RunStatus};
 
@@ -40,7 +41,11 @@ impl AgentRun {
     /// whichever comes first. Nothing outside this call can see the run
     /// before that (the caller learns its id from the outcome), so a run
     /// that reaches its gate through pure steps costs one commit, not two.
-    pub async fn start(&self, input: Value, trigger: Value) -> Result<RunOutcome, RunError> {
+    pub async fn start(
+        &self,
+        input: impl Into<JsonDoc>,
+        trigger: Value,
+    ) -> Result<RunOutcome, RunError> {
         self.record_spec().await?;
         let (run, mut log) = self.new_run(input, trigger);
         log.unstored = Some(run.clone());
@@ -51,7 +56,11 @@ impl AgentRun {
     /// it; [`AgentRun::drive_created`] executes it. Lets a server answer
     /// with the run id before the steps run: should this process die in
     /// between, the run's lease runs out and a serving process recovers it.
-    pub async fn create(&self, input: Value, trigger: Value) -> Result<CreatedRun, RunError> {
+    pub async fn create(
+        &self,
+        input: impl Into<JsonDoc>,
+        trigger: Value,
+    ) -> Result<CreatedRun, RunError> {
         self.record_spec().await?;
         let (run, log) = self.new_owned_run(input, trigger);
         self.store.create_run(&run, log.pending()).await?;
@@ -64,7 +73,7 @@ impl AgentRun {
     /// once claimed. `None` when the key is taken: no run was created.
     pub async fn create_once(
         &self,
-        input: Value,
+        input: impl Into<JsonDoc>,
         trigger: Value,
         once: &crate::store::KeyClaim,
     ) -> Result<Option<CreatedRun>, RunError> {
@@ -81,7 +90,7 @@ impl AgentRun {
     }
 
     /// A new run owned by this process under a fresh lease, not stored yet.
-    fn new_owned_run(&self, input: Value, trigger: Value) -> (RunRecord, EventLog) {
+    fn new_owned_run(&self, input: impl Into<JsonDoc>, trigger: Value) -> (RunRecord, EventLog) {
         let (mut run, mut log) = self.new_run(input, trigger);
         let lease = self.new_lease();
         run.owner = Some(lease.owner.clone());
@@ -92,7 +101,8 @@ impl AgentRun {
     }
 
     /// A new run and its `run_started` event, not stored yet.
-    fn new_run(&self, input: Value, mut trigger: Value) -> (RunRecord, EventLog) {
+    fn new_run(&self, input: impl Into<JsonDoc>, mut trigger: Value) -> (RunRecord, EventLog) {
+        let input = input.into();
         pending_approval::scrub_trigger(&mut trigger);
         let now = self.clock.now();
         let run = RunRecord {

@@ -114,6 +114,13 @@ impl Schema for Value {
     }
 }
 
+/// Any JSON value, kept as text (see [`crate::json_doc`]).
+impl Schema for crate::json_doc::JsonDoc {
+    fn schema(_: &mut Components) -> Value {
+        json!({})
+    }
+}
+
 /// Any JSON object.
 impl Schema for Map<String, Value> {
     fn schema(_: &mut Components) -> Value {

@@ -113,7 +113,7 @@ fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) 
             message: Some("Send it?".into()),
             payload,
             outputs: Map::from_iter([("draft".to_string(), json!({ "amount": 5 }))]),
-            input: json!({ "name": "Ada" }),
+            input: json!({ "name": "Ada" }).into(),
             trigger: json!({ "kind": "api", "started_by": "local", "received_at": "x" }),
             status,
             decision_data: decided.then(|| json!({ "reason": "fine" })),

@@ -5,9 +5,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::events::EventKind;
+use crate::json_doc::JsonDoc;
 use crate::pending_approval::Decision;
 use crate::policy::Channel;
 use crate::run::Ballot;
@@ -31,13 +32,9 @@ request_type! {
     #[serde(deny_unknown_fields)]
     pub(super) struct CreateBody {
         /// The run's `input`; `{}` unless given.
-        #[serde(default = "empty_object")]
-        input: Value,
+        #[serde(default, deserialize_with = "crate::json_doc::raw")]
+        input: JsonDoc,
     }
-}
-
-fn empty_object() -> Value {
-    json!({})
 }
 
 /// POST /runs `{input}` -> 202 `{run_id}`; with `?wait=true`, 200 and the

@@ -66,7 +66,10 @@ pub(super) async fn receive(state: AppState, request: Request) -> Result<Respons
         json_content_type(&headers)?;
     }
 
-    let input: Value = parse_json(&body)?;
+    // Kept as text: a wide body is not built into a tree (see `json_doc`).
+    let input = parse_json::<Box<serde_json::value::RawValue>>(&body)?;
+    let input =
+        crate::json_doc::JsonDoc::from_raw(input).map_err(|e| ApiError::invalid(e.to_string()))?;
     let query = Query::<BTreeMap<String, String>>::try_from_uri(&uri)
         .map(|Query(q)| q)
         .map_err(|e| ApiError::invalid(e.body_text()))?;

@@ -88,6 +88,12 @@ impl Columns for RowReader<'_> {
         serde_json::from_value(value).map_err(|e| self.corrupt(column, &e))
     }
 
+    fn doc(&self, idx: usize, column: &'static str) -> StoreResult<crate::json_doc::JsonDoc> {
+        // jsonb arrives as a tree whatever is asked for.
+        let value: Value = self.get(idx, column)?;
+        Ok(crate::json_doc::JsonDoc::from_value(&value))
+    }
+
     fn json_opt<T: DeserializeOwned>(
         &self,
         idx: usize,
@@ -155,6 +161,14 @@ pub(super) fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> StoreResu
 pub(super) fn checked<'v>(value: &'v Value, what: &str) -> StoreResult<&'v Value> {
     crate::store::check_json_value(what, value)?;
     Ok(value)
+}
+
+/// A document for a jsonb parameter: its depth checked on its text first
+/// (a tree too deep to read could not be built).
+pub(super) fn checked_doc(doc: &crate::json_doc::JsonDoc, what: &str) -> StoreResult<Value> {
+    crate::store::check_json_text(what, doc.as_str())?;
+    doc.try_to_value()
+        .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))
 }
 
 /// A text for a column that keeps it as a JSON string (see

@@ -87,6 +87,11 @@ impl Columns for RowReader<'_, '_> {
         serde_json::from_str(&text).map_err(|e| self.corrupt(column, &e))
     }
 
+    fn doc(&self, idx: usize, column: &'static str) -> StoreResult<crate::json_doc::JsonDoc> {
+        let text: String = self.get(idx, column)?;
+        crate::json_doc::JsonDoc::parse(&text).map_err(|e| self.corrupt(column, &e))
+    }
+
     fn json_opt<T: DeserializeOwned>(
         &self,
         idx: usize,

@@ -47,7 +47,7 @@ fn run_record(id: &str) -> RunRecord {
         agent_id: "agent".into(),
         spec_hash: "a".repeat(64),
         status: RunStatus::Running,
-        input: json!({}),
+        input: json!({}).into(),
         trigger: json!({}),
         outputs: Map::new(),
         error: None,

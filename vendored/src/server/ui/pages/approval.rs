@@ -246,7 +246,7 @@ impl ApprovalPage {
                 None => payload::pretty(record.current_payload()),
             },
             payload_error: problem.payload_error,
-            input: payload::shown(&record.input).0,
+            input: payload::shown_doc(&record.input).0,
             form,
             outputs: Output::all(&record.outputs),
             timeline: timeline::entries(seen.events),

@@ -46,7 +46,7 @@ fn record(status: ApprovalStatus) -> ApprovalRecord {
         message: Some("Refund <b>order</b> A1?".into()),
         payload: json!({"amount": 10, "order": "A1", "lines": [1, {"sku": null}], "empty": {}}),
         outputs: Map::from_iter([("draft".to_string(), json!({"text": "hello"}))]),
-        input: json!({"customer": "Ada"}),
+        input: json!({"customer": "Ada"}).into(),
         trigger: json!({"kind": "api"}),
         status,
         decision_data: match status {

@@ -141,11 +141,73 @@ pub(crate) fn pretty(value: &Value) -> String {
 /// [`MAX_SHOWN_BYTES`] (written no further), with a last line saying it
 /// was cut; and whether it was.
 pub(crate) fn shown(value: &Value) -> (String, bool) {
+    shown_as(|out| serde_json::to_writer_pretty(out, value).is_ok())
+}
+
+/// [`shown`] for a document kept as text (a run's input): indented as
+/// `serde_json` would, without parsing it into a tree.
+pub(crate) fn shown_doc(doc: &crate::json_doc::JsonDoc) -> (String, bool) {
+    shown_as(|out| indent(doc.as_str(), out).is_ok())
+}
+
+/// Compact JSON `text` indented by two spaces a level, as
+/// `serde_json::to_writer_pretty` writes it.
+fn indent(text: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let bytes = text.as_bytes();
+    let (mut level, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut dyn std::io::Write, level: usize| -> std::io::Result<()> {
+        out.write_all(b"\n")?;
+        (0..level).try_for_each(|_| out.write_all(b"  "))
+    };
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        let (before, after): (&[u8], Option<isize>) = match b {
+            b'"' => {
+                in_string = true;
+                continue;
+            }
+            // An empty container stays `{}` or `[]`.
+            b'{' | b'[' if matches!(bytes.get(i + 1), Some(b'}' | b']')) => continue,
+            b'}' | b']' if matches!(bytes.get(i.wrapping_sub(1)), Some(b'{' | b'[')) => continue,
+            b'{' | b'[' => (&bytes[i..=i], Some(1)),
+            b'}' | b']' => {
+                out.write_all(&bytes[start..i])?;
+                level = level.saturating_sub(1);
+                newline(out, level)?;
+                start = i;
+                continue;
+            }
+            b',' => (b",", Some(0)),
+            b':' => (b": ", None),
+            _ => continue,
+        };
+        out.write_all(&bytes[start..i])?;
+        out.write_all(before)?;
+        if let Some(change) = after {
+            level = level.saturating_add_signed(change);
+            newline(out, level)?;
+        }
+        start = i + 1;
+    }
+    out.write_all(&bytes[start..])
+}
+
+fn shown_as(write: impl FnOnce(&mut Capped) -> bool) -> (String, bool) {
     let mut out = Capped {
         bytes: Vec::new(),
         cap: MAX_SHOWN_BYTES,
     };
-    let whole = serde_json::to_writer_pretty(&mut out, value).is_ok();
+    let whole = write(&mut out);
     let mut text = String::from_utf8_lossy(&out.bytes).into_owned();
     if whole {
         return (text, false);
@@ -253,6 +315,19 @@ fn line(op: &'static str, text: &str) -> DiffLine {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_document_is_indented_as_serde_json_would() {
+        let value = serde_json::json!({
+            "a": [1, {"b": "x, {y}: [z]\\\"", "e": {}}, []],
+            "c": {"d": null},
+            "f": "",
+        });
+        let doc = crate::json_doc::JsonDoc::from_value(&value);
+        assert_eq!(shown_doc(&doc), shown(&value));
+        let scalar = crate::json_doc::JsonDoc::from_value(&serde_json::json!("s"));
+        assert_eq!(shown_doc(&scalar).0, "\"s\"");
+    }
 
     #[test]
     fn a_wide_payload_is_cut_and_says_so() {

@@ -3,7 +3,8 @@
 use super::*;
 
 pub(crate) async fn insert_run<C: GenericClient>(client: &C, run: &RunRecord) -> StoreResult<()> {
-    let input = checked(&run.input, "run input")?;
+    let input = checked_doc(&run.input, "run input")?;
+    let input = &input;
     let trigger = checked(&run.trigger, "run trigger")?;
     let outputs = to_json(&run.outputs, "run outputs")?;
     let error = text_json(run.error.as_deref());
@@ -122,7 +123,8 @@ pub(super) async fn insert_approval<C: GenericClient>(
 ) -> StoreResult<()> {
     let step_index = to_i64(r.step_index, "step index")?;
     let payload = checked(&r.payload, "approval payload")?;
-    let input = checked(&r.input, "approval input")?;
+    let input = checked_doc(&r.input, "approval input")?;
+    let input = &input;
     let trigger = checked(&r.trigger, "approval trigger")?;
     if let Some(data) = &r.decision_data {
         checked(data, "decision data")?;

@@ -496,7 +496,10 @@ mod postgres_only {
         assert_eq!(record.status, ApprovalStatus::Approved);
         let run = store.get_run("run-old").await.expect("get").expect("run");
         assert_eq!(run.error.as_deref(), Some("an old error"));
-        assert_eq!(run.input.to_value(), serde_json::json!({"n": 1, "s": "ünï"}));
+        assert_eq!(
+            run.input.to_value(),
+            serde_json::json!({"n": 1, "s": "ünï"})
+        );
         let events = store.run_events("run-old", 0).await.expect("events");
         assert_eq!(events.len(), 1);
         assert_eq!(

@@ -225,8 +225,17 @@ impl PendingPager {
 /// What both pagers share: entries fill a page of `limit`; the entry after
 /// a full page means there is a next page, which starts after the page's
 /// last entry whose position reads.
+/// The most stored JSON one page of approvals holds (inputs, payloads,
+/// outputs, triggers), besides its row limit: a page of wide records stops
+/// early and gives a `next_cursor`, so reading a page costs about this much
+/// memory whatever the limit asked (tollgate issue 41). A page always holds
+/// at least one record, however large.
+pub const PAGE_BYTES: usize = 2 * 1024 * 1024;
+
 struct Fill {
     limit: usize,
+    /// The JSON bytes of the records in the page so far.
+    bytes: usize,
     approvals: Vec<ApprovalRecord>,
     unreadable: Vec<UnreadableRow>,
     /// The position of the page's last row: the next page's cursor.
@@ -239,6 +248,7 @@ impl Fill {
     fn new(limit: usize) -> Fill {
         Fill {
             limit: limit.max(1),
+            bytes: 0,
             approvals: Vec::new(),
             unreadable: Vec::new(),
             last: None,
@@ -258,12 +268,16 @@ impl Fill {
         entry: Result<ApprovalRecord, UnreadableRow>,
         position: Option<(DateTime<Utc>, &str)>,
     ) -> bool {
-        if self.approvals.len() + self.unreadable.len() == self.limit {
-            // One more row belongs to the listing: there is a next page.
+        // One more row belongs to the listing (the page is full by rows, or
+        // by bytes with at least one row): there is a next page.
+        let size = entry.as_ref().map_or(0, json_bytes);
+        let rows = self.approvals.len() + self.unreadable.len();
+        if rows == self.limit || (rows > 0 && self.bytes.saturating_add(size) > PAGE_BYTES) {
             self.next_cursor = self.last.take();
             self.done = true;
             return false;
         }
+        self.bytes = self.bytes.saturating_add(size);
         match entry {
             Ok(record) => self.approvals.push(record),
             Err(unreadable) => self.unreadable.push(unreadable),
@@ -282,6 +296,36 @@ impl Fill {
 /// sorts). A status this build does not know (a newer writer's) is then
 /// listed, as unreadable, rather than hidden. The statuses are
 /// [`ApprovalStatus`] names, never a caller's text.
+/// How many bytes of JSON a record holds: its input's text and the
+/// others as they serialize, counted without writing them anywhere.
+fn json_bytes(record: &ApprovalRecord) -> usize {
+    let mut counted = Counted(record.input.len());
+    let values = [
+        Some(&record.payload),
+        Some(&record.trigger),
+        record.decision_data.as_ref(),
+    ];
+    for value in values.into_iter().flatten() {
+        let _ = serde_json::to_writer(&mut counted, value);
+    }
+    let _ = serde_json::to_writer(&mut counted, &record.outputs);
+    counted.0
+}
+
+/// A writer that only counts.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 pub(crate) fn settled_statuses_sql(statuses: &[&str]) -> String {
     let every = ApprovalStatus::ALL
         .iter()
@@ -364,6 +408,51 @@ mod listing_tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_page_of_wide_records_stops_at_its_byte_budget_with_at_least_one() {
+        let wide = |key: &str, bytes: usize| {
+            let mut record = crate::pending_approval::sample_record(key, "run");
+            record.input = serde_json::json!({ "text": "x".repeat(bytes) }).into();
+            record
+        };
+        let query = PendingQuery {
+            agent_id: None,
+            now: crate::time::now(),
+            limit: 50,
+            cursor: None,
+        };
+        let mut pager = PendingPager::new(&query);
+        let third = PAGE_BYTES / 3;
+        for key in ["a", "b", "c", "d"] {
+            if !pager
+                .offer(Ok(wide(key, third)), || unreachable!())
+                .expect("offer")
+            {
+                break;
+            }
+        }
+        let page = pager.finish();
+        let keys: Vec<&str> = page.approvals.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["a", "b"], "a third more would pass the budget");
+        assert!(page.next_cursor.is_some(), "the rest is on the next page");
+
+        // One record larger than the budget still makes a page.
+        let mut pager = PendingPager::new(&query);
+        assert!(
+            pager
+                .offer(Ok(wide("huge", PAGE_BYTES * 2)), || unreachable!())
+                .expect("offer")
+        );
+        assert!(
+            !pager
+                .offer(Ok(wide("next", 10)), || unreachable!())
+                .expect("offer")
+        );
+        let page = pager.finish();
+        assert_eq!(page.approvals.len(), 1);
+        assert!(page.next_cursor.is_some());
     }
 
     #[test]

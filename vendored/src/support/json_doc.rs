@@ -352,7 +352,10 @@ mod tests {
         assert_eq!(through, doc);
         let reordered = JsonDoc::from_value(&json!({"b": "x y\" z", "a": [1, 2]}));
         assert_eq!(reordered, doc, "members in another order");
-        assert_ne!(JsonDoc::from_value(&json!({"a": [2, 1]})), JsonDoc::from_value(&json!({"a": [1, 2]})));
+        assert_ne!(
+            JsonDoc::from_value(&json!({"a": [2, 1]})),
+            JsonDoc::from_value(&json!({"a": [1, 2]}))
+        );
         let from_tree: JsonDoc = serde_json::from_value(json!({"a": [1, 2]})).unwrap();
         assert_eq!(from_tree.as_str(), r#"{"a":[1,2]}"#);
     }

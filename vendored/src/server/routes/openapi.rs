@@ -109,7 +109,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             .body::<runs::FailBody>()
             .json::<RunView>(200, "The run, now `failed`."),
         Operation::new("get", "/approvals", "listApprovals", "List pending approvals")
-            .describe("Pending, unexpired approvals of this agent, newest first, a page at a time; `step` and `q` narrow the list (a cursor continues the list it came from).")
+            .describe("Pending, unexpired approvals of this agent, newest first, a page at a time (at most `limit` records and about 2 MiB of their JSON, at least one record); `step` and `q` narrow the list (a cursor continues the list it came from).")
             .tag("approvals")
             .query::<approvals::ListParams>()
             .json::<ApprovalsPage>(200, "One page of pending approvals."),

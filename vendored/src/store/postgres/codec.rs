@@ -149,10 +149,17 @@ pub(super) fn event_from_row(row: &Row) -> StoreResult<Event> {
 /// (every map key is a string), but it is reported, not unwrapped. A value
 /// nested deeper than serde_json parses back is refused (see [`checked`]).
 pub(super) fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> StoreResult<Value> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))?;
-    checked(&value, what)?;
-    Ok(value)
+    let tree = serde_json::to_value(value).map_err(|e| {
+        // A document kept as text (`json_doc`) too deep to parse into a
+        // tree fails here rather than at the depth check: say so the same.
+        let too_deep = serde_json::to_string(value)
+            .ok()
+            .and_then(|text| crate::store::check_json_text(what, &text).err());
+        too_deep
+            .unwrap_or_else(|| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))
+    })?;
+    checked(&tree, what)?;
+    Ok(tree)
 }
 
 /// A value for a json/jsonb column as it is, refused when it nests deeper

@@ -80,3 +80,47 @@ pub enum Command {
     /// Export the spec as a standalone, deployable Rust server crate.
     Export(tollgate::export::command::ExportArgs),
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn every_command_and_argument_has_help() {
+        let undocumented = tollgate_runtime::cli::help::undocumented(&Cli::command());
+        assert!(
+            undocumented.is_empty(),
+            "without a help line:\n{}",
+            undocumented.join("\n")
+        );
+    }
+
+    /// The help of `SUBCOMMAND... --LONG` (short or long, as given).
+    fn help_of(path: &[&str], long: &str) -> String {
+        let mut command = Cli::command();
+        for name in path {
+            command = command
+                .find_subcommand(name)
+                .unwrap_or_else(|| panic!("no subcommand {name}"))
+                .clone();
+        }
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .unwrap_or_else(|| panic!("{path:?} has no --{long}"));
+        arg.get_long_help()
+            .or(arg.get_help())
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn runs_fail_spec_says_what_fail_does_with_it() {
+        let fail = help_of(&["runs", "fail"], "spec");
+        assert!(!fail.contains("retry"), "{fail}");
+        let retry = help_of(&["runs", "retry"], "spec");
+        assert!(retry.contains("retry"), "{retry}");
+    }
+}

@@ -11,6 +11,8 @@ use serde_json::json;
 use tollgate_runtime::pending_approval::Claim;
 use tollgate_runtime::{Decision, Spec};
 
+mod errors_and_help;
+
 fn run_interactive(ws: &Workspace, answers: &str, extra: &[&str]) -> std::process::Output {
     let mut child = ws
         .tollgate()

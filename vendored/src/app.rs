@@ -92,7 +92,7 @@ impl App {
     pub fn new(embedded: Embedded) -> App {
         App {
             embedded,
-            tools: CustomTools::new(),
+            tools: CustomTools::new().in_exported_crate(),
             routes: Vec::new(),
             layers: Vec::new(),
         }
@@ -494,7 +494,7 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            matches!(&missing, AppError::Tools(CustomToolsError::Missing(names)) if names == &["shout"]),
+            matches!(&missing, AppError::Tools(CustomToolsError::MissingInExport(names)) if names == &["shout"]),
             "{missing}"
         );
         let unknown = App::new(embedded())

@@ -21,6 +21,7 @@ mod batch;
 mod common;
 pub mod exit;
 mod exported;
+pub mod help;
 pub mod mcp;
 mod migrate;
 pub mod notifications;

@@ -14,8 +14,8 @@ use super::policies::{deployed, hash_of, v1};
 use crate::common::server::{self, Api, Served};
 use crate::common::stub_server::{Response, StubServer};
 use crate::common::{
-    Workspace, assert_exit, assert_success, contains_bytes, open_store, sqlite_bytes, stderr,
-    stdout,
+    Workspace, assert_exit, assert_success, awaiting_key, contains_bytes, open_store, sqlite_bytes,
+    stderr, stdout,
 };
 use tollgate_runtime::tools::{CallContext, CustomTool, CustomTools, ToolError, Toolbox};
 use tollgate_runtime::{AgentRun, ApprovalStatus, Decision, Spec};
@@ -66,7 +66,18 @@ async fn an_unset_variable_the_pinned_version_needs_is_named_and_the_approval_wa
     let plain = v1("pin", &stub.url("/ship"));
     let v1_text = with_credentials(&plain);
     let ws = Workspace::new(&v1_text);
-    let key = ws.pause_run(&json!({"order": "O-legal", "gate": "legal"}).to_string());
+    // `run --persist` needs v1's variables set (to anything: no step before
+    // the gate calls out).
+    let paused = ws
+        .tollgate()
+        .args(["run", ws.spec_arg(), "--persist", "--json", "--input"])
+        .arg(json!({"order": "O-legal", "gate": "legal"}).to_string())
+        .env("SHIP_TOKEN", "pause-time")
+        .env("SHIP_ACCOUNT", "pause-time")
+        .output()
+        .expect("run tollgate");
+    assert_success(&paused);
+    let key = awaiting_key(&stdout(&paused)).expect("paused");
     ws.write_spec(&deployed(&plain));
     let v1_hash = hash_of(&v1_text);
     let approve = |env: &[(&str, &str)]| {

@@ -347,9 +347,42 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
         "{stderr}"
     );
     assert!(!nowhere.join(".tollgate").exists());
+    // It serves its own spec only: `--spec` (which would point it at
+    // another spec's state file) is refused before anything runs, exit 2.
+    let other_spec = Command::new(&binary)
+        .args(["approvals", "list", "--spec", "other.yaml"])
+        .current_dir(&nowhere)
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&other_spec.stderr);
+    assert_eq!(other_spec.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("this server serves the spec built into it"),
+        "{stderr}"
+    );
+    assert!(!nowhere.join(".tollgate").exists());
 
     // A webhook starts the run; it pauses at the review step.
     let server = serve(&binary, &state);
+    // A second server on its address is refused naming the address and
+    // --listen (exit 1, as for any bind failure).
+    let second = Command::new(&binary)
+        .args(["serve", "--listen", &server.address, "--state"])
+        .arg(tmp.path().join("second.db"))
+        .env_remove("TOLLGATE_API_TOKENS")
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot listen on {}: address already in use",
+            server.address
+        )) && stderr.contains("--listen ADDR"),
+        "{stderr}"
+    );
     // The running export serves the document it was exported with, and a
     // real validator accepts it.
     let (status, served) = request(&server.address, "GET", "/openapi.json", None);

@@ -14,3 +14,4 @@ mod plan;
 mod reexport;
 mod reexport_merge;
 mod reexport_refusals;
+mod tool_registration;

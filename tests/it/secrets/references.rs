@@ -221,9 +221,12 @@ async fn transport_and_url_errors_never_show_a_secret() {
 async fn a_missing_variable_fails_the_run_and_names_it() {
     let stub = StubServer::start(|_| Response::json(200, json!({})));
     let ws = Workspace::new(&shop_spec(&stub.url("/orders")));
+    // In memory: `run --persist` refuses before it starts (exit 2, the
+    // preflight of tests/it/cli/errors_and_help.rs); the call itself must
+    // fail the same way wherever it runs.
     let out = ws
         .tollgate()
-        .args(["run", ws.spec_arg(), "--persist", "--json"])
+        .args(["run", ws.spec_arg(), "--json"])
         .args(["--input", r#"{"note": "n"}"#])
         .env_remove("SHOP_TOKEN")
         .output()
@@ -264,8 +267,13 @@ async fn a_gated_call_resolves_its_secret_in_the_approving_process() {
         &stub.url("/refunds"),
         "headers: { Authorization: \"Bearer ${SHOP_TOKEN}\" }",
     ));
-    // The pausing process has no secret: nothing is resolved before the call.
-    let paused = run_persisted(&ws, r#"{"order_id": "A-7", "amount": 40}"#, &[]);
+    // The pausing process has another value (`run --persist` needs the
+    // variable set): the call resolves the approving process's, at the call.
+    let paused = run_persisted(
+        &ws,
+        r#"{"order_id": "A-7", "amount": 40}"#,
+        &[("SHOP_TOKEN", "pause-time-value")],
+    );
     assert_success(&paused);
     let key = paused_key(&paused);
     let out = ws

@@ -276,9 +276,14 @@ steps:
     with: {}
 "#;
     let ws = Workspace::new(v1);
-    // A paused run stores v1 (a `run` checks no variables: nothing calls out
-    // before the gate).
-    ws.pause_run("{}");
+    // A paused run stores v1 (`run --persist` needs v1's variable set).
+    let paused = ws
+        .tollgate()
+        .args(["run", ws.spec_arg(), "--persist", "--json"])
+        .env("OLD_VERSION_TEST_TOKEN", "pause-time-value")
+        .output()
+        .expect("run tollgate");
+    crate::common::assert_success(&paused);
     let state = ws.state_db();
     let old_hash = tollgate_runtime::Spec::parse(v1, "agent.yaml")
         .expect("v1")

@@ -8,3 +8,4 @@ mod hash;
 mod limits;
 mod oracle;
 mod policies;
+mod tabs;

@@ -118,10 +118,25 @@ fn expected(
         .collect()
 }
 
-/// Pause one run of the workspace's spec (v1) at each gate, in order.
+/// Pause one run of the workspace's spec (v1) at each gate, in order
+/// (`run --persist` needs v1's SHIP_TOKEN set; no step before a gate reads it).
 fn pause_at_every_gate(ws: &Workspace) {
     for (n, gate) in GATES.iter().enumerate() {
-        ws.pause_run(&json!({ "order": n, "gate": gate }).to_string());
+        let input = json!({ "order": n, "gate": gate }).to_string();
+        let out = ws
+            .tollgate()
+            .args([
+                "run",
+                ws.spec_arg(),
+                "--persist",
+                "--json",
+                "--input",
+                &input,
+            ])
+            .env("SHIP_TOKEN", "x")
+            .output()
+            .expect("run tollgate");
+        assert_success(&out);
     }
 }
 

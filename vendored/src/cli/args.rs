@@ -29,6 +29,25 @@ pub fn json_arg(text: &str) -> Result<Value, String> {
     serde_json::from_str(&source).map_err(|e| format!("{origin} is not valid JSON: {e}"))
 }
 
+/// clap value parser for an approval key: an empty one (an unset `$KEY`
+/// in a shell) is named as such, not looked up and "not found".
+pub fn approval_key_arg(text: &str) -> Result<String, String> {
+    non_empty(text, "the approval key is empty")
+}
+
+/// clap value parser for a run id, as [`approval_key_arg`].
+pub fn run_id_arg(text: &str) -> Result<String, String> {
+    non_empty(text, "the run id is empty")
+}
+
+fn non_empty(text: &str, empty: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        Err(empty.to_string())
+    } else {
+        Ok(text.to_string())
+    }
+}
+
 /// clap value parser for a duration: `30s`, `5m`, `1h30m`, `250ms`.
 pub fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
     crate::time::parse_duration(text)
@@ -94,8 +113,9 @@ pub enum ApprovalsCommand {
         #[arg(long, value_name = "TEXT", conflicts_with = "stuck")]
         query: Option<String>,
         /// Only approvals paused under these spec versions: `current` (the
-        /// --spec given), `stale` (any other version), or a spec hash (in
-        /// full, or its first 8 or more hex characters).
+        /// spec given with --spec, or an exported server's own), `stale`
+        /// (any other version), or a spec hash (in full, or its first 8 or
+        /// more hex characters).
         #[arg(long, value_name = "current|stale|HASH", conflicts_with = "stuck")]
         spec_version: Option<String>,
     },
@@ -104,11 +124,16 @@ pub enum ApprovalsCommand {
     /// --link-for NAME (absolute under TOLLGATE_PUBLIC_URL), or, without
     /// it, an unbound link only when TOLLGATE_UNBOUND_LINKS is on.
     Show {
+        /// The approval key (`approvals list` prints it).
+        #[arg(value_parser = approval_key_arg)]
         key: String,
+        /// The spec whose default state file holds the approval (and whose
+        /// approvers --link-for is checked against).
         #[arg(long)]
         spec: Option<PathBuf>,
         #[command(flatten)]
         store: StoreArgs,
+        /// Print the record as JSON (as `GET /approvals/{key}` answers it).
         #[arg(long)]
         json: bool,
         /// Show a signed link bound to this identity: whoever opens it
@@ -120,7 +145,11 @@ pub enum ApprovalsCommand {
     /// Show a gate's votes (DESIGN §13): the ledger, oldest first, each
     /// rule's progress, and who may not vote.
     Votes {
+        /// The approval key of the gate.
+        #[arg(value_parser = approval_key_arg)]
         key: String,
+        /// The spec the gate belongs to (its rules and groups; its default
+        /// state file is used).
         #[arg(long)]
         spec: Option<PathBuf>,
         #[command(flatten)]
@@ -152,7 +181,7 @@ pub struct MigrateArgs {
     #[command(flatten)]
     pub store: StoreArgs,
     /// This pending approval.
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", value_parser = approval_key_arg)]
     pub key: Option<String>,
     /// Every pending approval on another version.
     #[arg(long)]
@@ -224,7 +253,11 @@ pub fn payload_arg(text: &str) -> Result<Value, String> {
 #[derive(Debug, Args)]
 pub struct DecideArgs {
     /// The approval key (or --all).
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    #[arg(
+        required_unless_present = "all",
+        conflicts_with = "all",
+        value_parser = approval_key_arg
+    )]
     pub key: Option<String>,
     /// Decide every pending approval of the spec's agent (narrowed by
     /// --step and --query), after showing them and asking (or --yes).
@@ -273,9 +306,11 @@ pub struct DecideArgs {
 #[derive(Debug, Args)]
 pub struct RunOpArgs {
     /// The run's id.
+    #[arg(value_parser = run_id_arg)]
     pub run_id: String,
-    /// The spec the run belongs to (a retry drives it under it). Required
-    /// by tollgate; an exported server uses the spec built into it.
+    /// The spec the run belongs to: its agent, and the approvers who may
+    /// act on its runs. Required by tollgate; an exported server uses the
+    /// spec built into it.
     #[arg(long)]
     pub spec: Option<PathBuf>,
     #[command(flatten)]

@@ -82,12 +82,38 @@ pub fn agent(
     // feature the spec needs (exit 2) instead of failing the first call.
     spec.check_features()
         .map_err(|e| ExitFailure::bad_input(e.to_string()))?;
-    let tools = Toolbox::new()
-        .map_err(|e| ExitFailure::new(super::exit::RUN_FAILED, e.message))?
-        .with_custom_tools(custom.clone());
+    let tools = toolbox(custom)?;
     tools
         .check(&spec)
         .map_err(|e| ExitFailure::bad_input(e.to_string()))?;
+    with_tools(spec, store, tools)
+}
+
+/// The agent of a command that moves pending approvals and runs no step
+/// (`approvals migrate`): like [`agent`], without its checks of the
+/// spec's `rust:` tools and runtime features, which only running a step
+/// needs. So a spec that `plan` reads, tools only its export implements
+/// included, can be migrated to; deciding an approval it moved runs the
+/// next step, and that is checked where it is decided.
+pub fn records_agent(
+    spec: Arc<Spec>,
+    store: SharedStore,
+    custom: &CustomTools,
+) -> Result<AgentRun, ExitFailure> {
+    with_tools(spec, store, toolbox(custom)?)
+}
+
+fn toolbox(custom: &CustomTools) -> Result<Toolbox, ExitFailure> {
+    Toolbox::new()
+        .map(|tools| tools.with_custom_tools(custom.clone()))
+        .map_err(|e| ExitFailure::new(super::exit::RUN_FAILED, e.message))
+}
+
+fn with_tools(
+    spec: Arc<Spec>,
+    store: SharedStore,
+    tools: Toolbox,
+) -> Result<AgentRun, ExitFailure> {
     // Every command that drives runs holds them under the same lease.
     let lease = crate::durable::lease_from_env().map_err(ExitFailure::bad_input)?;
     Ok(AgentRun::new(spec, store)

@@ -64,6 +64,46 @@ enum ExportedCommand {
     Mcp(super::mcp::McpArgs),
 }
 
+/// The options through which tollgate's shared commands take another spec
+/// than the built-in one: `--spec` (the spec, and its default state file)
+/// and `approvals migrate --to`. An exported server serves its own spec
+/// only, and given another one it would look for that spec's state file
+/// and act under a spec it was not built for; so they are hidden from its
+/// help and refused, exit 2, by clap before any command starts. (`plan
+/// SPEC` stays: it reads the spec about to be deployed and changes nothing.)
+fn without_other_specs(command: clap::Command) -> clap::Command {
+    let ids: Vec<String> = command
+        .get_arguments()
+        .filter(|arg| {
+            matches!(arg.get_long(), Some("spec"))
+                || (command.get_name() == "migrate" && arg.get_long() == Some("to"))
+        })
+        .map(|arg| arg.get_id().to_string())
+        .collect();
+    let mut command = ids.into_iter().fold(command, |command, id| {
+        command.mut_arg(id, |arg| arg.hide(true).value_parser(refuse_other_spec))
+    });
+    let subcommands: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    for name in subcommands {
+        command = command.mut_subcommand(name, without_other_specs);
+    }
+    command
+}
+
+/// The value parser of a refused `--spec` or `--to`: every value is an
+/// error, which clap prints after `invalid value 'X' for '--spec <SPEC>': `.
+fn refuse_other_spec(_: &str) -> Result<std::path::PathBuf, String> {
+    Err(
+        "this server serves the spec built into it (its agent.yaml, embedded when it was built) \
+         and its own state, and takes no other: leave the option out, or use `tollgate` with \
+         --spec for another spec"
+            .to_string(),
+    )
+}
+
 /// The `main` of an exported server: `custom` are its `rust:` tools, and
 /// `extend` adds its own routes and layers to what `serve` serves.
 pub(crate) fn run_exported<I, T>(
@@ -76,7 +116,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let matches = super::about::describe(ExportedCli::command(), &embedded).get_matches_from(args);
+    let command = without_other_specs(super::about::describe(ExportedCli::command(), &embedded));
+    let matches = command.get_matches_from(args);
     let cli = match ExportedCli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -114,6 +155,87 @@ mod tests {
     use super::*;
     use crate::cli::notifications::NotificationsCommand;
     use crate::notices::{NoticeChannel, NoticeStatus};
+
+    #[test]
+    fn every_command_and_argument_of_an_exported_server_has_help() {
+        let undocumented = crate::cli::help::undocumented(&exported_command());
+        assert!(
+            undocumented.is_empty(),
+            "without a help line:\n{}",
+            undocumented.join("\n")
+        );
+    }
+
+    /// The command line exactly as `run_exported` parses it.
+    fn exported_command() -> clap::Command {
+        without_other_specs(ExportedCli::command())
+    }
+
+    #[test]
+    fn an_exported_server_refuses_another_spec_and_does_not_offer_one() {
+        for args in [
+            &["server", "approvals", "list", "--spec", "other.yaml"][..],
+            &[
+                "server",
+                "approvals",
+                "approve",
+                "k-1",
+                "--spec",
+                "other.yaml",
+            ][..],
+            &["server", "runs", "list", "--spec=other.yaml"][..],
+            &[
+                "server", "runs", "fail", "r-1", "--reason", "x", "--spec", "o.yaml",
+            ][..],
+            &["server", "specs", "list", "--spec", "other.yaml"][..],
+            &[
+                "server",
+                "approvals",
+                "migrate",
+                "--all",
+                "--to",
+                "other.yaml",
+            ][..],
+        ] {
+            let err = exported_command()
+                .try_get_matches_from(args)
+                .expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains("this server serves the spec built into it"),
+                "{args:?}: {text}"
+            );
+        }
+        // Not in any help.
+        let mut command = exported_command();
+        for path in [
+            &["approvals", "list"][..],
+            &["approvals", "approve"][..],
+            &["approvals", "migrate"][..],
+            &["runs", "list"][..],
+            &["specs", "show"][..],
+        ] {
+            let mut sub = &mut command;
+            for name in path {
+                sub = sub.find_subcommand_mut(name).expect("subcommand");
+            }
+            let help = sub.render_long_help().to_string();
+            assert!(!help.contains("--spec <"), "{path:?}:\n{help}");
+            assert!(!help.contains("--to <"), "{path:?}:\n{help}");
+        }
+        // Without them it parses as before; `plan SPEC` keeps its spec.
+        for args in [
+            &["server", "approvals", "list"][..],
+            &["server", "approvals", "migrate", "--all", "--yes"][..],
+            &["server", "plan", "next.yaml"][..],
+        ] {
+            let matches = exported_command()
+                .try_get_matches_from(args)
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            ExportedCli::from_arg_matches(&matches).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
 
     #[test]
     fn an_exported_server_serves_mcp_on_stdio_as_a_named_requester() {

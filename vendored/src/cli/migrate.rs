@@ -26,7 +26,9 @@ pub async fn run(
     let map = mapping(&args.map)?;
     let store = super::store_location::open_existing(&args.store, Some(&source))?;
     store.expire_due(clock.now()).await?;
-    let agent = super::common::agent(spec, store, custom)?.with_clock(clock.clone());
+    // Moving approvals runs no step: the spec's `rust:` tools need not be
+    // registered here (tollgate registers none), as `plan` does not need them.
+    let agent = super::common::records_agent(spec, store, custom)?.with_clock(clock.clone());
     let selection = match selection {
         MigrateSelection::From(prefix) => MigrateSelection::From(
             agent

@@ -53,7 +53,7 @@ pub async fn run(args: PlanArgs, embedded: Option<&SpecSource>) -> Result<i32, E
     if args.json {
         say!("{}", render::pretty(&serde_json::json!(plan)));
     } else {
-        print_plan(&plan, &store.describe());
+        print_plan(&plan, &store.describe(), &args.spec.display().to_string());
     }
     let stranded = plan.summary.stranded;
     if args.fail_on == Some(FailOn::Stranded) && stranded > 0 {
@@ -68,7 +68,7 @@ pub async fn run(args: PlanArgs, embedded: Option<&SpecSource>) -> Result<i32, E
     Ok(exit::OK)
 }
 
-fn print_plan(plan: &DeployPlan, store: &str) {
+fn print_plan(plan: &DeployPlan, store: &str, spec: &str) {
     say!(
         "plan: deploying {} {} (approvals.on_spec_change: {}) against {store}",
         plan.agent,
@@ -171,6 +171,15 @@ fn print_plan(plan: &DeployPlan, store: &str) {
         ));
     }
     say!("{line}");
+    if s.refused > 0 {
+        say!(
+            "to keep the refused ones decidable: when you deploy, move them onto {spec} with \
+             `tollgate approvals migrate --to {spec} --all` (each shown under its new gate; \
+             --dry-run lists what would move), or set `on_spec_change: auto` under `approvals:` \
+             in {spec} (each resumes on the version it paused under, and one whose gate is \
+             unchanged moves to the new version) or `pin`"
+        );
+    }
 }
 
 fn print_version(v: &VersionPlan) {

@@ -15,7 +15,23 @@ use crate::{AgentRun, VersionMissingEnv};
 pub fn require_env(spec: &Spec, doing: &str) -> Result<(), ExitFailure> {
     require_groups(spec, doing)?;
     let missing = spec.missing_secrets(|name| std::env::var_os(name).is_some());
-    match missing.as_slice() {
+    refuse_missing(&missing, doing)
+}
+
+/// `Ok` when every variable the spec's steps need is set here (what a
+/// process that resumes a run after a decision needs, see
+/// [`Spec::missing_secrets_to_run`]); the trigger's and the notifiers'
+/// are a server's business. `run --persist` checks it before the run
+/// starts: else the run would pause, a person would approve it, and only
+/// then would it fail, at the call that needs the variable.
+pub fn require_env_to_run(spec: &Spec, doing: &str) -> Result<(), ExitFailure> {
+    let missing = spec.missing_secrets_to_run(|name| std::env::var_os(name).is_some());
+    refuse_missing(&missing, doing)
+}
+
+/// The failure naming each of `missing` (exit 2), or `Ok` when none is.
+fn refuse_missing(missing: &[MissingSecret], doing: &str) -> Result<(), ExitFailure> {
+    match missing {
         [] => Ok(()),
         [one] => Err(ExitFailure::bad_input(format!("{doing}: {one}"))),
         several => Err(ExitFailure::bad_input(format!(

@@ -16,6 +16,12 @@ use crate::{ApprovalRecord, Decision, RunOutcome, RunStatus};
 pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, ExitFailure> {
     let source = SpecSource::File(args.spec.clone());
     let spec = source.load()?;
+    if args.persist {
+        super::preflight::require_env_to_run(
+            &spec,
+            &format!("cannot run {} with --persist", spec.agent),
+        )?;
+    }
     let store: SharedStore = if args.persist {
         super::store_location::open(&args.store, Some(&source))?
     } else {

@@ -55,17 +55,23 @@ pub enum RunsCommand {
     },
     /// Show one run: its state, the approval it last paused at, its events.
     Show {
+        /// The run's id.
+        #[arg(value_parser = super::args::run_id_arg)]
         run_id: String,
+        /// The spec whose default state file holds the run.
         #[arg(long)]
         spec: Option<PathBuf>,
         #[command(flatten)]
         store: StoreArgs,
+        /// Print the run and its events as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Cancel a waiting or running run: it ends `cancelled`, and the
     /// approval it waits on becomes CANCELLED (kept in the audit trail).
     Cancel {
+        /// The run's id.
+        #[arg(value_parser = super::args::run_id_arg)]
         run_id: String,
         /// The spec the run belongs to. Required by tollgate; an exported
         /// server uses the spec built into it.
@@ -80,6 +86,7 @@ pub enum RunsCommand {
         /// when the spec sets it.
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
+        /// Print one JSON event per line.
         #[arg(long)]
         json: bool,
     },
@@ -87,6 +94,10 @@ pub enum RunsCommand {
     /// step that was in flight is called again with the same
     /// Idempotency-Key. A run an operator failed (`runs fail`) is refused
     /// (exit 4, naming who failed it, when and why) unless --force.
+    #[command(mut_arg("spec", |spec| spec.help(
+        "The spec the run belongs to: the retry drives the run on under it, and checks \
+         its approvers. Required by tollgate; an exported server uses the spec built into it."
+    )))]
     Retry {
         #[command(flatten)]
         run: RunOpArgs,

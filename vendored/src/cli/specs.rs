@@ -39,6 +39,8 @@ pub enum SpecsCommand {
     /// Show one stored spec version by its hash (or a prefix of it that
     /// only one version has).
     Show {
+        /// The version's spec hash: its 64 hex digits, or a prefix of them
+        /// that only one stored version has.
         hash: String,
         /// The current spec (says whether this version is it; its default
         /// state file is used).

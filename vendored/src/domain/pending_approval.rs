@@ -537,7 +537,7 @@ pub enum ApprovalError {
     },
 
     #[error(
-        "approval {key} was requested under spec {paused_with}, but the spec is now {current}; restore the spec to approve it, or reject it"
+        "approval {key} was requested under spec {paused_with}, but the spec is now {current}: move it onto the new spec with `tollgate approvals migrate --key {key} --to SPEC` (`tollgate plan SPEC` shows what would move), or set `on_spec_change: auto` (or `pin`) under `approvals:` in the spec so waiting approvals resume on the version they paused under; else restore the spec to approve it, or reject it"
     )]
     SpecChanged {
         key: String,

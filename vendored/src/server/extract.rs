@@ -264,17 +264,36 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
     }
 }
 
-/// The one `{id}` or `{key}` segment of a route.
+/// The one `{id}` or `{key}` segment of a route. An empty one
+/// (`/approvals//approve`, what a shell sends for an unset `$KEY`) is a
+/// malformed request, 400 `invalid_request` saying what is empty, not a
+/// search for a record with an empty name.
 pub(crate) struct PathParam(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Path::<String>::from_request_parts(parts, state)
+        let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(parts, state)
             .await
-            .map(|Path(p)| PathParam(p))
-            .map_err(|e| ApiError::invalid(e.body_text()))
+            .map_err(|e| ApiError::invalid(e.body_text()))?;
+        match params.as_slice() {
+            [(name, value)] if value.is_empty() => Err(ApiError::invalid(empty_segment(name))),
+            [(_, value)] => Ok(PathParam(value.clone())),
+            _ => Err(ApiError::invalid(
+                "the route expects one path parameter".to_string(),
+            )),
+        }
+    }
+}
+
+/// What an empty `{name}` segment is told.
+fn empty_segment(name: &str) -> String {
+    match name {
+        "key" => "the approval key is empty".to_string(),
+        "id_or_key" => "the run id or approval key is empty".to_string(),
+        "id" => "the id is empty".to_string(),
+        other => format!("the path's {other} is empty"),
     }
 }
 

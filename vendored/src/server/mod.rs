@@ -127,13 +127,28 @@ pub enum ServerError {
     Tokens(#[from] TokenConfigError),
     #[error(transparent)]
     Links(#[from] crate::links::LinkConfigError),
-    #[error("cannot listen on {listen}: {source}")]
+    #[error("cannot listen on {listen}: {}", bind_failure(.source))]
     Bind {
         listen: String,
         source: std::io::Error,
     },
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Why a bind failed, with what to do when another process holds the
+/// address (the usual case: a second `serve`, or another program on the
+/// default port).
+fn bind_failure(source: &std::io::Error) -> String {
+    if source.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "address already in use ({source}): another process listens there; stop it, or \
+             serve on another address with --listen ADDR (or {}; port 0 picks a free one)",
+            crate::env::LISTEN
+        )
+    } else {
+        source.to_string()
+    }
 }
 
 impl ServerError {

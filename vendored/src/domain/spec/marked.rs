@@ -331,6 +331,35 @@ fn within(widths: &[usize], pos: Pos) -> Pos {
     }
 }
 
+/// What a tab in an indentation is told: the one fix there is.
+const TAB_INDENTATION: &str = "tabs are not allowed for indentation in YAML; use spaces";
+
+/// Where the tab that caused the scanner error `error` (marked at `at`)
+/// is, when a tab in an indentation caused it. The scanner marks some of
+/// these at the end of the scalar before the tab, on the line before: the
+/// tab is then the first one in the leading whitespace of the marked line
+/// or the next. `None` for any other error, whose own message stands.
+fn indenting_tab(source: &str, error: &yaml_rust2::ScanError, at: Pos) -> Option<Pos> {
+    if !error.info().contains("tab") {
+        return None;
+    }
+    // Lines as YAML counts them (LF, CRLF or a lone CR), as `line_widths`.
+    let lines = source.replace("\r\n", "\n").replace('\r', "\n");
+    lines
+        .split('\n')
+        .enumerate()
+        .skip(at.line.saturating_sub(1))
+        .take(2)
+        .find_map(|(index, line)| {
+            let indentation = line.chars().take_while(|c| *c == ' ' || *c == '\t');
+            let column = indentation.enumerate().find(|(_, c)| *c == '\t')?.0;
+            Some(Pos {
+                line: index + 1,
+                column: column + 1,
+            })
+        })
+}
+
 enum Frame {
     Mapping {
         pos: Pos,
@@ -380,11 +409,15 @@ impl<'a> Builder<'a> {
         let widths = line_widths(source);
         loop {
             let (event, mark) = parser.next_token().map_err(|e| {
-                self.error(
-                    SpecErrorKind::Syntax,
-                    within(&widths, Pos::of(*e.marker())),
-                    format!("invalid YAML: {}", e.info()),
-                )
+                let at = within(&widths, Pos::of(*e.marker()));
+                match indenting_tab(source, &e, at) {
+                    Some(tab) => self.error(SpecErrorKind::Syntax, tab, TAB_INDENTATION),
+                    None => self.error(
+                        SpecErrorKind::Syntax,
+                        at,
+                        format!("invalid YAML: {}", e.info()),
+                    ),
+                }
             })?;
             let pos = within(&widths, Pos::of(mark));
             match event {

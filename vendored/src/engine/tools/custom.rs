@@ -48,6 +48,9 @@ pub trait CustomTool: Send + Sync {
 #[derive(Default, Clone)]
 pub struct CustomTools {
     tools: BTreeMap<String, Arc<dyn CustomTool>>,
+    /// Registered by an exported crate's `main.rs` ([`crate::App`]), not by
+    /// tollgate: what a missing tool's error tells the user to do differs.
+    in_export: bool,
 }
 
 /// The registered tools do not match the spec's `rust:` tools.
@@ -63,6 +66,19 @@ pub enum CustomToolsError {
         if .0.len() == 1 { "it" } else { "each" }
     )]
     Missing(Vec<String>),
+    /// [`CustomToolsError::Missing`] in an exported crate: the export
+    /// exists, so the fix is in it: the tool's code in its file under
+    /// src/tools/ and its `.tool(...)` line in src/main.rs (a re-export
+    /// writes a tool file that is missing, and merges the line of a tool
+    /// new to the spec, but never restores a line deleted from main.rs).
+    #[error(
+        "tool{} {} {} implemented in Rust (`rust: {{}}`) and not registered in this server: {}; then rebuild. A tool file that is missing is written by exporting the spec again into this crate (`tollgate export SPEC --out DIR`)",
+        plural(.0),
+        quoted(.0),
+        if .0.len() == 1 { "is" } else { "are" },
+        registrations(.0)
+    )]
+    MissingInExport(Vec<String>),
     /// Tools registered under names the spec does not declare as `rust:`
     /// tools (a typo, or a tool the spec dropped).
     #[error(
@@ -82,6 +98,31 @@ fn plural(names: &[String]) -> &'static str {
     if names.len() == 1 { "" } else { "s" }
 }
 
+/// For each tool: where its code goes and the line that registers it.
+fn registrations(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| {
+            format!(
+                "implement {name:?} in src/tools/{} and register it in src/main.rs with `.tool(\"{name}\", ...)`",
+                tool_file(name)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The file an export writes for the tool in src/tools/ (as tollgate's
+/// `export::names::tool_module` names it): `NAME.rs`, but `mod_.rs` for a
+/// tool named `mod`, since `mod.rs` declares the others.
+fn tool_file(name: &str) -> String {
+    if name == "mod" {
+        "mod_.rs".to_string()
+    } else {
+        format!("{name}.rs")
+    }
+}
+
 fn quoted(names: &[String]) -> String {
     names
         .iter()
@@ -93,6 +134,13 @@ fn quoted(names: &[String]) -> String {
 impl CustomTools {
     pub fn new() -> CustomTools {
         CustomTools::default()
+    }
+
+    /// The tools of an exported crate ([`crate::App`]): a missing one is
+    /// explained in the crate's terms ([`CustomToolsError::MissingInExport`]).
+    pub fn in_exported_crate(mut self) -> CustomTools {
+        self.in_export = true;
+        self
     }
 
     /// Register `tool` for the spec's `rust:` tool `name` (replacing an
@@ -111,7 +159,11 @@ impl CustomTools {
         let declared = declared(spec);
         let missing = self.missing(spec);
         if !missing.is_empty() {
-            return Err(CustomToolsError::Missing(missing));
+            return Err(if self.in_export {
+                CustomToolsError::MissingInExport(missing)
+            } else {
+                CustomToolsError::Missing(missing)
+            });
         }
         let unknown: Vec<String> = self
             .tools
@@ -157,6 +209,9 @@ impl CustomTools {
                 }
                 Ok(redactor.value(output))
             }
+            None if self.in_export => Err(ToolError::new(format!(
+                "tool {name:?} is implemented in Rust and not registered in this server: register it in src/main.rs with `.tool(\"{name}\", ...)` and rebuild"
+            ))),
             None => Err(ToolError::new(format!(
                 "tool {name:?} is implemented in Rust and not registered in this program"
             ))),

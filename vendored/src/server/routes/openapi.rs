@@ -68,7 +68,7 @@ const PAGES: [(&str, &str); 22] = [
 pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new("post", "/runs", "createRun", "Start a run")
-            .describe("Starts a run with `input`. Answers 202 at once, or with `?wait=true` 200 and the run once it pauses or ends.")
+            .describe("Starts a run with `input`. Answers 202 at once with `run_id`, or with `?wait=true` 200 and the run once it pauses or ends: its `id`, and at a pause `pending_approval.key`, the key that decides it.")
             .tag("runs")
             .query::<WaitParam>()
             .body::<runs::CreateBody>()

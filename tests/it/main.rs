@@ -18,6 +18,7 @@ mod gates;
 mod layers;
 mod mcp;
 mod notifications;
+mod quickstart;
 mod runs;
 mod secrets;
 mod server;

@@ -42,6 +42,7 @@ pub async fn run(
             step,
             query,
             spec_version,
+            quiet,
         } => {
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
             let filters = ListFilters {
@@ -57,7 +58,7 @@ pub async fn run(
             list(
                 source.as_ref().or(embedded),
                 &store,
-                json,
+                Listing::from_flags(json, quiet),
                 stuck,
                 limit,
                 &filters,
@@ -205,10 +206,34 @@ pub(super) async fn pending_page(
     })
 }
 
+/// How a listing prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Listing {
+    /// A table for people (the default).
+    Table,
+    /// One JSON document (`--json`).
+    Json,
+    /// The keys (or run ids) alone, one per line, in the listing's order
+    /// (`--quiet`): what a shell script takes with `$(... | head -n1)`,
+    /// without a JSON tool. An empty listing prints nothing.
+    Ids,
+}
+
+impl Listing {
+    /// From the flags; clap refuses `--json` with `--quiet`.
+    pub(super) fn from_flags(json: bool, quiet: bool) -> Listing {
+        match (json, quiet) {
+            (true, _) => Listing::Json,
+            (false, true) => Listing::Ids,
+            (false, false) => Listing::Table,
+        }
+    }
+}
+
 async fn list(
     spec: Option<&SpecSource>,
     store_args: &StoreArgs,
-    json: bool,
+    listing: Listing,
     stuck: bool,
     limit: Option<usize>,
     filters: &ListFilters,
@@ -242,11 +267,13 @@ async fn list(
         if let Some(limit) = limit {
             claims.truncate(limit);
         }
-        if json {
-            say!("{}", render::pretty(&json!({ "stuck": claims })));
-        } else {
-            let records: Vec<_> = claims.into_iter().map(|c| c.record).collect();
-            render::stuck_table(&records);
+        match listing {
+            Listing::Json => say!("{}", render::pretty(&json!({ "stuck": claims }))),
+            Listing::Ids => claims.iter().for_each(|c| say!("{}", c.record.key)),
+            Listing::Table => {
+                let records: Vec<_> = claims.into_iter().map(|c| c.record).collect();
+                render::stuck_table(&records);
+            }
         }
         return Ok(exit::OK);
     }
@@ -277,8 +304,14 @@ async fn list(
             row.key, row.error
         );
     }
+    if listing == Listing::Ids {
+        for record in &approvals {
+            say!("{}", record.key);
+        }
+        return Ok(exit::OK);
+    }
     let progress = progress_of(&store, &approvals).await?;
-    if json {
+    if listing == Listing::Json {
         let approvals: Vec<Value> = approvals
             .iter()
             .map(|record| {

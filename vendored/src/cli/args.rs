@@ -118,6 +118,10 @@ pub enum ApprovalsCommand {
         /// more hex characters).
         #[arg(long, value_name = "current|stale|HASH", conflicts_with = "stuck")]
         spec_version: Option<String>,
+        /// Print the keys alone, newest first, one per line (for a shell:
+        /// `KEY=$(tollgate approvals list --spec SPEC --quiet | head -n1)`).
+        #[arg(long, short, conflicts_with = "json")]
+        quiet: bool,
     },
     /// Show one approval record, whatever its status. With
     /// TOLLGATE_LINK_SECRET set, a PENDING record shows the signed link of

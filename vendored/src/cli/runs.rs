@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use serde_json::json;
 
+use super::approvals::Listing;
 use super::args::{RunOpArgs, StoreArgs};
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
@@ -52,6 +53,10 @@ pub enum RunsCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Print the run ids alone, newest first, one per line (for a
+        /// shell: `RUN_ID=$(tollgate runs list --spec SPEC --quiet | head -n1)`).
+        #[arg(long, short, conflicts_with = "json")]
+        quiet: bool,
     },
     /// Show one run: its state, the approval it last paused at, its events.
     Show {
@@ -128,9 +133,11 @@ pub async fn run(
             status,
             limit,
             json,
+            quiet,
         } => {
             let source = spec.as_deref().map(|p| SpecSource::File(p.to_path_buf()));
-            list(source.as_ref().or(embedded), &store, status, limit, json).await
+            let listing = Listing::from_flags(json, quiet);
+            list(source.as_ref().or(embedded), &store, status, limit, listing).await
         }
         RunsCommand::Show {
             run_id,
@@ -173,7 +180,7 @@ async fn list(
     store_args: &StoreArgs,
     status: Option<RunStatus>,
     limit: Option<usize>,
-    json: bool,
+    listing: Listing,
 ) -> Result<i32, ExitFailure> {
     let agent_id = match spec {
         Some(source) => Some(source.load()?.agent.clone()),
@@ -198,9 +205,18 @@ async fn list(
             None => break,
         }
     }
-    if json {
-        say!("{}", render::pretty(&json!({ "runs": runs })));
-        return Ok(exit::OK);
+    match listing {
+        Listing::Json => {
+            say!("{}", render::pretty(&json!({ "runs": runs })));
+            return Ok(exit::OK);
+        }
+        Listing::Ids => {
+            for run in &runs {
+                say!("{}", run.id);
+            }
+            return Ok(exit::OK);
+        }
+        Listing::Table => {}
     }
     if runs.is_empty() {
         say!("no runs");

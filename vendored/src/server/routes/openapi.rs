@@ -68,12 +68,12 @@ const PAGES: [(&str, &str); 22] = [
 pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new("post", "/runs", "createRun", "Start a run")
-            .describe("Starts a run with `input`. Answers 202 at once, or with `?wait=true` 200 and the run once it pauses or ends.")
+            .describe("Starts a run with `input`. Answers 202 at once with `run_id`, or with `?wait=true` 200 and the run once it pauses or ends: its `id`, and at a pause `pending_approval.key`, the key that decides it. The wait lasts at most 60 s: a run still `running` then is answered as it stands.")
             .tag("runs")
             .query::<WaitParam>()
             .body::<runs::CreateBody>()
             .json::<RunStarted>(202, "The run is stored and starting.")
-            .json::<RunView>(200, "With `?wait=true`: the run at its first pause or its end."),
+            .json::<RunView>(200, "With `?wait=true`: the run at its first pause or its end, or as it stands after 60 s."),
         Operation::new("get", "/runs", "listRuns", "List runs")
             .describe("This agent's runs, newest first, a page at a time.")
             .tag("runs")

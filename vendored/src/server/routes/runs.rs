@@ -37,8 +37,16 @@ request_type! {
     }
 }
 
+/// How long `POST /runs?wait=true` waits for the run's next pause or end.
+/// A run whose steps take longer (a slow tool, a long model loop) does not
+/// hold the request open: the answer is then the run as it stands
+/// (`running`), to follow with `GET /runs/{id}` or its event stream. The
+/// bound of `GET /gates/{key}?wait=`, under common proxy and client
+/// timeouts. Counted on the agent's clock, so a test's clock ends it.
+pub(crate) const RUN_WAIT_LIMIT: std::time::Duration = crate::server::gates::MAX_WAIT;
+
 /// POST /runs `{input}` -> 202 `{run_id}`; with `?wait=true`, 200 and the
-/// run view once the run pauses or ends.
+/// run view once the run pauses or ends, or after [`RUN_WAIT_LIMIT`].
 pub(super) async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -55,8 +63,14 @@ pub(super) async fn create(
     if !wait.wait {
         return Ok((StatusCode::ACCEPTED, Json(RunStarted { run_id })).into_response());
     }
-    // The run goes on if this request is dropped: only the wait ends.
-    let _ = driving.await;
+    // The run goes on if this request is dropped or the wait is over: only
+    // the wait ends.
+    let clock = state.agent.clock();
+    let deadline = crate::time::add(clock.now(), RUN_WAIT_LIMIT);
+    tokio::select! {
+        _ = driving => {}
+        _ = clock.sleep_until(deadline) => {}
+    }
     Ok(Json(view::run_view(&state, &run_id).await?).into_response())
 }
 

@@ -23,6 +23,8 @@ pub(crate) struct ApprovalFilter<'a> {
     pub settled: Vec<ApprovalStatus>,
     /// The text filter, lowercased; `None` when absent or empty.
     needle: Option<String>,
+    /// The same, as it sits inside a JSON string.
+    json_needle: Option<String>,
 }
 
 impl<'a> ApprovalFilter<'a> {
@@ -42,6 +44,10 @@ impl<'a> ApprovalFilter<'a> {
                 .as_deref()
                 .filter(|t| !t.is_empty())
                 .map(str::to_lowercase),
+            json_needle: query.text.as_deref().filter(|t| !t.is_empty()).map(|t| {
+                let quoted = serde_json::Value::String(t.to_lowercase()).to_string();
+                quoted[1..quoted.len() - 1].to_string()
+            }),
         }
     }
 
@@ -62,10 +68,22 @@ impl<'a> ApprovalFilter<'a> {
             Some(record.key.as_str()),
             Some(record.run_id.as_str()),
             record.decided_by.as_deref(),
+            Some(record.agent_id.as_str()),
         ]
         .into_iter()
         .flatten()
         .any(|field| field.to_lowercase().contains(needle.as_str()))
+            || self.json_matches(&record.input)
+            || self.json_matches(&record.trigger)
+    }
+
+    /// The run's input and trigger (who started it) are searched as the
+    /// stores hold them, as JSON text: the needle as JSON escapes it.
+    fn json_matches(&self, value: &serde_json::Value) -> bool {
+        let Some(needle) = &self.json_needle else {
+            return false;
+        };
+        value.to_string().to_lowercase().contains(needle.as_str())
     }
 }
 
@@ -308,6 +326,17 @@ pub(crate) fn like_pattern(text: &str) -> String {
     }
     pattern.push('%');
     pattern
+}
+
+/// The `LIKE` patterns of a runs search ([`crate::store::RunQuery::text`]):
+/// one for plain text columns, one for JSON ones, where the text sits
+/// escaped as JSON writes it (a `"` as `\"`). NULs are dropped: a bound
+/// text parameter cannot hold one.
+pub(crate) fn run_text_patterns(text: &str) -> (String, String) {
+    let text = text.replace('\0', "");
+    let quoted = serde_json::Value::String(text.clone()).to_string();
+    let body = &quoted[1..quoted.len() - 1];
+    (like_pattern(&text), like_pattern(body))
 }
 
 /// Cursor encoding shared by the stores: `created_at|key` of the last row.

@@ -45,8 +45,9 @@ pub struct ApprovalQuery {
     pub statuses: Vec<ApprovalStatus>,
     /// Only this step id.
     pub step_id: Option<String>,
-    /// Case-insensitive substring of the message, step id, key, run id or
-    /// decided_by. An empty text filters nothing.
+    /// Case-insensitive substring of the message, step id, key, run id,
+    /// decided_by, agent, or the run's input or trigger (who started it),
+    /// both as JSON text. An empty text filters nothing.
     pub text: Option<String>,
     /// Only records paused under these spec versions.
     pub spec: Option<SpecFilter>,
@@ -85,6 +86,21 @@ pub struct RunQuery {
     pub limit: usize,
     /// Opaque cursor from a previous page.
     pub cursor: Option<String>,
+    /// Case-insensitive (ASCII) substring of the run id, its agent, its
+    /// input, its trigger (who started it), or the step id or message of
+    /// any of its gates; blank filters nothing. A `LIKE` over stored text:
+    /// each page reads on until it is full (the inbox's runs search).
+    pub text: Option<String>,
+}
+
+impl RunQuery {
+    /// The text filter, trimmed; `None` when blank.
+    pub fn text(&self) -> Option<&str> {
+        self.text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+    }
 }
 
 /// One page of runs, newest first (by `created_at`, then id).

@@ -288,7 +288,8 @@ pub(crate) fn arm_sql(
         common.push_str(&format!(
             " AND (message::text ILIKE ${j} ESCAPE '\\' OR decided_by::text ILIKE ${j} ESCAPE '\\' \
              OR step_id ILIKE ${t} ESCAPE '\\' OR key ILIKE ${t} ESCAPE '\\' \
-             OR run_id ILIKE ${t} ESCAPE '\\')"
+             OR run_id ILIKE ${t} ESCAPE '\\' OR agent_id ILIKE ${t} ESCAPE '\\' \
+             OR input::text ILIKE ${j} ESCAPE '\\' OR \"trigger\"::text ILIKE ${j} ESCAPE '\\')"
         ));
     }
     let (order, filter) = match arm {
@@ -344,6 +345,19 @@ pub(crate) async fn list_runs<C: GenericClient>(
     if let Some(status) = &status {
         params.push(status);
         sql.push_str(&format!(" AND status = ${}", params.len()));
+    }
+    let patterns = query.text().map(run_text_patterns);
+    if let Some((plain, json)) = &patterns {
+        params.push(plain);
+        params.push(json);
+        let (p, j) = (params.len() - 1, params.len());
+        // Input, trigger and a gate's message are stored as JSON text.
+        sql.push_str(&format!(
+            " AND (id ILIKE ${p} ESCAPE '\\' OR agent_id ILIKE ${p} ESCAPE '\\' \
+             OR input::text ILIKE ${j} ESCAPE '\\' OR \"trigger\"::text ILIKE ${j} ESCAPE '\\' \
+             OR EXISTS (SELECT 1 FROM tollgate_approvals a WHERE a.run_id = tollgate_runs.id \
+             AND (a.step_id ILIKE ${p} ESCAPE '\\' OR a.message::text ILIKE ${j} ESCAPE '\\')))"
+        ));
     }
     if let Some((at, id)) = &after {
         params.push(at);

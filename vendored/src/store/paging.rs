@@ -68,22 +68,35 @@ impl<'a> ApprovalFilter<'a> {
             Some(record.key.as_str()),
             Some(record.run_id.as_str()),
             record.decided_by.as_deref(),
-            Some(record.agent_id.as_str()),
         ]
         .into_iter()
         .flatten()
         .any(|field| field.to_lowercase().contains(needle.as_str()))
-            || self.json_matches(&record.input)
-            || self.json_matches(&record.trigger)
+            || self.context_matches(record)
     }
 
-    /// The run's input and trigger (who started it) are searched as the
-    /// stores hold them, as JSON text: the needle as JSON escapes it.
-    fn json_matches(&self, value: &serde_json::Value) -> bool {
-        let Some(needle) = &self.json_needle else {
+    /// Whether the text filter searches the run's context too
+    /// ([`ApprovalQuery::text_in_context`]).
+    pub fn in_context(&self) -> bool {
+        self.query.text_in_context && self.needle.is_some()
+    }
+
+    /// The run's context, when searched: the agent, and the input and the
+    /// trigger (who started it) as the stores hold them, as JSON text (the
+    /// needle as JSON escapes it).
+    fn context_matches(&self, record: &ApprovalRecord) -> bool {
+        let (Some(needle), Some(json_needle), true) =
+            (&self.needle, &self.json_needle, self.in_context())
+        else {
             return false;
         };
-        value.to_string().to_lowercase().contains(needle.as_str())
+        record.agent_id.to_lowercase().contains(needle.as_str())
+            || [&record.input, &record.trigger].iter().any(|value| {
+                value
+                    .to_string()
+                    .to_lowercase()
+                    .contains(json_needle.as_str())
+            })
     }
 }
 

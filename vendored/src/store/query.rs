@@ -45,10 +45,13 @@ pub struct ApprovalQuery {
     pub statuses: Vec<ApprovalStatus>,
     /// Only this step id.
     pub step_id: Option<String>,
-    /// Case-insensitive substring of the message, step id, key, run id,
-    /// decided_by, agent, or the run's input or trigger (who started it),
-    /// both as JSON text. An empty text filters nothing.
+    /// Case-insensitive substring of the message, step id, key, run id or
+    /// decided_by. An empty text filters nothing.
     pub text: Option<String>,
+    /// The text also searches the run's context: the agent, the run's
+    /// input and its trigger (who started it), the last two as JSON text
+    /// (the inbox's search; the API's `q` keeps to the fields above).
+    pub text_in_context: bool,
     /// Only records paused under these spec versions.
     pub spec: Option<SpecFilter>,
     pub now: DateTime<Utc>,

@@ -453,6 +453,47 @@ pub async fn runs_are_searched_by_id_agent_input_trigger_and_their_gates(store: 
     assert!(first.next_cursor.is_some());
 }
 
+/// The inbox's text search (`text_in_context`) also reads the agent, the
+/// run's input and its trigger (who started it), the last two as JSON
+/// text: a quote in the text matches a quote in the input, and a settled
+/// record is found the same way as a pending one. Without it (the API's
+/// `q`), none of those is searched.
+pub async fn approvals_are_searched_by_agent_input_and_who_started_them(store: SharedStore) {
+    let s = store.as_ref();
+    paused_with(s, "ada", "desk", 1, |r| {
+        r.input = json!({"customer": "Ada \"The Countess\" Lovelace"});
+        r.trigger = json!({"kind": "api", "started_by": "robot-7"});
+    })
+    .await;
+    paused_run(s, "plain", "desk", 2).await;
+    paused_with(s, "done", "desk", 3, |r| {
+        r.input = json!({"address": "7 Compiler Lane"});
+    })
+    .await;
+    s.claim(&approve("done", "alice", 5)).await.expect("claim");
+    let search = |text: &'static str, in_context: bool| async move {
+        listed_keys(
+            s,
+            ApprovalQuery {
+                agent_id: Some("desk".into()),
+                text: Some(text.into()),
+                text_in_context: in_context,
+                ..approvals_at(10)
+            },
+        )
+        .await
+    };
+    let found = |text: &'static str| search(text, true);
+    assert_eq!(found("the countess\"").await, ["ada"], "the input, quotes");
+    assert_eq!(found("ROBOT-7").await, ["ada"], "who started it, any case");
+    assert_eq!(found("compiler lane").await, ["done"], "a settled one");
+    assert_eq!(found("DESK").await.len(), 3, "the agent");
+    assert!(found("nowhere").await.is_empty());
+    for text in ["the countess", "robot-7", "compiler lane", "desk"] {
+        assert!(search(text, false).await.is_empty(), "{text}: not searched");
+    }
+}
+
 fn approvals_at(now: u64) -> ApprovalQuery {
     ApprovalQuery {
         agent_id: None,

@@ -224,6 +224,7 @@ impl<'q> ApprovalsStatement<'q> {
         }
         if let Some((text, json_text)) = &self.text {
             p.text = Some((n(&mut params, text), n(&mut params, json_text)));
+            p.text_in_context = query.text_in_context;
         }
         if let (Some(filter), Some(value)) = (&query.spec, &self.spec) {
             p.spec = Some((filter.clone(), n(&mut params, value)));
@@ -257,6 +258,9 @@ pub(crate) struct ApprovalsSql {
     pub step: Option<usize>,
     /// The LIKE pattern for text columns and the one for JSON-string columns.
     pub text: Option<(usize, usize)>,
+    /// The text also searches the agent, the input and the trigger
+    /// (`ApprovalQuery::text_in_context`).
+    pub text_in_context: bool,
     /// The spec version filter and its value's number.
     pub spec: Option<(crate::store::SpecFilter, usize)>,
     /// The cursor's time and key.
@@ -288,8 +292,15 @@ pub(crate) fn arm_sql(
         common.push_str(&format!(
             " AND (message::text ILIKE ${j} ESCAPE '\\' OR decided_by::text ILIKE ${j} ESCAPE '\\' \
              OR step_id ILIKE ${t} ESCAPE '\\' OR key ILIKE ${t} ESCAPE '\\' \
-             OR run_id ILIKE ${t} ESCAPE '\\' OR agent_id ILIKE ${t} ESCAPE '\\' \
-             OR input::text ILIKE ${j} ESCAPE '\\' OR \"trigger\"::text ILIKE ${j} ESCAPE '\\')"
+             OR run_id ILIKE ${t} ESCAPE '\\'{})",
+            if p.text_in_context {
+                format!(
+                    " OR agent_id ILIKE ${t} ESCAPE '\\' OR input::text ILIKE ${j} ESCAPE '\\' \
+                     OR \"trigger\"::text ILIKE ${j} ESCAPE '\\'"
+                )
+            } else {
+                String::new()
+            }
         ));
     }
     let (order, filter) = match arm {

@@ -147,6 +147,9 @@ pub(crate) struct ApprovalsShape {
     pub settled: Vec<&'static str>,
     pub by_step: bool,
     pub by_text: bool,
+    /// The text also searches the agent, the input and the trigger
+    /// (`ApprovalQuery::text_in_context`; the JSON pattern is `:json`).
+    pub text_in_context: bool,
     /// The spec version filter (its value is `:spec`).
     pub by_spec: Option<crate::store::SpecFilter>,
     pub after_cursor: bool,
@@ -163,6 +166,7 @@ impl ApprovalsShape {
             settled: filter.settled.iter().map(|s| s.as_str()).collect(),
             by_step: query.step_id.is_some(),
             by_text: filter.text().is_some(),
+            text_in_context: filter.in_context(),
             by_spec: query.spec.clone(),
             after_cursor: false,
         }
@@ -186,7 +190,10 @@ pub(crate) fn list_approvals(
     let text = filter.text().map(like_pattern);
     let folded = filter.text().map(str::to_ascii_lowercase);
     // The input and the trigger (who started the run) hold JSON text.
-    let json = filter.text().map(|t| run_text_patterns(t).1);
+    let json = filter
+        .text()
+        .filter(|_| filter.in_context())
+        .map(|t| run_text_patterns(t).1);
     let spec = query.spec.as_ref().map(crate::store::SpecFilter::sql_value);
     loop {
         let after = pager
@@ -278,10 +285,15 @@ pub(crate) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         };
         common.push_str(&format!(
             " AND ({} OR step_id LIKE :text ESCAPE '\\' OR key LIKE :text ESCAPE '\\' \
-             OR run_id LIKE :text ESCAPE '\\' OR {} OR agent_id LIKE :text ESCAPE '\\' \
-             OR input LIKE :json ESCAPE '\\' OR \"trigger\" LIKE :json ESCAPE '\\')",
+             OR run_id LIKE :text ESCAPE '\\' OR {}{})",
             free("message"),
-            free("decided_by")
+            free("decided_by"),
+            if shape.text_in_context {
+                " OR agent_id LIKE :text ESCAPE '\\' OR input LIKE :json ESCAPE '\\' \
+                 OR \"trigger\" LIKE :json ESCAPE '\\'"
+            } else {
+                ""
+            }
         ));
     }
     let mut arms = Vec::new();

@@ -72,7 +72,7 @@ impl RunRow {
             agent: run.agent_id.clone(),
             step: pending
                 .map(|p| p.step_id.clone())
-                .or_else(|| run.outputs.keys().last().cloned()),
+                .or_else(|| run.outputs.keys().next_back().cloned()),
             message: pending.map(super::message_of),
             waiting_key: pending.map(|p| p.key.clone()),
             started_by: context::started_by(&run.trigger),

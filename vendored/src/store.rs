@@ -47,7 +47,8 @@ pub use outbox::{
     OutboxNotice, OutboxStats, RetryNotices, UnlabelledNotice, new_notice_id,
 };
 pub(crate) use paging::{
-    ApprovalFilter, ApprovalPager, PendingPager, cursor, like_pattern, settled_statuses_sql,
+    ApprovalFilter, ApprovalPager, PendingPager, cursor, like_pattern, run_text_patterns,
+    settled_statuses_sql,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_POOL_SIZE, PostgresOptions, PostgresStore};

@@ -6,6 +6,7 @@
 //! writes docs/screenshots/ (the README shows those).
 
 mod access;
+mod approver;
 mod decide;
 mod desk;
 mod driver;

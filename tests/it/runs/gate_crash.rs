@@ -97,6 +97,7 @@ async fn a_process_killed_mid_request_or_mid_decision_leaves_only_whole_ones() {
                 status: None,
                 limit: 500,
                 cursor: cursor.take(),
+                text: None,
             })
             .await
             .expect("list runs");

@@ -422,6 +422,7 @@ async fn a_persisted_cli_run_killed_mid_call_is_recovered_at_server_start_up() {
             status: None,
             limit: 10,
             cursor: None,
+            text: None,
         })
         .await
         .expect("list runs");

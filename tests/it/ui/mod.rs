@@ -14,6 +14,7 @@ mod links;
 mod live;
 mod loopback;
 mod paging;
+mod reasons;
 mod runs;
 mod sessions;
 mod throttle;

@@ -193,6 +193,7 @@ pub(super) async fn pending_page(
             statuses: vec![ApprovalStatus::Pending],
             step_id: filters.step_id.clone(),
             text: filters.text.clone(),
+            text_in_context: false,
             spec: spec.cloned(),
             now: query.now,
             limit: query.limit,

@@ -197,6 +197,7 @@ async fn list(
                 status,
                 limit: (wanted - runs.len()).min(500),
                 cursor: cursor.take(),
+                text: None,
             })
             .await?;
         runs.extend(page.runs);

@@ -403,6 +403,7 @@ where
             status: Some(status),
             limit: PAGE,
             cursor: None,
+            text: None,
         };
         loop {
             let page = store.list_runs(&query).await?;

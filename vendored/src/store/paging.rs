@@ -23,6 +23,8 @@ pub(crate) struct ApprovalFilter<'a> {
     pub settled: Vec<ApprovalStatus>,
     /// The text filter, lowercased; `None` when absent or empty.
     needle: Option<String>,
+    /// The same, as it sits inside a JSON string.
+    json_needle: Option<String>,
 }
 
 impl<'a> ApprovalFilter<'a> {
@@ -42,6 +44,10 @@ impl<'a> ApprovalFilter<'a> {
                 .as_deref()
                 .filter(|t| !t.is_empty())
                 .map(str::to_lowercase),
+            json_needle: query.text.as_deref().filter(|t| !t.is_empty()).map(|t| {
+                let quoted = serde_json::Value::String(t.to_lowercase()).to_string();
+                quoted[1..quoted.len() - 1].to_string()
+            }),
         }
     }
 
@@ -66,6 +72,31 @@ impl<'a> ApprovalFilter<'a> {
         .into_iter()
         .flatten()
         .any(|field| field.to_lowercase().contains(needle.as_str()))
+            || self.context_matches(record)
+    }
+
+    /// Whether the text filter searches the run's context too
+    /// ([`ApprovalQuery::text_in_context`]).
+    pub fn in_context(&self) -> bool {
+        self.query.text_in_context && self.needle.is_some()
+    }
+
+    /// The run's context, when searched: the agent, and the input and the
+    /// trigger (who started it) as the stores hold them, as JSON text (the
+    /// needle as JSON escapes it).
+    fn context_matches(&self, record: &ApprovalRecord) -> bool {
+        let (Some(needle), Some(json_needle), true) =
+            (&self.needle, &self.json_needle, self.in_context())
+        else {
+            return false;
+        };
+        record.agent_id.to_lowercase().contains(needle.as_str())
+            || [&record.input, &record.trigger].iter().any(|value| {
+                value
+                    .to_string()
+                    .to_lowercase()
+                    .contains(json_needle.as_str())
+            })
     }
 }
 
@@ -352,6 +383,17 @@ pub(crate) fn like_pattern(text: &str) -> String {
     }
     pattern.push('%');
     pattern
+}
+
+/// The `LIKE` patterns of a runs search ([`crate::store::RunQuery::text`]):
+/// one for plain text columns, one for JSON ones, where the text sits
+/// escaped as JSON writes it (a `"` as `\"`). NULs are dropped: a bound
+/// text parameter cannot hold one.
+pub(crate) fn run_text_patterns(text: &str) -> (String, String) {
+    let text = text.replace('\0', "");
+    let quoted = serde_json::Value::String(text.clone()).to_string();
+    let body = &quoted[1..quoted.len() - 1];
+    (like_pattern(&text), like_pattern(body))
 }
 
 /// Cursor encoding shared by the stores: `created_at|key` of the last row.

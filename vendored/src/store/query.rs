@@ -48,6 +48,10 @@ pub struct ApprovalQuery {
     /// Case-insensitive substring of the message, step id, key, run id or
     /// decided_by. An empty text filters nothing.
     pub text: Option<String>,
+    /// The text also searches the run's context: the agent, the run's
+    /// input and its trigger (who started it), the last two as JSON text
+    /// (the inbox's search; the API's `q` keeps to the fields above).
+    pub text_in_context: bool,
     /// Only records paused under these spec versions.
     pub spec: Option<SpecFilter>,
     pub now: DateTime<Utc>,
@@ -85,6 +89,21 @@ pub struct RunQuery {
     pub limit: usize,
     /// Opaque cursor from a previous page.
     pub cursor: Option<String>,
+    /// Case-insensitive (ASCII) substring of the run id, its agent, its
+    /// input, its trigger (who started it), or the step id or message of
+    /// any of its gates; blank filters nothing. A `LIKE` over stored text:
+    /// each page reads on until it is full (the inbox's runs search).
+    pub text: Option<String>,
+}
+
+impl RunQuery {
+    /// The text filter, trimmed; `None` when blank.
+    pub fn text(&self) -> Option<&str> {
+        self.text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+    }
 }
 
 /// One page of runs, newest first (by `created_at`, then id).

@@ -156,6 +156,8 @@ macro_rules! store_conformance_tests {
             runs_are_counted_by_status,
             runs_are_listed_newest_first_by_page_and_filtered_by_agent_and_status,
             a_malformed_runs_cursor_is_rejected,
+            runs_are_searched_by_id_agent_input_trigger_and_their_gates,
+            approvals_are_searched_by_agent_input_and_who_started_them,
             approvals_are_listed_newest_first_by_decision_else_creation,
             approval_pages_follow_a_cursor_across_equal_times,
             approvals_filter_by_status_step_and_text_alone_and_combined,

@@ -332,6 +332,7 @@ pub async fn runs_are_listed_newest_first_by_page_and_filtered_by_agent_and_stat
         status,
         limit,
         cursor: None,
+        text: None,
     };
     let everything = vec!["run-k", "r5", "r4", "r3b", "r3a", "r2", "r1"];
     assert_eq!(
@@ -380,6 +381,7 @@ pub async fn a_malformed_runs_cursor_is_rejected(store: SharedStore) {
             status: None,
             limit: 10,
             cursor: Some("not-a-cursor".into()),
+            text: None,
         })
         .await;
     assert!(
@@ -389,6 +391,109 @@ pub async fn a_malformed_runs_cursor_is_rejected(store: SharedStore) {
 }
 
 /// Every status, no filter, one agent's or every agent's records at `now`.
+/// The inbox's runs search (`RunQuery::text`): a case-insensitive
+/// substring of the run id, the agent, the input (JSON text, quotes and
+/// all), the trigger (who started it) or a gate's step id or message, with
+/// LIKE's metacharacters matched literally; pages follow a cursor within
+/// the matches.
+pub async fn runs_are_searched_by_id_agent_input_trigger_and_their_gates(store: SharedStore) {
+    let store = store.as_ref();
+    let mut plain = run_record("run-plain", "desk", 1);
+    plain.input = json!({"customer": "Ada \"The Countess\" Lovelace", "rate": "50%"});
+    plain.trigger = json!({"kind": "api", "started_by": "robot-7"});
+    store.create_run(&plain, &[]).await.expect("create run");
+    for (n, key) in ["g1", "g2", "g3"].iter().enumerate() {
+        paused_with(store, key, "desk", 2 + n as u64, |r| {
+            r.step_id = format!("review-{key}");
+            r.message = Some(format!("Ship crate {key} to Oslo?"));
+        })
+        .await;
+    }
+    paused_run(store, "other", "elsewhere", 9).await;
+    let search = |text: &str, limit: usize| RunQuery {
+        agent_id: Some("desk".into()),
+        status: None,
+        limit,
+        cursor: None,
+        text: Some(text.into()),
+    };
+    let found = |text: &'static str| async move { listed(store, search(text, 10)).await };
+    assert_eq!(found("RUN-PLAIN").await, ["run-plain"], "the id, any case");
+    assert_eq!(
+        found("the countess\"").await,
+        ["run-plain"],
+        "the input, quotes"
+    );
+    assert_eq!(found("50%").await, ["run-plain"], "% matched literally");
+    assert!(found("5_%").await.is_empty(), "_ matched literally");
+    assert_eq!(found("robot-7").await, ["run-plain"], "who started it");
+    assert_eq!(found("review-g2").await, ["run-g2"], "a gate's step");
+    assert_eq!(
+        found("crate g3 to oslo").await,
+        ["run-g3"],
+        "a gate's message"
+    );
+    assert_eq!(
+        found("oslo").await,
+        ["run-g3", "run-g2", "run-g1"],
+        "newest first"
+    );
+    assert_eq!(found("desk").await.len(), 4, "the agent");
+    assert!(found("nowhere at all").await.is_empty());
+    assert_eq!(found("  ").await.len(), 4, "blank filters nothing");
+    // Another agent's run is never found, even by its own id.
+    assert!(found("run-other").await.is_empty());
+    // Pages of the matches, through the cursor.
+    assert_eq!(
+        listed(store, search("oslo", 2)).await,
+        ["run-g3", "run-g2", "run-g1"]
+    );
+    let first = store.list_runs(&search("oslo", 2)).await.expect("page");
+    assert_eq!(first.runs.len(), 2);
+    assert!(first.next_cursor.is_some());
+}
+
+/// The inbox's text search (`text_in_context`) also reads the agent, the
+/// run's input and its trigger (who started it), the last two as JSON
+/// text: a quote in the text matches a quote in the input, and a settled
+/// record is found the same way as a pending one. Without it (the API's
+/// `q`), none of those is searched.
+pub async fn approvals_are_searched_by_agent_input_and_who_started_them(store: SharedStore) {
+    let s = store.as_ref();
+    paused_with(s, "ada", "desk", 1, |r| {
+        r.input = json!({"customer": "Ada \"The Countess\" Lovelace"});
+        r.trigger = json!({"kind": "api", "started_by": "robot-7"});
+    })
+    .await;
+    paused_run(s, "plain", "desk", 2).await;
+    paused_with(s, "done", "desk", 3, |r| {
+        r.input = json!({"address": "7 Compiler Lane"});
+    })
+    .await;
+    s.claim(&approve("done", "alice", 5)).await.expect("claim");
+    let search = |text: &'static str, in_context: bool| async move {
+        listed_keys(
+            s,
+            ApprovalQuery {
+                agent_id: Some("desk".into()),
+                text: Some(text.into()),
+                text_in_context: in_context,
+                ..approvals_at(10)
+            },
+        )
+        .await
+    };
+    let found = |text: &'static str| search(text, true);
+    assert_eq!(found("the countess\"").await, ["ada"], "the input, quotes");
+    assert_eq!(found("ROBOT-7").await, ["ada"], "who started it, any case");
+    assert_eq!(found("compiler lane").await, ["done"], "a settled one");
+    assert_eq!(found("DESK").await.len(), 3, "the agent");
+    assert!(found("nowhere").await.is_empty());
+    for text in ["the countess", "robot-7", "compiler lane", "desk"] {
+        assert!(search(text, false).await.is_empty(), "{text}: not searched");
+    }
+}
+
 fn approvals_at(now: u64) -> ApprovalQuery {
     ApprovalQuery {
         agent_id: None,

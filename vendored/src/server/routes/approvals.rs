@@ -93,6 +93,7 @@ pub(super) async fn list(
             statuses: vec![ApprovalStatus::Pending],
             step_id,
             text,
+            text_in_context: false,
             spec,
             now,
             limit,

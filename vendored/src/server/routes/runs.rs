@@ -122,6 +122,7 @@ pub(super) async fn list(
             status,
             limit,
             cursor: paging::cursor(params.cursor),
+            text: None,
         })
         .await?;
     Ok(Json(page.into()))

@@ -28,6 +28,8 @@ pub(crate) async fn approvals(state: &AppState, listing: Listing) -> Result<List
             statuses: listing.statuses,
             step_id: listing.step,
             text: listing.text,
+            // The inbox and the history find a run by its context too.
+            text_in_context: true,
             now: state.agent.clock().now(),
             limit: listing.limit,
             cursor: listing.cursor,

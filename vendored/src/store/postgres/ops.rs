@@ -42,6 +42,7 @@ use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
     Nudged, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage, StoreError,
     StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern, resolved_event,
+    run_text_patterns,
 };
 
 pub(crate) use self::{

@@ -36,7 +36,7 @@ use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
     FirstWrite, Nudged, Pause, PendingPage, PendingPager, PendingQuery, RunEnd, RunQuery, RunsPage,
     StoreError, StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern,
-    resolved_event,
+    resolved_event, run_text_patterns,
 };
 use crate::time::format_utc;
 

@@ -20,6 +20,7 @@ use crate::server::extract::PathParam;
 use crate::server::state::AppState;
 use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::form::{Fields, Form as FormBody};
+use crate::server::ui::render::deciders;
 use crate::server::ui::render::fields::{self, FormView};
 use crate::server::ui::render::format::{self, segment};
 use crate::server::ui::render::payload::{self, DiffLine, Node};
@@ -58,6 +59,30 @@ pub(crate) struct Problem {
     /// The form's controls as sent, and what the server refused about
     /// them (shown next to each field).
     pub input: Option<Box<InputProblem>>,
+    /// The gate needs a reason and none was given: which form's reason
+    /// field says so.
+    pub reason_missing: Option<ReasonMissing>,
+}
+
+/// The form whose reason was missing on a gate with `require_reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ReasonMissing {
+    Reject,
+    Modify,
+}
+
+impl ReasonMissing {
+    fn message(self) -> &'static str {
+        match self {
+            ReasonMissing::Reject => {
+                "This gate needs a reason to reject: write why, then reject again. Nothing was decided."
+            }
+            ReasonMissing::Modify => {
+                "This gate needs a reason for an edit: write why, then approve with these changes again. Nothing was decided."
+            }
+        }
+    }
 }
 
 /// What a decision's input (a gate's form) came back with.
@@ -137,6 +162,16 @@ pub(crate) struct ApprovalPage {
     already_decided: Option<AlreadyDecided>,
     payload_changed: bool,
     vote_recorded: Option<String>,
+    /// The gate needs a reason to reject or edit (`require_reason`): the
+    /// reason fields say so and are required.
+    reason_required: bool,
+    /// Which form's reason was missing, and what to do.
+    reason_missing: Option<ReasonMissing>,
+    reason_error: Option<&'static str>,
+    /// "Payload", or what the payload shown is once edited.
+    payload_heading: String,
+    /// The payload as the run asked, when the one shown is an edit of it.
+    original: Option<String>,
     /// The digest of the payload shown, sent back with every decision.
     payload_digest: String,
     tree: Node,
@@ -184,8 +219,10 @@ pub(crate) struct Seen<'a> {
 impl ApprovalPage {
     pub fn new(record: &ApprovalRecord, seen: Seen<'_>, frame: &Frame, problem: Problem) -> Self {
         let pending = record.status == ApprovalStatus::Pending;
-        let tree = payload::tree(record.current_payload());
-        let (raw, raw_cut) = payload::shown(record.current_payload());
+        let shown = shown_payload(record);
+        let tree = payload::tree(shown);
+        let (raw, raw_cut) = payload::shown(shown);
+        let edited = shown != &record.payload;
         let outcome = (!pending).then(|| Outcome {
             status: record.status.as_str(),
             decided_by: record.decided_by.clone(),
@@ -208,10 +245,7 @@ impl ApprovalPage {
             created_at: format::time(record.created_at),
             expires_at: format::time(record.expires_at),
             time_left: format::span(seen.now, record.expires_at),
-            deciders: match &seen.team {
-                Some(team) => team.deciders.clone(),
-                None => seen.deciders,
-            },
+            deciders: seen.deciders,
             may_decide: seen.team.as_ref().is_none_or(|t| t.may_not_vote.is_none())
                 && seen.asked.is_none(),
             why_not_decide: seen
@@ -234,6 +268,11 @@ impl ApprovalPage {
                 Some(Notice::VoteRecorded(progress)) => Some(progress.clone()),
                 _ => None,
             },
+            reason_required: record.roster.as_ref().is_some_and(|r| r.require_reason),
+            reason_missing: problem.reason_missing,
+            reason_error: problem.reason_missing.map(ReasonMissing::message),
+            payload_heading: payload_heading(record, edited),
+            original: edited.then(|| payload::shown(&record.payload).0),
             payload_digest: record.payload_digest(),
             tree: tree.root,
             payload_cut: tree.cut || raw_cut,
@@ -253,6 +292,31 @@ impl ApprovalPage {
             action: frame.action.clone(),
             csrf: frame.csrf.clone(),
         }
+    }
+}
+
+/// The payload the page shows: a decision's edit once MODIFIED (what was
+/// approved), else what the gate asks about now (a vote's edit on a gate
+/// that counts votes, else the payload it paused with).
+pub(crate) fn shown_payload(record: &ApprovalRecord) -> &Value {
+    record
+        .modified_payload()
+        .unwrap_or_else(|| record.current_payload())
+}
+
+/// The payload section's heading: plain until someone edited the payload,
+/// then what the edit is to this approval.
+fn payload_heading(record: &ApprovalRecord, edited: bool) -> String {
+    if !edited {
+        return "Payload".into();
+    }
+    match record.status {
+        ApprovalStatus::Pending => "Payload, as edited: what approving approves".into(),
+        ApprovalStatus::Modified | ApprovalStatus::Approved => match &record.decided_by {
+            Some(by) => format!("Payload, as edited by {by}: what was approved"),
+            None => "Payload, as edited: what was approved".into(),
+        },
+        _ => "Payload, as last edited".into(),
     }
 }
 
@@ -305,9 +369,17 @@ pub(crate) async fn render(
             "You ({viewer}) asked for this approval, so you may not decide it (separation of duties): someone else must."
         )
     });
+    let of = state.agent.spec().deciders_of(record);
+    let who = match (&team, &record.roster) {
+        // A gate with rules: its members by name, less who asked.
+        (Some(team), Some(roster)) if !roster.rules.is_empty() => {
+            format!("{}{}", team.deciders, deciders::barred_note(record, of))
+        }
+        _ => deciders::who_decides(record, of, inbox::open_to(state)),
+    };
     let seen = Seen {
         now: state.agent.clock().now(),
-        deciders: inbox::deciders(state),
+        deciders: who,
         run_status,
         events: &events,
         stale: Staleness::new(state).of(record).await,
@@ -365,10 +437,10 @@ pub(crate) async fn raw_payload(
     viewer.finish(response)
 }
 
-/// `record`'s current payload as an `application/json` attachment named
-/// after its key.
+/// `record`'s payload as the page shows it ([`shown_payload`]) as an
+/// `application/json` attachment named after its key.
 pub(crate) fn download(record: &ApprovalRecord) -> Response {
-    let body = serde_json::to_vec(record.current_payload()).unwrap_or_default();
+    let body = serde_json::to_vec(shown_payload(record)).unwrap_or_default();
     let name = format!(
         "attachment; filename=\"payload-{}.json\"",
         segment(&record.key)
@@ -476,6 +548,11 @@ pub(crate) async fn decide_as(
         Decision::Modify { .. } => fields.payload.clone(),
         _ => None,
     };
+    // Where the page says a reason is missing, should the gate need one.
+    let missing_reason_of = match &decision {
+        Decision::Modify { .. } => ReasonMissing::Modify,
+        _ => ReasonMissing::Reject,
+    };
     // The typed fields of the gate's form, with an approve or a modify.
     let form = match load(state, key).await {
         Ok(Some(record)) => gate_form(state, &record).cloned(),
@@ -536,6 +613,20 @@ pub(crate) async fn decide_as(
                 ..Problem::default()
             },
             StatusCode::CONFLICT,
+        ),
+        Err(RunError::Approval(ApprovalError::ReasonRequired { .. })) => Answer::Again(
+            Problem {
+                reason_missing: Some(missing_reason_of),
+                // What was typed stays: the edit, and the form's fields.
+                input: if fields.input.is_empty() {
+                    None
+                } else {
+                    InputProblem::boxed(&fields.input, Vec::new())
+                },
+                payload_text: edited,
+                ..Problem::default()
+            },
+            StatusCode::UNPROCESSABLE_ENTITY,
         ),
         Err(RunError::Approval(ApprovalError::InvalidInput { errors, .. })) => Answer::Again(
             Problem {

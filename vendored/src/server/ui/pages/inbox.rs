@@ -16,9 +16,9 @@ use crate::server::state::AppState;
 use crate::server::ui::SharedUi;
 use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::listing::{self, Listing};
-use crate::server::ui::render::format;
 use crate::server::ui::render::templates::{self, Chrome, Page};
 use crate::server::ui::render::votes::Barred;
+use crate::server::ui::render::{context, deciders, format};
 use crate::server::ui::staleness::{Stale, Staleness};
 use crate::server::votes::ListedLedgers;
 
@@ -40,10 +40,19 @@ pub(crate) struct Row {
     message: String,
     agent: String,
     step: String,
+    /// Who started the run (or asked for the gate).
+    started_by: String,
+    /// The run's input in a few words.
+    input: String,
+    /// Who may decide this gate, and who may not for having asked.
+    deciders: String,
     age: String,
     created_at: String,
+    /// The whole timestamp, for the time's `title`.
+    created_full: String,
     time_left: String,
     expires_at: String,
+    expires_full: String,
     /// Paused under another version of the spec than the one served.
     stale: Option<Stale>,
     /// A gate with rules: each rule's progress, "finance 1 of 2; security
@@ -56,16 +65,28 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    pub fn new(record: &ApprovalRecord, now: DateTime<Utc>, stale: Option<Stale>) -> Row {
+    /// `record` as a row; `deciders` says who may decide it (see
+    /// [`deciders::who_decides`]).
+    pub fn new(
+        record: &ApprovalRecord,
+        now: DateTime<Utc>,
+        stale: Option<Stale>,
+        deciders: String,
+    ) -> Row {
         Row {
             key: record.key.clone(),
             message: super::message_of(record),
             agent: record.agent_id.clone(),
             step: record.step_id.clone(),
+            started_by: context::started_by(&record.trigger),
+            input: context::input_summary(&record.input),
+            deciders,
             age: format::span(record.created_at, now),
             created_at: format::machine(record.created_at),
+            created_full: format::full(record.created_at),
             time_left: format::span(now, record.expires_at),
             expires_at: format::machine(record.expires_at),
+            expires_full: format::full(record.expires_at),
             stale,
             progress: None,
             barred: None,
@@ -130,14 +151,39 @@ pub(crate) fn gate_steps(state: &AppState) -> Vec<String> {
         .collect()
 }
 
-/// Who may decide, as the page says it.
+/// Who may decide when the spec lists no approvers: anyone who can
+/// reach the server as a person.
+pub(crate) fn open_to(state: &AppState) -> &'static str {
+    if state.tokens.is_empty() {
+        "anyone on this machine"
+    } else {
+        "anyone with an API token"
+    }
+}
+
+/// Who may decide, as the inbox's heading line says it for every gate:
+/// the approvers, and that whoever asked for a gate may not decide it
+/// (each row names them). Without tokens everyone is `local`, who is
+/// exempt (there is nobody else).
 pub(crate) fn deciders(state: &AppState) -> String {
-    match &state.agent.spec().approvals.approvers {
+    let spec = state.agent.spec();
+    let base = match &spec.approvals.approvers {
         Some(names) if !names.is_empty() => names.join(", "),
         Some(_) => "nobody (approvals.approvers is empty)".into(),
-        None if state.tokens.is_empty() => "anyone on this machine".into(),
-        None => "anyone with an API token".into(),
+        None => open_to(state).to_string(),
+    };
+    if state.tokens.is_empty() {
+        return base;
     }
+    format!(
+        "{base}, except whoever started the run, asked for the gate or edited its payload \
+         (separation of duties{})",
+        if spec.approvals.allow_self_approval {
+            ""
+        } else {
+            ", unless the gate allows self-approval"
+        }
+    )
 }
 
 /// Where the live script fetches the rows of the list these filters show.
@@ -188,8 +234,13 @@ pub(crate) async fn page(
     let mut staleness = Staleness::new(&state);
     let mut rows = Vec::with_capacity(listed.approvals.len());
     for record in &listed.approvals {
+        let who = deciders::who_decides(
+            record,
+            state.agent.spec().deciders_of(record),
+            open_to(&state),
+        );
         rows.push(
-            Row::new(record, now, staleness.of(record).await).with_votes(
+            Row::new(record, now, staleness.of(record).await, who).with_votes(
                 record,
                 &ledgers,
                 &viewer.name,

@@ -8,8 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{Output, refusal};
+use super::{Output, blank_to_none, refusal};
 use crate::events::Event;
+use crate::pending_approval::ApprovalRecord;
 use crate::run::OperatorFail;
 use crate::run_state::{RunRecord, RunStatus};
 use crate::server::api::RunView;
@@ -21,6 +22,7 @@ use crate::server::state::AppState;
 use crate::server::ui::SharedUi;
 use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::form::Form;
+use crate::server::ui::render::context;
 use crate::server::ui::render::format::{self, segment};
 use crate::server::ui::render::templates::{self, Chrome, Page};
 use crate::server::ui::render::timeline::{self, TimelineEntry};
@@ -31,27 +33,56 @@ use crate::store::RunQuery;
 #[serde(default)]
 pub(crate) struct RunsQuery {
     status: Option<String>,
+    /// Free text: run id, agent, input, who started it, a gate's step or
+    /// message (`RunQuery::text`).
+    q: Option<String>,
     cursor: Option<String>,
     trail: Option<String>,
 }
 
-/// One run, as a row of the list.
+/// One run, as a row of the list: enough to tell it from the others.
 #[derive(Debug, Serialize)]
 pub(crate) struct RunRow {
     id: String,
     status: &'static str,
+    agent: String,
+    /// The gate it waits at; else the last step that gave an output.
+    step: Option<String>,
+    /// The gate's message, while the run waits at it.
+    message: Option<String>,
+    /// The pending approval's page, while the run waits at it.
+    waiting_key: Option<String>,
+    started_by: String,
+    input: String,
     created_at: String,
+    created_machine: String,
+    created_full: String,
     updated_at: String,
+    updated_machine: String,
+    updated_full: String,
     error: Option<String>,
 }
 
 impl RunRow {
-    pub fn new(run: &RunRecord) -> RunRow {
+    /// `run`'s row; `pending` is the approval it waits on, if it does.
+    pub fn new(run: &RunRecord, pending: Option<&ApprovalRecord>) -> RunRow {
         RunRow {
             id: run.id.clone(),
             status: run.status.as_str(),
+            agent: run.agent_id.clone(),
+            step: pending
+                .map(|p| p.step_id.clone())
+                .or_else(|| run.outputs.keys().next_back().cloned()),
+            message: pending.map(super::message_of),
+            waiting_key: pending.map(|p| p.key.clone()),
+            started_by: context::started_by(&run.trigger),
+            input: context::input_summary(&run.input),
             created_at: format::time(run.created_at),
+            created_machine: format::machine(run.created_at),
+            created_full: format::full(run.created_at),
             updated_at: format::time(run.updated_at),
+            updated_machine: format::machine(run.updated_at),
+            updated_full: format::full(run.updated_at),
             error: run.error.clone(),
         }
     }
@@ -64,6 +95,8 @@ pub(crate) struct RunsPage {
     /// The status filter's choices, and the one chosen.
     pub statuses: Vec<&'static str>,
     pub status: Option<&'static str>,
+    /// The text filter.
+    pub q: Option<String>,
     pub links: PageLinks,
 }
 
@@ -93,6 +126,7 @@ pub(crate) async fn list(
             }
         },
     };
+    let text = blank_to_none(query.q);
     let position = Position::new(query.cursor, query.trail);
     let listed = state
         .queries()
@@ -101,23 +135,50 @@ pub(crate) async fn list(
             status,
             limit: UI_PAGE,
             cursor: position.cursor.clone(),
+            text: text.clone(),
         })
         .await;
     let listed = match listed {
         Ok(listed) => listed,
         Err(e) => return viewer.finish(refusal::from_api(e.into())),
     };
+    let mut rows = Vec::with_capacity(listed.runs.len());
+    for run in &listed.runs {
+        let pending = match waiting_on(&state, run).await {
+            Ok(pending) => pending,
+            Err(e) => return viewer.finish(refusal::from_api(e.into())),
+        };
+        rows.push(RunRow::new(run, pending.as_ref()));
+    }
     let page = RunsPage {
-        rows: listed.runs.iter().map(RunRow::new).collect(),
+        rows,
         statuses: RunStatus::ALL.iter().map(|s| s.as_str()).collect(),
         status: status.map(|s| s.as_str()),
         links: position.links(
-            &[("status", status_text.as_deref())],
+            &[("status", status_text.as_deref()), ("q", text.as_deref())],
             listed.next_cursor.as_deref(),
         ),
+        q: text,
     };
     let chrome = viewer.chrome(&ui, "Runs", "runs");
     viewer.finish(templates::page(StatusCode::OK, &page, &chrome))
+}
+
+/// The approval `run` waits on, if it is paused: one read through the
+/// approvals-by-run index, for the paused runs of a page only (at most
+/// [`UI_PAGE`] of them).
+async fn waiting_on(
+    state: &AppState,
+    run: &RunRecord,
+) -> Result<Option<ApprovalRecord>, crate::store::StoreError> {
+    if run.status != RunStatus::AwaitingApproval {
+        return Ok(None);
+    }
+    state
+        .agent
+        .store()
+        .pending_for_run(&run.id, state.agent.clock().now())
+        .await
 }
 
 /// The approval a run waits on, linked from its page.

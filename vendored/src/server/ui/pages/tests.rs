@@ -226,7 +226,12 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
         "{html}"
     );
 
-    let rows = vec![Row::new(&record(ApprovalStatus::Pending), now(), None)];
+    let rows = vec![Row::new(
+        &record(ApprovalStatus::Pending),
+        now(),
+        None,
+        "alice, bob".into(),
+    )];
     let links = Position::new(Some("c1".into()), Some(String::new())).links(&[], Some("c2"));
     let html = render(&inbox(rows, false, links), &c);
     assert!(
@@ -234,8 +239,16 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
         "{html}"
     );
     assert!(html.contains("Refund &lt;b&gt;order&lt;/b&gt; A1?"));
-    assert!(html.contains(r#"<time datetime="2026-12-01T09:30:00Z">30m</time>"#));
-    assert!(html.contains(r#"<time datetime="2026-12-01T12:00:00Z">2h</time>"#));
+    assert!(html.contains(
+        r#"<time datetime="2026-12-01T09:30:00Z" title="2026-12-01T09:30:00Z">30m</time>"#
+    ));
+    assert!(html.contains(
+        r#"<time datetime="2026-12-01T12:00:00Z" title="2026-12-01T12:00:00Z">2h</time>"#
+    ));
+    assert!(
+        html.contains(r#"<td class="deciders votes">alice, bob</td>"#),
+        "{html}"
+    );
     assert!(
         html.contains(r#"<a id="prev-page" href="/ui?">Newer</a>"#),
         "{html}"
@@ -244,7 +257,12 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
 
     // The rows alone, as the live script fetches them.
     let rows = InboxRows {
-        rows: vec![Row::new(&record(ApprovalStatus::Pending), now(), None)],
+        rows: vec![Row::new(
+            &record(ApprovalStatus::Pending),
+            now(),
+            None,
+            "alice, bob".into(),
+        )],
         filtered: false,
     };
     let html = as_read(
@@ -289,12 +307,70 @@ fn team_gate() -> (ApprovalRecord, crate::server::votes::ListedLedgers) {
     (record, ledgers)
 }
 
+/// A gate with `require_reason`: both reason fields say "(required)" and
+/// are required (the signed-link page renders the same page); a reject
+/// without one comes back to the page with the error by its field, an
+/// edit without one keeps the edited text.
+#[test]
+fn a_gate_that_needs_a_reason_says_so_by_each_reason_field() {
+    use super::approval::ReasonMissing;
+    let (mut gate, _) = team_gate();
+    if let Some(roster) = gate.roster.as_mut() {
+        roster.require_reason = true;
+    }
+    let html = approval_page(&gate, true, Problem::default());
+    assert!(
+        html.contains(r#"Reason for rejecting <span class="required">(required)</span></label>"#),
+        "{html}"
+    );
+    assert!(html.contains(r#"<textarea name="reason" id="reason" rows="2" required>"#));
+    assert!(html.contains(r#"<textarea name="reason" id="modify-reason" rows="2" required>"#));
+    assert!(!html.contains("(optional)</label>\n<textarea name=\"reason\" id=\"reason\""));
+    assert!(!html.contains("reason-error"));
+    let html = approval_page(
+        &gate,
+        true,
+        Problem {
+            reason_missing: Some(ReasonMissing::Reject),
+            ..Problem::default()
+        },
+    );
+    assert!(
+        html.contains(
+            r#"<p id="reason-error" class="error" role="alert">This gate needs a reason to reject"#
+        ),
+        "{html}"
+    );
+    assert!(html.contains(r#"aria-invalid="true" aria-describedby="reason-error""#));
+    let html = approval_page(
+        &gate,
+        true,
+        Problem {
+            reason_missing: Some(ReasonMissing::Modify),
+            payload_text: Some("{\"amount\": 3}".into()),
+            ..Problem::default()
+        },
+    );
+    assert!(html.contains(r#"id="modify-reason-error""#), "{html}");
+    assert!(
+        html.contains("{&quot;amount&quot;: 3}</textarea>"),
+        "{html}"
+    );
+    // A gate without it: optional, not required.
+    let html = approval_page(&record(ApprovalStatus::Pending), true, Problem::default());
+    assert!(html.contains(r#"Reason for rejecting (optional)</label>"#));
+    assert!(html.contains(r#"<textarea name="reason" id="reason" rows="2"></textarea>"#));
+}
+
 #[test]
 fn an_inbox_row_shows_a_team_gates_progress_and_why_its_viewer_may_not_vote() {
     let (team, ledgers) = team_gate();
     let row_for = |viewer: &str| {
         let rows = InboxRows {
-            rows: vec![Row::new(&team, now(), None).with_votes(&team, &ledgers, viewer)],
+            rows: vec![
+                Row::new(&team, now(), None, "2 of finance".into())
+                    .with_votes(&team, &ledgers, viewer),
+            ],
             filtered: false,
         };
         as_read(
@@ -334,7 +410,7 @@ fn an_inbox_row_shows_a_team_gates_progress_and_why_its_viewer_may_not_vote() {
     }
     // A plain gate shows neither.
     let plain = record(ApprovalStatus::Pending);
-    let row = Row::new(&plain, now(), None).with_votes(&plain, &ledgers, "erin");
+    let row = Row::new(&plain, now(), None, "anyone".into()).with_votes(&plain, &ledgers, "erin");
     let rows = InboxRows {
         rows: vec![row],
         filtered: false,
@@ -396,8 +472,8 @@ fn a_stale_approval_is_marked_and_under_refuse_offers_reject_only() {
     // The inbox row says it too.
     let rows = InboxRows {
         rows: vec![
-            Row::new(&pending, now(), Some(refused)),
-            Row::new(&pending, now(), None),
+            Row::new(&pending, now(), Some(refused), "anyone".into()),
+            Row::new(&pending, now(), None, "anyone".into()),
         ],
         filtered: false,
     };
@@ -434,7 +510,7 @@ fn the_approval_page_in_every_state() {
     }
     assert!(html.contains(r#"<form id="approve" method="post" action="/ui/approvals/k-1">"#));
     assert!(html.contains(r#"name="csrf" value="csrf-token""#));
-    assert!(html.contains("2h (until 2026-12-01 12:00 UTC)"));
+    assert!(html.contains("2h (until 2026-12-01 12:00:00 UTC)"));
     assert!(html.contains(r#"<a href="/ui/runs/run-1"><code>run-1</code></a>"#));
     assert!(html.contains(r#"<th scope="row">amount</th><td><span class="json-number">10</span>"#));
     assert!(html.contains(r#"<span class="json-null">null</span>"#));
@@ -481,7 +557,7 @@ fn the_approval_page_in_every_state() {
         if decided {
             assert!(
                 html.contains(
-                    r#"by <span class="decided-by">alice</span> at 2026-12-01 09:55 UTC"#
+                    r#"by <span class="decided-by">alice</span> at 2026-12-01 09:55:00 UTC"#
                 ),
                 "{words}"
             );
@@ -496,6 +572,28 @@ fn the_approval_page_in_every_state() {
         "{html}"
     );
     assert!(html.contains(r#"<span class="diff-add">+   &quot;amount&quot;: 5,</span>"#));
+    // What was approved is the edit, labelled; the original is kept apart.
+    assert!(
+        html.contains(
+            r#"<h2 id="payload-heading">Payload, as edited by alice: what was approved</h2>"#
+        ),
+        "{html}"
+    );
+    let tree = &html[html.find(r#"<div id="payload""#).unwrap_or(0)..];
+    let tree = &tree[..tree.find("</div>").unwrap_or(tree.len())];
+    assert!(
+        tree.contains(r#"<span class="json-number">5</span>"#),
+        "{tree}"
+    );
+    assert!(
+        !tree.contains(r#"<span class="json-number">10</span>"#),
+        "{tree}"
+    );
+    assert!(html.contains(r#"<details id="original-payload" class="context">"#));
+    assert!(html.contains("Original payload, before the edit"));
+    let html = approval_page(&record(ApprovalStatus::Approved), true, Problem::default());
+    assert!(html.contains(r#"<h2 id="payload-heading">Payload</h2>"#));
+    assert!(!html.contains("original-payload"));
 
     // Decided by someone else first; a bad edit shown again.
     let problem = Problem {
@@ -588,16 +686,17 @@ fn the_runs_list_empty_filtered_and_with_each_status() {
         rows,
         statuses: RunStatus::ALL.iter().map(|s| s.as_str()).collect(),
         status,
+        q: None,
         links: PageLinks::default(),
     };
     let html = render(&page(vec![], None), &c);
     assert!(html.contains("No runs."), "{html}");
     let html = render(&page(vec![], Some("failed")), &c);
-    assert!(html.contains("No runs with this status."));
+    assert!(html.contains("No runs that match these filters."));
     assert!(html.contains(r#"<option value="failed" selected>failed</option>"#));
     let rows = RunStatus::ALL
         .iter()
-        .map(|s| RunRow::new(&run_record(*s)))
+        .map(|s| RunRow::new(&run_record(*s), None))
         .collect();
     let html = render(&page(rows, None), &c);
     for status in RunStatus::ALL {

@@ -2,9 +2,16 @@
 
 use chrono::{DateTime, Utc};
 
-/// `2026-12-01 09:08 UTC`.
+/// `2026-12-01 09:08:05 UTC`: to the second, so that two runs started
+/// in the same minute tell apart.
 pub(crate) fn time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M UTC").to_string()
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// RFC 3339 with every stored digit, for a `title` (the whole timestamp
+/// on hover).
+pub(crate) fn full(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 /// RFC 3339 to the second, for `<time datetime=...>`.
@@ -53,6 +60,13 @@ mod tests {
         assert_eq!(span(t, at(7200)), "2h");
         assert_eq!(span(t, at(4 * 86_400 + 3 * 3600)), "4d 3h");
         assert_eq!(span(at(10), t), "0s");
-        assert_eq!(time(t), "2026-12-01 10:00 UTC");
+        assert_eq!(
+            time(t + chrono::Duration::milliseconds(7_250)),
+            "2026-12-01 10:00:07 UTC"
+        );
+        assert_eq!(
+            full(t + chrono::Duration::milliseconds(7_250)),
+            "2026-12-01T10:00:07.250Z"
+        );
     }
 }

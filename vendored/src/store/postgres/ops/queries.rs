@@ -224,6 +224,7 @@ impl<'q> ApprovalsStatement<'q> {
         }
         if let Some((text, json_text)) = &self.text {
             p.text = Some((n(&mut params, text), n(&mut params, json_text)));
+            p.text_in_context = query.text_in_context;
         }
         if let (Some(filter), Some(value)) = (&query.spec, &self.spec) {
             p.spec = Some((filter.clone(), n(&mut params, value)));
@@ -257,6 +258,9 @@ pub(crate) struct ApprovalsSql {
     pub step: Option<usize>,
     /// The LIKE pattern for text columns and the one for JSON-string columns.
     pub text: Option<(usize, usize)>,
+    /// The text also searches the agent, the input and the trigger
+    /// (`ApprovalQuery::text_in_context`).
+    pub text_in_context: bool,
     /// The spec version filter and its value's number.
     pub spec: Option<(crate::store::SpecFilter, usize)>,
     /// The cursor's time and key.
@@ -288,7 +292,15 @@ pub(crate) fn arm_sql(
         common.push_str(&format!(
             " AND (message::text ILIKE ${j} ESCAPE '\\' OR decided_by::text ILIKE ${j} ESCAPE '\\' \
              OR step_id ILIKE ${t} ESCAPE '\\' OR key ILIKE ${t} ESCAPE '\\' \
-             OR run_id ILIKE ${t} ESCAPE '\\')"
+             OR run_id ILIKE ${t} ESCAPE '\\'{})",
+            if p.text_in_context {
+                format!(
+                    " OR agent_id ILIKE ${t} ESCAPE '\\' OR input::text ILIKE ${j} ESCAPE '\\' \
+                     OR \"trigger\"::text ILIKE ${j} ESCAPE '\\'"
+                )
+            } else {
+                String::new()
+            }
         ));
     }
     let (order, filter) = match arm {
@@ -344,6 +356,19 @@ pub(crate) async fn list_runs<C: GenericClient>(
     if let Some(status) = &status {
         params.push(status);
         sql.push_str(&format!(" AND status = ${}", params.len()));
+    }
+    let patterns = query.text().map(run_text_patterns);
+    if let Some((plain, json)) = &patterns {
+        params.push(plain);
+        params.push(json);
+        let (p, j) = (params.len() - 1, params.len());
+        // Input, trigger and a gate's message are stored as JSON text.
+        sql.push_str(&format!(
+            " AND (id ILIKE ${p} ESCAPE '\\' OR agent_id ILIKE ${p} ESCAPE '\\' \
+             OR input::text ILIKE ${j} ESCAPE '\\' OR \"trigger\"::text ILIKE ${j} ESCAPE '\\' \
+             OR EXISTS (SELECT 1 FROM tollgate_approvals a WHERE a.run_id = tollgate_runs.id \
+             AND (a.step_id ILIKE ${p} ESCAPE '\\' OR a.message::text ILIKE ${j} ESCAPE '\\')))"
+        ));
     }
     if let Some((at, id)) = &after {
         params.push(at);

@@ -9,8 +9,8 @@ pub(crate) fn get_run(conn: &Connection, run_id: &str) -> StoreResult<Option<Run
     query_opt(&mut stmt, [run_id], run_from_row)
 }
 
-/// Runs newest first. Parameters, in order: [agent_id], [status], [cursor
-/// time, cursor id], limit. (No index serves this order yet: each page
+/// Runs newest first. Parameters, in order: [agent_id], [status], [the
+/// text's patterns], [cursor time, cursor id], limit. (No index serves this order yet: each page
 /// scans the runs table; see the report of issue 14.)
 pub(crate) fn list_runs(conn: &Connection, query: &RunQuery) -> StoreResult<RunsPage> {
     let after = query.cursor.as_deref().map(decode_cursor).transpose()?;
@@ -26,6 +26,13 @@ pub(crate) fn list_runs(conn: &Connection, query: &RunQuery) -> StoreResult<Runs
     if let Some(status) = &status {
         sql.push_str(" AND status = ?");
         params.push(status);
+    }
+    let patterns = query.text().map(run_text_patterns);
+    if let Some((plain, json)) = &patterns {
+        sql.push_str(RUN_TEXT_SQL);
+        for pattern in [plain, plain, json, json, plain, plain] {
+            params.push(pattern);
+        }
     }
     if let Some((at, id)) = &after {
         sql.push_str(" AND (created_at, id) < (?, ?)");
@@ -43,6 +50,15 @@ pub(crate) fn list_runs(conn: &Connection, query: &RunQuery) -> StoreResult<Runs
     });
     Ok(RunsPage { runs, next_cursor })
 }
+
+/// A runs search ([`RunQuery::text`]): the plain pattern for the id, the
+/// agent and a gate's step id and message, the JSON one for the input and
+/// the trigger (both stored as JSON text). A gate's fields are found
+/// through the approvals-by-run index.
+const RUN_TEXT_SQL: &str = " AND (id LIKE ? ESCAPE '\\' OR agent_id LIKE ? ESCAPE '\\' \
+     OR input LIKE ? ESCAPE '\\' OR \"trigger\" LIKE ? ESCAPE '\\' \
+     OR EXISTS (SELECT 1 FROM tollgate_approvals a WHERE a.run_id = tollgate_runs.id \
+     AND (a.step_id LIKE ? ESCAPE '\\' OR a.message LIKE ? ESCAPE '\\')))";
 
 pub(crate) fn run_events(
     conn: &Connection,
@@ -131,6 +147,9 @@ pub(crate) struct ApprovalsShape {
     pub settled: Vec<&'static str>,
     pub by_step: bool,
     pub by_text: bool,
+    /// The text also searches the agent, the input and the trigger
+    /// (`ApprovalQuery::text_in_context`; the JSON pattern is `:json`).
+    pub text_in_context: bool,
     /// The spec version filter (its value is `:spec`).
     pub by_spec: Option<crate::store::SpecFilter>,
     pub after_cursor: bool,
@@ -147,6 +166,7 @@ impl ApprovalsShape {
             settled: filter.settled.iter().map(|s| s.as_str()).collect(),
             by_step: query.step_id.is_some(),
             by_text: filter.text().is_some(),
+            text_in_context: filter.in_context(),
             by_spec: query.spec.clone(),
             after_cursor: false,
         }
@@ -169,6 +189,11 @@ pub(crate) fn list_approvals(
     let fetch = to_i64(pager.batch(), "page size")?;
     let text = filter.text().map(like_pattern);
     let folded = filter.text().map(str::to_ascii_lowercase);
+    // The input and the trigger (who started the run) hold JSON text.
+    let json = filter
+        .text()
+        .filter(|_| filter.in_context())
+        .map(|t| run_text_patterns(t).1);
     let spec = query.spec.as_ref().map(crate::store::SpecFilter::sql_value);
     loop {
         let after = pager
@@ -193,6 +218,9 @@ pub(crate) fn list_approvals(
         if let (Some(text), Some(folded)) = (&text, &folded) {
             params.push((":text", text));
             params.push((":folded", folded));
+        }
+        if let Some(json) = &json {
+            params.push((":json", json));
         }
         if let Some(spec) = &spec {
             params.push((":spec", spec));
@@ -229,7 +257,7 @@ pub(crate) fn list_approvals(
 /// Overdue PENDING rows alone (the history) are few and found by their
 /// expiry, then sorted. Statuses are literals from
 /// [`crate::pending_approval::ApprovalStatus`]; everything a caller gives
-/// is a named parameter (`:now`, `:agent`, `:step`, `:text`, `:folded`,
+/// is a named parameter (`:now`, `:agent`, `:step`, `:text`, `:folded`, `:json`,
 /// `:spec`, `:at`, `:key`, `:limit`).
 pub(crate) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
     // Filters both arms share. The text is a LIKE pattern (ASCII
@@ -257,9 +285,15 @@ pub(crate) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
         };
         common.push_str(&format!(
             " AND ({} OR step_id LIKE :text ESCAPE '\\' OR key LIKE :text ESCAPE '\\' \
-             OR run_id LIKE :text ESCAPE '\\' OR {})",
+             OR run_id LIKE :text ESCAPE '\\' OR {}{})",
             free("message"),
-            free("decided_by")
+            free("decided_by"),
+            if shape.text_in_context {
+                " OR agent_id LIKE :text ESCAPE '\\' OR input LIKE :json ESCAPE '\\' \
+                 OR \"trigger\" LIKE :json ESCAPE '\\'"
+            } else {
+                ""
+            }
         ));
     }
     let mut arms = Vec::new();

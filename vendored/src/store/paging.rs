@@ -91,12 +91,9 @@ impl<'a> ApprovalFilter<'a> {
             return false;
         };
         record.agent_id.to_lowercase().contains(needle.as_str())
-            || [&record.input, &record.trigger].iter().any(|value| {
-                value
-                    .to_string()
-                    .to_lowercase()
-                    .contains(json_needle.as_str())
-            })
+            || [record.input.to_string(), record.trigger.to_string()]
+                .iter()
+                .any(|text| text.to_lowercase().contains(json_needle.as_str()))
     }
 }
 

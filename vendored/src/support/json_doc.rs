@@ -99,6 +99,14 @@ impl JsonDoc {
         de.deserialize_any(FindMember(key)).ok().flatten()
     }
 
+    /// An object's first `n` members, parsed, and how many it has in all;
+    /// `None` when the document is not an object. The rest is skipped
+    /// unparsed (a summary of a wide input costs its first members only).
+    pub fn first_members(&self, n: usize) -> Option<(Vec<(String, Value)>, usize)> {
+        let mut de = serde_json::Deserializer::from_str(self.as_str());
+        de.deserialize_any(FirstMembers(n)).ok().flatten()
+    }
+
     /// How many members (an object) or items (an array) it has; `None`
     /// for a scalar.
     pub fn len_of_top(&self) -> Option<usize> {
@@ -292,6 +300,54 @@ impl<'de> Visitor<'de> for KeyIs<'_> {
     }
 }
 
+/// An object's first members and its count of members.
+struct FirstMembers(usize);
+
+impl<'de> Visitor<'de> for FirstMembers {
+    type Value = Option<(Vec<(String, Value)>, usize)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut first, mut count) = (Vec::new(), 0);
+        while let Some(key) = map.next_key::<String>()? {
+            if first.len() < self.0 {
+                first.push((key, map.next_value::<Value>()?));
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+            count += 1;
+        }
+        Ok(Some((first, count)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
 /// Counts an object's members or an array's items.
 struct CountTop;
 
@@ -376,6 +432,19 @@ mod tests {
         assert_eq!(doc.get("missing"), None);
         assert_eq!(JsonDoc::from_value(&json!([1, 2])).get("0"), None);
         assert_eq!(JsonDoc::from_value(&json!("s")).get("s"), None);
+    }
+
+    #[test]
+    fn the_first_members_and_the_count() {
+        let doc = JsonDoc::from_value(&json!({"a": 1, "b": {"c": [2]}, "d": 3}));
+        assert_eq!(
+            doc.first_members(2),
+            Some((
+                vec![("a".into(), json!(1)), ("b".into(), json!({"c": [2]}))],
+                3
+            ))
+        );
+        assert_eq!(JsonDoc::from_value(&json!([1])).first_members(2), None);
     }
 
     #[test]

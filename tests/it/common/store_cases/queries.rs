@@ -399,7 +399,7 @@ pub async fn a_malformed_runs_cursor_is_rejected(store: SharedStore) {
 pub async fn runs_are_searched_by_id_agent_input_trigger_and_their_gates(store: SharedStore) {
     let store = store.as_ref();
     let mut plain = run_record("run-plain", "desk", 1);
-    plain.input = json!({"customer": "Ada \"The Countess\" Lovelace", "rate": "50%"});
+    plain.input = json!({"customer": "Ada \"The Countess\" Lovelace", "rate": "50%"}).into();
     plain.trigger = json!({"kind": "api", "started_by": "robot-7"});
     store.create_run(&plain, &[]).await.expect("create run");
     for (n, key) in ["g1", "g2", "g3"].iter().enumerate() {
@@ -461,13 +461,13 @@ pub async fn runs_are_searched_by_id_agent_input_trigger_and_their_gates(store: 
 pub async fn approvals_are_searched_by_agent_input_and_who_started_them(store: SharedStore) {
     let s = store.as_ref();
     paused_with(s, "ada", "desk", 1, |r| {
-        r.input = json!({"customer": "Ada \"The Countess\" Lovelace"});
+        r.input = json!({"customer": "Ada \"The Countess\" Lovelace"}).into();
         r.trigger = json!({"kind": "api", "started_by": "robot-7"});
     })
     .await;
     paused_run(s, "plain", "desk", 2).await;
     paused_with(s, "done", "desk", 3, |r| {
-        r.input = json!({"address": "7 Compiler Lane"});
+        r.input = json!({"address": "7 Compiler Lane"}).into();
     })
     .await;
     s.claim(&approve("done", "alice", 5)).await.expect("claim");

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use crate::json_doc::JsonDoc;
+
 use crate::policy::requesters_from_trigger;
 
 /// How many top-level fields of an input the summary names.
@@ -32,21 +34,27 @@ pub(crate) fn started_by(trigger: &Value) -> String {
 /// The first few top-level fields of `input`, each value cut short:
 /// `customer: Ada Lovelace · amount: 120 · lines: [2 items] · +2 more`.
 /// Empty for no input.
-pub(crate) fn input_summary(input: &Value) -> String {
-    match input {
-        Value::Null => String::new(),
-        Value::Object(fields) => {
+pub(crate) fn input_summary(input: &JsonDoc) -> String {
+    // Only the first fields are parsed: a wide input is not built into a
+    // tree for one line of a list.
+    match input.first_members(FIELDS) {
+        Some((fields, count)) => {
             let mut parts: Vec<String> = fields
                 .iter()
-                .take(FIELDS)
                 .map(|(name, value)| format!("{}: {}", clip(name, NAME_CHARS), brief(value)))
                 .collect();
-            if fields.len() > FIELDS {
-                parts.push(format!("+{} more", fields.len() - FIELDS));
+            if count > FIELDS {
+                parts.push(format!("+{} more", count - FIELDS));
             }
             parts.join(" · ")
         }
-        other => brief(other),
+        None => match input.len_of_top() {
+            Some(items) => count(items, "item"),
+            None => match input.to_value() {
+                Value::Null => String::new(),
+                scalar => brief(&scalar),
+            },
+        },
     }
 }
 
@@ -98,7 +106,7 @@ mod tests {
             "amount": 120,
             "more": {"a": 1},
         });
-        let summary = input_summary(&input);
+        let summary = input_summary(&JsonDoc::from(&input));
         assert_eq!(
             summary,
             format!(
@@ -106,10 +114,16 @@ mod tests {
                 "x".repeat(39)
             )
         );
-        assert_eq!(input_summary(&json!({"a": {"b": 1}})), "a: [1 field]");
-        assert_eq!(input_summary(&json!("one\nline")), "one line");
-        assert_eq!(input_summary(&Value::Null), "");
-        assert_eq!(input_summary(&json!(7)), "7");
+        assert_eq!(
+            input_summary(&JsonDoc::from(&json!({"a": {"b": 1}}))),
+            "a: [1 field]"
+        );
+        assert_eq!(
+            input_summary(&JsonDoc::from(&json!("one\nline"))),
+            "one line"
+        );
+        assert_eq!(input_summary(&JsonDoc::from(&Value::Null)), "");
+        assert_eq!(input_summary(&JsonDoc::from(&json!(7))), "7");
     }
 
     #[test]

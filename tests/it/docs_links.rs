@@ -122,28 +122,34 @@ fn anchors(markdown: &str) -> BTreeSet<String> {
     out
 }
 
-/// A line with its inline code spans (`` `...` ``) blanked out.
-fn without_code_spans(line: &str) -> String {
+/// A line with its inline code spans (`` `...` ``) blanked out. A span
+/// may go on over a line break (`in_code` carries it to the next line) but
+/// not past the end of a paragraph.
+fn without_code_spans(line: &str, in_code: &mut bool) -> String {
+    if line.trim().is_empty() {
+        *in_code = false;
+    }
     let mut out = String::with_capacity(line.len());
-    let mut in_code = false;
     for c in line.chars() {
         if c == '`' {
-            in_code = !in_code;
+            *in_code = !*in_code;
             out.push(' ');
         } else {
-            out.push(if in_code { ' ' } else { c });
+            out.push(if *in_code { ' ' } else { c });
         }
     }
     out
 }
 
-/// The targets of the file's inline links and images (`](target)`), with
-/// their line numbers. A link's text may span lines; its `](target)`
-/// does not.
+/// The targets of the file's inline links and images (`](target)`), and
+/// of HTML `src="..."` and `href="..."` attributes (an image with a set
+/// width is written as `<img>`), with their line numbers. A link's text
+/// may span lines; its `](target)` does not.
 fn link_targets(markdown: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
+    let mut in_code = false;
     for (number, line) in prose_lines(markdown) {
-        let line = without_code_spans(line);
+        let line = without_code_spans(line, &mut in_code);
         let mut rest = line.as_str();
         while let Some(at) = rest.find("](") {
             let after = &rest[at + 2..];
@@ -151,6 +157,15 @@ fn link_targets(markdown: &str) -> Vec<(usize, String)> {
             let target = after[..end].split_whitespace().next().unwrap_or("");
             out.push((number, target.to_string()));
             rest = &after[end..];
+        }
+        for attribute in ["src=\"", "href=\""] {
+            let mut rest = line.as_str();
+            while let Some(at) = rest.find(attribute) {
+                let after = &rest[at + attribute.len()..];
+                let Some(end) = after.find('"') else { break };
+                out.push((number, after[..end].to_string()));
+                rest = &after[end..];
+            }
         }
     }
     out
@@ -214,7 +229,10 @@ fn every_relative_link_and_anchor_in_the_docs_resolves() {
             }
         }
     }
-    assert!(checked > 30, "only {checked} links found: is the link reader broken?");
+    assert!(
+        checked > 30,
+        "only {checked} links found: is the link reader broken?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
@@ -225,20 +243,31 @@ fn anchors_follow_githubs_rules() {
         anchor("Moving approvals onto the new version: `approvals migrate`"),
         "moving-approvals-onto-the-new-version-approvals-migrate"
     );
-    assert_eq!(anchor("Several servers, one database (PostgreSQL)"), "several-servers-one-database-postgresql");
+    assert_eq!(
+        anchor("Several servers, one database (PostgreSQL)"),
+        "several-servers-one-database-postgresql"
+    );
     assert_eq!(anchor("Policy: `on_spec_change`"), "policy-on_spec_change");
     let text = "# A\n\n```sh\n# not a heading\n```\n\n## A\n### Dé-jà vu\n";
     assert_eq!(
         anchors(text),
-        ["a", "a-1", "dé-jà-vu"].into_iter().map(String::from).collect()
+        ["a", "a-1", "dé-jà-vu"]
+            .into_iter()
+            .map(String::from)
+            .collect()
     );
 }
 
 #[test]
 fn links_are_read_outside_code_only() {
-    let text = "See [a](x.md#b) and `[c](d.md)`\n```\n[e](f.md)\n```\n[g\n](#h) ![i](j.png)\n";
+    let text = "See [a](x.md#b) and `[c](d.md)`\n```\n[e](f.md)\n```\n[g\n](#h) ![i](j.png)\n<img src=\"k.png\" width=\"2\">\n";
     let targets: Vec<String> = link_targets(text).into_iter().map(|(_, t)| t).collect();
-    assert_eq!(targets, ["x.md#b", "#h", "j.png"]);
+    assert_eq!(targets, ["x.md#b", "#h", "j.png", "k.png"]);
+    // A code span over a line break hides only its own text; a lone
+    // backtick does not hide the next paragraph.
+    let text = "run `tollgate\nserve`, see [l](m.md) and `[n](o.md)\n\na ` b\n\n[p](q.md)\n";
+    let targets: Vec<String> = link_targets(text).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(targets, ["m.md", "q.md"]);
 }
 
 #[test]
@@ -252,6 +281,12 @@ fn a_missing_file_or_anchor_is_named() {
         check_link(&root, "docs/serving.md", "gone.md").as_deref(),
         Some("docs/gone.md does not exist")
     );
-    assert_eq!(check_link(&root, "docs/serving.md", "../README.md#quick-start"), None);
-    assert_eq!(check_link(&root, "README.md", "https://example.com/#x"), None);
+    assert_eq!(
+        check_link(&root, "docs/serving.md", "../README.md#quick-start"),
+        None
+    );
+    assert_eq!(
+        check_link(&root, "README.md", "https://example.com/#x"),
+        None
+    );
 }

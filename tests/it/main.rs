@@ -12,6 +12,7 @@ mod common;
 mod browser;
 mod cli;
 mod deploys;
+mod docs_links;
 mod export;
 mod gate_api;
 mod gates;

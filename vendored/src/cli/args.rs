@@ -167,8 +167,7 @@ pub enum ApprovalsCommand {
     /// Reject; the run ends `rejected` (or goes on, for `on_reject: continue`).
     Reject(DecideArgs),
     /// Move pending approvals made under older versions of the spec, with
-    /// their runs, onto the spec given (see README "Changing a spec while
-    /// approvals wait").
+    /// their runs, onto the spec given (see docs/changing-a-spec.md).
     Migrate(MigrateArgs),
 }
 

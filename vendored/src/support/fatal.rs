@@ -26,8 +26,8 @@ const FATAL: [(libc::c_int, &str, &str); 5] = [
         libc::SIGBUS,
         "SIGBUS",
         "bus error: a memory-mapped file shrank under this process; with SQLite that is its \
-         -shm index, truncated by another process or by hand (see the README, \"Where the state \
-         lives\")",
+         -shm index, truncated by another process or by hand (see docs/operating.md, \"Where the \
+         state lives\")",
     ),
     (libc::SIGSEGV, "SIGSEGV", "invalid memory access"),
     (libc::SIGILL, "SIGILL", "illegal instruction"),

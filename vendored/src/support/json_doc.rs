@@ -229,6 +229,31 @@ fn compact(text: &str) -> Option<String> {
     out
 }
 
+/// The visitor methods of a scalar document for a visitor that looks
+/// into objects or arrays only: a scalar has none (`Ok(None)`).
+macro_rules! scalars_are_none {
+    () => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    };
+}
+
 /// Finds one member of an object, skipping every other value unparsed.
 struct FindMember<'k>(&'k str);
 
@@ -256,24 +281,7 @@ impl<'de> Visitor<'de> for FindMember<'_> {
         Ok(None)
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
+    scalars_are_none!();
 }
 
 /// Whether a key equals the one sought, compared where it lies in the
@@ -328,24 +336,7 @@ impl<'de> Visitor<'de> for FirstMembers {
         Ok(None)
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    scalars_are_none!();
 }
 
 /// Counts an object's members or an array's items.
@@ -374,24 +365,7 @@ impl<'de> Visitor<'de> for CountTop {
         Ok(Some(n))
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Option<usize>, E> {
-        Ok(None)
-    }
+    scalars_are_none!();
 }
 
 #[cfg(test)]

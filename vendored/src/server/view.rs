@@ -16,9 +16,15 @@ pub(crate) async fn load_run(state: &AppState, run_id: &str) -> Result<RunRecord
         .ok_or_else(|| ApiError::RunNotFound(run_id.to_string()))
 }
 
-/// The run with its pending approval and its status as of now.
+/// The run with its pending approval and its status as of now. The run is
+/// read without its input, which the view does not show.
 pub(crate) async fn run_view(state: &AppState, run_id: &str) -> Result<RunView, ApiError> {
-    let run = load_run(state, run_id).await?;
+    let run = state
+        .queries()
+        .get_run_outline(run_id)
+        .await?
+        .filter(|run| state.owns_run(run))
+        .ok_or_else(|| ApiError::RunNotFound(run_id.to_string()))?;
     let pending = if run.status == RunStatus::AwaitingApproval {
         state
             .agent

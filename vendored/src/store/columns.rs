@@ -37,6 +37,13 @@ pub(super) const ROSTER_COLUMN: usize = 18;
 pub(super) const RUN_COLUMNS: &str = "id, agent_id, spec_hash, status, input, \"trigger\", \
      outputs, error, created_at, updated_at, owner, lease_until";
 
+/// [`RUN_COLUMNS`] with `empty_object` (the store's literal for `{}`) in
+/// place of the input: a run's outline, for readers that do not show its
+/// input (a run view), which may be wide.
+pub(super) fn run_outline_columns(empty_object: &str) -> String {
+    RUN_COLUMNS.replacen("input", &format!("{empty_object} AS input"), 1)
+}
+
 /// The number of columns in [`RUN_COLUMNS`].
 pub(super) const RUN_COLUMN_COUNT: usize = 12;
 

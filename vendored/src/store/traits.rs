@@ -336,6 +336,13 @@ pub trait Queries: Send + Sync + 'static {
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
 
+    /// [`Queries::get_run`] without the input (`{}` in its place): what a
+    /// run view reads, since it does not show the input, which may be
+    /// wide (tollgate issue 41).
+    async fn get_run_outline(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        self.get_run(run_id).await
+    }
+
     /// Runs newest first (`created_at`, then id), one page at a time.
     async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage>;
 

@@ -22,7 +22,8 @@ use serde_json::value::RawValue;
 #[derive(Clone)]
 pub struct JsonDoc {
     // serde_json's raw value: serialized as it is, never parsed again.
-    raw: Arc<RawValue>,
+    // Boxed inside the `Arc` so that sharing it never copies the text.
+    raw: Arc<Box<RawValue>>,
 }
 
 impl JsonDoc {
@@ -31,9 +32,7 @@ impl JsonDoc {
         // Serializing a `Value` cannot fail (its keys are strings).
         let raw =
             serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned());
-        JsonDoc {
-            raw: Arc::from(raw),
-        }
+        JsonDoc { raw: Arc::new(raw) }
     }
 
     /// `text` checked to be one JSON value, kept compact.
@@ -52,9 +51,7 @@ impl JsonDoc {
             Some(compacted) => RawValue::from_string(compacted)?,
             None => raw,
         };
-        Ok(JsonDoc {
-            raw: Arc::from(raw),
-        })
+        Ok(JsonDoc { raw: Arc::new(raw) })
     }
 
     /// The compact text.

@@ -210,6 +210,7 @@ macro_rules! store_conformance_tests {
         );
         store_conformance_tests!(@concept $open; values:
             nul_characters_are_kept_in_every_field,
+            a_runs_outline_is_the_run_without_its_input,
             a_time_past_the_year_9999_is_refused_before_any_write,
             json_nested_deeper_than_a_store_reads_back_is_refused_before_any_write,
         );

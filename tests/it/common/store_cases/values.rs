@@ -5,6 +5,35 @@
 use super::fixtures::*;
 use super::prelude::*;
 
+/// A run's outline (what a run view reads) is the run with `{}` for its
+/// input, which may be wide and which the view does not show; everything
+/// else as stored.
+pub async fn a_runs_outline_is_the_run_without_its_input(store: SharedStore) {
+    let mut run = run_record("run-outline", "agent", 0);
+    run.input = json!({ "wide": "x".repeat(10_000), "n": 1 }).into();
+    store
+        .create_run(&run, &[event("run-outline", 1, 0, started(&run))])
+        .await
+        .expect("create");
+    let outline = store
+        .get_run_outline("run-outline")
+        .await
+        .expect("outline")
+        .expect("the run");
+    assert_eq!(outline.input.as_str(), "{}");
+    assert_eq!(
+        RunRecord {
+            input: run.input.clone(),
+            ..outline
+        },
+        run
+    );
+    assert_eq!(
+        store.get_run_outline("no-such-run").await.expect("read"),
+        None
+    );
+}
+
 /// A NUL (`\u0000`) in anything a person or a downstream wrote: the run's
 /// input and trigger, a gate's message and payload, the decider, the reason,
 /// an edited payload, a run's outputs and error, its events. Every store

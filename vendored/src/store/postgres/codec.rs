@@ -20,7 +20,7 @@ use crate::store::{StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, SPEC_VERSION_COLUMNS,
-    VOTE_COLUMNS, corrupt, spec_versions_sql, to_i64,
+    VOTE_COLUMNS, corrupt, run_outline_columns, spec_versions_sql, to_i64,
 };
 
 /// Reads the columns of one row, naming the row in every error.

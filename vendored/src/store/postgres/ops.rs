@@ -26,8 +26,8 @@ use tokio_postgres::types::ToSql;
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RUN_COLUMN_COUNT, RUN_COLUMNS, RowReader,
     SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, checked, checked_doc, event_from_row,
-    run_from_row, spec_version_from_row, spec_version_use_from_row, spec_versions_sql, text_json,
-    to_i64, to_json, vote_from_row,
+    run_from_row, run_outline_columns, spec_version_from_row, spec_version_use_from_row,
+    spec_versions_sql, text_json, to_i64, to_json, vote_from_row,
 };
 use super::notify;
 use super::pipeline::sent;

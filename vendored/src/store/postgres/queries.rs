@@ -66,6 +66,11 @@ impl Queries for PostgresStore {
         self.context(&format!("reading run {run_id}"), read)
     }
 
+    async fn get_run_outline(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        let read = async { ops::get_run_outline(&self.client().await?, run_id).await }.await;
+        self.context(&format!("reading run {run_id}"), read)
+    }
+
     async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
         let read = async { ops::list_runs(&self.client().await?, query).await }.await;
         self.context("listing runs", read)

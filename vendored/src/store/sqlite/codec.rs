@@ -18,7 +18,7 @@ use crate::store::{StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, ROSTER_COLUMN, RUN_COLUMN_COUNT, RUN_COLUMNS,
-    SPEC_VERSION_COLUMNS, VOTE_COLUMNS, corrupt, spec_versions_sql, to_i64,
+    SPEC_VERSION_COLUMNS, VOTE_COLUMNS, corrupt, run_outline_columns, spec_versions_sql, to_i64,
 };
 
 /// Reads the columns of one row, naming the row in every error.
@@ -88,8 +88,13 @@ impl Columns for RowReader<'_, '_> {
     }
 
     fn doc(&self, idx: usize, column: &'static str) -> StoreResult<crate::json_doc::JsonDoc> {
-        let text: String = self.get(idx, column)?;
-        crate::json_doc::JsonDoc::parse(&text).map_err(|e| self.corrupt(column, &e))
+        // Read where SQLite holds it: no `String` copy of a wide input.
+        let value = self
+            .row
+            .get_ref(idx)
+            .map_err(|e| self.corrupt(column, &e))?;
+        let text = value.as_str().map_err(|e| self.corrupt(column, &e))?;
+        crate::json_doc::JsonDoc::parse(text).map_err(|e| self.corrupt(column, &e))
     }
 
     fn json_opt<T: DeserializeOwned>(

@@ -24,8 +24,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Params, Row, Statement,
 use super::codec::{
     APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, ROSTER_COLUMN, RUN_COLUMN_COUNT, RUN_COLUMNS,
     RowReader, SPEC_VERSION_COLUMNS, VOTE_COLUMNS, approval_from_row, event_from_row,
-    outbox_from_row, run_from_row, spec_version_from_row, spec_version_use_from_row,
-    spec_versions_sql, to_i64, to_json, vote_from_row,
+    outbox_from_row, run_from_row, run_outline_columns, spec_version_from_row,
+    spec_version_use_from_row, spec_versions_sql, to_i64, to_json, vote_from_row,
 };
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Claim, Moved};

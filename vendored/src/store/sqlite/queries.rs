@@ -92,6 +92,14 @@ impl Queries for SqliteStore {
         .await
     }
 
+    async fn get_run_outline(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        let run_id = run_id.to_string();
+        self.read(format!("reading run {run_id}"), move |conn| {
+            ops::get_run_outline(conn, &run_id)
+        })
+        .await
+    }
+
     async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunsPage> {
         let query = query.clone();
         self.read("listing runs", move |conn| ops::list_runs(conn, &query))

@@ -15,6 +15,23 @@ pub(crate) async fn get_run<C: GenericClient>(
     .await
 }
 
+/// [`get_run`] without the input (`'{}'::jsonb` in its place).
+pub(crate) async fn get_run_outline<C: GenericClient>(
+    client: &C,
+    run_id: &str,
+) -> StoreResult<Option<RunRecord>> {
+    query_opt(
+        client,
+        &format!(
+            "SELECT {} FROM tollgate_runs WHERE id = $1",
+            run_outline_columns("'{}'::jsonb")
+        ),
+        &[&run_id],
+        run_from_row,
+    )
+    .await
+}
+
 pub(crate) async fn run_events<C: GenericClient>(
     client: &C,
     run_id: &str,

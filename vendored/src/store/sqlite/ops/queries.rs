@@ -9,6 +9,15 @@ pub(crate) fn get_run(conn: &Connection, run_id: &str) -> StoreResult<Option<Run
     query_opt(&mut stmt, [run_id], run_from_row)
 }
 
+/// [`get_run`] without the input (`'{}'` in its place).
+pub(crate) fn get_run_outline(conn: &Connection, run_id: &str) -> StoreResult<Option<RunRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {} FROM tollgate_runs WHERE id = ?1",
+        run_outline_columns("'{}'")
+    ))?;
+    query_opt(&mut stmt, [run_id], run_from_row)
+}
+
 /// Runs newest first. Parameters, in order: [agent_id], [status], [the
 /// text's patterns], [cursor time, cursor id], limit. (No index serves this order yet: each page
 /// scans the runs table; see the report of issue 14.)

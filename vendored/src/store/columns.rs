@@ -203,11 +203,44 @@ struct StoredEventRead {
     kind: EventKind,
 }
 
+/// The event in `text`. A `run_started` event holds the run's input, which
+/// may be wide: it is read as text ([`crate::json_doc`]), which serde's
+/// buffering of a tagged enum cannot do, so that event is read on its own.
+fn decode_event(text: &str) -> Result<StoredEventRead, serde_json::Error> {
+    /// Only the event's type: the rest is skipped unparsed.
+    #[derive(Deserialize)]
+    struct TypeOnly<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    #[derive(Deserialize)]
+    struct RunStartedRead {
+        at: DateTime<Utc>,
+        agent: String,
+        spec_hash: String,
+        #[serde(deserialize_with = "crate::json_doc::raw")]
+        input: crate::json_doc::JsonDoc,
+    }
+    if serde_json::from_str::<TypeOnly<'_>>(text)?.kind == "run_started" {
+        let started: RunStartedRead = serde_json::from_str(text)?;
+        return Ok(StoredEventRead {
+            at: started.at,
+            kind: EventKind::RunStarted {
+                agent: started.agent,
+                spec_hash: started.spec_hash,
+                input: started.input,
+            },
+        });
+    }
+    serde_json::from_str(text)
+}
+
 /// Decode `SELECT run_id, seq, event`. The columns say where the event
 /// sits; the JSON carries what happened.
 pub(super) fn event(r: &impl Columns) -> StoreResult<Event> {
     let seq = r.int(1, "seq")?;
-    let stored: StoredEventRead = r.json(2, "event")?;
+    let text = r.doc(2, "event")?;
+    let stored = decode_event(text.as_str()).map_err(|e| r.corrupt("event", &e))?;
     Ok(Event {
         run_id: r.id().to_string(),
         seq: u64::try_from(seq).map_err(|_| r.corrupt("seq", &format!("negative seq {seq}")))?,

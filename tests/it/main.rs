@@ -19,6 +19,7 @@ mod layers;
 mod mcp;
 mod notifications;
 mod quickstart;
+mod reference;
 mod runs;
 mod secrets;
 mod server;

@@ -357,3 +357,52 @@ fn every_event_type_and_field_a_run_writes_is_in_the_event_registry() {
         "every registered type is one a run writes"
     );
 }
+
+/// The env registry's defaults for variables whose flag has no clap
+/// default (durations, sizes) are the constants the code falls back to.
+#[test]
+fn the_env_registrys_written_defaults_are_the_codes_own() {
+    use tollgate_runtime::env;
+    use tollgate_runtime::time::parse_duration;
+    let default = |name: &str| {
+        env::ALL
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("{name} is registered"))
+            .default
+    };
+    let durations = [
+        (
+            env::BODY_TIMEOUT,
+            tollgate_runtime::server::DEFAULT_BODY_TIMEOUT,
+        ),
+        (
+            env::HEADER_TIMEOUT,
+            tollgate_runtime::server::DEFAULT_HEADER_TIMEOUT,
+        ),
+        (
+            env::IDLE_TIMEOUT,
+            tollgate_runtime::server::DEFAULT_IDLE_TIMEOUT,
+        ),
+        (
+            env::SHUTDOWN_GRACE,
+            tollgate_runtime::server::DEFAULT_SHUTDOWN_GRACE,
+        ),
+        (
+            env::NOTIFY_RETRY_WINDOW,
+            tollgate_runtime::notify::outbox::DEFAULT_RETRY_WINDOW,
+        ),
+        (env::RUN_LEASE, tollgate_runtime::durable::DEFAULT_LEASE),
+        (
+            env::SQLITE_BUSY_TIMEOUT,
+            tollgate_runtime::store::SqliteOptions::default().busy_timeout,
+        ),
+    ];
+    for (name, constant) in durations {
+        assert_eq!(parse_duration(default(name)), Ok(constant), "{name}");
+    }
+    assert_eq!(
+        default(env::DB_POOL_SIZE),
+        tollgate_runtime::store::DEFAULT_POOL_SIZE.to_string()
+    );
+}

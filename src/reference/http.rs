@@ -77,7 +77,7 @@ fn route(path: &str, method: &str, operation: &Value) -> String {
     let open = operation["security"]
         .as_array()
         .is_some_and(|list| list.is_empty());
-    out.push_str(if open { " *No token.*\n\n" } else { "\n\n" });
+    out.push_str(if open { "\n\n*No token.*\n\n" } else { "\n\n" });
     if let Some(text) = operation["description"].as_str() {
         for paragraph in text.split("\n\n") {
             let _ = writeln!(out, "{}\n", one_line(paragraph));

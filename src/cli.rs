@@ -79,6 +79,17 @@ pub enum Command {
     },
     /// Export the spec as a standalone, deployable Rust server crate.
     Export(tollgate::export::command::ExportArgs),
+    /// Write the reference pages (docs/reference/) from the code. For
+    /// contributors (`scripts/reference`), so hidden.
+    #[command(hide = true)]
+    Reference {
+        /// The directory to write the pages into.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Write nothing; exit 1 naming each page that differs.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 #[cfg(test)]

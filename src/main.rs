@@ -37,5 +37,9 @@ async fn dispatch(command: Command) -> Result<i32, ExitFailure> {
             shared::mcp::run(args, &SpecSource::File(spec), &custom).await
         }
         Command::Export(args) => Ok(tollgate::export::command::run(args).await),
+        Command::Reference { out, check } => {
+            use clap::CommandFactory as _;
+            Ok(tollgate::reference::run(cli::Cli::command(), &out, check))
+        }
     }
 }

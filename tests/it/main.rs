@@ -20,6 +20,7 @@ mod layers;
 mod mcp;
 mod notifications;
 mod quickstart;
+mod reference;
 mod runs;
 mod secrets;
 mod server;

@@ -40,6 +40,7 @@ pub mod store_location;
 pub use crate::embedded::Embedded;
 pub use common::{SpecSource, agent, decider};
 pub use exit::ExitFailure;
+pub use exported::command as exported_command;
 pub(crate) use exported::run_exported;
 
 /// Run an async command on a fresh multi-thread runtime and turn its result

@@ -104,6 +104,12 @@ fn refuse_other_spec(_: &str) -> Result<std::path::PathBuf, String> {
     )
 }
 
+/// The command line every exported server offers, before its spec's own
+/// description is added: what docs/reference/cli-exported.md is made from.
+pub fn command() -> clap::Command {
+    without_other_specs(ExportedCli::command())
+}
+
 /// The `main` of an exported server: `custom` are its `rust:` tools, and
 /// `extend` adds its own routes and layers to what `serve` serves.
 pub(crate) fn run_exported<I, T>(
@@ -168,7 +174,7 @@ mod tests {
 
     /// The command line exactly as `run_exported` parses it.
     fn exported_command() -> clap::Command {
-        without_other_specs(ExportedCli::command())
+        command()
     }
 
     #[test]

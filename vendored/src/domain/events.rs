@@ -246,3 +246,231 @@ impl EventKind {
         )
     }
 }
+
+/// One event type as the reference (docs/reference/events.md) lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventType {
+    /// The `type` value ([`EventKind::name`]).
+    pub name: &'static str,
+    /// When it is written.
+    pub about: &'static str,
+    /// Its fields beside `run_id`, `seq`, `at` and `type`, each with what
+    /// it holds (`(optional)` when it may be absent or null).
+    pub fields: &'static [(&'static str, &'static str)],
+}
+
+/// Every event type, in the order a run writes them: the registry the
+/// reference is generated from. A test serialises one event of every
+/// [`EventKind`] variant and requires its `type` and its fields here.
+pub const EVENT_TYPES: &[EventType] = &[
+    EventType {
+        name: "run_started",
+        about: "A run began.",
+        fields: &[
+            ("agent", "The spec's agent id."),
+            (
+                "spec_hash",
+                "The hash of the spec version the run started under.",
+            ),
+            ("input", "The run's input."),
+        ],
+    },
+    EventType {
+        name: "step_started",
+        about: "A step began.",
+        fields: &[
+            ("step", "The step's id."),
+            ("index", "Its position in the spec, from 0."),
+        ],
+    },
+    EventType {
+        name: "step_completed",
+        about: "A step finished with an output.",
+        fields: &[
+            ("step", "The step's id."),
+            ("index", "Its position in the spec, from 0."),
+            ("output", "What the step produced."),
+            (
+                "replayed",
+                "(optional) true when a resumed run re-announces an earlier step without running it.",
+            ),
+        ],
+    },
+    EventType {
+        name: "awaiting_approval",
+        about: "The run paused at a gate; it waits for a decision on `key`.",
+        fields: &[
+            ("key", "The pending approval's key."),
+            ("step", "The gate's step id."),
+            ("phase", "`before` or `after` the step's action."),
+            ("message", "(optional) The gate's message."),
+            ("payload", "What is to be approved."),
+            ("expires_at", "When the approval expires (RFC 3339)."),
+        ],
+    },
+    EventType {
+        name: "approval_resolved",
+        about: "The gate was decided; the run resumes (or ends when rejected).",
+        fields: &[
+            ("key", "The approval's key."),
+            ("decision", "`approve`, `reject` or `modify`."),
+            ("decided_by", "Who decided."),
+            ("reason", "(optional) The decider's reason."),
+            (
+                "input",
+                "(optional) The approver's input, for a gate with a `form:`.",
+            ),
+            (
+                "pinned_to",
+                "(optional) The spec hash the run resumes on when it is not the one the deciding process serves (`on_spec_change: pin`).",
+            ),
+        ],
+    },
+    EventType {
+        name: "approval_migrated",
+        about: "A pending approval moved, with its run, onto another spec version (`approvals migrate`, or `on_spec_change: auto`).",
+        fields: &[
+            ("key", "The approval's key."),
+            ("from", "The spec hash it paused under."),
+            ("to", "The spec hash it waits under now."),
+            (
+                "by",
+                "The operator who migrated, or the decider whose decision moved it under `auto`.",
+            ),
+            (
+                "map",
+                "Steps renamed by the move (old id to new id); empty when none.",
+            ),
+            (
+                "auto",
+                "(optional) true when moved by the `auto` policy at a decision.",
+            ),
+        ],
+    },
+    EventType {
+        name: "approval_vote",
+        about: "A vote on a gate that counts votes; the vote that settles it is followed by `approval_resolved`.",
+        fields: &[
+            ("key", "The approval's key."),
+            ("voter", "Who voted."),
+            ("decision", "`approve`, `reject` or `modify`."),
+            (
+                "rule",
+                "(optional) The rule the vote counted toward (approvals only).",
+            ),
+            ("reason", "(optional) The voter's reason."),
+            (
+                "channel",
+                "Where the vote came from: the API, the CLI, the inbox, a signed link, Slack, a Rust program's gate API, or the gate's own timeout.",
+            ),
+            ("payload_digest", "The digest of the payload voted on."),
+            (
+                "input",
+                "(optional) The approver's input given with the vote.",
+            ),
+            (
+                "supersedes",
+                "(optional) true for a modify: the votes before it no longer count.",
+            ),
+            (
+                "progress",
+                "Each rule's progress after the vote (\"finance 1 of 2\").",
+            ),
+        ],
+    },
+    EventType {
+        name: "approval_reminded",
+        about: "A waiting gate's reminder (`remind:`).",
+        fields: &[
+            ("key", "The approval's key."),
+            ("step", "The gate's step id."),
+            ("percent", "How much of its time has passed."),
+            ("expires_at", "When the approval expires (RFC 3339)."),
+        ],
+    },
+    EventType {
+        name: "approval_escalated",
+        about: "A waiting gate's escalation (`escalate:`): more groups may decide from now on; votes already cast stand.",
+        fields: &[
+            ("key", "The approval's key."),
+            ("step", "The gate's step id."),
+            ("groups", "The groups added."),
+            ("added", "Their members, as they were when the run paused."),
+        ],
+    },
+    EventType {
+        name: "gate_skipped",
+        about: "A gated tool's `when:` did not hold for a call's arguments: the call went out without a gate.",
+        fields: &[
+            ("step", "The step id."),
+            ("when", "The predicate."),
+            ("value", "What the predicate gave."),
+        ],
+    },
+    EventType {
+        name: "run_completed",
+        about: "The run ended: every step done.",
+        fields: &[("outputs", "The run's outputs.")],
+    },
+    EventType {
+        name: "run_rejected",
+        about: "The run ended: a gate was rejected.",
+        fields: &[("reason", "(optional) The decider's reason.")],
+    },
+    EventType {
+        name: "run_expired",
+        about: "The run ended: a gate's time ran out.",
+        fields: &[("key", "The approval that expired.")],
+    },
+    EventType {
+        name: "run_skipped",
+        about: "The run ended without running: another run already had its dedupe key.",
+        fields: &[
+            ("step", "The step whose dedupe key matched."),
+            ("dedupe_key", "The key."),
+        ],
+    },
+    EventType {
+        name: "run_failed",
+        about: "The run ended failed: by itself, or by an operator (`runs fail`).",
+        fields: &[
+            ("error", "What went wrong."),
+            (
+                "by",
+                "(optional) The operator who failed it; absent when it failed by itself.",
+            ),
+            ("reason", "(optional) The operator's reason."),
+        ],
+    },
+    EventType {
+        name: "run_cancelled",
+        about: "An operator ended the run; its pending approval became cancelled.",
+        fields: &[
+            ("by", "Who cancelled it."),
+            ("reason", "(optional) Their reason."),
+        ],
+    },
+    EventType {
+        name: "run_recovered",
+        about: "A process took over a run whose driver had stopped (its lease ran out) and resumes it from its last durable point.",
+        fields: &[
+            ("by", "The recovering process's node id."),
+            (
+                "from_step",
+                "(optional) The step it resumes at; null when every step was done.",
+            ),
+            (
+                "forced",
+                "(optional) true for `runs retry --force` of a run an operator had failed.",
+            ),
+        ],
+    },
+    EventType {
+        name: "run_stuck",
+        about: "A step was in flight when its process stopped and its `on_crash` says not to repeat it: the run waits for an operator.",
+        fields: &[
+            ("step", "The step that was in flight."),
+            ("reason", "Why the run stopped there."),
+        ],
+    },
+];

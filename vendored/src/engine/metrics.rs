@@ -20,6 +20,188 @@ use crate::notices::NoticeChannel;
 use crate::pending_approval::ApprovalStatus;
 use crate::spec::{Spec, StepKind};
 
+/// One metric family as `GET /metrics` writes it and the reference
+/// (docs/reference/metrics.md) lists it: [`Exposition::family`] takes one
+/// of these, so a family's help and type are written from here alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricFamily {
+    pub name: &'static str,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// The labels of its samples (a histogram's `le` left out).
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+const fn family(
+    name: &'static str,
+    kind: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricFamily {
+    MetricFamily {
+        name,
+        kind,
+        labels,
+        help,
+    }
+}
+
+pub const BUILD_INFO: MetricFamily = family(
+    "tollgate_build_info",
+    "gauge",
+    &["agent", "spec_hash", "version"],
+    "The agent served, its spec's hash and the tollgate runtime version; always 1.",
+);
+pub const PENDING_APPROVALS: MetricFamily = family(
+    "tollgate_pending_approvals",
+    "gauge",
+    &["step"],
+    "Approvals waiting for a decision (unexpired), by step, in the shared store.",
+);
+pub const STALE_PENDING_APPROVALS: MetricFamily = family(
+    "tollgate_stale_pending_approvals",
+    "gauge",
+    &[],
+    "Approvals waiting for a decision (unexpired) that paused under another version of the spec than the one served: approve does what approvals.on_spec_change says (refuse, the default: spec_changed).",
+);
+pub const RUNS: MetricFamily = family(
+    "tollgate_runs",
+    "gauge",
+    &["status"],
+    "This agent's runs in the shared store, by status.",
+);
+pub const STUCK_RUNS: MetricFamily = family(
+    "tollgate_stuck_runs",
+    "gauge",
+    &[],
+    "Runs waiting for an operator (`runs retry` or `runs fail`): alert when above 0.",
+);
+pub const NOTIFICATIONS: MetricFamily = family(
+    "tollgate_notifications",
+    "gauge",
+    &["status"],
+    "Notices in the shared store's outbox, by status: dead ones wait for `tollgate notifications retry`.",
+);
+pub const NOTIFICATIONS_OLDEST_UNDELIVERED: MetricFamily = family(
+    "tollgate_notifications_oldest_undelivered_seconds",
+    "gauge",
+    &[],
+    "Age of the oldest notice not delivered yet (pending or failed); 0 when there is none.",
+);
+pub const LANE_WAITING: MetricFamily = family(
+    "tollgate_notifications_lane_waiting",
+    "gauge",
+    &["channel", "endpoint"],
+    "Notices due to one endpoint and waiting for a free slot of its lane.",
+);
+pub const LANE_IN_FLIGHT: MetricFamily = family(
+    "tollgate_notifications_lane_in_flight",
+    "gauge",
+    &["channel", "endpoint"],
+    "Notices being sent to one endpoint now, by any worker sharing the store.",
+);
+pub const LANE_FAILING: MetricFamily = family(
+    "tollgate_notifications_lane_failing",
+    "gauge",
+    &["channel", "endpoint"],
+    "Notices to one endpoint whose last attempt failed (retried with backoff).",
+);
+pub const LANE_OLDEST_WAITING: MetricFamily = family(
+    "tollgate_notifications_lane_oldest_waiting_seconds",
+    "gauge",
+    &["channel", "endpoint"],
+    "How long the longest-waiting due notice of one endpoint has been due; 0 when none waits.",
+);
+pub const STORE_COMMITS: MetricFamily = family(
+    "tollgate_store_commits_total",
+    "counter",
+    &[],
+    "Write transactions this process committed to the SQLite file: one fsync each at synchronous=FULL.",
+);
+pub const STORE_WRITES: MetricFamily = family(
+    "tollgate_store_writes_total",
+    "counter",
+    &[],
+    "Write operations run in those transactions: concurrent writes share one commit.",
+);
+pub const STORE_WRITER_BUSY: MetricFamily = family(
+    "tollgate_store_writer_busy_seconds_total",
+    "counter",
+    &[],
+    "Time this process's one SQLite writer connection spent in write transactions: a rate near 1 means writes queue for it.",
+);
+pub const STORE_COMMIT_SECONDS: MetricFamily = family(
+    "tollgate_store_commit_seconds_total",
+    "counter",
+    &[],
+    "Of the writer's busy time, the time in COMMIT: the WAL's writes, its fsync and any checkpoint.",
+);
+pub const DECISIONS: MetricFamily = family(
+    "tollgate_decisions_total",
+    "counter",
+    &["outcome"],
+    "Pending approvals this process ended, by outcome.",
+);
+pub const CLAIM_CONFLICTS: MetricFamily = family(
+    "tollgate_claim_conflicts_total",
+    "counter",
+    &[],
+    "Decisions this process refused because another decision had already won.",
+);
+pub const STEP_DURATION: MetricFamily = family(
+    "tollgate_step_duration_seconds",
+    "histogram",
+    &["step", "kind"],
+    "How long each step took to run in this process (pauses excluded).",
+);
+pub const NOTIFICATIONS_SENT: MetricFamily = family(
+    "tollgate_notifications_sent_total",
+    "counter",
+    &["channel"],
+    "Notices this process delivered, by channel.",
+);
+pub const NOTIFICATIONS_RETRIED: MetricFamily = family(
+    "tollgate_notifications_retried_total",
+    "counter",
+    &["channel"],
+    "Sends this process tried that failed and will be retried, by channel.",
+);
+pub const NOTIFICATIONS_DEAD: MetricFamily = family(
+    "tollgate_notifications_dead_total",
+    "counter",
+    &["channel"],
+    "Notices this process gave up on (dead: held for `tollgate notifications retry`), by channel.",
+);
+
+/// Every family `GET /metrics` can write, in the order it writes them: the
+/// registry docs/reference/metrics.md is generated from. A test requires
+/// each metric name in a file that writes an [`Exposition`] to be
+/// one of these.
+pub const FAMILIES: &[MetricFamily] = &[
+    BUILD_INFO,
+    PENDING_APPROVALS,
+    STALE_PENDING_APPROVALS,
+    RUNS,
+    STUCK_RUNS,
+    NOTIFICATIONS,
+    NOTIFICATIONS_OLDEST_UNDELIVERED,
+    LANE_WAITING,
+    LANE_IN_FLIGHT,
+    LANE_FAILING,
+    LANE_OLDEST_WAITING,
+    STORE_COMMITS,
+    STORE_WRITES,
+    STORE_WRITER_BUSY,
+    STORE_COMMIT_SECONDS,
+    DECISIONS,
+    CLAIM_CONFLICTS,
+    STEP_DURATION,
+    NOTIFICATIONS_SENT,
+    NOTIFICATIONS_RETRIED,
+    NOTIFICATIONS_DEAD,
+];
+
 /// Upper bounds of the step duration buckets, in seconds: from a pure
 /// step (microseconds) to a slow model call (minutes).
 pub const DURATION_BUCKETS: [f64; 14] = [
@@ -181,33 +363,17 @@ impl Metrics {
 
     /// Write the process counters' families into `out`.
     pub fn write(&self, out: &mut Exposition) {
-        out.family(
-            "tollgate_decisions_total",
-            "counter",
-            "Pending approvals this process ended, by outcome.",
-        );
+        out.family(&DECISIONS);
         for &outcome in DecisionOutcome::ALL {
             out.sample(
-                "tollgate_decisions_total",
+                DECISIONS.name,
                 &[("outcome", outcome.as_str())],
                 self.decisions(outcome) as f64,
             );
         }
-        out.family(
-            "tollgate_claim_conflicts_total",
-            "counter",
-            "Decisions this process refused because another decision had already won.",
-        );
-        out.sample(
-            "tollgate_claim_conflicts_total",
-            &[],
-            self.claim_conflicts() as f64,
-        );
-        out.family(
-            "tollgate_step_duration_seconds",
-            "histogram",
-            "How long each step took to run in this process (pauses excluded).",
-        );
+        out.family(&CLAIM_CONFLICTS);
+        out.sample(CLAIM_CONFLICTS.name, &[], self.claim_conflicts() as f64);
+        out.family(&STEP_DURATION);
         for histogram in &self.steps {
             histogram.write(out);
         }
@@ -217,28 +383,16 @@ impl Metrics {
 
 impl NoticeCounters {
     fn write(&self, out: &mut Exposition) {
-        let families: [(&str, &str, &[AtomicU64]); 3] = [
-            (
-                "tollgate_notifications_sent_total",
-                "Notices this process delivered, by channel.",
-                &self.sent,
-            ),
-            (
-                "tollgate_notifications_retried_total",
-                "Sends this process tried that failed and will be retried, by channel.",
-                &self.retried,
-            ),
-            (
-                "tollgate_notifications_dead_total",
-                "Notices this process gave up on (dead: held for `tollgate notifications retry`), by channel.",
-                &self.dead,
-            ),
+        let families: [(&MetricFamily, &[AtomicU64]); 3] = [
+            (&NOTIFICATIONS_SENT, &self.sent),
+            (&NOTIFICATIONS_RETRIED, &self.retried),
+            (&NOTIFICATIONS_DEAD, &self.dead),
         ];
-        for (name, help, counts) in families {
-            out.family(name, "counter", help);
+        for (family, counts) in families {
+            out.family(family);
             for (channel, count) in NoticeChannel::ALL.iter().zip(counts) {
                 out.sample(
-                    name,
+                    family.name,
                     &[("channel", channel.as_str())],
                     count.load(Ordering::Relaxed) as f64,
                 );
@@ -249,7 +403,7 @@ impl NoticeCounters {
 
 impl StepHistogram {
     fn write(&self, out: &mut Exposition) {
-        const NAME: &str = "tollgate_step_duration_seconds";
+        const NAME: &str = STEP_DURATION.name;
         let labels = [("step", self.step.as_str()), ("kind", self.kind)];
         let mut cumulative = 0u64;
         for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
@@ -288,10 +442,11 @@ impl Exposition {
         Exposition::default()
     }
 
-    /// Start a family: `kind` is `counter`, `gauge` or `histogram`.
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    /// Start a family: its `# HELP` and `# TYPE` lines, from the registry.
+    pub fn family(&mut self, family: &MetricFamily) {
+        let name = family.name;
+        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(family.help));
+        let _ = writeln!(self.text, "# TYPE {name} {}", family.kind);
     }
 
     /// One sample line of the current family.
@@ -374,7 +529,12 @@ steps:
         assert_eq!(escape_label_value("line\nbreak"), "line\\nbreak");
         assert_eq!(escape_label_value("plain-step_1"), "plain-step_1");
         let mut out = Exposition::new();
-        out.family("x", "gauge", "Help with \\ and\nnewline.");
+        out.family(&family(
+            "x",
+            "gauge",
+            &["step"],
+            "Help with \\ and\nnewline.",
+        ));
         out.sample("x", &[("step", "q\"\n")], 2.0);
         assert_eq!(
             out.into_text(),

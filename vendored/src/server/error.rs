@@ -162,6 +162,157 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// One stable error code as the reference (docs/reference/errors.md)
+/// describes it; its HTTP statuses come from [`ApiError::status`] itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorCode {
+    pub code: &'static str,
+    /// What it means, and what a client does about it.
+    pub meaning: &'static str,
+}
+
+/// `GET /readyz`'s code when the store is not reachable or writable, or
+/// the server is shutting down (its body is not an [`ApiError`]'s).
+pub const NOT_READY: &str = "not_ready";
+
+/// Every code an answer's `error.code` can hold. A test requires exactly
+/// the codes [`ApiError::code`] gives for one value of each variant (plus
+/// [`NOT_READY`]), so a new code without an entry here fails it.
+pub const CODES: &[ErrorCode] = &[
+    ErrorCode {
+        code: "already_resolved",
+        meaning: "The approval was already decided (or expired or cancelled); the message says how and by whom. A repeat of the same decision by the same decider answers 200 instead.",
+    },
+    ErrorCode {
+        code: "already_voted",
+        meaning: "This voter already voted on this gate.",
+    },
+    ErrorCode {
+        code: "approval_expired",
+        meaning: "The approval's time ran out before the decision.",
+    },
+    ErrorCode {
+        code: "approval_not_found",
+        meaning: "No approval with this key (or the run never paused, or the key is empty).",
+    },
+    ErrorCode {
+        code: "bad_host",
+        meaning: "Without API tokens, a `Host` that is not a loopback name (DNS rebinding), or a malformed or repeated `Host`.",
+    },
+    ErrorCode {
+        code: "forbidden",
+        meaning: "The caller may not do this: not in `approvals.approvers` or the gate's groups, or deciding their own request.",
+    },
+    ErrorCode {
+        code: "forbidden_origin",
+        meaning: "An `Origin` that is not this server's own (a page of another site).",
+    },
+    ErrorCode {
+        code: "headers_too_large",
+        meaning: "The request line and headers are larger than the server accepts.",
+    },
+    ErrorCode {
+        code: "idempotency_conflict",
+        meaning: "An idempotency key used again with a different request.",
+    },
+    ErrorCode {
+        code: "insufficient_scope",
+        meaning: "A requester token outside `/gates` and `/mcp`: it may ask for approvals but not decide, list or operate.",
+    },
+    ErrorCode {
+        code: "internal_error",
+        meaning: "The server failed (the store, usually); the detail is in the server log, never in the answer.",
+    },
+    ErrorCode {
+        code: "invalid_input",
+        meaning: "The approver's input does not fit the gate's form; `error.errors` lists each problem with its JSON Pointer.",
+    },
+    ErrorCode {
+        code: "invalid_request",
+        meaning: "Bad JSON, wrong types, unknown fields, a bad query parameter or cursor, a missing required reason, or malformed HTTP.",
+    },
+    ErrorCode {
+        code: "method_not_allowed",
+        meaning: "The path exists but not with this method.",
+    },
+    ErrorCode {
+        code: NOT_READY,
+        meaning: "`GET /readyz` only: the store is not reachable or writable, or the server is shutting down.",
+    },
+    ErrorCode {
+        code: "not_due",
+        meaning: "The gate's time has not run out yet, so it cannot be expired now.",
+    },
+    ErrorCode {
+        code: "not_found",
+        meaning: "No route for this method and path.",
+    },
+    ErrorCode {
+        code: "notice_not_found",
+        meaning: "No notice in the outbox has this id.",
+    },
+    ErrorCode {
+        code: "notice_not_retriable",
+        meaning: "A retry of a notice that is neither failed nor dead.",
+    },
+    ErrorCode {
+        code: "payload_changed",
+        meaning: "The vote names a payload that is no longer the gate's current one (a modify came first).",
+    },
+    ErrorCode {
+        code: "payload_too_large",
+        meaning: "The request body is larger than `--max-body-bytes`.",
+    },
+    ErrorCode {
+        code: "replayed",
+        meaning: "A signed webhook request already received; a sender signs each delivery anew.",
+    },
+    ErrorCode {
+        code: "request_timeout",
+        meaning: "The body did not arrive within `--body-timeout` of the headers.",
+    },
+    ErrorCode {
+        code: "run_conflict",
+        meaning: "The run is not in a state that allows this (a retry of a run that is neither stuck nor failed).",
+    },
+    ErrorCode {
+        code: "run_not_cancellable",
+        meaning: "The run has ended (or is stuck) and cannot be cancelled.",
+    },
+    ErrorCode {
+        code: "run_not_found",
+        meaning: "No run with this id.",
+    },
+    ErrorCode {
+        code: "spec_changed",
+        meaning: "The approval paused under another spec version than this server runs; see `approvals migrate` and `on_spec_change: auto`.",
+    },
+    ErrorCode {
+        code: "spec_unavailable",
+        meaning: "The spec version the pause waits on cannot run in this process; the approval stays pending.",
+    },
+    ErrorCode {
+        code: "store_busy",
+        meaning: "Another process holds the store's write lock; retry after `Retry-After` seconds.",
+    },
+    ErrorCode {
+        code: "unauthorized",
+        meaning: "No bearer token, an unknown one, or a Slack or webhook signature that is missing, stale or wrong.",
+    },
+    ErrorCode {
+        code: "unavailable",
+        meaning: "The server cannot serve this as configured (a webhook secret that is not set); the detail is in the log.",
+    },
+    ErrorCode {
+        code: "unsupported_media_type",
+        meaning: "The body's Content-Type is not the one the route takes (JSON, or a spec's YAML).",
+    },
+    ErrorCode {
+        code: "uri_too_long",
+        meaning: "The request URI is too long.",
+    },
+];
+
 /// Seconds a client is told to wait before retrying a busy store: the
 /// server already waited out its busy timeout, so a short pause is enough
 /// for the other writer's transaction to end.

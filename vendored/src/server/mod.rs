@@ -66,7 +66,7 @@ pub use conn::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,
 };
-pub use error::ApiError;
+pub use error::{ApiError, CODES as ERROR_CODES, ErrorCode, NOT_READY};
 pub use logging::{JsonLines, LogFormat, UnknownLogFormat, init_logging, init_logging_as};
 
 use crate::links::{LINK_SECRET_ENV, LinkSigner, PUBLIC_URL_ENV};

@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 
 #[cfg(any(test, feature = "openapi-check"))]
 pub use check::schema_errors;
+pub use errors::statuses_by_code;
 pub use schema::Components;
 use schema::Schema;
 

@@ -248,3 +248,21 @@ fn every_variant_is_listed(api: &ApiError) {
 pub fn codes() -> Vec<&'static str> {
     samples().iter().map(ApiError::code).collect()
 }
+
+/// Each code an `ApiError` can carry, with the HTTP statuses it comes
+/// with (ascending), read from one value of every variant: what
+/// docs/reference/errors.md and the errors registry's test are built from.
+pub fn statuses_by_code() -> BTreeMap<&'static str, Vec<u16>> {
+    let mut statuses: BTreeMap<&'static str, Vec<u16>> = BTreeMap::new();
+    for error in samples() {
+        let entry = statuses.entry(error.code()).or_default();
+        let status = error.status().as_u16();
+        if !entry.contains(&status) {
+            entry.push(status);
+        }
+    }
+    for list in statuses.values_mut() {
+        list.sort_unstable();
+    }
+    statuses
+}

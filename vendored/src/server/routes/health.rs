@@ -82,7 +82,7 @@ fn readiness(outcome: Result<(), String>) -> (StatusCode, Json<Health>) {
             Json(Health {
                 status: "not_ready",
                 error: Some(HealthError {
-                    code: "not_ready",
+                    code: crate::server::error::NOT_READY,
                     message,
                 }),
             }),

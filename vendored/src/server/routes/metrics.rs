@@ -23,7 +23,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::metrics::{CONTENT_TYPE, Exposition};
+use crate::metrics::{self as registry, CONTENT_TYPE, Exposition, MetricFamily};
 use crate::notices::NoticeStatus;
 use crate::run_state::RunStatus;
 use crate::server::api::{Health, HealthError};
@@ -53,13 +53,9 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
     let spec = agent.spec();
     let mut out = Exposition::new();
 
-    out.family(
-        "tollgate_build_info",
-        "gauge",
-        "The agent served, its spec's hash and the tollgate runtime version; always 1.",
-    );
+    out.family(&registry::BUILD_INFO);
     out.sample(
-        "tollgate_build_info",
+        registry::BUILD_INFO.name,
         &[
             ("agent", &spec.agent),
             ("spec_hash", spec.hash.as_str()),
@@ -73,54 +69,46 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         by_spec,
         runs,
     } = read_gauges(state.queries(), &spec.agent, agent.clock().now()).await?;
-    out.family(
-        "tollgate_pending_approvals",
-        "gauge",
-        "Approvals waiting for a decision (unexpired), by step, in the shared store.",
-    );
+    out.family(&registry::PENDING_APPROVALS);
     // Every step that can pause has a series, zero or not, so an alert on
     // it never sees the series vanish; then steps only older specs had.
     for step in spec.steps.iter().filter(|s| spec.step_can_pause(s)) {
         let n = pending.remove(&step.id).unwrap_or(0);
         out.sample(
-            "tollgate_pending_approvals",
+            registry::PENDING_APPROVALS.name,
             &[("step", &step.id)],
             n as f64,
         );
     }
     for (step, n) in pending {
-        out.sample("tollgate_pending_approvals", &[("step", &step)], n as f64);
+        out.sample(
+            registry::PENDING_APPROVALS.name,
+            &[("step", &step)],
+            n as f64,
+        );
     }
 
-    out.family(
-        "tollgate_stale_pending_approvals",
-        "gauge",
-        "Approvals waiting for a decision (unexpired) that paused under another version of the spec than the one served: approve does what approvals.on_spec_change says (refuse, the default: spec_changed).",
-    );
+    out.family(&registry::STALE_PENDING_APPROVALS);
     out.sample(
-        "tollgate_stale_pending_approvals",
+        registry::STALE_PENDING_APPROVALS.name,
         &[],
         stale_count(&by_spec, spec.hash.as_str()) as f64,
     );
 
-    out.family(
-        "tollgate_runs",
-        "gauge",
-        "This agent's runs in the shared store, by status.",
-    );
+    out.family(&registry::RUNS);
     let mut stuck = 0;
     for (status, n) in runs {
         if status == RunStatus::Stuck {
             stuck = n;
         }
-        out.sample("tollgate_runs", &[("status", status.as_str())], n as f64);
+        out.sample(
+            registry::RUNS.name,
+            &[("status", status.as_str())],
+            n as f64,
+        );
     }
-    out.family(
-        "tollgate_stuck_runs",
-        "gauge",
-        "Runs waiting for an operator (`runs retry` or `runs fail`): alert when above 0.",
-    );
-    out.sample("tollgate_stuck_runs", &[], stuck as f64);
+    out.family(&registry::STUCK_RUNS);
+    out.sample(registry::STUCK_RUNS.name, &[], stuck as f64);
 
     let outbox = agent.store().outbox_stats().await?;
     write_outbox(&mut out, &outbox, agent.clock().now());
@@ -138,11 +126,7 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
 /// and how long the oldest undelivered one (pending or failed) has
 /// waited, 0 when none does: an alert on it catches a stalled worker.
 fn write_outbox(out: &mut Exposition, stats: &OutboxStats, now: chrono::DateTime<chrono::Utc>) {
-    out.family(
-        "tollgate_notifications",
-        "gauge",
-        "Notices in the shared store's outbox, by status: dead ones wait for `tollgate notifications retry`.",
-    );
+    out.family(&registry::NOTIFICATIONS);
     for &status in NoticeStatus::ALL {
         let n = match status {
             NoticeStatus::Pending => stats.pending,
@@ -151,25 +135,17 @@ fn write_outbox(out: &mut Exposition, stats: &OutboxStats, now: chrono::DateTime
             NoticeStatus::Sent => stats.sent,
         };
         out.sample(
-            "tollgate_notifications",
+            registry::NOTIFICATIONS.name,
             &[("status", status.as_str())],
             n as f64,
         );
     }
-    out.family(
-        "tollgate_notifications_oldest_undelivered_seconds",
-        "gauge",
-        "Age of the oldest notice not delivered yet (pending or failed); 0 when there is none.",
-    );
+    out.family(&registry::NOTIFICATIONS_OLDEST_UNDELIVERED);
     let age = stats
         .oldest_undelivered
         .map(|created| (now - created).num_milliseconds().max(0) as f64 / 1000.0)
         .unwrap_or(0.0);
-    out.sample(
-        "tollgate_notifications_oldest_undelivered_seconds",
-        &[],
-        age,
-    );
+    out.sample(registry::NOTIFICATIONS_OLDEST_UNDELIVERED.name, &[], age);
 }
 
 /// The outbox's lanes (one per channel and endpoint with notices still to
@@ -179,43 +155,23 @@ fn write_outbox(out: &mut Exposition, stats: &OutboxStats, now: chrono::DateTime
 /// shows as a lane whose in-flight count stays at its share while its
 /// oldest waiting notice ages, or whose failing count grows.
 fn write_lanes(out: &mut Exposition, lanes: &[LaneStats], now: chrono::DateTime<chrono::Utc>) {
-    type Gauge = (
-        &'static str,
-        &'static str,
-        fn(&LaneStats, DateTimeUtc) -> f64,
-    );
+    type Gauge = (&'static MetricFamily, fn(&LaneStats, DateTimeUtc) -> f64);
     type DateTimeUtc = chrono::DateTime<chrono::Utc>;
     const GAUGES: [Gauge; 4] = [
-        (
-            "tollgate_notifications_lane_waiting",
-            "Notices due to one endpoint and waiting for a free slot of its lane.",
-            |lane, _| lane.waiting as f64,
-        ),
-        (
-            "tollgate_notifications_lane_in_flight",
-            "Notices being sent to one endpoint now, by any worker sharing the store.",
-            |lane, _| lane.in_flight as f64,
-        ),
-        (
-            "tollgate_notifications_lane_failing",
-            "Notices to one endpoint whose last attempt failed (retried with backoff).",
-            |lane, _| lane.failing as f64,
-        ),
-        (
-            "tollgate_notifications_lane_oldest_waiting_seconds",
-            "How long the longest-waiting due notice of one endpoint has been due; 0 when none waits.",
-            |lane, now| {
-                lane.oldest_waiting
-                    .map(|due| (now - due).num_milliseconds().max(0) as f64 / 1000.0)
-                    .unwrap_or(0.0)
-            },
-        ),
+        (&registry::LANE_WAITING, |lane, _| lane.waiting as f64),
+        (&registry::LANE_IN_FLIGHT, |lane, _| lane.in_flight as f64),
+        (&registry::LANE_FAILING, |lane, _| lane.failing as f64),
+        (&registry::LANE_OLDEST_WAITING, |lane, now| {
+            lane.oldest_waiting
+                .map(|due| (now - due).num_milliseconds().max(0) as f64 / 1000.0)
+                .unwrap_or(0.0)
+        }),
     ];
-    for (name, help, value) in GAUGES {
-        out.family(name, "gauge", help);
+    for (family, value) in GAUGES {
+        out.family(family);
         for lane in lanes {
             out.sample(
-                name,
+                family.name,
                 &[
                     ("channel", lane.channel.as_str()),
                     ("endpoint", &lane.endpoint),
@@ -231,30 +187,17 @@ fn write_lanes(out: &mut Exposition, lanes: &[LaneStats], now: chrono::DateTime<
 /// queue for it; `rate(writes) / rate(commits)` how many share an fsync.
 fn write_writer(out: &mut Exposition, stats: &WriterStats) {
     let counters = [
+        (&registry::STORE_COMMITS, stats.commits as f64),
+        (&registry::STORE_WRITES, stats.writes as f64),
+        (&registry::STORE_WRITER_BUSY, stats.busy.as_secs_f64()),
         (
-            "tollgate_store_commits_total",
-            "Write transactions this process committed to the SQLite file: one fsync each at synchronous=FULL.",
-            stats.commits as f64,
-        ),
-        (
-            "tollgate_store_writes_total",
-            "Write operations run in those transactions: concurrent writes share one commit.",
-            stats.writes as f64,
-        ),
-        (
-            "tollgate_store_writer_busy_seconds_total",
-            "Time this process's one SQLite writer connection spent in write transactions: a rate near 1 means writes queue for it.",
-            stats.busy.as_secs_f64(),
-        ),
-        (
-            "tollgate_store_commit_seconds_total",
-            "Of the writer's busy time, the time in COMMIT: the WAL's writes, its fsync and any checkpoint.",
+            &registry::STORE_COMMIT_SECONDS,
             stats.committing.as_secs_f64(),
         ),
     ];
-    for (name, help, value) in counters {
-        out.family(name, "counter", help);
-        out.sample(name, &[], value);
+    for (family, value) in counters {
+        out.family(family);
+        out.sample(family.name, &[], value);
     }
 }
 

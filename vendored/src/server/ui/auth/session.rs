@@ -24,7 +24,7 @@ use crate::support::hmac::{HmacKey, MAC_LEN};
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "tollgate_session";
 /// Where the session key comes from first.
-pub(crate) const SESSION_SECRET_ENV: &str = "TOLLGATE_SESSION_SECRET";
+pub(crate) const SESSION_SECRET_ENV: &str = crate::env::SESSION_SECRET;
 /// How long a session lasts.
 pub(crate) const MAX_AGE: Duration = Duration::from_secs(12 * 3600);
 

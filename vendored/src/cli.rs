@@ -51,6 +51,8 @@ pub fn block_on_command(
     // A process that dies of SIGBUS or SIGSEGV says so in its log.
     #[cfg(unix)]
     crate::fatal::install();
+    // A wide request's buffers go back to the system once it is answered.
+    crate::support::large_blocks::return_to_the_system_when_freed();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

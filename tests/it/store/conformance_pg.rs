@@ -77,7 +77,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -139,7 +139,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 13));
+                assert_eq!((found, supported), (99, 14));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),
@@ -410,6 +410,30 @@ mod postgres_only {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn a_run_started_event_holds_no_input_and_an_earlier_builds_copy_reads_the_same() {
+        use tollgate_runtime::events::EventKind;
+        let db = pg::database();
+        let store = connect(&db.url).await;
+        paused_run(store.as_ref(), "k", "agent", 0).await;
+        let run = store.get_run("run-k").await.expect("get").expect("run");
+        let sql = "SELECT (event::jsonb) ? 'input' FROM tollgate_run_events \
+                   WHERE run_id = 'run-k' AND seq = 1";
+        assert_eq!(db.psql(sql), "f", "the run's row holds the input");
+        let reads_the_runs = |kind: &EventKind| matches!(kind, EventKind::RunStarted { input, .. } if *input == run.input);
+        let events = store.run_events("run-k", 0).await.expect("events");
+        assert!(reads_the_runs(&events[0].kind), "{events:?}");
+
+        db.psql(
+            "UPDATE tollgate_run_events e SET event = (e.event::jsonb || \
+             jsonb_build_object('input', r.input))::json FROM tollgate_runs r \
+             WHERE r.id = e.run_id AND e.seq = 1",
+        );
+        assert_eq!(db.psql(sql), "t", "as an earlier build wrote it");
+        let events = store.run_events("run-k", 0).await.expect("events");
+        assert!(reads_the_runs(&events[0].kind), "{events:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn a_claimed_run_is_running_for_every_node() {
         let db = pg::database();
         let (a, b) = (connect(&db.url).await, connect(&db.url).await);
@@ -482,7 +506,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input"
         );
         let record = store
             .get_approval("k-old")

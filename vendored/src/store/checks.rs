@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{Pause, RunTransition, StoreError, StoreResult};
-use crate::run_state::{JournalEntry, RunStatus};
+use crate::events::{Event, EventKind};
+use crate::run_state::{JournalEntry, RunRecord, RunStatus};
 use crate::spec_version::SpecVersion;
 
 /// The error of a fenced write that found the run held otherwise.
@@ -104,6 +105,28 @@ pub(crate) fn check_json_value(what: &str, value: &Value) -> StoreResult<()> {
             what: what.to_string(),
             limit,
         });
+    }
+    Ok(())
+}
+
+/// A `run_started` event is stored without its input: the run's row holds
+/// the one copy, and readers put it back (`columns::into_events`). So it is
+/// written only with its run (`run`, the run being created; `None` for a
+/// write to a run that exists) and carries that run's input: anything
+/// else would read back differently, and is refused before any write.
+pub(crate) fn check_started(run: Option<&RunRecord>, events: &[Event]) -> StoreResult<()> {
+    for event in events {
+        let EventKind::RunStarted { input, .. } = &event.kind else {
+            continue;
+        };
+        let with_its_run = run.is_some_and(|run| run.id == event.run_id && run.input == *input);
+        if !with_its_run {
+            return Err(StoreError::Conflict(format!(
+                "run {}: a run_started event is written with its run, and carries the \
+                 run's input",
+                event.run_id
+            )));
+        }
     }
     Ok(())
 }

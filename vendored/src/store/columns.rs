@@ -182,14 +182,40 @@ pub(super) fn run(r: &impl Columns) -> StoreResult<RunRecord> {
 pub(super) struct StoredEvent<'a> {
     at: &'a DateTime<Utc>,
     #[serde(flatten)]
-    kind: &'a EventKind,
+    kind: StoredKind<'a>,
+}
+
+/// What an event's row holds besides its time.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum StoredKind<'a> {
+    /// `run_started` without the run's input: the run's row holds it, and
+    /// a wide input stored twice cost its size again in pages and in the
+    /// writer's memory (issue 41). Read back by [`into_events`].
+    RunStarted {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        agent: &'a str,
+        spec_hash: &'a str,
+    },
+    Other(&'a EventKind),
 }
 
 impl<'a> StoredEvent<'a> {
     pub fn of(event: &'a Event) -> StoredEvent<'a> {
+        let kind = match &event.kind {
+            EventKind::RunStarted {
+                agent, spec_hash, ..
+            } => StoredKind::RunStarted {
+                kind: "run_started",
+                agent,
+                spec_hash,
+            },
+            other => StoredKind::Other(other),
+        };
         StoredEvent {
             at: &event.at,
-            kind: &event.kind,
+            kind,
         }
     }
 }
@@ -203,10 +229,12 @@ struct StoredEventRead {
     kind: EventKind,
 }
 
-/// The event in `text`. A `run_started` event holds the run's input, which
-/// may be wide: it is read as text ([`crate::json_doc`]), which serde's
-/// buffering of a tagged enum cannot do, so that event is read on its own.
-fn decode_event(text: &str) -> Result<StoredEventRead, serde_json::Error> {
+/// The event in `text`, and whether it is a `run_started` stored without
+/// its input (every one written since schema version 13 on SQLite, 14 on
+/// PostgreSQL; older rows hold the input). That event is read on its own:
+/// its input, when present, is kept as text ([`crate::json_doc`]), which
+/// serde's buffering of a tagged enum cannot do.
+fn decode_event(text: &str) -> Result<(StoredEventRead, bool), serde_json::Error> {
     /// Only the event's type: the rest is skipped unparsed.
     #[derive(Deserialize)]
     struct TypeOnly<'a> {
@@ -218,35 +246,85 @@ fn decode_event(text: &str) -> Result<StoredEventRead, serde_json::Error> {
         at: DateTime<Utc>,
         agent: String,
         spec_hash: String,
-        #[serde(deserialize_with = "crate::json_doc::raw")]
-        input: crate::json_doc::JsonDoc,
+        #[serde(default, deserialize_with = "some_raw")]
+        input: Option<crate::json_doc::JsonDoc>,
+    }
+    fn some_raw<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<crate::json_doc::JsonDoc>, D::Error> {
+        crate::json_doc::raw(d).map(Some)
     }
     if serde_json::from_str::<TypeOnly<'_>>(text)?.kind == "run_started" {
         let started: RunStartedRead = serde_json::from_str(text)?;
-        return Ok(StoredEventRead {
+        let input_in_run = started.input.is_none();
+        let read = StoredEventRead {
             at: started.at,
             kind: EventKind::RunStarted {
                 agent: started.agent,
                 spec_hash: started.spec_hash,
-                input: started.input,
+                input: started.input.unwrap_or_default(),
             },
-        });
+        };
+        return Ok((read, input_in_run));
     }
-    serde_json::from_str(text)
+    Ok((serde_json::from_str(text)?, false))
+}
+
+/// An event as its row holds it: a `run_started` event may still need its
+/// run's input ([`into_events`]).
+pub(super) struct EventRead {
+    event: Event,
+    input_in_run: bool,
 }
 
 /// Decode `SELECT run_id, seq, event`. The columns say where the event
 /// sits; the JSON carries what happened.
-pub(super) fn event(r: &impl Columns) -> StoreResult<Event> {
+pub(super) fn event(r: &impl Columns) -> StoreResult<EventRead> {
     let seq = r.int(1, "seq")?;
     let text = r.doc(2, "event")?;
-    let stored = decode_event(text.as_str()).map_err(|e| r.corrupt("event", &e))?;
-    Ok(Event {
+    let (stored, input_in_run) = decode_event(text.as_str()).map_err(|e| r.corrupt("event", &e))?;
+    let event = Event {
         run_id: r.id().to_string(),
         seq: u64::try_from(seq).map_err(|_| r.corrupt("seq", &format!("negative seq {seq}")))?,
         at: stored.at,
         kind: stored.kind,
+    };
+    Ok(EventRead {
+        event,
+        input_in_run,
     })
+}
+
+/// Whether any of one run's events needs the run's input read.
+pub(super) fn needs_run_input(read: &[EventRead]) -> bool {
+    read.iter().any(|e| e.input_in_run)
+}
+
+/// One run's events, with the run's `input` (read when
+/// [`needs_run_input`] said so; `None` when the run's row is missing) put
+/// into each `run_started` event stored without it.
+pub(super) fn into_events(
+    read: Vec<EventRead>,
+    input: Option<crate::json_doc::JsonDoc>,
+) -> StoreResult<Vec<Event>> {
+    read.into_iter()
+        .map(|mut read| {
+            if read.input_in_run {
+                let Some(doc) = &input else {
+                    return Err(corrupt(
+                        "tollgate_run_events",
+                        "event",
+                        &read.event.run_id,
+                        &"a run_started event without its input, and no run row holds it",
+                    ));
+                };
+                if let EventKind::RunStarted { input, .. } = &mut read.event.kind {
+                    *input = doc.clone();
+                }
+            }
+            Ok(read.event)
+        })
+        .collect()
 }
 
 /// The columns of `tollgate_specs`, in the order [`spec_version`] reads them.

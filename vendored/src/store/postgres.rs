@@ -73,7 +73,7 @@ use super::{
     Pause, PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
     SharedNotifications, SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim,
     VoteOutcome, Votes, WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause,
-    check_spec_version, report_skipped, row_limit,
+    check_spec_version, check_started, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};

@@ -10,7 +10,6 @@ use serde_json::Value;
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-use crate::events::Event;
 use crate::pending_approval::ApprovalRecord;
 use crate::policy::Vote;
 use crate::run_state::RunRecord;
@@ -141,7 +140,7 @@ pub(super) fn outbox_from_row(row: &Row) -> StoreResult<crate::store::OutboxNoti
     columns::outbox_notice(&RowReader::new(row, "tollgate_outbox", "id")?)
 }
 
-pub(super) fn event_from_row(row: &Row) -> StoreResult<Event> {
+pub(super) fn event_from_row(row: &Row) -> StoreResult<columns::EventRead> {
     columns::event(&RowReader::new(row, "tollgate_run_events", "run_id")?)
 }
 

@@ -5,6 +5,7 @@ use super::*;
 #[async_trait]
 impl RunLog for PostgresStore {
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
+        check_started(Some(run), events)?;
         let result: StoreResult<_> = async {
             in_transaction!(self, |tx| {
                 async {
@@ -25,6 +26,7 @@ impl RunLog for PostgresStore {
         events: &[Event],
     ) -> StoreResult<bool> {
         check_claim_end(once.expires_at)?;
+        check_started(Some(run), events)?;
         let result: StoreResult<_> = async {
             in_transaction!(self, |tx| {
                 async {
@@ -48,6 +50,7 @@ impl RunLog for PostgresStore {
     }
 
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
+        check_started(None, events)?;
         let result: StoreResult<_> = async {
             in_transaction!(self, |tx| {
                 async {
@@ -180,6 +183,7 @@ impl RunLog for PostgresStore {
         if let FirstWrite::Pause(pause) = first {
             check_pause(pause)?;
         }
+        check_started(Some(run), events)?;
         let result: StoreResult<_> = async {
             in_transaction!(self, |tx| {
                 async {

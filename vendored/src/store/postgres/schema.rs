@@ -78,6 +78,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "outbox_lanes",
         sql: include_str!("../migrations/postgres/0013_outbox_lanes.sql"),
     },
+    Migration {
+        version: 14,
+        name: "started_without_input",
+        sql: include_str!("../migrations/postgres/0014_started_without_input.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -8,7 +8,6 @@ use rusqlite::types::FromSql;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::events::Event;
 use crate::pending_approval::ApprovalRecord;
 use crate::policy::Vote;
 use crate::run_state::RunRecord;
@@ -151,7 +150,7 @@ pub(super) fn outbox_from_row(row: &Row<'_>) -> StoreResult<crate::store::Outbox
     columns::outbox_notice(&RowReader::new(row, "tollgate_outbox", "id")?)
 }
 
-pub(super) fn event_from_row(row: &Row<'_>) -> StoreResult<Event> {
+pub(super) fn event_from_row(row: &Row<'_>) -> StoreResult<columns::EventRead> {
     columns::event(&RowReader::new(row, "tollgate_run_events", "run_id")?)
 }
 

@@ -5,6 +5,7 @@ use super::*;
 #[async_trait]
 impl RunLog for SqliteStore {
     async fn create_run(&self, run: &RunRecord, events: &[Event]) -> StoreResult<()> {
+        check_started(Some(run), events)?;
         let row = RunRow::encode(run)?;
         let run_id = run.id.clone();
         let events = encode_events(events)?;
@@ -22,6 +23,7 @@ impl RunLog for SqliteStore {
         events: &[Event],
     ) -> StoreResult<bool> {
         check_claim_end(once.expires_at)?;
+        check_started(Some(run), events)?;
         let row = RunRow::encode(run)?;
         let run_id = run.id.clone();
         let events = encode_events(events)?;
@@ -42,6 +44,7 @@ impl RunLog for SqliteStore {
     }
 
     async fn append_events(&self, run_id: &str, events: &[Event]) -> StoreResult<()> {
+        check_started(None, events)?;
         let run_id = run_id.to_string();
         let events = encode_events(events)?;
         self.write(format!("appending events of run {run_id}"), move |conn| {
@@ -179,6 +182,7 @@ impl RunLog for SqliteStore {
         if let FirstWrite::Pause(pause) = first {
             check_pause(pause)?;
         }
+        check_started(Some(run), events)?;
         let run_row = RunRow::encode(run)?;
         let run_id = run.id.clone();
         let first = FirstRow::encode(first)?;

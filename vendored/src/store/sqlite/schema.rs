@@ -73,6 +73,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "outbox_lanes",
         sql: include_str!("../migrations/sqlite/0012_outbox_lanes.sql"),
     },
+    Migration {
+        version: 13,
+        name: "started_without_input",
+        sql: include_str!("../migrations/sqlite/0013_started_without_input.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

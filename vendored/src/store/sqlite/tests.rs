@@ -185,6 +185,94 @@ async fn corrupt_event_json_is_reported_not_panicked_on() {
     );
 }
 
+/// The bytes of `column` in every row of `table`.
+fn stored_bytes(path: &Path, table: &str, column: &str) -> i64 {
+    raw(path)
+        .query_row(
+            &format!("SELECT COALESCE(SUM(length(CAST({column} AS BLOB))), 0) FROM {table}"),
+            [],
+            |row| row.get(0),
+        )
+        .expect("sum of lengths")
+}
+
+#[tokio::test]
+async fn a_run_started_event_is_stored_without_the_input_its_run_holds() {
+    let dir = TempDir::new();
+    let store = open(&dir.db());
+    let mut run = run_record("run-w");
+    run.input = json!({"note": "w".repeat(100_000)}).into();
+    let started = Event {
+        run_id: "run-w".into(),
+        seq: 1,
+        at: now(),
+        kind: EventKind::RunStarted {
+            agent: "agent".into(),
+            spec_hash: run.spec_hash.clone(),
+            input: run.input.clone(),
+        },
+    };
+    store
+        .create_run(&run, std::slice::from_ref(&started))
+        .await
+        .expect("create run");
+    assert!(stored_bytes(&dir.db(), "tollgate_runs", "input") > 100_000);
+    assert!(stored_bytes(&dir.db(), "tollgate_run_events", "event") < 1_000);
+    assert_eq!(
+        store.run_events("run-w", 0).await.expect("events"),
+        vec![started.clone()]
+    );
+
+    // Written later, or with another input, it would read back otherwise:
+    // refused before any write.
+    let again = store
+        .append_events("run-w", std::slice::from_ref(&started))
+        .await;
+    assert!(matches!(&again, Err(StoreError::Conflict(_))), "{again:?}");
+    let mut other = run_record("run-o");
+    other.input = json!({"note": "other"}).into();
+    let foreign = Event {
+        run_id: "run-o".into(),
+        ..started.clone()
+    };
+    let refused = store.create_run(&other, &[foreign]).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    assert_eq!(store.get_run("run-o").await.expect("get"), None);
+
+    // An earlier build's event holds a copy, equal to the run's: it reads
+    // the same.
+    let mut older = serde_json::to_value(&started).expect("event JSON");
+    older["seq"] = json!(2);
+    raw(&dir.db())
+        .execute(
+            "INSERT INTO tollgate_run_events (run_id, seq, event) VALUES ('run-w', 2, ?1)",
+            [older.to_string()],
+        )
+        .expect("an event as an earlier build stored it");
+    let second = Event {
+        seq: 2,
+        ..started.clone()
+    };
+    assert_eq!(
+        store.run_events("run-w", 0).await.expect("events"),
+        vec![started, second]
+    );
+
+    // Without its run's row (a damaged file), the event is named, not
+    // given an empty input.
+    raw(&dir.db())
+        .execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM tollgate_runs WHERE id = 'run-w'")
+        .expect("remove the run's row");
+    let err = store.run_events("run-w", 0).await.expect_err("no run row");
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("tollgate_run_events") && m.contains("run-w")),
+        "{err:?}"
+    );
+}
+
 #[tokio::test]
 async fn events_are_stored_without_the_run_id_and_seq_their_row_holds() {
     let dir = TempDir::new();
@@ -311,7 +399,8 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
             "vote_input",
             "outbox",
             "pending_by_step",
-            "outbox_lanes"
+            "outbox_lanes",
+            "started_without_input"
         ],
         "every later migration applied"
     );

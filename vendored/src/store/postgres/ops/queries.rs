@@ -39,14 +39,29 @@ pub(crate) async fn run_events<C: GenericClient>(
 ) -> StoreResult<Vec<Event>> {
     // No stored seq exceeds i64::MAX, so a larger `after_seq` means "none".
     let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
-    query_all(
+    let read = query_all(
         client,
         "SELECT run_id, seq, event FROM tollgate_run_events \
          WHERE run_id = $1 AND seq > $2 ORDER BY seq",
         &[&run_id, &after],
         event_from_row,
     )
-    .await
+    .await?;
+    let input = if crate::store::columns::needs_run_input(&read) {
+        let row = client
+            .query_opt(
+                "SELECT id, input FROM tollgate_runs WHERE id = $1",
+                &[&run_id],
+            )
+            .await?;
+        match row {
+            Some(row) => Some(RowReader::new(&row, "tollgate_runs", "id")?.doc(1, "input")?),
+            None => None,
+        }
+    } else {
+        None
+    };
+    crate::store::columns::into_events(read, input)
 }
 
 /// One page of unexpired PENDING records, newest first. Rows that do not

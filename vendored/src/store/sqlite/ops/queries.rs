@@ -80,7 +80,18 @@ pub(crate) fn run_events(
     )?;
     // No stored seq exceeds i64::MAX, so a larger `after_seq` means "none".
     let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
-    query_all(&mut stmt, (run_id, after), event_from_row)
+    let read = query_all(&mut stmt, (run_id, after), event_from_row)?;
+    let input = if crate::store::columns::needs_run_input(&read) {
+        let mut stmt = conn.prepare_cached("SELECT id, input FROM tollgate_runs WHERE id = ?1")?;
+        let mut rows = stmt.query([run_id])?;
+        match rows.next()? {
+            Some(row) => Some(RowReader::new(row, "tollgate_runs", "id")?.doc(1, "input")?),
+            None => None,
+        }
+    } else {
+        None
+    };
+    crate::store::columns::into_events(read, input)
 }
 
 /// One page of unexpired PENDING records, newest first. Rows that do not

@@ -26,7 +26,8 @@ pub(crate) struct RunRow {
     pub(super) agent_id: String,
     pub(super) spec_hash: String,
     pub(super) status: &'static str,
-    pub(super) input: String,
+    /// The text itself, shared: a wide input is not copied to be written.
+    pub(super) input: crate::json_doc::JsonDoc,
     pub(super) trigger: String,
     pub(super) outputs: String,
     pub(super) error: Option<String>,
@@ -43,7 +44,7 @@ impl RunRow {
             agent_id: run.agent_id.clone(),
             spec_hash: run.spec_hash.clone(),
             status: run.status.as_str(),
-            input: to_json(&run.input, "run input")?,
+            input: checked_doc(&run.input, "run input")?,
             trigger: to_json(&run.trigger, "run trigger")?,
             outputs: to_json(&run.outputs, "run outputs")?,
             error: run.error.clone(),
@@ -67,7 +68,8 @@ pub(crate) struct ApprovalRow {
     pub(super) message: Option<String>,
     pub(super) payload: String,
     pub(super) outputs: String,
-    pub(super) input: String,
+    /// The run's input, shared as in [`RunRow`].
+    pub(super) input: crate::json_doc::JsonDoc,
     pub(super) trigger: String,
     pub(super) status: &'static str,
     pub(super) decision_data: Option<String>,
@@ -104,7 +106,7 @@ impl ApprovalRow {
             message: r.message.clone(),
             payload: to_json(&r.payload, "approval payload")?,
             outputs: to_json(&r.outputs, "approval outputs")?,
-            input: to_json(&r.input, "approval input")?,
+            input: checked_doc(&r.input, "approval input")?,
             trigger: to_json(&r.trigger, "approval trigger")?,
             status: r.status.as_str(),
             decision_data: r
@@ -291,4 +293,15 @@ impl ClaimRow {
             lease_until: claim.lease().map(|l| format_utc(l.until)),
         })
     }
+}
+
+/// A JSON document to bind as it is: its text shared, not copied (a wide
+/// input is as large as a request may be), after the depth check
+/// [`to_json`] makes.
+fn checked_doc(
+    doc: &crate::json_doc::JsonDoc,
+    what: &str,
+) -> StoreResult<crate::json_doc::JsonDoc> {
+    crate::store::check_json_text(what, doc.as_str())?;
+    Ok(doc.clone())
 }

@@ -1,0 +1,11 @@
+-- tollgate schema, version 13: a `run_started` event without the run's
+-- input (issue 41).
+--
+-- `tollgate_runs.input` holds the input; a `run_started` event written from
+-- this version on has no `input` member, and readers take the run's. Rows
+-- written before keep their copy, which equals the run's (an input never
+-- changes). A wide input was written once more per run for the event, which
+-- cost its size again in pages and in the writer's memory. No table changes
+-- shape: this version marks the new way of writing, so that a build that
+-- would find the event incomplete refuses the database.
+SELECT 1;

@@ -8,9 +8,9 @@
 //! compares them with it. `scripts/reference` regenerates, and
 //! `scripts/reference --check` (a test runs it) fails on a stale page.
 
-mod cli;
-mod http;
-mod registries;
+pub(crate) mod cli;
+pub(crate) mod http;
+pub(crate) mod registries;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -130,9 +130,26 @@ fn header(title: &str, intro: &str) -> String {
     )
 }
 
+/// `text` with every Markdown heading one level deeper (`##` for `#`), for
+/// a page set inside another's section. Lines in code fences are left as
+/// they are.
+pub(crate) fn demote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut fenced = false;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push('#');
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 /// Text on one line, for a list item or a table cell: whitespace runs
 /// become one space, and `|` is escaped.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

@@ -49,8 +49,13 @@ pub const FILES: &[LayoutEntry] = &[
     },
     LayoutEntry {
         path: "README.md",
+        role: Role::Yours,
+        what: "this file: what the server does and how to run it, with your team's notes; a re-export merges what changed in the spec into it",
+    },
+    LayoutEntry {
+        path: "TOLLGATE.md",
         role: Role::Generated,
-        what: "this file: it describes the spec, so it is rewritten with it",
+        what: "the server's reference: every route of `openapi.json`, every error code, command, flag and environment variable",
     },
     LayoutEntry {
         path: "agent.yaml",

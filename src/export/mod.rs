@@ -23,6 +23,7 @@ pub mod names;
 mod openapi;
 mod plan;
 mod reconcile;
+mod server_reference;
 mod templates;
 pub mod vendored;
 mod waiting;

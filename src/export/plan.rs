@@ -148,6 +148,11 @@ fn render(
         "tests/smoke.rs" => &SmokeRs { m },
         "tests/workflow.rs" => &WorkflowRs { m },
         "Cargo.lock" => return Ok(Cow::Owned(lockfile::render(&m.package).into_bytes())),
+        "TOLLGATE.md" => {
+            return Ok(Cow::Owned(
+                super::server_reference::tollgate_md(m).into_bytes(),
+            ));
+        }
         "src/generated.rs" => return Ok(Cow::Owned(codegen::generated_rs(m)?.into_bytes())),
         "src/tools/mod.rs" => return Ok(Cow::Owned(codegen::tools_mod_rs(m)?.into_bytes())),
         SPEC_FILE => return Ok(Cow::Owned(spec_source.to_vec())),
@@ -224,7 +229,7 @@ mod tests {
         }
         assert!(
             generated >= 4,
-            "README, .env.example, generated.rs, .gitattributes"
+            "TOLLGATE.md, .env.example, generated.rs, .gitattributes"
         );
         let attributes = plan.text(markers::GITATTRIBUTES).unwrap();
         for (path, file) in &plan.files {

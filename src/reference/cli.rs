@@ -6,10 +6,18 @@ use std::fmt::Write as _;
 use super::{header, one_line};
 
 /// The page of `command`, named `name` (the binary's name as users type it).
-pub fn page(command: clap::Command, name: &'static str, intro: &str) -> String {
-    let mut command = command.name(name).bin_name(name);
-    command.build();
+pub fn page(command: clap::Command, name: &str, intro: &str) -> String {
     let mut out = header(&format!("`{name}` command line"), intro);
+    out.push_str(&commands(command, name));
+    out
+}
+
+/// A section (`## NAME SUBCOMMAND`) for `command`, named `name`, and for
+/// each of its commands.
+pub fn commands(command: clap::Command, name: &str) -> String {
+    let mut command = command.name(name.to_string()).bin_name(name.to_string());
+    command.build();
+    let mut out = String::new();
     let mut sections = Vec::new();
     walk(&command, name, &mut sections);
     sections.sort_by(|a, b| a.0.cmp(&b.0));

@@ -35,6 +35,14 @@ pub fn page(document: &Value) -> String {
         "HTTP API",
         "Every route `tollgate serve` and every exported server answer, from the OpenAPI document they serve at `GET /openapi.json` (which also holds the request and answer schemas). A spec's `trigger.webhook.path` adds one more route, `POST` at that path. Routes marked *no token* take no `Authorization: Bearer` header; every other one does when `TOLLGATE_API_TOKENS` is set. Errors are `{\"error\": {\"code\", \"message\"}}` (see errors.md).",
     );
+    out.push_str(&routes(document));
+    out
+}
+
+/// The routes of `document`: a table of every route, then a section
+/// (`## METHOD PATH`) for each.
+pub fn routes(document: &Value) -> String {
+    let mut out = String::new();
     let Some(paths) = document["paths"].as_object() else {
         return out;
     };

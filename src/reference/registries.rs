@@ -9,9 +9,19 @@ use tollgate_runtime::server::{ERROR_CODES, NOT_READY};
 use super::cli::flags_reading;
 use super::{header, one_line};
 
-/// Each code with its statuses: an `ApiError`'s from `ApiError::status`,
-/// `not_ready`'s from the document's `GET /readyz` (its only non-2xx answer).
 pub fn errors(document: &Value) -> String {
+    let mut out = header(
+        "Error codes",
+        "Every failure's body is `{\"error\": {\"code\": \"...\", \"message\": \"...\"}}`. `code` is stable (clients branch on it); `message` says what was wrong and where, for people. A code can come with more than one status.",
+    );
+    out.push_str(&error_table(document));
+    out
+}
+
+/// Every error code with its statuses and meaning, as a table: an
+/// `ApiError`'s statuses from `ApiError::status`, `not_ready`'s from the
+/// document's `GET /readyz` (its only non-2xx answer).
+pub fn error_table(document: &Value) -> String {
     let statuses = tollgate_runtime::server::openapi::statuses_by_code();
     let readyz: Vec<String> = document["paths"]["/readyz"]["get"]["responses"]
         .as_object()
@@ -23,10 +33,7 @@ pub fn errors(document: &Value) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    let mut out = header(
-        "Error codes",
-        "Every failure's body is `{\"error\": {\"code\": \"...\", \"message\": \"...\"}}`. `code` is stable (clients branch on it); `message` says what was wrong and where, for people. A code can come with more than one status.",
-    );
+    let mut out = String::new();
     out.push_str("\n| code | HTTP status | meaning |\n|---|---|---|\n");
     let mut codes: Vec<_> = ERROR_CODES.iter().collect();
     codes.sort_by_key(|c| c.code);
@@ -61,6 +68,14 @@ pub fn env(tollgate: &clap::Command) -> String {
         "Environment variables",
         "Every environment variable `tollgate` and exported servers read. A variable that is also a flag is the flag's value when the flag is not given. A spec's own `${NAME}` references (secrets, URLs) are the spec's, not listed here; `tollgate export` writes them to `.env.example`.",
     );
+    out.push_str(&env_table(tollgate));
+    out
+}
+
+/// Every variable of the runtime's registry as a table, with the flags of
+/// `command` that read it.
+pub fn env_table(command: &clap::Command) -> String {
+    let mut out = String::new();
     let mut variables: Vec<_> = tollgate_runtime::env::ALL.iter().collect();
     variables.sort_by_key(|v| v.name);
     out.push_str("\n| variable | what it does | flag | default |\n|---|---|---|---|\n");
@@ -70,7 +85,7 @@ pub fn env(tollgate: &clap::Command) -> String {
         } else {
             variable.name.to_string()
         };
-        let (flags, clap_default) = flags_reading(tollgate, variable.name);
+        let (flags, clap_default) = flags_reading(command, variable.name);
         let default = match clap_default {
             Some(value) => format!("`{value}`"),
             None if variable.default.is_empty() => "unset".to_string(),

@@ -7,7 +7,7 @@
 //! the approval record), the store, the engine (runs, workflow, gate,
 //! tools), notify, the server (HTTP, API, tasks, UI), and the application
 //! (CLI, `App`, the testing harness). A module may use its own layer and
-//! any below it. README "Layout" describes each layer.
+//! any below it. CONTRIBUTING.md "Layout" describes each layer.
 //!
 //! The check reads the source as text: every `crate::NAME` path (and
 //! `$crate::`, and each name of a `crate::{...}` group) outside comments

@@ -4,7 +4,7 @@
 //! depends on nothing in the generator and refers only to its own modules.
 
 // The layers, lowest first; each refers only to its own and those below
-// (tests/it/layers.rs checks it; README "Layout" describes them).
+// (tests/it/layers.rs checks it; CONTRIBUTING.md "Layout" describes them).
 pub mod app;
 pub mod cli;
 pub mod domain;
@@ -27,7 +27,7 @@ pub use store::watch;
 pub use support::fatal;
 pub(crate) use support::json_kind;
 pub use support::{
-    backoff, embedded, env, hex, json_depth, json_doc, json_keys, names, secrets, time,
+    backoff, embedded, env, hex, json_depth, json_doc, json_keys, json_scan, names, secrets, time,
 };
 
 pub use async_trait::async_trait;

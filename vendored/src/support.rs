@@ -14,6 +14,7 @@ pub mod json_depth;
 pub mod json_doc;
 pub mod json_keys;
 pub(crate) mod json_kind;
+pub mod json_scan;
 pub mod large_blocks;
 pub mod names;
 pub mod secrets;

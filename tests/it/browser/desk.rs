@@ -280,8 +280,8 @@ pub async fn assert_no_horizontal_scroll(session: &Session, what: &str) {
 }
 
 /// Save a PNG of `session`'s viewport as target/screenshots/NAME.png, and
-/// with TOLLGATE_UPDATE_SCREENSHOTS=1 as docs/screenshots/NAME.png (the
-/// README shows those).
+/// with TOLLGATE_UPDATE_SCREENSHOTS=1 (`scripts/screenshots`) over
+/// docs/screenshots/NAME.png when the guides show one of that name.
 pub async fn screenshot(session: &Session, name: &str) {
     let png = session.screenshot().await;
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name} is a PNG");
@@ -290,8 +290,11 @@ pub async fn screenshot(session: &Session, name: &str) {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let mut dirs = vec![target.join("screenshots")];
-    if std::env::var("TOLLGATE_UPDATE_SCREENSHOTS").as_deref() == Ok("1") {
-        dirs.push(root.join("docs").join("screenshots"));
+    let published = root.join("docs").join("screenshots");
+    if std::env::var("TOLLGATE_UPDATE_SCREENSHOTS").as_deref() == Ok("1")
+        && published.join(format!("{name}.png")).exists()
+    {
+        dirs.push(published);
     }
     for dir in dirs {
         std::fs::create_dir_all(&dir).expect("screenshot dir");

@@ -2,8 +2,8 @@
 //! over WebDriver (common/webdriver.rs), against real `tollgate serve`
 //! processes on real SQLite files. Every test ends by checking the store
 //! through the API or the SQLite file, not only the page.
-//! Screenshots: target/screenshots/; TOLLGATE_UPDATE_SCREENSHOTS=1 also
-//! writes docs/screenshots/ (the README shows those).
+//! Screenshots: target/screenshots/; `scripts/screenshots` also rewrites
+//! the ones docs/screenshots/ holds (the guides show those).
 
 mod access;
 mod approver;

@@ -144,11 +144,11 @@ fn an_edited_regenerated_file_exits_4_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("server");
     assert!(export(&example("no-gate"), &out, &[]).status.success());
-    std::fs::write(out.join("README.md"), "mine\n").unwrap();
+    std::fs::write(out.join("TOLLGATE.md"), "mine\n").unwrap();
     let run = export(&example("no-gate"), &out, &[]);
     assert_eq!(run.status.code(), Some(4));
     assert!(
-        text(&run.stderr).contains("README.md"),
+        text(&run.stderr).contains("TOLLGATE.md"),
         "{}",
         text(&run.stderr)
     );
@@ -158,7 +158,7 @@ fn an_edited_regenerated_file_exits_4_naming_it() {
             .success()
     );
     assert_ne!(
-        std::fs::read_to_string(out.join("README.md")).unwrap(),
+        std::fs::read_to_string(out.join("TOLLGATE.md")).unwrap(),
         "mine\n"
     );
 }

@@ -110,6 +110,7 @@ fn index_of(stage: &[Instruction], what: impl Fn(&Instruction) -> bool, name: &s
 fn not_built(path: &str) -> bool {
     [
         "README.md",
+        "TOLLGATE.md",
         "Dockerfile",
         ".dockerignore",
         ".gitignore",

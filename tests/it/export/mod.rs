@@ -6,6 +6,7 @@ mod cli;
 mod concurrency;
 mod deploys;
 mod dockerfile;
+mod docs;
 mod errors;
 mod generated_files;
 mod lockfile;

@@ -94,7 +94,7 @@ fn an_old_export_without_pristine_copies_gets_file_new_beside_an_edited_file() {
     assert_eq!(read(&out, "src/main.rs"), mine, "your edit is kept");
     let new = read(&out, "src/main.rs.new");
     assert!(new.contains("Second words.") && !new.contains("my route"));
-    // Regenerated files follow the spec.
+    // Unedited files follow the spec.
     assert!(read(&out, "README.md").contains("Second words."));
 
     // --force never overwrites a file of yours.
@@ -192,10 +192,10 @@ fn an_edited_vendored_file_stops_the_export_unless_forced() {
 fn an_edited_generated_file_stops_the_export_too() {
     let (_tmp, out) = exported(SPEC);
     append(&out, "src/generated.rs", "// mine\n");
-    append(&out, "README.md", "mine\n");
+    append(&out, "TOLLGATE.md", "mine\n");
     let err = reexport(SPEC, &out, false).unwrap_err();
     assert!(
-        matches!(&err, ExportError::EditedFiles { paths } if paths == &["README.md", "src/generated.rs"])
+        matches!(&err, ExportError::EditedFiles { paths } if paths == &["TOLLGATE.md", "src/generated.rs"])
     );
 }
 

@@ -308,18 +308,18 @@ fn dry_run_lists_files_to_remove_and_refuses_like_the_export() {
     assert!(p.out.join("old.txt").exists());
 
     // An edited generated file stops the export, and the dry run says so.
-    p.write("README.md", "mine\n");
+    p.write("TOLLGATE.md", "mine\n");
     let run = p.export(&["--dry-run"]);
     assert_exit(&run, 4);
-    assert!(stderr(&run).contains("README.md"), "{}", stderr(&run));
+    assert!(stderr(&run).contains("TOLLGATE.md"), "{}", stderr(&run));
     let run = p.export(&["--dry-run", "--force"]);
     assert_exit(&run, 0);
     assert!(
         stdout(&run)
             .lines()
-            .any(|l| l.starts_with("README.md ") && l.ends_with("  write"))
+            .any(|l| l.starts_with("TOLLGATE.md ") && l.ends_with("  write"))
     );
-    assert_eq!(p.read("README.md"), "mine\n");
+    assert_eq!(p.read("TOLLGATE.md"), "mine\n");
 }
 
 #[test]

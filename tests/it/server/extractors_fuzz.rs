@@ -25,7 +25,7 @@ use tollgate_runtime::server::signature;
 const SECRET: &str = "fuzz-hook-secret";
 const BODY_LIMIT: usize = 64 * 1024;
 
-/// Every code a client may see from these routes (README, Routes).
+/// Every code a client may see from these routes (docs/reference/errors.md).
 const CODES: [&str; 13] = [
     "invalid_request",
     "unauthorized",

@@ -31,7 +31,7 @@ pub use crate::env::PUBLIC_URL as PUBLIC_URL_ENV;
 pub use crate::env::UNBOUND_LINKS as UNBOUND_LINKS_ENV;
 /// `decided_by` of a decision made through an unbound link.
 pub const LINK_CALLER: &str = "link";
-/// The shortest secret accepted, in characters (what the README promises
+/// The shortest secret accepted, in characters (what docs/inbox.md promises
 /// and the error says): 32, HMAC-SHA256's own key strength when they are
 /// random. A secret of 32 multi-byte characters is longer still in bytes.
 pub const MIN_SECRET_CHARS: usize = 32;

@@ -302,7 +302,8 @@ request_type! {
     #[derive(Debug, Default, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(crate) struct WaitParam {
-        /// `true`: answer at the run's next pause or its end, not at once.
+        /// `true`: answer at the run's next pause or its end, not at once;
+        /// after 60 s at most, with the run as it then stands.
         #[serde(default)]
         pub wait: bool,
     }

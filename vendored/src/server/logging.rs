@@ -117,7 +117,7 @@ pub fn init_logging_as(format: LogFormat) {
 ///
 /// A small formatter rather than tracing-subscriber's `json` feature,
 /// because that formatter (0.3) cannot write the documented line that
-/// collectors and the tests parse (README "Serving over HTTP"):
+/// collectors and the tests parse (docs/serving.md "Serving over HTTP"):
 /// - its keys are fixed: without `flatten_event` the message is inside
 ///   `fields` (`fields.message`, no top-level `message`); with
 ///   `flatten_event(true)` every field is top-level and there is no

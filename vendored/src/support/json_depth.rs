@@ -62,20 +62,8 @@ pub fn value_depth(value: &Value, stop: usize) -> usize {
 /// stored column and every body before it is parsed.
 pub fn text_depth(text: &[u8]) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in text {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    for (_, b) in super::json_scan::structure(text) {
         match b {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 max = max.max(depth);

@@ -226,7 +226,7 @@ steps:
     }
 
     /// Where notices go needs its variables as Slack's tokens do: an
-    /// exported server's README lists them, and `serve` stops on an unset
+    /// exported server's TOLLGATE.md lists them, and `serve` stops on an unset
     /// one before it binds, not at the first notice.
     #[test]
     fn notification_references_are_required_like_slacks() {

@@ -16,14 +16,7 @@ use crate::server::error::ApiError;
 /// `components.schemas.Error`: `{"error": {"code", "message"}}`.
 pub fn error_schema(components: &mut Components) -> Value {
     components.named("Error", |_| {
-        let mut statuses: BTreeMap<&'static str, Vec<u16>> = BTreeMap::new();
-        for error in samples() {
-            let entry = statuses.entry(error.code()).or_default();
-            let status = error.status().as_u16();
-            if !entry.contains(&status) {
-                entry.push(status);
-            }
-        }
+        let statuses = statuses_as_sampled();
         let table: Vec<String> = statuses
             .iter()
             .map(|(code, statuses)| {
@@ -253,6 +246,17 @@ pub fn codes() -> Vec<&'static str> {
 /// with (ascending), read from one value of every variant: what
 /// docs/reference/errors.md and the errors registry's test are built from.
 pub fn statuses_by_code() -> BTreeMap<&'static str, Vec<u16>> {
+    let mut statuses = statuses_as_sampled();
+    for list in statuses.values_mut() {
+        list.sort_unstable();
+    }
+    statuses
+}
+
+/// Each code's statuses in the order [`samples`] first meets them: the
+/// order the document's `Error` schema has always listed them in (sorting
+/// there would change every export's `openapi.json` for nothing).
+fn statuses_as_sampled() -> BTreeMap<&'static str, Vec<u16>> {
     let mut statuses: BTreeMap<&'static str, Vec<u16>> = BTreeMap::new();
     for error in samples() {
         let entry = statuses.entry(error.code()).or_default();
@@ -260,9 +264,6 @@ pub fn statuses_by_code() -> BTreeMap<&'static str, Vec<u16>> {
         if !entry.contains(&status) {
             entry.push(status);
         }
-    }
-    for list in statuses.values_mut() {
-        list.sort_unstable();
     }
     statuses
 }

@@ -37,7 +37,8 @@ request_type! {
     }
 }
 
-/// How long `POST /runs?wait=true` waits for the run's next pause or end.
+/// How long a `?wait=true` (`POST /runs`, a decision, a retry) waits for
+/// the run's next pause or end.
 /// A run whose steps take longer (a slow tool, a long model loop) does not
 /// hold the request open: the answer is then the run as it stands
 /// (`running`), to follow with `GET /runs/{id}` or its event stream. The
@@ -63,15 +64,21 @@ pub(super) async fn create(
     if !wait.wait {
         return Ok((StatusCode::ACCEPTED, Json(RunStarted { run_id })).into_response());
     }
-    // The run goes on if this request is dropped or the wait is over: only
-    // the wait ends.
+    wait_for_run(&state, driving).await;
+    Ok(Json(view::run_view(&state, &run_id).await?).into_response())
+}
+
+/// Wait for `driving` (a run driven on in the background) to reach its
+/// next pause or end, for at most [`RUN_WAIT_LIMIT`]: what `?wait=true`
+/// does on every route that has it. The run goes on if the request is
+/// dropped or the wait is over: only the wait ends.
+async fn wait_for_run(state: &AppState, driving: impl std::future::Future) {
     let clock = state.agent.clock();
     let deadline = crate::time::add(clock.now(), RUN_WAIT_LIMIT);
     tokio::select! {
         _ = driving => {}
         _ = clock.sleep_until(deadline) => {}
     }
-    Ok(Json(view::run_view(&state, &run_id).await?).into_response())
 }
 
 /// GET /runs/{id}: the run view (`api::RunView`).
@@ -278,7 +285,7 @@ pub(super) async fn answer_decision(
     // A repeat waits for nothing: the resume belongs to the claim that won
     // (here or in another process); it answers with the run as it is.
     let run = if wait {
-        let _ = resuming.await;
+        wait_for_run(state, resuming).await;
         Some(view::run_view(state, &run_id).await?)
     } else {
         None
@@ -365,7 +372,7 @@ pub(crate) async fn retry_run(
         tasks::log_outcome(&run_id, &outcome);
     });
     if wait {
-        let _ = driving.await;
+        wait_for_run(state, driving).await;
     }
     view::run_view(state, &run_id).await
 }

@@ -154,28 +154,14 @@ pub(crate) fn shown_doc(doc: &crate::json_doc::JsonDoc) -> (String, bool) {
 /// `serde_json::to_writer_pretty` writes it.
 fn indent(text: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
     let bytes = text.as_bytes();
-    let (mut level, mut in_string, mut escaped) = (0usize, false, false);
+    let mut level = 0usize;
     let newline = |out: &mut dyn std::io::Write, level: usize| -> std::io::Result<()> {
         out.write_all(b"\n")?;
         (0..level).try_for_each(|_| out.write_all(b"  "))
     };
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    for (i, b) in crate::json_scan::structure(bytes) {
         let (before, after): (&[u8], Option<isize>) = match b {
-            b'"' => {
-                in_string = true;
-                continue;
-            }
             // An empty container stays `{}` or `[]`.
             b'{' | b'[' if matches!(bytes.get(i + 1), Some(b'}' | b']')) => continue,
             b'}' | b']' if matches!(bytes.get(i.wrapping_sub(1)), Some(b'{' | b'[')) => continue,

@@ -17,16 +17,22 @@ use crate::common::{assert_exit, stderr};
 
 const UNGATED: &str = "version: 1
 agent: notes
+tools:
+  fetch:
+    http: { url: \"https://example.com/orders\" }
 steps:
   - id: fetch
-    http: { url: \"https://example.com/orders\" }
+    tool: fetch
 ";
 
 const GATED: &str = "version: 1
 agent: notes
+tools:
+  fetch:
+    http: { url: \"https://example.com/orders\" }
 steps:
   - id: fetch
-    http: { url: \"https://example.com/orders\" }
+    tool: fetch
   - id: confirm
     approval: { message: \"Ship it?\" }
 ";
@@ -76,7 +82,7 @@ fn the_readme_is_the_teams_and_a_spec_that_gains_a_gate_merges_its_section_in() 
     );
     assert!(merged.contains("Built by CI on every merge to main."));
     assert!(
-        !merged.contains("<<<<<<<"),
+        !merged.lines().any(|line| line.starts_with("<<<<<<<")),
         "a clean merge: {}",
         stderr(&run)
     );
@@ -155,7 +161,7 @@ fn tollgate_md_lists_every_route_of_the_crates_openapi_json_and_every_command_an
             );
         }
         assert!(
-            !reference.contains("--spec"),
+            !reference.contains("`--spec <"),
             "{name}: an exported binary has no --spec"
         );
 

@@ -118,8 +118,9 @@ pub enum ApprovalsCommand {
         /// more hex characters).
         #[arg(long, value_name = "current|stale|HASH", conflicts_with = "stuck")]
         spec_version: Option<String>,
-        /// Print the keys alone, newest first, one per line (for a shell:
-        /// `KEY=$(tollgate approvals list --spec SPEC --quiet | head -n1)`).
+        /// Print the keys alone, newest first, one per line, for a shell to
+        /// read (`KEY=$(... approvals list --quiet | head -n1)` takes the
+        /// newest).
         #[arg(long, short, conflicts_with = "json")]
         quiet: bool,
     },

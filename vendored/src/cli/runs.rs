@@ -53,8 +53,9 @@ pub enum RunsCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        /// Print the run ids alone, newest first, one per line (for a
-        /// shell: `RUN_ID=$(tollgate runs list --spec SPEC --quiet | head -n1)`).
+        /// Print the run ids alone, newest first, one per line, for a shell
+        /// to read (`RUN_ID=$(... runs list --quiet | head -n1)` takes the
+        /// newest).
         #[arg(long, short, conflicts_with = "json")]
         quiet: bool,
     },

@@ -487,6 +487,30 @@ fn listing_pending_walks_the_partial_index() {
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
 }
 
+/// A run's pending approval is found by its key: only keys are sorted,
+/// never whole (possibly wide) rows.
+#[test]
+fn a_runs_pending_approval_is_read_by_key_after_sorting_keys_alone() {
+    let dir = TempDir::new();
+    drop(open(&dir.db()));
+    let conn = raw(&dir.db());
+    let sql = format!("EXPLAIN QUERY PLAN {}", ops::pending_for_run_sql());
+    let plan = conn
+        .prepare(&sql)
+        .and_then(|mut s| {
+            s.query_map(["run", "2026"], |r| r.get::<_, String>(3))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .expect("query plan");
+    // The outer read is one row by its primary key; the sort, if any, is
+    // in the subquery that selects the key.
+    assert!(plan[0].contains("(key=?)"), "{plan:?}");
+    assert!(
+        plan.iter().any(|step| step.contains("SUBQUERY")),
+        "{plan:?}"
+    );
+}
+
 // ------------------------------------------------- what kind of error it is
 
 #[tokio::test]

@@ -168,6 +168,24 @@ pub(crate) fn from_api(error: ApiError) -> Response {
                 None,
             )
         }
-        other => page(status, "Not done", &other.to_string(), None),
+        other => page(status, heading_of(other.code()), &other.to_string(), None),
+    }
+}
+
+/// What a person reads first on a refusal the API would have answered with
+/// `code`; the message under it says the rest (who decided, when, why).
+fn heading_of(code: &str) -> &'static str {
+    match code {
+        "already_resolved" => "Already decided",
+        "already_voted" => "Already voted",
+        "approval_expired" => "Expired",
+        "spec_changed" | "spec_unavailable" => "The spec changed",
+        "payload_changed" => "The payload changed",
+        "invalid_input" | "invalid_request" => "Not accepted",
+        "run_not_cancellable" => "Cannot be cancelled",
+        "run_conflict" => "The run changed",
+        "store_busy" | "unavailable" => "Try again",
+        "forbidden" | "insufficient_scope" => "Not allowed",
+        _ => "Not done",
     }
 }

@@ -802,7 +802,20 @@ async fn every_refusal_page() {
     let (status, html) = body(refusal::from_api(ApiError::invalid("limit <b>"))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(
-        html.contains("Not done") && html.contains("limit &lt;b&gt;"),
+        html.contains("Not accepted") && html.contains("limit &lt;b&gt;"),
+        "{html}"
+    );
+    // A decision refused says which refusal in its heading, not only in
+    // the message under it.
+    let voted = crate::pending_approval::ApprovalError::AlreadyVoted {
+        key: "k".into(),
+        voter: "alice".into(),
+        decision: crate::policy::VoteDecision::Approve,
+    };
+    let (status, html) = body(refusal::from_api(ApiError::Approval(voted))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(
+        html.contains("<h1>Already voted</h1>") && html.contains("alice already voted"),
         "{html}"
     );
 }

@@ -25,17 +25,8 @@ steps:
     tool: fetch
 ";
 
-const GATED: &str = "version: 1
-agent: notes
-tools:
-  fetch:
-    http: { url: \"https://example.com/orders\" }
-steps:
-  - id: fetch
-    tool: fetch
-  - id: confirm
-    approval: { message: \"Ship it?\" }
-";
+/// [`UNGATED`] with a gate after its step.
+const GATE: &str = "  - id: confirm\n    approval: { message: \"Ship it?\" }\n";
 
 fn export_to(spec: &Path, out: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tollgate"))
@@ -67,7 +58,7 @@ fn the_readme_is_the_teams_and_a_spec_that_gains_a_gate_merges_its_section_in() 
     assert_ne!(edited, readme);
     fs::write(out.join("README.md"), &edited).unwrap();
 
-    fs::write(&spec, GATED).unwrap();
+    fs::write(&spec, format!("{UNGATED}{GATE}")).unwrap();
     let run = export_to(&spec, &out);
     assert_exit(&run, 0);
     let merged = fs::read_to_string(out.join("README.md")).unwrap();

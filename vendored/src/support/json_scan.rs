@@ -76,6 +76,6 @@ mod tests {
         for (i, b) in &found {
             assert_eq!(text.as_bytes()[*i], *b);
         }
-        assert_eq!(found.len(), 4);
+        assert_eq!(found.len(), 5);
     }
 }

@@ -11,6 +11,9 @@ use thiserror::Error;
 
 use crate::spec::SpecHash;
 
+mod origin;
+pub use origin::ApprovalOrigin;
+
 crate::named_enum! {
     /// Lifecycle of a record. Stored upper-case.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,14 +58,18 @@ crate::named_enum! {
     }
 }
 
-/// One pending (or decided) approval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One pending (or decided) approval. Serialized as clients see it (see
+/// `origin.rs`): a gate request's `spec_hash` is `null`, and `origin`
+/// names the pause's spec hash and step or the request's asker.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRecord {
     /// UUID v4: the correlation key.
     pub key: String,
     pub run_id: String,
     pub agent_id: String,
-    /// Full 64-hex spec hash at the time of the pause.
+    /// Full 64-hex spec hash at the time of the pause; empty for a gate
+    /// request, which has no spec (read it through
+    /// [`ApprovalRecord::paused_under`], which says so).
     pub spec_hash: String,
     pub step_index: usize,
     pub step_id: String,
@@ -87,28 +94,32 @@ pub struct ApprovalRecord {
     /// §13): set when the gate counts votes (it has rules, or bars its
     /// requesters); `None` for a plain gate, which the first allowed
     /// decision settles.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roster: Option<crate::policy::Roster>,
+    /// What asked for this approval: a workflow run's pause or a gate
+    /// request.
+    pub origin: ApprovalOrigin,
 }
 
-/// The `spec_hash` of every gate request (a pending approval asked for by
-/// a program through the gate API, `POST /gates` or MCP rather than by a
-/// workflow run): there is no spec, and no spec hashes to 64 zeros.
-pub const GATE_SPEC_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
 impl ApprovalRecord {
-    /// Whether this is a gate request rather than a workflow run's pause:
-    /// it belongs to no spec version, so it is never `spec_changed`, never
-    /// pinned or migrated, and its decision ends its own run.
+    /// Whether this is a gate request rather than a workflow run's pause.
     pub fn is_gate_request(&self) -> bool {
-        self.spec_hash == GATE_SPEC_HASH
+        matches!(self.origin, ApprovalOrigin::Request { .. })
+    }
+
+    /// The spec hash a pause paused under; `None` for a gate request,
+    /// which belongs to no spec version.
+    pub fn paused_under(&self) -> Option<&str> {
+        match self.origin {
+            ApprovalOrigin::Pause => Some(&self.spec_hash),
+            ApprovalOrigin::Request { .. } => None,
+        }
     }
 
     /// Whether no spec change stands between this record and the spec
     /// hashed `served`: it paused under that spec, or it is a gate request
     /// (which belongs to no version, so is never stale).
     pub fn is_current_for(&self, served: &str) -> bool {
-        self.spec_hash == served || self.is_gate_request()
+        self.paused_under().is_none_or(|hash| hash == served)
     }
 
     /// The payload the gate asks about now: a vote's edit on a gate that
@@ -762,6 +773,7 @@ pub(crate) fn sample_record(key: &str, run_id: &str) -> ApprovalRecord {
         created_at: now,
         expires_at: crate::time::add(now, std::time::Duration::from_secs(3600)),
         roster: None,
+        origin: ApprovalOrigin::Pause,
     }
 }
 
@@ -839,6 +851,7 @@ mod tests {
             created_at: now,
             expires_at: now,
             roster: None,
+            origin: ApprovalOrigin::Pause,
         }
     }
 

@@ -39,8 +39,9 @@
 //!   its record's `agent_id` is `<agent>`, so that server lists it and
 //!   decides it as one of its own (the run stays `gate:<agent>`: no
 //!   workflow driver ever picks it up).
-//! - `spec_hash` = [`GATE_SPEC_HASH`] (64 zeros: there is no spec),
-//!   `step_index` = 0, `step_id` = the action, phase `before`, `trigger` =
+//! - `origin` = [`ApprovalOrigin::Request`] (who asked and the request's
+//!   fingerprint, from its trigger), `spec_hash` empty on the record and
+//!   the run (there is no spec: views show `null`), `step_index` = 0, `step_id` = the action, phase `before`, `trigger` =
 //!   `{"kind": "gate"}`, `input` = `{"action": ...}`, `outputs` = `{}`.
 //! - The run's events: `run_started`, `awaiting_approval`, then
 //!   `approval_resolved` and `run_completed` (outputs `{<action>: {approved,
@@ -62,7 +63,8 @@ use thiserror::Error;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{
-    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
+    AfterClaim, ApprovalError, ApprovalOrigin, ApprovalRecord, ApprovalStatus, Claim, Decision,
+    Phase, RunFinish,
 };
 use crate::policy::{Channel, GatePolicy, Groups, Roster};
 use crate::run::{Decided, Decider, DecisionRequest, decide_approval};
@@ -73,9 +75,6 @@ use crate::watch::{ApprovalWatcher, WatchOptions};
 
 /// The prefix of a gate request's `agent_id`.
 pub const GATE_AGENT_PREFIX: &str = "gate:";
-
-/// The `spec_hash` of every gate request: there is no spec.
-pub use crate::pending_approval::GATE_SPEC_HASH;
 
 /// Whose approvals a gate request is listed and decided with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,10 +332,12 @@ impl Gate {
             ListedWith::ServedAgent => request.agent.clone(),
         };
         let input = crate::json_doc::JsonDoc::from_value(&json!({"action": request.action}));
+        // A request has no spec: its run and record keep no hash (the
+        // record's `origin` says what it is).
         let run = RunRecord {
             id: key.clone(),
             agent_id: run_agent.clone(),
-            spec_hash: GATE_SPEC_HASH.into(),
+            spec_hash: String::new(),
             status: RunStatus::Running,
             input: input.clone(),
             trigger: request.trigger.clone(),
@@ -353,15 +354,16 @@ impl Gate {
             now,
             EventKind::RunStarted {
                 agent: run_agent,
-                spec_hash: GATE_SPEC_HASH.into(),
+                spec_hash: String::new(),
                 input: input.clone(),
             },
         );
+        let origin = ApprovalOrigin::request_from_trigger(&request.trigger);
         let record = ApprovalRecord {
             key: key.clone(),
             run_id: key.clone(),
             agent_id: record_agent,
-            spec_hash: GATE_SPEC_HASH.into(),
+            spec_hash: String::new(),
             step_index: 0,
             step_id: request.action,
             phase: Phase::Before,
@@ -377,6 +379,7 @@ impl Gate {
             created_at: now,
             expires_at,
             roster,
+            origin,
         };
         let awaiting = event(&key, 2, now, EventKind::awaiting(&record));
         // One atomic write, as a workflow run stored at its first gate: a
@@ -458,7 +461,9 @@ impl Gate {
             decision,
             decided_by,
             now: self.clock.now(),
-            spec_hash: GATE_SPEC_HASH.into(),
+            // A request belongs to no spec version: `decide_approval`
+            // claims it as it is, whatever hash is given.
+            spec_hash: String::new(),
             pinned: false,
             channel: Channel::Gate,
             payload_digest: None,

@@ -2,7 +2,6 @@
 //! (DESIGN §12): what `serve` says of them at start-up, and the words for
 //! what the served spec's `on_spec_change` policy does with them.
 
-use crate::pending_approval::GATE_SPEC_HASH;
 use std::collections::BTreeMap;
 
 use crate::run::AgentRun;
@@ -28,8 +27,8 @@ pub(crate) fn start_up_line(spec: &Spec, by_spec: &BTreeMap<String, u64>) -> Opt
     let served = spec.hash.as_str();
     let mut other: Vec<(&str, u64)> = by_spec
         .iter()
-        // Gate requests belong to no version.
-        .filter(|(hash, n)| hash.as_str() != served && hash.as_str() != GATE_SPEC_HASH && **n > 0)
+        // Gate requests belong to no version: they are not counted here.
+        .filter(|(hash, n)| hash.as_str() != served && **n > 0)
         .map(|(hash, n)| (hash.as_str(), *n))
         .collect();
     if other.is_empty() {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::pending_approval::{ApprovalOrigin, ApprovalRecord, ApprovalStatus, Phase};
 use crate::policy::{Channel, Vote, VoteDecision};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::spec_version::{LIVE_RUN_STATUSES, SpecVersion, SpecVersionUse};
@@ -23,11 +23,11 @@ use crate::store::{StoreError, StoreResult};
 /// them. Used by SELECT and by RETURNING alike.
 pub(super) const APPROVAL_COLUMNS: &str = "key, run_id, agent_id, spec_hash, step_index, \
      step_id, phase, message, payload, outputs, input, \"trigger\", status, decision_data, \
-     decided_by, decided_at, created_at, expires_at, roster";
+     decided_by, decided_at, created_at, expires_at, roster, origin";
 
 /// The number of columns in [`APPROVAL_COLUMNS`]; a query that selects more
 /// finds them from this offset on.
-pub(super) const APPROVAL_COLUMN_COUNT: usize = 19;
+pub(super) const APPROVAL_COLUMN_COUNT: usize = 20;
 
 /// Where `roster` is in [`APPROVAL_COLUMNS`]: a cast probes it alone to
 /// tell a plain gate's record without decoding the rest.
@@ -112,6 +112,8 @@ pub(super) fn corrupt(
 
 /// Decode [`APPROVAL_COLUMNS`].
 pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
+    let trigger: Value = r.json(11, "trigger")?;
+    let origin = r.parsed(19, "origin", |kind| ApprovalOrigin::from_stored(kind, &trigger))?;
     Ok(ApprovalRecord {
         key: r.id().to_string(),
         run_id: r.string(1, "run_id")?,
@@ -124,7 +126,7 @@ pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
         payload: r.json(8, "payload")?,
         outputs: r.json::<Map<String, Value>>(9, "outputs")?,
         input: r.doc(10, "input")?,
-        trigger: r.json(11, "trigger")?,
+        trigger,
         status: r.parsed(12, "status", ApprovalStatus::parse)?,
         decision_data: r.json_opt(13, "decision_data")?,
         decided_by: r.text_opt(14, "decided_by")?,
@@ -132,6 +134,7 @@ pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
         created_at: r.time(16, "created_at")?,
         expires_at: r.time(17, "expires_at")?,
         roster: r.json_opt(ROSTER_COLUMN, "roster")?,
+        origin,
     })
 }
 

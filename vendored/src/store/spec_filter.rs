@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use thiserror::Error;
 
 use super::{SpecVersions, StoreError};
-use crate::pending_approval::GATE_SPEC_HASH;
+use crate::pending_approval::ApprovalRecord;
 
 /// The shortest hash prefix a listing accepts: 8 hex characters tell
 /// apart any versions one agent will have.
@@ -132,12 +132,16 @@ impl SpecSelector {
 }
 
 impl SpecFilter {
-    /// Whether a record paused under `hash` passes: the rule the SQL of
-    /// each store spells.
-    pub fn matches(&self, hash: &str) -> bool {
+    /// Whether `record` passes: the rule the SQL of each store spells. A
+    /// gate request belongs to no version, so it passes none: it is on
+    /// neither the served version nor another one.
+    pub fn matches(&self, record: &ApprovalRecord) -> bool {
+        let Some(hash) = record.paused_under() else {
+            return false;
+        };
         match self {
             SpecFilter::Is(h) => hash == h,
-            SpecFilter::IsNot(h) => hash != h && hash != GATE_SPEC_HASH,
+            SpecFilter::IsNot(h) => hash != h,
             SpecFilter::Prefix(p) => hash.starts_with(p.as_str()),
         }
     }
@@ -149,13 +153,14 @@ impl SpecFilter {
     /// only (see [`SpecSelector::parse`]), so LIKE reads none of it as a
     /// wildcard.
     pub(crate) fn sql(&self, param: &str) -> String {
-        match self {
-            SpecFilter::Is(_) => format!(" AND spec_hash = {param}"),
-            SpecFilter::IsNot(_) => {
-                format!(" AND spec_hash <> {param} AND spec_hash <> '{GATE_SPEC_HASH}'")
-            }
-            SpecFilter::Prefix(_) => format!(" AND spec_hash LIKE {param}"),
-        }
+        // Only pauses belong to a version (a gate request's `spec_hash` is
+        // empty): an empty prefix would otherwise let requests through.
+        let condition = match self {
+            SpecFilter::Is(_) => format!("spec_hash = {param}"),
+            SpecFilter::IsNot(_) => format!("spec_hash <> {param}"),
+            SpecFilter::Prefix(_) => format!("spec_hash LIKE {param}"),
+        };
+        format!(" AND origin = 'pause' AND {condition}")
     }
 
     /// What [`SpecFilter::sql`]'s placeholder is bound to.
@@ -198,8 +203,28 @@ mod tests {
             SpecSelector::parse("A1B2C3D4").unwrap().filter("x"),
             SpecFilter::Prefix("a1b2c3d4".into())
         );
-        assert!(SpecFilter::Prefix("a1b2c3d4".into()).matches(HASH));
-        assert!(!SpecFilter::Prefix("a1b2c3d5".into()).matches(HASH));
+        let mut paused = crate::pending_approval::sample_record("k", "r");
+        paused.spec_hash = HASH.into();
+        assert!(SpecFilter::Prefix("a1b2c3d4".into()).matches(&paused));
+        assert!(!SpecFilter::Prefix("a1b2c3d5".into()).matches(&paused));
+    }
+
+    #[test]
+    fn a_gate_request_is_on_no_version() {
+        let mut request = crate::pending_approval::sample_record("k", "r");
+        request.spec_hash = String::new();
+        request.origin = crate::pending_approval::ApprovalOrigin::Request {
+            requested_by: Some("bot".into()),
+            fingerprint: None,
+        };
+        for filter in [
+            SpecFilter::Is(HASH.into()),
+            SpecFilter::IsNot(HASH.into()),
+            SpecFilter::Prefix(String::new()),
+        ] {
+            assert!(!filter.matches(&request), "{filter:?}");
+            assert!(filter.sql("?1").contains("origin = 'pause'"), "{filter:?}");
+        }
     }
 
     #[test]

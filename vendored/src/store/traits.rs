@@ -307,11 +307,12 @@ pub trait Queries: Send + Sync + 'static {
         agent_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
-        count_pending_by(self, agent_id, now, |record| record.step_id).await
+        count_pending_by(self, agent_id, now, |record| Some(record.step_id)).await
     }
 
-    /// `agent_id`'s unexpired PENDING approvals at `now`, counted by the
-    /// spec hash they paused under: what waits on versions other than the
+    /// `agent_id`'s unexpired PENDING pauses at `now` (gate requests
+    /// belong to no version), counted by the spec hash they paused under:
+    /// what waits on versions other than the
     /// served one (`GET /metrics`, `serve`'s start-up log). This default
     /// pages through [`Queries::list_pending`]; SQLite and PostgreSQL
     /// count in one grouped query instead.
@@ -320,7 +321,10 @@ pub trait Queries: Send + Sync + 'static {
         agent_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
-        count_pending_by(self, agent_id, now, |record| record.spec_hash).await
+        count_pending_by(self, agent_id, now, |record| {
+            record.paused_under().map(str::to_string)
+        })
+        .await
     }
 
     /// Decided approvals whose run never reached a final state: `stuck` (a
@@ -496,7 +500,8 @@ async fn count_pending_by<Q: Queries + ?Sized>(
     store: &Q,
     agent_id: &str,
     now: DateTime<Utc>,
-    group: impl Fn(ApprovalRecord) -> String,
+    // The group a record counts in; `None`: not counted.
+    group: impl Fn(ApprovalRecord) -> Option<String>,
 ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
     let mut counts = std::collections::BTreeMap::new();
     let mut query = PendingQuery {
@@ -508,7 +513,9 @@ async fn count_pending_by<Q: Queries + ?Sized>(
     loop {
         let page = store.list_pending(&query).await?;
         for record in page.approvals {
-            *counts.entry(group(record)).or_insert(0) += 1;
+            if let Some(group) = group(record) {
+                *counts.entry(group).or_insert(0) += 1;
+            }
         }
         match page.next_cursor {
             Some(cursor) => query.cursor = Some(cursor),

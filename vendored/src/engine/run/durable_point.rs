@@ -391,6 +391,7 @@ impl AgentRun {
             created_at: now,
             expires_at,
             roster,
+            origin: pending_approval::ApprovalOrigin::Pause,
         };
         log.emit(EventKind::awaiting(&record));
         // The record is written from the pause and answered with after:

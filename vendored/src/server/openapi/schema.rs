@@ -276,7 +276,14 @@ impl Schema for ApprovalRecord {
                 field::<String>("key", c),
                 field::<String>("run_id", c),
                 field::<String>("agent_id", c),
-                field::<String>("spec_hash", c),
+                Field {
+                    name: "spec_hash",
+                    attributes: &[
+                        r#"doc = " The full hash of the spec version the run paused under (or was moved to); `null` for a gate request, which belongs to no spec version (see `origin`).""#,
+                    ],
+                    optional_type: false,
+                    schema: json!({ "type": ["string", "null"] }),
+                },
                 field::<usize>("step_index", c),
                 field::<String>("step_id", c),
                 field::<Phase>("phase", c),
@@ -300,9 +307,45 @@ impl Schema for ApprovalRecord {
                     optional_type: true,
                     schema: json!({ "type": "object" }),
                 },
+                Field {
+                    name: "origin",
+                    attributes: &[
+                        r#"doc = " What asked for this approval: a workflow run paused at a gate (`pause`: the spec version and step it paused at), or a gate request made through `POST /gates` or MCP `request_approval` (`request`: the caller that asked, `null` for a program's own request, and the digest of what was asked, by which an idempotent retry is told from another request).""#,
+                    ],
+                    optional_type: false,
+                    schema: origin_schema(),
+                },
             ],
         )
     }
+}
+
+/// The schema of an approval's `origin` (`ApprovalOrigin` as serialized).
+fn origin_schema() -> Value {
+    json!({
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "kind": { "const": "pause" },
+                    "spec_hash": { "type": "string" },
+                    "step_id": { "type": "string" }
+                },
+                "required": ["kind", "spec_hash", "step_id"],
+                "additionalProperties": false
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "kind": { "const": "request" },
+                    "requested_by": { "type": ["string", "null"] },
+                    "fingerprint": { "type": ["string", "null"] }
+                },
+                "required": ["kind", "requested_by", "fingerprint"],
+                "additionalProperties": false
+            }
+        ]
+    })
 }
 
 /// Which way a type crosses the wire; it decides which fields are required.

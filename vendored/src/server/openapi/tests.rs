@@ -122,6 +122,7 @@ fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) 
             created_at: at(0),
             expires_at: at(3600),
             roster: None,
+            origin: crate::pending_approval::ApprovalOrigin::Pause,
         },
         served,
     )

@@ -83,6 +83,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "started_without_input",
         sql: include_str!("../migrations/postgres/0014_started_without_input.sql"),
     },
+    Migration {
+        version: 15,
+        name: "approval_origin",
+        sql: include_str!("../migrations/postgres/0015_approval_origin.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -59,6 +59,7 @@ fn record(status: ApprovalStatus) -> ApprovalRecord {
         created_at: now() - Duration::minutes(30),
         expires_at: now() + Duration::hours(2),
         roster: None,
+        origin: crate::pending_approval::ApprovalOrigin::Pause,
     }
 }
 

@@ -518,6 +518,7 @@ pub(crate) async fn count_pending_by_spec<C: GenericClient>(
         .prepare_cached(
             "SELECT spec_hash, COUNT(*) FROM tollgate_approvals \
              WHERE status = 'PENDING' AND expires_at > $1 AND agent_id = $2 \
+               AND origin = 'pause' \
              GROUP BY spec_hash",
         )
         .await?;

@@ -142,7 +142,7 @@ pub(super) async fn insert_approval<C: GenericClient>(
         .prepare_cached(&format!(
             "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at, notify) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-              $18, $19, $20, $21, $22)"
+              $18, $19, $20, $21, $22, $23)"
         ))
         .await?;
     // What the gate does by itself, findable without reading the roster.
@@ -172,6 +172,7 @@ pub(super) async fn insert_approval<C: GenericClient>(
         &r.created_at,
         &r.expires_at,
         &roster,
+        &r.origin.kind(),
         &on_timeout,
         &next_nudge_at,
         &notify,

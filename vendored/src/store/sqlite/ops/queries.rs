@@ -475,7 +475,7 @@ pub(crate) fn count_pending_by_spec(
 ) -> StoreResult<std::collections::BTreeMap<String, u64>> {
     let mut stmt = conn.prepare_cached(
         "SELECT spec_hash, COUNT(*) FROM tollgate_approvals \
-         WHERE status = 'PENDING' AND agent_id = ?2 \
+         WHERE status = 'PENDING' AND agent_id = ?2 AND origin = 'pause' \
            AND (+expires_at > ?1 OR expires_at NOT GLOB '[0-9][0-9][0-9][0-9]-*') \
          GROUP BY spec_hash",
     )?;

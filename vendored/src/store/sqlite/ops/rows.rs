@@ -78,6 +78,8 @@ pub(crate) struct ApprovalRow {
     pub(super) created_at: String,
     pub(super) expires_at: String,
     pub(super) roster: Option<String>,
+    /// The record's origin kind (`pause`, `request`).
+    pub(super) origin: &'static str,
     /// The roster's `on_timeout` when it is not `expire`.
     pub(super) on_timeout: Option<&'static str>,
     /// The roster's first reminder or escalation.
@@ -123,6 +125,7 @@ impl ApprovalRow {
                 .as_ref()
                 .map(|roster| to_json(roster, "approval roster"))
                 .transpose()?,
+            origin: r.origin.kind(),
             on_timeout: r
                 .on_timeout()
                 .ne(&crate::policy::OnTimeout::Expire)

@@ -109,7 +109,7 @@ pub(super) fn fence_failed(conn: &Connection, run_id: &str, owner: Option<&str>)
 pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResult<()> {
     let mut stmt = conn.prepare_cached(&format!(
         "INSERT INTO tollgate_approvals ({APPROVAL_COLUMNS}, on_timeout, next_nudge_at, notify) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"
     ))?;
     let params: [&dyn ToSql; APPROVAL_COLUMN_COUNT + 3] = [
         &row.key,
@@ -131,6 +131,7 @@ pub(super) fn insert_approval(conn: &Connection, row: &ApprovalRow) -> StoreResu
         &row.created_at,
         &row.expires_at,
         &row.roster,
+        &row.origin,
         &row.on_timeout,
         &row.next_nudge_at,
         &row.notify,

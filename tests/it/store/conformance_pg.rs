@@ -41,7 +41,7 @@ mod postgres_only {
 
     use super::store_cases::{SPEC, TTL, approve, at, paused_run};
     use super::{connect, pg};
-    use tollgate_runtime::pending_approval::{ApprovalError, ApprovalStatus};
+    use tollgate_runtime::pending_approval::{ApprovalError, ApprovalOrigin, ApprovalStatus};
     use tollgate_runtime::run_state::RunStatus;
     use tollgate_runtime::store::{
         self, PostgresOptions, PostgresStore, SharedStore, SqliteOptions, StoreError,
@@ -77,7 +77,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -506,7 +506,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin"
         );
         let record = store
             .get_approval("k-old")
@@ -533,6 +533,88 @@ mod postgres_only {
             ),
             "json"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_version_14_database_gains_origins_from_the_old_gate_marker() {
+        // The schema as version 14 left it: today's without `origin`.
+        let db = pg::database();
+        drop(connect(&db.url).await);
+        db.psql(
+            "ALTER TABLE tollgate_approvals DROP COLUMN origin; \
+             DELETE FROM tollgate_schema_history WHERE version = 15",
+        );
+        // Rows as version 14 wrote them: a gate request made through a
+        // server (its spec hash 64 zeros, its run's too), a program's own
+        // request, and a workflow run's pause.
+        db.psql(
+            "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+             outputs, created_at, updated_at) VALUES \
+             ('k-req', 'gate:agent', repeat('0', 64), 'running', '{}', '{}', '{}', \
+              '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'), \
+             ('k-prog', 'gate:payouts', repeat('0', 64), 'running', '{}', '{}', '{}', \
+              '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'), \
+             ('run-p', 'agent', 'h', 'awaiting_approval', '{}', '{}', '{}', \
+              '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'); \
+             INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+             step_id, phase, message, payload, outputs, input, \"trigger\", status, \
+             created_at, expires_at) VALUES \
+             ('k-req', 'k-req', 'agent', repeat('0', 64), 0, 'ship', 'before', '\"Ship?\"', \
+              '{}', '{}', '{\"action\": \"ship\"}', \
+              '{\"kind\": \"gate\", \"requested_by\": \"bot\", \"requester\": null, \
+                \"idempotency_key\": \"i-1\", \"fingerprint\": \"f-1\"}', \
+              'PENDING', '2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z'), \
+             ('k-prog', 'k-prog', 'gate:payouts', repeat('0', 64), 0, 'pay', 'before', NULL, \
+              '{}', '{}', '{\"action\": \"pay\"}', '{\"kind\": \"gate\"}', \
+              'PENDING', '2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z'), \
+             ('k-pause', 'run-p', 'agent', 'h', 1, 'gate', 'before', NULL, \
+              '{}', '{}', '{}', '{\"kind\": \"cli\"}', \
+              'PENDING', '2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z')",
+        );
+        let store = connect(&db.url).await;
+        assert!(history(&db).ends_with(",14:started_without_input,15:approval_origin"));
+        let get = |key: &'static str| {
+            let store = store.clone();
+            async move { store.get_approval(key).await.expect("get").expect("kept") }
+        };
+        let request = get("k-req").await;
+        assert_eq!(
+            request.origin,
+            ApprovalOrigin::Request {
+                requested_by: Some("bot".into()),
+                fingerprint: Some("f-1".into())
+            }
+        );
+        assert_eq!(request.paused_under(), None);
+        let program = get("k-prog").await;
+        assert_eq!(
+            program.origin,
+            ApprovalOrigin::Request {
+                requested_by: None,
+                fingerprint: None
+            }
+        );
+        let pause = get("k-pause").await;
+        assert_eq!(pause.origin, ApprovalOrigin::Pause);
+        assert_eq!(pause.paused_under(), Some("h"));
+        // The old marker is gone from both tables; a pause keeps its hash.
+        assert_eq!(
+            db.psql(
+                "SELECT string_agg(key || '=' || origin || ':' || spec_hash, ',' ORDER BY key) \
+                 FROM tollgate_approvals"
+            ),
+            "k-pause=pause:h,k-prog=request:,k-req=request:"
+        );
+        assert_eq!(
+            db.psql("SELECT string_agg(id || ':' || spec_hash, ',' ORDER BY id) FROM tollgate_runs"),
+            "k-prog:,k-req:,run-p:h"
+        );
+        // A request is on no version: stale counts and filters skip it.
+        let by_spec = store
+            .count_pending_by_spec("agent", at(1))
+            .await
+            .expect("count");
+        assert_eq!(by_spec.into_iter().collect::<Vec<_>>(), [("h".to_string(), 1)]);
     }
 
     /// 10,000 PENDING records of one agent and 2,000 settled ones (every

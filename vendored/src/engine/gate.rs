@@ -514,9 +514,17 @@ impl Decider for Gate {
         Ok(())
     }
 
-    /// A request's payload is whatever its caller asked with: any edit fits.
-    fn check(&self, _record: &ApprovalRecord, _decision: &Decision) -> Result<(), GateError> {
-        Ok(())
+    fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), GateError> {
+        Ok(Requests::check(record, decision)?)
+    }
+
+    fn input(
+        &self,
+        record: &ApprovalRecord,
+        decision: &Decision,
+        given: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, ApprovalError> {
+        Requests::input(record, decision, given)
     }
 
     async fn plan(
@@ -524,8 +532,38 @@ impl Decider for Gate {
         record: &ApprovalRecord,
         claim: &Claim,
     ) -> Result<(AfterClaim, ()), GateError> {
-        let finish = request_finish(&record.decided_by_claim(claim), claim.now);
+        let finish = Requests::finish(record, claim);
         Ok((AfterClaim::Finish(Box::new(finish)), ()))
+    }
+}
+
+/// How a gate request is decided, whoever decides it: a program through
+/// [`Gate::decide`], or the server it was made through (`POST /gates`,
+/// MCP), which decides it with its own approvals (`run::AgentRun`). Both
+/// deciders take the checks, the input and the run's end from here; they
+/// differ only in who may decide (their `admit`).
+pub(crate) struct Requests;
+
+impl Requests {
+    /// A request's payload is whatever its caller asked with: any edit
+    /// fits, and there is no spec to change.
+    pub(crate) fn check(_record: &ApprovalRecord, _decision: &Decision) -> Result<(), ApprovalError> {
+        Ok(())
+    }
+
+    /// A request has no form: an approval takes no input.
+    pub(crate) fn input(
+        record: &ApprovalRecord,
+        decision: &Decision,
+        given: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, ApprovalError> {
+        crate::run::approver_input(&record.key, None, decision, given)
+    }
+
+    /// The request's end, written by `claim` with its decision
+    /// ([`request_finish`] of the record as the claim decides it).
+    pub(crate) fn finish(record: &ApprovalRecord, claim: &Claim) -> RunFinish {
+        request_finish(&record.decided_by_claim(claim), claim.now)
     }
 }
 

@@ -45,7 +45,7 @@ use crate::workflow::RunContext;
 
 pub use crate::spec::OnCrash;
 pub use decide::{Ballot, ClaimedDecision, VoteRecorded};
-pub(crate) use decide::{Decided, Decider, DecisionRequest, decide_approval};
+pub(crate) use decide::{Decided, Decider, DecisionRequest, approver_input, decide_approval};
 pub use migrate::{
     MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult, MigrateSelection,
     check_from_prefix,

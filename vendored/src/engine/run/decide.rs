@@ -831,10 +831,8 @@ impl Decider for AgentRun {
     }
 
     fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
-        // A gate request's payload is whatever its caller asked with: any
-        // edit fits, and there is no spec to change.
         if record.is_gate_request() {
-            return Ok(());
+            return Ok(crate::gate::Requests::check(record, decision)?);
         }
         // An approve or modify is checked against the spec the run resumes
         // on, which must be the one it paused under (its steps are what the
@@ -866,9 +864,8 @@ impl Decider for AgentRun {
         // version's own handle, with its own form (or refused as
         // `spec_changed`); a reject, allowed under any spec, takes no
         // input either way.
-        // A gate request has no form.
         if record.is_gate_request() {
-            return approver_input(&record.key, None, decision, given);
+            return crate::gate::Requests::input(record, decision, given);
         }
         let same_spec = record.spec_hash == self.spec.hash.as_str();
         if !same_spec && decision.requires_same_spec() {
@@ -886,12 +883,12 @@ impl Decider for AgentRun {
         record: &ApprovalRecord,
         claim: &Claim,
     ) -> Result<(AfterClaim, Option<Box<PlannedFinish>>), RunError> {
-        let decided = record.decided_by_claim(claim);
-        if decided.is_gate_request() {
-            let planned = gate_request_finish(decided, claim.now);
+        if record.is_gate_request() {
+            let planned = gate_request_finish(record, claim);
             let then = AfterClaim::Finish(Box::new(planned.finish.clone()));
             return Ok((then, Some(Box::new(planned))));
         }
+        let decided = record.decided_by_claim(claim);
         if self.ends_without_io(&decided)
             && let Some(planned) = self.plan_finish(&decided).await?
         {
@@ -902,12 +899,13 @@ impl Decider for AgentRun {
     }
 }
 
-/// How a decision ends a gate request's run (`crate::gate::request_finish`),
+/// How a decision ends a gate request's run (`crate::gate::Requests`),
 /// written by its claim: a served agent decides gate requests made through
 /// its server (`POST /gates`, MCP) as it decides its own pauses, and the
 /// request's run ends with the decision.
-fn gate_request_finish(decided: ApprovalRecord, at: DateTime<Utc>) -> PlannedFinish {
-    let finish = crate::gate::request_finish(&decided, at);
+fn gate_request_finish(record: &ApprovalRecord, claim: &Claim) -> PlannedFinish {
+    let finish = crate::gate::Requests::finish(record, claim);
+    let decided = record.decided_by_claim(claim);
     let outcome = RunOutcome {
         run_id: finish.end.run_id.clone(),
         status: finish.end.status,

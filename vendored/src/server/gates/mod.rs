@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::gate::{GateError, GateRequest, ListedWith};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
+use crate::pending_approval::{ApprovalError, ApprovalOrigin, ApprovalRecord, ApprovalStatus};
 use crate::policy::RequestField;
 use crate::server::auth::{Caller, Scope};
 use crate::server::error::ApiError;
@@ -427,7 +427,10 @@ impl GateView {
 
 /// The token that asked for `record`, as stored with it.
 fn requested_by(record: &ApprovalRecord) -> Option<&str> {
-    record.trigger.get("requested_by").and_then(Value::as_str)
+    match &record.origin {
+        ApprovalOrigin::Request { requested_by, .. } => requested_by.as_deref(),
+        ApprovalOrigin::Pause => None,
+    }
 }
 
 /// A digest of what a request asks (everything but its idempotency key):
@@ -447,8 +450,14 @@ fn fingerprint_as_sent(body: &NewGate) -> String {
 
 /// Whether `record` was made by `body` (its fingerprint, either form).
 fn same_request(record: &ApprovalRecord, body_fingerprint: &str, as_sent: &str) -> bool {
-    let stored = record.trigger.get("fingerprint").and_then(Value::as_str);
-    stored == Some(body_fingerprint) || stored == Some(as_sent)
+    let ApprovalOrigin::Request {
+        fingerprint: Some(stored),
+        ..
+    } = &record.origin
+    else {
+        return false;
+    };
+    stored == body_fingerprint || stored == as_sent
 }
 
 fn asked(body: &NewGate) -> Value {

@@ -400,7 +400,8 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
             "outbox",
             "pending_by_step",
             "outbox_lanes",
-            "started_without_input"
+            "started_without_input",
+            "approval_origin"
         ],
         "every later migration applied"
     );
@@ -422,6 +423,104 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
     assert!(store.get_approval("k-old").await.expect("get").is_some());
     let old_run = store.get_run("run-old").await.expect("get").expect("kept");
     assert_eq!(old_run.status, RunStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_file_of_schema_13_gains_origins_from_the_old_gate_marker() {
+    use crate::pending_approval::ApprovalOrigin;
+    // Rows as version 13 wrote them: a gate request made through a server
+    // (its spec hash, and its run's, 64 zeros), a program's own request,
+    // and a workflow run's pause.
+    let dir = TempDir::new();
+    {
+        let conn = file_of_schema(&dir.db(), 13);
+        let zeros = "0".repeat(64);
+        for (id, agent, hash) in [
+            ("k-req", "gate:agent", zeros.as_str()),
+            ("k-prog", "gate:payouts", zeros.as_str()),
+            ("run-p", "agent", "h"),
+        ] {
+            conn.execute(
+                "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+                 outputs, created_at, updated_at) VALUES (?1, ?2, ?3, 'running', '{}', '{}', \
+                 '{}', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')",
+                (id, agent, hash),
+            )
+            .expect("an old run");
+        }
+        for (key, run, agent, hash, trigger) in [
+            (
+                "k-req",
+                "k-req",
+                "agent",
+                zeros.as_str(),
+                r#"{"kind":"gate","requested_by":"bot","requester":null,"idempotency_key":"i-1","fingerprint":"f-1"}"#,
+            ),
+            ("k-prog", "k-prog", "gate:payouts", zeros.as_str(), r#"{"kind":"gate"}"#),
+            ("k-pause", "run-p", "agent", "h", r#"{"kind":"cli"}"#),
+        ] {
+            conn.execute(
+                "INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+                 step_id, phase, payload, outputs, input, \"trigger\", status, created_at, \
+                 expires_at) VALUES (?1, ?2, ?3, ?4, 0, 'ship', 'before', '{}', '{}', '{}', ?5, \
+                 'PENDING', '2026-01-01T00:00:00.000000Z', '2099-01-01T00:00:00.000000Z')",
+                (key, run, agent, hash, trigger),
+            )
+            .expect("an old approval");
+        }
+    }
+    let store = open(&dir.db());
+    let get = |key: &'static str| {
+        let store = &store;
+        async move { store.get_approval(key).await.expect("get").expect("kept") }
+    };
+    let request = get("k-req").await;
+    assert_eq!(
+        request.origin,
+        ApprovalOrigin::Request {
+            requested_by: Some("bot".into()),
+            fingerprint: Some("f-1".into())
+        }
+    );
+    assert_eq!(request.paused_under(), None);
+    assert_eq!(
+        get("k-prog").await.origin,
+        ApprovalOrigin::Request {
+            requested_by: None,
+            fingerprint: None
+        }
+    );
+    let pause = get("k-pause").await;
+    assert_eq!(pause.origin, ApprovalOrigin::Pause);
+    assert_eq!(pause.paused_under(), Some("h"));
+
+    // The old marker is gone from both tables; a pause keeps its hash.
+    let conn = raw(&dir.db());
+    let rows = |sql: &str| -> Vec<(String, String)> {
+        conn.prepare(sql)
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .expect("rows")
+    };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        rows("SELECT key, origin || ':' || spec_hash FROM tollgate_approvals ORDER BY key"),
+        [pair("k-pause", "pause:h"), pair("k-prog", "request:"), pair("k-req", "request:")]
+    );
+    assert_eq!(
+        rows("SELECT id, spec_hash FROM tollgate_runs ORDER BY id"),
+        [pair("k-prog", ""), pair("k-req", ""), pair("run-p", "h")]
+    );
+    // A request is on no version: the pending-by-spec count skips it.
+    let by_spec = store
+        .count_pending_by_spec("agent", now())
+        .await
+        .expect("count");
+    assert_eq!(by_spec.into_iter().collect::<Vec<_>>(), [("h".to_string(), 1)]);
+    // An origin this build does not know is corrupt, named, never a panic.
+    conn.execute_batch("PRAGMA ignore_check_constraints = ON; UPDATE tollgate_approvals SET origin = 'other' WHERE key = 'k-pause'")
+        .expect("write an unknown origin");
+    let error = store.get_approval("k-pause").await.expect_err("unknown origin");
+    assert!(error.to_string().contains("origin"), "{error}");
 }
 
 #[test]

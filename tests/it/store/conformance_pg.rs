@@ -606,7 +606,9 @@ mod postgres_only {
             "k-pause=pause:h,k-prog=request:,k-req=request:"
         );
         assert_eq!(
-            db.psql("SELECT string_agg(id || ':' || spec_hash, ',' ORDER BY id) FROM tollgate_runs"),
+            db.psql(
+                "SELECT string_agg(id || ':' || spec_hash, ',' ORDER BY id) FROM tollgate_runs"
+            ),
             "k-prog:,k-req:,run-p:h"
         );
         // A request is on no version: stale counts and filters skip it.
@@ -614,7 +616,10 @@ mod postgres_only {
             .count_pending_by_spec("agent", at(1))
             .await
             .expect("count");
-        assert_eq!(by_spec.into_iter().collect::<Vec<_>>(), [("h".to_string(), 1)]);
+        assert_eq!(
+            by_spec.into_iter().collect::<Vec<_>>(),
+            [("h".to_string(), 1)]
+        );
     }
 
     /// 10,000 PENDING records of one agent and 2,000 settled ones (every

@@ -547,7 +547,10 @@ pub(crate) struct Requests;
 impl Requests {
     /// A request's payload is whatever its caller asked with: any edit
     /// fits, and there is no spec to change.
-    pub(crate) fn check(_record: &ApprovalRecord, _decision: &Decision) -> Result<(), ApprovalError> {
+    pub(crate) fn check(
+        _record: &ApprovalRecord,
+        _decision: &Decision,
+    ) -> Result<(), ApprovalError> {
         Ok(())
     }
 

@@ -113,7 +113,9 @@ pub(super) fn corrupt(
 /// Decode [`APPROVAL_COLUMNS`].
 pub(super) fn approval(r: &impl Columns) -> StoreResult<ApprovalRecord> {
     let trigger: Value = r.json(11, "trigger")?;
-    let origin = r.parsed(19, "origin", |kind| ApprovalOrigin::from_stored(kind, &trigger))?;
+    let origin = r.parsed(19, "origin", |kind| {
+        ApprovalOrigin::from_stored(kind, &trigger)
+    })?;
     Ok(ApprovalRecord {
         key: r.id().to_string(),
         run_id: r.string(1, "run_id")?,

@@ -44,7 +44,12 @@ impl ApprovalOrigin {
     /// A gate request's origin as its trigger records it (`requested_by`,
     /// `fingerprint`: see `server::gates`).
     pub fn request_from_trigger(trigger: &Value) -> ApprovalOrigin {
-        let text = |name: &str| trigger.get(name).and_then(Value::as_str).map(str::to_string);
+        let text = |name: &str| {
+            trigger
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
         ApprovalOrigin::Request {
             requested_by: text("requested_by"),
             fingerprint: text("fingerprint"),
@@ -61,7 +66,6 @@ impl ApprovalOrigin {
         }
     }
 }
-
 
 /// [`ApprovalOrigin`] as clients see it: `{"kind": "pause", "spec_hash",
 /// "step_id"}` or `{"kind": "request", "requested_by", "fingerprint"}`.
@@ -264,7 +268,8 @@ mod tests {
 
     #[test]
     fn a_pause_without_a_spec_hash_is_refused() {
-        let mut wire = serde_json::to_value(crate::pending_approval::sample_record("k", "r")).unwrap();
+        let mut wire =
+            serde_json::to_value(crate::pending_approval::sample_record("k", "r")).unwrap();
         wire["spec_hash"] = Value::Null;
         let error = serde_json::from_value::<ApprovalRecord>(wire).unwrap_err();
         assert!(error.to_string().contains("needs its spec_hash"), "{error}");
@@ -273,7 +278,10 @@ mod tests {
     #[test]
     fn stored_kinds_are_read_back_and_unknown_ones_refused() {
         let trigger = json!({"kind": "gate", "requested_by": "bot"});
-        assert_eq!(ApprovalOrigin::from_stored("pause", &trigger), Some(ApprovalOrigin::Pause));
+        assert_eq!(
+            ApprovalOrigin::from_stored("pause", &trigger),
+            Some(ApprovalOrigin::Pause)
+        );
         assert_eq!(
             ApprovalOrigin::from_stored("request", &trigger),
             Some(ApprovalOrigin::Request {
@@ -283,7 +291,10 @@ mod tests {
         );
         assert_eq!(ApprovalOrigin::from_stored("other", &trigger), None);
         for origin in [ApprovalOrigin::Pause, request().origin] {
-            assert_eq!(ApprovalOrigin::from_stored(origin.kind(), &trigger).map(|o| o.kind()), Some(origin.kind()));
+            assert_eq!(
+                ApprovalOrigin::from_stored(origin.kind(), &trigger).map(|o| o.kind()),
+                Some(origin.kind())
+            );
         }
     }
 }

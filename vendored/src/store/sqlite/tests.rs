@@ -456,7 +456,13 @@ async fn a_file_of_schema_13_gains_origins_from_the_old_gate_marker() {
                 zeros.as_str(),
                 r#"{"kind":"gate","requested_by":"bot","requester":null,"idempotency_key":"i-1","fingerprint":"f-1"}"#,
             ),
-            ("k-prog", "k-prog", "gate:payouts", zeros.as_str(), r#"{"kind":"gate"}"#),
+            (
+                "k-prog",
+                "k-prog",
+                "gate:payouts",
+                zeros.as_str(),
+                r#"{"kind":"gate"}"#,
+            ),
             ("k-pause", "run-p", "agent", "h", r#"{"kind":"cli"}"#),
         ] {
             conn.execute(
@@ -504,7 +510,11 @@ async fn a_file_of_schema_13_gains_origins_from_the_old_gate_marker() {
     let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
     assert_eq!(
         rows("SELECT key, origin || ':' || spec_hash FROM tollgate_approvals ORDER BY key"),
-        [pair("k-pause", "pause:h"), pair("k-prog", "request:"), pair("k-req", "request:")]
+        [
+            pair("k-pause", "pause:h"),
+            pair("k-prog", "request:"),
+            pair("k-req", "request:")
+        ]
     );
     assert_eq!(
         rows("SELECT id, spec_hash FROM tollgate_runs ORDER BY id"),
@@ -515,11 +525,17 @@ async fn a_file_of_schema_13_gains_origins_from_the_old_gate_marker() {
         .count_pending_by_spec("agent", now())
         .await
         .expect("count");
-    assert_eq!(by_spec.into_iter().collect::<Vec<_>>(), [("h".to_string(), 1)]);
+    assert_eq!(
+        by_spec.into_iter().collect::<Vec<_>>(),
+        [("h".to_string(), 1)]
+    );
     // An origin this build does not know is corrupt, named, never a panic.
     conn.execute_batch("PRAGMA ignore_check_constraints = ON; UPDATE tollgate_approvals SET origin = 'other' WHERE key = 'k-pause'")
         .expect("write an unknown origin");
-    let error = store.get_approval("k-pause").await.expect_err("unknown origin");
+    let error = store
+        .get_approval("k-pause")
+        .await
+        .expect_err("unknown origin");
     assert!(error.to_string().contains("origin"), "{error}");
 }
 

@@ -61,6 +61,7 @@ pub fn pending_record(key: &str, run_id: &str, agent: &str, created: u64) -> App
         created_at: at(created),
         expires_at: at(created + TTL),
         roster: None,
+        origin: tollgate_runtime::pending_approval::ApprovalOrigin::Pause,
     }
 }
 

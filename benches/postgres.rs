@@ -109,7 +109,9 @@ async fn decision_to_waiter_latency() {
                 decision: Decision::Approve { reason: None },
                 decided_by: "bench".into(),
                 now: tollgate_runtime::time::now(),
-                spec_hash: tollgate_runtime::gate::GATE_SPEC_HASH.into(),
+                // A request belongs to no spec: claimed as it is stored,
+                // as `decide_approval` claims it.
+                spec_hash: record.spec_hash.clone(),
                 pinned: false,
                 timeout: None,
                 then: tollgate_runtime::pending_approval::AfterClaim::Release,

@@ -581,6 +581,20 @@ async fn a_served_agent_decides_the_gate_requests_made_through_it() {
     let key = opened.record.key.clone();
     assert_eq!(opened.record.agent_id, "desk", "listed with the agent");
     assert!(opened.record.is_gate_request());
+    let stored = store
+        .get_approval(&key)
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(
+        stored.origin,
+        tollgate_runtime::pending_approval::ApprovalOrigin::Request {
+            requested_by: None,
+            fingerprint: None
+        },
+        "a program's request: nobody asked through a server"
+    );
+    assert_eq!(stored.paused_under(), None, "a request belongs to no spec");
     let run = store.get_run(&key).await.expect("get").expect("run");
     assert_eq!(run.agent_id, "gate:desk", "never a workflow run to drive");
 

@@ -52,6 +52,20 @@ async fn sixteen_identical_requests_at_once_make_one_approval() {
         vec![key.clone()],
         "one approval listed"
     );
+    // Its approval record says it is a request: who asked, the request's
+    // fingerprint, and no spec version.
+    let (status, record) = full().get(&served.url(&format!("/approvals/{key}"))).await;
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["spec_hash"], serde_json::Value::Null, "{record}");
+    assert_eq!(record["origin"]["kind"], "request", "{record}");
+    assert_eq!(record["origin"]["requested_by"], "bot", "{record}");
+    assert!(
+        record["origin"]["fingerprint"]
+            .as_str()
+            .is_some_and(|f| !f.is_empty()),
+        "{record}"
+    );
+    assert_eq!(record["spec_current"], true, "a request is never stale");
 
     // The same key with another request: refused, nothing stored.
     let (status, refused) = requester()

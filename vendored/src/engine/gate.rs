@@ -65,7 +65,7 @@ use crate::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
 use crate::policy::{Channel, GatePolicy, Groups, Roster};
-use crate::run::{Decided, Decider, DecisionRequest, decide_approval};
+use crate::run::{Ballot, Decider, DecisionRequest, Ruling, decide_approval};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
 use crate::time::SharedClock;
@@ -455,22 +455,18 @@ impl Gate {
     ) -> Result<Outcome, GateError> {
         let request = DecisionRequest {
             key,
-            decision,
-            decided_by,
+            ballot: Ballot::new(decision, decided_by, Channel::Gate),
             now: self.clock.now(),
             spec_hash: GATE_SPEC_HASH.into(),
             pinned: false,
-            channel: Channel::Gate,
-            payload_digest: None,
-            input: None,
         };
         let record = match decide_approval(self, self.store.as_ref(), request).await? {
-            Decided::Won { claimed, .. } => claimed.record,
-            Decided::Repeat(record) => *record,
+            Ruling::Won { claimed, .. } => claimed.record,
+            Ruling::Repeat(record) => *record,
             // A request is a plain gate (it stores no roster): its one
             // decision settles it. Were it ever to count votes, the record
             // is still pending and its waiter keeps waiting.
-            Decided::Voted { recorded, .. } => recorded.record,
+            Ruling::Voted { recorded, .. } | Ruling::VoteRepeated(recorded) => recorded.record,
         };
         Ok(Outcome { record })
     }

@@ -7,7 +7,7 @@
 //! goes through the same path: load, check, claim, re-enter.
 //!
 //! One file per use case: `start` (new runs), `decide` (the claim of a
-//! decision), `resume` (continuing after a claim or from a durable point),
+//! decision; `outcome`, what it came to), `resume` (continuing after a claim or from a durable point),
 //! `operate` (cancel, expiry, recovery, retry, fail), `drive` (the step
 //! loop), `durable_point` (the driver's writes), `event_log` (events
 //! between writes) and `outage` (waiting out an unavailable store). This
@@ -22,6 +22,7 @@ mod operate;
 mod outage;
 #[cfg(test)]
 mod outage_tests;
+mod outcome;
 mod resume;
 mod start;
 mod versions;
@@ -44,14 +45,15 @@ use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::RunContext;
 
 pub use crate::spec::OnCrash;
-pub use decide::{Ballot, ClaimedDecision, VoteRecorded};
-pub(crate) use decide::{Decided, Decider, DecisionRequest, decide_approval};
+pub use decide::Ballot;
+pub(crate) use decide::{Decider, DecisionRequest, Ruling, decide_approval};
 pub use migrate::{
     MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult, MigrateSelection,
     check_from_prefix,
 };
 pub use operate::OperatorFail;
 pub use outage::DEFAULT_PATIENCE as DEFAULT_STORE_PATIENCE;
+pub use outcome::{DecisionOutcome, Resumption, VoteRecorded};
 pub use start::CreatedRun;
 pub use versions::VersionMissingEnv;
 

@@ -9,12 +9,13 @@
 use chrono::{DateTime, Utc};
 
 use super::drive::Stop;
+use super::outcome::{DecisionOutcome, Resumption, VoteRecorded};
 use super::{AgentRun, RunError, RunOutcome, claims_key, journaled};
 use crate::events::Event;
 use crate::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
-use crate::policy::{BallotVote, Channel, Tally, Vote, VoteDecision};
+use crate::policy::{BallotVote, Channel, VoteDecision};
 use crate::spec::StepKind;
 use crate::store::{CastVote, Claimed, RunEnd, StateStore, StoreError, VoteOutcome};
 
@@ -60,24 +61,17 @@ pub(crate) trait Decider {
     ) -> Result<(AfterClaim, Self::Plan), Self::Error>;
 }
 
-/// One decision asked for.
+/// One decision asked for: the ballot, and what the decider's handle
+/// adds to it.
 pub(crate) struct DecisionRequest<'a> {
     pub key: &'a str,
-    pub decision: Decision,
-    pub decided_by: &'a str,
+    pub ballot: Ballot,
     pub now: DateTime<Utc>,
     /// The decider's spec hash (checked by the claim for approve and modify).
     pub spec_hash: String,
     /// `spec_hash` is an older version than the one served (see
     /// [`Claim::pinned`]).
     pub pinned: bool,
-    /// Where the decision came from, recorded with its vote.
-    pub channel: Channel,
-    /// The digest of the payload the decider was shown, when the channel
-    /// sent one: a decision on another payload is refused.
-    pub payload_digest: Option<String>,
-    /// The approver's input as given (a gate with a `form:`).
-    pub input: Option<serde_json::Value>,
 }
 
 /// A decision as a decider asks for it: what, by whom, from where, and on
@@ -122,22 +116,10 @@ impl Ballot {
     }
 }
 
-/// A vote recorded on a gate that counts votes, which it did not settle:
-/// the gate still waits.
-#[derive(Debug, Clone)]
-pub struct VoteRecorded {
-    /// The record, still PENDING.
-    pub record: ApprovalRecord,
-    pub vote: Vote,
-    /// Every rule's progress with this vote counted.
-    pub tally: Tally,
-    /// The same voter repeated the vote they had cast (a retry after a
-    /// lost answer): nothing was written.
-    pub repeated: bool,
-}
-
-/// What a decision came to.
-pub(crate) enum Decided<P> {
+/// What a ballot came to on the one decision path, before the decider
+/// makes it its own answer (a workflow's [`DecisionOutcome`], a gate
+/// request's outcome).
+pub(crate) enum Ruling<P> {
     /// This claim won: the store's answer (the record as decided and the
     /// `approval_resolved` event it appended), the vote's own
     /// `approval_vote` event before it on a gate that counts votes, and the
@@ -148,11 +130,13 @@ pub(crate) enum Decided<P> {
         plan: P,
     },
     /// A vote recorded; the gate waits for more. `event` is its
-    /// `approval_vote` event (none for a repeat).
+    /// `approval_vote` event.
     Voted {
         recorded: Box<VoteRecorded>,
-        event: Option<Event>,
+        event: Event,
     },
+    /// The same voter repeated their standing vote: nothing was written.
+    VoteRepeated(Box<VoteRecorded>),
     /// The same decider repeated the decision that had won (a retry after
     /// a lost answer, see [`ApprovalRecord::was_decided_as`]): nothing was
     /// written; the record as decided.
@@ -169,18 +153,22 @@ pub(crate) async fn decide_approval<D: Decider>(
     decider: &D,
     store: &dyn StateStore,
     request: DecisionRequest<'_>,
-) -> Result<Decided<D::Plan>, D::Error> {
+) -> Result<Ruling<D::Plan>, D::Error> {
     let DecisionRequest {
         key,
-        decision,
-        decided_by,
+        ballot,
         now,
         spec_hash,
         pinned,
+    } = request;
+    let Ballot {
+        decision,
+        by: decided_by,
         channel,
         payload_digest,
         input: given,
-    } = request;
+    } = ballot;
+    let decided_by = decided_by.as_str();
     let record = store
         .get_approval(key)
         .await?
@@ -216,7 +204,7 @@ pub(crate) async fn decide_approval<D: Decider>(
     }
     decider.admit(&record, decided_by)?;
     if record.was_claimed_as(&claim) {
-        return Ok(Decided::Repeat(Box::new(record)));
+        return Ok(Ruling::Repeat(Box::new(record)));
     }
     // A record that is no longer pending answers for its state
     // (`already_resolved`, `approval_expired`) whatever the decision looks
@@ -292,14 +280,14 @@ async fn answer_cast<P, E: From<StoreError> + From<ApprovalError>>(
     asked: &Decision,
     cast: Result<VoteOutcome, StoreError>,
     plan: P,
-) -> Result<Decided<P>, E> {
+) -> Result<Ruling<P>, E> {
     let key = claim.key.as_str();
     match cast {
         Ok(VoteOutcome::Settled {
             vote_event,
             claimed,
             ..
-        }) => Ok(Decided::Won {
+        }) => Ok(Ruling::Won {
             claimed,
             vote_event,
             plan,
@@ -312,14 +300,13 @@ async fn answer_cast<P, E: From<StoreError> + From<ApprovalError>>(
             } else {
                 record
             };
-            Ok(Decided::Voted {
+            Ok(Ruling::Voted {
                 recorded: Box::new(VoteRecorded {
                     record,
                     vote,
                     tally,
-                    repeated: false,
                 }),
-                event: Some(event),
+                event,
             })
         }
         Err(StoreError::Approval(refusal @ ApprovalError::AlreadyVoted { .. })) => {
@@ -330,7 +317,7 @@ async fn answer_cast<P, E: From<StoreError> + From<ApprovalError>>(
         }
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
             match store.get_approval(key).await? {
-                Some(won) if won.was_claimed_as(claim) => Ok(Decided::Repeat(Box::new(won))),
+                Some(won) if won.was_claimed_as(claim) => Ok(Ruling::Repeat(Box::new(won))),
                 other => {
                     Err(ApprovalError::explain_failed_claim(key, other.as_ref(), claim).into())
                 }
@@ -352,7 +339,7 @@ async fn settle_by_timeout<D: Decider>(
     store: &dyn StateStore,
     record: &ApprovalRecord,
     mut claim: Claim,
-) -> Result<Decided<D::Plan>, D::Error> {
+) -> Result<Ruling<D::Plan>, D::Error> {
     let Some(action) = record.on_timeout().applied_by(&claim.decision) else {
         return Err(ApprovalError::Forbidden {
             key: claim.key.clone(),
@@ -368,7 +355,7 @@ async fn settle_by_timeout<D: Decider>(
     let (then, plan) = decider.plan(record, &claim).await?;
     claim.then = then;
     let claimed = store.claim(&claim).await?;
-    Ok(Decided::Won {
+    Ok(Ruling::Won {
         claimed: Box::new(claimed),
         vote_event: None,
         plan,
@@ -384,7 +371,7 @@ async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
     voter: &str,
     decision: &Decision,
     input: &Option<serde_json::Value>,
-) -> Result<Option<Decided<P>>, E> {
+) -> Result<Option<Ruling<P>>, E> {
     let record = store
         .get_approval(key)
         .await?
@@ -404,73 +391,11 @@ async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
     }
     let vote = standing.clone();
     let tally = roster.tally(&votes);
-    Ok(Some(Decided::Voted {
-        recorded: Box::new(VoteRecorded {
-            record,
-            vote,
-            tally,
-            repeated: true,
-        }),
-        event: None,
-    }))
-}
-
-/// A decision that won its claim; the run waits for [`AgentRun::resume_claimed`].
-#[derive(Debug, Clone)]
-pub struct ClaimedDecision {
-    /// Set when the run resumes on the older version it paused under
-    /// (`on_spec_change: pin`): the handle that runs that version.
-    pub(super) version: Option<Box<AgentRun>>,
-    /// The record as decided.
-    pub record: ApprovalRecord,
-    pub(super) next_seq: u64,
-    /// Set when the claim's write also ended the run (see
-    /// [`AgentRun::claim`]): resuming only answers with it.
-    pub(super) finished: Option<RunOutcome>,
-    /// The same decider repeated the decision that had already won (see
-    /// [`ApprovalRecord::was_decided_as`]): nothing was written, and
-    /// resuming does not drive the run again (its first claim did).
-    pub(super) repeated: bool,
-    /// Set when the decision was a vote that did not settle its gate:
-    /// the run still waits, and resuming only answers with it.
-    pub(super) vote: Option<Box<VoteRecorded>>,
-}
-
-impl ClaimedDecision {
-    /// Whether this is a repeat of a decision that won earlier (or of a
-    /// vote recorded earlier).
-    pub fn is_repeat(&self) -> bool {
-        self.repeated || self.vote.as_ref().is_some_and(|v| v.repeated)
-    }
-
-    /// The vote, when the decision was one that did not settle its gate.
-    pub fn recorded_vote(&self) -> Option<&VoteRecorded> {
-        self.vote.as_deref()
-    }
-}
-
-impl ClaimedDecision {
-    fn repeat(record: ApprovalRecord) -> ClaimedDecision {
-        ClaimedDecision {
-            version: None,
-            record,
-            next_seq: 0,
-            finished: None,
-            repeated: true,
-            vote: None,
-        }
-    }
-
-    fn voted(recorded: VoteRecorded) -> ClaimedDecision {
-        ClaimedDecision {
-            version: None,
-            record: recorded.record.clone(),
-            next_seq: 0,
-            finished: None,
-            repeated: false,
-            vote: Some(Box::new(recorded)),
-        }
-    }
+    Ok(Some(Ruling::VoteRepeated(Box::new(VoteRecorded {
+        record,
+        vote,
+        tally,
+    }))))
 }
 
 /// A run's end worked out before its decision's claim (see
@@ -501,7 +426,7 @@ impl AgentRun {
         key: &str,
         decision: Decision,
         decided_by: &str,
-    ) -> Result<ClaimedDecision, RunError> {
+    ) -> Result<DecisionOutcome, RunError> {
         self.vote(key, Ballot::new(decision, decided_by, Channel::Gate))
             .await
     }
@@ -509,9 +434,9 @@ impl AgentRun {
     /// [`AgentRun::claim`] for a ballot: a decision with its channel and
     /// the digest of the payload its decider saw. On a gate that counts
     /// votes (DESIGN §13) the ballot is a vote: recorded, and the claim
-    /// only when it settles the gate ([`ClaimedDecision::recorded_vote`]
-    /// says when it did not).
-    pub async fn vote(&self, key: &str, ballot: Ballot) -> Result<ClaimedDecision, RunError> {
+    /// only when it settles the gate ([`DecisionOutcome::Voted`] when it
+    /// did not).
+    pub async fn vote(&self, key: &str, ballot: Ballot) -> Result<DecisionOutcome, RunError> {
         let claimed = self.try_claim(key, ballot).await;
         self.count_claim(&claimed);
         claimed
@@ -519,10 +444,10 @@ impl AgentRun {
 
     /// A decision that won counts by its outcome; one that found the
     /// approval already decided by someone else, as a conflict.
-    fn count_claim(&self, claimed: &Result<ClaimedDecision, RunError>) {
+    fn count_claim(&self, claimed: &Result<DecisionOutcome, RunError>) {
         match claimed {
-            Ok(won) if !won.repeated && won.vote.is_none() => {
-                if let Some(outcome) = crate::metrics::DecisionOutcome::of(won.record.status) {
+            Ok(won) if won.won() => {
+                if let Some(outcome) = crate::metrics::ApprovalEnd::of(won.record().status) {
                     self.metrics.decided(outcome, 1);
                 }
             }
@@ -535,7 +460,7 @@ impl AgentRun {
 
     /// Claim on this handle's version; a pause made under another one
     /// goes by the served spec's `on_spec_change` (see `versions`).
-    async fn try_claim(&self, key: &str, ballot: Ballot) -> Result<ClaimedDecision, RunError> {
+    async fn try_claim(&self, key: &str, ballot: Ballot) -> Result<DecisionOutcome, RunError> {
         let refused = match self.claim_here(key, ballot.clone()).await {
             Err(e @ RunError::Approval(ApprovalError::SpecChanged { .. })) => e,
             answered => return answered,
@@ -558,28 +483,23 @@ impl AgentRun {
         &self,
         key: &str,
         ballot: Ballot,
-    ) -> Result<ClaimedDecision, RunError> {
+    ) -> Result<DecisionOutcome, RunError> {
         let request = DecisionRequest {
             key,
-            decision: ballot.decision,
-            decided_by: &ballot.by,
+            ballot,
             now: self.clock.now(),
             spec_hash: self.spec.hash.to_string(),
             pinned: self.spec.hash != self.serving.hash,
-            channel: ballot.channel,
-            payload_digest: ballot.payload_digest,
-            input: ballot.input,
         };
-        let decided = decide_approval(self, self.store.as_ref(), request).await?;
-        Ok(match decided {
-            Decided::Repeat(record) => ClaimedDecision::repeat(*record),
-            Decided::Voted { recorded, event } => {
-                if let Some(event) = event {
-                    let _ = self.events.send(event);
-                }
-                ClaimedDecision::voted(*recorded)
+        let cast = decide_approval(self, self.store.as_ref(), request).await?;
+        Ok(match cast {
+            Ruling::Repeat(record) => DecisionOutcome::Repeated(record),
+            Ruling::VoteRepeated(recorded) => DecisionOutcome::VoteRepeated(recorded),
+            Ruling::Voted { recorded, event } => {
+                let _ = self.events.send(event);
+                DecisionOutcome::Voted(recorded)
             }
-            Decided::Won {
+            Ruling::Won {
                 claimed,
                 vote_event,
                 plan,
@@ -594,19 +514,16 @@ impl AgentRun {
     }
 
     /// The claim won: announce its event and say what resuming does.
-    fn settled(&self, claimed: Claimed, plan: Option<Box<PlannedFinish>>) -> ClaimedDecision {
+    fn settled(&self, claimed: Claimed, plan: Option<Box<PlannedFinish>>) -> DecisionOutcome {
         match plan {
             None => {
                 // The claim stored this event; announce it.
                 let _ = self.events.send(claimed.event.clone());
-                ClaimedDecision {
+                DecisionOutcome::Resumes(Box::new(Resumption {
                     version: None,
                     next_seq: claimed.event.seq + 1,
                     record: claimed.record,
-                    finished: None,
-                    repeated: false,
-                    vote: None,
-                }
+                }))
             }
             Some(planned) => self.finished_by_claim(claimed, *planned),
         }
@@ -615,19 +532,15 @@ impl AgentRun {
     /// The claim won and wrote the planned end with the decision: announce
     /// the decision's event and the planned ones, numbered after it as the
     /// store numbered them.
-    fn finished_by_claim(&self, claimed: Claimed, planned: PlannedFinish) -> ClaimedDecision {
+    fn finished_by_claim(&self, claimed: Claimed, planned: PlannedFinish) -> DecisionOutcome {
         let first = claimed.event.seq + 1;
         let _ = self.events.send(claimed.event);
         for (event, seq) in planned.finish.events.into_iter().zip(first..) {
             let _ = self.events.send(Event { seq, ..event });
         }
-        ClaimedDecision {
-            version: None,
-            record: planned.decided,
-            next_seq: 0,
-            finished: Some(planned.outcome),
-            repeated: false,
-            vote: None,
+        DecisionOutcome::Finished {
+            record: Box::new(planned.decided),
+            run: Box::new(planned.outcome),
         }
     }
 

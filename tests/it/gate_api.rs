@@ -623,7 +623,7 @@ async fn a_served_agent_decides_the_gate_requests_made_through_it() {
         )
         .await
         .expect("decided");
-    assert_eq!(decided.record.status, ApprovalStatus::Modified);
+    assert_eq!(decided.record().status, ApprovalStatus::Modified);
     let outcome = agent.resume_claimed(decided).await.expect("answered");
     assert_eq!(outcome.status, RunStatus::Completed);
     let run = store.get_run(&key).await.expect("get").expect("run");
@@ -658,7 +658,10 @@ async fn a_served_agent_decides_the_gate_requests_made_through_it() {
         .claim(&key, Decision::Approve { reason: None }, "ann")
         .await
         .expect("vote");
-    assert!(first.recorded_vote().is_some(), "one vote of two");
+    assert!(
+        matches!(first, tollgate_runtime::DecisionOutcome::Voted(_)),
+        "one vote of two: {first:?}"
+    );
     let record = store
         .get_approval(&key)
         .await
@@ -669,7 +672,7 @@ async fn a_served_agent_decides_the_gate_requests_made_through_it() {
         .claim(&key, Decision::Approve { reason: None }, "bo")
         .await
         .expect("settled");
-    assert_eq!(second.record.status, ApprovalStatus::Approved);
+    assert_eq!(second.record().status, ApprovalStatus::Approved);
     let run = store.get_run(&key).await.expect("get").expect("run");
     assert_eq!(run.status, RunStatus::Completed);
 
@@ -709,8 +712,8 @@ async fn a_served_agent_decides_the_gate_requests_made_through_it() {
     clock.advance(2 * HOUR);
     let settled = timed_agent.settle_timeouts().await.expect("sweep");
     assert_eq!(settled.len(), 1);
-    assert_eq!(settled[0].record.status, ApprovalStatus::Approved);
-    assert_eq!(settled[0].record.decided_by.as_deref(), Some("timeout"));
+    assert_eq!(settled[0].record().status, ApprovalStatus::Approved);
+    assert_eq!(settled[0].record().decided_by.as_deref(), Some("timeout"));
     assert!(
         timed_agent
             .settle_timeouts()

@@ -41,7 +41,7 @@ pub use events::{Event, EventKind};
 pub use json_depth::MAX_JSON_DEPTH;
 pub use pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision, Phase};
 pub use run::{
-    AgentRun, Ballot, ClaimedDecision, MigrateOutcome, MigrateReport, MigrateRequest,
+    AgentRun, Ballot, DecisionOutcome, MigrateOutcome, MigrateReport, MigrateRequest,
     MigrateResult, MigrateSelection, OperatorFail, RunError, RunOutcome, VersionMissingEnv,
     check_from_prefix,
 };

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tollgate_runtime::policy::Channel;
 use tollgate_runtime::time::{Clock, ManualClock};
 use tollgate_runtime::{
-    AgentRun, ApprovalError, ApprovalStatus, Ballot, Decision, EventKind, RunError, RunStatus,
-    SharedStore, Spec,
+    AgentRun, ApprovalError, ApprovalStatus, Ballot, Decision, DecisionOutcome, EventKind,
+    RunError, RunStatus, SharedStore, Spec,
 };
 
 use crate::common::server::{Api, Served};
@@ -292,7 +292,9 @@ async fn nudges_on_a_manual_clock(ws: &Workspace, store: SharedStore) {
 
     // alice votes before the escalation; it stands after it.
     let first = vote(&a, "alice").await.unwrap();
-    let recorded = first.recorded_vote().expect("a vote, not a settlement");
+    let DecisionOutcome::Voted(recorded) = first else {
+        panic!("a vote, not a settlement: {first:?}");
+    };
     assert_eq!(recorded.tally.summary(), "finance 1 of 2");
 
     clock.advance(hour + hour / 2); // 4h
@@ -316,7 +318,7 @@ async fn nudges_on_a_manual_clock(ws: &Workspace, store: SharedStore) {
 
     // dave's vote now counts toward finance, with alice's: settled.
     let settled = vote(&b, "dave").await.unwrap();
-    assert!(settled.recorded_vote().is_none(), "dave's vote settles it");
+    assert!(settled.won(), "dave's vote settles it: {settled:?}");
     let outcome = b.resume_claimed(settled).await.unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
 

@@ -12,7 +12,7 @@ use crate::links::{
     Deciders, LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, is_decider_of, may_decide_record,
 };
 use crate::policy::Channel;
-use crate::run::Ballot;
+use crate::run::{AgentRun, Ballot, DecisionOutcome};
 use crate::server::votes::{ListedLedgers, VotesView};
 use crate::store::{
     ApprovalQuery, PendingPage, PendingQuery, SharedStore, SpecFilter, SpecFilterError,
@@ -567,14 +567,19 @@ async fn decide(
     let ballot = Ballot::new(decision, &decided_by, Channel::Cli)
         .shown(args.payload_digest.clone())
         .with_input(input);
-    let claimed = agent.vote(&key, ballot).await?;
-    if let Some(recorded) = claimed.recorded_vote() {
+    let outcome = agent.vote(&key, ballot).await?;
+    let (recorded, note) = match &outcome {
+        DecisionOutcome::Resumes(_) | DecisionOutcome::Finished { .. } => {
+            return finish_decided(&agent, outcome, &mut events, &source, args.json).await;
+        }
+        DecisionOutcome::Repeated(record) => {
+            return answer_repeat(&agent, record, &decided_by, &source, args.json).await;
+        }
+        DecisionOutcome::Voted(recorded) => (recorded, "vote recorded"),
+        DecisionOutcome::VoteRepeated(recorded) => (recorded, "your vote was already recorded"),
+    };
+    {
         // A vote on a gate that counts votes, which did not settle it.
-        let note = if recorded.repeated {
-            "your vote was already recorded"
-        } else {
-            "vote recorded"
-        };
         if args.json {
             render::drain_events(&mut events);
         } else {
@@ -586,44 +591,59 @@ async fn decide(
                 recorded.tally.summary()
             );
         }
-        return Ok(exit::OK);
+        Ok(exit::OK)
     }
-    if claimed.is_repeat() {
-        // A retry of the decision that won (the first answer was lost):
-        // done, exit 0, whatever the run did since; nothing runs again.
-        let record = &claimed.record;
-        eprintln!(
-            "note: approval {} was already {} by {} at {}: the same decision, so nothing was done again",
-            record.key,
-            record.status.past_tense(),
-            decided_by,
-            record
-                .decided_at
-                .map(crate::time::format_utc)
-                .unwrap_or_default()
+}
+
+/// A decision that won here: resume the run in this process and say how
+/// it stands. A winning reject that ends the run exits 5 (DESIGN §6), as
+/// for `run`, so a script can tell it from an approval.
+async fn finish_decided(
+    agent: &AgentRun,
+    outcome: DecisionOutcome,
+    events: &mut tokio::sync::broadcast::Receiver<crate::Event>,
+    source: &SpecSource,
+    json: bool,
+) -> Result<i32, ExitFailure> {
+    let run = agent.resume_claimed(outcome).await;
+    if json {
+        render::drain_events(events);
+    }
+    let run = run?;
+    if !json {
+        render::outcome(&run, source);
+    }
+    Ok(exit::for_status(run.status))
+}
+
+/// A retry of the decision that won (the first answer was lost): done,
+/// exit 0, whatever the run did since; nothing runs again.
+async fn answer_repeat(
+    agent: &AgentRun,
+    record: &ApprovalRecord,
+    decided_by: &str,
+    source: &SpecSource,
+    json: bool,
+) -> Result<i32, ExitFailure> {
+    eprintln!(
+        "note: approval {} was already {} by {} at {}: the same decision, so nothing was done again",
+        record.key,
+        record.status.past_tense(),
+        decided_by,
+        record
+            .decided_at
+            .map(crate::time::format_utc)
+            .unwrap_or_default()
+    );
+    let run = agent.stored_outcome(&record.run_id).await?;
+    if json {
+        // No event happened; one line with the stored decision and run.
+        say!(
+            "{}",
+            json!({ "repeated": true, "approval": record, "run": run })
         );
-        let record = record.clone();
-        let outcome = agent.resume_claimed(claimed).await?;
-        if args.json {
-            // No event happened; one line with the stored decision and run.
-            say!(
-                "{}",
-                json!({ "repeated": true, "approval": record, "run": outcome })
-            );
-        } else {
-            render::outcome(&outcome, &source);
-        }
-        return Ok(exit::OK);
+    } else {
+        render::outcome(&run, source);
     }
-    let outcome = agent.resume_claimed(claimed).await;
-    if args.json {
-        render::drain_events(&mut events);
-    }
-    let outcome = outcome?;
-    if !args.json {
-        render::outcome(&outcome, &source);
-    }
-    // How the run stands now, as for `run`: a winning reject that ends the
-    // run exits 5 (DESIGN §6), so a script can tell it from an approval.
-    Ok(exit::for_status(outcome.status))
+    Ok(exit::OK)
 }

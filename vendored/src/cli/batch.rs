@@ -16,7 +16,7 @@ use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
 use crate::policy::Channel;
-use crate::run::{AgentRun, Ballot};
+use crate::run::{AgentRun, Ballot, DecisionOutcome};
 use crate::server::batch::{BatchResult, BatchResults, CONCURRENT_DECISIONS};
 use crate::store::{PendingQuery, SharedStore};
 use crate::time::SharedClock;
@@ -58,7 +58,7 @@ impl Verdict {
 }
 
 /// One selected approval's result, and how its run stands after it.
-struct Decided {
+struct BatchLine {
     result: BatchResult,
     /// The run's status once it resumed here, or why it could not.
     run: Option<String>,
@@ -111,7 +111,7 @@ pub async fn run(
     }
     let agent = super::common::agent(spec, store, custom)?.with_clock(clock.clone());
     let by = super::common::decider(args.by.as_deref());
-    let decided: Vec<Decided> = stream::iter(selected)
+    let decided: Vec<BatchLine> = stream::iter(selected)
         .map(|record| {
             let ballot = Ballot::new(verdict.decision(args.reason.clone()), &by, Channel::Cli)
                 .shown(Some(record.payload_digest()))
@@ -170,37 +170,34 @@ async fn select(
 
 /// Claim one decision and resume its run here; a refusal is this key's
 /// result only.
-async fn decide(agent: &AgentRun, key: String, ballot: Ballot) -> Decided {
-    let claimed = match agent.vote(&key, ballot).await {
-        Ok(claimed) => claimed,
+async fn decide(agent: &AgentRun, key: String, ballot: Ballot) -> BatchLine {
+    let outcome = match agent.vote(&key, ballot).await {
+        Ok(outcome) => outcome,
         Err(e) => {
-            return Decided {
+            return BatchLine {
                 result: BatchResult::refused_here(key, e),
                 run: None,
             };
         }
     };
-    if let Some(vote) = claimed.recorded_vote() {
+    let result = BatchResult::decided(&outcome);
+    let run = match outcome {
         // A vote that left its gate open: the run waits for more.
-        return Decided {
-            result: BatchResult::decided(&claimed.record, false, Some(vote)),
-            run: None,
-        };
-    }
-    let result = BatchResult::decided(&claimed.record, claimed.is_repeat(), None);
-    // The decision is made whatever the resume does; a run that fails
-    // after it is the run's outcome, not a refused decision.
-    let run = match agent.resume_claimed(claimed).await {
-        Ok(outcome) => format!("run {} {}", outcome.run_id, outcome.status),
-        Err(e) => format!("the run did not resume here: {e}"),
+        DecisionOutcome::Voted(_) | DecisionOutcome::VoteRepeated(_) => None,
+        // The decision is made whatever the resume does; a run that fails
+        // after it is the run's outcome, not a refused decision. A repeat
+        // drives nothing: it says how the run stands.
+        DecisionOutcome::Resumes(_)
+        | DecisionOutcome::Finished { .. }
+        | DecisionOutcome::Repeated(_) => Some(match agent.resume_claimed(outcome).await {
+            Ok(run) => format!("run {} {}", run.run_id, run.status),
+            Err(e) => format!("the run did not resume here: {e}"),
+        }),
     };
-    Decided {
-        result,
-        run: Some(run),
-    }
+    BatchLine { result, run }
 }
 
-fn line(d: &Decided) -> String {
+fn line(d: &BatchLine) -> String {
     let r = &d.result;
     if let Some(error) = &r.error {
         return format!("{}  refused  {}: {}", r.key, error.code, error.message);

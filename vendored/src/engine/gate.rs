@@ -67,7 +67,7 @@ use crate::pending_approval::{
     Phase, RunFinish,
 };
 use crate::policy::{Channel, GatePolicy, Groups, Roster};
-use crate::run::{Decided, Decider, DecisionRequest, decide_approval};
+use crate::run::{Ballot, Decider, DecisionRequest, Ruling, decide_approval};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
 use crate::time::SharedClock;
@@ -458,24 +458,20 @@ impl Gate {
     ) -> Result<Outcome, GateError> {
         let request = DecisionRequest {
             key,
-            decision,
-            decided_by,
+            ballot: Ballot::new(decision, decided_by, Channel::Gate),
             now: self.clock.now(),
             // A request belongs to no spec version: `decide_approval`
             // claims it as it is, whatever hash is given.
             spec_hash: String::new(),
             pinned: false,
-            channel: Channel::Gate,
-            payload_digest: None,
-            input: None,
         };
         let record = match decide_approval(self, self.store.as_ref(), request).await? {
-            Decided::Won { claimed, .. } => claimed.record,
-            Decided::Repeat(record) => *record,
+            Ruling::Won { claimed, .. } => claimed.record,
+            Ruling::Repeat(record) => *record,
             // A request is a plain gate (it stores no roster): its one
             // decision settles it. Were it ever to count votes, the record
             // is still pending and its waiter keeps waiting.
-            Decided::Voted { recorded, .. } => recorded.record,
+            Ruling::Voted { recorded, .. } | Ruling::VoteRepeated(recorded) => recorded.record,
         };
         Ok(Outcome { record })
     }

@@ -211,7 +211,7 @@ pub const DURATION_BUCKETS: [f64; 14] = [
 crate::named_enum! {
     /// How a pending approval ended (`tollgate_decisions_total{outcome}`).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum DecisionOutcome {
+    pub enum ApprovalEnd {
         Approved = "approved",
         Rejected = "rejected",
         Modified = "modified",
@@ -220,21 +220,21 @@ crate::named_enum! {
     }
 }
 
-impl DecisionOutcome {
+impl ApprovalEnd {
     /// The outcome a decided record's status stands for.
-    pub fn of(status: ApprovalStatus) -> Option<DecisionOutcome> {
+    pub fn of(status: ApprovalStatus) -> Option<ApprovalEnd> {
         match status {
-            ApprovalStatus::Approved => Some(DecisionOutcome::Approved),
-            ApprovalStatus::Rejected => Some(DecisionOutcome::Rejected),
-            ApprovalStatus::Modified => Some(DecisionOutcome::Modified),
-            ApprovalStatus::Expired => Some(DecisionOutcome::Expired),
-            ApprovalStatus::Cancelled => Some(DecisionOutcome::Cancelled),
+            ApprovalStatus::Approved => Some(ApprovalEnd::Approved),
+            ApprovalStatus::Rejected => Some(ApprovalEnd::Rejected),
+            ApprovalStatus::Modified => Some(ApprovalEnd::Modified),
+            ApprovalStatus::Expired => Some(ApprovalEnd::Expired),
+            ApprovalStatus::Cancelled => Some(ApprovalEnd::Cancelled),
             ApprovalStatus::Pending => None,
         }
     }
 
     fn index(self) -> usize {
-        DecisionOutcome::ALL
+        ApprovalEnd::ALL
             .iter()
             .position(|o| *o == self)
             .unwrap_or(0)
@@ -246,7 +246,7 @@ impl DecisionOutcome {
 /// agent is built, one per step of its spec, so no update takes a lock.
 #[derive(Debug)]
 pub struct Metrics {
-    decisions: [AtomicU64; DecisionOutcome::ALL.len()],
+    decisions: [AtomicU64; ApprovalEnd::ALL.len()],
     claim_conflicts: AtomicU64,
     steps: Vec<StepHistogram>,
     /// What this process's delivery worker did with notices, by channel.
@@ -314,7 +314,7 @@ impl Metrics {
     }
 
     /// A pending approval ended this way, by this process.
-    pub fn decided(&self, outcome: DecisionOutcome, n: u64) {
+    pub fn decided(&self, outcome: ApprovalEnd, n: u64) {
         self.decisions[outcome.index()].fetch_add(n, Ordering::Relaxed);
     }
 
@@ -353,7 +353,7 @@ impl Metrics {
         self.notices.dead[channel_index(channel)].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn decisions(&self, outcome: DecisionOutcome) -> u64 {
+    pub fn decisions(&self, outcome: ApprovalEnd) -> u64 {
         self.decisions[outcome.index()].load(Ordering::Relaxed)
     }
 
@@ -364,7 +364,7 @@ impl Metrics {
     /// Write the process counters' families into `out`.
     pub fn write(&self, out: &mut Exposition) {
         out.family(&DECISIONS);
-        for &outcome in DecisionOutcome::ALL {
+        for &outcome in ApprovalEnd::ALL {
             out.sample(
                 DECISIONS.name,
                 &[("outcome", outcome.as_str())],
@@ -617,18 +617,18 @@ steps:
     #[test]
     fn decisions_count_by_outcome() {
         let metrics = Metrics::for_spec(&spec());
-        metrics.decided(DecisionOutcome::Approved, 1);
-        metrics.decided(DecisionOutcome::Expired, 3);
+        metrics.decided(ApprovalEnd::Approved, 1);
+        metrics.decided(ApprovalEnd::Expired, 3);
         metrics.claim_conflict();
-        assert_eq!(metrics.decisions(DecisionOutcome::Approved), 1);
-        assert_eq!(metrics.decisions(DecisionOutcome::Expired), 3);
-        assert_eq!(metrics.decisions(DecisionOutcome::Rejected), 0);
+        assert_eq!(metrics.decisions(ApprovalEnd::Approved), 1);
+        assert_eq!(metrics.decisions(ApprovalEnd::Expired), 3);
+        assert_eq!(metrics.decisions(ApprovalEnd::Rejected), 0);
         assert_eq!(metrics.claim_conflicts(), 1);
         assert_eq!(
-            DecisionOutcome::of(ApprovalStatus::Modified),
-            Some(DecisionOutcome::Modified)
+            ApprovalEnd::of(ApprovalStatus::Modified),
+            Some(ApprovalEnd::Modified)
         );
-        assert_eq!(DecisionOutcome::of(ApprovalStatus::Pending), None);
+        assert_eq!(ApprovalEnd::of(ApprovalStatus::Pending), None);
         let mut out = Exposition::new();
         metrics.write(&mut out);
         let text = out.into_text();

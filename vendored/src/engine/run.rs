@@ -6,14 +6,18 @@
 //! task returns. Every resume, in this process or another after a restart,
 //! goes through the same path: load, check, claim, re-enter.
 //!
-//! One file per use case: `start` (new runs), `decide` (the claim of a
-//! decision), `resume` (continuing after a claim or from a durable point),
-//! `operate` (cancel, expiry, recovery, retry, fail), `drive` (the step
+//! One file per use case: `start` (new runs), `decide` (the one decision
+//! path, for every decider), `claim` (a workflow's claim of a decision),
+//! `decider` (a workflow's checks of a decision), `outcome` (what a
+//! decision came to), `resume` (continuing after a claim or from a
+//! durable point), `operate` (cancel, expiry, recovery, retry, fail), `drive` (the step
 //! loop), `durable_point` (the driver's writes), `event_log` (events
 //! between writes) and `outage` (waiting out an unavailable store). This
 //! file holds what they share: the handle, its errors and outcomes.
 
+mod claim;
 mod decide;
+mod decider;
 mod drive;
 mod durable_point;
 mod event_log;
@@ -22,6 +26,7 @@ mod operate;
 mod outage;
 #[cfg(test)]
 mod outage_tests;
+mod outcome;
 mod resume;
 mod start;
 mod versions;
@@ -44,14 +49,15 @@ use crate::tools::{ToolInvoker, Unavailable};
 use crate::workflow::RunContext;
 
 pub use crate::spec::OnCrash;
-pub use decide::{Ballot, ClaimedDecision, VoteRecorded};
-pub(crate) use decide::{Decided, Decider, DecisionRequest, approver_input, decide_approval};
+pub use decide::Ballot;
+pub(crate) use decide::{Decider, DecisionRequest, Ruling, approver_input, decide_approval};
 pub use migrate::{
     MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult, MigrateSelection,
     check_from_prefix,
 };
 pub use operate::OperatorFail;
 pub use outage::DEFAULT_PATIENCE as DEFAULT_STORE_PATIENCE;
+pub use outcome::{DecisionOutcome, Resumption, VoteRecorded};
 pub use start::CreatedRun;
 pub use versions::VersionMissingEnv;
 

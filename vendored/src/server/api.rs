@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use crate::links::LinkSigner;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::run::{DecisionOutcome, VoteRecorded};
 use crate::run_state::{RunRecord, RunStatus};
 use crate::server::openapi::schema::response_type;
 use crate::server::votes::ListedLedgers;
@@ -343,15 +344,44 @@ response_type! {
     }
 }
 
+impl DecisionView {
+    /// The answer to a decision that came to `outcome`, with the run's
+    /// status as read after it (`run`, with `?wait=true`). `served`: the
+    /// hash of the spec this server serves.
+    pub fn of(
+        outcome: &DecisionOutcome,
+        served: &str,
+        status: RunStatus,
+        run: Option<RunView>,
+    ) -> DecisionView {
+        let record = outcome.record();
+        let (repeated, vote) = match outcome {
+            DecisionOutcome::Resumes(_) | DecisionOutcome::Finished { .. } => (false, None),
+            DecisionOutcome::Repeated(_) => (true, None),
+            DecisionOutcome::Voted(recorded) => (false, Some(VoteView::of(recorded, false))),
+            DecisionOutcome::VoteRepeated(recorded) => (false, Some(VoteView::of(recorded, true))),
+        };
+        DecisionView {
+            approval: ApprovalView::new(record.clone(), served),
+            run_id: record.run_id.clone(),
+            status,
+            repeated,
+            vote,
+            run,
+        }
+    }
+}
+
 impl VoteView {
-    pub fn of(recorded: &crate::run::VoteRecorded) -> VoteView {
+    /// `repeated`: the voter cast this vote before (nothing new recorded).
+    fn of(recorded: &VoteRecorded, repeated: bool) -> VoteView {
         VoteView {
             voter: recorded.vote.voter.clone(),
             decision: recorded.vote.decision.as_str().to_string(),
             rule: recorded.vote.rule.clone(),
             progress: recorded.tally.summary(),
             input: recorded.vote.input.clone(),
-            repeated: recorded.repeated,
+            repeated,
         }
     }
 }

@@ -5,8 +5,7 @@
 
 use serde::Serialize;
 
-use crate::pending_approval::ApprovalRecord;
-use crate::run::{RunError, VoteRecorded};
+use crate::run::{DecisionOutcome, RunError};
 use crate::server::error::ApiError;
 use crate::server::openapi::schema::response_type;
 
@@ -64,24 +63,22 @@ response_type! {
 }
 
 impl BatchResult {
-    /// A decision that was claimed (now, or earlier by the same caller),
-    /// or a vote that was recorded and left its gate open.
-    pub fn decided(record: &ApprovalRecord, repeated: bool, vote: Option<&VoteRecorded>) -> Self {
-        match vote {
-            Some(vote) => BatchResult {
-                key: record.key.clone(),
-                status: vote.record.status.as_str().to_string(),
-                repeated: vote.repeated,
-                progress: Some(vote.tally.summary()),
-                error: None,
-            },
-            None => BatchResult {
-                key: record.key.clone(),
-                status: record.status.as_str().to_string(),
-                repeated,
-                progress: None,
-                error: None,
-            },
+    /// What a decision came to: claimed (now, or earlier by the same
+    /// caller), or a vote recorded that left its gate open.
+    pub fn decided(outcome: &DecisionOutcome) -> Self {
+        let record = outcome.record();
+        let (repeated, progress) = match outcome {
+            DecisionOutcome::Resumes(_) | DecisionOutcome::Finished { .. } => (false, None),
+            DecisionOutcome::Repeated(_) => (true, None),
+            DecisionOutcome::Voted(vote) => (false, Some(vote.tally.summary())),
+            DecisionOutcome::VoteRepeated(vote) => (true, Some(vote.tally.summary())),
+        };
+        BatchResult {
+            key: record.key.clone(),
+            status: record.status.as_str().to_string(),
+            repeated,
+            progress,
+            error: None,
         }
     }
 

@@ -80,7 +80,7 @@ async fn sweep(agent: &AgentRun) -> Result<usize, RunError> {
     let settled = agent.settle_timeouts().await?;
     let ended = expired.len() + settled.len();
     for claimed in settled {
-        let record = claimed.record.clone();
+        let record = claimed.record().clone();
         tracing::info!(
             run_id = %record.run_id,
             key = %record.key,

@@ -8,15 +8,13 @@
 
 use chrono::{DateTime, Utc};
 
-use super::drive::Stop;
-use super::{AgentRun, RunError, RunOutcome, claims_key, journaled};
+use super::outcome::VoteRecorded;
 use crate::events::Event;
 use crate::pending_approval::{
-    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
+    AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision,
 };
-use crate::policy::{BallotVote, Channel, Tally, Vote, VoteDecision};
-use crate::spec::StepKind;
-use crate::store::{CastVote, Claimed, RunEnd, StateStore, StoreError, VoteOutcome};
+use crate::policy::{BallotVote, Channel, VoteDecision};
+use crate::store::{CastVote, Claimed, StateStore, StoreError, VoteOutcome};
 
 /// What differs between deciders: their own checks, and what the claim's
 /// write does to the run besides deciding. Everything else (repeats, the
@@ -60,24 +58,17 @@ pub(crate) trait Decider {
     ) -> Result<(AfterClaim, Self::Plan), Self::Error>;
 }
 
-/// One decision asked for.
+/// One decision asked for: the ballot, and what the decider's handle
+/// adds to it.
 pub(crate) struct DecisionRequest<'a> {
     pub key: &'a str,
-    pub decision: Decision,
-    pub decided_by: &'a str,
+    pub ballot: Ballot,
     pub now: DateTime<Utc>,
     /// The decider's spec hash (checked by the claim for approve and modify).
     pub spec_hash: String,
     /// `spec_hash` is an older version than the one served (see
     /// [`Claim::pinned`]).
     pub pinned: bool,
-    /// Where the decision came from, recorded with its vote.
-    pub channel: Channel,
-    /// The digest of the payload the decider was shown, when the channel
-    /// sent one: a decision on another payload is refused.
-    pub payload_digest: Option<String>,
-    /// The approver's input as given (a gate with a `form:`).
-    pub input: Option<serde_json::Value>,
 }
 
 /// A decision as a decider asks for it: what, by whom, from where, and on
@@ -122,22 +113,10 @@ impl Ballot {
     }
 }
 
-/// A vote recorded on a gate that counts votes, which it did not settle:
-/// the gate still waits.
-#[derive(Debug, Clone)]
-pub struct VoteRecorded {
-    /// The record, still PENDING.
-    pub record: ApprovalRecord,
-    pub vote: Vote,
-    /// Every rule's progress with this vote counted.
-    pub tally: Tally,
-    /// The same voter repeated the vote they had cast (a retry after a
-    /// lost answer): nothing was written.
-    pub repeated: bool,
-}
-
-/// What a decision came to.
-pub(crate) enum Decided<P> {
+/// What a ballot came to on the one decision path, before the decider
+/// makes it its own answer (a workflow's [`DecisionOutcome`], a gate
+/// request's outcome).
+pub(crate) enum Ruling<P> {
     /// This claim won: the store's answer (the record as decided and the
     /// `approval_resolved` event it appended), the vote's own
     /// `approval_vote` event before it on a gate that counts votes, and the
@@ -148,11 +127,13 @@ pub(crate) enum Decided<P> {
         plan: P,
     },
     /// A vote recorded; the gate waits for more. `event` is its
-    /// `approval_vote` event (none for a repeat).
+    /// `approval_vote` event.
     Voted {
         recorded: Box<VoteRecorded>,
-        event: Option<Event>,
+        event: Event,
     },
+    /// The same voter repeated their standing vote: nothing was written.
+    VoteRepeated(Box<VoteRecorded>),
     /// The same decider repeated the decision that had won (a retry after
     /// a lost answer, see [`ApprovalRecord::was_decided_as`]): nothing was
     /// written; the record as decided.
@@ -169,18 +150,22 @@ pub(crate) async fn decide_approval<D: Decider>(
     decider: &D,
     store: &dyn StateStore,
     request: DecisionRequest<'_>,
-) -> Result<Decided<D::Plan>, D::Error> {
+) -> Result<Ruling<D::Plan>, D::Error> {
     let DecisionRequest {
         key,
-        decision,
-        decided_by,
+        ballot,
         now,
         spec_hash,
         pinned,
+    } = request;
+    let Ballot {
+        decision,
+        by: decided_by,
         channel,
         payload_digest,
         input: given,
-    } = request;
+    } = ballot;
+    let decided_by = decided_by.as_str();
     let record = store
         .get_approval(key)
         .await?
@@ -216,7 +201,7 @@ pub(crate) async fn decide_approval<D: Decider>(
     }
     decider.admit(&record, decided_by)?;
     if record.was_claimed_as(&claim) {
-        return Ok(Decided::Repeat(Box::new(record)));
+        return Ok(Ruling::Repeat(Box::new(record)));
     }
     // A record that is no longer pending answers for its state
     // (`already_resolved`, `approval_expired`) whatever the decision looks
@@ -292,14 +277,14 @@ async fn answer_cast<P, E: From<StoreError> + From<ApprovalError>>(
     asked: &Decision,
     cast: Result<VoteOutcome, StoreError>,
     plan: P,
-) -> Result<Decided<P>, E> {
+) -> Result<Ruling<P>, E> {
     let key = claim.key.as_str();
     match cast {
         Ok(VoteOutcome::Settled {
             vote_event,
             claimed,
             ..
-        }) => Ok(Decided::Won {
+        }) => Ok(Ruling::Won {
             claimed,
             vote_event,
             plan,
@@ -312,14 +297,13 @@ async fn answer_cast<P, E: From<StoreError> + From<ApprovalError>>(
             } else {
                 record
             };
-            Ok(Decided::Voted {
+            Ok(Ruling::Voted {
                 recorded: Box::new(VoteRecorded {
                     record,
                     vote,
                     tally,
-                    repeated: false,
                 }),
-                event: Some(event),
+                event,
             })
         }
         Err(StoreError::Approval(refusal @ ApprovalError::AlreadyVoted { .. })) => {
@@ -330,7 +314,7 @@ async fn answer_cast<P, E: From<StoreError> + From<ApprovalError>>(
         }
         Err(StoreError::Approval(ApprovalError::AlreadyResolved { .. })) => {
             match store.get_approval(key).await? {
-                Some(won) if won.was_claimed_as(claim) => Ok(Decided::Repeat(Box::new(won))),
+                Some(won) if won.was_claimed_as(claim) => Ok(Ruling::Repeat(Box::new(won))),
                 other => {
                     Err(ApprovalError::explain_failed_claim(key, other.as_ref(), claim).into())
                 }
@@ -352,7 +336,7 @@ async fn settle_by_timeout<D: Decider>(
     store: &dyn StateStore,
     record: &ApprovalRecord,
     mut claim: Claim,
-) -> Result<Decided<D::Plan>, D::Error> {
+) -> Result<Ruling<D::Plan>, D::Error> {
     let Some(action) = record.on_timeout().applied_by(&claim.decision) else {
         return Err(ApprovalError::Forbidden {
             key: claim.key.clone(),
@@ -368,7 +352,7 @@ async fn settle_by_timeout<D: Decider>(
     let (then, plan) = decider.plan(record, &claim).await?;
     claim.then = then;
     let claimed = store.claim(&claim).await?;
-    Ok(Decided::Won {
+    Ok(Ruling::Won {
         claimed: Box::new(claimed),
         vote_event: None,
         plan,
@@ -384,7 +368,7 @@ async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
     voter: &str,
     decision: &Decision,
     input: &Option<serde_json::Value>,
-) -> Result<Option<Decided<P>>, E> {
+) -> Result<Option<Ruling<P>>, E> {
     let record = store
         .get_approval(key)
         .await?
@@ -404,520 +388,11 @@ async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
     }
     let vote = standing.clone();
     let tally = roster.tally(&votes);
-    Ok(Some(Decided::Voted {
-        recorded: Box::new(VoteRecorded {
-            record,
-            vote,
-            tally,
-            repeated: true,
-        }),
-        event: None,
-    }))
-}
-
-/// A decision that won its claim; the run waits for [`AgentRun::resume_claimed`].
-#[derive(Debug, Clone)]
-pub struct ClaimedDecision {
-    /// Set when the run resumes on the older version it paused under
-    /// (`on_spec_change: pin`): the handle that runs that version.
-    pub(super) version: Option<Box<AgentRun>>,
-    /// The record as decided.
-    pub record: ApprovalRecord,
-    pub(super) next_seq: u64,
-    /// Set when the claim's write also ended the run (see
-    /// [`AgentRun::claim`]): resuming only answers with it.
-    pub(super) finished: Option<RunOutcome>,
-    /// The same decider repeated the decision that had already won (see
-    /// [`ApprovalRecord::was_decided_as`]): nothing was written, and
-    /// resuming does not drive the run again (its first claim did).
-    pub(super) repeated: bool,
-    /// Set when the decision was a vote that did not settle its gate:
-    /// the run still waits, and resuming only answers with it.
-    pub(super) vote: Option<Box<VoteRecorded>>,
-}
-
-impl ClaimedDecision {
-    /// Whether this is a repeat of a decision that won earlier (or of a
-    /// vote recorded earlier).
-    pub fn is_repeat(&self) -> bool {
-        self.repeated || self.vote.as_ref().is_some_and(|v| v.repeated)
-    }
-
-    /// The vote, when the decision was one that did not settle its gate.
-    pub fn recorded_vote(&self) -> Option<&VoteRecorded> {
-        self.vote.as_deref()
-    }
-}
-
-impl ClaimedDecision {
-    fn repeat(record: ApprovalRecord) -> ClaimedDecision {
-        ClaimedDecision {
-            version: None,
-            record,
-            next_seq: 0,
-            finished: None,
-            repeated: true,
-            vote: None,
-        }
-    }
-
-    fn voted(recorded: VoteRecorded) -> ClaimedDecision {
-        ClaimedDecision {
-            version: None,
-            record: recorded.record.clone(),
-            next_seq: 0,
-            finished: None,
-            repeated: false,
-            vote: Some(Box::new(recorded)),
-        }
-    }
-}
-
-/// A run's end worked out before its decision's claim (see
-/// [`AgentRun::plan_finish`]).
-pub(crate) struct PlannedFinish {
-    /// The record as the claim decides it.
-    decided: ApprovalRecord,
-    /// What the claim's write stores besides the decision.
-    finish: RunFinish,
-    /// What the caller hears once the claim won.
-    outcome: RunOutcome,
-}
-
-impl AgentRun {
-    /// The first half of a resume: check and claim the decision (one
-    /// conditional write). Once this returns, the decision is final and the
-    /// caller owns the run's continuation: pass the result to
-    /// [`AgentRun::resume_claimed`] (a server answers in between).
-    ///
-    /// When nothing after the gate calls out, claims a key or can pause
-    /// (only `set:` steps follow), the run is worked out to its end first,
-    /// in memory, and the claim's write stores the decision and the run's
-    /// end together: one commit instead of two, and no window in which a
-    /// crash leaves the decided run to recovery. If the claim loses,
-    /// nothing of that end is written or announced.
-    pub async fn claim(
-        &self,
-        key: &str,
-        decision: Decision,
-        decided_by: &str,
-    ) -> Result<ClaimedDecision, RunError> {
-        self.vote(key, Ballot::new(decision, decided_by, Channel::Gate))
-            .await
-    }
-
-    /// [`AgentRun::claim`] for a ballot: a decision with its channel and
-    /// the digest of the payload its decider saw. On a gate that counts
-    /// votes (DESIGN §13) the ballot is a vote: recorded, and the claim
-    /// only when it settles the gate ([`ClaimedDecision::recorded_vote`]
-    /// says when it did not).
-    pub async fn vote(&self, key: &str, ballot: Ballot) -> Result<ClaimedDecision, RunError> {
-        let claimed = self.try_claim(key, ballot).await;
-        self.count_claim(&claimed);
-        claimed
-    }
-
-    /// A decision that won counts by its outcome; one that found the
-    /// approval already decided by someone else, as a conflict.
-    fn count_claim(&self, claimed: &Result<ClaimedDecision, RunError>) {
-        match claimed {
-            Ok(won) if !won.repeated && won.vote.is_none() => {
-                if let Some(outcome) = crate::metrics::DecisionOutcome::of(won.record.status) {
-                    self.metrics.decided(outcome, 1);
-                }
-            }
-            Err(RunError::Approval(ApprovalError::AlreadyResolved { .. })) => {
-                self.metrics.claim_conflict()
-            }
-            _ => {}
-        }
-    }
-
-    /// Claim on this handle's version; a pause made under another one
-    /// goes by the served spec's `on_spec_change` (see `versions`).
-    async fn try_claim(&self, key: &str, ballot: Ballot) -> Result<ClaimedDecision, RunError> {
-        let refused = match self.claim_here(key, ballot.clone()).await {
-            Err(e @ RunError::Approval(ApprovalError::SpecChanged { .. })) => e,
-            answered => return answered,
-        };
-        match self.store.get_approval(key).await? {
-            Some(record)
-                if record.status == ApprovalStatus::Pending
-                    && record.spec_hash != self.spec.hash.as_str() =>
-            {
-                self.claim_on_its_version(&record, ballot).await
-            }
-            // Decided or moved since: the answer of a claim made now.
-            Some(_) => self.claim_here(key, ballot).await,
-            None => Err(refused),
-        }
-    }
-
-    /// The one decision path ([`decide_approval`]) on this handle's spec.
-    pub(super) async fn claim_here(
-        &self,
-        key: &str,
-        ballot: Ballot,
-    ) -> Result<ClaimedDecision, RunError> {
-        let request = DecisionRequest {
-            key,
-            decision: ballot.decision,
-            decided_by: &ballot.by,
-            now: self.clock.now(),
-            spec_hash: self.spec.hash.to_string(),
-            pinned: self.spec.hash != self.serving.hash,
-            channel: ballot.channel,
-            payload_digest: ballot.payload_digest,
-            input: ballot.input,
-        };
-        let decided = decide_approval(self, self.store.as_ref(), request).await?;
-        Ok(match decided {
-            Decided::Repeat(record) => ClaimedDecision::repeat(*record),
-            Decided::Voted { recorded, event } => {
-                if let Some(event) = event {
-                    let _ = self.events.send(event);
-                }
-                ClaimedDecision::voted(*recorded)
-            }
-            Decided::Won {
-                claimed,
-                vote_event,
-                plan,
-            } => {
-                // The vote's own event comes first, as the store numbered it.
-                if let Some(event) = vote_event {
-                    let _ = self.events.send(event);
-                }
-                self.settled(*claimed, plan)
-            }
-        })
-    }
-
-    /// The claim won: announce its event and say what resuming does.
-    fn settled(&self, claimed: Claimed, plan: Option<Box<PlannedFinish>>) -> ClaimedDecision {
-        match plan {
-            None => {
-                // The claim stored this event; announce it.
-                let _ = self.events.send(claimed.event.clone());
-                ClaimedDecision {
-                    version: None,
-                    next_seq: claimed.event.seq + 1,
-                    record: claimed.record,
-                    finished: None,
-                    repeated: false,
-                    vote: None,
-                }
-            }
-            Some(planned) => self.finished_by_claim(claimed, *planned),
-        }
-    }
-
-    /// The claim won and wrote the planned end with the decision: announce
-    /// the decision's event and the planned ones, numbered after it as the
-    /// store numbered them.
-    fn finished_by_claim(&self, claimed: Claimed, planned: PlannedFinish) -> ClaimedDecision {
-        let first = claimed.event.seq + 1;
-        let _ = self.events.send(claimed.event);
-        for (event, seq) in planned.finish.events.into_iter().zip(first..) {
-            let _ = self.events.send(Event { seq, ..event });
-        }
-        ClaimedDecision {
-            version: None,
-            record: planned.decided,
-            next_seq: 0,
-            finished: Some(planned.outcome),
-            repeated: false,
-            vote: None,
-        }
-    }
-
-    /// True when `decided` (the record as its claim decides it) ends its
-    /// run with no call, key claim or pause on the way: the gate step
-    /// itself calls nothing with this decision, only `set:` steps follow
-    /// it, and the spec has no dedupe step (a failing run releases its
-    /// keys, a write that must not come before the claim). The spec must be
-    /// the one the run paused under, whose steps line up with the record.
-    fn ends_without_io(&self, decided: &ApprovalRecord) -> bool {
-        let Some(gate) = self.spec.steps.get(decided.step_index) else {
-            return false;
-        };
-        let gate_calls = decided.phase == Phase::Before
-            && journaled(gate)
-            && decided.status != ApprovalStatus::Rejected;
-        decided.spec_hash == self.spec.hash.as_str()
-            && !gate_calls
-            && self.spec.steps[decided.step_index + 1..]
-                .iter()
-                .all(|step| matches!(step.kind, StepKind::Set { .. }))
-            && !self.spec.steps.iter().any(claims_key)
-    }
-
-    /// See [`AgentRun::claim`]: work out in memory how `decided` ends its
-    /// run (only pure steps follow the gate), without writing or
-    /// announcing anything: the end and the events the claim's write
-    /// stores with the decision. `None` when the steps turn out to need a
-    /// write after all: the run is then driven after its claim, as any
-    /// other.
-    async fn plan_finish(
-        &self,
-        decided: &ApprovalRecord,
-    ) -> Result<Option<PlannedFinish>, RunError> {
-        // Numbered from 1 here: the store numbers them after the decision.
-        let (mut ctx, mut log) = self.context_after_claim(decided, 1);
-        log.owner = None;
-        log.planning = true;
-        self.replay(&ctx, decided.step_index, &mut log);
-        let stop = self
-            .run_steps(
-                &mut ctx,
-                decided.step_index,
-                Some(decided.clone()),
-                &mut log,
-            )
-            .await?;
-        let Stop::End { status, error } = stop else {
-            return Ok(None);
-        };
-        // Written with the claim, which is the fence: no owner.
-        let end = RunEnd {
-            owner: None,
-            ..self.run_end(&ctx, status, error.clone(), &log)
-        };
-        Ok(Some(PlannedFinish {
-            decided: decided.clone(),
-            finish: RunFinish {
-                end,
-                events: std::mem::take(&mut log.buffer),
-            },
-            outcome: super::durable_point::ended(&ctx, status, error),
-        }))
-    }
-
-    /// Who may decide `record`: on a gate with rules, its groups as
-    /// resolved when it paused (the store checks the voter against them,
-    /// with the votes, in the vote's transaction); on any other gate, the
-    /// served spec's `approvals.approvers` (also for a pause of an older
-    /// version) and whom its escalations added; on every gate, not one who
-    /// asked for it unless the gate allows it (DESIGN §13).
-    pub(super) fn check_voter(
-        &self,
-        record: &ApprovalRecord,
-        decided_by: &str,
-    ) -> Result<(), ApprovalError> {
-        let deciders = self.serving.deciders_of(record);
-        match &record.roster {
-            // The store checks membership and requesters with the votes:
-            // its refusal names the groups, or who asked.
-            Some(roster) if !roster.rules.is_empty() => Ok(()),
-            _ if !crate::links::is_decider_of(record, deciders.approvers, decided_by) => {
-                Err(ApprovalError::Forbidden {
-                    key: record.key.clone(),
-                    decided_by: decided_by.into(),
-                })
-            }
-            // Separation of duties, before the claim: a plain gate's
-            // requesters are in its trigger, which never changes, and a
-            // roster's are checked again by the store with the vote.
-            _ if crate::policy::barred_as_requester(
-                record,
-                deciders.allow_self_approval,
-                decided_by,
-            ) =>
-            {
-                Err(ApprovalError::SelfApproval {
-                    key: record.key.clone(),
-                    voter: decided_by.into(),
-                    asked_by: crate::policy::requesters_of(record),
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// This process has every variable the spec's steps need (see
-    /// [`crate::spec::Spec::missing_secrets_to_run`]); else the decision on
-    /// `key` is refused as `spec_unavailable`, naming each.
-    fn check_runnable(&self, key: &str) -> Result<(), RunError> {
-        let missing = self
-            .spec
-            .missing_secrets_to_run(|name| std::env::var_os(name).is_some());
-        if missing.is_empty() {
-            return Ok(());
-        }
-        Err(RunError::SpecUnavailable {
-            key: key.to_string(),
-            version: self.spec.hash.short().to_string(),
-            reason: missing
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        })
-    }
-
-    /// A modify must fit its gate; checked before the claim so a bad edit
-    /// leaves the record untouched and PENDING.
-    fn check_payload(
-        &self,
-        record: &ApprovalRecord,
-        decision: &Decision,
-    ) -> Result<(), ApprovalError> {
-        let Decision::Modify { payload, .. } = decision else {
-            return Ok(());
-        };
-        let is_tool_gate = record.phase == Phase::Before
-            && self
-                .spec
-                .steps
-                .get(record.step_index)
-                .is_some_and(|s| matches!(s.kind, StepKind::Tool { .. }));
-        if is_tool_gate && !payload.is_object() {
-            return Err(ApprovalError::InvalidPayload {
-                key: record.key.clone(),
-                reason: "edited tool arguments must be a JSON object".into(),
-            });
-        }
-        // A gate step's payload is a mapping of fields (the spec refuses
-        // any other `payload:`), and later steps read
-        // `steps.<id>.output.payload.field`: an edit keeps that shape.
-        let is_gate_step = record.phase == Phase::Before
-            && self
-                .spec
-                .steps
-                .get(record.step_index)
-                .is_some_and(|s| matches!(s.kind, StepKind::Approval(_) | StepKind::Gate(_)));
-        if is_gate_step && !payload.is_object() {
-            return Err(ApprovalError::InvalidPayload {
-                key: record.key.clone(),
-                reason: "an edited gate payload must be a JSON object (a mapping of fields)".into(),
-            });
-        }
-        // A model step's output is always an object (`output: text` too);
-        // a replacement of another shape would make every later
-        // `steps.<id>.output.field` quietly evaluate to null.
-        let is_model_output = record.phase == Phase::After
-            && self
-                .spec
-                .steps
-                .get(record.step_index)
-                .is_some_and(|s| matches!(s.kind, StepKind::Model(_)));
-        if is_model_output && !payload.is_object() {
-            return Err(ApprovalError::InvalidPayload {
-                key: record.key.clone(),
-                reason: "a replacement model output must be a JSON object".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// A workflow's decisions: its approvers and gates decide, and a run whose
-/// steps after the gate are all pure ends in the claim's own write.
-impl Decider for AgentRun {
-    type Error = RunError;
-    /// The run's end, when the claim writes it.
-    type Plan = Option<Box<PlannedFinish>>;
-
-    fn admit(&self, record: &ApprovalRecord, decided_by: &str) -> Result<(), RunError> {
-        self.check_voter(record, decided_by)?;
-        if record.agent_id != self.spec.agent {
-            return Err(RunError::WrongAgent {
-                key: record.key.clone(),
-                found: record.agent_id.clone(),
-                expected: self.spec.agent.clone(),
-            });
-        }
-        Ok(())
-    }
-
-    fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
-        if record.is_gate_request() {
-            return Ok(crate::gate::Requests::check(record, decision)?);
-        }
-        // An approve or modify is checked against the spec the run resumes
-        // on, which must be the one it paused under (its steps are what the
-        // record's step index points into): refused here, before anything
-        // is worked out on the wrong steps, as the claim would refuse it.
-        if decision.requires_same_spec() && record.spec_hash != self.spec.hash.as_str() {
-            return Err(RunError::Approval(ApprovalError::SpecChanged {
-                key: record.key.clone(),
-                paused_with: crate::SpecHash::short_of(&record.spec_hash).to_string(),
-                current: self.spec.hash.short().to_string(),
-            }));
-        }
-        // An approval resumes the run in this process: it must be able to
-        // make the calls that follow, or the run would fail after a person
-        // approved it. Refused before the claim; the record stays PENDING.
-        if decision.requires_same_spec() {
-            self.check_runnable(&record.key)?;
-        }
-        Ok(self.check_payload(record, decision)?)
-    }
-
-    fn input(
-        &self,
-        record: &ApprovalRecord,
-        decision: &Decision,
-        given: Option<serde_json::Value>,
-    ) -> Result<Option<serde_json::Value>, ApprovalError> {
-        // Another version's pause: an approval is decided by that
-        // version's own handle, with its own form (or refused as
-        // `spec_changed`); a reject, allowed under any spec, takes no
-        // input either way.
-        if record.is_gate_request() {
-            return crate::gate::Requests::input(record, decision, given);
-        }
-        let same_spec = record.spec_hash == self.spec.hash.as_str();
-        if !same_spec && decision.requires_same_spec() {
-            return Ok(given);
-        }
-        let form = same_spec
-            .then(|| self.spec.gate_policy(record.step_index))
-            .flatten()
-            .and_then(|p| p.form.as_ref());
-        approver_input(&record.key, form, decision, given)
-    }
-
-    async fn plan(
-        &self,
-        record: &ApprovalRecord,
-        claim: &Claim,
-    ) -> Result<(AfterClaim, Option<Box<PlannedFinish>>), RunError> {
-        if record.is_gate_request() {
-            let planned = gate_request_finish(record, claim);
-            let then = AfterClaim::Finish(Box::new(planned.finish.clone()));
-            return Ok((then, Some(Box::new(planned))));
-        }
-        let decided = record.decided_by_claim(claim);
-        if self.ends_without_io(&decided)
-            && let Some(planned) = self.plan_finish(&decided).await?
-        {
-            let then = AfterClaim::Finish(Box::new(planned.finish.clone()));
-            return Ok((then, Some(Box::new(planned))));
-        }
-        Ok((AfterClaim::Drive(self.new_lease()), None))
-    }
-}
-
-/// How a decision ends a gate request's run (`crate::gate::Requests`),
-/// written by its claim: a served agent decides gate requests made through
-/// its server (`POST /gates`, MCP) as it decides its own pauses, and the
-/// request's run ends with the decision.
-fn gate_request_finish(record: &ApprovalRecord, claim: &Claim) -> PlannedFinish {
-    let finish = crate::gate::Requests::finish(record, claim);
-    let decided = record.decided_by_claim(claim);
-    let outcome = RunOutcome {
-        run_id: finish.end.run_id.clone(),
-        status: finish.end.status,
-        outputs: finish.end.outputs.clone(),
-        error: None,
-        pending: None,
-    };
-    PlannedFinish {
-        decided,
-        finish,
-        outcome,
-    }
+    Ok(Some(Ruling::VoteRepeated(Box::new(VoteRecorded {
+        record,
+        vote,
+        tally,
+    }))))
 }
 
 /// The refusal of input on a gate that has no form.

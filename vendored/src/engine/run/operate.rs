@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::decide::{Ballot, ClaimedDecision};
+use super::decide::Ballot;
+use super::outcome::DecisionOutcome;
 use super::{AgentRun, RunError, RunOutcome};
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalError, ApprovalRecord, Decision};
@@ -52,7 +53,7 @@ impl AgentRun {
             .await?;
         let ended = u64::from(cancelled.approval.is_some());
         self.metrics
-            .decided(crate::metrics::DecisionOutcome::Cancelled, ended);
+            .decided(crate::metrics::ApprovalEnd::Cancelled, ended);
         let _ = self.events.send(cancelled.event.clone());
         Ok(cancelled)
     }
@@ -61,10 +62,8 @@ impl AgentRun {
     /// across processes). Returns what this call expired.
     pub async fn sweep_expired(&self) -> Result<Vec<ApprovalRecord>, RunError> {
         let expired = self.store.expire_due(self.clock.now()).await?;
-        self.metrics.decided(
-            crate::metrics::DecisionOutcome::Expired,
-            expired.len() as u64,
-        );
+        self.metrics
+            .decided(crate::metrics::ApprovalEnd::Expired, expired.len() as u64);
         Ok(expired)
     }
 
@@ -78,7 +77,7 @@ impl AgentRun {
     /// is approved on steps it was not written for, and the gate does not
     /// wait for ever. Returns the settlements this call made; pass each to
     /// [`AgentRun::resume_claimed`].
-    pub async fn settle_timeouts(&self) -> Result<Vec<ClaimedDecision>, RunError> {
+    pub async fn settle_timeouts(&self) -> Result<Vec<DecisionOutcome>, RunError> {
         let mut settled = Vec::new();
         loop {
             let due = self
@@ -104,7 +103,7 @@ impl AgentRun {
     async fn settle_timeout(
         &self,
         record: &ApprovalRecord,
-    ) -> Result<Option<ClaimedDecision>, RunError> {
+    ) -> Result<Option<DecisionOutcome>, RunError> {
         let action = record.on_timeout();
         let deadline = crate::time::format_utc(record.expires_at);
         let reason = format!("no decision by {deadline}: on_timeout: {action}");

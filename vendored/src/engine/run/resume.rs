@@ -2,8 +2,8 @@
 //! durable point (recovery, an operator's retry), and answering with the
 //! run as stored.
 
-use super::decide::ClaimedDecision;
 use super::event_log::EventLog;
+use super::outcome::DecisionOutcome;
 use super::{AgentRun, RunError, RunOutcome, fresh_context};
 use crate::events::EventKind;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Decision};
@@ -42,25 +42,26 @@ impl AgentRun {
     /// The second half of a resume: re-enter the run at its gate with the
     /// claimed decision and drive it to its next pause or its end.
     ///
-    /// A repeated decision drives nothing (the claim that won did, or does):
-    /// it answers with the run as the store holds it now.
-    pub async fn resume_claimed(
-        &self,
-        mut claimed: ClaimedDecision,
-    ) -> Result<RunOutcome, RunError> {
-        // A pinned decision resumes on the version the run paused under.
-        if let Some(version) = claimed.version.take() {
-            return Box::pin(version.resume_claimed(claimed)).await;
+    /// Only a decision that [`Resumes`](DecisionOutcome::Resumes) the run
+    /// drives it. A claim that ended the run answers with that end; a
+    /// repeat (the claim that won drove it, or does) and a vote that left
+    /// its gate open answer with the run as the store holds it now.
+    pub async fn resume_claimed(&self, outcome: DecisionOutcome) -> Result<RunOutcome, RunError> {
+        match outcome {
+            DecisionOutcome::Resumes(mut resumption) => {
+                // A pinned decision resumes on the version the run paused under.
+                if let Some(version) = resumption.version.take() {
+                    return Box::pin(version.resume_claimed(DecisionOutcome::Resumes(resumption)))
+                        .await;
+                }
+                self.continue_after_claim(resumption.record, resumption.next_seq)
+                    .await
+            }
+            DecisionOutcome::Finished { run, .. } => Ok(*run),
+            DecisionOutcome::Voted(_)
+            | DecisionOutcome::VoteRepeated(_)
+            | DecisionOutcome::Repeated(_) => self.stored_outcome(&outcome.record().run_id).await,
         }
-        // A repeat, or a vote that left its gate open: nothing to drive.
-        if claimed.repeated || claimed.vote.is_some() {
-            return self.stored_outcome(&claimed.record.run_id).await;
-        }
-        if let Some(outcome) = claimed.finished {
-            return Ok(outcome);
-        }
-        self.continue_after_claim(claimed.record, claimed.next_seq)
-            .await
     }
 
     /// The run as stored: its status, outputs and error, and the approval

@@ -19,7 +19,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::decide::{Ballot, ClaimedDecision};
+use super::decide::Ballot;
+use super::outcome::DecisionOutcome;
 use super::{AgentRun, RunError};
 use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord};
 use crate::spec::{OnSpecChange, Spec, SpecHash, gate_unchanged_for_resume, policy_for_pause};
@@ -67,7 +68,7 @@ impl AgentRun {
         &self,
         record: &ApprovalRecord,
         ballot: Ballot,
-    ) -> Result<ClaimedDecision, RunError> {
+    ) -> Result<DecisionOutcome, RunError> {
         let decided_by = ballot.by.as_str();
         let refused = || {
             RunError::Approval(ApprovalError::SpecChanged {
@@ -85,9 +86,12 @@ impl AgentRun {
             Route::Refuse => Err(refused()),
             Route::Pin => {
                 let version = self.on_version(record).await?;
-                let mut claimed = version.claim_here(&record.key, ballot).await?;
-                claimed.version = Some(Box::new(version));
-                Ok(claimed)
+                let mut outcome = version.claim_here(&record.key, ballot).await?;
+                // Only a run still to be driven needs its version's handle.
+                if let DecisionOutcome::Resumes(resumption) = &mut outcome {
+                    resumption.version = Some(Box::new(version));
+                }
+                Ok(outcome)
             }
             Route::Move => {
                 self.move_to_served(record, decided_by).await?;

@@ -313,7 +313,7 @@ impl<'a> Gates<'a> {
                 self.state
                     .agent
                     .metrics()
-                    .decided(crate::metrics::DecisionOutcome::Cancelled, 1);
+                    .decided(crate::metrics::ApprovalEnd::Cancelled, 1);
                 tracing::info!(key, by = %self.caller.0, "gate request cancelled");
                 let record = done.approval.unwrap_or(record);
                 Ok(GateView::of(expired_as_of(record, now)))

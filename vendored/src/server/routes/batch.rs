@@ -88,11 +88,7 @@ pub(super) async fn decide(
             async move {
                 // The run resumes in the background, as after one decision.
                 match tasks::decide(&state.agent, &state.background, key.clone(), ballot).await {
-                    Ok(decided) => BatchResult::decided(
-                        &decided.record,
-                        decided.repeated,
-                        decided.vote.as_deref(),
-                    ),
+                    Ok(answered) => BatchResult::decided(&answered.outcome),
                     Err(e) => BatchResult::refused(key, &ApiError::from(e)),
                 }
             }

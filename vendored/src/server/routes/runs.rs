@@ -14,7 +14,7 @@ use crate::policy::Channel;
 use crate::run::Ballot;
 use crate::run_state::RunStatus;
 use crate::server::api::{
-    ApprovalView, CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger, VoteView,
+    ApprovalView, CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger,
 };
 use crate::server::auth::Caller;
 use crate::server::error::ApiError;
@@ -275,13 +275,9 @@ pub(super) async fn answer_decision(
     ballot: Ballot,
     wait: bool,
 ) -> Result<Json<DecisionView>, ApiError> {
-    let tasks::Decided {
-        record,
-        repeated,
-        vote,
-        resuming,
-    } = tasks::decide(&state.agent, &state.background, key, ballot).await?;
-    let run_id = record.run_id.clone();
+    let tasks::Answered { outcome, resuming } =
+        tasks::decide(&state.agent, &state.background, key, ballot).await?;
+    let run_id = outcome.record().run_id.clone();
     // A repeat waits for nothing: the resume belongs to the claim that won
     // (here or in another process); it answers with the run as it is.
     let run = if wait {
@@ -294,14 +290,12 @@ pub(super) async fn answer_decision(
         Some(run) => run.status,
         None => status_after_claim(state, &run_id).await,
     };
-    Ok(Json(DecisionView {
-        approval: ApprovalView::new(record, state.agent.spec().hash.as_str()),
-        run_id,
+    Ok(Json(DecisionView::of(
+        &outcome,
+        state.agent.spec().hash.as_str(),
         status,
-        repeated,
-        vote: vote.as_deref().map(VoteView::of),
         run,
-    }))
+    )))
 }
 
 /// What the store says of the run now that the claim is made: `running`

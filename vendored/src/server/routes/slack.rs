@@ -16,7 +16,7 @@ use crate::notify::slack::interaction::{self, Click, Interaction};
 use crate::notify::slack::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::pending_approval::ApprovalError;
 use crate::policy::Channel;
-use crate::run::{Ballot, RunError};
+use crate::run::{Ballot, DecisionOutcome, RunError};
 use crate::server::error::ApiError;
 use crate::server::extract::{BodyLimit, RawBody};
 use crate::server::state::AppState;
@@ -68,19 +68,19 @@ pub(super) async fn actions(
     let decided_by = click.decided_by();
     let ballot = Ballot::new(click.decision(), &decided_by, Channel::Slack)
         .shown(click.payload_digest.clone());
-    match tasks::decide(&state.agent, &state.background, click.key.clone(), ballot).await {
-        Ok(decided) if decided.vote.is_some() => {
-            let progress = decided.vote.map(|v| v.tally.summary()).unwrap_or_default();
+    let answered = tasks::decide(&state.agent, &state.background, click.key.clone(), ballot).await;
+    match answered.map(|answered| answered.outcome) {
+        Ok(DecisionOutcome::Voted(vote) | DecisionOutcome::VoteRepeated(vote)) => {
+            let progress = vote.tally.summary();
             let text = format!("Your vote is recorded; the request waits for more: {progress}.");
             reply_later(&state, &click, text);
         }
         // The notifier edits the message when it sees the decision.
-        Ok(decided) if !decided.repeated => {}
+        Ok(DecisionOutcome::Resumes(_) | DecisionOutcome::Finished { .. }) => {}
         // The same person clicked the same button again (a retry, or a
         // second click before the message was edited): their decision
         // stands; say so rather than "already resolved".
-        Ok(decided) => {
-            let record = &decided.record;
+        Ok(DecisionOutcome::Repeated(record)) => {
             let at = record
                 .decided_at
                 .map(crate::time::format_utc)

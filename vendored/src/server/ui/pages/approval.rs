@@ -14,7 +14,7 @@ use crate::events::Event;
 use crate::form::Form;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
 use crate::policy::Channel;
-use crate::run::{Ballot, RunError};
+use crate::run::{Ballot, DecisionOutcome, RunError};
 use crate::server::error::ApiError;
 use crate::server::extract::PathParam;
 use crate::server::state::AppState;
@@ -580,17 +580,20 @@ pub(crate) async fn decide_as(
     let ballot = Ballot::new(decision, by, channel)
         .shown(fields.payload_digest.clone())
         .with_input(input);
-    match tasks::decide(&state.agent, &state.background, key.to_string(), ballot).await {
-        Ok(decided) => match decided.vote {
-            Some(vote) => Answer::Again(
-                Problem {
-                    notice: Some(Box::new(Notice::VoteRecorded(vote.tally.summary()))),
-                    ..Problem::default()
-                },
-                StatusCode::OK,
-            ),
-            None => Answer::Decided(Box::new(decided.record)),
-        },
+    let answered = tasks::decide(&state.agent, &state.background, key.to_string(), ballot).await;
+    match answered.map(|answered| answered.outcome) {
+        Ok(DecisionOutcome::Voted(vote) | DecisionOutcome::VoteRepeated(vote)) => Answer::Again(
+            Problem {
+                notice: Some(Box::new(Notice::VoteRecorded(vote.tally.summary()))),
+                ..Problem::default()
+            },
+            StatusCode::OK,
+        ),
+        Ok(
+            outcome @ (DecisionOutcome::Resumes(_)
+            | DecisionOutcome::Finished { .. }
+            | DecisionOutcome::Repeated(_)),
+        ) => Answer::Decided(Box::new(outcome.record().clone())),
         Err(RunError::Approval(ApprovalError::PayloadChanged { .. })) => Answer::Again(
             Problem {
                 notice: Some(Box::new(Notice::PayloadChanged)),

@@ -83,6 +83,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "started_without_input",
         sql: include_str!("../migrations/postgres/0014_started_without_input.sql"),
     },
+    Migration {
+        version: 16,
+        name: "slack_through_outbox",
+        sql: include_str!("../migrations/postgres/0016_slack_through_outbox.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -78,6 +78,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "started_without_input",
         sql: include_str!("../migrations/sqlite/0013_started_without_input.sql"),
     },
+    Migration {
+        version: 15,
+        name: "slack_through_outbox",
+        sql: include_str!("../migrations/sqlite/0015_slack_through_outbox.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

@@ -8,6 +8,11 @@
 //! while the notice's retry window lasts; or dead, with a log line, for an
 //! operator to retry (`tollgate notifications retry`).
 //!
+//! It is the only trigger of every notification, Slack's included (issue
+//! 43): it leases as soon as a commit that wrote notices wakes it (see
+//! [`crate::notify::wake`]), and every [`POLL_EVERY`] in case a wake was
+//! missed.
+//!
 //! The worker never waits for the slowest of a batch: as soon as one send
 //! ends it leases again, so a hanging endpoint holds only the slots of its
 //! own lane while every other lane keeps flowing.
@@ -27,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::backoff::Backoff;
 use crate::links::LinkSigner;
@@ -60,7 +65,8 @@ fn retry_backoff(window: Duration) -> Backoff {
     Backoff::new(base, cap)
 }
 
-/// How often an idle worker looks for due notices.
+/// How often an idle worker looks for due notices when nothing woke it
+/// (see [`crate::notify::wake`]): a failed notice coming due, a wake lost.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
 
 /// Notices labelled with their lane per look, at most.
@@ -93,6 +99,8 @@ pub struct OutboxWorker {
     slack: Option<Arc<SlackNotifier>>,
     /// How many notices are sent at once, per lane and in all.
     lanes: LaneLimits,
+    /// Woken after a commit that wrote notices (see [`OutboxWorker::waker`]).
+    wake: Arc<Notify>,
 }
 
 /// Why a worker could not be made.
@@ -117,6 +125,7 @@ impl OutboxWorker {
             slack: None,
             metrics: None,
             lanes: DEFAULT_LANES,
+            wake: Arc::new(Notify::new()),
         })
     }
 
@@ -167,9 +176,15 @@ impl OutboxWorker {
         self
     }
 
+    /// What wakes this worker at once: notify it after a commit that wrote
+    /// notices (see [`crate::notify::wake`]).
+    pub fn waker(&self) -> Arc<Notify> {
+        Arc::clone(&self.wake)
+    }
+
     /// Deliver until `stop` turns true. Each send runs in a task of its
-    /// own; the worker leases again whenever one ends (a slot is free),
-    /// else every [`POLL_EVERY`]. Sends still running at the stop are
+    /// own; the worker leases again whenever one ends (a slot is free) or
+    /// a commit wakes it, else every [`POLL_EVERY`]. Sends still running at the stop are
     /// dropped: their leases run out and another worker sends them again
     /// (delivery is at least once).
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
@@ -188,6 +203,7 @@ impl OutboxWorker {
             }
             tokio::select! {
                 Some(_) = sends.join_next(), if !sends.is_empty() => {}
+                _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(POLL_EVERY) => {}
                 _ = stop.changed() => {}
             }
@@ -432,9 +448,10 @@ impl OutboxWorker {
 impl OutboxWorker {
     /// A Slack notice: the message made to show what the store holds now
     /// (see [`SlackNotifier::sync`]). The message is held by one worker at
-    /// a time; while another holds it (this process's live follower, or
-    /// another notice of the same approval being sent) this waits a little
-    /// rather than count a failure.
+    /// a time; while another holds it (another notice of the same approval
+    /// being sent) this waits a little rather than count a failure. Slack's
+    /// `Retry-After` (a 429) is when the notice is tried again, at the
+    /// earliest.
     async fn sync_slack(&self, notice: &OutboxNotice) -> Attempt {
         let Some(slack) = &self.slack else {
             return Attempt::Misconfigured {
@@ -445,11 +462,11 @@ impl OutboxWorker {
         for wait in SLACK_BUSY_WAITS {
             match slack.sync(&n.key, n.event).await {
                 Progress::Done | Progress::Skipped => return Attempt::Sent,
-                Progress::Failed { .. } => {
+                Progress::Failed { retry_after, .. } => {
                     return Attempt::Failed {
                         error: "the Slack call failed (see the log and `tollgate_notifications`)"
                             .into(),
-                        retry_after: None,
+                        retry_after,
                     };
                 }
                 Progress::Busy => tokio::time::sleep(wait).await,

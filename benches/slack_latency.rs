@@ -88,7 +88,11 @@ fn main() {
                 .send()
                 .await
                 .expect("POST /runs");
-            assert!(answer.status().is_success(), "POST /runs: {}", answer.status());
+            assert!(
+                answer.status().is_success(),
+                "POST /runs: {}",
+                answer.status()
+            );
             let answered = Instant::now();
             let give_up = Instant::now() + Duration::from_secs(30);
             let at = loop {

@@ -16,8 +16,8 @@ pub mod email;
 pub mod email;
 pub mod lanes;
 pub mod outbox;
-pub mod wake;
 pub mod slack;
+pub mod wake;
 pub mod webhook;
 
 pub use slack::SlackNotifier;

@@ -565,7 +565,9 @@ mod postgres_only {
         (
             6,
             "approvals_settled",
-            include_str!("../../../vendored/src/store/migrations/postgres/0006_approvals_settled.sql"),
+            include_str!(
+                "../../../vendored/src/store/migrations/postgres/0006_approvals_settled.sql"
+            ),
         ),
         (
             7,
@@ -595,7 +597,9 @@ mod postgres_only {
         (
             12,
             "pending_by_step",
-            include_str!("../../../vendored/src/store/migrations/postgres/0012_pending_by_step.sql"),
+            include_str!(
+                "../../../vendored/src/store/migrations/postgres/0012_pending_by_step.sql"
+            ),
         ),
         (
             13,
@@ -605,7 +609,9 @@ mod postgres_only {
         (
             14,
             "started_without_input",
-            include_str!("../../../vendored/src/store/migrations/postgres/0014_started_without_input.sql"),
+            include_str!(
+                "../../../vendored/src/store/migrations/postgres/0014_started_without_input.sql"
+            ),
         ),
     ];
 
@@ -686,7 +692,12 @@ mod postgres_only {
             written,
             vec![
                 ("k-settled".into(), "approval.approved", "slack", "pending"),
-                ("k-unposted".into(), "approval.requested", "slack", "pending"),
+                (
+                    "k-unposted".into(),
+                    "approval.requested",
+                    "slack",
+                    "pending"
+                ),
                 ("k-unseen".into(), "approval.requested", "slack", "pending"),
                 ("k-voting".into(), "approval.voted", "slack", "pending"),
             ],
@@ -708,7 +719,11 @@ mod postgres_only {
                 "C0POSTED"
             };
             assert_eq!(n.target, posted_in);
-            let routes = store.routes_of(&n.key).await.expect("routes").expect("stored");
+            let routes = store
+                .routes_of(&n.key)
+                .await
+                .expect("routes")
+                .expect("stored");
             assert_eq!(routes.slack.as_deref(), Some(posted_in), "{}", n.key);
             assert!(routes.webhooks.is_empty() && routes.email.is_none());
         }

@@ -43,7 +43,10 @@ pub async fn on_events(
     wake: Arc<Notify>,
     stop: watch::Receiver<bool>,
 ) {
-    forward(events, wake, stop, |event: &Event| writes_notices(&event.kind)).await;
+    forward(events, wake, stop, |event: &Event| {
+        writes_notices(&event.kind)
+    })
+    .await;
 }
 
 /// Wake `wake` after every change the store's feed reports (another

@@ -1126,7 +1126,13 @@ async fn approvals_paused_before_the_outbox_get_the_slack_notices_their_messages
         let conn = file_of_schema(&dir.db(), 14);
         let far = "2999-01-01T00:00:00.000000Z";
         for key in [
-            "k-unseen", "k-unposted", "k-posted", "k-voting", "k-settled", "k-done", "k-quiet",
+            "k-unseen",
+            "k-unposted",
+            "k-posted",
+            "k-voting",
+            "k-settled",
+            "k-done",
+            "k-quiet",
         ] {
             raw_pause(&conn, &format!("run-{key}"), key, far);
         }
@@ -1177,7 +1183,12 @@ async fn approvals_paused_before_the_outbox_get_the_slack_notices_their_messages
         written,
         vec![
             ("k-settled".into(), "approval.approved", "slack", "pending"),
-            ("k-unposted".into(), "approval.requested", "slack", "pending"),
+            (
+                "k-unposted".into(),
+                "approval.requested",
+                "slack",
+                "pending"
+            ),
             ("k-unseen".into(), "approval.requested", "slack", "pending"),
             ("k-voting".into(), "approval.voted", "slack", "pending"),
         ],
@@ -1192,7 +1203,11 @@ async fn approvals_paused_before_the_outbox_get_the_slack_notices_their_messages
         assert_eq!(n.body.data.message.as_deref(), Some("Ship?"));
         assert!(uuid::Uuid::parse_str(&n.id).is_ok(), "a UUID: {}", n.id);
         assert!(notice.next_at <= now(), "due at once");
-        let routes = store.routes_of(&n.key).await.expect("routes").expect("stored");
+        let routes = store
+            .routes_of(&n.key)
+            .await
+            .expect("routes")
+            .expect("stored");
         let posted_in = if n.key == "k-unseen" || n.key == "k-unposted" {
             ""
         } else {
@@ -1210,5 +1225,12 @@ async fn approvals_paused_before_the_outbox_get_the_slack_notices_their_messages
         );
     }
     // Due notices are what a worker leases next: labelled, then sent.
-    assert_eq!(store.unlabelled_notices(10).await.expect("unlabelled").len(), 4);
+    assert_eq!(
+        store
+            .unlabelled_notices(10)
+            .await
+            .expect("unlabelled")
+            .len(),
+        4
+    );
 }

@@ -16,6 +16,7 @@ pub mod email;
 pub mod email;
 pub mod lanes;
 pub mod outbox;
+pub mod sender;
 pub mod slack;
 pub mod wake;
 pub mod webhook;

@@ -6,9 +6,9 @@
 #![allow(dead_code)]
 
 use tollgate_runtime::store::{Notification, NotificationWrite, SharedNotifications, SharedStore};
-use tollgate_runtime::{ApprovalError, ApprovalStatus, StoreError};
+use tollgate_runtime::{ApprovalError, StoreError};
 
-use crate::common::store_cases::{TTL, approve, at, paused_run};
+use crate::common::store_cases::{at, paused_run};
 
 /// The store's notification side: every store under test keeps one.
 fn notes(store: &SharedStore) -> SharedNotifications {

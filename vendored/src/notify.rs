@@ -16,7 +16,9 @@ pub mod email;
 pub mod email;
 pub mod lanes;
 pub mod outbox;
+pub mod sender;
 pub mod slack;
+pub mod wake;
 pub mod webhook;
 
 pub use slack::SlackNotifier;

@@ -39,9 +39,7 @@ pub(crate) use checks::*;
 pub(crate) use error::{BUSY_MARKER, TRANSIENT_MARKER};
 pub use error::{StoreError, StoreErrorKind, StoreResult};
 pub(crate) use migration::Migration;
-pub use notifications::{
-    Notification, NotificationStore, NotificationWrite, NotificationsDue, SharedNotifications,
-};
+pub use notifications::{Notification, NotificationStore, NotificationWrite, SharedNotifications};
 pub use outbox::{
     DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite, Outbox,
     OutboxNotice, OutboxStats, RetryNotices, UnlabelledNotice, new_notice_id,

@@ -12,8 +12,6 @@ macro_rules! notification_tests {
             lease_is_exclusive_until_released_or_expired,
             lease_of_an_unknown_key_is_not_found,
             the_holder_records_failures_the_message_and_the_decision,
-            the_repair_sweep_finds_unposted_pauses_and_settled_messages_with_buttons,
-            open_team_messages_are_listed_with_their_vote_counts,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {

@@ -77,7 +77,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin,16:slack_through_outbox"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -139,7 +139,7 @@ mod postgres_only {
         );
         match PostgresStore::connect(&db.url, PostgresOptions::default()).await {
             Err(StoreError::SchemaTooNew { found, supported }) => {
-                assert_eq!((found, supported), (99, 15));
+                assert_eq!((found, supported), (99, 16));
             }
             Err(other) => panic!("expected SchemaTooNew, got {other:?}"),
             Ok(_) => panic!("expected SchemaTooNew, the store opened"),
@@ -506,7 +506,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin,16:slack_through_outbox"
         );
         let record = store
             .get_approval("k-old")
@@ -572,7 +572,10 @@ mod postgres_only {
               'PENDING', '2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z')",
         );
         let store = connect(&db.url).await;
-        assert!(history(&db).ends_with(",14:started_without_input,15:approval_origin"));
+        assert!(
+            history(&db)
+                .ends_with(",14:started_without_input,15:approval_origin,16:slack_through_outbox")
+        );
         let get = |key: &'static str| {
             let store = store.clone();
             async move { store.get_approval(key).await.expect("get").expect("kept") }
@@ -620,6 +623,207 @@ mod postgres_only {
             by_spec.into_iter().collect::<Vec<_>>(),
             [("h".to_string(), 1)]
         );
+    }
+
+    /// Every migration up to version 14, as the previous build applied them.
+    const PREVIOUS_SCHEMA: [(i64, &str, &str); 14] = [
+        (
+            1,
+            "initial",
+            include_str!("../../../vendored/src/store/migrations/postgres/0001_initial.sql"),
+        ),
+        (
+            2,
+            "notifications",
+            include_str!("../../../vendored/src/store/migrations/postgres/0002_notifications.sql"),
+        ),
+        (
+            3,
+            "lossless_text",
+            include_str!("../../../vendored/src/store/migrations/postgres/0003_lossless_text.sql"),
+        ),
+        (
+            4,
+            "durable_runs",
+            include_str!("../../../vendored/src/store/migrations/postgres/0004_durable_runs.sql"),
+        ),
+        (
+            5,
+            "runs_by_age",
+            include_str!("../../../vendored/src/store/migrations/postgres/0005_runs_by_age.sql"),
+        ),
+        (
+            6,
+            "approvals_settled",
+            include_str!(
+                "../../../vendored/src/store/migrations/postgres/0006_approvals_settled.sql"
+            ),
+        ),
+        (
+            7,
+            "spec_versions",
+            include_str!("../../../vendored/src/store/migrations/postgres/0007_spec_versions.sql"),
+        ),
+        (
+            8,
+            "votes",
+            include_str!("../../../vendored/src/store/migrations/postgres/0008_votes.sql"),
+        ),
+        (
+            9,
+            "gate_timers",
+            include_str!("../../../vendored/src/store/migrations/postgres/0009_gate_timers.sql"),
+        ),
+        (
+            10,
+            "vote_input",
+            include_str!("../../../vendored/src/store/migrations/postgres/0010_vote_input.sql"),
+        ),
+        (
+            11,
+            "outbox",
+            include_str!("../../../vendored/src/store/migrations/postgres/0011_outbox.sql"),
+        ),
+        (
+            12,
+            "pending_by_step",
+            include_str!(
+                "../../../vendored/src/store/migrations/postgres/0012_pending_by_step.sql"
+            ),
+        ),
+        (
+            13,
+            "outbox_lanes",
+            include_str!("../../../vendored/src/store/migrations/postgres/0013_outbox_lanes.sql"),
+        ),
+        (
+            14,
+            "started_without_input",
+            include_str!(
+                "../../../vendored/src/store/migrations/postgres/0014_started_without_input.sql"
+            ),
+        ),
+    ];
+
+    /// A database as the previous build (schema 14) left it.
+    fn previous_schema(db: &pg::TestDb) {
+        db.psql(
+            "CREATE TABLE tollgate_schema_history (version bigint PRIMARY KEY, \
+             name text NOT NULL, applied_at timestamptz NOT NULL)",
+        );
+        for (version, name, sql) in PREVIOUS_SCHEMA {
+            db.psql(sql);
+            db.psql(&format!(
+                "INSERT INTO tollgate_schema_history VALUES ({version}, '{name}', now())"
+            ));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn approvals_paused_before_the_outbox_get_the_slack_notices_their_messages_need() {
+        use tollgate_runtime::store::NoticeQuery;
+        let db = pg::database();
+        previous_schema(&db);
+        // Rows as schema 14 wrote them (JSON text columns, no routes).
+        for (key, agent, status) in [
+            ("k-unseen", "agent", "PENDING"),
+            ("k-unposted", "agent", "PENDING"),
+            ("k-posted", "agent", "PENDING"),
+            ("k-voting", "agent", "PENDING"),
+            ("k-settled", "agent", "APPROVED"),
+            ("k-done", "agent", "APPROVED"),
+            // An agent no Slack notifier ever worked for: left alone.
+            ("k-quiet", "quiet", "PENDING"),
+        ] {
+            db.psql(&format!(
+                "INSERT INTO tollgate_runs (id, agent_id, spec_hash, status, input, \"trigger\", \
+                 outputs, created_at, updated_at) VALUES ('run-{key}', '{agent}', 'h', \
+                 'awaiting_approval', '{{}}', '{{}}', '{{}}', '2026-01-01T00:00:00Z', \
+                 '2026-01-01T00:00:00Z'); \
+                 INSERT INTO tollgate_approvals (key, run_id, agent_id, spec_hash, step_index, \
+                 step_id, phase, message, payload, outputs, input, \"trigger\", status, \
+                 created_at, expires_at) VALUES ('{key}', 'run-{key}', '{agent}', 'h', 0, \
+                 'gate', 'before', '\"Ship?\"', '{{\"order\": \"A1\"}}', '{{}}', '{{}}', '{{}}', \
+                 '{status}', '2026-01-01T00:00:00Z', '2999-01-01T00:00:00Z')"
+            ));
+        }
+        db.psql(
+            "UPDATE tollgate_approvals SET roster = '{\"rules\": []}' WHERE key = 'k-voting'; \
+             INSERT INTO tollgate_notifications (key, channel, ts, posted_at, attempts, \
+             decision_posted_at) VALUES \
+             ('k-unposted', NULL, NULL, NULL, 1, NULL), \
+             ('k-posted', 'C0POSTED', '1700000000.000001', now(), 1, NULL), \
+             ('k-voting', 'C0POSTED', '1700000000.000002', now(), 1, NULL), \
+             ('k-settled', 'C0POSTED', '1700000000.000003', now(), 1, NULL), \
+             ('k-done', 'C0POSTED', '1700000000.000004', now(), 2, now())",
+        );
+        let store = connect(&db.url).await;
+        assert!(history(&db).ends_with(",16:slack_through_outbox"));
+        let all = store
+            .list_notices(&NoticeQuery {
+                limit: 100,
+                ..NoticeQuery::default()
+            })
+            .await
+            .expect("the migrated notices read back");
+        let mut written: Vec<(String, &str, &str, &str)> = all
+            .iter()
+            .map(|n| {
+                (
+                    n.notice.key.clone(),
+                    n.notice.event.as_str(),
+                    n.notice.channel.as_str(),
+                    n.status.as_str(),
+                )
+            })
+            .collect();
+        written.sort();
+        assert_eq!(
+            written,
+            vec![
+                ("k-settled".into(), "approval.approved", "slack", "pending"),
+                (
+                    "k-unposted".into(),
+                    "approval.requested",
+                    "slack",
+                    "pending"
+                ),
+                ("k-unseen".into(), "approval.requested", "slack", "pending"),
+                ("k-voting".into(), "approval.voted", "slack", "pending"),
+            ],
+            "a notice for each message with work left, none for the others"
+        );
+        for notice in &all {
+            let n = &notice.notice;
+            assert_eq!(n.body.event, n.event);
+            assert_eq!(n.body.data.key, n.key);
+            assert_eq!(n.body.data.run_id, format!("run-{}", n.key));
+            assert_eq!(n.body.data.agent, "agent");
+            assert_eq!(n.body.data.message.as_deref(), Some("Ship?"));
+            assert!(n.body.data.payload_preview.contains("A1"));
+            assert_eq!(n.id.len(), 36, "a UUID: {}", n.id);
+            assert!(notice.next_at <= chrono::Utc::now(), "due at once");
+            let posted_in = if n.key == "k-unseen" || n.key == "k-unposted" {
+                ""
+            } else {
+                "C0POSTED"
+            };
+            assert_eq!(n.target, posted_in);
+            let routes = store
+                .routes_of(&n.key)
+                .await
+                .expect("routes")
+                .expect("stored");
+            assert_eq!(routes.slack.as_deref(), Some(posted_in), "{}", n.key);
+            assert!(routes.webhooks.is_empty() && routes.email.is_none());
+        }
+        for key in ["k-posted", "k-done", "k-quiet"] {
+            assert_eq!(
+                store.routes_of(key).await.expect("routes"),
+                None,
+                "{key} is left as it was"
+            );
+        }
     }
 
     /// 10,000 PENDING records of one agent and 2,000 settled ones (every

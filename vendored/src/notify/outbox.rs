@@ -3,10 +3,16 @@
 //! them, see [`crate::notify::lanes`]), leases due notices from the store
 //! (one sender per notice across processes, at most a lane's share of one
 //! endpoint's notices across every worker), sends each on its channel in
-//! a task of its own, and records what came of it: sent; failed, retried
+//! a task of its own (one [`NoticeSender`] per channel, see
+//! [`crate::notify::sender`]), and records what came of it: sent; failed, retried
 //! after a jittered exponential backoff (or the receiver's `Retry-After`)
 //! while the notice's retry window lasts; or dead, with a log line, for an
 //! operator to retry (`tollgate notifications retry`).
+//!
+//! It is the only trigger of every notification, Slack's included (issue
+//! 43): it leases as soon as a commit that wrote notices wakes it (see
+//! [`crate::notify::wake`]), and every [`POLL_EVERY`] in case a wake was
+//! missed.
 //!
 //! The worker never waits for the slowest of a batch: as soon as one send
 //! ends it leases again, so a hanging endpoint holds only the slots of its
@@ -27,15 +33,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::backoff::Backoff;
 use crate::links::LinkSigner;
-use crate::notices::{NoticeBody, NoticeChannel, NoticeRoutes};
+use crate::notices::NoticeChannel;
 use crate::notify::delivery::Attempt;
 use crate::notify::email::EmailSender;
 use crate::notify::lanes;
-use crate::notify::slack::{Progress, SlackNotifier};
+use crate::notify::sender::{EmailNotices, NoticeSender, SlackNotices, WebhookNotices};
+use crate::notify::slack::SlackNotifier;
 use crate::notify::webhook::WebhookSender;
 use crate::store::{DisabledEndpoint, LaneLimits, NoticeWrite, OutboxNotice, SharedStore};
 use crate::time::SharedClock;
@@ -60,7 +67,8 @@ fn retry_backoff(window: Duration) -> Backoff {
     Backoff::new(base, cap)
 }
 
-/// How often an idle worker looks for due notices.
+/// How often an idle worker looks for due notices when nothing woke it
+/// (see [`crate::notify::wake`]): a failed notice coming due, a wake lost.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
 
 /// Notices labelled with their lane per look, at most.
@@ -84,15 +92,17 @@ pub struct OutboxWorker {
     /// This worker's name on its leases: the node, and a random part so
     /// two workers of one process (tests) are told apart.
     owner: String,
-    webhooks: WebhookSender,
-    mail: EmailSender,
-    links: Option<LinkSigner>,
+    /// One sender per channel (see [`crate::notify::sender`]).
+    webhooks: WebhookNotices,
+    mail: EmailNotices,
+    /// Posts and edits the Slack messages (`approvals.notify.slack`).
+    slack: SlackNotices,
     window: Duration,
     metrics: Option<Arc<crate::metrics::Metrics>>,
-    /// Posts and edits the Slack messages (`approvals.notify.slack`).
-    slack: Option<Arc<SlackNotifier>>,
     /// How many notices are sent at once, per lane and in all.
     lanes: LaneLimits,
+    /// Woken after a commit that wrote notices (see [`OutboxWorker::waker`]).
+    wake: Arc<Notify>,
 }
 
 /// Why a worker could not be made.
@@ -104,25 +114,33 @@ impl OutboxWorker {
     pub fn new(store: SharedStore, clock: SharedClock) -> Result<OutboxWorker, WorkerError> {
         Ok(OutboxWorker {
             store,
-            clock,
+            clock: clock.clone(),
             owner: format!(
                 "{}/{}",
                 crate::durable::node_id(),
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             ),
-            webhooks: WebhookSender::new().map_err(|e| WorkerError(e.to_string()))?,
-            mail: EmailSender::new(),
-            links: None,
+            webhooks: WebhookNotices {
+                sender: WebhookSender::new().map_err(|e| WorkerError(e.to_string()))?,
+                links: None,
+                clock: clock.clone(),
+            },
+            mail: EmailNotices {
+                sender: EmailSender::new(),
+                links: None,
+            },
+            slack: SlackNotices { slack: None },
             window: DEFAULT_RETRY_WINDOW,
-            slack: None,
             metrics: None,
             lanes: DEFAULT_LANES,
+            wake: Arc::new(Notify::new()),
         })
     }
 
     /// Sign links into the notices (see the module's doc for which).
     pub fn with_links(mut self, links: Option<LinkSigner>) -> OutboxWorker {
-        self.links = links;
+        self.webhooks.links = links.clone();
+        self.mail.links = links;
         self
     }
 
@@ -144,13 +162,13 @@ impl OutboxWorker {
     /// Send mail through `sender` (tests trust their own CA, shorten its
     /// timeout).
     pub fn with_mail_sender(mut self, sender: EmailSender) -> OutboxWorker {
-        self.mail = sender;
+        self.mail.sender = sender;
         self
     }
 
     /// Bring Slack messages in line through `slack` (the served spec's).
     pub fn with_slack(mut self, slack: Option<Arc<SlackNotifier>>) -> OutboxWorker {
-        self.slack = slack;
+        self.slack.slack = slack;
         self
     }
 
@@ -163,13 +181,19 @@ impl OutboxWorker {
 
     /// Send web hooks through `sender` (tests shorten its timeouts).
     pub fn with_webhook_sender(mut self, sender: WebhookSender) -> OutboxWorker {
-        self.webhooks = sender;
+        self.webhooks.sender = sender;
         self
     }
 
+    /// What wakes this worker at once: notify it after a commit that wrote
+    /// notices (see [`crate::notify::wake`]).
+    pub fn waker(&self) -> Arc<Notify> {
+        Arc::clone(&self.wake)
+    }
+
     /// Deliver until `stop` turns true. Each send runs in a task of its
-    /// own; the worker leases again whenever one ends (a slot is free),
-    /// else every [`POLL_EVERY`]. Sends still running at the stop are
+    /// own; the worker leases again whenever one ends (a slot is free) or
+    /// a commit wakes it, else every [`POLL_EVERY`]. Sends still running at the stop are
     /// dropped: their leases run out and another worker sends them again
     /// (delivery is at least once).
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
@@ -188,6 +212,7 @@ impl OutboxWorker {
             }
             tokio::select! {
                 Some(_) = sends.join_next(), if !sends.is_empty() => {}
+                _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(POLL_EVERY) => {}
                 _ = stop.changed() => {}
             }
@@ -375,107 +400,11 @@ impl OutboxWorker {
             }
         };
         match n.channel {
-            NoticeChannel::Webhook => self.send_webhook(notice, &routes).await,
-            NoticeChannel::Email => self.send_email(notice, &routes).await,
-            NoticeChannel::Slack => self.sync_slack(notice).await,
+            NoticeChannel::Webhook => self.webhooks.send(notice, &routes).await,
+            NoticeChannel::Email => self.mail.send(notice, &routes).await,
+            NoticeChannel::Slack => self.slack.send(notice, &routes).await,
         }
     }
-
-    async fn send_webhook(&self, notice: &OutboxNotice, routes: &NoticeRoutes) -> Attempt {
-        let n = &notice.notice;
-        let Some(route) = routes.webhooks.iter().find(|r| r.url == n.target) else {
-            return Attempt::Gone {
-                reason: format!(
-                    "no webhook {} is configured for approval {} any more",
-                    n.target, n.key
-                ),
-            };
-        };
-        let approvers = routes.email.as_ref().and_then(|e| e.approvers.as_deref());
-        let link = self
-            .links
-            .as_ref()
-            .and_then(|links| links.unattended_link(&n.key, approvers));
-        let body = match serialize(&n.body, link) {
-            Ok(body) => body,
-            Err(error) => return Attempt::Gone { reason: error },
-        };
-        self.webhooks
-            .deliver(route, &n.id, &body, self.clock.now())
-            .await
-    }
-
-    /// A mail to one decider, with a link bound to them while the
-    /// approval waits (when links are on and have a public URL: a path
-    /// alone is no use in a mail).
-    async fn send_email(&self, notice: &OutboxNotice, routes: &NoticeRoutes) -> Attempt {
-        let n = &notice.notice;
-        let Some(route) = &routes.email else {
-            return Attempt::Gone {
-                reason: format!("no mail is configured for approval {} any more", n.key),
-            };
-        };
-        let link = self
-            .links
-            .as_ref()
-            .filter(|links| {
-                links.public_url().is_some()
-                    && n.body.data.status == crate::pending_approval::ApprovalStatus::Pending
-            })
-            .map(|links| links.url(&n.key, Some(&n.target)));
-        self.mail
-            .deliver(route, &n.target, &n.body, &n.id, link.as_deref())
-            .await
-    }
-}
-
-impl OutboxWorker {
-    /// A Slack notice: the message made to show what the store holds now
-    /// (see [`SlackNotifier::sync`]). The message is held by one worker at
-    /// a time; while another holds it (this process's live follower, or
-    /// another notice of the same approval being sent) this waits a little
-    /// rather than count a failure.
-    async fn sync_slack(&self, notice: &OutboxNotice) -> Attempt {
-        let Some(slack) = &self.slack else {
-            return Attempt::Misconfigured {
-                error: "this server has no approvals.notify.slack: another server sends it".into(),
-            };
-        };
-        let n = &notice.notice;
-        for wait in SLACK_BUSY_WAITS {
-            match slack.sync(&n.key, n.event).await {
-                Progress::Done | Progress::Skipped => return Attempt::Sent,
-                Progress::Failed { .. } => {
-                    return Attempt::Failed {
-                        error: "the Slack call failed (see the log and `tollgate_notifications`)"
-                            .into(),
-                        retry_after: None,
-                    };
-                }
-                Progress::Busy => tokio::time::sleep(wait).await,
-            }
-        }
-        Attempt::Failed {
-            error: "another worker kept the Slack message busy".into(),
-            retry_after: None,
-        }
-    }
-}
-
-/// The waits of a Slack notice whose message another worker holds: a post
-/// or an edit takes well under a second.
-const SLACK_BUSY_WAITS: [Duration; 4] = [
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-];
-
-/// The body as sent: the stored body with the link of this send.
-fn serialize(body: &NoticeBody, link: Option<String>) -> Result<Vec<u8>, String> {
-    let mut body = body.clone();
-    body.data.link = link;
-    serde_json::to_vec(&body).map_err(|e| format!("cannot encode the notice: {e}"))
 }
 
 #[cfg(test)]

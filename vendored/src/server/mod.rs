@@ -463,7 +463,7 @@ async fn mount_with_schedule(
 ) -> Result<Mounted, ServerError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let background = Background::default();
-    let slack = start_slack(&agent, config.links.as_ref(), &stop_rx)?;
+    let slack = start_slack(&agent, config.links.as_ref())?;
     let watcher = push_watcher(&agent);
     let gates = gate_requests(&agent, watcher.clone());
     let state = AppState {
@@ -476,10 +476,6 @@ async fn mount_with_schedule(
         watcher,
         gates,
     };
-    if let (Some(slack), Some(watcher)) = (&state.slack, &state.watcher) {
-        // Votes other processes record (the CLI) reach Slack at once.
-        tokio::spawn(Arc::clone(slack).follow_changes(watcher.changes(), stop_rx.clone()));
-    }
     if config.tokens.is_empty() {
         tracing::warn!(
             "no API tokens ({TOKENS_ENV} is not set): serving loopback only, every caller is \"{}\"",
@@ -525,18 +521,14 @@ async fn mount_with_schedule(
         background.clone(),
         stop_rx.clone(),
     ));
-    if let Some(slack) = &state.slack {
-        // After the startup sweep, so expiries it found are shown too.
-        tokio::spawn(Arc::clone(slack).repair_once());
-    }
     let sweeping = tokio::spawn(sweeper::run(
         agent.clone(),
         config.sweep_every,
         stop_rx.clone(),
-        state.slack.clone(),
         swept != sweeper::Swept::Stop,
     ));
-    // The outbox's notices (webhooks, mail), whichever process wrote them.
+    // The outbox's notices (Slack, webhooks, mail), whichever process
+    // wrote them: the only trigger of every notification.
     let outbox =
         crate::notify::outbox::OutboxWorker::new(agent.store().clone(), agent.clock().clone())
             .map_err(|e| ServerError::Config(e.to_string()))?
@@ -544,6 +536,21 @@ async fn mount_with_schedule(
             .with_retry_window(config.notify_retry_window)
             .with_slack(state.slack.clone())
             .with_metrics(agent.metrics().clone());
+    // Woken right after this process's commits that wrote notices, and
+    // after other processes' (the store's change feed, when it has one).
+    let wake = outbox.waker();
+    tokio::spawn(crate::notify::wake::on_events(
+        agent.subscribe(),
+        Arc::clone(&wake),
+        stop_rx.clone(),
+    ));
+    if let Some(watcher) = &state.watcher {
+        tokio::spawn(crate::notify::wake::on_changes(
+            watcher.changes(),
+            wake,
+            stop_rx.clone(),
+        ));
+    }
     tokio::spawn(Arc::new(outbox).run(stop_rx.clone()));
     for entry in schedule {
         tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
@@ -604,14 +611,11 @@ pub fn announce(addr: SocketAddr) {
     let _ = out.flush();
 }
 
-/// With `approvals.notify.slack`: follow this process's run events (before
-/// any run can start, so no pause is missed). The sweeper repairs from the
-/// store after every sweep (pauses of other processes, outages, crashes,
-/// expiries).
+/// With `approvals.notify.slack`: the notifier the outbox's worker sends
+/// Slack notices through, and `POST /slack/actions` answers clicks with.
 fn start_slack(
     agent: &AgentRun,
     links: Option<&LinkSigner>,
-    stop: &watch::Receiver<bool>,
 ) -> Result<Option<Arc<SlackNotifier>>, ServerError> {
     let slack = SlackNotifier::for_spec_with_links(
         agent.spec(),
@@ -626,7 +630,6 @@ fn start_slack(
         for problem in slack.check_credentials() {
             tracing::warn!(error = %problem, "Slack approvals will not work until this is fixed");
         }
-        tokio::spawn(Arc::clone(slack).follow(agent.subscribe(), stop.clone()));
         tracing::info!(
             "Slack approvals on: pauses are posted, clicks arrive at POST /slack/actions"
         );

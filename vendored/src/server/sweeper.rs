@@ -4,12 +4,10 @@
 //! resumed); due reminders and escalations are done. The store makes each
 //! happen once across every process sharing it; this logs the ones it did.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::notify::SlackNotifier;
 use crate::run::{AgentRun, RunError};
 
 pub(crate) const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -100,29 +98,24 @@ async fn sweep(agent: &AgentRun) -> Result<usize, RunError> {
 
 /// Sweep every `every` until shutdown (the startup sweep is done by the
 /// caller before it accepts requests; `sweeping` is false when it said
-/// [`Swept::Stop`]). With Slack, each sweep is followed by the notifier's
-/// repair, so the expiries it made show in Slack at once; the repair goes on
-/// after the sweeps stopped.
+/// [`Swept::Stop`]). The expiries a sweep makes write their notices, which
+/// the outbox's worker sends (Slack's included).
 pub(crate) async fn run(
     agent: AgentRun,
     every: Duration,
     mut shutdown: watch::Receiver<bool>,
-    slack: Option<Arc<SlackNotifier>>,
-    mut sweeping: bool,
+    sweeping: bool,
 ) {
+    if !sweeping {
+        return;
+    }
     loop {
-        if !sweeping && slack.is_none() {
-            return;
-        }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.changed() => return,
         }
-        if sweeping && sweep_once(&agent).await == Swept::Stop {
-            sweeping = false;
-        }
-        if let Some(slack) = &slack {
-            slack.repair().await;
+        if sweep_once(&agent).await == Swept::Stop {
+            return;
         }
     }
 }

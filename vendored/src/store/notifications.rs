@@ -7,7 +7,6 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::StoreResult;
-use crate::pending_approval::ApprovalRecord;
 
 /// The chat message (Slack) announcing one approval, as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,17 +51,6 @@ pub enum NotificationWrite {
     Release,
 }
 
-/// Work for the notifier's repair sweep (messages a crash, an outage or
-/// another process left behind).
-#[derive(Debug, Clone, Default)]
-pub struct NotificationsDue {
-    /// PENDING, unexpired approvals with no message yet.
-    pub to_post: Vec<ApprovalRecord>,
-    /// Settled approvals (decided or expired) whose message still shows
-    /// the buttons.
-    pub to_settle: Vec<(ApprovalRecord, Notification)>,
-}
-
 /// The chat messages (Slack) announcing each approval, kept beside the
 /// approvals (schema version 2). Only the notifier needs these, so they are
 /// not part of [`StateStore`](super::StateStore); a store offers them through
@@ -84,31 +72,6 @@ pub trait NotificationStore: Send + Sync + 'static {
     async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()>;
 
     async fn get_notification(&self, key: &str) -> StoreResult<Option<Notification>>;
-
-    /// Up to `limit` of each kind of unfinished message work for `agent_id`
-    /// whose lease is free at `now`, oldest first.
-    async fn notifications_due(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<NotificationsDue>;
-
-    /// The posted messages of `agent_id`'s PENDING gates that count votes
-    /// (a roster was stored with the pause) whose lease is free at `now`,
-    /// each with how many votes its ledger holds, at most `limit`, oldest
-    /// first: the repair sweep edits those whose count differs from what
-    /// it last showed (votes recorded by a process without Slack, such as
-    /// the CLI). This default lists none.
-    async fn open_vote_counts(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, u64)>> {
-        let _ = (agent_id, now, limit);
-        Ok(Vec::new())
-    }
 }
 
 pub type SharedNotifications = Arc<dyn NotificationStore>;

@@ -69,11 +69,11 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use super::feed::ChangeFeed;
 use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, CastVote, Claimed, FirstWrite,
-    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim,
-    VoteOutcome, Votes, WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause,
-    check_spec_version, check_started, report_skipped, row_limit,
+    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, Pause, PendingPage,
+    PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage, SharedNotifications,
+    SpecVersions, StoreError, StoreErrorKind, StoreResult, StuckClaim, VoteOutcome, Votes,
+    WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause, check_spec_version,
+    check_started, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
@@ -374,30 +374,6 @@ impl NotificationStore for PostgresStore {
 
     async fn get_notification(&self, key: &str) -> StoreResult<Option<Notification>> {
         notifications::get(&self.client().await?, key).await
-    }
-
-    async fn notifications_due(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<NotificationsDue> {
-        let limit = row_limit(limit);
-        let client = self.client().await?;
-        Ok(NotificationsDue {
-            to_post: notifications::due_to_post(&client, agent_id, &now, limit).await?,
-            to_settle: notifications::due_to_settle(&client, agent_id, &now, limit).await?,
-        })
-    }
-
-    async fn open_vote_counts(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, u64)>> {
-        notifications::open_vote_counts(&self.client().await?, agent_id, &now, row_limit(limit))
-            .await
     }
 }
 

@@ -89,11 +89,11 @@ use self::group_commit::GroupWriter;
 use self::ops::{ApprovalRow, CastRow, ClaimRow, EndRow, FirstRow, MoveRow, RunRow, encode_events};
 use super::{
     ApprovalPage, ApprovalQuery, Approvals, CancelRun, Cancelled, CastVote, Claimed, FirstWrite,
-    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, NotificationsDue,
-    Pause, PendingPage, PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage,
-    SharedNotifications, SpecVersions, StoreError, StoreResult, StuckClaim, VoteOutcome, Votes,
-    WRITE_PROBE_KEY, WriterStats, check_cast, check_claim_end, check_lease_end, check_pause,
-    check_spec_version, check_started, report_skipped, row_limit,
+    Health, KeyClaim, Keys, Notification, NotificationStore, NotificationWrite, Pause, PendingPage,
+    PendingQuery, Queries, RunEnd, RunLog, RunQuery, RunTransition, RunsPage, SharedNotifications,
+    SpecVersions, StoreError, StoreResult, StuckClaim, VoteOutcome, Votes, WRITE_PROBE_KEY,
+    WriterStats, check_cast, check_claim_end, check_lease_end, check_pause, check_spec_version,
+    check_started, report_skipped, row_limit,
 };
 use crate::events::Event;
 use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
@@ -578,39 +578,6 @@ impl NotificationStore for SqliteStore {
         let key = key.to_string();
         self.read(format!("reading the message of {key}"), move |conn| {
             notifications::get(conn, &key)
-        })
-        .await
-    }
-
-    async fn notifications_due(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<NotificationsDue> {
-        let agent_id = agent_id.to_string();
-        let now = format_utc(now);
-        let limit = row_limit(limit);
-        self.read("listing message work", move |conn| {
-            Ok(NotificationsDue {
-                to_post: notifications::due_to_post(conn, &agent_id, &now, limit)?,
-                to_settle: notifications::due_to_settle(conn, &agent_id, &now, limit)?,
-            })
-        })
-        .await
-    }
-
-    async fn open_vote_counts(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, u64)>> {
-        let agent_id = agent_id.to_string();
-        let now = format_utc(now);
-        let limit = row_limit(limit);
-        self.read("listing the messages of gates with votes", move |conn| {
-            notifications::open_vote_counts(conn, &agent_id, &now, limit)
         })
         .await
     }

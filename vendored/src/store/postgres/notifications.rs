@@ -1,14 +1,14 @@
 //! `tollgate_notifications` (schema version 2): the chat message announcing
-//! each approval, its lease, and the repair sweep's queries. The same
+//! each approval and its lease (one call per message at a time). The same
 //! statements as the SQLite store's, in PostgreSQL's dialect.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
-use super::codec::{APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RowReader, approval_from_row};
-use super::ops::{decode_skipping, execute, query_opt};
-use crate::pending_approval::{ApprovalError, ApprovalRecord};
+use super::codec::RowReader;
+use super::ops::{execute, query_opt};
+use crate::pending_approval::ApprovalError;
 use crate::store::columns::Columns;
 use crate::store::{Notification, NotificationWrite, StoreError, StoreResult};
 
@@ -137,101 +137,4 @@ pub(super) async fn get<C: GenericClient>(
         notification_from_row,
     )
     .await
-}
-
-/// PENDING, unexpired approvals of `agent_id` with no message and no held
-/// lease, oldest first.
-pub(super) async fn due_to_post<C: GenericClient>(
-    client: &C,
-    agent_id: &str,
-    now: &DateTime<Utc>,
-    limit: i64,
-) -> StoreResult<Vec<ApprovalRecord>> {
-    let rows = client
-        .query(
-        &format!(
-            "SELECT {cols} FROM tollgate_approvals a \
-             LEFT JOIN tollgate_notifications n ON n.key = a.key \
-             WHERE a.status = 'PENDING' AND a.agent_id = $1 AND a.expires_at > $2 \
-               AND (n.key IS NULL OR (n.ts IS NULL AND (n.lease_until IS NULL OR n.lease_until <= $2))) \
-             ORDER BY a.created_at, a.key LIMIT $3",
-            cols = prefixed("a", APPROVAL_COLUMNS)
-        ),
-        &[&agent_id, now, &limit],
-    )
-    .await?;
-    readable(decode_skipping(&rows, approval_from_row)?)
-}
-
-/// What the repair sweep can work on; rows that do not decode are logged
-/// and left out: one bad row must not stop every message's repair.
-fn readable<T>((good, bad): (Vec<T>, Vec<crate::store::UnreadableRow>)) -> StoreResult<Vec<T>> {
-    crate::store::report_skipped("postgres", "approval (notifications)", &bad);
-    Ok(good)
-}
-
-/// Settled (decided or expired) approvals of `agent_id` whose posted
-/// message still shows the buttons and whose lease is free.
-pub(super) async fn due_to_settle<C: GenericClient>(
-    client: &C,
-    agent_id: &str,
-    now: &DateTime<Utc>,
-    limit: i64,
-) -> StoreResult<Vec<(ApprovalRecord, Notification)>> {
-    let rows = client
-        .query(
-            &format!(
-                "SELECT {a}, {n} FROM tollgate_notifications n \
-             JOIN tollgate_approvals a ON a.key = n.key \
-             WHERE n.ts IS NOT NULL AND n.decision_posted_at IS NULL \
-               AND (n.lease_until IS NULL OR n.lease_until <= $2) \
-               AND a.status <> 'PENDING' AND a.agent_id = $1 \
-             ORDER BY a.created_at, a.key LIMIT $3",
-                a = prefixed("a", APPROVAL_COLUMNS),
-                n = prefixed("n", NOTIFICATION_COLUMNS),
-            ),
-            &[&agent_id, now, &limit],
-        )
-        .await?;
-    readable(decode_skipping(&rows, |row| {
-        Ok((
-            approval_from_row(row)?,
-            notification_at(row, APPROVAL_COLUMN_COUNT)?,
-        ))
-    })?)
-}
-
-/// See [`NotificationStore::open_vote_counts`](crate::store::NotificationStore::open_vote_counts).
-pub(super) async fn open_vote_counts<C: GenericClient>(
-    client: &C,
-    agent_id: &str,
-    now: &DateTime<Utc>,
-    limit: i64,
-) -> StoreResult<Vec<(String, u64)>> {
-    let rows = client
-        .query(
-            "SELECT n.key, (SELECT COUNT(*) FROM tollgate_votes v WHERE v.key = n.key) \
-             FROM tollgate_notifications n \
-             JOIN tollgate_approvals a ON a.key = n.key \
-             WHERE n.ts IS NOT NULL AND n.decision_posted_at IS NULL \
-               AND (n.lease_until IS NULL OR n.lease_until <= $2) \
-               AND a.status = 'PENDING' AND a.roster IS NOT NULL AND a.agent_id = $1 \
-             ORDER BY a.created_at, a.key LIMIT $3",
-            &[&agent_id, now, &limit],
-        )
-        .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let votes: i64 = row.try_get(1)?;
-        out.push((row.try_get(0)?, u64::try_from(votes).unwrap_or(0)));
-    }
-    Ok(out)
-}
-
-fn prefixed(alias: &str, columns: &str) -> String {
-    columns
-        .split(", ")
-        .map(|c| format!("{alias}.{}", c.trim()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

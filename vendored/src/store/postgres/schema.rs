@@ -88,6 +88,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "approval_origin",
         sql: include_str!("../migrations/postgres/0015_approval_origin.sql"),
     },
+    Migration {
+        version: 16,
+        name: "slack_through_outbox",
+        sql: include_str!("../migrations/postgres/0016_slack_through_outbox.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

@@ -1,13 +1,13 @@
 //! `tollgate_notifications` (schema version 2): the chat message announcing
-//! each approval, its lease, and the repair sweep's queries.
+//! each approval and its lease (one call per message at a time).
 //!
 //! Like `ops`, everything here runs synchronously on one connection; the
 //! store wraps writers in `BEGIN IMMEDIATE`.
 
 use rusqlite::{Connection, Row};
 
-use super::codec::{APPROVAL_COLUMN_COUNT, APPROVAL_COLUMNS, RowReader, approval_from_row};
-use crate::pending_approval::{ApprovalError, ApprovalRecord};
+use super::codec::RowReader;
+use crate::pending_approval::ApprovalError;
 use crate::store::columns::Columns;
 use crate::store::{Notification, NotificationWrite, StoreError, StoreResult};
 use crate::time::format_utc;
@@ -101,106 +101,4 @@ pub(super) fn get(conn: &Connection, key: &str) -> StoreResult<Option<Notificati
     ))?;
     let mut rows = stmt.query([key])?;
     rows.next()?.map(notification_from_row).transpose()
-}
-
-/// PENDING, unexpired approvals of `agent_id` with no message and no held
-/// lease, oldest first. Walks the pending-by-agent index.
-pub(super) fn due_to_post(
-    conn: &Connection,
-    agent_id: &str,
-    now: &str,
-    limit: i64,
-) -> StoreResult<Vec<ApprovalRecord>> {
-    let cols = prefixed("a", APPROVAL_COLUMNS);
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {cols} FROM tollgate_approvals a \
-         LEFT JOIN tollgate_notifications n ON n.key = a.key \
-         WHERE a.status = 'PENDING' AND a.agent_id = ?1 AND +a.expires_at > ?2 \
-           AND (n.key IS NULL OR (n.ts IS NULL AND (n.lease_until IS NULL OR n.lease_until <= ?2))) \
-         ORDER BY a.created_at, a.key LIMIT ?3"
-    ))?;
-    let mut rows = stmt.query((agent_id, now, limit))?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        if let Some(record) = readable(approval_from_row(row))? {
-            out.push(record);
-        }
-    }
-    Ok(out)
-}
-
-/// Settled (decided or expired) approvals of `agent_id` whose posted
-/// message still shows the buttons and whose lease is free. Starts from the
-/// partial index of open messages.
-pub(super) fn due_to_settle(
-    conn: &Connection,
-    agent_id: &str,
-    now: &str,
-    limit: i64,
-) -> StoreResult<Vec<(ApprovalRecord, Notification)>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {a}, {n} FROM tollgate_notifications n \
-         JOIN tollgate_approvals a ON a.key = n.key \
-         WHERE n.ts IS NOT NULL AND n.decision_posted_at IS NULL \
-           AND (n.lease_until IS NULL OR n.lease_until <= ?2) \
-           AND a.status <> 'PENDING' AND a.agent_id = ?1 \
-         ORDER BY a.created_at, a.key LIMIT ?3",
-        a = prefixed("a", APPROVAL_COLUMNS),
-        n = prefixed("n", NOTIFICATION_COLUMNS),
-    ))?;
-    let mut rows = stmt.query((agent_id, now, limit))?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        if let Some(record) = readable(approval_from_row(row))? {
-            out.push((record, notification_at(row, APPROVAL_COLUMN_COUNT)?));
-        }
-    }
-    Ok(out)
-}
-
-/// See [`NotificationStore::open_vote_counts`](crate::store::NotificationStore::open_vote_counts).
-/// Starts from the partial index of open messages.
-pub(super) fn open_vote_counts(
-    conn: &Connection,
-    agent_id: &str,
-    now: &str,
-    limit: i64,
-) -> StoreResult<Vec<(String, u64)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT n.key, (SELECT COUNT(*) FROM tollgate_votes v WHERE v.key = n.key) \
-         FROM tollgate_notifications n \
-         JOIN tollgate_approvals a ON a.key = n.key \
-         WHERE n.ts IS NOT NULL AND n.decision_posted_at IS NULL \
-           AND (n.lease_until IS NULL OR n.lease_until <= ?2) \
-           AND a.status = 'PENDING' AND a.roster IS NOT NULL AND a.agent_id = ?1 \
-         ORDER BY a.created_at, a.key LIMIT ?3",
-    )?;
-    let mut rows = stmt.query((agent_id, now, limit))?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        let votes: i64 = row.get(1)?;
-        out.push((row.get(0)?, u64::try_from(votes).unwrap_or(0)));
-    }
-    Ok(out)
-}
-
-/// A record the repair sweep can work on, or `None` for one that does not
-/// decode (logged): one bad row must not stop every message's repair.
-fn readable(decoded: StoreResult<ApprovalRecord>) -> StoreResult<Option<ApprovalRecord>> {
-    match decoded {
-        Ok(record) => Ok(Some(record)),
-        Err(e @ StoreError::Corrupt(_)) => {
-            tracing::warn!(error = %e, "notifications: skipped an unreadable approval");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-fn prefixed(alias: &str, columns: &str) -> String {
-    columns
-        .split(", ")
-        .map(|c| format!("{alias}.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

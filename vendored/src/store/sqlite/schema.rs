@@ -83,6 +83,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "approval_origin",
         sql: include_str!("../migrations/sqlite/0014_approval_origin.sql"),
     },
+    Migration {
+        version: 15,
+        name: "slack_through_outbox",
+        sql: include_str!("../migrations/sqlite/0015_slack_through_outbox.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

@@ -401,7 +401,8 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
             "pending_by_step",
             "outbox_lanes",
             "started_without_input",
-            "approval_origin"
+            "approval_origin",
+            "slack_through_outbox"
         ],
         "every later migration applied"
     );
@@ -1218,4 +1219,133 @@ async fn an_unreadable_overdue_row_neither_stops_a_sweep_of_many_batches_nor_is_
         "{plan}"
     );
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+}
+
+/// A message row as the notifier of the previous schema left it: posted
+/// (`ts`) or not, and showing the outcome (`decision_posted_at`) or not.
+fn raw_message(conn: &Connection, key: &str, ts: Option<&str>, outcome_shown: bool) {
+    conn.execute(
+        "INSERT INTO tollgate_notifications (key, channel, ts, posted_at, attempts, \
+         decision_posted_at) VALUES (?1, CASE WHEN ?2 IS NULL THEN NULL ELSE 'C0POSTED' END, \
+         ?2, ?2, 1, CASE WHEN ?3 THEN '2026-01-02T00:00:00.000000Z' END)",
+        (key, ts, outcome_shown),
+    )
+    .expect("a message row");
+}
+
+#[tokio::test]
+async fn approvals_paused_before_the_outbox_get_the_slack_notices_their_messages_need() {
+    use crate::store::outbox::Outbox;
+    let dir = TempDir::new();
+    {
+        let conn = file_of_schema(&dir.db(), 14);
+        let far = "2999-01-01T00:00:00.000000Z";
+        for key in [
+            "k-unseen",
+            "k-unposted",
+            "k-posted",
+            "k-voting",
+            "k-settled",
+            "k-done",
+            "k-quiet",
+        ] {
+            raw_pause(&conn, &format!("run-{key}"), key, far);
+        }
+        // An agent no Slack notifier ever worked for: left alone.
+        conn.execute(
+            "UPDATE tollgate_approvals SET agent_id = 'quiet' WHERE key = 'k-quiet'",
+            [],
+        )
+        .expect("another agent");
+        conn.execute(
+            "UPDATE tollgate_approvals SET roster = '{\"rules\":[]}' WHERE key = 'k-voting'",
+            [],
+        )
+        .expect("a gate counting votes");
+        conn.execute(
+            "UPDATE tollgate_approvals SET status = 'APPROVED', decided_by = 'ana' \
+             WHERE key IN ('k-settled', 'k-done')",
+            [],
+        )
+        .expect("decided");
+        raw_message(&conn, "k-unposted", None, false);
+        raw_message(&conn, "k-posted", Some("1700000000.000001"), false);
+        raw_message(&conn, "k-voting", Some("1700000000.000002"), false);
+        raw_message(&conn, "k-settled", Some("1700000000.000003"), false);
+        raw_message(&conn, "k-done", Some("1700000000.000004"), true);
+    }
+    let store = open(&dir.db());
+    let all = store
+        .list_notices(&crate::store::NoticeQuery {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("the migrated notices read back");
+    let mut written: Vec<(String, &str, &str, &str)> = all
+        .iter()
+        .map(|n| {
+            (
+                n.notice.key.clone(),
+                n.notice.event.as_str(),
+                n.notice.channel.as_str(),
+                n.status.as_str(),
+            )
+        })
+        .collect();
+    written.sort();
+    assert_eq!(
+        written,
+        vec![
+            ("k-settled".into(), "approval.approved", "slack", "pending"),
+            (
+                "k-unposted".into(),
+                "approval.requested",
+                "slack",
+                "pending"
+            ),
+            ("k-unseen".into(), "approval.requested", "slack", "pending"),
+            ("k-voting".into(), "approval.voted", "slack", "pending"),
+        ],
+        "a notice for each message with work left, none for the others"
+    );
+    for notice in &all {
+        let n = &notice.notice;
+        assert_eq!(n.body.event, n.event);
+        assert_eq!(n.body.data.key, n.key);
+        assert_eq!(n.body.data.run_id, format!("run-{}", n.key));
+        assert_eq!(n.body.data.agent, "agent");
+        assert_eq!(n.body.data.message.as_deref(), Some("Ship?"));
+        assert!(uuid::Uuid::parse_str(&n.id).is_ok(), "a UUID: {}", n.id);
+        assert!(notice.next_at <= now(), "due at once");
+        let routes = store
+            .routes_of(&n.key)
+            .await
+            .expect("routes")
+            .expect("stored");
+        let posted_in = if n.key == "k-unseen" || n.key == "k-unposted" {
+            ""
+        } else {
+            "C0POSTED"
+        };
+        assert_eq!(n.target, posted_in);
+        assert_eq!(routes.slack.as_deref(), Some(posted_in), "{}", n.key);
+        assert!(routes.webhooks.is_empty() && routes.email.is_none());
+    }
+    for key in ["k-posted", "k-done", "k-quiet"] {
+        assert_eq!(
+            store.routes_of(key).await.expect("routes"),
+            None,
+            "{key} is left as it was"
+        );
+    }
+    // Due notices are what a worker leases next: labelled, then sent.
+    assert_eq!(
+        store
+            .unlabelled_notices(10)
+            .await
+            .expect("unlabelled")
+            .len(),
+        4
+    );
 }

@@ -119,7 +119,11 @@ mod tests {
             None
         );
         let named_mod = add_constructor("src/tools/mod_.rs", OLD.as_bytes()).unwrap();
-        assert!(String::from_utf8(named_mod).unwrap().contains("the `mod` tool"));
+        assert!(
+            String::from_utf8(named_mod)
+                .unwrap()
+                .contains("the `mod` tool")
+        );
         for defined in [
             "pub fn tool(env: &ToolEnv) -> Result<X, ToolError> {",
             "  pub(crate) fn tool(_: &ToolEnv) -> Result<impl CustomTool, ToolError> {",

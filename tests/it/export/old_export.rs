@@ -56,7 +56,12 @@ fn an_old_export_re_exported_builds_with_the_registry_and_runs_its_tools() {
     let edited_main = old_main.replace("mod tools;\n", &format!("mod tools;\n\n{TEAM_NOTE}"));
     assert_ne!(edited_main, old_main);
     as_old_export(&out, "src/main.rs", &old_main, &edited_main);
-    as_old_export(&out, "src/tools/mod.rs", &fixture("mod.rs"), &fixture("mod.rs"));
+    as_old_export(
+        &out,
+        "src/tools/mod.rs",
+        &fixture("mod.rs"),
+        &fixture("mod.rs"),
+    );
     let implemented = fixture("score_risk.implemented.rs");
     as_old_export(
         &out,
@@ -133,5 +138,8 @@ fn an_old_export_re_exported_builds_with_the_registry_and_runs_its_tools() {
     let failed = super::builder::cargo_output(&out, &["build", "--locked"]);
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success(), "{stderr}");
-    assert!(stderr.contains("ScoreRisk") && stderr.contains("src/main.rs"), "{stderr}");
+    assert!(
+        stderr.contains("ScoreRisk") && stderr.contains("src/main.rs"),
+        "{stderr}"
+    );
 }

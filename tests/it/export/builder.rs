@@ -286,7 +286,7 @@ fn a_tool_without_its_implementation_fails_the_build_naming_its_file() {
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success(), "{stderr}");
     assert!(
-        stderr.contains("error[E0425]: cannot find function `tool` in module `self::tally`"),
+        stderr.contains("error[E0425]: cannot find value `tool` in module `self::tally`"),
         "{stderr}"
     );
 

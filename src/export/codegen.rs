@@ -72,9 +72,13 @@ pub fn generated_rs(model: &Model<'_>) -> Result<String, ExportError> {
 pub fn tools_mod_rs(model: &Model<'_>) -> Result<String, ExportError> {
     let modules = model.rust_tools.iter().map(|tool| {
         let module = module_ident(&tool.module);
+        // A tool named `tools` is a module `tools` inside `tools`, which
+        // clippy flags (the export must pass `clippy -D warnings`).
+        let inception =
+            (tool.module == "tools").then(|| quote! { #[allow(clippy::module_inception)] });
         match &tool.module_path {
-            Some(path) => quote! { #[path = #path] mod #module; },
-            None => quote! { mod #module; },
+            Some(path) => quote! { #[path = #path] #inception mod #module; },
+            None => quote! { #inception mod #module; },
         }
     });
     let registrations = model.rust_tools.iter().map(|tool| {
@@ -157,7 +161,10 @@ fn space_groups(code: &str) -> String {
     let mut out = String::with_capacity(code.len() + 256);
     let mut previous_group = "";
     for line in code.lines() {
-        let group = if line.starts_with("mod ") || line.starts_with("#[path") {
+        let group = if line.starts_with("mod ")
+            || line.starts_with("#[path")
+            || line.starts_with("#[allow(clippy::module_inception)]")
+        {
             "mod"
         } else if line.starts_with("const _") {
             "check"

@@ -9,30 +9,18 @@
 //! `validate` and `hash`; run it with `--help`.
 //!
 //! This file is yours: `tollgate export` writes it once. Build the server
-//! here with `tollgate_runtime::App`: register each `rust:` tool as a value
-//! (give it its configuration, clients and pools), add your own routes
-//! (`.routes(router)`) and tower layers (`.layer(layer)`), or mount the API
-//! in an axum app of yours (`.mount(store, config)`). The tools' code is in
-//! src/tools/; generated.rs and tools/mod.rs are rewritten on every export.
+//! here with `tollgate_runtime::App`: add your own routes (`.routes(router)`)
+//! and tower layers (`.layer(layer)`), or mount the API in an axum app of
+//! yours (`.mount(store, config)`). The `rust:` tools need no line here:
+//! `tools::register` (src/tools/mod.rs, rewritten on every export with
+//! generated.rs) registers every one of agent.yaml, each built by the
+//! `tool` function of its file in src/tools/.
 
 mod generated;
 mod tools;
 
 fn main() -> std::process::ExitCode {
-{%- if m.rust_tools.is_empty() %}
-    tollgate_runtime::App::new(generated::embedded()).run()
-{%- else %}
     tollgate_runtime::App::new(generated::embedded())
-{%- for tool in m.rust_tools %}
-{%- if tool.registration_fits %}
-        .tool("{{ tool.name }}", tools::{{ tool.type_name }}::new())
-{%- else %}
-        .tool(
-            "{{ tool.name }}",
-            tools::{{ tool.type_name }}::new(),
-        )
-{%- endif %}
-{%- endfor %}
+        .tools(tools::register)
         .run()
-{%- endif %}
 }

@@ -61,48 +61,56 @@ pub fn generated_rs(model: &Model<'_>) -> Result<String, ExportError> {
     format_file(PATH, tokens)
 }
 
-/// `src/tools/mod.rs`: a module per `rust:` tool (its file is yours), its
-/// type re-exported for main.rs, and a compile-time check per tool that
-/// the type implements `CustomTool`, failing with a message that names
-/// the tool's file rather than this one. It names only what the spec
-/// declares: each tool's module and type.
+/// `src/tools/mod.rs`: a module per `rust:` tool (its file is yours), the
+/// registry main.rs calls (`.tools(tools::register)`), registering each
+/// tool as what its file's `tool` function builds, and a compile-time
+/// check per tool that `tool` builds a `CustomTool`, failing with a message
+/// that names the tool's file rather than this one. It names only what the
+/// spec declares and the export's contract: each tool's module and its
+/// `tool` function, never a type of yours, so a missing or misnamed file or
+/// function fails `cargo build` naming it.
 pub fn tools_mod_rs(model: &Model<'_>) -> Result<String, ExportError> {
     let modules = model.rust_tools.iter().map(|tool| {
         let module = module_ident(&tool.module);
+        // A tool named `tools` is a module `tools` inside `tools`, which
+        // clippy flags (the export must pass `clippy -D warnings`).
+        let inception =
+            (tool.module == "tools").then(|| quote! { #[allow(clippy::module_inception)] });
         match &tool.module_path {
-            Some(path) => quote! { #[path = #path] mod #module; },
-            None => quote! { mod #module; },
+            Some(path) => quote! { #[path = #path] #inception mod #module; },
+            None => quote! { #inception mod #module; },
         }
     });
-    let uses = model.rust_tools.iter().map(|tool| {
+    let registrations = model.rust_tools.iter().map(|tool| {
         let module = module_ident(&tool.module);
-        let ty = Ident::new(&tool.type_name, Span::call_site());
-        quote! { pub use self::#module::#ty; }
+        let name = &tool.name;
+        quote! { .build_tool(#name, self::#module::tool) }
     });
     let checks = model.rust_tools.iter().map(|tool| {
-        let ty = Ident::new(&tool.type_name, Span::call_site());
+        let module = module_ident(&tool.module);
         let message = format!(
-            "the `rust:` tool `{}` of agent.yaml is not implemented: `{}` does not implement `CustomTool`",
-            tool.name, tool.type_name
+            "the `rust:` tool `{}` of agent.yaml is not implemented: `tool` in {} does not build a `CustomTool`",
+            tool.name, tool.file
         );
         let label = format!(
-            "implement `tollgate_runtime::tools::CustomTool` for `{}` in {}",
-            tool.type_name, tool.file
+            "implement `tollgate_runtime::tools::CustomTool` for what `tool` in {} returns",
+            tool.file
         );
         let note = format!(
             "{} is yours: `tollgate export` wrote it when the tool first appeared and never rewrites it",
             tool.file
         );
-        // The trait lives in the const's block, so no tool's type or
-        // module can clash with it; no type name has an underscore.
+        // The trait and function live in the const's block, so no tool's
+        // module can clash with them; no type name has an underscore.
         quote! {
             const _: () = {
                 #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
-                trait Implemented_ {
-                    const OK: () = ();
-                }
+                trait Implemented_ {}
                 impl<T: ::tollgate_runtime::tools::CustomTool> Implemented_ for T {}
-                <#ty as Implemented_>::OK
+                const fn builds_a_tool_<T: Implemented_>(
+                    _: fn(&::tollgate_runtime::tools::ToolEnv) -> Result<T, ::tollgate_runtime::tools::ToolError>,
+                ) {}
+                builds_a_tool_(self::#module::tool)
             };
         }
     });
@@ -112,22 +120,34 @@ pub fn tools_mod_rs(model: &Model<'_>) -> Result<String, ExportError> {
             //!
             //! Declare one in the spec (`tools: { score_risk: { rust: {} } }`) and
             //! export again: the export writes its file, `src/tools/score_risk.rs`,
-            //! which is yours from then on, and declares it here. Register it in
-            //! main.rs with `.tool("score_risk", tools::ScoreRisk::new())`.
+            //! which is yours from then on, declares it here and registers it in
+            //! [`register`]; main.rs does not change.
             #![cfg_attr(rustfmt, rustfmt::skip)]
+
+            /// Registers every `rust:` tool of agent.yaml on `app`: it declares
+            /// none. main.rs calls it once, with `.tools(tools::register)`.
+            pub fn register(app: ::tollgate_runtime::App) -> ::tollgate_runtime::App {
+                app
+            }
         }
     } else {
         quote! {
             //! The spec's `rust:` tools, one file each: `src/tools/NAME.rs` is
             //! yours (written once, when the tool first appears); this file is
-            //! rewritten on every export. main.rs registers each tool's value.
-            //! Each tool's type is checked at compile time: one that does not
-            //! implement `CustomTool` fails the build with a message naming its file.
+            //! rewritten on every export. [`register`] registers each tool as
+            //! what its file's `tool` function builds, and each is checked at
+            //! compile time: a missing file or `tool` function, or one that does
+            //! not build a `CustomTool`, fails the build naming the tool's file.
             #![cfg_attr(rustfmt, rustfmt::skip)]
 
             #(#modules)*
 
-            #(#uses)*
+            /// Registers every `rust:` tool of agent.yaml on `app`, each built once,
+            /// when a command that runs the spec starts, by the `tool` function of
+            /// its file. main.rs calls it once, with `.tools(tools::register)`.
+            pub fn register(app: ::tollgate_runtime::App) -> ::tollgate_runtime::App {
+                app #(#registrations)*
+            }
 
             #(#checks)*
         }
@@ -136,15 +156,16 @@ pub fn tools_mod_rs(model: &Model<'_>) -> Result<String, ExportError> {
 }
 
 /// A blank line between the groups of `src/tools/mod.rs`: the modules, the
-/// re-exports, and each check.
+/// registry, and each check.
 fn space_groups(code: &str) -> String {
     let mut out = String::with_capacity(code.len() + 256);
     let mut previous_group = "";
     for line in code.lines() {
-        let group = if line.starts_with("mod ") || line.starts_with("#[path") {
+        let group = if line.starts_with("mod ")
+            || line.starts_with("#[path")
+            || line.starts_with("#[allow(clippy::module_inception)]")
+        {
             "mod"
-        } else if line.starts_with("pub use ") {
-            "use"
         } else if line.starts_with("const _") {
             "check"
         } else {

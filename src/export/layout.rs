@@ -75,12 +75,12 @@ pub const FILES: &[LayoutEntry] = &[
     LayoutEntry {
         path: "src/main.rs",
         role: Role::Yours,
-        what: "the entry point: builds the server with `tollgate_runtime::App` (your tools as values, your routes and layers)",
+        what: "the entry point: builds the server with `tollgate_runtime::App` (the generated tool registry, your routes and layers)",
     },
     LayoutEntry {
         path: "src/tools/mod.rs",
         role: Role::Generated,
-        what: "declares one module per `rust:` tool and checks at compile time that each is implemented",
+        what: "declares one module per `rust:` tool, registers each (`tools::register`, called by main.rs) and checks at compile time that each is implemented",
     },
     LayoutEntry {
         path: "tests/smoke.rs",
@@ -99,7 +99,7 @@ pub const FILES: &[LayoutEntry] = &[
 pub const TOOL_FILE: LayoutEntry = LayoutEntry {
     path: "src/tools/<name>.rs",
     role: Role::Yours,
-    what: "one per `rust:` tool: its type, holding what it needs, and its `CustomTool` implementation",
+    what: "one per `rust:` tool: its `tool` function, which builds it from its configuration, its type, holding what it needs, and its `CustomTool` implementation",
 };
 
 /// Every file as the README lists them: [`FILES`] and [`TOOL_FILE`], by path.

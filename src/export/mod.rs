@@ -25,6 +25,7 @@ mod plan;
 mod reconcile;
 mod server_reference;
 mod templates;
+mod upgrade;
 pub mod vendored;
 mod waiting;
 mod writer;

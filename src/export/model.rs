@@ -115,10 +115,6 @@ pub struct RustTool {
     pub module_path: Option<String>,
     /// `src/tools/<name>.rs`.
     pub file: String,
-    /// main.rs's `.tool("NAME", tools::Type::new())` fits on one line as
-    /// rustfmt lays it out (arguments at most 60 wide, its `fn_call_width`),
-    /// so `cargo fmt --check` passes on the export as written.
-    pub registration_fits: bool,
     /// `approval: required`: every call pauses first.
     pub approval_required: bool,
 }
@@ -144,14 +140,12 @@ impl<'a> Model<'a> {
             .into_iter()
             .map(|(name, type_name)| {
                 let module = names::tool_module(name);
-                let registration_fits = name.len() + type_name.len() + 18 <= 60;
                 RustTool {
                     name: name.to_string(),
                     type_name,
                     file: format!("src/tools/{}", module.file),
                     module_path: module.path_attr().map(str::to_string),
                     module: module.ident,
-                    registration_fits,
                     approval_required: spec.tools.get(name).is_some_and(|t| t.approval_required),
                 }
             })

@@ -84,15 +84,15 @@ pub fn package_name(agent: &str, is_dependency: impl Fn(&str) -> bool) -> String
 
 /// Type names a tool's type must not take: `src/tools/NAME.rs` declares
 /// the tool's type next to what it imports, and next to the prelude its
-/// code (and `#[async_trait]`'s expansion: `Box::pin`) relies on; every
-/// type is re-exported side by side in `src/tools/mod.rs`. A tool named
-/// `result` or `value` must not shadow `Result` or `Value` there. `Self`
-/// is a keyword.
+/// code (and `#[async_trait]`'s expansion: `Box::pin`) relies on. A tool
+/// named `result` or `value` must not shadow `Result` or `Value` there.
+/// `Self` is a keyword.
 pub const RESERVED_TYPE_NAMES: &[&str] = &[
     // What templates/tool.rs imports.
     "Value",
     "CallContext",
     "CustomTool",
+    "ToolEnv",
     "ToolError",
     // The Rust 2024 prelude (std::prelude::rust_2024), types, traits and
     // variants alike: a unit struct named like a variant shadows it too.

@@ -6,6 +6,7 @@ use super::ExportError;
 use super::manifest::Manifest;
 use super::merge::{self, Merged};
 use super::plan::{Plan, Role, sha256_hex};
+use super::upgrade;
 
 /// A path as it is on disk now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +127,7 @@ pub fn decide(
                         actions.push(Action::KeepEdited(path.clone()))
                     }
                     (Role::Yours, true) => {
-                        actions.push(merge_yours(path, &file.bytes, manifest, disk))
+                        actions.push(upgrade_or_merge(path, &file.bytes, manifest, disk))
                     }
                     (Role::Vendored | Role::Generated, true) if force => {
                         actions.push(Action::Write(path.clone()))
@@ -156,6 +157,27 @@ pub fn decide(
         Ok(actions)
     } else {
         Err(ExportError::EditedFiles { paths: edited })
+    }
+}
+
+/// A file of yours you edited, whose generated version changed: a tool
+/// file from before the tool registry gets its constructor appended
+/// ([`upgrade`]), and any other is merged ([`merge_yours`]).
+fn upgrade_or_merge(
+    path: &str,
+    new: &[u8],
+    manifest: Option<&Manifest>,
+    disk: &dyn Disk,
+) -> Action {
+    let upgraded = disk
+        .read(path)
+        .and_then(|yours| upgrade::add_constructor(path, &yours));
+    match upgraded {
+        Some(bytes) => Action::Merge {
+            path: path.to_string(),
+            bytes,
+        },
+        None => merge_yours(path, new, manifest, disk),
     }
 }
 

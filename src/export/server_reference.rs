@@ -54,6 +54,33 @@ pub fn tollgate_md(m: &Model<'_>) -> String {
     );
     out.push_str(&registries::env_table(&command.name(package.to_string())));
     out.push_str(&spec_variables(m));
+    out.push_str(&rust_tools(m));
+    out
+}
+
+/// How the spec's `rust:` tools get into the server: the generated registry
+/// builds each with its file's `tool` function, which reads the tool's own
+/// configuration.
+fn rust_tools(m: &Model<'_>) -> String {
+    let mut out = String::from("\n### The `rust:` tools' variables\n\n");
+    if m.rust_tools.is_empty() {
+        out.push_str("`agent.yaml` declares no `rust:` tool.\n");
+        return out;
+    }
+    out.push_str(
+        "`src/tools/mod.rs` (generated) registers every `rust:` tool, built once by the \
+         `tool` function of its file when a command that runs the spec starts (not for \
+         `--help`, `hash`, `specs`, `plan` or `notifications`). A tool reads its own \
+         variables there, through its `ToolEnv`: an unset one it needs (`env.var`, \
+         `env.secret`) stops the command with exit 2 naming the tool and the variable, \
+         and a value read with `env.secret` is redacted like the spec's. A tool \
+         registered twice (by the registry and by a `.tool(...)` line in `src/main.rs`) \
+         stops it too.\n\n\
+         | tool | built by |\n|---|---|\n",
+    );
+    for tool in &m.rust_tools {
+        let _ = writeln!(out, "| `{}` | `tool` in `{}` |", tool.name, tool.file);
+    }
     out
 }
 

@@ -1,5 +1,7 @@
 //! The builder an exported server's `src/main.rs` starts from: its spec,
-//! its `rust:` tools as values, routes and tower layers of its own, and then
+//! its `rust:` tools as values (built by each tool's `tool` function, which
+//! the generated `tools::register` hands to [`App::build_tool`]), routes and
+//! tower layers of its own, and then
 //! either the whole command line ([`App::run`]) or the API's router to
 //! mount in an axum app of its own ([`App::mount`]).
 //!
@@ -38,6 +40,7 @@
 //! }
 //! ```
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::ffi::OsString;
 use std::panic::AssertUnwindSafe;
@@ -56,16 +59,33 @@ use crate::cli::SpecSource;
 use crate::embedded::Embedded;
 use crate::server::{self, Mounted, RouterHook, ServerConfig, ServerError};
 use crate::store::SharedStore;
-use crate::tools::{CustomTool, CustomTools, CustomToolsError, Toolbox};
+use crate::tools::{CustomTool, CustomTools, CustomToolsError, ToolEnv, ToolError, Toolbox};
 use crate::{AgentRun, Spec};
 
 /// A layer added with [`App::layer`], kept until the router exists.
 type AddLayer = Box<dyn FnOnce(Router) -> Router + Send>;
 
+/// A tool's constructor given to [`App::build_tool`], kept until a command
+/// that runs the spec starts.
+type BuildTool = Box<dyn FnOnce(&ToolEnv) -> Result<Arc<dyn CustomTool>, ToolError> + Send>;
+
+/// How a tool was registered, for the message when one is registered twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Registered {
+    /// [`App::tool`] or [`App::shared_tool`]: a line in main.rs.
+    Value,
+    /// [`App::build_tool`]: the generated registry.
+    Built,
+}
+
 /// An exported server, being put together. See the [module](self) docs.
 pub struct App {
     embedded: Embedded,
     tools: CustomTools,
+    builders: Vec<(String, BuildTool)>,
+    registered: BTreeMap<String, Registered>,
+    /// Every tool registered more than once, explained: refused at start.
+    twice: Vec<String>,
     routes: Vec<Router>,
     layers: Vec<AddLayer>,
 }
@@ -82,6 +102,9 @@ pub enum AppError {
     /// The HTTP client of the spec's HTTP tools could not be built.
     #[error("cannot set up the HTTP tools: {0}")]
     Toolbox(String),
+    /// A tool was registered twice, or its constructor failed.
+    #[error("{0}")]
+    ToolSetup(String),
     #[error(transparent)]
     Server(#[from] ServerError),
 }
@@ -93,6 +116,9 @@ impl App {
         App {
             embedded,
             tools: CustomTools::new().in_exported_crate(),
+            builders: Vec::new(),
+            registered: BTreeMap::new(),
+            twice: Vec::new(),
             routes: Vec::new(),
             layers: Vec::new(),
         }
@@ -101,8 +127,13 @@ impl App {
     /// Register the implementation of the spec's `rust:` tool `name`: a
     /// value, so it can hold configuration, clients and pools. Every
     /// `rust:` tool of the spec must be registered, and only those: any
-    /// command that runs the spec refuses to start otherwise (exit 2).
+    /// command that runs the spec refuses to start otherwise (exit 2), as
+    /// it does a name registered twice (here, or here and by the generated
+    /// registry): two values for one tool would leave which one runs to the
+    /// order of the lines. In an exported crate the generated
+    /// `tools::register` registers every `rust:` tool already ([`App::tools`]).
     pub fn tool(mut self, name: &str, tool: impl CustomTool + 'static) -> App {
+        self.note(name, Registered::Value);
         self.tools.register(name, Arc::new(tool));
         self
     }
@@ -110,8 +141,56 @@ impl App {
     /// [`App::tool`] for a tool already shared (one value registered under
     /// two names, or kept by the caller too).
     pub fn shared_tool(mut self, name: &str, tool: Arc<dyn CustomTool>) -> App {
+        self.note(name, Registered::Value);
         self.tools.register(name, tool);
         self
+    }
+
+    /// Register the spec's `rust:` tool `name` as what `build` returns: the
+    /// `tool` function of its file, `src/tools/NAME.rs`, called by the
+    /// generated `tools::register`. It is called once, with the tool's
+    /// [`ToolEnv`], when a command that runs the spec starts (inside the
+    /// async runtime, after the command line is parsed, so `--help` and
+    /// `hash` need no configuration); the value serves every call. An error
+    /// stops the command with its message (exit 2).
+    pub fn build_tool<T, F>(mut self, name: &str, build: F) -> App
+    where
+        T: CustomTool + 'static,
+        F: FnOnce(&ToolEnv) -> Result<T, ToolError> + Send + 'static,
+    {
+        self.note(name, Registered::Built);
+        let build: BuildTool =
+            Box::new(move |env| build(env).map(|tool| Arc::new(tool) as Arc<dyn CustomTool>));
+        self.builders.push((name.to_string(), build));
+        self
+    }
+
+    /// Hand the app to `register`: `.tools(tools::register)` in an exported
+    /// crate's main.rs, where the generated `src/tools/mod.rs` registers
+    /// every `rust:` tool of agent.yaml with [`App::build_tool`].
+    pub fn tools(self, register: impl FnOnce(App) -> App) -> App {
+        register(self)
+    }
+
+    /// Remember how `name` was registered; a second registration is kept,
+    /// explained, to refuse at start.
+    fn note(&mut self, name: &str, how: Registered) {
+        let Some(&first) = self.registered.get(name) else {
+            self.registered.insert(name.to_string(), how);
+            return;
+        };
+        self.twice.push(match (first, how) {
+            (Registered::Value, Registered::Value) => format!(
+                "tool {name:?} is registered twice with `.tool({name:?}, ...)`: keep one"
+            ),
+            (Registered::Built, Registered::Built) => format!(
+                "tool {name:?} is registered twice by the generated registry: call `.tools(tools::register)` once in src/main.rs"
+            ),
+            _ => format!(
+                "tool {name:?} is registered twice: by the generated registry (`.tools(tools::register)` registers every `rust:` tool of agent.yaml, built by `tool` in src/tools/{}) and by `.tool({name:?}, ...)` in src/main.rs: remove the `.tool({name:?}, ...)` line",
+                crate::tools::custom::tool_file(name)
+            ),
+        });
     }
 
     /// Serve `routes` on the API's listener. Give them your own state first
@@ -192,11 +271,16 @@ impl App {
         let App {
             embedded,
             tools,
+            builders,
+            twice,
             routes,
             layers,
+            ..
         } = self;
         let extend = router_hook(routes, layers);
-        crate::cli::run_exported(embedded, tools, extend, args)
+        let agent = embedded.agent;
+        let setup = Box::new(move || setup_tools(agent, tools, builders, twice));
+        crate::cli::run_exported(embedded, setup, extend, args)
     }
 
     /// Start the API without a listener, for an axum app of your own: the
@@ -249,9 +333,14 @@ impl App {
         let App {
             embedded,
             tools,
+            builders,
+            twice,
             routes,
             layers,
+            ..
         } = self;
+        let tools =
+            setup_tools(embedded.agent, tools, builders, twice).map_err(AppError::ToolSetup)?;
         let spec = SpecSource::Embedded(embedded)
             .load()
             .map_err(|failure| AppError::Spec(failure.message))?;
@@ -269,6 +358,40 @@ impl App {
             None => router,
         };
         Ok(Mounted { router, tasks })
+    }
+}
+
+/// The tools registered by value plus those `builders` build, or why not:
+/// every tool registered twice (before anything is built, so no
+/// constructor connects anywhere for a server that will not start), or
+/// every constructor that failed, its message redacted like a call's.
+pub(crate) fn setup_tools(
+    agent: &str,
+    mut tools: CustomTools,
+    builders: Vec<(String, BuildTool)>,
+    twice: Vec<String>,
+) -> Result<CustomTools, String> {
+    if !twice.is_empty() {
+        return Err(twice.join("; "));
+    }
+    let redactor = crate::secrets::known();
+    let mut failures = Vec::new();
+    for (name, build) in builders {
+        match build(&ToolEnv::new(&name, agent)) {
+            Ok(tool) => {
+                tools.register(&name, tool);
+            }
+            Err(e) => failures.push(format!(
+                "tool {name:?} could not be built by `tool` in src/tools/{}: {}",
+                crate::tools::custom::tool_file(&name),
+                redactor.text(&e.message)
+            )),
+        }
+    }
+    if failures.is_empty() {
+        Ok(tools)
+    } else {
+        Err(failures.join("; "))
     }
 }
 
@@ -484,6 +607,103 @@ mod tests {
         assert_eq!(format!("{ok:?}"), format!("{:?}", ExitCode::SUCCESS));
         let missing = App::new(embedded()).run_with_args(["hello", "validate"]);
         assert_eq!(format!("{missing:?}"), format!("{:?}", ExitCode::from(2)));
+    }
+
+    /// What the generated registry of an export does: `tool` builds the
+    /// value from its `ToolEnv`.
+    fn register(app: App) -> App {
+        app.build_tool("shout", |env: &ToolEnv| {
+            assert_eq!((env.name(), env.agent()), ("shout", "hello"));
+            Ok(shout())
+        })
+    }
+
+    #[tokio::test]
+    async fn a_built_tool_is_registered_and_runs() {
+        let mounted = App::new(embedded())
+            .tools(register)
+            .mount(memory(), ServerConfig::default())
+            .await
+            .unwrap();
+        mounted.tasks.shutdown().await.unwrap();
+    }
+
+    // `run_with_args` starts its own runtime: plain tests.
+    #[test]
+    fn commands_build_the_tools_they_run_and_only_those() {
+        let ok = App::new(embedded())
+            .tools(register)
+            .run_with_args(["hello", "validate"]);
+        assert_eq!(format!("{ok:?}"), format!("{:?}", ExitCode::SUCCESS));
+        let twice = App::new(embedded())
+            .tools(register)
+            .tools(register)
+            .run_with_args(["hello", "validate"]);
+        assert_eq!(format!("{twice:?}"), format!("{:?}", ExitCode::from(2)));
+        // `hash` needs no tool: its constructor is not called.
+        let code = App::new(embedded())
+            .build_tool("shout", |_: &ToolEnv| -> Result<Shout, ToolError> {
+                panic!("built for `hash`")
+            })
+            .run_with_args(["hello", "hash"]);
+        assert_eq!(format!("{code:?}"), format!("{:?}", ExitCode::SUCCESS));
+    }
+
+    #[tokio::test]
+    async fn a_tool_registered_twice_is_refused_naming_both_ways() {
+        let err = App::new(embedded())
+            .tools(register)
+            .tool("shout", shout())
+            .mount(memory(), ServerConfig::default())
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "tool \"shout\" is registered twice: by the generated registry (`.tools(tools::register)` registers every `rust:` tool of agent.yaml, built by `tool` in src/tools/shout.rs) and by `.tool(\"shout\", ...)` in src/main.rs: remove the `.tool(\"shout\", ...)` line"
+        );
+        let by_value = App::new(embedded())
+            .tool("shout", shout())
+            .tool("shout", shout())
+            .mount(memory(), ServerConfig::default())
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            by_value
+                .to_string()
+                .contains("registered twice with `.tool(\"shout\", ...)`"),
+            "{by_value}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_constructor_stops_the_start_with_its_message_redacted() {
+        let secret = "app-build-tool-secret-81c2";
+        crate::secrets::remember(secret);
+        let err = App::new(embedded())
+            .build_tool("shout", move |env: &ToolEnv| -> Result<Shout, ToolError> {
+                env.var("SHOUT_SUFFIX")?;
+                Err(ToolError::new(format!("bad key {secret}")))
+            })
+            .mount(memory(), ServerConfig::default())
+            .await
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("tool \"shout\" could not be built by `tool` in src/tools/shout.rs: tool \"shout\" needs the environment variable SHOUT_SUFFIX"),
+            "{text}"
+        );
+        let err = App::new(embedded())
+            .build_tool("shout", move |_: &ToolEnv| -> Result<Shout, ToolError> {
+                Err(ToolError::new(format!("bad key {secret}")))
+            })
+            .mount(memory(), ServerConfig::default())
+            .await
+            .err()
+            .unwrap();
+        assert!(!err.to_string().contains(secret), "{err}");
     }
 
     #[tokio::test]

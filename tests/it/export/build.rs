@@ -83,6 +83,10 @@ fn clashing_names_spec() -> String {
         .map(|n| snake_case(n))
         .chain(KEYWORDS.iter().map(|k| k.to_string()))
         .chain(["_".to_string(), "_1".to_string()])
+        // Names the registry's code uses: `tools::register`, `App`, the
+        // runtime's crate (a module of that name must not shadow it). (`tool`
+        // would share `_`'s type, `Tool`: the export refuses that pair.)
+        .chain(["register", "tools", "app", "tollgate_runtime"].map(String::from))
         .collect();
     names.sort();
     names.dedup();
@@ -110,7 +114,9 @@ fn every_example_export_passes_clippy_and_fmt() {
     export::export(&plan, &out, &ExportOptions::default()).unwrap();
     let tools = std::fs::read_to_string(out.join("src/tools/mod.rs")).unwrap();
     assert!(
-        tools.contains("pub use self::result::ToolResult;") && tools.contains("mod r#type;"),
+        tools.contains(".build_tool(\"result\", self::result::tool)")
+            && tools.contains("mod r#type;")
+            && tools.contains(".build_tool(\"register\", self::register::tool)"),
         "{tools}"
     );
     let mut dirs = vec![out];
@@ -134,37 +140,41 @@ fn every_example_export_passes_clippy_and_fmt() {
 }
 
 /// Real implementations of the example's `rust:` tools, as a user would
-/// write them, one file each.
+/// write them, one file each, built by their `tool` functions (which the
+/// generated registry calls): score_risk reads its threshold from the
+/// environment through its `ToolEnv`.
 const SCORE_RISK: &str = r#"use tollgate_runtime::serde_json::{Value, json};
-use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolEnv, ToolError};
 
-pub struct ScoreRisk {}
+pub fn tool(env: &ToolEnv) -> Result<ScoreRisk, ToolError> {
+    let threshold = env.optional_var("SCORE_RISK_THRESHOLD").unwrap_or_else(|| "100".into());
+    let threshold = threshold
+        .parse()
+        .map_err(|_| ToolError::new("SCORE_RISK_THRESHOLD must be a number"))?;
+    Ok(ScoreRisk { threshold })
+}
 
-impl ScoreRisk {
-    pub fn new() -> ScoreRisk {
-        ScoreRisk {}
-    }
+pub struct ScoreRisk {
+    threshold: f64,
 }
 
 #[tollgate_runtime::async_trait]
 impl CustomTool for ScoreRisk {
     async fn call(&self, args: Value, _call: &CallContext) -> Result<Value, ToolError> {
         let amount = args["amount"].as_f64().unwrap_or(0.0);
-        Ok(json!({ "risk": if amount > 100.0 { 0.9 } else { 0.1 } }))
+        Ok(json!({ "risk": if amount > self.threshold { 0.9 } else { 0.1 } }))
     }
 }
 "#;
 
 const FILE_CASE: &str = r#"use tollgate_runtime::serde_json::{Value, json};
-use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolEnv, ToolError};
+
+pub fn tool(_env: &ToolEnv) -> Result<FileCase, ToolError> {
+    Ok(FileCase {})
+}
 
 pub struct FileCase {}
-
-impl FileCase {
-    pub fn new() -> FileCase {
-        FileCase {}
-    }
-}
 
 #[tollgate_runtime::async_trait]
 impl CustomTool for FileCase {
@@ -189,9 +199,15 @@ impl Drop for Server {
 }
 
 pub(super) fn serve(binary: &Path, state: &Path) -> Server {
+    serve_with_env(binary, state, &[])
+}
+
+/// [`serve`] with these variables set (a tool's configuration).
+pub(super) fn serve_with_env(binary: &Path, state: &Path, vars: &[(&str, &str)]) -> Server {
     let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--state"])
         .arg(state)
+        .envs(vars.iter().copied())
         .env_remove("TOLLGATE_API_TOKENS")
         .env_remove("TOLLGATE_DATABASE_URL")
         .stdout(Stdio::piped())
@@ -363,8 +379,10 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     );
     assert!(!nowhere.join(".tollgate").exists());
 
-    // A webhook starts the run; it pauses at the review step.
-    let server = serve(&binary, &state);
+    // A webhook starts the run; it pauses at the review step. score_risk's
+    // `tool` reads its threshold from the environment (250 is not above 300).
+    let threshold = [("SCORE_RISK_THRESHOLD", "300")];
+    let server = serve_with_env(&binary, &state, &threshold);
     // A second server on its address is refused naming the address and
     // --listen (exit 1, as for any bind failure).
     let second = Command::new(&binary)
@@ -403,6 +421,7 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     assert_eq!(status, 202, "{started}");
     let run_id = started["run_id"].as_str().unwrap().to_string();
     let run = wait_for_run(&server, &run_id, |r| r["status"] == "awaiting_approval");
+    assert_eq!(run["outputs"]["score"]["risk"], 0.1, "{run}");
     let review_key = pending_key(&run);
     // Operations on the running export: ready, and the pause counted.
     let (status, ready) = request(&server.address, "GET", "/readyz", None);
@@ -446,7 +465,7 @@ fn exported_server_pauses_survives_sigkill_resumes_and_completes() {
     server.child.wait().unwrap();
     drop(server);
 
-    let server = serve(&binary, &state);
+    let server = serve_with_env(&binary, &state, &threshold);
     let (status, list) = request(&server.address, "GET", "/approvals", None);
     assert_eq!(status, 200, "{list}");
     assert!(

@@ -3,8 +3,8 @@
 //! their fields, one using a dependency added to Cargo.toml, a route of its
 //! own with its own state and a tower layer on the same listener; built
 //! `--locked` after `cargo update`, served, and called. And a tool whose
-//! implementation is missing fails the build with a message naming its
-//! file, not generated code.
+//! implementation, `tool` function or file is missing fails the build with
+//! a message naming it, not generated code.
 //!
 //! The builds share `target/export-e2e` with `build.rs`, so the runtime's
 //! dependencies compile once for both.
@@ -19,7 +19,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tollgate::export::{self, ExportOptions};
 
-use super::build::{cargo, request, serve, target_dir, wait_for_run};
+use super::build::{cargo, request, serve, serve_with_env, target_dir, wait_for_run};
 
 const SPEC: &str = r#"version: 1
 agent: builder-demo
@@ -38,20 +38,23 @@ steps:
     with: { digest: "{{ steps.print.output.digest }}" }
 "#;
 
-/// Holds its salt (configuration, from main.rs) and uses `sha2`, a
+/// Holds its salt (configuration, read by its `tool` function from the
+/// environment: a secret, kept out of the store) and uses `sha2`, a
 /// dependency the user adds.
 const FINGERPRINT: &str = r#"use sha2::{Digest, Sha256};
 use tollgate_runtime::serde_json::{Value, json};
-use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolEnv, ToolError};
+
+pub fn tool(env: &ToolEnv) -> Result<Fingerprint, ToolError> {
+    let salt = match env.optional_var("FINGERPRINT_SALT") {
+        Some(_) => env.secret("FINGERPRINT_SALT")?,
+        None => "pepper".to_string(),
+    };
+    Ok(Fingerprint { salt })
+}
 
 pub struct Fingerprint {
     salt: String,
-}
-
-impl Fingerprint {
-    pub fn new(salt: &str) -> Fingerprint {
-        Fingerprint { salt: salt.to_string() }
-    }
 }
 
 #[tollgate_runtime::async_trait]
@@ -68,11 +71,15 @@ impl CustomTool for Fingerprint {
 "#;
 
 /// Holds state that lives as long as the process: a count, from a start
-/// main.rs gives it.
+/// its `tool` function gives it.
 const TALLY: &str = r#"use std::sync::atomic::{AtomicU64, Ordering};
 
 use tollgate_runtime::serde_json::{Value, json};
-use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolEnv, ToolError};
+
+pub fn tool(_env: &ToolEnv) -> Result<Tally, ToolError> {
+    Ok(Tally::new(41))
+}
 
 pub struct Tally {
     start: u64,
@@ -94,8 +101,8 @@ impl CustomTool for Tally {
 }
 "#;
 
-/// The user's main.rs: tools built with their configuration, a route with
-/// its own state, and a layer that tags every response.
+/// The user's main.rs: the generated tool registry, a route with its own
+/// state, and a layer that tags every response.
 const MAIN: &str = r#"mod generated;
 mod tools;
 
@@ -127,8 +134,7 @@ fn main() -> std::process::ExitCode {
         .route("/version", get(version))
         .with_state(Arc::new(Build { version: "demo-1.0" }));
     tollgate_runtime::App::new(generated::embedded())
-        .tool("fingerprint", tools::Fingerprint::new("pepper"))
-        .tool("tally", tools::Tally::new(41))
+        .tools(tools::register)
         .routes(routes)
         .layer(middleware::map_response(tag))
         .run()
@@ -145,7 +151,7 @@ fn export_spec(yaml: &str, dir: &Path, name: &str) -> (PathBuf, String, String) 
 }
 
 /// Run cargo in an exported crate and return what it did, passed or not.
-fn cargo_output(dir: &Path, args: &[&str]) -> Output {
+pub(super) fn cargo_output(dir: &Path, args: &[&str]) -> Output {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     Command::new(cargo)
         .args(args)
@@ -203,7 +209,12 @@ fn an_export_grows_stateful_tools_a_dependency_a_route_and_a_layer_through_the_b
     cargo(&out, &["test", "--locked"]);
 
     let binary = target_dir().join("debug").join(&package);
-    let server = serve(&binary, &tmp.path().join("state.db"));
+    let salt = "s4lt-from-the-environment";
+    let server = serve_with_env(
+        &binary,
+        &tmp.path().join("state.db"),
+        &[("FINGERPRINT_SALT", salt)],
+    );
 
     // The route, with its own state, on the API's listener, and the layer
     // on it and on the API's routes.
@@ -228,7 +239,7 @@ fn an_export_grows_stateful_tools_a_dependency_a_route_and_a_layer_through_the_b
         let run_id = started["run_id"].as_str().unwrap().to_string();
         let run = wait_for_run(&server, &run_id, |r| r["status"] != "running");
         assert_eq!(run["status"], "completed", "{run}");
-        let digest: String = Sha256::digest(format!("pepper:{text}").as_bytes())
+        let digest: String = Sha256::digest(format!("{salt}:{text}").as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
@@ -255,14 +266,27 @@ fn a_tool_without_its_implementation_fails_the_build_naming_its_file() {
     assert!(!failed.status.success(), "{stderr}");
     assert!(
         stderr.contains(
-            "error[E0277]: the `rust:` tool `tally` of agent.yaml is not implemented: `Tally` does not implement `CustomTool`"
+            "error[E0277]: the `rust:` tool `tally` of agent.yaml is not implemented: `tool` in src/tools/tally.rs does not build a `CustomTool`"
         ),
         "{stderr}"
     );
     assert!(
         stderr.contains(
-            "implement `tollgate_runtime::tools::CustomTool` for `Tally` in src/tools/tally.rs"
+            "implement `tollgate_runtime::tools::CustomTool` for what `tool` in src/tools/tally.rs returns"
         ),
+        "{stderr}"
+    );
+
+    // Its constructor renamed (or deleted): the generated registry's call
+    // to it fails, naming the function and the tool's module.
+    let renamed = written.replace("pub fn tool(", "pub fn build(");
+    assert_ne!(renamed, written);
+    std::fs::write(&tally, &renamed).unwrap();
+    let failed = cargo_output(&out, &["build", "--locked"]);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("error[E0425]: cannot find value `tool` in module `self::tally`"),
         "{stderr}"
     );
 
@@ -292,15 +316,13 @@ steps:
 
 /// The user's fingerprint tool, without dependencies.
 const SHORT_FINGERPRINT: &str = r#"use tollgate_runtime::serde_json::{Value, json};
-use tollgate_runtime::tools::{CallContext, CustomTool, ToolError};
+use tollgate_runtime::tools::{CallContext, CustomTool, ToolEnv, ToolError};
+
+pub fn tool(_env: &ToolEnv) -> Result<Fingerprint, ToolError> {
+    Ok(Fingerprint {})
+}
 
 pub struct Fingerprint {}
-
-impl Fingerprint {
-    pub fn new() -> Fingerprint {
-        Fingerprint {}
-    }
-}
 
 #[tollgate_runtime::async_trait]
 impl CustomTool for Fingerprint {
@@ -328,7 +350,8 @@ fn adding_a_second_rust_tool_and_exporting_again_builds_and_keeps_the_first() {
     export::export(&plan, &out, &ExportOptions::default()).unwrap();
 
     // Its file is new; the first tool's file is the user's still, with
-    // nothing beside it; main.rs (never edited) registers both.
+    // nothing beside it; main.rs is as it was, and the generated registry
+    // registers both.
     assert_eq!(
         std::fs::read_to_string(out.join("src/tools/fingerprint.rs")).unwrap(),
         SHORT_FINGERPRINT
@@ -338,9 +361,14 @@ fn adding_a_second_rust_tool_and_exporting_again_builds_and_keeps_the_first() {
     assert!(tally.contains("pub struct Tally {}"), "{tally}");
     let main = std::fs::read_to_string(out.join("src/main.rs")).unwrap();
     assert!(
-        main.contains(".tool(\"fingerprint\", tools::Fingerprint::new())")
-            && main.contains(".tool(\"tally\", tools::Tally::new())"),
+        main.contains(".tools(tools::register)") && !main.contains(".tool("),
         "{main}"
+    );
+    let registry = std::fs::read_to_string(out.join("src/tools/mod.rs")).unwrap();
+    assert!(
+        registry.contains(".build_tool(\"fingerprint\", self::fingerprint::tool)")
+            && registry.contains(".build_tool(\"tally\", self::tally::tool)"),
+        "{registry}"
     );
     cargo(&out, &["build", "--locked"]);
 

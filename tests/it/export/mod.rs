@@ -10,6 +10,7 @@ mod docs;
 mod errors;
 mod generated_files;
 mod lockfile;
+mod old_export;
 mod parity;
 mod plan;
 mod reexport;

@@ -1,7 +1,7 @@
-//! Inside an exported crate, a `rust:` tool that `main.rs` does not
-//! register is explained in the crate's own terms: where the tool's code
-//! goes and where it is registered, not "export the spec" (it was
-//! exported; the crate is the export).
+//! Inside an exported crate, a `rust:` tool that is not registered (a
+//! main.rs that does not call the generated registry) is explained in the
+//! crate's own terms: where the tool's code goes and how it is registered,
+//! not "export the spec" (it was exported; the crate is the export).
 
 use tollgate_runtime::cli::Embedded;
 use tollgate_runtime::server::ServerConfig;
@@ -35,7 +35,7 @@ async fn an_unregistered_tool_in_an_export_says_what_to_do_in_the_crate() {
     };
     assert!(refused.contains("\"score_risk\""), "{refused}");
     assert!(
-        refused.contains("src/main.rs") && refused.contains(".tool(\"score_risk\", "),
+        refused.contains("src/main.rs") && refused.contains("`.tools(tools::register)`"),
         "names the registration: {refused}"
     );
     assert!(refused.contains("src/tools/score_risk.rs"), "{refused}");

@@ -37,8 +37,8 @@ enum ExportedCommand {
     /// Before deploying SPEC in place of the built-in spec: what it will
     /// do to each pending approval and live run of this server's store.
     Plan(super::plan::PlanArgs),
-    /// Check the built-in spec, and that main.rs registers exactly its
-    /// `rust:` tools.
+    /// Check the built-in spec, and that its `rust:` tools, and no others,
+    /// are registered and build.
     Validate {
         /// Also check that every `${NAME}` the spec needs without a
         /// default is set in this environment (what `serve` checks before
@@ -110,11 +110,18 @@ pub fn command() -> clap::Command {
     without_other_specs(ExportedCli::command())
 }
 
-/// The `main` of an exported server: `custom` are its `rust:` tools, and
-/// `extend` adds its own routes and layers to what `serve` serves.
+/// What builds an exported server's `rust:` tools, or says why it cannot
+/// (the message of a usage error, exit 2).
+pub(crate) type ToolSetup = Box<dyn FnOnce() -> Result<CustomTools, String> + Send>;
+
+/// The `main` of an exported server: `setup` builds its `rust:` tools, and
+/// `extend` adds its own routes and layers to what `serve` serves. Only
+/// the commands that run the spec build them, inside the runtime, so a
+/// tool's constructor may connect or spawn, and `--help`, `hash`, `specs`,
+/// `plan` and `notifications` need none of the tools' configuration.
 pub(crate) fn run_exported<I, T>(
     embedded: Embedded,
-    custom: CustomTools,
+    setup: ToolSetup,
     extend: Option<RouterHook>,
     args: I,
 ) -> ExitCode
@@ -129,12 +136,13 @@ where
         Err(e) => e.exit(),
     };
     let source = SpecSource::Embedded(embedded);
+    let tools = || setup().map_err(super::ExitFailure::bad_input);
     super::block_on_command(async move {
         match cli.command {
             ExportedCommand::Approvals(cmd) => {
-                super::approvals::run(cmd, Some(&source), &custom).await
+                super::approvals::run(cmd, Some(&source), &tools()?).await
             }
-            ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &custom).await,
+            ExportedCommand::Runs(cmd) => super::runs::run(cmd, Some(&source), &tools()?).await,
             ExportedCommand::Specs(cmd) => super::specs::run(cmd, Some(&source)).await,
             ExportedCommand::Notifications(cmd) => {
                 super::notifications::run(cmd, Some(&source)).await
@@ -142,16 +150,16 @@ where
             ExportedCommand::Plan(args) => super::plan::run(args, Some(&source)).await,
             ExportedCommand::Validate { env } => {
                 let spec = source.load()?;
-                custom
+                tools()?
                     .check(&spec)
                     .map_err(|e| super::ExitFailure::bad_input(e.to_string()))?;
                 super::spec_commands::validate(&source, env)
             }
             ExportedCommand::Hash => super::spec_commands::hash(&source),
             ExportedCommand::Serve(args) => {
-                super::serve::run_with(args, &source, &custom, extend).await
+                super::serve::run_with(args, &source, &tools()?, extend).await
             }
-            ExportedCommand::Mcp(args) => super::mcp::run(args, &source, &custom).await,
+            ExportedCommand::Mcp(args) => super::mcp::run(args, &source, &tools()?).await,
         }
     })
 }

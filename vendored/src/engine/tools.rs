@@ -10,6 +10,7 @@ pub mod http;
 #[cfg(feature = "http-client")]
 pub mod model;
 pub mod template;
+pub mod tool_env;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use crate::expr::Context;
 use crate::spec::{ModelConfig, ModelStep, Spec, ToolKind, ToolSpec};
 
 pub use custom::{CustomTool, CustomTools, CustomToolsError};
+pub use tool_env::ToolEnv;
 
 /// Why a tool or model call failed. The message never contains a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -68,9 +68,9 @@ pub enum CustomToolsError {
     Missing(Vec<String>),
     /// [`CustomToolsError::Missing`] in an exported crate: the export
     /// exists, so the fix is in it: the tool's code in its file under
-    /// src/tools/ and its `.tool(...)` line in src/main.rs (a re-export
-    /// writes a tool file that is missing, and merges the line of a tool
-    /// new to the spec, but never restores a line deleted from main.rs).
+    /// src/tools/, and main.rs calling the generated registry
+    /// (`.tools(tools::register)`), which a re-export never restores once
+    /// deleted from main.rs.
     #[error(
         "tool{} {} {} implemented in Rust (`rust: {{}}`) and not registered in this server: {}; then rebuild. A tool file that is missing is written by exporting the spec again into this crate (`tollgate export SPEC --out DIR`)",
         plural(.0),
@@ -104,7 +104,7 @@ fn registrations(names: &[String]) -> String {
         .iter()
         .map(|name| {
             format!(
-                "implement {name:?} in src/tools/{} and register it in src/main.rs with `.tool(\"{name}\", ...)`",
+                "implement {name:?} in src/tools/{} (its `tool` function builds it) and have src/main.rs call `.tools(tools::register)`, which registers every `rust:` tool of agent.yaml",
                 tool_file(name)
             )
         })
@@ -115,7 +115,7 @@ fn registrations(names: &[String]) -> String {
 /// The file an export writes for the tool in src/tools/ (as tollgate's
 /// `export::names::tool_module` names it): `NAME.rs`, but `mod_.rs` for a
 /// tool named `mod`, since `mod.rs` declares the others.
-fn tool_file(name: &str) -> String {
+pub(crate) fn tool_file(name: &str) -> String {
     if name == "mod" {
         "mod_.rs".to_string()
     } else {
@@ -210,7 +210,7 @@ impl CustomTools {
                 Ok(redactor.value(output))
             }
             None if self.in_export => Err(ToolError::new(format!(
-                "tool {name:?} is implemented in Rust and not registered in this server: register it in src/main.rs with `.tool(\"{name}\", ...)` and rebuild"
+                "tool {name:?} is implemented in Rust and not registered in this server: have src/main.rs call `.tools(tools::register)` and rebuild"
             ))),
             None => Err(ToolError::new(format!(
                 "tool {name:?} is implemented in Rust and not registered in this program"

@@ -171,8 +171,9 @@ pub struct ErrorCode {
     pub meaning: &'static str,
 }
 
-/// `GET /readyz`'s code when the store is not reachable or writable, or
-/// the server is shutting down (its body is not an [`ApiError`]'s).
+/// `GET /readyz`'s code when the store is not reachable or writable, a
+/// background task died and waits to restart, or the server is shutting
+/// down (its body is not an [`ApiError`]'s).
 pub const NOT_READY: &str = "not_ready";
 
 /// Every code an answer's `error.code` can hold. A test requires exactly
@@ -237,7 +238,7 @@ pub const CODES: &[ErrorCode] = &[
     },
     ErrorCode {
         code: NOT_READY,
-        meaning: "`GET /readyz` only: the store is not reachable or writable, or the server is shutting down.",
+        meaning: "`GET /readyz` only: the store is not reachable or writable, a background task died and waits to restart, or the server is shutting down.",
     },
     ErrorCode {
         code: "not_due",

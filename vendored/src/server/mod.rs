@@ -44,6 +44,7 @@ pub mod schedule;
 pub mod signature;
 mod stale;
 mod state;
+mod supervisor;
 mod sweeper;
 mod tasks;
 mod throttle;
@@ -302,10 +303,14 @@ pub struct BackgroundTasks {
     stop_tx: watch::Sender<bool>,
     stop_rx: watch::Receiver<bool>,
     background: Background,
-    sweeping: tokio::task::JoinHandle<()>,
-    recovering: tokio::task::JoinHandle<()>,
+    supervisor: supervisor::Supervisor,
     shutdown_grace: Duration,
 }
+
+/// How long the background tasks get to end after the stop signal (each
+/// ends at its next look at the signal; a send in flight is dropped and
+/// its lease runs out, see `notify/outbox.rs`).
+const TASKS_STOP_BOUND: Duration = Duration::from_secs(5);
 
 impl BackgroundTasks {
     /// Runs being driven by this process now.
@@ -328,8 +333,7 @@ impl BackgroundTasks {
             stop_tx,
             stop_rx: _,
             background,
-            sweeping,
-            recovering,
+            supervisor,
             shutdown_grace,
         } = self;
         tracing::info!(
@@ -347,8 +351,7 @@ impl BackgroundTasks {
             served
         })
         .await;
-        sweeping.abort();
-        recovering.abort();
+        supervisor.join(TASKS_STOP_BOUND).await;
         match finished {
             Ok(Ok(Ok(()))) => {
                 tracing::info!("stopped; paused runs stay in the store");
@@ -450,6 +453,7 @@ pub(crate) fn standalone_state(agent: AgentRun, shutdown: watch::Receiver<bool>)
         slack: None,
         links: None,
         watcher,
+        tasks: Arc::default(),
     }
 }
 
@@ -463,6 +467,7 @@ async fn mount_with_schedule(
 ) -> Result<Mounted, ServerError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let background = Background::default();
+    let mut supervisor = supervisor::Supervisor::new(stop_rx.clone());
     let slack = start_slack(&agent, config.links.as_ref())?;
     let watcher = push_watcher(&agent);
     let gates = gate_requests(&agent, watcher.clone());
@@ -475,6 +480,7 @@ async fn mount_with_schedule(
         links: config.links.clone(),
         watcher,
         gates,
+        tasks: supervisor.health(),
     };
     if config.tokens.is_empty() {
         tracing::warn!(
@@ -516,17 +522,15 @@ async fn mount_with_schedule(
         lease = ?agent.lease(),
         "durable runs: recovered orphaned runs at start-up; stuck runs wait for `runs retry` or `runs fail`"
     );
-    let recovering = tokio::spawn(tasks::recover_periodically(
-        agent.clone(),
-        background.clone(),
-        stop_rx.clone(),
-    ));
-    let sweeping = tokio::spawn(sweeper::run(
-        agent.clone(),
-        config.sweep_every,
-        stop_rx.clone(),
-        swept != sweeper::Swept::Stop,
-    ));
+    let (recovering, running) = (agent.clone(), background.clone());
+    supervisor.spawn("recovery".into(), move |stop| {
+        tasks::recover_periodically(recovering.clone(), running.clone(), stop)
+    });
+    let (sweeping, every) = (agent.clone(), config.sweep_every);
+    let sweeps = swept != sweeper::Swept::Stop;
+    supervisor.spawn("sweeper".into(), move |stop| {
+        sweeper::run(sweeping.clone(), every, stop, sweeps)
+    });
     // The outbox's notices (Slack, webhooks, mail), whichever process
     // wrote them: the only trigger of every notification.
     let outbox =
@@ -539,22 +543,23 @@ async fn mount_with_schedule(
     // Woken right after this process's commits that wrote notices, and
     // after other processes' (the store's change feed, when it has one).
     let wake = outbox.waker();
-    tokio::spawn(crate::notify::wake::on_events(
-        agent.subscribe(),
-        Arc::clone(&wake),
-        stop_rx.clone(),
-    ));
-    if let Some(watcher) = &state.watcher {
-        tokio::spawn(crate::notify::wake::on_changes(
-            watcher.changes(),
-            wake,
-            stop_rx.clone(),
-        ));
+    let (events, woken) = (agent.clone(), Arc::clone(&wake));
+    supervisor.spawn("outbox wake-up (run events)".into(), move |stop| {
+        crate::notify::wake::on_events(events.subscribe(), Arc::clone(&woken), stop)
+    });
+    if let Some(watcher) = state.watcher.clone() {
+        supervisor.spawn("outbox wake-up (store changes)".into(), move |stop| {
+            crate::notify::wake::on_changes(watcher.changes(), Arc::clone(&wake), stop)
+        });
     }
-    tokio::spawn(Arc::new(outbox).run(stop_rx.clone()));
+    let outbox = Arc::new(outbox);
+    supervisor.spawn("outbox".into(), move |stop| Arc::clone(&outbox).run(stop));
     for entry in schedule {
         tracing::info!(schedule = entry.index + 1, cron = %entry.expression, "schedule active");
-        tokio::spawn(schedule::run(state.clone(), entry, stop_rx.clone()));
+        let (served, name) = (state.clone(), format!("schedule {}", entry.index + 1));
+        supervisor.spawn(name, move |stop| {
+            schedule::run(served.clone(), entry.clone(), stop)
+        });
     }
 
     let app = origin::guard(
@@ -570,8 +575,7 @@ async fn mount_with_schedule(
             stop_tx,
             stop_rx,
             background,
-            sweeping,
-            recovering,
+            supervisor,
             shutdown_grace: config.shutdown_grace,
         },
     })

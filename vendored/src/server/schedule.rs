@@ -26,6 +26,7 @@ const TICK_CLAIM_TTL: Duration = Duration::from_secs(24 * 3600);
 const MAX_CATCH_UP: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
 /// One parsed schedule entry.
+#[derive(Clone)]
 pub(crate) struct Entry {
     pub index: usize,
     pub expression: String,

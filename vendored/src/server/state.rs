@@ -33,6 +33,9 @@ pub(crate) struct AppState {
     /// agent's, with a watcher that answers waiters soon after a decision
     /// made anywhere.
     pub gates: crate::gate::Gate,
+    /// Which background tasks are down (died, waiting to restart):
+    /// `/readyz` is not ready while any is.
+    pub tasks: Arc<super::supervisor::TaskHealth>,
 }
 
 impl AppState {

@@ -3,9 +3,11 @@
 //! database that is down). Changes nothing in the store while it is healthy.
 //!
 //! GET /readyz: readiness, no auth: whether this process should get
-//! traffic now. 200 when the store answers a read and the server is not
-//! shutting down; 503 `not_ready` otherwise, so a load balancer drains it
-//! during the shutdown grace and while its database is away.
+//! traffic now. 200 when the store answers a read, every background task
+//! runs and the server is not shutting down; 503 `not_ready` otherwise, so
+//! a load balancer drains it during the shutdown grace, while its database
+//! is away, and while a background task that died waits to restart (see
+//! `server/supervisor.rs`).
 
 use std::time::Duration;
 
@@ -50,6 +52,13 @@ pub(super) async fn ready(State(state): State<AppState>) -> (StatusCode, Json<He
         return readiness(Err(
             "the server is shutting down: it takes no new requests".into()
         ));
+    }
+    let down = state.tasks.down();
+    if !down.is_empty() {
+        return readiness(Err(format!(
+            "background task(s) {} died and are restarting: notifications, timers or recovery wait until they run",
+            down.join(", ")
+        )));
     }
     // A read by primary key of a run that cannot exist: one round trip
     // through the store's connection (or pool), nothing scanned.
@@ -122,6 +131,49 @@ mod tests {
                 .is_some_and(|m| m.contains("shutting down")),
             "{body}"
         );
+    }
+
+    /// A background task that died is named by `/readyz` until its
+    /// restart, after which the server is ready again.
+    #[tokio::test(start_paused = true)]
+    async fn a_server_whose_background_task_died_is_not_ready_until_it_restarts() {
+        let spec = crate::Spec::parse(
+            "version: 1\nagent: probe\nsteps:\n  - id: s\n    set: { a: 1 }\n",
+            "probe.yaml",
+        )
+        .unwrap();
+        let store: crate::SharedStore = Arc::new(crate::store::MemoryStore::new());
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let agent = crate::AgentRun::new(Arc::new(spec), store);
+        let mut supervisor = crate::server::supervisor::Supervisor::new(shutdown.clone());
+        let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = Arc::clone(&runs);
+        supervisor.spawn("outbox".into(), move |mut stop| {
+            let first = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+            async move {
+                assert!(!first, "the first run dies");
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            }
+        });
+        let mut state: AppState = crate::server::standalone_state(agent, shutdown);
+        state.tasks = supervisor.health();
+        // Yielding keeps the paused clock still: the restart is not due.
+        while state.tasks.down().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let (status, Json(body)) = ready(State(state.clone())).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = serde_json::to_value(body).unwrap();
+        assert_eq!(
+            body["error"]["message"],
+            "background task(s) outbox died and are restarting: notifications, timers or recovery wait until they run"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        while runs.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+        let (status, _) = ready(State(state)).await;
+        assert_eq!(status, StatusCode::OK);
     }
 
     #[test]

@@ -203,7 +203,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             .json::<Health>(503, "The store cannot take writes."),
         Operation::new("get", "/readyz", "ready", "Readiness")
             .describe(
-                "Whether this process should get traffic: its store answers a read and it is not shutting down.",
+                "Whether this process should get traffic: its store answers a read, every background task (recovery, sweeper, outbox, schedules) runs, and it is not shutting down.",
             )
             .tag("operations")
             .auth(Auth::Public)

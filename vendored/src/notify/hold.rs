@@ -6,6 +6,12 @@
 //! sent, nor counted as tried, before the hold ends. Other lanes keep
 //! flowing.
 //!
+//! For Slack the lane is the workspace, which is what Slack rate-limits:
+//! a server serves one spec, so one bot token, so one workspace, and
+//! [`crate::notify::lanes::label`] gives every Slack notice of a server
+//! one lane (the API's `host:port`; never the token nor a hash of it,
+//! since labels are stored).
+//!
 //! The holds are this worker's own, in memory: another process sharing
 //! the store learns of a rate limit from its own first refusal, which
 //! costs one request per process, and nothing is stored that a crash

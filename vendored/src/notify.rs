@@ -14,6 +14,7 @@ pub mod email;
 #[cfg(not(feature = "email"))]
 #[path = "notify/email/left_out.rs"]
 pub mod email;
+pub mod hold;
 pub mod lanes;
 pub mod outbox;
 pub mod sender;

@@ -4,5 +4,6 @@ mod approvals;
 mod clicks;
 mod outage;
 mod outbox;
+mod rate_limit;
 mod signatures;
 mod store;

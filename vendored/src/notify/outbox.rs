@@ -9,6 +9,12 @@
 //! while the notice's retry window lasts; or dead, with a log line, for an
 //! operator to retry (`tollgate notifications retry`).
 //!
+//! A receiver that rate-limits (Slack's 429, a webhook's 429 or 503 with
+//! `Retry-After`) holds its whole lane until the time it gave (see
+//! [`crate::notify::hold`]): the worker sends no other notice of that lane
+//! before then, and one it leased anyway is put back, due at the hold's
+//! end, without counting an attempt (see [`NoticeWrite::Postponed`]).
+//!
 //! It is the only trigger of every notification, Slack's included (issue
 //! 43): it leases as soon as a commit that wrote notices wakes it (see
 //! [`crate::notify::wake`]), and every [`POLL_EVERY`] in case a wake was
@@ -32,7 +38,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::{Notify, watch};
 
 use crate::backoff::Backoff;
@@ -40,6 +46,7 @@ use crate::links::LinkSigner;
 use crate::notices::NoticeChannel;
 use crate::notify::delivery::Attempt;
 use crate::notify::email::EmailSender;
+use crate::notify::hold::LaneHolds;
 use crate::notify::lanes;
 use crate::notify::sender::{EmailNotices, NoticeSender, SlackNotices, WebhookNotices};
 use crate::notify::slack::SlackNotifier;
@@ -103,6 +110,20 @@ pub struct OutboxWorker {
     lanes: LaneLimits,
     /// Woken after a commit that wrote notices (see [`OutboxWorker::waker`]).
     wake: Arc<Notify>,
+    /// The lanes whose receivers said when to come back.
+    holds: LaneHolds,
+}
+
+/// What became of a leased notice's turn.
+enum Turn {
+    /// Sent, or tried: what came of it, and the lane it was sent in when
+    /// its routes could be read (what a rate limit holds).
+    Tried {
+        attempt: Attempt,
+        lane: Option<String>,
+    },
+    /// Not tried: its lane is held until then.
+    Held(DateTime<Utc>),
 }
 
 /// Why a worker could not be made.
@@ -134,6 +155,7 @@ impl OutboxWorker {
             metrics: None,
             lanes: DEFAULT_LANES,
             wake: Arc::new(Notify::new()),
+            holds: LaneHolds::new(),
         })
     }
 
@@ -289,19 +311,35 @@ impl OutboxWorker {
     }
 
     async fn deliver(&self, notice: OutboxNotice, disabled: &[DisabledEndpoint]) {
-        let attempt = match disabled.iter().find(|d| {
+        let (attempt, lane) = match disabled.iter().find(|d| {
             notice.notice.channel == NoticeChannel::Webhook && d.endpoint == notice.notice.target
         }) {
-            Some(off) => Attempt::Gone {
-                reason: format!(
-                    "the endpoint is disabled since {} ({}); `tollgate notifications retry` enables it again",
-                    crate::time::format_utc(off.disabled_at),
-                    off.reason
-                ),
+            Some(off) => (
+                Attempt::Gone {
+                    reason: format!(
+                        "the endpoint is disabled since {} ({}); `tollgate notifications retry` enables it again",
+                        crate::time::format_utc(off.disabled_at),
+                        off.reason
+                    ),
+                },
+                None,
+            ),
+            None => match self.attempt(&notice).await {
+                Turn::Tried { attempt, lane } => (attempt, lane),
+                Turn::Held(until) => return self.postpone(&notice, until).await,
             },
-            None => self.attempt(&notice).await,
         };
         let now = self.clock.now();
+        if let (
+            Attempt::Failed {
+                retry_after: Some(wait),
+                ..
+            },
+            Some(lane),
+        ) = (&attempt, &lane)
+        {
+            self.hold_lane(&notice, lane, now, *wait);
+        }
         let write = self.next_state(&notice, &attempt, now);
         if let Attempt::Gone { reason } = &attempt
             && notice.notice.channel == NoticeChannel::Webhook
@@ -329,6 +367,33 @@ impl OutboxWorker {
             }
             Err(e) => {
                 tracing::warn!(id = %notice.notice.id, error = %e, "notifications: cannot record a delivery; it is sent again when its lease runs out")
+            }
+        }
+    }
+
+    /// Hold `notice`'s lane for `wait` from `now`: its receiver asked for
+    /// it (a 429, or a 503 with `Retry-After`). The end is cut to whole
+    /// microseconds, what a store keeps of a time: a notice put back until
+    /// the end is not taken again a fraction of a microsecond early only
+    /// to be put back once more.
+    fn hold_lane(&self, notice: &OutboxNotice, lane: &str, now: DateTime<Utc>, wait: Duration) {
+        let until = crate::time::add(now, wait).trunc_subsecs(6);
+        let n = &notice.notice;
+        tracing::warn!(channel = %n.channel, lane = %lane, until = %crate::time::format_utc(until), "notifications: the receiver is rate-limiting; holding its lane until it said to come back");
+        self.holds.hold(n.channel, lane, until);
+    }
+
+    /// Put back `notice`, leased while its lane is held until `until`: due
+    /// again then, not counted as an attempt, a retry or a failure (it was
+    /// not tried).
+    async fn postpone(&self, notice: &OutboxNotice, until: DateTime<Utc>) {
+        let id = &notice.notice.id;
+        tracing::debug!(id = %id, until = %crate::time::format_utc(until), "notifications: lane held; notice put back until the hold ends");
+        let write = NoticeWrite::Postponed { next_at: until };
+        match self.store.settle_notice(id, &self.owner, &write).await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(id = %id, error = %e, "notifications: cannot put back a notice of a held lane; it is due again when its lease runs out")
             }
         }
     }
@@ -379,30 +444,52 @@ impl OutboxWorker {
             NoticeWrite::Sent { .. } => metrics.notice_sent(channel),
             NoticeWrite::Failed { .. } => metrics.notice_retried(channel),
             NoticeWrite::Dead { .. } => metrics.notice_dead(channel),
+            // Never counted: nothing was tried.
+            NoticeWrite::Postponed { .. } => {}
         }
     }
 
-    /// One send of `notice` on its channel.
-    async fn attempt(&self, notice: &OutboxNotice) -> Attempt {
+    /// One send of `notice` on its channel, unless its lane is held. The
+    /// lane is worked out again from the routes, as when it was labelled
+    /// (a leased notice does not carry its label, and the label depends
+    /// only on the routes and the environment, both the same here).
+    async fn attempt(&self, notice: &OutboxNotice) -> Turn {
         let n = &notice.notice;
         let routes = match self.store.routes_of(&n.key).await {
             Ok(Some(routes)) => routes,
             Ok(None) => {
-                return Attempt::Gone {
+                let attempt = Attempt::Gone {
                     reason: format!("approval {} has no notification routes stored", n.key),
+                };
+                return Turn::Tried {
+                    attempt,
+                    lane: None,
                 };
             }
             Err(e) => {
-                return Attempt::Failed {
+                let attempt = Attempt::Failed {
                     error: format!("cannot read where the notice goes: {e}"),
                     retry_after: None,
                 };
+                return Turn::Tried {
+                    attempt,
+                    lane: None,
+                };
             }
         };
-        match n.channel {
+        let lookup = |name: &str| std::env::var(name).ok();
+        let lane = lanes::label(n.channel, &n.target, Some(&routes), &lookup);
+        if let Some(until) = self.holds.held_until(n.channel, &lane, self.clock.now()) {
+            return Turn::Held(until);
+        }
+        let attempt = match n.channel {
             NoticeChannel::Webhook => self.webhooks.send(notice, &routes).await,
             NoticeChannel::Email => self.mail.send(notice, &routes).await,
             NoticeChannel::Slack => self.slack.send(notice, &routes).await,
+        };
+        Turn::Tried {
+            attempt,
+            lane: Some(lane),
         }
     }
 }

@@ -78,6 +78,19 @@ pub enum NoticeWrite {
         error: String,
         at: DateTime<Utc>,
     },
+    /// Not tried: its lane is held until `next_at` (its receiver said when
+    /// to come back, see `notify::hold`). Due again then, with its status,
+    /// attempts and last error as they were; a pending notice stays
+    /// pending, so its retry window opens at the lease that sends it.
+    ///
+    /// Why a write rather than held lanes passed to the lease: the lease
+    /// queries stay as they are (no list of labels bound into both
+    /// dialects' SQL, nor into the cheap probe before SQLite's write
+    /// lock), and a notice the worker leased just before its lane was
+    /// held (a batch in flight) needs releasing this way anyway.
+    Postponed {
+        next_at: DateTime<Utc>,
+    },
 }
 
 impl NoticeWrite {
@@ -87,7 +100,7 @@ impl NoticeWrite {
     /// statement.
     pub(crate) fn undelivered(&self) -> Option<(NoticeStatus, &str, DateTime<Utc>)> {
         match self {
-            NoticeWrite::Sent { .. } => None,
+            NoticeWrite::Sent { .. } | NoticeWrite::Postponed { .. } => None,
             NoticeWrite::Failed { error, next_at } => Some((NoticeStatus::Failed, error, *next_at)),
             NoticeWrite::Dead { error, at } => Some((NoticeStatus::Dead, error, *at)),
         }

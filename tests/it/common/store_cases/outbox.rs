@@ -855,3 +855,82 @@ pub async fn workers_on_three_handles_keep_a_lane_to_its_share(handles: Vec<Shar
     );
     assert!(unique.iter().all(|id| made.contains(id)));
 }
+
+/// A notice leased while its lane is held is put back untried: due at the
+/// hold's end, its status, attempts, error and retry window as they were
+/// (a pending one's window opens at the lease that sends it).
+pub async fn a_postponed_notice_counts_no_attempt_and_keeps_its_window(store: SharedStore) {
+    type Time = chrono::DateTime<chrono::Utc>;
+    let s = store.as_ref();
+    let id = laned(s, "held", 1, "slack.example:443").await.remove(0);
+    let leased = s
+        .lease_lane_notices("w1", at(1000), at(1060), lanes(4, 10))
+        .await
+        .expect("lease");
+    assert_eq!(ids(&leased), vec![id.clone()]);
+    let until = NoticeWrite::Postponed { next_at: at(1002) };
+    assert!(
+        !s.settle_notice(&id, "w2", &until).await.expect("settle"),
+        "only the lease's owner puts it back"
+    );
+    assert!(s.settle_notice(&id, "w1", &until).await.expect("settle"));
+    let notice = s.get_notice(&id).await.expect("get").expect("notice");
+    assert_eq!(
+        (
+            notice.status,
+            notice.attempts,
+            notice.last_error.clone(),
+            notice.next_at
+        ),
+        (NoticeStatus::Pending, 0, None, at(1002)),
+        "untried, due at the hold's end"
+    );
+    assert_eq!(
+        s.lease_lane_notices("w1", at(1001), at(1061), lanes(4, 10))
+            .await
+            .expect("lease"),
+        vec![],
+        "not due before the hold ends, and its lease was released"
+    );
+    let sent_at = s
+        .lease_lane_notices("w2", at(1002), at(1062), lanes(4, 10))
+        .await
+        .expect("lease");
+    assert_eq!(ids(&sent_at), vec![id.clone()]);
+    assert_eq!(
+        sent_at[0].window_from,
+        at::<Time>(1002),
+        "the window opens at the lease that sends it"
+    );
+
+    // A failed notice put back keeps its attempts, error and window.
+    let failed = NoticeWrite::Failed {
+        error: "Slack answered 429".into(),
+        next_at: at(1005),
+    };
+    assert!(s.settle_notice(&id, "w2", &failed).await.expect("settle"));
+    let again = s
+        .lease_lane_notices("w1", at(1005), at(1065), lanes(4, 10))
+        .await
+        .expect("lease");
+    assert_eq!(ids(&again), vec![id.clone()]);
+    let until = NoticeWrite::Postponed { next_at: at(1010) };
+    assert!(s.settle_notice(&id, "w1", &until).await.expect("settle"));
+    let notice = s.get_notice(&id).await.expect("get").expect("notice");
+    assert_eq!(
+        (
+            notice.status,
+            notice.attempts,
+            notice.last_error.as_deref(),
+            notice.next_at,
+            notice.window_from
+        ),
+        (
+            NoticeStatus::Failed,
+            1,
+            Some("Slack answered 429"),
+            at(1010),
+            at::<Time>(1002)
+        )
+    );
+}

@@ -332,6 +332,17 @@ pub(crate) async fn settle_notice<C: GenericClient>(
             )
             .await?
         }
+        // Not tried: neither the attempts nor the error nor the status
+        // change (a pending notice's window opens at a later lease).
+        (NoticeWrite::Postponed { next_at }, _) => {
+            execute(
+                client,
+                "UPDATE tollgate_outbox SET next_at = $3, lease_owner = NULL, \
+                 lease_until = NULL WHERE id = $1 AND lease_owner = $2",
+                &[&id, &owner, next_at],
+            )
+            .await?
+        }
         (_, None) => 0,
     };
     Ok(changed == 1)

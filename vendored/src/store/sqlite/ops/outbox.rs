@@ -283,6 +283,14 @@ pub(crate) fn settle_notice(
                  WHERE id = ?1 AND lease_owner = ?2",
             )?
             .execute((id, owner, format_utc(next_at), error, status.as_str()))?,
+        // Not tried: neither the attempts nor the error nor the status
+        // change (a pending notice's window opens at a later lease).
+        (NoticeWrite::Postponed { next_at }, _) => conn
+            .prepare_cached(
+                "UPDATE tollgate_outbox SET next_at = ?3, lease_owner = NULL, lease_until = NULL \
+                 WHERE id = ?1 AND lease_owner = ?2",
+            )?
+            .execute((id, owner, format_utc(*next_at)))?,
         (_, None) => 0,
     };
     Ok(changed == 1)

@@ -5,9 +5,16 @@
 //! points, `app.rs` and `testing.rs`, sit beside the CLI's folder). From
 //! the bottom up: support helpers, the domain (spec, expressions, events,
 //! the approval record), the store, the engine (runs, workflow, gate,
-//! tools), notify, the server (HTTP, API, tasks, UI), and the application
-//! (CLI, `App`, the testing harness). A module may use its own layer and
-//! any below it. CONTRIBUTING.md "Layout" describes each layer.
+//! tools), notify, the use cases (`service`: deciding, operating, gate
+//! requests, batches, votes, notices, with their views), the server (HTTP
+//! plumbing, routes, the inbox, MCP, background workers), and the
+//! application (CLI, `App`, the testing harness). A module may use its own
+//! layer and any below it. CONTRIBUTING.md "Layout" describes each layer.
+//!
+//! Within and above the server, the adapters (the API's routes, the inbox,
+//! MCP, the CLI) meet only in the use cases: no adapter refers to another,
+//! and the application refers to the server's front items (`Server`,
+//! `serve`, `mount`...), never to a module inside it.
 //!
 //! The check reads the source as text: every `crate::NAME` path (and
 //! `$crate::`, and each name of a `crate::{...}` group) outside comments
@@ -28,6 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["store"]),
     ("engine", &["engine"]),
     ("notify", &["notify"]),
+    ("service", &["service"]),
     ("server", &["server"]),
     ("application", &["app", "cli", "testing"]),
 ];
@@ -94,6 +102,294 @@ fn no_runtime_module_refers_to_a_layer_above_its_own() {
         "references to a layer above the referring module's own:\n{}",
         upward.join("\n")
     );
+}
+
+/// The adapters: each turns its own input into calls to the use cases
+/// (`service`) and their answers into its own output. Each is a module
+/// path; a file belongs to the adapter whose path its module starts with.
+const ADAPTERS: &[&[&str]] = &[
+    &["server", "routes"],
+    &["server", "ui"],
+    &["server", "mcp"],
+    &["cli"],
+];
+
+#[test]
+fn no_adapter_refers_to_another() {
+    let src = runtime_src();
+    let mut crossing = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file.strip_prefix(&src).expect("under src").to_path_buf();
+        let module = module_path(&rel);
+        let Some(from) = adapter_of(&module) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        for path in module_paths(&code_only(&text), &module, false) {
+            if let Some(to) = adapter_of(&path.segments)
+                && to != from
+            {
+                crossing.push(format!(
+                    "{}:{}: {} refers to {} ({})",
+                    rel.display(),
+                    path.line,
+                    from.join("::"),
+                    path.segments.join("::"),
+                    to.join("::"),
+                ));
+            }
+        }
+    }
+    assert!(
+        crossing.is_empty(),
+        "adapters referring to another adapter (move what they share into \
+         `service`, or into the server's plumbing):\n{}",
+        crossing.join("\n")
+    );
+}
+
+#[test]
+fn the_application_uses_only_the_servers_front_items() {
+    let src = runtime_src();
+    let server_modules = submodules(&src.join("server"));
+    assert!(
+        server_modules.contains("routes"),
+        "the server's modules are read from vendored/src/server: {server_modules:?}"
+    );
+    let application: Vec<&str> = LAYERS
+        .iter()
+        .find(|(name, _)| *name == "application")
+        .expect("an application layer")
+        .1
+        .to_vec();
+    let mut inside = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file.strip_prefix(&src).expect("under src").to_path_buf();
+        let module = module_path(&rel);
+        if !module
+            .first()
+            .is_some_and(|top| application.contains(&top.as_str()))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        // `use crate::server;` then `server::routes::..`: in the
+        // application, a bare `server::` path is the crate's server.
+        for path in module_paths(&code_only(&text), &module, true) {
+            if path.segments.first().map(String::as_str) == Some("server")
+                && path
+                    .segments
+                    .get(1)
+                    .is_some_and(|name| server_modules.contains(name.as_str()))
+            {
+                inside.push(format!(
+                    "{}:{}: {}",
+                    rel.display(),
+                    path.line,
+                    path.segments.join("::")
+                ));
+            }
+        }
+    }
+    assert!(
+        inside.is_empty(),
+        "the application refers to modules inside the server (use the use \
+         cases in `service`, or an item the server re-exports):\n{}",
+        inside.join("\n")
+    );
+}
+
+/// The adapter a module path is in, if any.
+fn adapter_of(module: &[String]) -> Option<&'static [&'static str]> {
+    ADAPTERS.iter().copied().find(|adapter| {
+        module.len() >= adapter.len() && adapter.iter().zip(module).all(|(a, m)| a == m)
+    })
+}
+
+/// The module a file is: `server/routes/approvals.rs` is
+/// `server::routes::approvals`, and `server/routes.rs` (or
+/// `server/routes/mod.rs`) is `server::routes`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut segments: Vec<String> = rel
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .map(|name| name.strip_suffix(".rs").unwrap_or(name).to_string())
+        .collect();
+    if segments
+        .last()
+        .is_some_and(|last| last == "mod" || last == "lib")
+    {
+        segments.pop();
+    }
+    segments
+}
+
+/// The names of a folder's modules: `name.rs` files and subfolders.
+fn submodules(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .expect("a readable folder")
+        .map(|entry| entry.expect("an entry").path())
+        .filter_map(|path| {
+            let name = path.file_name()?.to_str()?;
+            match name.strip_suffix(".rs") {
+                Some(stem) if stem != "mod" => Some(stem.to_string()),
+                Some(_) => None,
+                None => path.is_dir().then(|| name.to_string()),
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug)]
+struct ModulePath {
+    /// From the crate root, without `crate`.
+    segments: Vec<String>,
+    line: usize,
+}
+
+/// Every path of the crate in `code` (`crate::a::b`, `super::a`,
+/// `self::a`, with `{...}` groups expanded), resolved from `module` to a
+/// path from the crate root. With `bare_server`, `server::a` counts as
+/// `crate::server::a`. A path the resolution cannot place (more `super`s
+/// than the module is deep) is skipped.
+fn module_paths(code: &str, module: &[String], bare_server: bool) -> Vec<ModulePath> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_word = i == 0 || !(is_ident(chars[i - 1]) || chars[i - 1] == ':');
+        if !starts_word || !is_ident(chars[i]) {
+            i += 1;
+            continue;
+        }
+        let word: String = chars[i..].iter().take_while(|c| is_ident(**c)).collect();
+        let after = i + word.len();
+        let base: Option<Vec<String>> = match word.as_str() {
+            "crate" => Some(Vec::new()),
+            "self" => Some(module.to_vec()),
+            "super" => module.split_last().map(|(_, parent)| parent.to_vec()),
+            "server" if bare_server => Some(Vec::new()),
+            _ => None,
+        };
+        let (Some(base), true) = (base, followed_by_path(&chars, after)) else {
+            i = after;
+            continue;
+        };
+        let line = 1 + chars[..i].iter().filter(|c| **c == '\n').count();
+        let start = if word == "server" { i } else { after };
+        let (tails, end) = path_tails(&chars, start);
+        for tail in tails {
+            let mut segments = base.clone();
+            let mut placed = true;
+            for segment in tail {
+                if segment == "super" {
+                    placed &= segments.pop().is_some();
+                } else if segment != "self" {
+                    segments.push(segment);
+                }
+            }
+            if placed {
+                found.push(ModulePath { segments, line });
+            }
+        }
+        i = end.max(after);
+    }
+    found
+}
+
+fn followed_by_path(chars: &[char], at: usize) -> bool {
+    let i = skip_space(chars, at);
+    chars.get(i) == Some(&':') && chars.get(i + 1) == Some(&':')
+}
+
+/// The paths starting at `at` (`a::b`, `::a::{b, c::d}`; a leading `::`
+/// is skipped), each as its segments, and where they end.
+fn path_tails(chars: &[char], at: usize) -> (Vec<Vec<String>>, usize) {
+    let is_ident = |c: &char| c.is_alphanumeric() || *c == '_';
+    let mut prefix = Vec::new();
+    let mut i = at;
+    loop {
+        i = skip_space(chars, i);
+        if chars.get(i) == Some(&':') && chars.get(i + 1) == Some(&':') {
+            i = skip_space(chars, i + 2);
+        }
+        if chars.get(i) == Some(&'{') {
+            let mut tails = Vec::new();
+            let mut depth = 0;
+            let mut item_start = i + 1;
+            let mut j = i;
+            while j < chars.len() {
+                match chars[j] {
+                    '{' => depth += 1,
+                    '}' | ',' if depth == 1 => {
+                        let item: String = chars[item_start..j].iter().collect();
+                        let item_chars: Vec<char> = item.chars().collect();
+                        if item_chars.iter().any(is_ident) {
+                            for tail in path_tails(&item_chars, 0).0 {
+                                tails.push([prefix.clone(), tail].concat());
+                            }
+                        }
+                        item_start = j + 1;
+                        if chars[j] == '}' {
+                            return (tails, j + 1);
+                        }
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                j += 1;
+            }
+            return (tails, j);
+        }
+        let word: String = chars[i..].iter().take_while(|c| is_ident(c)).collect();
+        if word.is_empty() {
+            return (vec![prefix], i);
+        }
+        i += word.len();
+        prefix.push(word);
+        let next = skip_space(chars, i);
+        if !(chars.get(next) == Some(&':') && chars.get(next + 1) == Some(&':')) {
+            return (vec![prefix], i);
+        }
+    }
+}
+
+/// The path scanner of the adapter checks, on a small source: groups,
+/// `super` and `self` resolved from the file's module, aliases dropped.
+#[test]
+fn the_path_scanner_resolves_relative_paths_and_groups() {
+    let source = r#"
+        use super::{runs::answer, super::ui::{self, stream as s}};
+        use crate::service::{decide, views::DecisionView};
+        // super::mcp in a comment
+        let x = self::helper::f(); server::mcp::serve();
+    "#;
+    let module: Vec<String> = ["server", "routes", "approvals"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let paths: Vec<(String, usize)> = module_paths(&code_only(source), &module, true)
+        .into_iter()
+        .map(|p| (p.segments.join("::"), p.line))
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            ("server::routes::runs::answer".to_string(), 2),
+            ("server::ui".to_string(), 2),
+            ("server::ui::stream".to_string(), 2),
+            ("service::decide".to_string(), 3),
+            ("service::views::DecisionView".to_string(), 3),
+            ("server::routes::approvals::helper::f".to_string(), 5),
+            ("server::mcp::serve".to_string(), 5),
+        ]
+    );
+    assert_eq!(
+        module_path(Path::new("server/routes/mod.rs")),
+        ["server", "routes"]
+    );
+    assert_eq!(adapter_of(&module), Some(&["server", "routes"][..]));
 }
 
 /// The check itself, on a small source: it must see grouped imports,

@@ -11,6 +11,7 @@ pub mod domain;
 pub mod engine;
 pub mod notify;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod support;
 pub mod testing;

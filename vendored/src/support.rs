@@ -19,3 +19,4 @@ pub mod large_blocks;
 pub mod names;
 pub mod secrets;
 pub mod time;
+pub mod webhook_signature;

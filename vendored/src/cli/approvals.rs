@@ -13,7 +13,7 @@ use crate::links::{
 };
 use crate::policy::Channel;
 use crate::run::{AgentRun, Ballot, DecisionOutcome};
-use crate::server::votes::{ListedLedgers, VotesView};
+use crate::service::votes::{ListedLedgers, VotesView};
 use crate::store::{
     ApprovalQuery, PendingPage, PendingQuery, SharedStore, SpecFilter, SpecFilterError,
     SpecSelector,

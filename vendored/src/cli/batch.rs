@@ -17,7 +17,7 @@ use super::exit::{self, ExitFailure};
 use super::render;
 use crate::policy::Channel;
 use crate::run::{AgentRun, Ballot, DecisionOutcome};
-use crate::server::batch::{BatchResult, BatchResults, CONCURRENT_DECISIONS};
+use crate::service::batch::{BatchResult, BatchResults, CONCURRENT_DECISIONS};
 use crate::store::{PendingQuery, SharedStore};
 use crate::time::SharedClock;
 use crate::tools::CustomTools;

@@ -77,7 +77,7 @@ pub async fn run(
         requester = %args.requester,
         "MCP on stdio: one JSON-RPC message per line"
     );
-    server::mcp::serve_stdio(agent, Caller(args.requester))
+    server::serve_mcp_stdio(agent, Caller(args.requester))
         .await
         .map_err(|e| ExitFailure::new(exit::RUN_FAILED, format!("stdio: {e}")))?;
     Ok(exit::OK)

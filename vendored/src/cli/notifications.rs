@@ -16,7 +16,7 @@ use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render::{self, timestamp};
 use crate::notices::{NoticeChannel, NoticeStatus};
-use crate::server::notices::{self, NoticeFilter, NoticeView, RetryRefused};
+use crate::service::notices::{self, NoticeFilter, NoticeView, RetryRefused};
 use crate::store::{LaneStats, MAX_NOTICE_PAGE, OutboxNotice};
 
 /// Notices listed when `--limit` is not given.

@@ -16,8 +16,9 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::error::ApiError;
 use super::state::AppState;
+use crate::service::ApiError;
+pub use crate::service::{Caller, Scope};
 
 /// The environment variable holding the tokens.
 pub use crate::env::API_TOKENS as TOKENS_ENV;
@@ -49,19 +50,6 @@ struct TokenEntry {
     name: String,
     digest: [u8; 32],
     scope: Scope,
-}
-
-crate::named_enum! {
-    /// What a token may do.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-    pub enum Scope {
-        /// Everything: decide, list, operate, and request.
-        #[default]
-        Full = "full",
-        /// Ask for approvals (`/gates`, `/mcp`) and follow its own
-        /// requests; never decide.
-        Requester = "requester",
-    }
 }
 
 impl std::fmt::Debug for ApiTokens {
@@ -276,10 +264,6 @@ pub fn is_token_name(name: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
 }
-
-/// The authenticated caller: the name that goes into `decided_by`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller(pub String);
 
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()

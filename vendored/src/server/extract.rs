@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::error::ApiError;
 use super::openapi::schema::request_type;
+use crate::service::ApiError;
 
 /// The request body, size-checked against the server's limit.
 pub(crate) struct RawBody(pub Bytes);

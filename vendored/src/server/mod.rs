@@ -25,32 +25,24 @@
 //! # }
 //! ```
 
-mod api;
 mod auth;
-pub(crate) mod batch;
 mod conn;
 mod deciders_check;
 mod error;
 mod extract;
-pub(crate) mod gates;
 mod logging;
-pub(crate) mod mcp;
-pub(crate) mod notices;
+mod mcp;
 pub mod openapi;
 mod origin;
 mod paging;
 mod routes;
 pub mod schedule;
-pub mod signature;
-mod stale;
+pub use crate::support::webhook_signature as signature;
 mod state;
 mod supervisor;
 mod sweeper;
-mod tasks;
 mod throttle;
 mod ui;
-mod view;
-pub(crate) mod votes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,21 +52,21 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use auth::{
-    ApiTokens, Caller, Scope, TOKENS_ENV, TokenConfigError, is_token_name, reserved_name,
-};
+pub use crate::service::{ApiError, CODES as ERROR_CODES, Caller, ErrorCode, NOT_READY, Scope};
+pub use auth::{ApiTokens, TOKENS_ENV, TokenConfigError, is_token_name, reserved_name};
 pub use conn::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,
 };
-pub use error::{ApiError, CODES as ERROR_CODES, ErrorCode, NOT_READY};
 pub use logging::{JsonLines, LogFormat, UnknownLogFormat, init_logging, init_logging_as};
 
 use crate::links::{LINK_SECRET_ENV, LinkSigner, PUBLIC_URL_ENV};
 use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
+use crate::service::Services;
+use crate::service::tasks::{self, Background};
+pub(crate) use mcp::serve_stdio as serve_mcp_stdio;
 use state::AppState;
-use tasks::Background;
 
 /// Default `--listen`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -445,11 +437,13 @@ fn push_watcher(agent: &AgentRun) -> Option<crate::watch::ApprovalWatcher> {
 pub(crate) fn standalone_state(agent: AgentRun, shutdown: watch::Receiver<bool>) -> AppState {
     let watcher = push_watcher(&agent);
     AppState {
-        gates: gate_requests(&agent, watcher.clone()),
-        agent,
+        services: Services {
+            gates: gate_requests(&agent, watcher.clone()),
+            agent,
+            background: Background::default(),
+            shutdown,
+        },
         tokens: Arc::new(ApiTokens::none()),
-        background: Background::default(),
-        shutdown,
         slack: None,
         links: None,
         watcher,
@@ -472,14 +466,16 @@ async fn mount_with_schedule(
     let watcher = push_watcher(&agent);
     let gates = gate_requests(&agent, watcher.clone());
     let state = AppState {
-        agent: agent.clone(),
+        services: Services {
+            agent: agent.clone(),
+            background: background.clone(),
+            shutdown: stop_rx.clone(),
+            gates,
+        },
         tokens: Arc::new(config.tokens.clone()),
-        background: background.clone(),
-        shutdown: stop_rx.clone(),
         slack,
         links: config.links.clone(),
         watcher,
-        gates,
         tasks: supervisor.health(),
     };
     if config.tokens.is_empty() {
@@ -502,7 +498,7 @@ async fn mount_with_schedule(
     }
     // Approvals paused under other versions (a deploy changed the spec):
     // said once, with what approving them will do.
-    stale::log_at_start(&agent).await;
+    crate::service::stale::log_at_start(&agent).await;
     // Runs whose driver died (this process's predecessor, or another
     // node): claimed now and resumed in the background.
     let mut recovered = tasks::recover(&agent, &background).await.unwrap_or(0);

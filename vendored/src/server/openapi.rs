@@ -20,7 +20,7 @@ mod errors;
 mod gates;
 mod migrate;
 mod plan;
-pub(crate) mod schema;
+pub(crate) use crate::service::schema;
 #[cfg(test)]
 mod tests;
 
@@ -416,7 +416,7 @@ fn webhook(path: &str, signed: bool) -> Operation {
         .describe("The spec's `trigger.webhook`: the JSON body is the run's `input`.")
         .tag("webhook")
         .auth(Auth::Webhook { signed })
-        .json::<super::api::RunStarted>(202, "The run is stored and starting.");
+        .json::<crate::service::views::RunStarted>(202, "The run is stored and starting.");
     // OpenAPI reads `{...}` in a path as a parameter and has no escape for
     // it, so literal braces are written percent-encoded.
     operation.path = path.replace('{', "%7B").replace('}', "%7D");

@@ -35,7 +35,7 @@ use axum::http::{HeaderMap, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
+use crate::service::ApiError;
 
 /// Which checks apply.
 #[derive(Debug, Clone, Copy)]

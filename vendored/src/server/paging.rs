@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::error::ApiError;
+use crate::service::ApiError;
 
 /// Rows per API page when `?limit=` is absent.
 pub(crate) const DEFAULT_LIMIT: usize = 50;

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::state::AppState;
-use super::tasks;
 use crate::json_doc::JsonDoc;
+use crate::service::tasks;
 use crate::store::KeyClaim;
 
 /// How long a tick's claim is kept: far longer than any clock skew.

@@ -90,7 +90,7 @@ async fn sweep(agent: &AgentRun) -> Result<usize, RunError> {
         let agent = agent.clone();
         tokio::spawn(async move {
             let outcome = agent.resume_claimed(claimed).await;
-            crate::server::tasks::log_outcome(&record.run_id, &outcome);
+            crate::service::tasks::log_outcome(&record.run_id, &outcome);
         });
     }
     Ok(ended)

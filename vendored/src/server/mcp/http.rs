@@ -25,9 +25,9 @@ use serde_json::Value;
 
 use super::jsonrpc::{self, INVALID_REQUEST, Parsed, RpcError};
 use super::protocol::{self, Context};
-use crate::server::auth::{Caller, Scope};
 use crate::server::extract::{RawBody, json_content_type};
 use crate::server::state::AppState;
+use crate::service::{Caller, Scope};
 
 /// The header a client names its negotiated protocol version in.
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";

@@ -40,8 +40,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::protocol::{self, Context};
-    use crate::server::auth::{Caller, Scope};
     use crate::server::state::AppState;
+    use crate::service::{Caller, Scope};
     use crate::store::PendingQuery;
 
     fn state() -> (AppState, tokio::sync::watch::Sender<bool>) {

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::jsonrpc::{self, INVALID_PARAMS, Incoming, METHOD_NOT_FOUND, RpcError};
 use super::tools::{self, TOOLS};
-use crate::server::auth::{Caller, Scope};
 use crate::server::state::AppState;
+use crate::service::{Caller, Scope};
 
 /// The protocol versions spoken, newest first. The tools need nothing of
 /// a later revision; 2025-03-26 clients get `structuredContent` and

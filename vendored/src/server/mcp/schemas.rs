@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::server::openapi::schema::{Components, Schema};
+use crate::service::schema::{Components, Schema};
 
 /// References are followed at most this deep (the API's types nest a few
 /// levels; a type that named itself would stop here).
@@ -214,7 +214,7 @@ fn article(kind: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::gates::{GateView, NewGate};
+    use crate::service::gates::{GateView, NewGate};
 
     fn has_ref(value: &Value) -> bool {
         match value {

@@ -18,8 +18,8 @@ use tokio::task::JoinSet;
 
 use super::jsonrpc::{self, INVALID_REQUEST, Parsed, RpcError};
 use super::protocol::{self, Context};
-use crate::server::auth::{Caller, Scope};
 use crate::server::state::AppState;
+use crate::service::{Caller, Scope};
 
 /// `tollgate mcp`: serve stdin and stdout as `caller`, a requester (see
 /// `cli/mcp.rs`), for `agent`'s gate requests, until stdin ends.

@@ -18,11 +18,11 @@ use serde_json::{Value, json};
 
 use super::jsonrpc::RpcError;
 use super::schemas::{first_problem, inline_schema};
-use crate::server::auth::{Caller, Scope};
-use crate::server::error::ApiError;
-use crate::server::gates::{GateView, Gates, MAX_WAIT, NewGate};
-use crate::server::openapi::schema::{Schema, request_type};
 use crate::server::state::AppState;
+use crate::service::ApiError;
+use crate::service::gates::{GateView, Gates, MAX_WAIT, NewGate};
+use crate::service::schema::{Schema, request_type};
+use crate::service::{Caller, Scope};
 
 /// How long `wait_for_approval` waits when the call names no timeout.
 pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(30);

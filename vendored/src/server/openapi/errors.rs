@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::schema::Components;
 use crate::pending_approval::{ApprovalError, ApprovalStatus};
-use crate::server::error::ApiError;
+use crate::service::ApiError;
 
 /// `components.schemas.Error`: `{"error": {"code", "message"}}`.
 pub fn error_schema(components: &mut Components) -> Value {
@@ -131,7 +131,7 @@ fn samples() -> Vec<ApiError> {
         ApiError::InvalidRequest(String::new()),
         ApiError::Unauthorized,
         ApiError::SlackSignature(crate::notify::slack::signature::SlackSignatureError::Stale),
-        ApiError::WebhookSignature(crate::server::signature::WebhookSignatureError::Stale),
+        ApiError::WebhookSignature(crate::support::webhook_signature::WebhookSignatureError::Stale),
         ApiError::RunNotFound(String::new()),
         ApiError::NoticeNotFound(String::new()),
         ApiError::NoticeNotRetriable(String::new()),

@@ -12,13 +12,13 @@ use crate::engine::deploy_plan::{
 };
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::RunStatus;
-use crate::server::api::{
+use crate::service::batch::{BatchError, BatchResult, BatchResults};
+use crate::service::schema::Schema;
+use crate::service::views::{
     ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, HealthError, LeaseView,
     RunStarted, RunSummary, RunView, RunsPage, VoteView,
 };
-use crate::server::batch::{BatchError, BatchResult, BatchResults};
-use crate::server::openapi::schema::Schema;
-use crate::server::votes::VotesView;
+use crate::service::votes::VotesView;
 use crate::spec::{OnSpecChange, Spec};
 
 const SPEC: &str = r#"

@@ -9,20 +9,20 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::runs::answer_decision;
 use crate::pending_approval::{ApprovalError, ApprovalStatus, Decision};
 use crate::policy::Channel;
 use crate::run::Ballot;
-use crate::server::api::{ApprovalView, ApprovalsPage};
-use crate::server::auth::Caller;
-use crate::server::error::ApiError;
 use crate::server::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
-use crate::server::openapi::schema::request_type;
 use crate::server::paging;
 use crate::server::state::AppState;
-use crate::server::votes::ListedLedgers;
+use crate::service::ApiError;
+use crate::service::Caller;
+use crate::service::decide;
+use crate::service::schema::request_type;
+use crate::service::views::{ApprovalView, ApprovalsPage};
+use crate::service::votes::ListedLedgers;
 use crate::store::{
     ApprovalQuery, PendingQuery, SpecFilter, SpecFilterError, SpecSelector, StateStore,
 };
@@ -213,9 +213,9 @@ pub(super) async fn approve(
     let ballot = Ballot::new(decision, &caller.0, Channel::Api)
         .shown(body.payload_digest)
         .with_input(body.input);
-    answer_decision(&state, key, ballot, wait.wait)
+    decide::answer(&state, key, ballot, wait.wait)
         .await
-        .map(IntoResponse::into_response)
+        .map(|view| Json(view).into_response())
 }
 
 /// POST /approvals/{key}/reject `{reason?}`.
@@ -230,7 +230,7 @@ pub(super) async fn reject(
         reason: body.reason,
     };
     let ballot = Ballot::new(decision, &caller.0, Channel::Api).shown(body.payload_digest);
-    answer_decision(&state, key, ballot, wait.wait)
+    decide::answer(&state, key, ballot, wait.wait)
         .await
-        .map(IntoResponse::into_response)
+        .map(|view| Json(view).into_response())
 }

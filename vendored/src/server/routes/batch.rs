@@ -1,7 +1,7 @@
 //! POST /approvals/batch: many decisions in one request (DESIGN §13).
 //!
 //! Each entry is decided on its own, exactly as `POST /approvals/{key}/
-//! approve|reject` decides it (`tasks::decide`, its own conditional claim
+//! approve|reject` decides it (`decide::decide`, its own conditional claim
 //! and digest check), so one key's refusal never touches another's. Only a
 //! malformed body refuses the whole batch, before anything is decided.
 
@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 use crate::pending_approval::Decision;
 use crate::policy::Channel;
 use crate::run::Ballot;
-use crate::server::auth::Caller;
-use crate::server::batch::{BatchResult, BatchResults, CONCURRENT_DECISIONS, MAX_BATCH};
-use crate::server::error::ApiError;
 use crate::server::extract::{JsonBody, edited_payload, present};
-use crate::server::openapi::schema::{Components, Schema, request_type};
 use crate::server::state::AppState;
-use crate::server::tasks;
+use crate::service::ApiError;
+use crate::service::Caller;
+use crate::service::batch::{BatchResult, BatchResults, CONCURRENT_DECISIONS, MAX_BATCH};
+use crate::service::decide;
+use crate::service::schema::{Components, Schema, request_type};
 
 /// `approve` or `reject`; an approve with a `payload` is a modify.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -87,7 +87,7 @@ pub(super) async fn decide(
             let state = state.clone();
             async move {
                 // The run resumes in the background, as after one decision.
-                match tasks::decide(&state.agent, &state.background, key.clone(), ballot).await {
+                match decide::decide(&state.agent, &state.background, key.clone(), ballot).await {
                     Ok(answered) => BatchResult::decided(&answered.outcome),
                     Err(e) => BatchResult::refused(key, &ApiError::from(e)),
                 }

@@ -11,12 +11,12 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 
-use crate::server::auth::{Caller, Scope};
-use crate::server::error::ApiError;
 use crate::server::extract::{JsonBody, PathParam, QueryParams};
-use crate::server::gates::{GateView, Gates, NewGate};
-use crate::server::openapi::schema::request_type;
 use crate::server::state::AppState;
+use crate::service::ApiError;
+use crate::service::gates::{GateView, Gates, NewGate};
+use crate::service::schema::request_type;
+use crate::service::{Caller, Scope};
 
 request_type! {
     #[derive(Debug, Deserialize)]

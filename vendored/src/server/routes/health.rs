@@ -15,8 +15,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 
-use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
+use crate::service::views::{Health, HealthError};
 
 /// Longest a readiness read may take: a database that hangs is not ready
 /// either, and a probe must answer before its own timeout.
@@ -91,7 +91,7 @@ fn readiness(outcome: Result<(), String>) -> (StatusCode, Json<Health>) {
             Json(Health {
                 status: "not_ready",
                 error: Some(HealthError {
-                    code: crate::server::error::NOT_READY,
+                    code: crate::service::NOT_READY,
                     message,
                 }),
             }),

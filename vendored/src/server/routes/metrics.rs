@@ -26,8 +26,8 @@ use axum::response::{IntoResponse, Response};
 use crate::metrics::{self as registry, CONTENT_TYPE, Exposition, MetricFamily};
 use crate::notices::NoticeStatus;
 use crate::run_state::RunStatus;
-use crate::server::api::{Health, HealthError};
 use crate::server::state::AppState;
+use crate::service::views::{Health, HealthError};
 use crate::store::{LaneStats, OutboxStats, Queries, StoreError, WriterStats};
 
 pub(super) async fn render(State(state): State<AppState>) -> Response {

@@ -11,11 +11,11 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 
 use crate::engine::run::{MigrateReport, MigrateRequest, MigrateSelection, check_from_prefix};
-use crate::server::auth::Caller;
-use crate::server::error::ApiError;
 use crate::server::extract::JsonBody;
-use crate::server::openapi::schema::request_type;
 use crate::server::state::AppState;
+use crate::service::ApiError;
+use crate::service::Caller;
+use crate::service::schema::request_type;
 
 request_type! {
     /// Which pending approvals to move onto the served spec: exactly one

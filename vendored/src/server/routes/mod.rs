@@ -24,9 +24,9 @@ use axum::routing::{get, post};
 use axum::{Extension, middleware};
 
 use super::auth;
-use super::error::ApiError;
 use super::extract::BodyLimit;
 use super::state::AppState;
+use crate::service::ApiError;
 
 pub(crate) use openapi::operations;
 

@@ -8,13 +8,13 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 
 use crate::notices::{NoticeChannel, NoticeStatus};
-use crate::server::auth::Caller;
-use crate::server::error::ApiError;
 use crate::server::extract::{JsonBody, PathParam};
-use crate::server::notices::{self, NoticeFilter, NoticeView, NoticesPage, Retried, RetryRefused};
-use crate::server::openapi::schema::request_type;
 use crate::server::paging;
 use crate::server::state::AppState;
+use crate::service::ApiError;
+use crate::service::Caller;
+use crate::service::notices::{self, NoticeFilter, NoticeView, NoticesPage, Retried, RetryRefused};
+use crate::service::schema::request_type;
 
 request_type! {
     #[derive(Debug, Default)]

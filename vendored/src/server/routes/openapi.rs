@@ -13,16 +13,16 @@ use serde_json::Value;
 use super::{approvals, batch, gates, migrate, notifications, runs};
 use crate::engine::deploy_plan::DeployPlan;
 use crate::engine::run::MigrateReport;
-use crate::server::api::{
-    ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, RunStarted, RunView, RunsPage,
-};
-use crate::server::batch::BatchResults;
 use crate::server::extract::WaitParam;
-use crate::server::gates::{GateView, NewGate};
-use crate::server::notices::{NoticeView, NoticesPage, Retried};
 use crate::server::openapi::{Auth, Operation};
 use crate::server::state::AppState;
-use crate::server::votes::VotesView;
+use crate::service::batch::BatchResults;
+use crate::service::gates::{GateView, NewGate};
+use crate::service::notices::{NoticeView, NoticesPage, Retried};
+use crate::service::views::{
+    ApprovalView, ApprovalsPage, CancelView, DecisionView, Health, RunStarted, RunView, RunsPage,
+};
+use crate::service::votes::VotesView;
 
 /// GET /openapi.json: the document for this server's spec.
 pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
@@ -297,7 +297,7 @@ mod tests {
             json!({ "decision": [] }),
             json!({}),
         ]);
-        agree::<crate::server::gates::NewGate>(&[
+        agree::<crate::service::gates::NewGate>(&[
             json!({ "message": "m", "payload": { "a": 1 } }),
             json!({ "message": "m", "payload": null }),
             json!({ "message": "m" }),

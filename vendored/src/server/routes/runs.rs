@@ -7,24 +7,22 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::events::EventKind;
 use crate::json_doc::JsonDoc;
 use crate::pending_approval::Decision;
 use crate::policy::Channel;
 use crate::run::Ballot;
 use crate::run_state::RunStatus;
-use crate::server::api::{
-    ApprovalView, CancelView, DecisionView, RunStarted, RunView, RunsPage, Trigger,
-};
-use crate::server::auth::Caller;
-use crate::server::error::ApiError;
 use crate::server::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
-use crate::server::openapi::schema::request_type;
 use crate::server::paging;
 use crate::server::state::AppState;
-use crate::server::{tasks, view};
+use crate::service::ApiError;
+use crate::service::Caller;
+use crate::service::runs as view;
+use crate::service::schema::request_type;
+use crate::service::views::{CancelView, RunStarted, RunView, RunsPage, Trigger};
+use crate::service::{decide, operate, tasks};
 use crate::store::RunQuery;
 
 request_type! {
@@ -37,17 +35,8 @@ request_type! {
     }
 }
 
-/// How long a `?wait=true` (`POST /runs`, a decision, a retry) waits for
-/// the run's next pause or end.
-/// A run whose steps take longer (a slow tool, a long model loop) does not
-/// hold the request open: the answer is then the run as it stands
-/// (`running`), to follow with `GET /runs/{id}` or its event stream. The
-/// bound of `GET /gates/{key}?wait=`, under common proxy and client
-/// timeouts. Counted on the agent's clock, so a test's clock ends it.
-pub(crate) const RUN_WAIT_LIMIT: std::time::Duration = crate::server::gates::MAX_WAIT;
-
 /// POST /runs `{input}` -> 202 `{run_id}`; with `?wait=true`, 200 and the
-/// run view once the run pauses or ends, or after [`RUN_WAIT_LIMIT`].
+/// run view once the run pauses or ends, or after [`view::RUN_WAIT_LIMIT`].
 pub(super) async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -64,21 +53,8 @@ pub(super) async fn create(
     if !wait.wait {
         return Ok((StatusCode::ACCEPTED, Json(RunStarted { run_id })).into_response());
     }
-    wait_for_run(&state, driving).await;
+    view::wait_for_run(&state, driving).await;
     Ok(Json(view::run_view(&state, &run_id).await?).into_response())
-}
-
-/// Wait for `driving` (a run driven on in the background) to reach its
-/// next pause or end, for at most [`RUN_WAIT_LIMIT`]: what `?wait=true`
-/// does on every route that has it. The run goes on if the request is
-/// dropped or the wait is over: only the wait ends.
-async fn wait_for_run(state: &AppState, driving: impl std::future::Future) {
-    let clock = state.agent.clock();
-    let deadline = crate::time::add(clock.now(), RUN_WAIT_LIMIT);
-    tokio::select! {
-        _ = driving => {}
-        _ = clock.sleep_until(deadline) => {}
-    }
 }
 
 /// GET /runs/{id}: the run view (`api::RunView`).
@@ -153,35 +129,9 @@ pub(super) async fn cancel(
     PathParam(run_id): PathParam,
     JsonBody(body): JsonBody<CancelBody>,
 ) -> Result<Json<CancelView>, ApiError> {
-    cancel_run(&state, caller, run_id, body.reason)
+    operate::cancel(&state, caller, run_id, body.reason)
         .await
         .map(Json)
-}
-
-/// Cancel a run as `caller` (POST /runs/{id}/cancel and the runs page's
-/// cancel form share it).
-pub(crate) async fn cancel_run(
-    state: &AppState,
-    caller: Caller,
-    run_id: String,
-    reason: Option<String>,
-) -> Result<CancelView, ApiError> {
-    let cancelled = state.agent.cancel(&run_id, &caller.0, reason).await?;
-    tracing::info!(run_id = %run_id, by = %caller.0, was = %cancelled.was, "run cancelled");
-    let (by, reason) = match cancelled.event.kind {
-        EventKind::RunCancelled { by, reason } => (by, reason),
-        _ => (caller.0, None),
-    };
-    Ok(CancelView {
-        run_id,
-        status: RunStatus::Cancelled,
-        was: cancelled.was,
-        cancelled_by: by,
-        reason,
-        approval: cancelled
-            .approval
-            .map(|record| ApprovalView::new(record, state.agent.spec().hash.as_str())),
-    })
 }
 
 request_type! {
@@ -238,79 +188,13 @@ pub(super) async fn decide(
             ));
         }
     };
-    let key = key_for(&state, &id_or_key).await?;
+    let key = decide::key_for(&state, &id_or_key).await?;
     let ballot = Ballot::new(decision, &caller.0, Channel::Api)
         .shown(body.payload_digest)
         .with_input(body.input);
-    answer_decision(&state, key, ballot, wait.wait)
+    decide::answer(&state, key, ballot, wait.wait)
         .await
-        .map(IntoResponse::into_response)
-}
-
-/// The approval key named by `id_or_key`: the key itself, or the latest
-/// gate of the run with that id. A run's latest gate is taken even when it
-/// is no longer pending, so the claim explains why (already resolved,
-/// expired) instead of a vague "nothing pending".
-async fn key_for(state: &AppState, id_or_key: &str) -> Result<String, ApiError> {
-    let store = state.agent.store();
-    if store.get_approval(id_or_key).await?.is_some() {
-        return Ok(id_or_key.to_string());
-    }
-    let run = view::load_run(state, id_or_key).await?;
-    store
-        .latest_approval_key(&run.id)
-        .await?
-        .ok_or(ApiError::RunHasNoApproval(run.id))
-}
-
-/// Claim the decision, answer with the decided record, and resume the run
-/// in the background (`api::DecisionView`). The decider repeating the
-/// decision that won gets the same answer with `repeated: true` (200, not
-/// `already_resolved`). `status` is the run's status in
-/// the store once the claim is made; with `wait`, the run view at its next
-/// pause or end, and its status.
-pub(super) async fn answer_decision(
-    state: &AppState,
-    key: String,
-    ballot: Ballot,
-    wait: bool,
-) -> Result<Json<DecisionView>, ApiError> {
-    let tasks::Answered { outcome, resuming } =
-        tasks::decide(&state.agent, &state.background, key, ballot).await?;
-    let run_id = outcome.record().run_id.clone();
-    // A repeat waits for nothing: the resume belongs to the claim that won
-    // (here or in another process); it answers with the run as it is.
-    let run = if wait {
-        wait_for_run(state, resuming).await;
-        Some(view::run_view(state, &run_id).await?)
-    } else {
-        None
-    };
-    let status = match &run {
-        Some(run) => run.status,
-        None => status_after_claim(state, &run_id).await,
-    };
-    Ok(Json(DecisionView::of(
-        &outcome,
-        state.agent.spec().hash.as_str(),
-        status,
-        run,
-    )))
-}
-
-/// What the store says of the run now that the claim is made: `running`
-/// while it resumes, or wherever the resume got to already. The decision
-/// is made whatever this read does, so a failed read must not turn it into
-/// an error answer (a client would retry and be told `already_resolved`):
-/// it answers with what the claim itself wrote, `running`.
-async fn status_after_claim(state: &AppState, run_id: &str) -> RunStatus {
-    match view::run_view(state, run_id).await {
-        Ok(run) => run.status,
-        Err(e) => {
-            tracing::warn!(run_id = %run_id, error = %e, "cannot read the run after its decision; answering with the claim's status");
-            RunStatus::Running
-        }
-    }
+        .map(|view| Json(view).into_response())
 }
 
 request_type! {
@@ -342,33 +226,9 @@ pub(super) async fn retry(
     QueryParams(wait): QueryParams<WaitParam>,
     JsonBody(body): JsonBody<RetryBody>,
 ) -> Result<Json<RunView>, ApiError> {
-    retry_run(&state, caller, run_id, body.force, wait.wait)
+    operate::retry(&state, caller, run_id, body.force, wait.wait)
         .await
         .map(Json)
-}
-
-/// Retry a stuck or failed run as `caller` (POST /runs/{id}/retry and the
-/// runs page's retry form share it; the page never forces).
-pub(crate) async fn retry_run(
-    state: &AppState,
-    caller: Caller,
-    run_id: String,
-    force: bool,
-    wait: bool,
-) -> Result<RunView, ApiError> {
-    view::load_run(state, &run_id).await?;
-    let owned = state.agent.claim_retry(&run_id, &caller.0, force).await?;
-    tracing::info!(run_id = %run_id, by = %caller.0, force, "run retried: driving it on from its last durable point");
-    let agent = state.agent.clone();
-    let driving = state.background.spawn(async move {
-        let run_id = owned.run.id.clone();
-        let outcome = agent.resume_retried(owned).await;
-        tasks::log_outcome(&run_id, &outcome);
-    });
-    if wait {
-        wait_for_run(state, driving).await;
-    }
-    view::run_view(state, &run_id).await
 }
 
 request_type! {
@@ -388,24 +248,7 @@ pub(super) async fn fail(
     PathParam(run_id): PathParam,
     JsonBody(body): JsonBody<FailBody>,
 ) -> Result<Json<RunView>, ApiError> {
-    fail_run(&state, caller, run_id, &body.reason)
+    operate::fail(&state, caller, run_id, &body.reason)
         .await
         .map(Json)
-}
-
-/// End a stuck run `failed` as `caller` (POST /runs/{id}/fail and the runs
-/// page's fail form share it).
-pub(crate) async fn fail_run(
-    state: &AppState,
-    caller: Caller,
-    run_id: String,
-    reason: &str,
-) -> Result<RunView, ApiError> {
-    if reason.trim().is_empty() {
-        return Err(ApiError::invalid("reason must say why the run is failed"));
-    }
-    view::load_run(state, &run_id).await?;
-    state.agent.fail_stuck(&run_id, reason, &caller.0).await?;
-    tracing::info!(run_id = %run_id, by = %caller.0, reason = %reason, "stuck run failed by an operator");
-    view::run_view(state, &run_id).await
 }

@@ -17,10 +17,10 @@ use crate::notify::slack::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::pending_approval::ApprovalError;
 use crate::policy::Channel;
 use crate::run::{Ballot, DecisionOutcome, RunError};
-use crate::server::error::ApiError;
 use crate::server::extract::{BodyLimit, RawBody};
 use crate::server::state::AppState;
-use crate::server::tasks;
+use crate::service::ApiError;
+use crate::service::decide;
 
 /// Interaction payloads are a few KiB; nothing legitimate comes near this.
 pub(crate) const SLACK_BODY_LIMIT: usize = 64 * 1024;
@@ -68,7 +68,7 @@ pub(super) async fn actions(
     let decided_by = click.decided_by();
     let ballot = Ballot::new(click.decision(), &decided_by, Channel::Slack)
         .shown(click.payload_digest.clone());
-    let answered = tasks::decide(&state.agent, &state.background, click.key.clone(), ballot).await;
+    let answered = decide::decide(&state.agent, &state.background, click.key.clone(), ballot).await;
     match answered.map(|answered| answered.outcome) {
         Ok(DecisionOutcome::Voted(vote) | DecisionOutcome::VoteRepeated(vote)) => {
             let progress = vote.tally.summary();

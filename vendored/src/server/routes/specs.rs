@@ -10,10 +10,10 @@ use axum::extract::State;
 use axum::{Extension, Json};
 
 use crate::engine::deploy_plan::{DeployPlan, plan_deploy};
-use crate::server::auth::Caller;
-use crate::server::error::ApiError;
 use crate::server::extract::SpecBody;
 use crate::server::state::AppState;
+use crate::service::ApiError;
+use crate::service::Caller;
 use crate::spec::Spec;
 
 /// What a spec error in a posted body names as its file.

@@ -4,10 +4,10 @@ use axum::Json;
 use axum::extract::State;
 
 use crate::pending_approval::ApprovalError;
-use crate::server::error::ApiError;
 use crate::server::extract::PathParam;
 use crate::server::state::AppState;
-use crate::server::votes::VotesView;
+use crate::service::ApiError;
+use crate::service::votes::VotesView;
 
 /// GET /approvals/{key}/votes.
 pub(super) async fn list(

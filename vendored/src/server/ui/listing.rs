@@ -1,8 +1,8 @@
 //! The inbox's and the history's lists, through `StateStore::list_approvals`.
 
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::server::error::ApiError;
 use crate::server::state::AppState;
+use crate::service::ApiError;
 use crate::store::ApprovalQuery;
 
 /// One page of a list.

@@ -23,7 +23,7 @@ use crate::pending_approval::ApprovalStatus;
 use crate::server::extract::PathParam;
 use crate::server::routes::events;
 use crate::server::state::AppState;
-use crate::server::votes::ListedLedgers;
+use crate::service::votes::ListedLedgers;
 
 const POLL_EVERY: Duration = Duration::from_secs(1);
 

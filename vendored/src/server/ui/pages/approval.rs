@@ -15,7 +15,6 @@ use crate::form::Form;
 use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
 use crate::policy::Channel;
 use crate::run::{Ballot, DecisionOutcome, RunError};
-use crate::server::error::ApiError;
 use crate::server::extract::PathParam;
 use crate::server::state::AppState;
 use crate::server::ui::auth::viewer::Viewer;
@@ -29,7 +28,9 @@ use crate::server::ui::render::timeline::{self, TimelineEntry};
 use crate::server::ui::render::votes::TeamView;
 use crate::server::ui::staleness::{Stale, Staleness};
 use crate::server::ui::{SharedUi, Ui};
-use crate::server::{tasks, view};
+use crate::service::ApiError;
+use crate::service::decide;
+use crate::service::runs as view;
 
 /// How the page was reached: it decides where the forms post, what the
 /// CSRF token is and which stream the timeline follows.
@@ -522,7 +523,7 @@ pub(crate) enum Answer {
 }
 
 /// Decide `key` as `by` through `channel` (the inbox or a link), on the
-/// API's path (`tasks::decide`).
+/// API's path (`decide::decide`).
 pub(crate) async fn decide_as(
     state: &AppState,
     key: &str,
@@ -580,7 +581,7 @@ pub(crate) async fn decide_as(
     let ballot = Ballot::new(decision, by, channel)
         .shown(fields.payload_digest.clone())
         .with_input(input);
-    let answered = tasks::decide(&state.agent, &state.background, key.to_string(), ballot).await;
+    let answered = decide::decide(&state.agent, &state.background, key.to_string(), ballot).await;
     match answered.map(|answered| answered.outcome) {
         Ok(DecisionOutcome::Voted(vote) | DecisionOutcome::VoteRepeated(vote)) => Answer::Again(
             Problem {

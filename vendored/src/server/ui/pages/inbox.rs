@@ -20,7 +20,7 @@ use crate::server::ui::render::templates::{self, Chrome, Page};
 use crate::server::ui::render::votes::Barred;
 use crate::server::ui::render::{context, deciders, format};
 use crate::server::ui::staleness::{Stale, Staleness};
-use crate::server::votes::ListedLedgers;
+use crate::service::votes::ListedLedgers;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

@@ -17,8 +17,6 @@ use serde::{Deserialize, Serialize};
 
 use super::refusal;
 use crate::notices::NoticeStatus;
-use crate::server::error::ApiError;
-use crate::server::notices::{self, NoticeFilter};
 use crate::server::paging::{PageLinks, Position, UI_PAGE};
 use crate::server::state::AppState;
 use crate::server::ui::SharedUi;
@@ -26,6 +24,8 @@ use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::form::Form;
 use crate::server::ui::render::format::{self, segment};
 use crate::server::ui::render::templates::{self, Page};
+use crate::service::ApiError;
+use crate::service::notices::{self, NoticeFilter};
 use crate::store::{DisabledEndpoint, OutboxNotice};
 
 /// Where the page is, and where its forms go back to.

@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
 
-use crate::server::error::ApiError;
 use crate::server::ui::render::templates::{self, Chrome, Page};
+use crate::service::ApiError;
 
 /// A refusal: what was refused, and why.
 #[derive(Debug, Serialize)]

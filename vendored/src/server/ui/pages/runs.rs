@@ -13,11 +13,8 @@ use crate::events::Event;
 use crate::pending_approval::ApprovalRecord;
 use crate::run::OperatorFail;
 use crate::run_state::{RunRecord, RunStatus};
-use crate::server::api::RunView;
-use crate::server::auth::Caller;
 use crate::server::extract::PathParam;
 use crate::server::paging::{PageLinks, Position, UI_PAGE};
-use crate::server::routes::runs as api;
 use crate::server::state::AppState;
 use crate::server::ui::SharedUi;
 use crate::server::ui::auth::viewer::Viewer;
@@ -26,7 +23,10 @@ use crate::server::ui::render::context;
 use crate::server::ui::render::format::{self, segment};
 use crate::server::ui::render::templates::{self, Chrome, Page};
 use crate::server::ui::render::timeline::{self, TimelineEntry};
-use crate::server::view;
+use crate::service::Caller;
+use crate::service::operate;
+use crate::service::runs as view;
+use crate::service::views::RunView;
 use crate::store::RunQuery;
 
 #[derive(Debug, Default, Deserialize)]
@@ -275,10 +275,10 @@ pub(crate) async fn act(
     }
     let caller = Caller(viewer.name.clone());
     let done = match action.as_str() {
-        "retry" => api::retry_run(&state, caller, run_id.clone(), false, false)
+        "retry" => operate::retry(&state, caller, run_id.clone(), false, false)
             .await
             .map(|_| ()),
-        "fail" => api::fail_run(
+        "fail" => operate::fail(
             &state,
             caller,
             run_id.clone(),
@@ -286,7 +286,7 @@ pub(crate) async fn act(
         )
         .await
         .map(|_| ()),
-        "cancel" => api::cancel_run(&state, caller, run_id.clone(), fields.reason())
+        "cancel" => operate::cancel(&state, caller, run_id.clone(), fields.reason())
             .await
             .map(|_| ()),
         _ => return viewer.finish(refusal::not_found()),

@@ -17,12 +17,12 @@ use super::runs::{RunPage, RunRow, RunsPage};
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::{RunRecord, RunStatus};
-use crate::server::api::{ApprovalView, RunView};
-use crate::server::error::ApiError;
 use crate::server::paging::{PageLinks, Position};
 use crate::server::ui::render::format;
 use crate::server::ui::render::templates::{Chrome, Page, render_page, templates};
 use crate::server::ui::staleness::{Effect, Stale};
+use crate::service::ApiError;
+use crate::service::views::{ApprovalView, RunView};
 use crate::spec::{OnSpecChange, Outcome};
 
 fn now() -> DateTime<Utc> {
@@ -276,7 +276,7 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
 
 /// finance 2 of {alice, bob, carol}, security 1 of {dave}, started by
 /// bot; alice has approved.
-fn team_gate() -> (ApprovalRecord, crate::server::votes::ListedLedgers) {
+fn team_gate() -> (ApprovalRecord, crate::service::votes::ListedLedgers) {
     use crate::policy::{Channel, Roster, Vote, VoteDecision};
     let mut record = record(ApprovalStatus::Pending);
     record.roster = Some(Roster {
@@ -302,7 +302,7 @@ fn team_gate() -> (ApprovalRecord, crate::server::votes::ListedLedgers) {
         superseded: false,
         at: now(),
     };
-    let ledgers = crate::server::votes::ListedLedgers::of(
+    let ledgers = crate::service::votes::ListedLedgers::of(
         [(record.key.clone(), vec![vote])].into_iter().collect(),
     );
     (record, ledgers)

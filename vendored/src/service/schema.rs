@@ -523,7 +523,7 @@ fn string_literal(literal: &str) -> Option<String> {
 /// Write a struct the server sends, with its schema (see the module doc).
 macro_rules! response_type {
     ($($body:tt)*) => {
-        $crate::server::openapi::schema::api_type!(Response $($body)*);
+        $crate::service::schema::api_type!(Response $($body)*);
     };
 }
 
@@ -531,7 +531,7 @@ macro_rules! response_type {
 /// its schema (see the module doc).
 macro_rules! request_type {
     ($($body:tt)*) => {
-        $crate::server::openapi::schema::api_type!(Request $($body)*);
+        $crate::service::schema::api_type!(Request $($body)*);
     };
 }
 
@@ -548,11 +548,11 @@ macro_rules! api_type {
             $( $(#[$fmeta])* $fvis $field : $fty ),*
         }
 
-        impl $crate::server::openapi::schema::Schema for $name {
+        impl $crate::service::schema::Schema for $name {
             fn schema(
-                components: &mut $crate::server::openapi::schema::Components,
+                components: &mut $crate::service::schema::Components,
             ) -> ::serde_json::Value {
-                use $crate::server::openapi::schema as s;
+                use $crate::service::schema as s;
                 components.named(stringify!($name), |components| {
                     // A struct without fields does not use it.
                     let _ = &components;

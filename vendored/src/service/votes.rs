@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::pending_approval::ApprovalRecord;
 use crate::policy::{Tally, Vote};
-use crate::server::openapi::schema::response_type;
+use crate::service::schema::response_type;
 use crate::store::{StateStore, StoreResult};
 
 response_type! {

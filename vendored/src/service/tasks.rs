@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::run::{AgentRun, Ballot, DecisionOutcome, RunError, RunOutcome};
+use crate::run::{AgentRun, RunError, RunOutcome};
 use crate::run_state::RunStatus;
 use crate::store::KeyClaim;
 
@@ -136,85 +136,6 @@ async fn start(
         Err(_) => Err(RunError::TaskDropped {
             task: "creating the run",
         }),
-    }
-}
-
-/// A decision, answered: what it came to, and the run's resume when it won.
-pub(crate) struct Answered {
-    pub outcome: DecisionOutcome,
-    /// Resolves when the run pauses again or ends (at once when the
-    /// decision resumed nothing).
-    pub resuming: JoinHandle<()>,
-}
-
-/// Decide (the answer), then resume the run in the background when the
-/// decision won.
-pub(crate) async fn decide(
-    agent: &AgentRun,
-    background: &Background,
-    key: String,
-    ballot: Ballot,
-) -> Result<Answered, RunError> {
-    let (claimed_tx, claimed_rx) = oneshot::channel();
-    let agent = agent.clone();
-    let handle = background.spawn(async move {
-        let decided_by = ballot.by.clone();
-        let outcome = match agent.vote(&key, ballot).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                let _ = claimed_tx.send(Err(e));
-                return;
-            }
-        };
-        log_decision(&outcome, &decided_by);
-        let _ = claimed_tx.send(Ok(outcome.clone()));
-        if outcome.won() {
-            let run_id = outcome.record().run_id.clone();
-            let run = agent.resume_claimed(outcome).await;
-            log_outcome(&run_id, &run);
-        }
-    });
-    match claimed_rx.await {
-        Ok(Ok(outcome)) => Ok(Answered {
-            outcome,
-            resuming: handle,
-        }),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(RunError::TaskDropped {
-            task: "claiming the decision",
-        }),
-    }
-}
-
-/// One line per decision, by what it came to.
-fn log_decision(outcome: &DecisionOutcome, decided_by: &str) {
-    let record = outcome.record();
-    match outcome {
-        DecisionOutcome::Resumes(_) | DecisionOutcome::Finished { .. } => tracing::info!(
-            run_id = %record.run_id,
-            key = %record.key,
-            step = %record.step_id,
-            decision = %record.status.past_tense(),
-            decided_by = %decided_by,
-            "approval decided"
-        ),
-        DecisionOutcome::Voted(recorded) | DecisionOutcome::VoteRepeated(recorded) => {
-            tracing::info!(
-                run_id = %record.run_id,
-                key = %record.key,
-                voter = %decided_by,
-                decision = %recorded.vote.decision,
-                progress = %recorded.tally.summary(),
-                repeated = matches!(outcome, DecisionOutcome::VoteRepeated(_)),
-                "vote recorded; the gate waits for more"
-            )
-        }
-        DecisionOutcome::Repeated(_) => tracing::info!(
-            run_id = %record.run_id,
-            key = %record.key,
-            decided_by = %decided_by,
-            "approval decision repeated by its decider; answered with the stored outcome"
-        ),
     }
 }
 

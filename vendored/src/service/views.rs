@@ -22,8 +22,8 @@ use crate::links::LinkSigner;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::run::{DecisionOutcome, VoteRecorded};
 use crate::run_state::{RunRecord, RunStatus};
-use crate::server::openapi::schema::response_type;
-use crate::server::votes::ListedLedgers;
+use crate::service::schema::response_type;
+use crate::service::votes::ListedLedgers;
 
 response_type! {
     /// GET /runs/{id}, and POST /runs?wait=true: a run as a client sees it.

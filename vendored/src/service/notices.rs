@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::notices::{NoticeChannel, NoticeEvent, NoticeStatus};
-use crate::server::openapi::schema::response_type;
+use crate::service::schema::response_type;
 use crate::store::{
     MAX_NOTICE_PAGE, NoticeQuery, Outbox, OutboxNotice, RetryNotices, StoreError, StoreResult,
 };

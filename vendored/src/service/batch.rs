@@ -6,8 +6,8 @@
 use serde::Serialize;
 
 use crate::run::{DecisionOutcome, RunError};
-use crate::server::error::ApiError;
-use crate::server::openapi::schema::response_type;
+use crate::service::ApiError;
+use crate::service::schema::response_type;
 
 /// The most entries one batch may hold: a batch is one request, and one
 /// answer must not grow without bound.

@@ -28,10 +28,9 @@ use sha2::{Digest, Sha256};
 use crate::gate::{GateError, GateRequest, ListedWith};
 use crate::pending_approval::{ApprovalError, ApprovalOrigin, ApprovalRecord, ApprovalStatus};
 use crate::policy::RequestField;
-use crate::server::auth::{Caller, Scope};
-use crate::server::error::ApiError;
-use crate::server::openapi::schema::{request_type, response_type};
-use crate::server::state::AppState;
+use crate::service::ApiError;
+use crate::service::schema::{request_type, response_type};
+use crate::service::{Caller, Scope, Services};
 use crate::store::{CancelRun, StoreError, expired_as_of};
 use policy::{Allowed, PolicyBody};
 
@@ -131,15 +130,15 @@ pub(crate) struct Created {
 
 /// The gate requests of the served agent, for one caller.
 pub(crate) struct Gates<'a> {
-    state: &'a AppState,
+    services: &'a Services,
     caller: &'a Caller,
     scope: Scope,
 }
 
 impl<'a> Gates<'a> {
-    pub(crate) fn new(state: &'a AppState, caller: &'a Caller, scope: Scope) -> Gates<'a> {
+    pub(crate) fn new(services: &'a Services, caller: &'a Caller, scope: Scope) -> Gates<'a> {
         Gates {
-            state,
+            services,
             caller,
             scope,
         }
@@ -147,7 +146,7 @@ impl<'a> Gates<'a> {
 
     /// Store a new request (or answer with the one its idempotency key made).
     pub(crate) async fn create(&self, body: NewGate) -> Result<Created, ApiError> {
-        let spec = self.state.agent.spec();
+        let spec = self.services.agent.spec();
         let fingerprint = fingerprint(&body);
         let as_sent = fingerprint_as_sent(&body);
         let step = checked_name("step", body.step.as_deref())?.unwrap_or(DEFAULT_STEP);
@@ -224,7 +223,12 @@ impl<'a> Gates<'a> {
             requesters,
             routes: None,
         };
-        let opened = self.state.gates.open(request).await.map_err(gate_error)?;
+        let opened = self
+            .services
+            .gates
+            .open(request)
+            .await
+            .map_err(gate_error)?;
         if !opened.created {
             // The key is this caller's (it is derived from its name): the
             // same request again, or another one under a reused key.
@@ -238,7 +242,7 @@ impl<'a> Gates<'a> {
         } else {
             tracing::info!(key = %opened.record.key, step, by = %self.caller.0, "gate request stored");
         }
-        let now = self.state.agent.clock().now();
+        let now = self.services.agent.clock().now();
         Ok(Created {
             view: GateView::of(expired_as_of(opened.record, now)),
             created: opened.created,
@@ -250,7 +254,7 @@ impl<'a> Gates<'a> {
         let record = self.find(key).await?;
         Ok(GateView::of(expired_as_of(
             record,
-            self.state.agent.clock().now(),
+            self.services.agent.clock().now(),
         )))
     }
 
@@ -259,12 +263,12 @@ impl<'a> Gates<'a> {
     /// shuts down. Writes nothing: an overdue request reads EXPIRED.
     pub(crate) async fn wait(&self, key: &str, wait: Duration) -> Result<GateView, ApiError> {
         let record = self.find(key).await?;
-        let now = self.state.agent.clock().now();
+        let now = self.services.agent.clock().now();
         if record.status != ApprovalStatus::Pending || record.is_expired_at(now) || wait.is_zero() {
             return Ok(GateView::of(expired_as_of(record, now)));
         }
-        let mut shutdown = self.state.shutdown.clone();
-        let settled = self.state.gates.watcher().wait_until_settled(key);
+        let mut shutdown = self.services.shutdown.clone();
+        let settled = self.services.gates.watcher().wait_until_settled(key);
         let waited = tokio::select! {
             settled = tokio::time::timeout(wait.min(MAX_WAIT), settled) => settled.ok(),
             _ = shutdown.wait_for(|stopping| *stopping) => None,
@@ -275,7 +279,7 @@ impl<'a> Gates<'a> {
         };
         Ok(GateView::of(expired_as_of(
             record,
-            self.state.agent.clock().now(),
+            self.services.agent.clock().now(),
         )))
     }
 
@@ -289,16 +293,16 @@ impl<'a> Gates<'a> {
     ) -> Result<GateView, ApiError> {
         let record = self.find(key).await?;
         let asked_for_it = requested_by(&record) == Some(self.caller.0.as_str());
-        let approvers = self.state.agent.spec().approvals.approvers.as_deref();
+        let approvers = self.services.agent.spec().approvals.approvers.as_deref();
         if !asked_for_it && approvers.is_some_and(|list| !list.contains(&self.caller.0)) {
             return Err(ApiError::Forbidden(format!(
                 "{} may not cancel gate request {key}: it did not ask for it and is not in approvals.approvers",
                 self.caller.0
             )));
         }
-        let now = self.state.agent.clock().now();
+        let now = self.services.agent.clock().now();
         let cancelled = self
-            .state
+            .services
             .agent
             .store()
             .cancel_run(&CancelRun {
@@ -310,7 +314,7 @@ impl<'a> Gates<'a> {
             .await;
         match cancelled {
             Ok(done) => {
-                self.state
+                self.services
                     .agent
                     .metrics()
                     .decided(crate::metrics::ApprovalEnd::Cancelled, 1);
@@ -346,13 +350,13 @@ impl<'a> Gates<'a> {
     async fn find(&self, key: &str) -> Result<ApprovalRecord, ApiError> {
         let not_found = || ApiError::Approval(ApprovalError::NotFound { key: key.into() });
         let record = self
-            .state
+            .services
             .agent
             .store()
             .get_approval(key)
             .await?
             .ok_or_else(not_found)?;
-        let ours = record.is_gate_request() && record.agent_id == self.state.agent_id();
+        let ours = record.is_gate_request() && record.agent_id == self.services.agent_id();
         let visible = match self.scope {
             Scope::Full => true,
             Scope::Requester => requested_by(&record) == Some(self.caller.0.as_str()),

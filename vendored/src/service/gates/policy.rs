@@ -20,7 +20,7 @@ use serde::Deserialize;
 use crate::policy::{
     Escalation, GatePolicy, Groups, OnTimeout, RejectWhen, RequestField, RequestLimits, RuleSpec,
 };
-use crate::server::openapi::schema::request_type;
+use crate::service::schema::request_type;
 use crate::time::{format_duration, parse_duration};
 
 request_type! {

@@ -15,7 +15,7 @@
 
 use crate::links::{LINK_CALLER, LinkSigner};
 use crate::policy::{GatePolicy, Groups, LOCAL_DECIDER};
-use crate::server::auth::{ApiTokens, Scope};
+use crate::server::http::auth::{ApiTokens, Scope};
 use crate::spec::Spec;
 
 /// What carries a decider's name to a decision on this server.

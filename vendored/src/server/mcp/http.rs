@@ -25,8 +25,8 @@ use serde_json::Value;
 
 use super::jsonrpc::{self, INVALID_REQUEST, Parsed, RpcError};
 use super::protocol::{self, Context};
-use crate::server::extract::{RawBody, json_content_type};
-use crate::server::state::AppState;
+use crate::server::http::extract::{RawBody, json_content_type};
+use crate::server::http::state::AppState;
 use crate::service::{Caller, Scope};
 
 /// The header a client names its negotiated protocol version in.

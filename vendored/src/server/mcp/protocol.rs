@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::jsonrpc::{self, INVALID_PARAMS, Incoming, METHOD_NOT_FOUND, RpcError};
 use super::tools::{self, TOOLS};
-use crate::server::state::AppState;
+use crate::server::http::state::AppState;
 use crate::service::{Caller, Scope};
 
 /// The protocol versions spoken, newest first. The tools need nothing of

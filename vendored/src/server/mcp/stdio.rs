@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use super::jsonrpc::{self, INVALID_REQUEST, Parsed, RpcError};
 use super::protocol::{self, Context};
-use crate::server::state::AppState;
+use crate::server::http::state::AppState;
 use crate::service::{Caller, Scope};
 
 /// `tollgate mcp`: serve stdin and stdout as `caller`, a requester (see

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::jsonrpc::RpcError;
 use super::schemas::{first_problem, inline_schema};
-use crate::server::state::AppState;
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::gates::{GateView, Gates, MAX_WAIT, NewGate};
 use crate::service::schema::{Schema, request_type};

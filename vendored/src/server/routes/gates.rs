@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 
-use crate::server::extract::{JsonBody, PathParam, QueryParams};
-use crate::server::state::AppState;
+use crate::server::http::extract::{JsonBody, PathParam, QueryParams};
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::gates::{GateView, Gates, NewGate};
 use crate::service::schema::request_type;

@@ -15,7 +15,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 
-use crate::server::state::AppState;
+use crate::server::http::state::AppState;
 use crate::service::views::{Health, HealthError};
 
 /// Longest a readiness read may take: a database that hangs is not ready
@@ -145,7 +145,7 @@ mod tests {
         let store: crate::SharedStore = Arc::new(crate::store::MemoryStore::new());
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let agent = crate::AgentRun::new(Arc::new(spec), store);
-        let mut supervisor = crate::server::supervisor::Supervisor::new(shutdown.clone());
+        let mut supervisor = crate::server::workers::supervisor::Supervisor::new(shutdown.clone());
         let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let counted = Arc::clone(&runs);
         supervisor.spawn("outbox".into(), move |mut stop| {

@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use crate::metrics::{self as registry, CONTENT_TYPE, Exposition, MetricFamily};
 use crate::notices::NoticeStatus;
 use crate::run_state::RunStatus;
-use crate::server::state::AppState;
+use crate::server::http::state::AppState;
 use crate::service::views::{Health, HealthError};
 use crate::store::{LaneStats, OutboxStats, Queries, StoreError, WriterStats};
 

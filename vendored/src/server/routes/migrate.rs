@@ -11,8 +11,8 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 
 use crate::engine::run::{MigrateReport, MigrateRequest, MigrateSelection, check_from_prefix};
-use crate::server::extract::JsonBody;
-use crate::server::state::AppState;
+use crate::server::http::extract::JsonBody;
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::Caller;
 use crate::service::schema::request_type;

@@ -8,9 +8,9 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 
 use crate::notices::{NoticeChannel, NoticeStatus};
-use crate::server::extract::{JsonBody, PathParam};
-use crate::server::paging;
-use crate::server::state::AppState;
+use crate::server::http::extract::{JsonBody, PathParam};
+use crate::server::http::paging;
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::Caller;
 use crate::service::notices::{self, NoticeFilter, NoticeView, NoticesPage, Retried, RetryRefused};

@@ -13,9 +13,9 @@ use serde_json::Value;
 use super::{approvals, batch, gates, migrate, notifications, runs};
 use crate::engine::deploy_plan::DeployPlan;
 use crate::engine::run::MigrateReport;
-use crate::server::extract::WaitParam;
+use crate::server::http::extract::WaitParam;
+use crate::server::http::state::AppState;
 use crate::server::openapi::{Auth, Operation};
-use crate::server::state::AppState;
 use crate::service::batch::BatchResults;
 use crate::service::gates::{GateView, NewGate};
 use crate::service::notices::{NoticeView, NoticesPage, Retried};
@@ -29,7 +29,7 @@ pub(super) async fn document(State(state): State<AppState>) -> Json<Value> {
     Json(crate::server::openapi::document(state.agent.spec()))
 }
 
-/// The approvals inbox's routes (server/ui/mod.rs), left out of the
+/// The approvals inbox's routes (server/ui.rs), left out of the
 /// document on purpose: they answer HTML pages, form posts and event
 /// streams for people in a browser, with a session cookie or a signed link
 /// rather than a bearer token, and their shapes are the page contract's
@@ -340,10 +340,14 @@ mod tests {
         ]);
     }
 
-    /// The router's `.route("PATH", METHOD(handler)...)` lines, read from
-    /// its source: `(method, path)`, sorted.
+    /// The `.route("PATH", METHOD(handler)...)` lines of the API's routes
+    /// and of the router (MCP), read from their source: `(method, path)`,
+    /// sorted.
     fn routed() -> Vec<(String, String)> {
-        routed_in(include_str!("mod.rs"))
+        let mut routed = routed_in(include_str!("../routes.rs"));
+        routed.extend(routed_in(include_str!("../router.rs")));
+        routed.sort();
+        routed
     }
 
     fn routed_in(source: &str) -> Vec<(String, String)> {
@@ -413,7 +417,7 @@ mod tests {
     #[test]
     fn the_reserved_webhook_paths_are_the_routes_first_segments() {
         let mut routed = routed();
-        routed.extend(routed_in(include_str!("../ui/mod.rs")));
+        routed.extend(routed_in(include_str!("../ui.rs")));
         let firsts: std::collections::BTreeSet<String> = routed
             .iter()
             .map(|(_, path)| {
@@ -442,7 +446,7 @@ mod tests {
             .map(|(m, p)| (m.to_string(), p.to_string()))
             .collect();
         pages.sort();
-        let routed = routed_in(include_str!("../ui/mod.rs"));
+        let routed = routed_in(include_str!("../ui.rs"));
         assert_eq!(routed, pages);
         // None of them is in the document.
         for operation in operations() {

@@ -12,11 +12,11 @@ use crate::pending_approval::Decision;
 use crate::policy::Channel;
 use crate::run::Ballot;
 use crate::run_state::RunStatus;
-use crate::server::extract::{
+use crate::server::http::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
-use crate::server::paging;
-use crate::server::state::AppState;
+use crate::server::http::paging;
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::Caller;
 use crate::service::runs as view;

@@ -17,8 +17,8 @@ use crate::notify::slack::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::pending_approval::ApprovalError;
 use crate::policy::Channel;
 use crate::run::{Ballot, DecisionOutcome, RunError};
-use crate::server::extract::{BodyLimit, RawBody};
-use crate::server::state::AppState;
+use crate::server::http::extract::{BodyLimit, RawBody};
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::decide;
 

@@ -10,8 +10,8 @@ use axum::extract::State;
 use axum::{Extension, Json};
 
 use crate::engine::deploy_plan::{DeployPlan, plan_deploy};
-use crate::server::extract::SpecBody;
-use crate::server::state::AppState;
+use crate::server::http::extract::SpecBody;
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::Caller;
 use crate::spec::Spec;

@@ -4,8 +4,8 @@ use axum::Json;
 use axum::extract::State;
 
 use crate::pending_approval::ApprovalError;
-use crate::server::extract::PathParam;
-use crate::server::state::AppState;
+use crate::server::http::extract::PathParam;
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::votes::VotesView;
 

@@ -12,15 +12,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
-use crate::server::extract::{RawBody, json_content_type, parse_json};
-use crate::server::state::AppState;
+use crate::server::http::extract::{RawBody, json_content_type, parse_json};
+use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::tasks;
 use crate::service::views::{RunStarted, Trigger};
 use crate::store::KeyClaim;
 use crate::support::webhook_signature::{self as signature, SIGNATURE_HEADER, Verified};
 
-pub(super) async fn receive(state: AppState, request: Request) -> Result<Response, ApiError> {
+pub(crate) async fn receive(state: AppState, request: Request) -> Result<Response, ApiError> {
     let Some(hook) = state.agent.spec().trigger.webhook.clone() else {
         return Err(ApiError::NotFound {
             method: "POST".into(),

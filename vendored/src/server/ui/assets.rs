@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use crate::server::extract::PathParam;
+use crate::server::http::extract::PathParam;
 
 const CSS: &str = include_str!("assets/app.css");
 const JS: &str = include_str!("assets/app.js");

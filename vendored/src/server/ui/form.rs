@@ -3,7 +3,7 @@
 use axum::extract::{FromRequest, Request};
 use serde::Deserialize;
 
-use crate::server::extract::RawBody;
+use crate::server::http::extract::RawBody;
 
 /// Every field any inbox form sends; each handler reads its own.
 #[derive(Debug, Default, Deserialize)]

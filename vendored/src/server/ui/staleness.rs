@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::server::state::AppState;
+use crate::server::http::state::AppState;
 use crate::spec::{OnSpecChange, Outcome, Spec, SpecHash, plan_pause, policy_for_pause};
 
 /// A stale approval, as the pages show it.

@@ -20,9 +20,9 @@ use tokio::sync::broadcast;
 
 use super::auth::viewer::Viewer;
 use crate::pending_approval::ApprovalStatus;
-use crate::server::extract::PathParam;
-use crate::server::routes::events;
-use crate::server::state::AppState;
+use crate::server::http::extract::PathParam;
+use crate::server::http::feed;
+use crate::server::http::state::AppState;
 use crate::service::votes::ListedLedgers;
 
 const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -35,18 +35,18 @@ pub(super) async fn timeline(
     headers: HeaderMap,
 ) -> Response {
     // The Viewer extractor is the check: a session (or loopback mode).
-    run_events(state, events::Watcher::Viewer(viewer.name), run_id, headers).await
+    run_events(state, feed::Watcher::Viewer(viewer.name), run_id, headers).await
 }
 
 /// A run's events, as GET /runs/{id}/events streams them, for `watcher`
 /// (the page's own check, a session or a signed link, has been made).
 pub(crate) async fn run_events(
     state: AppState,
-    watcher: events::Watcher,
+    watcher: feed::Watcher,
     run_id: String,
     headers: HeaderMap,
 ) -> Response {
-    events::open(state, watcher, run_id, headers)
+    feed::open(state, watcher, run_id, headers)
         .await
         .into_response()
 }
@@ -61,7 +61,7 @@ async fn fingerprint(state: &AppState) -> Option<Vec<(String, ApprovalStatus, us
             statuses: vec![ApprovalStatus::Pending],
             step: None,
             text: None,
-            limit: crate::server::paging::UI_PAGE,
+            limit: crate::server::http::paging::UI_PAGE,
             cursor: None,
         },
     )

@@ -17,8 +17,8 @@ use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
-use crate::server::auth::ApiTokens;
-use crate::server::state::AppState;
+use crate::server::http::auth::ApiTokens;
+use crate::server::http::state::AppState;
 use crate::support::hmac::{HmacKey, MAC_LEN};
 
 /// The session cookie's name.

@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::csrf::{self, Binding};
 use super::session;
-use crate::server::auth::LOCAL_CALLER;
-use crate::server::state::AppState;
+use crate::server::http::auth::LOCAL_CALLER;
+use crate::server::http::state::AppState;
 use crate::server::ui::render::headers;
 use crate::server::ui::render::templates::Chrome;
 use crate::server::ui::{SharedUi, Ui};

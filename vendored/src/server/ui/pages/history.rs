@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{blank_to_none, inbox, refusal};
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::server::paging::{PageLinks, Position, UI_PAGE};
-use crate::server::state::AppState;
+use crate::server::http::paging::{PageLinks, Position, UI_PAGE};
+use crate::server::http::state::AppState;
 use crate::server::ui::SharedUi;
 use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::listing::{self, Listing};

@@ -7,9 +7,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
 
 use super::refusal;
-use crate::server::auth::ApiTokens;
-use crate::server::state::AppState;
-use crate::server::throttle::ClientAddr;
+use crate::server::http::auth::ApiTokens;
+use crate::server::http::state::AppState;
+use crate::server::http::throttle::ClientAddr;
 use crate::server::ui::auth::csrf::{self, Binding};
 use crate::server::ui::auth::session;
 use crate::server::ui::auth::viewer::safe_next;

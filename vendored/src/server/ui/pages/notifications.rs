@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use super::refusal;
 use crate::notices::NoticeStatus;
-use crate::server::paging::{PageLinks, Position, UI_PAGE};
-use crate::server::state::AppState;
+use crate::server::http::paging::{PageLinks, Position, UI_PAGE};
+use crate::server::http::state::AppState;
 use crate::server::ui::SharedUi;
 use crate::server::ui::auth::viewer::Viewer;
 use crate::server::ui::form::Form;

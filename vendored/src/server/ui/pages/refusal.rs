@@ -73,7 +73,7 @@ pub(crate) fn csrf() -> Response {
 
 /// A client locked out for guessing (server/throttle.rs): 429 with
 /// `Retry-After`, nothing checked or changed.
-pub(crate) fn too_many(what: &str, lockout: crate::server::throttle::Lockout) -> Response {
+pub(crate) fn too_many(what: &str, lockout: crate::server::http::throttle::Lockout) -> Response {
     let secs = lockout.retry_after_secs();
     let mut response = page(
         StatusCode::TOO_MANY_REQUESTS,

@@ -17,7 +17,7 @@ use super::runs::{RunPage, RunRow, RunsPage};
 use crate::events::Event;
 use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
 use crate::run_state::{RunRecord, RunStatus};
-use crate::server::paging::{PageLinks, Position};
+use crate::server::http::paging::{PageLinks, Position};
 use crate::server::ui::render::format;
 use crate::server::ui::render::templates::{Chrome, Page, render_page, templates};
 use crate::server::ui::staleness::{Effect, Stale};

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::{Extension, Router, middleware};
 
-use super::state::AppState;
-use super::throttle::{Policy, Throttle};
+use super::http::state::AppState;
+use super::http::throttle::{Policy, Throttle};
 use auth::session::{self, SessionKey};
 use pages::{approval, history, inbox, link, login, notifications, refusal, runs};
 use render::{headers, templates};

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::state::AppState;
 use crate::json_doc::JsonDoc;
+use crate::server::http::state::AppState;
 use crate::service::tasks;
 use crate::store::KeyClaim;
 

@@ -25,24 +25,20 @@
 //! # }
 //! ```
 
-mod auth;
-mod conn;
+// By kind: the HTTP plumbing every adapter shares, the adapters (the
+// API's routes, the inbox, MCP), the OpenAPI document, and the work that
+// runs beside the requests. The use cases they share are `crate::service`.
 mod deciders_check;
-mod error;
-mod extract;
-mod logging;
+mod http;
 mod mcp;
 pub mod openapi;
-mod origin;
-mod paging;
+mod router;
 mod routes;
-pub mod schedule;
-pub use crate::support::webhook_signature as signature;
-mod state;
-mod supervisor;
-mod sweeper;
-mod throttle;
 mod ui;
+mod workers;
+
+pub use crate::support::webhook_signature as signature;
+pub use workers::schedule;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -53,20 +49,22 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use crate::service::{ApiError, CODES as ERROR_CODES, Caller, ErrorCode, NOT_READY, Scope};
-pub use auth::{ApiTokens, TOKENS_ENV, TokenConfigError, is_token_name, reserved_name};
-pub use conn::{
+pub use http::auth::{ApiTokens, TOKENS_ENV, TokenConfigError, is_token_name, reserved_name};
+pub use http::conn::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     Limits, MAX_HEAD_BYTES, MAX_HEADERS,
 };
-pub use logging::{JsonLines, LogFormat, UnknownLogFormat, init_logging, init_logging_as};
+pub use http::logging::{JsonLines, LogFormat, UnknownLogFormat, init_logging, init_logging_as};
 
 use crate::links::{LINK_SECRET_ENV, LinkSigner, PUBLIC_URL_ENV};
 use crate::notify::SlackNotifier;
 use crate::run::AgentRun;
 use crate::service::Services;
 use crate::service::tasks::{self, Background};
+use http::state::AppState;
+use http::{auth, conn, origin};
 pub(crate) use mcp::serve_stdio as serve_mcp_stdio;
-use state::AppState;
+use workers::{supervisor, sweeper};
 
 /// Default `--listen`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -559,7 +557,7 @@ async fn mount_with_schedule(
     }
 
     let app = origin::guard(
-        routes::router(state, config.max_body_bytes),
+        router::router(state, config.max_body_bytes),
         origin::Policy {
             loopback_hosts_only: config.tokens.is_empty(),
             bound,

@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::openapi::schema::request_type;
 use crate::service::ApiError;
+use crate::service::schema::request_type;
 
 /// The request body, size-checked against the server's limit.
 pub(crate) struct RawBody(pub Bytes);
@@ -35,7 +35,7 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
         let limit = request
             .extensions()
             .get::<BodyLimit>()
-            .map_or(super::DEFAULT_MAX_BODY_BYTES, |l| l.0);
+            .map_or(crate::server::DEFAULT_MAX_BODY_BYTES, |l| l.0);
         let declared = request
             .headers()
             .get(header::CONTENT_LENGTH)

@@ -18,7 +18,7 @@
 //!   `*.localhost` or `localhost.` (not every client resolves those
 //!   itself; one that asks DNS can be given any address), no empty host
 //!   or port, no other port. A router served on a listener of the
-//!   program's own ([`super::mount`]) does not know its address: there the
+//!   program's own ([`crate::server::mount`]) does not know its address: there the
 //!   names are `localhost`, `127.0.0.1` and `[::1]`, on any port.
 //!
 //! `/healthz` and `/readyz` are exempt: they reveal nothing and probes

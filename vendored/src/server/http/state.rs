@@ -25,7 +25,7 @@ pub(crate) struct AppState {
     pub watcher: Option<ApprovalWatcher>,
     /// Which background tasks are down (died, waiting to restart):
     /// `/readyz` is not ready while any is.
-    pub tasks: Arc<super::supervisor::TaskHealth>,
+    pub tasks: Arc<crate::server::workers::supervisor::TaskHealth>,
 }
 
 /// A handler reaches the use cases' state (`state.agent`, and `&state`

@@ -40,7 +40,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::protocol::{self, Context};
-    use crate::server::state::AppState;
+    use crate::server::http::state::AppState;
     use crate::service::{Caller, Scope};
     use crate::store::PendingQuery;
 

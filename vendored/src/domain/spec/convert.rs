@@ -11,21 +11,21 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::marked::{Entry, Node, Pos, Resolved, Tree};
+use super::marked::{Entry, Node, Resolved, Tree};
 use super::request;
-use super::schema::Schema;
 use super::{
     ApprovalDefaults, ApprovalStep, DedupeStep, GateStep, Guardrail, HttpToolSpec, IdempotencySpec,
     ModelConfig, ModelOutput, ModelStep, NotifySpec, OnCrash, OnReject, OnSpecChange, RetrySpec,
-    ScheduleTrigger, Spec, SpecError, SpecErrorKind, SpecHash, Step, StepKind, ToolKind, ToolSpec,
-    TriggerSpec, WebhookTrigger,
+    ScheduleTrigger, Spec, SpecError, SpecHash, Step, StepKind, ToolKind, ToolSpec, TriggerSpec,
+    WebhookTrigger,
 };
-use super::{MAX_DURATION, MAX_DURATION_TEXT};
 use crate::expr::{self, Shape};
 use crate::policy::GatePolicy;
+use reader::{Fields, Place};
 
 mod notify;
 mod policy;
+mod reader;
 
 type Result<T> = std::result::Result<T, SpecError>;
 
@@ -165,50 +165,6 @@ pub fn is_identifier(id: &str) -> bool {
         && id.len() <= MAX_ID_LEN
 }
 
-/// Where a key lives, in spec terms.
-#[derive(Debug, Clone)]
-enum Place {
-    Top,
-    /// e.g. `tool "lookup_order"`, `the guardrail of step "assess"`.
-    In(String),
-}
-
-impl Place {
-    fn in_(text: impl Into<String>) -> Place {
-        Place::In(text.into())
-    }
-
-    /// `tool "lookup_order"`, or `the spec` at the top level.
-    fn name(&self) -> &str {
-        match self {
-            Place::Top => "the spec",
-            Place::In(place) => place,
-        }
-    }
-
-    /// `"url" in tool "lookup_order"`, or `"steps"` at the top level.
-    fn label(&self, key: &str) -> String {
-        match self {
-            Place::Top => format!("{key:?}"),
-            Place::In(place) => format!("{key:?} in {place}"),
-        }
-    }
-
-    fn unknown_key(&self, key: &str) -> String {
-        match self {
-            Place::Top => format!("unknown top-level key {key:?}"),
-            Place::In(place) => format!("unknown key {key:?} in {place}"),
-        }
-    }
-
-    fn missing_key(&self, key: &str) -> String {
-        match self {
-            Place::Top => format!("missing required top-level key {key:?}"),
-            Place::In(place) => format!("missing required key {key:?} in {place}"),
-        }
-    }
-}
-
 struct Cx<'a> {
     origin: &'a str,
     /// `approvals.groups` as written: gates' rules name them.
@@ -219,217 +175,7 @@ struct Cx<'a> {
     allow_self_approval: bool,
 }
 
-/// A mapping whose keys have been checked against its schema.
-struct Fields<'n> {
-    node: &'n Node,
-    entries: &'n [Entry],
-    place: Place,
-    /// What the keys were checked against; reading a key it lacks is a bug
-    /// in this file (the key would be rejected before it is read).
-    schema: Option<&'n Schema>,
-    cx: &'n Cx<'n>,
-}
-
-impl<'n> Fields<'n> {
-    fn entry(&self, key: &str) -> Option<&'n Entry> {
-        debug_assert!(
-            self.schema.is_none_or(|s| s.allows(key)),
-            "{key:?} is read but not in the schema of {:?}",
-            self.place
-        );
-        self.entries.iter().find(|e| e.key == key)
-    }
-
-    /// The value of `key`; an explicit null counts as absent.
-    fn get(&self, key: &str) -> Option<&'n Node> {
-        self.entry(key).map(|e| &e.value).filter(|n| !n.is_null())
-    }
-
-    fn required(&self, key: &str) -> Result<&'n Node> {
-        match self.entry(key) {
-            Some(e) if !e.value.is_null() => Ok(&e.value),
-            Some(e) => Err(self
-                .cx
-                .err(e.key_pos, format!("{} has no value", self.place.label(key)))),
-            None => Err(self.cx.err(self.node.pos, self.place.missing_key(key))),
-        }
-    }
-
-    fn label(&self, key: &str) -> String {
-        self.place.label(key)
-    }
-
-    fn opt_string(&self, key: &str) -> Result<Option<String>> {
-        self.get(key)
-            .map(|n| self.cx.string(n, &self.label(key)))
-            .transpose()
-    }
-
-    fn required_string(&self, key: &str) -> Result<String> {
-        let node = self.required(key)?;
-        self.cx.string(node, &self.label(key))
-    }
-
-    fn opt_duration(&self, key: &str) -> Result<Option<Duration>> {
-        self.get(key)
-            .map(|n| self.cx.duration(n, &self.label(key)))
-            .transpose()
-    }
-
-    /// A mapping of names to string templates (headers, query).
-    fn string_map(&self, key: &str) -> Result<BTreeMap<String, String>> {
-        let Some(node) = self.get(key) else {
-            return Ok(BTreeMap::new());
-        };
-        let label = self.label(key);
-        let Some(entries) = node.entries() else {
-            return Err(self.cx.type_err(node, "a mapping", &label));
-        };
-        entries
-            .iter()
-            .map(|e| {
-                let value = self
-                    .cx
-                    .string(&e.value, &format!("{:?} in {label}", e.key))?;
-                Ok((e.key.clone(), value))
-            })
-            .collect()
-    }
-
-    /// Where two keys exclude each other: the later one, if both are present.
-    fn later_of(&self, a: &str, b: &str) -> Option<&'n Entry> {
-        let (a, b) = (self.entry(a)?, self.entry(b)?);
-        Some(if a.key_pos > b.key_pos { a } else { b })
-    }
-}
-
 impl<'a> Cx<'a> {
-    fn err(&self, pos: Pos, message: impl Into<String>) -> SpecError {
-        SpecError::at(
-            SpecErrorKind::Invalid,
-            self.origin,
-            pos.line,
-            pos.column,
-            message,
-        )
-    }
-
-    fn type_err(&self, node: &Node, expected: &str, label: &str) -> SpecError {
-        self.err(
-            node.pos,
-            format!(
-                "expected {expected} for {label}, found {}",
-                node.type_name()
-            ),
-        )
-    }
-
-    /// Check that `node` is a mapping whose keys are all in `schema`.
-    /// `what` names the node for a type error (`tool "lookup_order"`).
-    fn mapping<'n>(
-        &'n self,
-        node: &'n Node,
-        place: &Place,
-        schema: &'n Schema,
-        what: &str,
-    ) -> Result<Fields<'n>> {
-        let Some(entries) = node.entries() else {
-            return Err(self.type_err(node, "a mapping", what));
-        };
-        for e in entries {
-            if !schema.allows(&e.key) {
-                return Err(self.err(
-                    e.key_pos,
-                    format!(
-                        "{} (allowed: {})",
-                        place.unknown_key(&e.key),
-                        schema.allowed()
-                    ),
-                ));
-            }
-        }
-        Ok(Fields {
-            node,
-            entries,
-            place: place.clone(),
-            schema: Some(schema),
-            cx: self,
-        })
-    }
-
-    fn string(&self, node: &Node, label: &str) -> Result<String> {
-        match node.as_str() {
-            Some(s) => Ok(s.to_string()),
-            None => Err(self.type_err(node, "a string", label)),
-        }
-    }
-
-    fn non_empty_string(&self, node: &Node, label: &str) -> Result<String> {
-        let s = self.string(node, label)?;
-        if s.trim().is_empty() {
-            return Err(self.err(node.pos, format!("{label} is empty")));
-        }
-        Ok(s)
-    }
-
-    fn duration(&self, node: &Node, label: &str) -> Result<Duration> {
-        let text = self.string(node, label)?;
-        let duration = crate::time::parse_duration(&text)
-            .map_err(|e| self.err(node.pos, format!("bad {label}: {e}")))?;
-        // parse_duration saturates, so a huge number lands here too, never
-        // as an overflow.
-        if duration > MAX_DURATION {
-            return Err(self.err(
-                node.pos,
-                format!(
-                    "bad {label}: {:?} is longer than the limit of {MAX_DURATION_TEXT} (about 10 years)",
-                    text.trim()
-                ),
-            ));
-        }
-        Ok(duration)
-    }
-
-    fn bool(&self, node: &Node, label: &str) -> Result<bool> {
-        match node.scalar().map(|s| s.resolved) {
-            Some(Resolved::Bool(b)) => Ok(b),
-            _ => Err(self.type_err(node, "true or false", label)),
-        }
-    }
-
-    fn int(&self, node: &Node, label: &str) -> Result<i128> {
-        match node.scalar().map(|s| s.resolved) {
-            Some(Resolved::Int(i)) => Ok(i),
-            _ => Err(self.type_err(node, "an integer", label)),
-        }
-    }
-
-    /// A mapping used as a JSON template (`with`, `set`).
-    fn object(&self, node: &Node, label: &str) -> Result<Value> {
-        match node.entries() {
-            Some(_) => Ok(node.to_value()),
-            None => Err(self.type_err(node, "a mapping", label)),
-        }
-    }
-
-    /// One of a fixed set of words; the message lists them.
-    fn choice<'c>(&self, node: &Node, label: &str, choices: &[&'c str]) -> Result<&'c str> {
-        let text = self.string(node, label)?;
-        choices
-            .iter()
-            .find(|c| **c == text)
-            .copied()
-            .ok_or_else(|| {
-                self.err(
-                    node.pos,
-                    format!(
-                        "{label} must be one of {}, found {text:?}",
-                        choices.join(", ")
-                    ),
-                )
-            })
-    }
-
     fn trigger(&self, node: &Node) -> Result<TriggerSpec> {
         let place = Place::in_("trigger");
         let fields = self.mapping(node, &place, &TriggerSpec::SCHEMA, "\"trigger\"")?;
@@ -905,13 +651,7 @@ impl<'a> Cx<'a> {
             return Err(self.type_err(node, "a mapping", &numbered));
         };
         // The id is read before the kind (and so the schema) is known.
-        let id_fields = Fields {
-            node,
-            entries,
-            place: Place::in_(numbered.clone()),
-            schema: None,
-            cx: self,
-        };
+        let id_fields = Fields::unchecked(self, node, entries, Place::in_(numbered.clone()));
         let id_node = id_fields.required("id")?;
         let id = self.string(id_node, &id_fields.label("id"))?;
         if !is_identifier(&id) {

@@ -11,8 +11,10 @@
 
 use std::collections::BTreeMap;
 
+use super::super::marked::Node;
 use super::super::{EmailSpec, GateNotify, NotifySpec, SlackNotifySpec, WebhookSpec};
-use super::{Cx, Fields, Node, Place, Result};
+use super::reader::{Fields, Place};
+use super::{Cx, Result};
 use crate::notices::{NoticeEvent, is_address};
 use crate::secrets;
 

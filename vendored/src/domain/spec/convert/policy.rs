@@ -12,8 +12,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::super::marked::Node;
 use super::super::schema::{Schema, value};
-use super::{Cx, Fields, MAX_ID_LEN, Node, Place, Result, is_identifier};
+use super::reader::{Fields, Place};
+use super::{Cx, MAX_ID_LEN, Result, is_identifier};
 use crate::form::Form;
 use crate::policy::{
     Escalation, GatePolicy, OnTimeout, RejectWhen, RequestField, RequestLimits, Roster, RuleSpec,

@@ -110,7 +110,7 @@ fn the_error_registry_lists_exactly_the_codes_the_server_answers_with() {
     assert_eq!(
         answered.difference(&registered).collect::<Vec<_>>(),
         Vec::<&&str>::new(),
-        "answered but not in tollgate_runtime::server::ERROR_CODES (vendored/src/server/error.rs)"
+        "answered but not in tollgate_runtime::server::ERROR_CODES (vendored/src/service/error.rs)"
     );
     assert_eq!(
         registered.difference(&answered).collect::<Vec<_>>(),

@@ -1,4 +1,4 @@
-//! What the HTTP API answers with (vendored/src/server/api.rs): every body
+//! What the HTTP API answers with (vendored/src/service/views.rs): every body
 //! shape pinned by a snapshot of a real response over loopback, ids and
 //! times redacted; and the run status a decision reports.
 //!

@@ -1,7 +1,7 @@
 //! Schedules: a cron firing every second on two servers sharing a store
 //! starts exactly one run per tick; a bad expression is refused up front.
 //! (The scheduler's own rules, on a manual clock with no waiting, are unit
-//! tests in vendored/src/server/schedule.rs.)
+//! tests in vendored/src/server/workers/schedule.rs.)
 
 use crate::common;
 use crate::common::server;

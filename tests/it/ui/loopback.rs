@@ -1,6 +1,6 @@
 //! Without API tokens (loopback mode): no sign-in, the caller is `local`,
 //! forms are CSRF-checked against a pre-session cookie, and the Host and
-//! Origin checks of server/origin.rs guard the pages too.
+//! Origin checks of server/http/origin.rs guard the pages too.
 
 use serde_json::json;
 

@@ -527,7 +527,7 @@ pub struct Moved {
 
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.
 /// What each means at an edge (an HTTP status, an exit status) is decided
-/// there: `server/error.rs` and `cli/exit.rs`.
+/// there: `service/error.rs` and `cli/exit.rs`.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ApprovalError {
     #[error("no approval with key {key}")]

@@ -1,5 +1,5 @@
 //! The MCP server (DESIGN §14): the gate-request service
-//! (`server/gates`) as four tools, `request_approval`,
+//! (`service/gates`) as four tools, `request_approval`,
 //! `wait_for_approval`, `get_approval` and `cancel_approval`, for any
 //! agent whose host speaks the Model Context Protocol.
 //!

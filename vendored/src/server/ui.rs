@@ -4,7 +4,7 @@
 //! - `/ui/login`, `/ui/logout`: sign in with an API token; a signed session
 //!   cookie after that (auth/session.rs). Without API tokens (loopback mode)
 //!   there is no sign-in: everyone is `local`, behind the Host and Origin
-//!   checks of server/origin.rs.
+//!   checks of server/http/origin.rs.
 //! - `/ui` (inbox), `/ui/approvals/{key}` (one approval, its decisions),
 //!   `/ui/history`, `/ui/runs`, `/ui/runs/{id}`, `/ui/notifications` (the
 //!   outbox's failed and dead deliveries, with retries): the pages.
@@ -18,7 +18,7 @@
 //! formats, payloads, the timeline, headers) and templates/. Every form
 //! POST carries a CSRF token (auth/csrf.rs); every response carries the
 //! security headers of render/headers.rs. Decisions go through the API's own
-//! path (server/tasks.rs `decide`), so the approvers allow-list and the
+//! path (service/decide.rs `decide`), so the approvers allow-list and the
 //! claim rules are the API's.
 
 mod assets;

@@ -4,7 +4,7 @@
 //! Every use case and handler returns `Result<_, ApiError>`; this file
 //! alone decides the status code and the stable `code` of each failure, so
 //! the codes are the same on every route, in MCP and in the CLI (via
-//! `ApprovalError`); `server/error.rs` writes it as a response.
+//! `ApprovalError`); `server/http/error.rs` writes it as a response.
 //! The domain's errors carry no HTTP status: what each means here is the
 //! one match in [`ApiError::status`].
 //! The body is always `{"error": {"code": "...", "message": "..."}}`.

@@ -28,10 +28,11 @@ use sha2::{Digest, Sha256};
 use crate::gate::{GateError, GateRequest, ListedWith};
 use crate::pending_approval::{ApprovalError, ApprovalOrigin, ApprovalRecord, ApprovalStatus};
 use crate::policy::RequestField;
+use crate::run::RunError;
 use crate::service::ApiError;
 use crate::service::schema::{request_type, response_type};
 use crate::service::{Caller, Scope, Services};
-use crate::store::{CancelRun, StoreError, expired_as_of};
+use crate::store::{StoreError, expired_as_of};
 use policy::{Allowed, PolicyBody};
 
 /// The longest a single wait lasts; a longer one asked for is cut to
@@ -304,25 +305,15 @@ impl<'a> Gates<'a> {
         let cancelled = self
             .services
             .agent
-            .store()
-            .cancel_run(&CancelRun {
-                run_id: record.run_id.clone(),
-                by: self.caller.0.clone(),
-                reason,
-                now,
-            })
+            .cancel_checked(&record.run_id, &self.caller.0, reason)
             .await;
         match cancelled {
             Ok(done) => {
-                self.services
-                    .agent
-                    .metrics()
-                    .decided(crate::metrics::ApprovalEnd::Cancelled, 1);
                 tracing::info!(key, by = %self.caller.0, "gate request cancelled");
                 let record = done.approval.unwrap_or(record);
                 Ok(GateView::of(expired_as_of(record, now)))
             }
-            Err(StoreError::RunNotCancellable { .. }) => {
+            Err(RunError::Store(StoreError::RunNotCancellable { .. })) => {
                 // Overdue reads EXPIRED, swept or not.
                 let record = expired_as_of(self.find(key).await?, now);
                 match record.status {

@@ -8,7 +8,7 @@
 //! named here. Fields serialize in declaration order, the order clients
 //! have always seen.
 //!
-//! Errors are not here: `server/error.rs` alone maps them to a status and
+//! Errors are not here: `service/error.rs` alone maps them to a status and
 //! `{"error": {"code", "message"}}`.
 
 use std::collections::BTreeMap;
@@ -174,7 +174,7 @@ response_type! {
     #[derive(Debug, Serialize)]
     pub(crate) struct ApprovalView {
         // The record's own serialization, field for field and in its order
-        // (its schema: `impl Schema for ApprovalRecord` in openapi/schema.rs).
+        // (its schema: `impl Schema for ApprovalRecord` in service/schema.rs).
         #[serde(flatten)]
         pub record: ApprovalRecord,
         /// Whether `spec_hash` is the hash of the spec this server serves.

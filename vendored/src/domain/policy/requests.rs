@@ -4,7 +4,7 @@
 //! more votes, a reason required), never easier: a request never widens
 //! who decides, never approves itself by waiting, and never turns its own
 //! separation of duties off. The request's body is checked against these
-//! limits where it is read (`server/gates/policy.rs`); anything outside
+//! limits where it is read (`service/gates/policy.rs`); anything outside
 //! them is refused, naming the field, never ignored.
 
 use super::OnTimeout;

@@ -42,6 +42,19 @@ impl AgentRun {
             Some(run) if run.agent_id == self.spec.agent => {}
             _ => return Err(StoreError::RunNotFound(run_id.to_string()).into()),
         }
+        self.cancel_checked(run_id, by, reason).await
+    }
+
+    /// Cancel a run whose caller the caller of this has already checked
+    /// (a run's cancel above; a gate request's, which its requester may
+    /// cancel too, in `service/gates.rs`): one conditional write, counted
+    /// and announced to this process's event streams.
+    pub(crate) async fn cancel_checked(
+        &self,
+        run_id: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<Cancelled, RunError> {
         let cancelled = self
             .store
             .cancel_run(&CancelRun {

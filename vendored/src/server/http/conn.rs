@@ -436,7 +436,7 @@ struct Dispatch {
     inner: TowerToHyperService<Router>,
     tracker: Arc<Tracker>,
     body_timeout: Duration,
-    /// The client's address, for the throttles (server/throttle.rs), as
+    /// The client's address, for the throttles (server/http/throttle.rs), as
     /// axum's `ConnectInfo` would carry it.
     peer: SocketAddr,
 }

@@ -223,7 +223,7 @@ impl Throttle {
 }
 
 /// The client address of a request: the TCP peer the connection came from
-/// (server/conn.rs puts it on every request). `X-Forwarded-For` is never
+/// (server/http/conn.rs puts it on every request). `X-Forwarded-For` is never
 /// read: any client can write it. `None` when the request did not come
 /// through a socket (a router called in a test).
 #[derive(Debug, Clone, Copy)]

@@ -11,7 +11,7 @@
 //!
 //! Before the message is read: the bearer token (`auth::require_requester`,
 //! the route's layer: 401 with `WWW-Authenticate: Bearer`), the Origin
-//! (`server/origin.rs`, every route's: 403 for another site's page), a JSON
+//! (`server/http/origin.rs`, every route's: 403 for another site's page), a JSON
 //! `Content-Type` (415) and, leniently, an `Accept` that takes JSON (406).
 //! A request's `MCP-Protocol-Version` header, when present on anything but
 //! `initialize`, must name a version this server speaks (400).

@@ -1,5 +1,5 @@
 //! The tools' JSON Schemas, taken from the API's own types
-//! (`openapi/schema.rs`) with every `$ref` replaced by what it names: an
+//! (`service/schema.rs`) with every `$ref` replaced by what it names: an
 //! MCP client reads `inputSchema` and `outputSchema` on their own, with no
 //! document around them to resolve a reference in.
 //!

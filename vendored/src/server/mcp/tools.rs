@@ -1,5 +1,5 @@
 //! The four tools: what each takes and answers (their schemas), and the
-//! call, made through the gate-request service (`server/gates`) that
+//! call, made through the gate-request service (`service/gates`) that
 //! `/gates` uses too, so a tool behaves exactly as that route does.
 //!
 //! Two kinds of failure, as MCP tells them apart: arguments that do not

@@ -1,5 +1,5 @@
 //! /gates: approvals asked for by any agent over HTTP (DESIGN §14). The
-//! work is `server/gates`, shared with the MCP tools; these handlers only
+//! work is `service/gates`, shared with the MCP tools; these handlers only
 //! read the request and shape the answer. Any token may call them; a
 //! `requester` token sees only what it asked for.
 

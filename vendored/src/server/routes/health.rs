@@ -7,7 +7,7 @@
 //! runs and the server is not shutting down; 503 `not_ready` otherwise, so
 //! a load balancer drains it during the shutdown grace, while its database
 //! is away, and while a background task that died waits to restart (see
-//! `server/supervisor.rs`).
+//! `server/workers/supervisor.rs`).
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! GET /openapi.json, and what it says of each route: which request and
 //! response types a handler takes and answers with.
 //!
-//! The shapes are the types' own (`openapi/schema.rs`); this table only
+//! The shapes are the types' own (`service/schema.rs`); this table only
 //! pairs them with the routes, here beside the router, and a test holds it
 //! to the router's `.route(...)` lines so that neither can gain a route
 //! the other lacks.

@@ -6,7 +6,7 @@
 //!   pauses, decisions, expiries and cancels, on every change another
 //!   process pushes through the store (PostgreSQL), and once a second.
 //! - `/ui/runs/{id}/stream` (a timeline): the run's events, exactly as
-//!   GET /runs/{id}/events streams them (routes/events.rs).
+//!   GET /runs/{id}/events streams them (routes/events.rs, server/http/feed.rs).
 
 use std::convert::Infallible;
 use std::time::Duration;

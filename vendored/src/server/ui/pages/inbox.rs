@@ -28,7 +28,7 @@ pub(crate) struct InboxQuery {
     pub step: Option<String>,
     pub q: Option<String>,
     pub cursor: Option<String>,
-    /// The cursors of the pages before this one (server/paging.rs).
+    /// The cursors of the pages before this one (server/http/paging.rs).
     pub trail: Option<String>,
     pub fragment: Option<String>,
 }

@@ -6,7 +6,7 @@
 //! no longer pending and links off all show the same `#bad-link` page.
 //!
 //! Every route checks, in this order: the client is not locked out for
-//! bad signatures (429, server/throttle.rs); the signature (a bad one is
+//! bad signatures (429, server/http/throttle.rs); the signature (a bad one is
 //! counted); an unbound link only while unbound links are on
 //! (TOLLGATE_UNBOUND_LINKS, else 403); then, with the record read, the
 //! identity it decides as may decide it exactly as the API's callers must

@@ -85,7 +85,7 @@ fn render(
 }
 
 /// POST /ui/login `token, csrf, next`: a session cookie and 303 to `next`.
-/// Throttled per client address (server/throttle.rs): after 5 wrong
+/// Throttled per client address (server/http/throttle.rs): after 5 wrong
 /// tokens in a row, 429 with `Retry-After` for a lockout that doubles with
 /// each further wrong token; the right token too is refused meanwhile
 /// (else a lockout would still tell a guesser which guess was right).

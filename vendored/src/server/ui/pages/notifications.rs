@@ -2,7 +2,7 @@
 //! (DESIGN §14): failed and dead notices, newest first, each with a Retry
 //! button, "Retry all dead", and the webhook endpoints a 410 disabled.
 //! POST /ui/notifications/{id}/retry and /ui/notifications/retry (every
-//! dead one) retry through the API's own functions (server/notices.rs),
+//! dead one) retry through the API's own functions (service/notices.rs),
 //! then go back to the page.
 //!
 //! Targets are shown as the spec wrote them (`${NAME}` references) and

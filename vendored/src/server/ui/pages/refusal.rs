@@ -71,7 +71,7 @@ pub(crate) fn csrf() -> Response {
     )
 }
 
-/// A client locked out for guessing (server/throttle.rs): 429 with
+/// A client locked out for guessing (server/http/throttle.rs): 429 with
 /// `Retry-After`, nothing checked or changed.
 pub(crate) fn too_many(what: &str, lockout: crate::server::http::throttle::Lockout) -> Response {
     let secs = lockout.retry_after_secs();

@@ -7,7 +7,7 @@
 //! decide buttons. `Referrer-Policy: same-origin`: a signed link is a
 //! capability, and must not leak to another site in a Referer header; not
 //! `no-referrer`, under which Chromium sends `Origin: null` with the pages'
-//! own form POSTs, which server/origin.rs rightly refuses (found by
+//! own form POSTs, which server/http/origin.rs rightly refuses (found by
 //! tests/it/browser).
 //! `Cache-Control: no-store` unless the handler chose otherwise (the
 //! content-hashed assets are cached for good).

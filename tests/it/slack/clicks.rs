@@ -203,12 +203,6 @@ async fn a_click_on_an_expired_approval_is_refused_and_the_message_says_expired(
     let notifications = common::open_store(&db)
         .notifications()
         .expect("notifications");
-    let until = paused_at + chrono::TimeDelta::minutes(1);
-    notifications
-        .lease_notification(&key, paused_at, until)
-        .await
-        .expect("lease")
-        .expect("free");
     notifications
         .record_notification(
             &key,

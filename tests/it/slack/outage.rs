@@ -1,7 +1,7 @@
 //! Slack being down never blocks or loses a pause: the pause is stored and
 //! listed at once, and the message is posted once Slack is back. Pauses
 //! made by another process (`tollgate run --persist`) are posted by the
-//! server's repair sweep.
+//! server's outbox worker.
 
 use crate::common;
 use crate::common::server;
@@ -42,22 +42,29 @@ async fn a_pause_during_a_slack_outage_is_stored_listed_and_posted_once_slack_is
     assert_eq!(list["approvals"][0]["key"], key.as_str(), "listed: {list}");
 
     // Slack stays down until the post has failed and been retried: two
-    // failed attempts recorded with the message.
-    let failed_attempts = || -> Option<i64> {
+    // failed attempts recorded with the Slack notice, saying what failed.
+    let failed_attempts = || -> Option<(i64, Option<String>)> {
         rusqlite::Connection::open(&db)
             .and_then(|c| {
                 c.query_row(
-                    "SELECT attempts FROM tollgate_notifications WHERE key = ?1",
+                    "SELECT attempts, last_error FROM tollgate_outbox \
+                     WHERE key = ?1 AND channel = 'slack'",
                     [&key],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
             })
             .ok()
     };
-    eventually(30, "two failed posts", || {
-        failed_attempts().filter(|n| *n >= 2)
+    let (_, last_error) = eventually(30, "two failed posts", || {
+        failed_attempts().filter(|(n, _)| *n >= 2)
     })
     .await;
+    let last_error = last_error.expect("the notice says why");
+    assert!(
+        last_error.contains("cannot post the message"),
+        "{last_error}"
+    );
+    assert!(!last_error.contains(BOT_TOKEN), "{last_error}");
     assert!(stored_message(&db, &key).is_none());
     let slack = StubServer::start_on(port, api_handler());
     eventually(30, "the message posted once Slack is back", || {
@@ -68,8 +75,11 @@ async fn a_pause_during_a_slack_outage_is_stored_listed_and_posted_once_slack_is
     served.log_line("will retry", Duration::from_secs(30)).await;
     let logs = served.logs();
     assert!(!logs.contains(BOT_TOKEN), "{logs}");
-    let attempts = failed_attempts().expect("attempts");
-    assert!(attempts >= 2, "failed attempts are counted: {attempts}");
+    let (attempts, _) = failed_attempts().expect("attempts");
+    assert!(
+        attempts >= 3,
+        "the failed attempts and the post are counted: {attempts}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,4 +1,4 @@
-//! The store side of Slack approvals (schema version 2): every store keeps
+//! The store side of Slack approvals (schema versions 2 and 16): every store keeps
 //! the same notification contract (`common/notification_cases.rs`).
 
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use tollgate_runtime::store::{MemoryStore, SqliteOptions, SqliteStore};
 macro_rules! notification_tests {
     ($open:path) => {
         notification_tests!(@cases $open;
-            lease_is_exclusive_until_released_or_expired,
-            lease_of_an_unknown_key_is_not_found,
-            the_holder_records_failures_the_message_and_the_decision,
+            a_posted_message_is_kept_then_shows_its_outcome,
+            a_post_of_an_unknown_approval_is_not_found,
+            an_outcome_needs_a_posted_message,
         );
     };
     (@cases $open:path; $($case:ident),* $(,)?) => {

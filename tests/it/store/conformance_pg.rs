@@ -77,7 +77,7 @@ mod postgres_only {
         }
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin,16:slack_through_outbox"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin,16:slack_through_outbox,17:slack_message_only"
         );
         let store = connect(&db.url).await;
         paused_run(store.as_ref(), "k", "agent", 0).await;
@@ -506,7 +506,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert_eq!(
             history(&db),
-            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin,16:slack_through_outbox"
+            "1:initial,2:notifications,3:lossless_text,4:durable_runs,5:runs_by_age,6:approvals_settled,7:spec_versions,8:votes,9:gate_timers,10:vote_input,11:outbox,12:pending_by_step,13:outbox_lanes,14:started_without_input,15:approval_origin,16:slack_through_outbox,17:slack_message_only"
         );
         let record = store
             .get_approval("k-old")
@@ -539,7 +539,8 @@ mod postgres_only {
     async fn a_version_14_database_gains_origins_from_the_old_gate_marker() {
         // The schema as version 14 left it: today's without `origin`, and
         // no later migration recorded (the store applies those above the
-        // highest recorded; 16 writes rows only, so it runs again safely).
+        // highest recorded; 16 writes rows only and 17 drops columns only
+        // if they exist, so they run again safely).
         let db = pg::database();
         drop(connect(&db.url).await);
         db.psql(
@@ -576,7 +577,7 @@ mod postgres_only {
         let store = connect(&db.url).await;
         assert!(
             history(&db)
-                .ends_with(",14:started_without_input,15:approval_origin,16:slack_through_outbox")
+                .ends_with(",14:started_without_input,15:approval_origin,16:slack_through_outbox,17:slack_message_only")
         );
         let get = |key: &'static str| {
             let store = store.clone();
@@ -760,7 +761,7 @@ mod postgres_only {
              ('k-done', 'C0POSTED', '1700000000.000004', now(), 2, now())",
         );
         let store = connect(&db.url).await;
-        assert!(history(&db).ends_with(",16:slack_through_outbox"));
+        assert!(history(&db).ends_with(",16:slack_through_outbox,17:slack_message_only"));
         let all = store
             .list_notices(&NoticeQuery {
                 limit: 100,

@@ -101,11 +101,10 @@ pub struct SlackNotices {
 
 impl NoticeSender for SlackNotices {
     /// The message made to show what the store holds now (see
-    /// [`SlackNotifier::sync`]). The message is held by one worker at a
-    /// time; while another holds it (another notice of the same approval
-    /// being sent) this waits a little rather than count a failure. Slack's
-    /// `Retry-After` (a 429) is when the notice is tried again, at the
-    /// earliest.
+    /// [`SlackNotifier::sync`]). The outbox hands out one approval's Slack
+    /// notices one at a time, in order, so no other worker is changing
+    /// this message meanwhile. Slack's `Retry-After` (a 429) is when the
+    /// notice is tried again, at the earliest.
     async fn send(&self, notice: &OutboxNotice, _routes: &NoticeRoutes) -> Attempt {
         let Some(slack) = &self.slack else {
             return Attempt::Misconfigured {
@@ -113,34 +112,14 @@ impl NoticeSender for SlackNotices {
             };
         };
         let n = &notice.notice;
-        for wait in SLACK_BUSY_WAITS {
-            match slack.sync(&n.key, n.event).await {
-                Progress::Done | Progress::Skipped => return Attempt::Sent,
-                Progress::Failed { retry_after, .. } => {
-                    return Attempt::Failed {
-                        error: "the Slack call failed (see the log and `tollgate_notifications`)"
-                            .into(),
-                        retry_after,
-                    };
-                }
-                Progress::Busy => tokio::time::sleep(wait).await,
-            }
-        }
-        Attempt::Failed {
-            error: "another worker kept the Slack message busy".into(),
-            retry_after: None,
+        match slack.sync(&n.key, n.event).await {
+            Progress::Done | Progress::Skipped => Attempt::Sent,
+            Progress::Failed {
+                error, retry_after, ..
+            } => Attempt::Failed { error, retry_after },
         }
     }
 }
-
-/// The waits of a Slack notice whose message another worker holds: a post
-/// or an edit takes well under a second.
-const SLACK_BUSY_WAITS: [Duration; 4] = [
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-];
 
 /// The body as sent: the stored body with the link of this send.
 fn serialize(body: &NoticeBody, link: Option<String>) -> Result<Vec<u8>, String> {

@@ -23,9 +23,10 @@
 //! `response_url` expires after 30 minutes and a click may come days later,
 //! after a redeploy.
 //!
-//! One call per message at a time: every post or edit first takes the
-//! message's lease in the store (one conditional write), so two notices of
-//! one approval sent at once (by two workers) never post it twice.
+//! One call per message at a time: the outbox hands out an approval's
+//! Slack notices one at a time and in order (`store::outbox::SLACK_IN_ORDER`),
+//! so two workers never post or edit one message at once, and the message
+//! needs no lease of its own.
 //!
 //! Credentials: `bot_token` and `signing_secret` are `${NAME}` references
 //! resolved from the environment at each call; their values are never
@@ -50,21 +51,18 @@ use crate::tools::template::CallSecrets;
 
 pub use api::{SlackApi, SlackError};
 
-/// A lease outlives one call by this much, so a worker that crashed
-/// mid-call hands the message over soon after.
-const LEASE_MARGIN: Duration = Duration::from_secs(api::CALL_TIMEOUT.as_secs() + 20);
-
 /// What became of one post or edit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
     Done,
     /// Nothing to do.
     Skipped,
-    /// Another worker holds the message now.
-    Busy,
     /// Failed for now; `transient` when Slack (or the network) is the
     /// cause; `retry_after` when Slack said when to come back (a 429).
+    /// `error` says what failed, for the notice's `last_error` (stored and
+    /// served: never a credential).
     Failed {
+        error: String,
         transient: bool,
         retry_after: Option<Duration>,
     },
@@ -77,7 +75,7 @@ pub struct SlackNotifier {
     store: SharedStore,
     notifications: SharedNotifications,
     api: SlackApi,
-    /// Leases, holds and "still pending" are decided by this clock.
+    /// "Still pending" and the times recorded are this clock's.
     clock: SharedClock,
     /// Signs the "Open in browser" link of each message, when links are
     /// on and have a public URL (Slack opens only absolute URLs).
@@ -190,16 +188,13 @@ impl SlackNotifier {
     /// Post the message announcing the pending approval `key`, unless it
     /// has one already or is no longer pending.
     pub async fn announce(&self, key: &str) -> Progress {
-        let Some(leased) = self.lease(key).await else {
-            return Progress::Busy;
-        };
-        if leased.ts.is_some() {
-            self.release(key).await;
-            return Progress::Skipped;
+        match self.message(key).await {
+            Ok(Some(message)) if message.ts.is_some() => return Progress::Skipped,
+            Ok(_) => {}
+            Err(failed) => return failed,
         }
         {
             let Some(record) = self.still_pending(key).await else {
-                self.release(key).await;
                 return Progress::Skipped;
             };
             let link = self.open_in_browser(key);
@@ -219,9 +214,12 @@ impl SlackNotifier {
                     };
                     if let Err(e) = self.notifications.record_notification(key, &write).await {
                         // Posted but not remembered: the notice's retry
-                        // posts again once the lease runs out. Say so.
+                        // posts again. Say so.
                         tracing::error!(key = %key, error = %e, "Slack message posted but not stored; it may be posted twice");
                         return Progress::Failed {
+                            error: format!(
+                                "the message was posted but where it is was not stored (it may be posted twice): {e}"
+                            ),
                             transient: e.is_retryable(),
                             retry_after: None,
                         };
@@ -242,7 +240,7 @@ impl SlackNotifier {
                     }
                     Progress::Done
                 }
-                Err(e) => self.failed(key, "post", &e).await,
+                Err(e) => self.failed(key, "post", &e),
             }
         }
     }
@@ -250,25 +248,21 @@ impl SlackNotifier {
     /// Edit the message of a settled (decided or expired) approval to show
     /// how it was settled, removing the buttons.
     pub async fn settle(&self, key: &str) -> Progress {
-        let Some(leased) = self.lease(key).await else {
-            return Progress::Busy;
-        };
         // Never posted: nothing to edit (and nothing will be posted for an
         // approval that is no longer pending).
-        let Some((channel, ts)) = self.open_message(key, &leased).await else {
-            return Progress::Skipped;
+        let (channel, ts) = match self.open_message(key).await {
+            Ok(Some(open)) => open,
+            Ok(None) => return Progress::Skipped,
+            Err(failed) => return failed,
         };
         {
             let record = match self.store.get_approval(key).await {
                 Ok(Some(record)) if record.status != ApprovalStatus::Pending => record,
-                Ok(_) => {
-                    self.release(key).await;
-                    return Progress::Skipped;
-                }
+                Ok(_) => return Progress::Skipped,
                 Err(e) => {
                     tracing::warn!(key = %key, error = %e, "cannot read the approval to update its Slack message");
-                    self.release(key).await;
                     return Progress::Failed {
+                        error: format!("cannot read the approval: {e}"),
                         transient: e.is_retryable(),
                         retry_after: None,
                     };
@@ -292,43 +286,37 @@ impl SlackNotifier {
                     tracing::info!(run_id = %record.run_id, key = %key, status = %record.status.past_tense(), "Slack message updated");
                     Progress::Done
                 }
-                Err(e) => self.failed(key, "update", &e).await,
+                Err(e) => self.failed(key, "update", &e),
             }
         }
     }
 
     /// Edit the message of a pending gate with rules to show its votes as
-    /// the store holds them now (after a vote that did not settle it). A
-    /// message another worker holds is [`Progress::Busy`]: the notice waits
-    /// and comes back (that worker's edit may have read the ledger before
-    /// this vote). Renders from the store, never from the event: repeating
-    /// it, or running it late, shows the newest progress.
+    /// the store holds them now (after a vote that did not settle it).
+    /// Renders from the store, never from the event: repeating it, or
+    /// running it late, shows the newest progress.
     pub async fn show_votes(&self, key: &str) -> Progress {
-        let Some(leased) = self.lease(key).await else {
-            return Progress::Busy;
-        };
         // Not posted yet: the post reads the ledger itself.
-        let Some((channel, ts)) = self.open_message(key, &leased).await else {
-            return Progress::Skipped;
+        let (channel, ts) = match self.open_message(key).await {
+            Ok(Some(open)) => open,
+            Ok(None) => return Progress::Skipped,
+            Err(failed) => return failed,
         };
         loop {
             let Some(record) = self.still_pending(key).await else {
                 // Settled meanwhile: that edit replaces this one.
-                self.release(key).await;
                 return self.settle(key).await;
             };
             let votes = self.ledger(&record).await;
             if record.roster.as_ref().is_none_or(|r| r.rules.is_empty()) {
                 // No rules, no progress to show: the message stays as posted.
                 self.mark_shown(&record, votes.len());
-                self.release(key).await;
                 return Progress::Skipped;
             }
             if self.shows(key, votes.len()) {
                 // This process's last edit already showed this ledger (the
-                // ledger only grows, and every edit renders it under the
-                // lease): a repeat, say an event and a NOTIFY of one vote.
-                self.release(key).await;
+                // ledger only grows, and an approval's edits are made one
+                // at a time): a repeated notice of one vote.
                 return Progress::Skipped;
             }
             let link = self.open_in_browser(key);
@@ -340,21 +328,20 @@ impl SlackNotifier {
             match result {
                 Ok(()) => {
                     self.mark_shown(&record, votes.len());
-                    // A vote recorded while this edit was on its way may
-                    // have found the message held: show it too.
+                    // A vote recorded while this edit was on its way: show
+                    // it too (its own notice, next, then finds it shown).
                     if let Some(now) = self.still_pending(key).await
                         && self.ledger(&now).await.len() != votes.len()
                     {
                         continue;
                     }
-                    self.release(key).await;
                     if self.still_pending(key).await.is_none() {
                         self.settle(key).await;
                     }
                     tracing::info!(run_id = %record.run_id, key = %key, votes = votes.len(), "Slack message shows the votes");
                     return Progress::Done;
                 }
-                Err(e) => return self.failed(key, "update", &e).await,
+                Err(e) => return self.failed(key, "update", &e),
             }
         }
     }
@@ -424,9 +411,9 @@ impl SlackNotifier {
     /// happened, for the outbox's worker (a notice on the Slack channel):
     /// post it, show its votes, or show how it was settled. Each renders
     /// what the store holds now, so a late or repeated notice shows the
-    /// newest state, and a post is never made twice (the message's lease,
-    /// and where it is, are in the store). A reminder changes nothing the
-    /// message shows.
+    /// newest state, and a post is never made twice (the outbox sends an
+    /// approval's notices one at a time, and where the message is is in
+    /// the store). A reminder changes nothing the message shows.
     pub async fn sync(&self, key: &str, event: crate::notices::NoticeEvent) -> Progress {
         use crate::notices::NoticeEvent;
         match event {
@@ -445,48 +432,31 @@ impl SlackNotifier {
         }
     }
 
-    /// Where the leased message of `key` is (channel, ts), when it was
-    /// posted and its outcome not yet: the message an edit may change.
-    /// Otherwise the lease is released and there is nothing to edit.
-    async fn open_message(
-        &self,
-        key: &str,
-        leased: &crate::store::Notification,
-    ) -> Option<(String, String)> {
-        match (&leased.channel, &leased.ts) {
-            (Some(channel), Some(ts)) if leased.decision_posted_at.is_none() => {
-                Some((channel.clone(), ts.clone()))
+    /// Approval `key`'s message as stored, if a row exists; a read that
+    /// fails is the notice's failure (tried again by its backoff).
+    async fn message(&self, key: &str) -> Result<Option<crate::store::Notification>, Progress> {
+        self.notifications.get_notification(key).await.map_err(|e| {
+            tracing::warn!(key = %key, error = %e, "cannot read where the Slack message is");
+            Progress::Failed {
+                error: format!("cannot read where the message is: {e}"),
+                transient: e.is_retryable(),
+                retry_after: None,
             }
-            _ => {
-                self.release(key).await;
-                None
-            }
-        }
+        })
     }
 
-    async fn lease(&self, key: &str) -> Option<crate::store::Notification> {
-        let now = self.clock.now();
-        match self
-            .notifications
-            .lease_notification(key, now, crate::time::add(now, LEASE_MARGIN))
-            .await
-        {
-            Ok(leased) => leased,
-            Err(e) => {
-                tracing::warn!(key = %key, error = %e, "cannot take the Slack message's lease");
-                None
-            }
-        }
-    }
-
-    async fn release(&self, key: &str) {
-        if let Err(e) = self
-            .notifications
-            .record_notification(key, &NotificationWrite::Release)
-            .await
-        {
-            tracing::warn!(key = %key, error = %e, "cannot release the Slack message's lease");
-        }
+    /// Where approval `key`'s message is (channel, ts), when it was posted
+    /// and does not show an outcome yet: the message an edit may change.
+    async fn open_message(&self, key: &str) -> Result<Option<(String, String)>, Progress> {
+        Ok(match self.message(key).await? {
+            Some(crate::store::Notification {
+                channel: Some(channel),
+                ts: Some(ts),
+                decision_posted_at: None,
+                ..
+            }) => Some((channel, ts)),
+            _ => None,
+        })
     }
 
     /// The record while it is pending and unexpired.
@@ -505,20 +475,14 @@ impl SlackNotifier {
         }
     }
 
-    /// After a failed call: record it (for operators), release the
-    /// message, and say what the notice's backoff needs: whether Slack was
-    /// the cause, and when Slack asked to be called again.
-    async fn failed(&self, key: &str, what: &str, error: &SlackError) -> Progress {
-        let write = NotificationWrite::Failed {
-            // Slack's answer is stored and served: redact what it may echo.
-            error: crate::secrets::known().text(&error.to_string()),
-            hold_until: self.clock.now(),
-        };
-        if let Err(e) = self.notifications.record_notification(key, &write).await {
-            tracing::warn!(key = %key, error = %e, "cannot record a failed Slack call");
-        }
+    /// After a failed call: log it, and say what the notice's backoff
+    /// needs: whether Slack was the cause, and when Slack asked to be
+    /// called again. The notice keeps the count and the last error.
+    fn failed(&self, key: &str, what: &str, error: &SlackError) -> Progress {
         tracing::warn!(key = %key, error = %error, "cannot {what} the Slack message; its notice is retried");
         Progress::Failed {
+            // Slack's answer is stored and served: redact what it may echo.
+            error: crate::secrets::known().text(&format!("cannot {what} the message: {error}")),
             transient: error.is_transient(),
             retry_after: error.retry_after(),
         }

@@ -1,4 +1,7 @@
-//! The chat messages (Slack) announcing approvals, as a store keeps them.
+//! The chat messages (Slack) announcing approvals, as a store keeps them:
+//! where each message is, and whether it shows its approval's outcome yet.
+//! Sending them is the outbox's (one notice at a time per approval, in
+//! order; see `store/outbox.rs`), so a message needs no lease of its own.
 
 use std::sync::Arc;
 
@@ -17,38 +20,23 @@ pub struct Notification {
     /// The message's id in its channel (Slack's `ts`); `None` until posted.
     pub ts: Option<String>,
     pub posted_at: Option<DateTime<Utc>>,
-    /// Calls made for this message so far (posts and edits).
-    pub attempts: u32,
-    /// The last failure, for operators. Never a credential.
-    pub last_error: Option<String>,
     /// When the message was edited to show the decision or the expiry;
     /// `None` while it still shows the buttons.
     pub decision_posted_at: Option<DateTime<Utc>>,
-    /// Until when one worker holds the message (or, after a failure, until
-    /// when nobody retries).
-    pub lease_until: Option<DateTime<Utc>>,
 }
 
-/// What a worker holding a notification's lease records.
+/// What the sender of a Slack notice records of the message. How its
+/// calls went (attempts, the last error) is the notice's, in the outbox.
 #[derive(Debug, Clone)]
 pub enum NotificationWrite {
-    /// The message was posted: remember where; releases the lease.
+    /// The message was posted: remember where.
     Posted {
         channel: String,
         ts: String,
         at: DateTime<Utc>,
     },
-    /// The message now shows the decision (or the expiry); releases the lease.
+    /// The message now shows the decision (or the expiry).
     DecisionPosted { at: DateTime<Utc> },
-    /// A call failed: count it, keep the error, and hold the lease until
-    /// `hold_until` (the next retry of this worker, or the backoff before
-    /// anyone tries again).
-    Failed {
-        error: String,
-        hold_until: DateTime<Utc>,
-    },
-    /// Nothing to do after all: release the lease.
-    Release,
 }
 
 /// The chat messages (Slack) announcing each approval, kept beside the
@@ -57,18 +45,10 @@ pub enum NotificationWrite {
 /// [`Health::notifications`](super::Health::notifications).
 #[async_trait]
 pub trait NotificationStore: Send + Sync + 'static {
-    /// Take the lease on the message of approval `key` until `until`,
-    /// creating its row if needed. `None` when another worker holds it
-    /// (`lease_until > now`); otherwise the row as it is now leased. One
-    /// conditional write: at most one worker in any process wins.
-    async fn lease_notification(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-        until: DateTime<Utc>,
-    ) -> StoreResult<Option<Notification>>;
-
-    /// Record what the lease holder did (see [`NotificationWrite`]).
+    /// Record what became of approval `key`'s message (see
+    /// [`NotificationWrite`]): `Posted` makes its row (`not_found` for an
+    /// unknown approval), `DecisionPosted` changes it (an error when the
+    /// message was never posted).
     async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()>;
 
     async fn get_notification(&self, key: &str) -> StoreResult<Option<Notification>>;

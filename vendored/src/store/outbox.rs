@@ -217,10 +217,22 @@ pub struct DisabledEndpoint {
 /// The outbox: the notices every change to an approval writes in its own
 /// transaction (a store writes them itself, from the routes stored with
 /// the pause), their delivery and their operation.
+/// A lease's condition on a notice `d` (both dialects): a Slack notice
+/// waits while an earlier Slack notice of its approval is still to send
+/// (pending or failed), so one approval's message is posted, then changed,
+/// by one worker at a time and in order, with no lease of its own. Other
+/// channels' notices are independent calls and go as they are due.
+pub(crate) const SLACK_IN_ORDER: &str = "(d.channel <> 'slack' OR NOT EXISTS (\
+     SELECT 1 FROM tollgate_outbox e \
+     WHERE e.key = d.key AND e.channel = 'slack' AND e.status IN ('pending', 'failed') \
+       AND (e.created_at < d.created_at OR (e.created_at = d.created_at AND e.id < d.id))))";
+
 #[async_trait]
 pub trait Outbox: Send + Sync + 'static {
     /// Lease up to `limit` due notices (pending or failed, `next_at <=
-    /// now`, no live lease) to `owner` until `until`, oldest due first.
+    /// now`, no live lease; a Slack notice only once the earlier ones of
+    /// its approval are sent or dead, see [`SLACK_IN_ORDER`]) to `owner`
+    /// until `until`, oldest due first.
     /// One conditional write each: a notice leased by one worker is not
     /// leased by another until its lease runs out. A pending notice's
     /// retry window opens at its lease (see [`OutboxNotice::window_from`]).

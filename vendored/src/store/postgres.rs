@@ -358,16 +358,6 @@ fn redact(url: &str) -> String {
 
 #[async_trait]
 impl NotificationStore for PostgresStore {
-    async fn lease_notification(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-        until: DateTime<Utc>,
-    ) -> StoreResult<Option<Notification>> {
-        check_lease_end(until)?;
-        notifications::lease(&self.client().await?, key, &now, &until).await
-    }
-
     async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()> {
         notifications::record(&self.client().await?, key, write).await
     }

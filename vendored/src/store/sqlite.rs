@@ -551,21 +551,6 @@ where
 
 #[async_trait]
 impl NotificationStore for SqliteStore {
-    async fn lease_notification(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-        until: DateTime<Utc>,
-    ) -> StoreResult<Option<Notification>> {
-        check_lease_end(until)?;
-        let key = key.to_string();
-        let (now, until) = (format_utc(now), format_utc(until));
-        self.write(format!("leasing the message of {key}"), move |conn| {
-            notifications::lease(conn, &key, &now, &until)
-        })
-        .await
-    }
-
     async fn record_notification(&self, key: &str, write: &NotificationWrite) -> StoreResult<()> {
         let (key, write) = (key.to_string(), write.clone());
         self.write(format!("recording the message of {key}"), move |conn| {

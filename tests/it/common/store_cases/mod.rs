@@ -204,6 +204,7 @@ macro_rules! store_conformance_tests {
             notices_are_listed_newest_first_by_status_key_and_page,
             a_disabled_endpoint_takes_notices_again_after_a_retry,
             lanes_lease_their_share_and_open_the_retry_window_at_the_first_lease,
+            an_approvals_slack_notices_are_leased_one_at_a_time_in_order,
             a_postponed_notice_counts_no_attempt_and_keeps_its_window;
             across 3 handles:
             workers_on_three_handles_lease_each_notice_once,

@@ -859,6 +859,117 @@ pub async fn workers_on_three_handles_keep_a_lane_to_its_share(handles: Vec<Shar
 /// A notice leased while its lane is held is put back untried: due at the
 /// hold's end, its status, attempts, error and retry window as they were
 /// (a pending one's window opens at the lease that sends it).
+/// Routes to Slack (`#approvals`) and one webhook.
+fn slack_and_a_hook() -> NoticeRoutes {
+    NoticeRoutes {
+        slack: Some("#approvals".into()),
+        ..one_hook()
+    }
+}
+
+pub async fn an_approvals_slack_notices_are_leased_one_at_a_time_in_order(store: SharedStore) {
+    let s = store.as_ref();
+    paused_routed(s, "k", 0, slack_and_a_hook(), |_| {}).await;
+    paused_routed(s, "other", 1, slack_and_a_hook(), |_| {}).await;
+    s.claim(&approve("k", "alice", 5)).await.expect("claim");
+    let of = |notices: &[OutboxNotice], key: &str, channel: NoticeChannel| -> Vec<NoticeEvent> {
+        let mut events: Vec<NoticeEvent> = notices
+            .iter()
+            .filter(|n| n.notice.key == key && n.notice.channel == channel)
+            .map(|n| n.notice.event)
+            .collect();
+        events.sort_by_key(|e| e.as_str());
+        events
+    };
+    let all = notices_of(s, "k").await;
+    assert_eq!(
+        of(&all, "k", NoticeChannel::Slack),
+        vec![NoticeEvent::Approved, NoticeEvent::Requested],
+        "the pause and the decision each wrote a Slack notice"
+    );
+    // Both of k's Slack notices are due, but the decision's waits for the
+    // pause's: one message, posted before it is changed. The webhook's
+    // go as they are due, and another approval's Slack notice is free.
+    let first = s
+        .lease_notices("w1", at(10), at(70), 10)
+        .await
+        .expect("lease");
+    assert_eq!(
+        of(&first, "k", NoticeChannel::Slack),
+        vec![NoticeEvent::Requested]
+    );
+    assert_eq!(
+        of(&first, "k", NoticeChannel::Webhook),
+        vec![NoticeEvent::Approved, NoticeEvent::Requested]
+    );
+    assert_eq!(
+        of(&first, "other", NoticeChannel::Slack),
+        vec![NoticeEvent::Requested]
+    );
+    let requested = first
+        .iter()
+        .find(|n| n.notice.key == "k" && n.notice.channel == NoticeChannel::Slack)
+        .expect("k's Slack request")
+        .notice
+        .id
+        .clone();
+    // Still waiting while the first is leased, and while it is failed and
+    // due again later: a retry keeps the order.
+    assert_eq!(
+        s.lease_notices("w2", at(11), at(71), 10)
+            .await
+            .expect("lease"),
+        vec![]
+    );
+    let failed = NoticeWrite::Failed {
+        error: "Slack answered 500".into(),
+        next_at: at(30),
+    };
+    assert!(
+        s.settle_notice(&requested, "w1", &failed)
+            .await
+            .expect("settle")
+    );
+    assert_eq!(
+        s.lease_notices("w2", at(20), at(80), 10)
+            .await
+            .expect("lease"),
+        vec![],
+        "the failed post is due at 30; the edit waits for it"
+    );
+    let again = s
+        .lease_notices("w2", at(30), at(90), 10)
+        .await
+        .expect("lease");
+    assert_eq!(
+        ids(&again),
+        vec![requested.clone()],
+        "the post again, alone"
+    );
+    assert!(
+        s.settle_notice(&requested, "w2", &NoticeWrite::Sent { at: at(31) })
+            .await
+            .expect("settle")
+    );
+    // Sent: the decision's notice is leased next, by lanes as well.
+    let labels: Vec<(String, String)> = s
+        .unlabelled_notices(100)
+        .await
+        .expect("unlabelled")
+        .into_iter()
+        .map(|u| (u.id, "slack-workspace".to_string()))
+        .collect();
+    s.label_notices(&labels).await.expect("label");
+    let last = s
+        .lease_lane_notices("w3", at(32), at(92), lanes(4, 10))
+        .await
+        .expect("lease");
+    assert_eq!(
+        of(&last, "k", NoticeChannel::Slack),
+        vec![NoticeEvent::Approved]
+    );
+}
+
 pub async fn a_postponed_notice_counts_no_attempt_and_keeps_its_window(store: SharedStore) {
     type Time = chrono::DateTime<chrono::Utc>;
     let s = store.as_ref();

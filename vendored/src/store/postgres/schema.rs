@@ -93,6 +93,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "slack_through_outbox",
         sql: include_str!("../migrations/postgres/0016_slack_through_outbox.sql"),
     },
+    Migration {
+        version: 17,
+        name: "slack_message_only",
+        sql: include_str!("../migrations/postgres/0017_slack_message_only.sql"),
+    },
 ];
 
 /// The advisory lock every tollgate node takes while migrating: an

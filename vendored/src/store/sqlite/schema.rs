@@ -88,6 +88,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "slack_through_outbox",
         sql: include_str!("../migrations/sqlite/0015_slack_through_outbox.sql"),
     },
+    Migration {
+        version: 16,
+        name: "slack_message_only",
+        sql: include_str!("../migrations/sqlite/0016_slack_message_only.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS tollgate_schema_history (

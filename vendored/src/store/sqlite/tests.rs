@@ -402,7 +402,8 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
             "outbox_lanes",
             "started_without_input",
             "approval_origin",
-            "slack_through_outbox"
+            "slack_through_outbox",
+            "slack_message_only"
         ],
         "every later migration applied"
     );

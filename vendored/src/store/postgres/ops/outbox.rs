@@ -10,7 +10,7 @@ use crate::notices::{Notice, NoticeRoutes, NoticeStatus};
 use crate::store::columns::OUTBOX_COLUMNS;
 use crate::store::outbox::{
     DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite,
-    OutboxNotice, OutboxStats, RetryNotices, UnlabelledNotice,
+    OutboxNotice, OutboxStats, RetryNotices, SLACK_IN_ORDER, UnlabelledNotice,
 };
 
 /// PostgreSQL text cannot hold NUL: an error text that came from a remote
@@ -138,11 +138,12 @@ pub(crate) async fn lease_notices<C: GenericClient>(
         client,
         &format!(
             "UPDATE tollgate_outbox SET lease_owner = $1, lease_until = $3, {OPEN_WINDOW} \
-             WHERE id IN (SELECT id FROM tollgate_outbox \
-                          WHERE status IN ('pending', 'failed') AND next_at <= $2 \
-                            AND (lease_until IS NULL OR lease_until <= $2) \
-                          ORDER BY next_at, id LIMIT $4 \
-                          FOR UPDATE SKIP LOCKED) \
+             WHERE id IN (SELECT d.id FROM tollgate_outbox d \
+                          WHERE d.status IN ('pending', 'failed') AND d.next_at <= $2 \
+                            AND (d.lease_until IS NULL OR d.lease_until <= $2) \
+                            AND {SLACK_IN_ORDER} \
+                          ORDER BY d.next_at, d.id LIMIT $4 \
+                          FOR UPDATE OF d SKIP LOCKED) \
              RETURNING {OUTBOX_COLUMNS}"
         ),
         &[&owner, now, until, &limit],
@@ -207,6 +208,7 @@ pub(crate) async fn lease_lane_notices<C: GenericClient>(
                  WHERE d.status IN ('pending', 'failed') AND d.next_at <= $2 \
                    AND d.lane IS NOT NULL \
                    AND (d.lease_until IS NULL OR d.lease_until <= $2) \
+                   AND {SLACK_IN_ORDER} \
                ) queue \
                WHERE place + busy <= $5 \
                ORDER BY next_at, id LIMIT $4) \

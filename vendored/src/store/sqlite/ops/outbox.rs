@@ -6,7 +6,7 @@ use crate::notices::NoticeChannel;
 use crate::notices::{Notice, NoticeRoutes, NoticeStatus};
 use crate::store::outbox::{
     DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite,
-    OutboxNotice, OutboxStats, RetryNotices, UnlabelledNotice,
+    OutboxNotice, OutboxStats, RetryNotices, SLACK_IN_ORDER, UnlabelledNotice,
 };
 
 /// A notice ready to insert.
@@ -98,11 +98,11 @@ pub(crate) fn notify_change(
 /// the reader connection before a lease takes the write lock: an idle
 /// worker polls every second).
 pub(crate) fn any_due_notice(conn: &Connection, now: &str) -> StoreResult<bool> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT EXISTS (SELECT 1 FROM tollgate_outbox \
-         WHERE status IN ('pending', 'failed') AND next_at <= ?1 \
-           AND (lease_until IS NULL OR lease_until <= ?1))",
-    )?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT EXISTS (SELECT 1 FROM tollgate_outbox d \
+             WHERE d.status IN ('pending', 'failed') AND d.next_at <= ?1 \
+               AND (d.lease_until IS NULL OR d.lease_until <= ?1) AND {SLACK_IN_ORDER})"
+    ))?;
     Ok(stmt.query_row([now], |row| row.get(0))?)
 }
 
@@ -117,10 +117,11 @@ pub(crate) fn lease_notices(
 ) -> StoreResult<Vec<OutboxNotice>> {
     let mut stmt = conn.prepare_cached(&format!(
         "UPDATE tollgate_outbox SET lease_owner = ?1, lease_until = ?3, {OPEN_WINDOW} \
-         WHERE id IN (SELECT id FROM tollgate_outbox \
-                      WHERE status IN ('pending', 'failed') AND next_at <= ?2 \
-                        AND (lease_until IS NULL OR lease_until <= ?2) \
-                      ORDER BY next_at, id LIMIT ?4) \
+         WHERE id IN (SELECT d.id FROM tollgate_outbox d \
+                      WHERE d.status IN ('pending', 'failed') AND d.next_at <= ?2 \
+                        AND (d.lease_until IS NULL OR d.lease_until <= ?2) \
+                        AND {SLACK_IN_ORDER} \
+                      ORDER BY d.next_at, d.id LIMIT ?4) \
          RETURNING {OUTBOX_COLUMNS}"
     ))?;
     let mut leased = query_all(
@@ -146,14 +147,16 @@ pub(crate) fn any_leasable_notice(
     per_lane: usize,
 ) -> StoreResult<bool> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT EXISTS (SELECT 1 FROM ({LANE_QUEUE}) WHERE place + busy <= ?3)"
+        "SELECT EXISTS (SELECT 1 FROM ({LANE_QUEUE} AND {SLACK_IN_ORDER}) \
+         WHERE place + busy <= ?3)"
     ))?;
     Ok(stmt.query_row((now, now, to_i64(per_lane, "per_lane")?), |row| row.get(0))?)
 }
 
 /// The due, unleased, labelled notices, each with its place in its lane's
 /// queue (1 for the oldest due) and how many of its lane's notices are
-/// leased now by any worker. `?2` is now.
+/// leased now by any worker. `?2` is now. It ends in its `WHERE`, so a
+/// user adds conditions on `d` (`AND {SLACK_IN_ORDER}`).
 const LANE_QUEUE: &str = "SELECT d.id, d.next_at, \
        ROW_NUMBER() OVER (PARTITION BY d.channel, d.lane ORDER BY d.next_at, d.id) AS place, \
        COALESCE(b.busy, 0) AS busy \
@@ -179,7 +182,8 @@ pub(crate) fn lease_lane_notices(
 ) -> StoreResult<Vec<OutboxNotice>> {
     let mut stmt = conn.prepare_cached(&format!(
         "UPDATE tollgate_outbox SET lease_owner = ?1, lease_until = ?3, {OPEN_WINDOW} \
-         WHERE id IN (SELECT id FROM ({LANE_QUEUE}) WHERE place + busy <= ?5 \
+         WHERE id IN (SELECT id FROM ({LANE_QUEUE} AND {SLACK_IN_ORDER}) \
+                      WHERE place + busy <= ?5 \
                       ORDER BY next_at, id LIMIT ?4) \
          RETURNING {OUTBOX_COLUMNS}"
     ))?;

@@ -26,7 +26,7 @@ async fn stored(store: &SharedStore, key: &str) -> Notification {
         .expect("row")
 }
 
-fn posted(ts: &str, second: i64) -> NotificationWrite {
+fn posted(ts: &str, second: u64) -> NotificationWrite {
     NotificationWrite::Posted {
         channel: "C1".into(),
         ts: ts.into(),

@@ -6,7 +6,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::links::LinkSigner;
 use crate::notices::{NoticeBody, NoticeRoutes};

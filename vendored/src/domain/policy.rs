@@ -468,14 +468,14 @@ impl Roster {
         self.revised_payload.as_ref().unwrap_or(original)
     }
 
-    /// The decision the gate settles with if `ballot` settles it: a
-    /// reject rejects; an approval approves the payload the gate asks
+    /// The decision the gate settles with if a vote of `choice` settles
+    /// it: a reject rejects; an approval approves the payload the gate asks
     /// about now (a modify's edit, or an earlier vote's edit, settles as
     /// MODIFIED with it). What a decider plans the settlement's write for
     /// before the vote is counted.
-    pub fn settles_as(&self, ballot: &BallotVote) -> Decision {
-        let reason = ballot.reason.clone();
-        match (ballot.decision, &ballot.payload, &self.revised_payload) {
+    pub fn settles_as(&self, choice: &VoteChoice) -> Decision {
+        let reason = choice.reason.clone();
+        match (choice.decision, &choice.payload, &self.revised_payload) {
             (VoteDecision::Reject, _, _) => Decision::Reject { reason },
             (VoteDecision::Modify, Some(payload), _) | (_, _, Some(payload)) => Decision::Modify {
                 payload: payload.clone(),
@@ -494,6 +494,7 @@ impl Roster {
         votes: &[Vote],
     ) -> Result<Cast, ApprovalError> {
         let voter = ballot.voter.as_str();
+        let choice = &ballot.choice;
         if !self.is_member(voter) {
             return Err(ApprovalError::NotInGroups {
                 key: key.into(),
@@ -516,26 +517,26 @@ impl Roster {
             });
         }
         if self.require_reason
-            && ballot.decision != VoteDecision::Approve
-            && ballot.reason.as_deref().is_none_or(|r| r.trim().is_empty())
+            && choice.decision != VoteDecision::Approve
+            && choice.reason.as_deref().is_none_or(|r| r.trim().is_empty())
         {
             return Err(ApprovalError::ReasonRequired { key: key.into() });
         }
         let mut roster = self.clone();
         let mut ledger: Vec<Vote> = votes.to_vec();
-        let supersedes = ballot.decision == VoteDecision::Modify;
+        let supersedes = choice.decision == VoteDecision::Modify;
         if supersedes {
             for vote in ledger.iter_mut() {
                 vote.superseded = true;
             }
-            roster.revised_payload = ballot.payload.clone();
+            roster.revised_payload = choice.payload.clone();
             if !roster.requesters.iter().any(|r| r == voter) {
                 roster.requesters.push(voter.to_string());
             }
         }
         // A modify counts as its author's approval of the edit only where
         // authors may approve their own.
-        let counts_as = match ballot.decision {
+        let counts_as = match choice.decision {
             VoteDecision::Modify if roster.allow_self_approval => VoteDecision::Approve,
             other => other,
         };
@@ -557,9 +558,9 @@ impl Roster {
         let settles = match tally.outcome {
             TallyOutcome::Open => None,
             TallyOutcome::Rejected => Some(Decision::Reject {
-                reason: ballot.reason.clone(),
+                reason: choice.reason.clone(),
             }),
-            TallyOutcome::Approved => Some(roster.settles_as(ballot)),
+            TallyOutcome::Approved => Some(roster.settles_as(choice)),
         };
         Ok(Cast {
             rule,
@@ -643,10 +644,11 @@ impl VoteDecision {
     }
 }
 
-/// One vote as asked for.
+/// What a vote says, through what, and on which payload: the part of a
+/// vote that is the voter's own choice, beside who voted, when and with
+/// what input (which a claim holds too).
 #[derive(Debug, Clone, PartialEq)]
-pub struct BallotVote {
-    pub voter: String,
+pub struct VoteChoice {
     pub decision: VoteDecision,
     pub reason: Option<String>,
     /// The edit of a modify.
@@ -655,6 +657,13 @@ pub struct BallotVote {
     /// The digest of the payload the voter was shown (or, when they sent
     /// none, of the payload the decider read).
     pub payload_digest: String,
+}
+
+/// One vote as asked for: who cast which [`VoteChoice`], when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BallotVote {
+    pub voter: String,
+    pub choice: VoteChoice,
     /// The approver's input, as checked against the gate's form.
     pub input: Option<Value>,
     pub at: DateTime<Utc>,
@@ -663,15 +672,16 @@ pub struct BallotVote {
 impl BallotVote {
     /// The ledger entry this ballot becomes.
     pub fn to_vote(&self, seq: u32, rule: Option<String>) -> Vote {
+        let choice = &self.choice;
         Vote {
             seq,
             voter: self.voter.clone(),
             rule,
-            decision: self.decision,
-            reason: self.reason.clone(),
-            payload: self.payload.clone(),
-            channel: self.channel,
-            payload_digest: self.payload_digest.clone(),
+            decision: choice.decision,
+            reason: choice.reason.clone(),
+            payload: choice.payload.clone(),
+            channel: choice.channel,
+            payload_digest: choice.payload_digest.clone(),
             input: self.input.clone(),
             superseded: false,
             at: self.at,

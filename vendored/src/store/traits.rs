@@ -233,7 +233,7 @@ pub trait Votes: Send + Sync + 'static {
     /// 1. The record must be PENDING and unexpired, and on the claim's spec
     ///    for approve and modify; otherwise the claim's explanation
     ///    ([`ApprovalError::explain_failed_claim`](crate::pending_approval::ApprovalError::explain_failed_claim)).
-    /// 2. The ballot's `payload_digest` must be the record's
+    /// 2. The choice's `payload_digest` must be the record's
     ///    ([`ApprovalRecord::payload_digest`]); otherwise
     ///    `ApprovalError::PayloadChanged`.
     /// 3. A plain gate (no roster): the vote is appended to the ledger

@@ -14,7 +14,7 @@ use crate::policy::{Cast, Channel, Roster, Vote, VoteDecision, payload_digest};
 /// What every store refuses before a cast's transaction: a vote time it
 /// could not read back.
 pub(crate) fn check_cast(cast: &CastVote) -> StoreResult<()> {
-    super::check_storable("a vote's time", cast.ballot.at)
+    super::check_storable("a vote's time", cast.claim.now)
 }
 
 /// Steps 1 and 2 of a cast: `record`, as read in the cast's transaction,
@@ -38,16 +38,16 @@ pub(crate) fn admit<'r>(
     Ok(record)
 }
 
-/// Step 2 alone: the ballot was cast on `record`'s payload. A store whose
+/// Step 2 alone: the vote was cast on `record`'s payload. A store whose
 /// plain-gate path claims first checks this on the record its claim
 /// returned (the claim leaves the payload as it was), and rolls the whole
 /// cast back on a mismatch.
 pub(crate) fn check_digest(cast: &CastVote, record: &ApprovalRecord) -> StoreResult<()> {
     let current = record.payload_digest();
-    if cast.ballot.payload_digest != current {
+    if cast.choice.payload_digest != current {
         return Err(ApprovalError::PayloadChanged {
             key: cast.claim.key.clone(),
-            given: cast.ballot.payload_digest.clone(),
+            given: cast.choice.payload_digest.clone(),
             current,
         }
         .into());
@@ -67,7 +67,7 @@ pub(crate) fn count(
     roster: &Roster,
     ledger: &[Vote],
 ) -> StoreResult<Cast> {
-    let counted = roster.cast(&cast.claim.key, &cast.ballot, ledger)?;
+    let counted = roster.cast(&cast.claim.key, &cast.ballot(), ledger)?;
     if let Some(settles) = &counted.settles {
         let planned = &cast.claim.decision;
         debug_assert_eq!(

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::events::{Event, EventKind};
 use crate::pending_approval::{ApprovalRecord, Claim};
+use crate::policy::{BallotVote, VoteChoice};
 pub use crate::run_state::RunEnd;
 use crate::run_state::{Lease, RunStatus};
 
@@ -21,13 +22,28 @@ pub struct Claimed {
 /// One vote asked for (DESIGN §13): [`Votes::cast_vote`](super::Votes::cast_vote).
 #[derive(Debug, Clone)]
 pub struct CastVote {
-    pub ballot: crate::policy::BallotVote,
-    /// The claim that settles the gate if this vote does: its decision is
-    /// the settlement the decider planned for (the ballot's, with a
-    /// revised payload as a modify), its `then` what the settlement does
-    /// to the run. Its key, voter (`decided_by`), time and spec hash are
-    /// the vote's.
+    /// The claim that settles the gate if this vote does: its key, voter
+    /// (`decided_by`), time (`now`), approver's input and spec hash are the
+    /// vote's; its decision is the settlement the decider planned for (the
+    /// vote's own, with a revised payload as a modify), its `then` what
+    /// the settlement does to the run.
     pub claim: Claim,
+    /// What the vote says, through what and on which payload: its own
+    /// decision, which may differ from the claim's settlement.
+    pub choice: VoteChoice,
+}
+
+impl CastVote {
+    /// The ballot the roster counts and the ledger keeps: the claim's
+    /// voter, time and input with the vote's choice.
+    pub fn ballot(&self) -> BallotVote {
+        BallotVote {
+            voter: self.claim.decided_by.clone(),
+            choice: self.choice.clone(),
+            input: self.claim.input.clone(),
+            at: self.claim.now,
+        }
+    }
 }
 
 /// What a vote came to.

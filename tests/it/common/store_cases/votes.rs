@@ -6,7 +6,7 @@
 use super::fixtures::*;
 use super::prelude::*;
 use tollgate_runtime::policy::{
-    BallotVote, Channel, GatePolicy, Groups, Roster, RuleSpec, Vote, VoteDecision, payload_digest,
+    Channel, GatePolicy, Groups, Roster, RuleSpec, Vote, VoteChoice, VoteDecision, payload_digest,
 };
 use tollgate_runtime::store::{CastVote, VoteOutcome};
 
@@ -106,17 +106,14 @@ pub(super) fn vote_on(
         ),
     };
     CastVote {
-        ballot: BallotVote {
-            input: None,
-            voter: voter.into(),
+        claim: claim(&record.key, planned, voter, now, SPEC),
+        choice: VoteChoice {
             decision,
             reason,
             payload,
             channel: Channel::Api,
             payload_digest: record.payload_digest(),
-            at: at(now),
         },
-        claim: claim(&record.key, planned, voter, now, SPEC),
     }
 }
 
@@ -218,7 +215,7 @@ pub async fn a_plain_gates_vote_settles_it_at_once_as_a_claim_would(store: Share
     paused_run(store.as_ref(), "twin", "agent", 0).await;
     let cast = vote_on(&record, "alice", VoteDecision::Approve, 10);
     let (entry, vote_event, decided, resolved) = settled(store.cast_vote(&cast).await);
-    assert_eq!(entry, cast.ballot.to_vote(1, None), "seq 1, no rule");
+    assert_eq!(entry, cast.ballot().to_vote(1, None), "seq 1, no rule");
     assert_eq!(
         vote_event, None,
         "a plain gate's decision is its approval_resolved alone"
@@ -441,7 +438,7 @@ pub async fn a_vote_on_another_payload_is_payload_changed_and_writes_nothing(sto
     let seen = payload_digest(&json!({"amount": 3000, "currency": "EUR"}));
     for record in [plain, counted] {
         let mut cast = vote_on(&record, "alice", VoteDecision::Approve, 10);
-        cast.ballot.payload_digest = seen.clone();
+        cast.choice.payload_digest = seen.clone();
         let refused = refusal(store.cast_vote(&cast).await);
         assert_eq!(
             refused,
@@ -723,7 +720,6 @@ pub async fn an_approvers_input_is_kept_with_the_decision_and_each_vote(store: S
     // A plain gate.
     let record = paused_run(store.as_ref(), "plain", "agent", 0).await;
     let mut cast = vote_on(&record, "alice", VoteDecision::Approve, 10);
-    cast.ballot.input = Some(input("plain"));
     cast.claim.input = Some(input("plain"));
     let (entry, _, decided, resolved) = settled(store.cast_vote(&cast).await);
     assert_eq!(entry.input, Some(input("plain")));
@@ -752,7 +748,6 @@ pub async fn an_approvers_input_is_kept_with_the_decision_and_each_vote(store: S
     paused_with_roster(store.as_ref(), "k", finance_and_security(&["rita"])).await;
     let cast_with = |record: &ApprovalRecord, voter: &str, note: &str, now: u64| {
         let mut cast = vote_on(record, voter, VoteDecision::Approve, now);
-        cast.ballot.input = Some(input(note));
         cast.claim.input = Some(input(note));
         cast
     };

@@ -38,11 +38,13 @@ fn ballot(voter: &str, decision: VoteDecision) -> BallotVote {
     BallotVote {
         input: None,
         voter: voter.into(),
-        decision,
-        reason: None,
-        payload: None,
-        channel: Channel::Api,
-        payload_digest: payload_digest(&json!({})),
+        choice: VoteChoice {
+            decision,
+            reason: None,
+            payload: None,
+            channel: Channel::Api,
+            payload_digest: payload_digest(&json!({})),
+        },
         at: crate::time::now(),
     }
 }
@@ -210,11 +212,8 @@ fn one_reject_ends_it_by_default_and_when_unreachable_waits_until_it_must() {
 fn a_modify_supersedes_earlier_votes_and_its_author_may_not_approve_it() {
     let policy = rules(&[("finance", 2)]);
     let mut roster = Roster::resolve(&policy, &finance_and_security(), vec![]).unwrap();
-    let edit = BallotVote {
-        input: None,
-        payload: Some(json!({"amount": 5})),
-        ..ballot("bob", VoteDecision::Modify)
-    };
+    let mut edit = ballot("bob", VoteDecision::Modify);
+    edit.choice.payload = Some(json!({"amount": 5}));
     let votes = [ballot("alice", VoteDecision::Approve), edit];
     let cast = cast_all(&mut roster, &votes).unwrap();
     assert!(cast.supersedes);
@@ -263,11 +262,8 @@ fn a_reason_can_be_required_to_reject() {
         roster.cast("k", &ballot("alice", VoteDecision::Reject), &[]),
         Err(ApprovalError::ReasonRequired { .. })
     ));
-    let with_reason = BallotVote {
-        input: None,
-        reason: Some("too much".into()),
-        ..ballot("alice", VoteDecision::Reject)
-    };
+    let mut with_reason = ballot("alice", VoteDecision::Reject);
+    with_reason.choice.reason = Some("too much".into());
     assert!(roster.cast("k", &with_reason, &[]).is_ok());
 }
 

@@ -13,7 +13,7 @@ use crate::events::Event;
 use crate::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision,
 };
-use crate::policy::{BallotVote, Channel, VoteDecision};
+use crate::policy::{Channel, VoteChoice, VoteDecision};
 use crate::store::{CastVote, Claimed, StateStore, StoreError, VoteOutcome};
 
 /// What differs between deciders: their own checks, and what the claim's
@@ -214,20 +214,20 @@ pub(crate) async fn decide_approval<D: Decider>(
     // is refused here, and the store checks it again with the vote.
     let current = check_shown(&record, payload_digest)?;
     decider.check(&record, &claim.decision)?;
-    let ballot = ballot_of(&claim, channel, current);
+    let choice = choice_of(&claim, channel, current);
     // The decision as asked for: a repeat is recognised by it.
     let asked = claim.decision.clone();
     // What the gate settles with if this vote settles it: planned now, so
     // that the settlement's write is the claim's one conditional write.
     if let Some(roster) = &record.roster {
-        claim.decision = roster.settles_as(&ballot);
+        claim.decision = roster.settles_as(&choice);
     }
     let (then, plan) = decider.plan(&record, &claim).await?;
     claim.then = then;
     let cast = store
         .cast_vote(&CastVote {
-            ballot,
             claim: claim.clone(),
+            choice,
         })
         .await;
     answer_cast(store, record, &claim, &asked, cast, plan).await
@@ -248,11 +248,10 @@ fn check_shown(record: &ApprovalRecord, shown: Option<String>) -> Result<String,
     }
 }
 
-/// The ledger entry `claim` casts, through `channel`, on the payload with
-/// digest `payload_digest`.
-fn ballot_of(claim: &Claim, channel: Channel, payload_digest: String) -> BallotVote {
-    BallotVote {
-        voter: claim.decided_by.clone(),
+/// What `claim`, as asked for, votes, through `channel`, on the payload
+/// with digest `payload_digest`.
+fn choice_of(claim: &Claim, channel: Channel, payload_digest: String) -> VoteChoice {
+    VoteChoice {
         decision: VoteDecision::of(&claim.decision),
         reason: claim.decision.reason().map(str::to_string),
         payload: match &claim.decision {
@@ -261,8 +260,6 @@ fn ballot_of(claim: &Claim, channel: Channel, payload_digest: String) -> BallotV
         },
         channel,
         payload_digest,
-        input: claim.input.clone(),
-        at: claim.now,
     }
 }
 

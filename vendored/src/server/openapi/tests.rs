@@ -84,15 +84,17 @@ fn voted_record() -> crate::pending_approval::ApprovalRecord {
 
 /// One approval cast on [`voted_record`].
 fn sample_votes() -> Vec<crate::policy::Vote> {
-    use crate::policy::{BallotVote, Channel, VoteDecision, payload_digest};
+    use crate::policy::{BallotVote, Channel, VoteChoice, VoteDecision, payload_digest};
     let ballot = BallotVote {
         input: None,
         voter: "alice".into(),
-        decision: VoteDecision::Approve,
-        reason: Some("fine".into()),
-        payload: None,
-        channel: Channel::Inbox,
-        payload_digest: payload_digest(&json!({})),
+        choice: VoteChoice {
+            decision: VoteDecision::Approve,
+            reason: Some("fine".into()),
+            payload: None,
+            channel: Channel::Inbox,
+            payload_digest: payload_digest(&json!({})),
+        },
         at: crate::time::now(),
     };
     vec![ballot.to_vote(1, Some("finance".into()))]

@@ -965,15 +965,12 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
         "a pause from before rosters is a plain gate"
     );
 
-    let ballot = crate::policy::BallotVote {
-        input: None,
-        voter: "alice".into(),
+    let choice = crate::policy::VoteChoice {
         decision: crate::policy::VoteDecision::Approve,
         reason: None,
         payload: None,
         channel: crate::policy::Channel::Cli,
         payload_digest: record.payload_digest(),
-        at: now(),
     };
     let claim = crate::pending_approval::Claim {
         input: None,
@@ -987,7 +984,7 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
         then: crate::pending_approval::AfterClaim::Release,
     };
     let outcome = store
-        .cast_vote(&crate::store::CastVote { ballot, claim })
+        .cast_vote(&crate::store::CastVote { claim, choice })
         .await
         .expect("vote");
     assert!(

@@ -30,10 +30,10 @@ pub(crate) async fn cast_vote<C: GenericClient>(
         execute(
             client,
             "UPDATE tollgate_approvals SET decided_via = $2 WHERE key = $1",
-            &[&record.key, &cast.ballot.channel.as_str()],
+            &[&record.key, &cast.choice.channel.as_str()],
         )
         .await?;
-        return Ok(plain_outcome(cast.ballot.to_vote(1, None), claimed));
+        return Ok(plain_outcome(cast.ballot().to_vote(1, None), claimed));
     };
     let counted = count(cast, record, roster, &votes(client, &record.key).await?)?;
     if counted.supersedes {
@@ -54,7 +54,7 @@ pub(crate) async fn cast_vote<C: GenericClient>(
         .await?;
     }
     let seq = insert_vote(client, cast, counted.rule.as_deref()).await?;
-    let vote = cast.ballot.to_vote(seq, counted.rule.clone());
+    let vote = cast.ballot().to_vote(seq, counted.rule.clone());
     let event = vote_event(
         record,
         &vote,
@@ -77,22 +77,22 @@ pub(crate) async fn cast_vote<C: GenericClient>(
     Ok(counted_outcome(vote, counted, event, claimed))
 }
 
-/// Append the ballot as the key's next vote, counted toward `rule`;
+/// Append the cast as the key's next vote, counted toward `rule`;
 /// returns its seq. Text people wrote is kept as JSON strings.
 async fn insert_vote<C: GenericClient>(
     client: &C,
     cast: &CastVote,
     rule: Option<&str>,
 ) -> StoreResult<u32> {
-    let ballot = &cast.ballot;
-    if let Some(payload) = &ballot.payload {
+    let (claim, choice) = (&cast.claim, &cast.choice);
+    if let Some(payload) = &choice.payload {
         checked(payload, "vote payload")?;
     }
-    if let Some(input) = &ballot.input {
+    if let Some(input) = &claim.input {
         checked(input, "vote input")?;
     }
-    let voter = Value::String(ballot.voter.clone());
-    let reason = text_json(ballot.reason.as_deref());
+    let voter = Value::String(claim.decided_by.clone());
+    let reason = text_json(choice.reason.as_deref());
     let sql = format!(
         "INSERT INTO tollgate_votes ({VOTE_COLUMNS}) \
          SELECT $1::text, COALESCE(MAX(seq), 0) + 1, $2::json, $3::text, $4::text, $5::json, \
@@ -101,16 +101,16 @@ async fn insert_vote<C: GenericClient>(
          RETURNING seq"
     );
     let params: [Param<'_>; 10] = [
-        &cast.claim.key,
+        &claim.key,
         &voter,
         &rule,
-        &ballot.decision.as_str(),
+        &choice.decision.as_str(),
         &reason,
-        &ballot.payload,
-        &ballot.channel.as_str(),
-        &ballot.payload_digest,
-        &ballot.at,
-        &ballot.input,
+        &choice.payload,
+        &choice.channel.as_str(),
+        &choice.payload_digest,
+        &claim.now,
+        &claim.input,
     ];
     let seq: i64 = query_opt(client, &sql, &params, |row| Ok(row.try_get(0)?))
         .await?

@@ -8,8 +8,8 @@ use crate::store::votes::{
 use crate::store::{CastVote, VoteOutcome};
 
 /// A cast's parameters, encoded: its claim, and its vote but for the seq
-/// (the next of the key's, numbered in the insert) and the rule (counted
-/// inside the transaction).
+/// (the next of the key's, numbered in the insert), the rule (counted
+/// inside the transaction) and the time (the claim's `now`).
 pub(crate) struct CastRow {
     claim: ClaimRow,
     voter: String,
@@ -18,27 +18,25 @@ pub(crate) struct CastRow {
     payload: Option<String>,
     channel: &'static str,
     payload_digest: String,
-    at: String,
     input: Option<String>,
 }
 
 impl CastRow {
     pub fn encode(cast: &CastVote) -> StoreResult<CastRow> {
-        let ballot = &cast.ballot;
+        let (claim, choice) = (&cast.claim, &cast.choice);
         Ok(CastRow {
-            claim: ClaimRow::encode(&cast.claim)?,
-            voter: ballot.voter.clone(),
-            decision: ballot.decision.as_str(),
-            reason: ballot.reason.clone(),
-            payload: ballot
+            claim: ClaimRow::encode(claim)?,
+            voter: claim.decided_by.clone(),
+            decision: choice.decision.as_str(),
+            reason: choice.reason.clone(),
+            payload: choice
                 .payload
                 .as_ref()
                 .map(|p| to_json(p, "vote payload"))
                 .transpose()?,
-            channel: ballot.channel.as_str(),
-            payload_digest: ballot.payload_digest.clone(),
-            at: format_utc(ballot.at),
-            input: ballot
+            channel: choice.channel.as_str(),
+            payload_digest: choice.payload_digest.clone(),
+            input: claim
                 .input
                 .as_ref()
                 .map(|i| to_json(i, "vote input"))
@@ -68,7 +66,7 @@ pub(crate) fn cast_vote(
             let mut stmt = conn
                 .prepare_cached("UPDATE tollgate_approvals SET decided_via = ?2 WHERE key = ?1")?;
             stmt.execute((&claimed.record.key, row.channel))?;
-            return Ok(plain_outcome(cast.ballot.to_vote(1, None), claimed));
+            return Ok(plain_outcome(cast.ballot().to_vote(1, None), claimed));
         }
     };
     let record = admit(cast, found.as_deref())?;
@@ -92,7 +90,7 @@ pub(crate) fn cast_vote(
         stmt.execute((&record.key, to_json(revised, "approval roster")?))?;
     }
     let seq = insert_vote(conn, &record.key, row, counted.rule.as_deref())?;
-    let vote = cast.ballot.to_vote(seq, counted.rule.clone());
+    let vote = cast.ballot().to_vote(seq, counted.rule.clone());
     let event = vote_event(record, &vote, &counted, next_seq(conn, &record.run_id)?);
     append_one(conn, &event)?;
     // The vote that settles the gate is told of by the claim's notice.
@@ -151,7 +149,8 @@ fn insert_vote(
         &row.payload,
         &row.channel,
         &row.payload_digest,
-        &row.at,
+        // The vote's time is the claim's.
+        &row.claim.now,
         &row.input,
     ];
     let seq: i64 = stmt.query_row(params.as_slice(), |r| r.get(0))?;

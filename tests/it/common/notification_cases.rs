@@ -26,6 +26,15 @@ async fn stored(store: &SharedStore, key: &str) -> Notification {
         .expect("row")
 }
 
+/// Whether no message of `key` is stored.
+async fn absent(store: &SharedStore, key: &str) -> bool {
+    notes(store)
+        .get_notification(key)
+        .await
+        .expect("get")
+        .is_none()
+}
+
 fn posted(ts: &str, second: u64) -> NotificationWrite {
     NotificationWrite::Posted {
         channel: "C1".into(),
@@ -36,14 +45,7 @@ fn posted(ts: &str, second: u64) -> NotificationWrite {
 
 pub async fn a_posted_message_is_kept_then_shows_its_outcome(store: SharedStore) {
     paused_run(store.as_ref(), "k1", "agent", 0).await;
-    assert!(
-        notes(&store)
-            .get_notification("k1")
-            .await
-            .expect("get")
-            .is_none(),
-        "no row before the post"
-    );
+    assert!(absent(&store, "k1").await, "no row before the post");
     notes(&store)
         .record_notification("k1", &posted("1700000000.000100", 101))
         .await
@@ -70,13 +72,7 @@ pub async fn a_posted_message_is_kept_then_shows_its_outcome(store: SharedStore)
         Some("1700000000.000100"),
         "where it is stays"
     );
-    assert!(
-        notes(&store)
-            .get_notification("other")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(absent(&store, "other").await);
 }
 
 pub async fn a_post_of_an_unknown_approval_is_not_found(store: SharedStore) {
@@ -87,13 +83,7 @@ pub async fn a_post_of_an_unknown_approval_is_not_found(store: SharedStore) {
         Err(StoreError::Approval(ApprovalError::NotFound { key })) => assert_eq!(key, "nope"),
         other => panic!("expected approval_not_found, got {other:?}"),
     }
-    assert!(
-        notes(&store)
-            .get_notification("nope")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(absent(&store, "nope").await);
 }
 
 pub async fn an_outcome_needs_a_posted_message(store: SharedStore) {
@@ -105,12 +95,5 @@ pub async fn an_outcome_needs_a_posted_message(store: SharedStore) {
         matches!(refused, Err(StoreError::Database(ref m)) if m.contains("k1")),
         "{refused:?}"
     );
-    assert!(
-        notes(&store)
-            .get_notification("k1")
-            .await
-            .expect("get")
-            .is_none(),
-        "nothing written"
-    );
+    assert!(absent(&store, "k1").await, "nothing written");
 }

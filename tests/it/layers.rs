@@ -104,6 +104,53 @@ fn no_runtime_module_refers_to_a_layer_above_its_own() {
     );
 }
 
+/// Inside the crate a module is reached through its layer
+/// (`crate::domain::spec`), never through the alias `lib.rs` keeps for
+/// code outside (`crate::spec`): the path says which layer it is in. Items
+/// `lib.rs` re-exports at the root (`crate::AgentRun`) stay the crate's
+/// front door.
+#[test]
+fn modules_are_reached_through_their_layer_not_a_root_alias() {
+    let src = runtime_src();
+    let layers = Layers::new();
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("vendored/src/lib.rs");
+    let reexports = root_reexports(&code_only(&lib));
+    let mut aliased = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file.strip_prefix(&src).expect("under src").to_path_buf();
+        if top_module(&rel).is_none() {
+            continue; // lib.rs declares the aliases
+        }
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        for reference in crate_references(&code_only(&text)) {
+            let name = reference.name.as_str();
+            // A module of the layer it is re-exported from: its file or
+            // folder is in that layer's folder.
+            let is_module_alias = layers.of(name).is_none()
+                && reexports
+                    .get(name)
+                    .and_then(Option::as_deref)
+                    .is_some_and(|layer| {
+                        src.join(layer).join(format!("{name}.rs")).is_file()
+                            || src.join(layer).join(name).is_dir()
+                    });
+            if is_module_alias {
+                aliased.push(format!(
+                    "{}:{}: crate::{name} (write crate::{}::{name})",
+                    rel.display(),
+                    reference.line,
+                    reexports[name].as_deref().unwrap_or("?"),
+                ));
+            }
+        }
+    }
+    assert!(
+        aliased.is_empty(),
+        "modules reached through a lib.rs alias instead of their layer:\n{}",
+        aliased.join("\n")
+    );
+}
+
 /// The adapters: each turns its own input into calls to the use cases
 /// (`service`) and their answers into its own output. Each is a module
 /// path; a file belongs to the adapter whose path its module starts with.

@@ -56,10 +56,12 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::cli::SpecSource;
-use crate::embedded::Embedded;
+use crate::engine::tools::{
+    CustomTool, CustomTools, CustomToolsError, ToolEnv, ToolError, Toolbox,
+};
 use crate::server::{self, Mounted, RouterHook, ServerConfig, ServerError};
 use crate::store::SharedStore;
-use crate::tools::{CustomTool, CustomTools, CustomToolsError, ToolEnv, ToolError, Toolbox};
+use crate::support::embedded::Embedded;
 use crate::{AgentRun, Spec};
 
 /// A layer added with [`App::layer`], kept until the router exists.
@@ -188,7 +190,7 @@ impl App {
             ),
             _ => format!(
                 "tool {name:?} is registered twice: by the generated registry (`.tools(tools::register)` registers every `rust:` tool of agent.yaml, built by `tool` in src/tools/{}) and by `.tool({name:?}, ...)` in src/main.rs: remove the `.tool({name:?}, ...)` line",
-                crate::tools::custom::tool_file(name)
+                crate::engine::tools::custom::tool_file(name)
             ),
         });
     }
@@ -374,7 +376,7 @@ pub(crate) fn setup_tools(
     if !twice.is_empty() {
         return Err(twice.join("; "));
     }
-    let redactor = crate::secrets::known();
+    let redactor = crate::support::secrets::known();
     let mut failures = Vec::new();
     for (name, build) in builders {
         match build(&ToolEnv::new(&name, agent)) {
@@ -383,7 +385,7 @@ pub(crate) fn setup_tools(
             }
             Err(e) => failures.push(format!(
                 "tool {name:?} could not be built by `tool` in src/tools/{}: {}",
-                crate::tools::custom::tool_file(&name),
+                crate::engine::tools::custom::tool_file(&name),
                 redactor.text(&e.message)
             )),
         }
@@ -403,7 +405,7 @@ fn agent(spec: Arc<Spec>, store: SharedStore, tools: CustomTools) -> Result<Agen
         .map_err(|e| AppError::Toolbox(e.message))?
         .with_custom_tools(tools);
     toolbox.check(&spec)?;
-    let lease = crate::durable::lease_from_env().map_err(AppError::Spec)?;
+    let lease = crate::domain::durable::lease_from_env().map_err(AppError::Spec)?;
     Ok(AgentRun::new(spec, store)
         .with_tools(Arc::new(toolbox))
         .with_lease(lease))
@@ -472,8 +474,8 @@ mod tests {
         async fn call(
             &self,
             args: serde_json::Value,
-            _call: &crate::tools::CallContext,
-        ) -> Result<serde_json::Value, crate::tools::ToolError> {
+            _call: &crate::engine::tools::CallContext,
+        ) -> Result<serde_json::Value, crate::engine::tools::ToolError> {
             let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             let text = args["text"].as_str().unwrap_or_default().to_uppercase();
             Ok(serde_json::json!({ "text": format!("{text}{}", self.suffix), "call": n }))
@@ -680,7 +682,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_constructor_stops_the_start_with_its_message_redacted() {
         let secret = "app-build-tool-secret-81c2";
-        crate::secrets::remember(secret);
+        crate::support::secrets::remember(secret);
         let err = App::new(embedded())
             .build_tool("shout", move |env: &ToolEnv| -> Result<Shout, ToolError> {
                 env.var("SHOUT_SUFFIX")?;

@@ -36,8 +36,8 @@ pub mod specs;
 pub mod store_location;
 
 /// Exported servers' generated code names it here (`cli::Embedded`); it
-/// lives in [`crate::embedded`], which the server reads too.
-pub use crate::embedded::Embedded;
+/// lives in [`crate::support::embedded`], which the server reads too.
+pub use crate::support::embedded::Embedded;
 pub use common::{SpecSource, agent, decider};
 pub use exit::ExitFailure;
 pub use exported::command as exported_command;
@@ -50,7 +50,7 @@ pub fn block_on_command(
 ) -> std::process::ExitCode {
     // A process that dies of SIGBUS or SIGSEGV says so in its log.
     #[cfg(unix)]
-    crate::fatal::install();
+    crate::support::fatal::install();
     // A wide request's buffers go back to the system once it is answered.
     crate::support::large_blocks::return_to_the_system_when_freed();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -18,10 +18,10 @@ pub mod spec_version;
 /// The names of the domain's enums (`named_enum!`) are stored and served.
 #[cfg(test)]
 mod names {
-    use crate::pending_approval::{ApprovalStatus, Phase};
-    use crate::policy::{Channel, OnTimeout, RejectWhen, VoteDecision};
-    use crate::run_state::RunStatus;
-    use crate::spec::OnSpecChange;
+    use crate::domain::pending_approval::{ApprovalStatus, Phase};
+    use crate::domain::policy::{Channel, OnTimeout, RejectWhen, VoteDecision};
+    use crate::domain::run_state::RunStatus;
+    use crate::domain::spec::OnSpecChange;
 
     /// The names are stored and served: the table, serde's names and
     /// `parse` agree, and none of them moved.

@@ -26,7 +26,6 @@ pub use engine::{gate, metrics, run, tools, workflow};
 pub use store::watch;
 #[cfg(unix)]
 pub use support::fatal;
-pub(crate) use support::json_kind;
 pub use support::{
     backoff, embedded, env, hex, json_depth, json_doc, json_keys, json_scan, names, secrets, time,
 };

@@ -56,9 +56,9 @@ pub use http::conn::{
 };
 pub use http::logging::{JsonLines, LogFormat, UnknownLogFormat, init_logging, init_logging_as};
 
-use crate::links::{LINK_SECRET_ENV, LinkSigner, PUBLIC_URL_ENV};
+use crate::domain::links::{LINK_SECRET_ENV, LinkSigner, PUBLIC_URL_ENV};
+use crate::engine::run::AgentRun;
 use crate::notify::SlackNotifier;
-use crate::run::AgentRun;
 use crate::service::Services;
 use crate::service::tasks::{self, Background};
 use http::state::AppState;
@@ -117,7 +117,7 @@ pub enum ServerError {
     #[error(transparent)]
     Tokens(#[from] TokenConfigError),
     #[error(transparent)]
-    Links(#[from] crate::links::LinkConfigError),
+    Links(#[from] crate::domain::links::LinkConfigError),
     #[error("cannot listen on {listen}: {}", bind_failure(.source))]
     Bind {
         listen: String,
@@ -135,7 +135,7 @@ fn bind_failure(source: &std::io::Error) -> String {
         format!(
             "address already in use ({source}): another process listens there; stop it, or \
              serve on another address with --listen ADDR (or {}; port 0 picks a free one)",
-            crate::env::LISTEN
+            crate::support::env::LISTEN
         )
     } else {
         source.to_string()
@@ -399,29 +399,29 @@ const GATE_POLL: Duration = Duration::from_millis(200);
 /// the keys waited on every [`GATE_POLL`].
 fn gate_requests(
     agent: &AgentRun,
-    watcher: Option<crate::watch::ApprovalWatcher>,
-) -> crate::gate::Gate {
+    watcher: Option<crate::store::watch::ApprovalWatcher>,
+) -> crate::engine::gate::Gate {
     let watcher = watcher.unwrap_or_else(|| {
-        crate::watch::ApprovalWatcher::start(
+        crate::store::watch::ApprovalWatcher::start(
             agent.store().clone(),
-            crate::watch::WatchOptions {
+            crate::store::watch::WatchOptions {
                 poll_interval: GATE_POLL,
-                ..crate::watch::WatchOptions::default()
+                ..crate::store::watch::WatchOptions::default()
             },
         )
         .with_clock(agent.clock().clone())
     });
-    crate::gate::Gate::with_watcher(agent.store().clone(), watcher)
+    crate::engine::gate::Gate::with_watcher(agent.store().clone(), watcher)
         .with_notify(agent.spec().approvals_notice_routes())
 }
 
 /// A watcher on the store's push feed (PostgreSQL NOTIFY), when it has
 /// one. Only a pushing store adds anything: event streams poll anyway.
-fn push_watcher(agent: &AgentRun) -> Option<crate::watch::ApprovalWatcher> {
+fn push_watcher(agent: &AgentRun) -> Option<crate::store::watch::ApprovalWatcher> {
     agent.store().change_feed().map(|_| {
-        crate::watch::ApprovalWatcher::start(
+        crate::store::watch::ApprovalWatcher::start(
             agent.store().clone(),
-            crate::watch::WatchOptions::default(),
+            crate::store::watch::WatchOptions::default(),
         )
         .with_clock(agent.clock().clone())
     })
@@ -500,7 +500,7 @@ async fn mount_with_schedule(
     // Runs whose driver died (this process's predecessor, or another
     // node): claimed now and resumed in the background.
     let mut recovered = tasks::recover(&agent, &background).await.unwrap_or(0);
-    while recovered > 0 && recovered % crate::durable::RECOVER_BATCH == 0 {
+    while recovered > 0 && recovered % crate::domain::durable::RECOVER_BATCH == 0 {
         match tasks::recover(&agent, &background).await {
             Some(more) if more > 0 => recovered += more,
             _ => break,
@@ -508,7 +508,10 @@ async fn mount_with_schedule(
     }
     let stuck = agent
         .store()
-        .count_runs(&agent.spec().agent, crate::run_state::RunStatus::Stuck)
+        .count_runs(
+            &agent.spec().agent,
+            crate::domain::run_state::RunStatus::Stuck,
+        )
         .await;
     tracing::info!(
         recovered,

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 pub use caller::{Caller, Scope};
 pub use error::{ApiError, BUSY_RETRY_AFTER_SECS, CODES, ErrorCode, NOT_READY};
 
-use crate::run::AgentRun;
+use crate::engine::run::AgentRun;
 use crate::store::Queries;
 use tasks::Background;
 
@@ -41,7 +41,7 @@ pub(crate) struct Services {
     /// Stores and follows gate requests (`/gates`, `/mcp`): the served
     /// agent's, with a watcher that answers waiters soon after a decision
     /// made anywhere.
-    pub gates: crate::gate::Gate,
+    pub gates: crate::engine::gate::Gate,
     /// Becomes true when the server starts shutting down; long waits and
     /// event streams end on it.
     pub shutdown: watch::Receiver<bool>,
@@ -55,12 +55,12 @@ impl Services {
     /// Whether `run` is this server's: a run of its agent, or the run of a
     /// gate request made through it (`gate:<agent>`, see `service/gates`),
     /// which no driver picks up but whose events and end are shown.
-    pub fn owns_run(&self, run: &crate::run_state::RunRecord) -> bool {
+    pub fn owns_run(&self, run: &crate::domain::run_state::RunRecord) -> bool {
         let agent = self.agent_id();
         run.agent_id == agent
             || run
                 .agent_id
-                .strip_prefix(crate::gate::GATE_AGENT_PREFIX)
+                .strip_prefix(crate::engine::gate::GATE_AGENT_PREFIX)
                 .is_some_and(|rest| rest == agent)
     }
 

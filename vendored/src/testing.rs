@@ -47,13 +47,15 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
-use crate::pending_approval::{ApprovalRecord, Decision};
-use crate::run::{AgentRun, RunError, RunOutcome};
-use crate::run_state::RunStatus;
-use crate::spec::{Spec, SpecError, ToolKind, ToolSpec};
+use crate::domain::pending_approval::{ApprovalRecord, Decision};
+use crate::domain::run_state::RunStatus;
+use crate::domain::spec::{Spec, SpecError, ToolKind, ToolSpec};
+use crate::engine::run::{AgentRun, RunError, RunOutcome};
+use crate::engine::tools::{
+    CallContext, CustomTool, CustomTools, ModelRequest, ToolError, ToolInvoker,
+};
 use crate::store::{self, SqliteOptions, StoreError};
-use crate::time::{Clock, ManualClock};
-use crate::tools::{CallContext, CustomTool, CustomTools, ModelRequest, ToolError, ToolInvoker};
+use crate::support::time::{Clock, ManualClock};
 
 /// How a stub answers: from the call's arguments (a tool's evaluated
 /// `with:`, or `{"system", "prompt"}` for a model step).
@@ -346,7 +348,7 @@ impl Workflow {
             .with_clock(self.clock.clone());
         let trigger = json!({
             "kind": "test",
-            "received_at": crate::time::format_utc(self.clock.now()),
+            "received_at": crate::support::time::format_utc(self.clock.now()),
         });
         let mut outcome = agent.start(input, trigger).await?;
         let mut gates = Vec::new();
@@ -367,18 +369,20 @@ impl Workflow {
             });
             outcome = match scripted.decision() {
                 Some(decision) => {
-                    let ballot = crate::run::Ballot::new(
+                    let ballot = crate::engine::run::Ballot::new(
                         decision,
                         &self.decided_by,
-                        crate::policy::Channel::Gate,
+                        crate::domain::policy::Channel::Gate,
                     )
                     .with_input(self.inputs.get(&record.step_id).cloned());
                     let claimed = agent.vote(&record.key, ballot).await?;
                     agent.resume_claimed(claimed).await?
                 }
                 None => {
-                    self.clock
-                        .set(crate::time::add(record.expires_at, Duration::from_secs(1)));
+                    self.clock.set(crate::support::time::add(
+                        record.expires_at,
+                        Duration::from_secs(1),
+                    ));
                     agent.sweep_expired().await?;
                     agent.stored_outcome(&outcome.run_id).await?
                 }

@@ -3,9 +3,9 @@
 //! text (the agent and its spec's description). `tollgate` itself keeps
 //! clap's own `--version`, the tool's version.
 
-use crate::embedded::Embedded;
-/// Where it always was for callers of the CLI; it lives in [`crate::embedded`].
-pub use crate::embedded::GENERATOR_VERSION;
+use crate::support::embedded::Embedded;
+/// Where it always was for callers of the CLI; it lives in [`crate::support::embedded`].
+pub use crate::support::embedded::GENERATOR_VERSION;
 
 /// The version text after the program name: `spec 3f0a2b9e1c4d (tollgate
 /// 0.1.0)`; so `--version` prints `AGENT spec HASH12 (tollgate VERSION)`.

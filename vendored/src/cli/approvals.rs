@@ -8,18 +8,18 @@ use super::batch::Verdict;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
-use crate::links::{
+use crate::domain::links::{
     Deciders, LINK_SECRET_ENV, LinkSigner, UNBOUND_LINKS_ENV, is_decider_of, may_decide_record,
 };
-use crate::policy::Channel;
-use crate::run::{AgentRun, Ballot, DecisionOutcome};
+use crate::domain::policy::Channel;
+use crate::engine::run::{AgentRun, Ballot, DecisionOutcome};
+use crate::engine::tools::CustomTools;
 use crate::service::votes::{ListedLedgers, VotesView};
 use crate::store::{
     ApprovalQuery, PendingPage, PendingQuery, SharedStore, SpecFilter, SpecFilterError,
     SpecSelector,
 };
-use crate::time::SharedClock;
-use crate::tools::CustomTools;
+use crate::support::time::SharedClock;
 use crate::{ApprovalRecord, ApprovalStatus, Decision};
 
 /// Run an `approvals` subcommand. `embedded` is the spec built into an
@@ -31,7 +31,7 @@ pub async fn run(
 ) -> Result<i32, ExitFailure> {
     // A process of its own reads the system clock; what it decides by
     // (expiry, "as of now") is read from this one value.
-    let clock = crate::time::system();
+    let clock = crate::support::time::system();
     match command {
         ApprovalsCommand::List {
             spec,
@@ -263,7 +263,7 @@ async fn list(
     };
     if stuck {
         let mut claims = store
-            .list_stuck(agent_id.as_deref(), crate::time::now())
+            .list_stuck(agent_id.as_deref(), crate::support::time::now())
             .await?;
         if let Some(limit) = limit {
             claims.truncate(limit);
@@ -460,7 +460,7 @@ async fn votes(
         say!(
             "{:>3}  {}  {} {}{}{} via {}{}",
             vote.seq,
-            crate::time::format_utc(vote.at),
+            crate::support::time::format_utc(vote.at),
             vote.voter,
             vote.decision,
             vote.rule
@@ -632,7 +632,7 @@ async fn answer_repeat(
         decided_by,
         record
             .decided_at
-            .map(crate::time::format_utc)
+            .map(crate::support::time::format_utc)
             .unwrap_or_default()
     );
     let run = agent.stored_outcome(&record.run_id).await?;

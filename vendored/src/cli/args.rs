@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::env;
+use crate::support::env;
 
 /// clap value parser for `JSON` or `@FILE` (the file's contents as JSON).
 #[expect(
@@ -50,7 +50,7 @@ fn non_empty(text: &str, empty: &str) -> Result<String, String> {
 
 /// clap value parser for a duration: `30s`, `5m`, `1h30m`, `250ms`.
 pub fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
-    crate::time::parse_duration(text)
+    crate::support::time::parse_duration(text)
 }
 
 #[derive(Debug, Args)]

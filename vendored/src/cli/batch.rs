@@ -15,12 +15,12 @@ use super::args::DecideArgs;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
-use crate::policy::Channel;
-use crate::run::{AgentRun, Ballot, DecisionOutcome};
+use crate::domain::policy::Channel;
+use crate::engine::run::{AgentRun, Ballot, DecisionOutcome};
+use crate::engine::tools::CustomTools;
 use crate::service::batch::{BatchResult, BatchResults, CONCURRENT_DECISIONS};
 use crate::store::{PendingQuery, SharedStore};
-use crate::time::SharedClock;
-use crate::tools::CustomTools;
+use crate::support::time::SharedClock;
 use crate::{ApprovalRecord, Decision};
 
 /// What `--all` decides on every selected approval.

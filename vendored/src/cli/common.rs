@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::exit::ExitFailure;
-use crate::embedded::Embedded;
-use crate::tools::{CustomTools, Toolbox};
+use crate::engine::tools::{CustomTools, Toolbox};
+use crate::support::embedded::Embedded;
 use crate::{AgentRun, SharedStore, Spec};
 
 /// The spec a command works with: a file (tollgate) or the copy built into
@@ -115,18 +115,18 @@ fn with_tools(
     tools: Toolbox,
 ) -> Result<AgentRun, ExitFailure> {
     // Every command that drives runs holds them under the same lease.
-    let lease = crate::durable::lease_from_env().map_err(ExitFailure::bad_input)?;
+    let lease = crate::domain::durable::lease_from_env().map_err(ExitFailure::bad_input)?;
     Ok(AgentRun::new(spec, store)
         .with_tools(Arc::new(tools))
         .with_lease(lease))
 }
 
 /// JSON given to a run from outside nests at most
-/// [`crate::json_depth::MAX_JSON_DEPTH`] levels (what the run stores wraps
+/// [`crate::support::json_depth::MAX_JSON_DEPTH`] levels (what the run stores wraps
 /// it again and must stay readable); the error completes "X ...".
 pub fn check_depth(text: &str) -> Result<(), String> {
-    let limit = crate::json_depth::MAX_JSON_DEPTH;
-    if crate::json_depth::text_depth(text.as_bytes()) > limit {
+    let limit = crate::support::json_depth::MAX_JSON_DEPTH;
+    if crate::support::json_depth::text_depth(text.as_bytes()) > limit {
         return Err(format!(
             "nests deeper than {limit} levels of objects and arrays, the most tollgate accepts"
         ));
@@ -138,7 +138,7 @@ pub fn check_depth(text: &str) -> Result<(), String> {
 pub fn decider(by: Option<&str>) -> String {
     by.map(str::to_string)
         .or_else(|| {
-            std::env::var(crate::env::USER)
+            std::env::var(crate::support::env::USER)
                 .ok()
                 .filter(|u| !u.is_empty())
         })

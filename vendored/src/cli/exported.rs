@@ -8,9 +8,9 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::args::ApprovalsCommand;
 use super::common::SpecSource;
-use crate::embedded::Embedded;
+use crate::engine::tools::CustomTools;
 use crate::server::RouterHook;
-use crate::tools::CustomTools;
+use crate::support::embedded::Embedded;
 
 #[derive(Debug, Parser)]
 #[command(version, about = "A tollgate server with its spec built in.")]
@@ -168,7 +168,7 @@ where
 mod tests {
     use super::*;
     use crate::cli::notifications::NotificationsCommand;
-    use crate::notices::{NoticeChannel, NoticeStatus};
+    use crate::domain::notices::{NoticeChannel, NoticeStatus};
 
     #[test]
     fn every_command_and_argument_of_an_exported_server_has_help() {

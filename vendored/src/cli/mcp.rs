@@ -17,9 +17,9 @@ use clap::Args;
 use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
-use crate::env;
+use crate::engine::tools::CustomTools;
 use crate::server::{self, Caller, LogFormat};
-use crate::tools::CustomTools;
+use crate::support::env;
 
 /// Serve the spec's gate requests as MCP tools on stdin and stdout.
 #[derive(Debug, Args)]

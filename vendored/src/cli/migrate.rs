@@ -9,8 +9,8 @@ use std::io::IsTerminal;
 use super::args::MigrateArgs;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
-use crate::time::SharedClock;
-use crate::tools::CustomTools;
+use crate::engine::tools::CustomTools;
+use crate::support::time::SharedClock;
 use crate::{MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult, MigrateSelection};
 
 pub async fn run(

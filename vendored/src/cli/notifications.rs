@@ -15,7 +15,7 @@ use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render::{self, timestamp};
-use crate::notices::{NoticeChannel, NoticeStatus};
+use crate::domain::notices::{NoticeChannel, NoticeStatus};
 use crate::service::notices::{self, NoticeFilter, NoticeView, RetryRefused};
 use crate::store::{LaneStats, MAX_NOTICE_PAGE, OutboxNotice};
 
@@ -164,7 +164,7 @@ async fn list(
         table(&rows);
     }
     let lanes: Vec<LaneStats> = store
-        .lane_stats(crate::time::now())
+        .lane_stats(crate::support::time::now())
         .await?
         .into_iter()
         .filter(|lane| filter.channel.is_none_or(|c| c == lane.channel))
@@ -272,7 +272,7 @@ async fn retry(
     json: bool,
 ) -> Result<i32, ExitFailure> {
     let store = super::store_location::open_existing(store_args, spec)?;
-    let now = crate::time::now();
+    let now = crate::support::time::now();
     let retried = match (id, all_dead) {
         (_, true) => notices::retry_dead(store.as_ref(), now).await?,
         (Some(id), false) => {

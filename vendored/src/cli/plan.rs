@@ -15,9 +15,9 @@ use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render::{self, timestamp};
+use crate::domain::spec::SpecDiff;
+use crate::domain::spec::SpecHash;
 use crate::engine::deploy_plan::{DeployPlan, LiveRunOutcome, VersionPlan, plan_deploy};
-use crate::spec::SpecDiff;
-use crate::spec::SpecHash;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -49,7 +49,7 @@ pub async fn run(args: PlanArgs, embedded: Option<&SpecSource>) -> Result<i32, E
     let spec = source.load()?;
     let store =
         super::store_location::open_existing(&args.store, Some(embedded.unwrap_or(&source)))?;
-    let plan = plan_deploy(&*store, &spec, crate::time::now()).await?;
+    let plan = plan_deploy(&*store, &spec, crate::support::time::now()).await?;
     if args.json {
         say!("{}", render::pretty(&serde_json::json!(plan)));
     } else {

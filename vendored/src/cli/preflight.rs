@@ -6,7 +6,7 @@
 //! reaches the call failing hours later, perhaps after a person approved it.
 
 use super::exit::ExitFailure;
-use crate::spec::{MissingSecret, Spec};
+use crate::domain::spec::{MissingSecret, Spec};
 use crate::{AgentRun, VersionMissingEnv};
 
 /// `Ok` when every variable the spec needs is set in this process's
@@ -52,7 +52,7 @@ fn refuse_missing(missing: &[MissingSecret], doing: &str) -> Result<(), ExitFail
 /// value that is not UTF-8 is refused too rather than read as unset.
 pub fn require_groups(spec: &Spec, doing: &str) -> Result<(), ExitFailure> {
     for group in spec.approvals.groups.keys() {
-        let variable = crate::env::group_members(group);
+        let variable = crate::support::env::group_members(group);
         if std::env::var_os(&variable).is_some_and(|v| v.to_str().is_none()) {
             return Err(ExitFailure::bad_input(format!(
                 "{doing}: {variable} is not valid UTF-8 (expected members separated by commas)"

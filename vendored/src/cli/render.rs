@@ -145,7 +145,7 @@ pub fn table(
             let message = match served {
                 Some(served) if !r.is_current_for(served) => format!(
                     "[stale (spec {})] {message}",
-                    crate::spec::SpecHash::short_of(&r.spec_hash)
+                    crate::domain::spec::SpecHash::short_of(&r.spec_hash)
                 ),
                 _ => message,
             };

@@ -9,8 +9,8 @@ use super::args::RunArgs;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render;
+use crate::engine::tools::CustomTools;
 use crate::store::{MemoryStore, SharedStore};
-use crate::tools::CustomTools;
 use crate::{ApprovalRecord, Decision, RunOutcome, RunStatus};
 
 pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, ExitFailure> {
@@ -32,8 +32,7 @@ pub async fn run(args: RunArgs, custom: &CustomTools) -> Result<i32, ExitFailure
         agent.sweep_expired().await?;
     }
     let mut events = agent.subscribe();
-    let trigger =
-        json!({ "kind": "cli", "received_at": crate::time::format_utc(agent.clock().now()) });
+    let trigger = json!({ "kind": "cli", "received_at": crate::support::time::format_utc(agent.clock().now()) });
     // Persisted, the run is stored (and leased to this process) before its
     // first step, as `serve` does: should this process die mid-step, a
     // serving process recovers it. In memory there is nothing to recover.

@@ -18,10 +18,10 @@ use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render::{self, indent, one_line, timestamp};
 use super::store_location;
-use crate::events::EventKind;
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::events::EventKind;
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::engine::tools::CustomTools;
 use crate::store::{RunQuery, SharedStore};
-use crate::tools::CustomTools;
 
 /// clap value parser for `--status`: any run status, by its stored name.
 fn status_arg(text: &str) -> Result<RunStatus, String> {
@@ -172,7 +172,7 @@ async fn open_swept(
     spec: Option<&SpecSource>,
 ) -> Result<SharedStore, ExitFailure> {
     let store = super::store_location::open_existing(store, spec)?;
-    store.expire_due(crate::time::now()).await?;
+    store.expire_due(crate::support::time::now()).await?;
     Ok(store)
 }
 
@@ -261,7 +261,11 @@ async fn show(
         )
     })?;
     let approval = match store.latest_approval_key(run_id).await? {
-        Some(key) => store.approval_as_of(&key, crate::time::now()).await?,
+        Some(key) => {
+            store
+                .approval_as_of(&key, crate::support::time::now())
+                .await?
+        }
         None => None,
     };
     let events = store.run_events(run_id, 0).await?;
@@ -283,7 +287,7 @@ async fn show(
     if let (Some(owner), Some(until)) = (&run.owner, run.lease_until) {
         // A lease past its end means nobody drives the run: the next
         // serving process recovers it (DESIGN §9).
-        let state = if until > crate::time::now() {
+        let state = if until > crate::support::time::now() {
             "live"
         } else {
             "expired: a serving process will recover the run"

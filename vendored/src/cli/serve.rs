@@ -8,10 +8,10 @@ use clap::Args;
 use super::args::{StoreArgs, duration_arg};
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
-use crate::env;
-use crate::links::LinkSigner;
+use crate::domain::links::LinkSigner;
+use crate::engine::tools::CustomTools;
 use crate::server::{self, ApiTokens, Limits, LogFormat, Server, ServerConfig};
-use crate::tools::CustomTools;
+use crate::support::env;
 
 /// How to serve. Bearer tokens come from TOLLGATE_API_TOKENS=name:token,...;
 /// without them only a loopback address is served. Signed approval links
@@ -122,7 +122,7 @@ pub(crate) fn log_format_arg(text: &str) -> Result<LogFormat, String> {
 }
 
 fn run_lease_arg(text: &str) -> Result<Duration, String> {
-    crate::durable::parse_lease(text)
+    crate::domain::durable::parse_lease(text)
 }
 
 /// Serve until SIGTERM or ctrl-c. Prints `listening on http://ADDR` (one

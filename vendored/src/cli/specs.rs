@@ -14,8 +14,8 @@ use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::{self, ExitFailure};
 use super::render::{self, timestamp};
-use crate::spec::SpecHash;
-use crate::spec_version::SpecVersionUse;
+use crate::domain::spec::SpecHash;
+use crate::domain::spec_version::SpecVersionUse;
 
 #[derive(Debug, Subcommand)]
 pub enum SpecsCommand {
@@ -110,7 +110,7 @@ async fn list(
     let agent = agent.or_else(|| current.as_ref().map(|(agent, _)| agent.clone()));
     let store = super::store_location::open_existing(store_args, spec)?;
     let versions = store
-        .list_spec_versions(agent.as_deref(), crate::time::now())
+        .list_spec_versions(agent.as_deref(), crate::support::time::now())
         .await?;
     let is_current = |v: &SpecVersionUse| current.as_ref().is_some_and(|(_, h)| *h == v.hash);
     if json {
@@ -196,7 +196,9 @@ async fn show(
     let store = super::store_location::open_existing(store_args, spec)?;
     // Every version, to resolve a prefix and to count what uses it: a
     // store holds one row per deployed spec, so this stays small.
-    let listed = store.list_spec_versions(None, crate::time::now()).await?;
+    let listed = store
+        .list_spec_versions(None, crate::support::time::now())
+        .await?;
     let matches: Vec<&SpecVersionUse> = listed
         .iter()
         .filter(|v| v.hash.starts_with(&wanted))

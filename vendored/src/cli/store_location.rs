@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use super::args::StoreArgs;
 use super::common::SpecSource;
 use super::exit::ExitFailure;
-use crate::env;
 use crate::store::{self, SharedStore, SqliteOptions, Synchronous};
+use crate::support::env;
 
 /// The default state file of a spec.
 pub fn default_state_path(spec: &Path) -> PathBuf {
@@ -121,7 +121,7 @@ fn sqlite_options() -> Result<SqliteOptions, ExitFailure> {
     };
     let defaults = SqliteOptions::default();
     let busy_timeout = match std::env::var(env::SQLITE_BUSY_TIMEOUT) {
-        Ok(text) => crate::time::parse_duration(&text)
+        Ok(text) => crate::support::time::parse_duration(&text)
             .map_err(|e| ExitFailure::bad_input(format!("{}: {e}", env::SQLITE_BUSY_TIMEOUT)))?,
         Err(_) => defaults.busy_timeout,
     };

@@ -60,7 +60,10 @@ pub fn renew_every(lease: Duration) -> Duration {
 /// How long to wait before the next recovery round: around half a lease
 /// (an orphan waits at most a lease and a half), jittered so that servers
 /// started together do not all scan at the same instants.
-pub fn next_recovery_in(lease: Duration, jitter: &mut crate::backoff::Backoff) -> Duration {
+pub fn next_recovery_in(
+    lease: Duration,
+    jitter: &mut crate::support::backoff::Backoff,
+) -> Duration {
     let half = lease / 2;
     half / 2 + jitter.wait_after(1).min(half)
 }
@@ -68,7 +71,7 @@ pub fn next_recovery_in(lease: Duration, jitter: &mut crate::backoff::Backoff) -
 /// `TOLLGATE_RUN_LEASE`, checked: a duration such as `30s` of at least
 /// [`MIN_LEASE`]; unset means [`DEFAULT_LEASE`].
 pub fn lease_from_env() -> Result<Duration, String> {
-    match std::env::var(crate::env::RUN_LEASE) {
+    match std::env::var(crate::support::env::RUN_LEASE) {
         Ok(text) if !text.trim().is_empty() => parse_lease(&text),
         _ => Ok(DEFAULT_LEASE),
     }
@@ -76,12 +79,16 @@ pub fn lease_from_env() -> Result<Duration, String> {
 
 /// A lease length from text (`30s`, `2m`, `500ms`).
 pub fn parse_lease(text: &str) -> Result<Duration, String> {
-    let lease = crate::time::parse_duration(text.trim())
-        .map_err(|e| format!("{}={text:?} is not a duration: {e}", crate::env::RUN_LEASE))?;
+    let lease = crate::support::time::parse_duration(text.trim()).map_err(|e| {
+        format!(
+            "{}={text:?} is not a duration: {e}",
+            crate::support::env::RUN_LEASE
+        )
+    })?;
     if lease < MIN_LEASE {
         return Err(format!(
             "{}={text:?} is too short: a run lease must be at least {}ms",
-            crate::env::RUN_LEASE,
+            crate::support::env::RUN_LEASE,
             MIN_LEASE.as_millis()
         ));
     }
@@ -101,8 +108,11 @@ mod tests {
 
     #[test]
     fn recovery_waits_around_half_a_lease() {
-        let mut jitter =
-            crate::backoff::Backoff::seeded(Duration::from_secs(10), Duration::from_secs(10), 7);
+        let mut jitter = crate::support::backoff::Backoff::seeded(
+            Duration::from_secs(10),
+            Duration::from_secs(10),
+            7,
+        );
         for _ in 0..100 {
             let wait = next_recovery_in(Duration::from_secs(20), &mut jitter);
             assert!(wait >= Duration::from_secs(5) && wait <= Duration::from_secs(15));

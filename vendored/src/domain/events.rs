@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::pending_approval::{ApprovalRecord, Phase};
+use crate::domain::pending_approval::{ApprovalRecord, Phase};
 
 /// One event of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,7 +24,7 @@ pub enum EventKind {
     RunStarted {
         agent: String,
         spec_hash: String,
-        input: crate::json_doc::JsonDoc,
+        input: crate::support::json_doc::JsonDoc,
     },
     StepStarted {
         step: String,
@@ -83,11 +83,11 @@ pub enum EventKind {
     ApprovalVote {
         key: String,
         voter: String,
-        decision: crate::policy::VoteDecision,
+        decision: crate::domain::policy::VoteDecision,
         /// The rule the vote counted toward (approvals only).
         rule: Option<String>,
         reason: Option<String>,
-        channel: crate::policy::Channel,
+        channel: crate::domain::policy::Channel,
         payload_digest: String,
         /// The approver's input given with the vote (a gate with a `form:`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,7 +154,7 @@ pub enum EventKind {
     /// A process took over a run whose driver had stopped (its lease ran
     /// out) and resumes it from its last durable point.
     RunRecovered {
-        /// The recovering process ([`crate::durable::node_id`]).
+        /// The recovering process ([`crate::domain::durable::node_id`]).
         by: String,
         /// The step it resumes at; `None` when every step was done.
         from_step: Option<String>,
@@ -194,7 +194,11 @@ impl EventKind {
     }
 
     /// The `approval_vote` event of `vote` on `key`, as `cast` counted it.
-    pub fn vote(key: &str, vote: &crate::policy::Vote, cast: &crate::policy::Cast) -> EventKind {
+    pub fn vote(
+        key: &str,
+        vote: &crate::domain::policy::Vote,
+        cast: &crate::domain::policy::Cast,
+    ) -> EventKind {
         EventKind::ApprovalVote {
             key: key.to_string(),
             voter: vote.voter.clone(),

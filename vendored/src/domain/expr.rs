@@ -23,7 +23,7 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::json_doc::JsonDoc;
+use crate::support::json_doc::JsonDoc;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{message}")]
@@ -92,15 +92,15 @@ pub const MAX_TEMPLATE_TAGS: usize = 250;
 /// The deepest the result of an expression may nest (objects and arrays):
 /// results are stored (step outputs, tool arguments, payloads) and wrapped
 /// again there, so they are held to the limit of anything from outside a
-/// run ([`crate::json_depth::MAX_JSON_DEPTH`]).
-pub const MAX_DATA_DEPTH: usize = crate::json_depth::MAX_JSON_DEPTH;
+/// run ([`crate::support::json_depth::MAX_JSON_DEPTH`]).
+pub const MAX_DATA_DEPTH: usize = crate::support::json_depth::MAX_JSON_DEPTH;
 /// The deepest the data an expression reads may nest, counted from the
 /// context's root: anything a store can hold
-/// ([`crate::json_depth::READABLE_DEPTH`]) under the context's own levels
+/// ([`crate::support::json_depth::READABLE_DEPTH`]) under the context's own levels
 /// (the root, then `steps.<id>.output` puts a stored output two levels
 /// deeper than the `outputs` map it is stored in). Deeper cannot come from
 /// a run; the bound keeps minijinja's recursion far from the stack's end.
-pub const MAX_CONTEXT_DEPTH: usize = crate::json_depth::READABLE_DEPTH + 3;
+pub const MAX_CONTEXT_DEPTH: usize = crate::support::json_depth::READABLE_DEPTH + 3;
 /// How deep macros and recursive loops may call themselves.
 const MAX_RECURSION: usize = 64;
 /// The most instructions one evaluation may run. A loop over 100,000 items
@@ -319,8 +319,8 @@ impl Root {
     /// How deep its data nests, stopping past `stop`.
     fn depth(&self, stop: usize) -> usize {
         match self {
-            Root::Tree(value) => crate::json_depth::value_depth(value, stop),
-            Root::Doc(doc) => crate::json_depth::text_depth(doc.as_str().as_bytes()),
+            Root::Tree(value) => crate::support::json_depth::value_depth(value, stop),
+            Root::Doc(doc) => crate::support::json_depth::text_depth(doc.as_str().as_bytes()),
         }
     }
 
@@ -558,7 +558,7 @@ fn to_json(template: &str, value: &minijinja::Value) -> Result<Value, ExprError>
 }
 
 /// The first context root whose data nests deeper than `MAX_CONTEXT_DEPTH`
-/// (objects and arrays, as [`crate::json_depth`] counts them). Iterative,
+/// (objects and arrays, as [`crate::support::json_depth`] counts them). Iterative,
 /// so the check itself cannot overflow.
 fn too_deep(root: &[(String, Root)]) -> Option<&str> {
     // The root object itself is one level.
@@ -569,7 +569,7 @@ fn too_deep(root: &[(String, Root)]) -> Option<&str> {
 }
 
 /// How deep a minijinja value nests (objects and arrays, as
-/// [`crate::json_depth`] counts them: a scalar is 0, `[[1]]` is 2), up to
+/// [`crate::support::json_depth`] counts them: a scalar is 0, `[[1]]` is 2), up to
 /// just past `MAX_DATA_DEPTH`. Iterative, and it stops at the limit.
 fn value_depth(value: &minijinja::Value) -> usize {
     let mut max = 0;
@@ -1127,7 +1127,7 @@ mod tests {
         let wrap = format!("{{{{ {}input{} }}}}", "[".repeat(20), "]".repeat(20));
         let err = evaluate_str(&wrap, &near).unwrap_err().message;
         assert!(err.contains(&want), "{err}");
-        assert_eq!(MAX_DATA_DEPTH, crate::json_depth::MAX_JSON_DEPTH);
+        assert_eq!(MAX_DATA_DEPTH, crate::support::json_depth::MAX_JSON_DEPTH);
         // A literal is not a template: no limit but the spec's size.
         assert!(evaluate_str(&"x".repeat(MAX_TEMPLATE_BYTES + 1), &ctx()).is_ok());
     }

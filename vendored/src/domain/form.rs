@@ -142,7 +142,7 @@ fn err(path: &[&str], message: impl Into<String>) -> SchemaError {
 }
 
 fn kind(value: &Value) -> &'static str {
-    crate::json_kind::json_kind(value)
+    crate::support::json_kind::json_kind(value)
 }
 
 fn is_field_name(name: &str) -> bool {

@@ -21,14 +21,14 @@ use subtle::ConstantTimeEq;
 use crate::support::hmac::{HmacKey, MAC_LEN};
 
 /// The link secret; unset turns signed links off.
-pub use crate::env::LINK_SECRET as LINK_SECRET_ENV;
+pub use crate::support::env::LINK_SECRET as LINK_SECRET_ENV;
 /// The server's address as people reach it: links shown outside the server
 /// (Slack, `approvals show`) need it to be absolute.
-pub use crate::env::PUBLIC_URL as PUBLIC_URL_ENV;
+pub use crate::support::env::PUBLIC_URL as PUBLIC_URL_ENV;
 /// `1` (or `true`, `yes`, `on`) turns unbound links on: links that decide
 /// as [`LINK_CALLER`] for whoever holds them. Off by default: every link
 /// shown is bound to the person it is shown to.
-pub use crate::env::UNBOUND_LINKS as UNBOUND_LINKS_ENV;
+pub use crate::support::env::UNBOUND_LINKS as UNBOUND_LINKS_ENV;
 /// `decided_by` of a decision made through an unbound link.
 pub const LINK_CALLER: &str = "link";
 /// The shortest secret accepted, in characters (what docs/inbox.md promises
@@ -45,7 +45,7 @@ pub fn may_decide(approvers: Option<&[String]>, name: &str) -> bool {
 }
 
 /// Who may decide the records of a served spec (see
-/// [`crate::spec::Spec::deciders_of`]): its approvers, and whether those
+/// [`crate::domain::spec::Spec::deciders_of`]): its approvers, and whether those
 /// who asked for a record's gate may decide it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Deciders<'a> {
@@ -75,18 +75,18 @@ impl<'a> Deciders<'a> {
 /// decide path uses too (`AgentRun::check_voter`): a link is shown only to
 /// someone who passes it, and a link decides only as someone who does.
 pub fn may_decide_record(
-    record: &crate::pending_approval::ApprovalRecord,
+    record: &crate::domain::pending_approval::ApprovalRecord,
     deciders: Deciders<'_>,
     name: &str,
 ) -> bool {
     is_decider_of(record, deciders.approvers, name)
-        && !crate::policy::barred_as_requester(record, deciders.allow_self_approval, name)
+        && !crate::domain::policy::barred_as_requester(record, deciders.allow_self_approval, name)
 }
 
 /// Whether `name` is among `record`'s deciders (its groups, its approvers,
 /// whom its escalations added), whether or not they asked for it.
 pub fn is_decider_of(
-    record: &crate::pending_approval::ApprovalRecord,
+    record: &crate::domain::pending_approval::ApprovalRecord,
     approvers: Option<&[String]>,
     name: &str,
 ) -> bool {
@@ -222,7 +222,7 @@ impl LinkSigner {
     /// `link` may decide it.
     pub fn link_for_viewer(
         &self,
-        record: &crate::pending_approval::ApprovalRecord,
+        record: &crate::domain::pending_approval::ApprovalRecord,
         viewer: &str,
         deciders: Deciders<'_>,
     ) -> Option<String> {
@@ -391,10 +391,10 @@ mod tests {
 
     #[test]
     fn who_may_decide_a_record_follows_its_roster_then_the_approvers() {
-        use crate::policy::{GatePolicy, Roster, RuleSpec};
+        use crate::domain::policy::{GatePolicy, Roster, RuleSpec};
         let approvers = ["alice".to_string(), "erin".to_string()];
         let deciders = Deciders::approvers(Some(approvers.as_slice()));
-        let mut record = crate::pending_approval::sample_record("k", "r");
+        let mut record = crate::domain::pending_approval::sample_record("k", "r");
         assert!(may_decide_record(&record, deciders, "alice"));
         assert!(!may_decide_record(&record, deciders, "dave"));
         assert!(
@@ -438,7 +438,7 @@ mod tests {
             allow_self_approval: true,
             ..barred
         };
-        let mut record = crate::pending_approval::sample_record("k", "r");
+        let mut record = crate::domain::pending_approval::sample_record("k", "r");
         record.trigger = serde_json::json!({"kind": "api", "started_by": "bot"});
         assert!(
             !may_decide_record(&record, barred, "bot"),
@@ -455,7 +455,7 @@ mod tests {
 
         // A team gate: its roster's requesters, even when they are members
         // (before, a link was shown to them though they may not vote).
-        record.roster = Some(crate::policy::Roster::sample(
+        record.roster = Some(crate::domain::policy::Roster::sample(
             &[("finance", 1, &["bot", "ann"])],
             &["bot"],
         ));
@@ -630,7 +630,7 @@ mod tests {
         let list = Some(approvers.as_slice());
         let deciders = Deciders::approvers(list);
         let s = signer();
-        let record = crate::pending_approval::sample_record(KEY, "r");
+        let record = crate::domain::pending_approval::sample_record(KEY, "r");
         assert!(!s.unbound(), "unbound links are off by default");
         assert_eq!(s.link_for_viewer(&record, "bob", deciders), None);
         assert_eq!(
@@ -670,15 +670,15 @@ mod tests {
         let groups = [("finance".to_string(), vec!["bob".to_string()])]
             .into_iter()
             .collect();
-        let policy = crate::policy::GatePolicy {
-            rules: vec![crate::policy::RuleSpec {
+        let policy = crate::domain::policy::GatePolicy {
+            rules: vec![crate::domain::policy::RuleSpec {
                 group: "finance".into(),
                 min: 1,
             }],
-            ..crate::policy::GatePolicy::plain()
+            ..crate::domain::policy::GatePolicy::plain()
         };
-        let team = crate::pending_approval::ApprovalRecord {
-            roster: Some(crate::policy::Roster::resolve(&policy, &groups, vec![]).unwrap()),
+        let team = crate::domain::pending_approval::ApprovalRecord {
+            roster: Some(crate::domain::policy::Roster::resolve(&policy, &groups, vec![]).unwrap()),
             ..record
         };
         assert_eq!(
@@ -690,11 +690,11 @@ mod tests {
             Some(open.url(KEY, Some("bob")))
         );
         // Whoever started the run is shown no link to decide it.
-        let mine = crate::pending_approval::ApprovalRecord {
+        let mine = crate::domain::pending_approval::ApprovalRecord {
             trigger: serde_json::json!({"kind": "api", "started_by": "alice"}),
             ..team
         };
-        let mine = crate::pending_approval::ApprovalRecord {
+        let mine = crate::domain::pending_approval::ApprovalRecord {
             roster: None,
             ..mine
         };

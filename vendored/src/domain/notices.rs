@@ -19,8 +19,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
 
 crate::named_enum! {
     /// What happened to an approval, as a notice names it: the `type` of
@@ -276,8 +276,8 @@ fn mail_recipients(record: &ApprovalRecord, email: &EmailRoute, kind: &EventKind
     // The route has the approvers, not the spec: requesters are left out
     // (on a gate that opts out of separation of duties too, so a
     // requester may miss a mail, never get one they cannot act on).
-    let deciders = crate::links::Deciders::approvers(email.approvers.as_deref());
-    names.retain(|name| crate::links::may_decide_record(record, deciders, name));
+    let deciders = crate::domain::links::Deciders::approvers(email.approvers.as_deref());
+    names.retain(|name| crate::domain::links::may_decide_record(record, deciders, name));
     if let EventKind::ApprovalEscalated { added, .. } = kind {
         names.retain(|name| added.contains(name));
     }
@@ -314,7 +314,7 @@ pub struct NoticeData {
     pub run_id: String,
     pub agent: String,
     pub step: String,
-    pub phase: crate::pending_approval::Phase,
+    pub phase: crate::domain::pending_approval::Phase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub status: ApprovalStatus,
@@ -376,7 +376,7 @@ impl NoticeBody {
                 message: record.message.clone(),
                 status: record.status,
                 expires_at: record.expires_at,
-                payload_digest: crate::policy::payload_digest(payload),
+                payload_digest: crate::domain::policy::payload_digest(payload),
                 payload_preview: payload_preview(payload),
                 progress: progress(record, &from.kind),
                 by,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::spec::SpecHash;
+use crate::domain::spec::SpecHash;
 
 mod origin;
 pub use origin::ApprovalOrigin;
@@ -78,7 +78,7 @@ pub struct ApprovalRecord {
     pub payload: Value,
     /// Step outputs so far (step id -> output).
     pub outputs: Map<String, Value>,
-    pub input: crate::json_doc::JsonDoc,
+    pub input: crate::support::json_doc::JsonDoc,
     /// Trigger context, scrubbed of credential-like headers.
     pub trigger: Value,
     pub status: ApprovalStatus,
@@ -94,7 +94,7 @@ pub struct ApprovalRecord {
     /// §13): set when the gate counts votes (it has rules, or bars its
     /// requesters); `None` for a plain gate, which the first allowed
     /// decision settles.
-    pub roster: Option<crate::policy::Roster>,
+    pub roster: Option<crate::domain::policy::Roster>,
     /// What asked for this approval: a workflow run's pause or a gate
     /// request.
     pub origin: ApprovalOrigin,
@@ -134,7 +134,7 @@ impl ApprovalRecord {
     /// The digest of [`ApprovalRecord::current_payload`]: what a decision
     /// carries to say it was made on this payload.
     pub fn payload_digest(&self) -> String {
-        crate::policy::payload_digest(self.current_payload())
+        crate::domain::policy::payload_digest(self.current_payload())
     }
 
     /// The reason given with the decision, if any.
@@ -147,17 +147,17 @@ impl ApprovalRecord {
 
     /// The `on_timeout` action that settled this record when its time ran
     /// out, if that is how it was decided (see [`Claim::timeout`]).
-    pub fn timed_out(&self) -> Option<crate::policy::OnTimeout> {
+    pub fn timed_out(&self) -> Option<crate::domain::policy::OnTimeout> {
         let action = self.decision_data.as_ref()?.get("on_timeout")?.as_str()?;
-        crate::policy::OnTimeout::parse(action)
+        crate::domain::policy::OnTimeout::parse(action)
     }
 
     /// The `on_timeout` its gate takes when its time runs out: the
     /// roster's (stored with the pause), `expire` without one.
-    pub fn on_timeout(&self) -> crate::policy::OnTimeout {
+    pub fn on_timeout(&self) -> crate::domain::policy::OnTimeout {
         self.roster
             .as_ref()
-            .map_or(crate::policy::OnTimeout::Expire, |r| r.on_timeout)
+            .map_or(crate::domain::policy::OnTimeout::Expire, |r| r.on_timeout)
     }
 
     /// The edited payload of a MODIFIED record.
@@ -342,7 +342,7 @@ pub struct Claim {
     /// `on_timeout` (DESIGN §13): the record must then be overdue rather
     /// than unexpired, and the decision data says which action settled it
     /// (`on_timeout`), so nobody can pass for the timeout by name.
-    pub timeout: Option<crate::policy::OnTimeout>,
+    pub timeout: Option<crate::domain::policy::OnTimeout>,
     /// What the claim's write does to the run besides deciding.
     pub then: AfterClaim,
 }
@@ -369,7 +369,7 @@ impl Claim {
     }
 
     /// The lease the claimer drives the run on under, if it does.
-    pub fn lease(&self) -> Option<&crate::run_state::Lease> {
+    pub fn lease(&self) -> Option<&crate::domain::run_state::Lease> {
         match &self.then {
             AfterClaim::Drive(lease) => Some(lease),
             AfterClaim::Release | AfterClaim::Finish(_) => None,
@@ -386,7 +386,10 @@ impl Claim {
         &self,
         record: &ApprovalRecord,
         seq: u64,
-    ) -> Option<(crate::run_state::RunEnd, Vec<crate::events::Event>)> {
+    ) -> Option<(
+        crate::domain::run_state::RunEnd,
+        Vec<crate::domain::events::Event>,
+    )> {
         match &self.then {
             AfterClaim::Finish(finish) => {
                 debug_assert_eq!(
@@ -405,7 +408,7 @@ impl Claim {
 pub enum AfterClaim {
     /// The claimer drives the run on: it owns it under this lease from the
     /// claim's commit on.
-    Drive(crate::run_state::Lease),
+    Drive(crate::domain::run_state::Lease),
     /// Nobody drives it yet: the run is `running` without a lease, an
     /// orphan the next recovery round of a serving process resumes.
     Release,
@@ -423,20 +426,20 @@ pub enum AfterClaim {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunFinish {
     /// Written with `owner: None`: the claim itself is the fence.
-    pub end: crate::run_state::RunEnd,
+    pub end: crate::domain::run_state::RunEnd,
     /// The events between the decision and the end, the end's included, in
     /// order. Their `seq` is assigned by the store (after the decision's
     /// own event), whatever they carry here.
-    pub events: Vec<crate::events::Event>,
+    pub events: Vec<crate::domain::events::Event>,
 }
 
 impl RunFinish {
     /// The events numbered from `seq` on.
-    pub fn numbered_from(&self, seq: u64) -> Vec<crate::events::Event> {
+    pub fn numbered_from(&self, seq: u64) -> Vec<crate::domain::events::Event> {
         self.events
             .iter()
             .zip(seq..)
-            .map(|(event, seq)| crate::events::Event {
+            .map(|(event, seq)| crate::domain::events::Event {
                 seq,
                 ..event.clone()
             })
@@ -472,12 +475,12 @@ pub struct ApprovalMove {
 
 impl ApprovalMove {
     /// The `approval_migrated` event the move appends.
-    pub fn event(&self, run_id: &str, seq: u64) -> crate::events::Event {
-        crate::events::Event {
+    pub fn event(&self, run_id: &str, seq: u64) -> crate::domain::events::Event {
+        crate::domain::events::Event {
             run_id: run_id.to_string(),
             seq,
             at: self.now,
-            kind: crate::events::EventKind::ApprovalMigrated {
+            kind: crate::domain::events::EventKind::ApprovalMigrated {
                 key: self.key.clone(),
                 from: self.from.clone(),
                 to: self.to.clone(),
@@ -522,7 +525,7 @@ impl ApprovalMove {
 #[derive(Debug, Clone)]
 pub struct Moved {
     pub record: ApprovalRecord,
-    pub event: crate::events::Event,
+    pub event: crate::domain::events::Event,
 }
 
 /// Why a decision was refused. The same codes everywhere: HTTP and CLI.
@@ -598,15 +601,15 @@ pub enum ApprovalError {
     AlreadyVoted {
         key: String,
         voter: String,
-        decision: crate::policy::VoteDecision,
+        decision: crate::domain::policy::VoteDecision,
     },
 
     /// The approver's input does not fit the gate's form (or the gate, or
     /// the decision, takes none): every error, each with its path.
-    #[error("invalid input for approval {key}: {}", crate::form::describe(.errors))]
+    #[error("invalid input for approval {key}: {}", crate::domain::form::describe(.errors))]
     InvalidInput {
         key: String,
-        errors: Vec<crate::form::InputError>,
+        errors: Vec<crate::domain::form::InputError>,
     },
 
     #[error("approval {key} needs a reason to reject or modify it (require_reason)")]
@@ -752,7 +755,7 @@ pub fn scrub_trigger(trigger: &mut Value) {
 /// created now, due in an hour; tests change the fields they are about.
 #[cfg(test)]
 pub(crate) fn sample_record(key: &str, run_id: &str) -> ApprovalRecord {
-    let now = crate::time::now();
+    let now = crate::support::time::now();
     ApprovalRecord {
         key: key.into(),
         run_id: run_id.into(),
@@ -771,7 +774,7 @@ pub(crate) fn sample_record(key: &str, run_id: &str) -> ApprovalRecord {
         decided_by: None,
         decided_at: None,
         created_at: now,
-        expires_at: crate::time::add(now, std::time::Duration::from_secs(3600)),
+        expires_at: crate::support::time::add(now, std::time::Duration::from_secs(3600)),
         roster: None,
         origin: ApprovalOrigin::Pause,
     }
@@ -830,7 +833,7 @@ mod tests {
     }
 
     fn decided(status: ApprovalStatus, data: Option<Value>) -> ApprovalRecord {
-        let now = crate::time::now();
+        let now = crate::support::time::now();
         ApprovalRecord {
             key: "k".into(),
             run_id: "r".into(),

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::pending_approval::{ApprovalError, Decision};
+use crate::domain::pending_approval::{ApprovalError, Decision};
 
 crate::named_enum! {
     /// When rejections end a gate.
@@ -135,11 +135,11 @@ pub struct GatePolicy {
     pub escalate: Vec<Escalation>,
     /// The approver's input: a JSON Schema of the supported subset (see
     /// `domain/form.rs`), read when the spec is.
-    pub form: Option<crate::form::Form>,
+    pub form: Option<crate::domain::form::Form>,
     /// The gate's own `notify:`: where its notices go, over the spec's
     /// `approvals.notify`. Who hears, not what is decided: a change of it
     /// never makes a pause's gate "changed" (spec/diff.rs).
-    pub notify: crate::spec::GateNotify,
+    pub notify: crate::domain::spec::GateNotify,
 }
 
 impl GatePolicy {
@@ -733,10 +733,10 @@ pub struct Cast {
 /// `sha256:` + hex of the canonical JSON (keys sorted, compact) of a
 /// payload: what a decision sends to say which payload its voter saw.
 pub fn payload_digest(payload: &Value) -> String {
-    let text = crate::spec::canonical_text(payload);
+    let text = crate::domain::spec::canonical_text(payload);
     format!(
         "sha256:{}",
-        crate::hex::encode(&Sha256::digest(text.as_bytes()))
+        crate::support::hex::encode(&Sha256::digest(text.as_bytes()))
     )
 }
 

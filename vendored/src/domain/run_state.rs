@@ -43,14 +43,14 @@ pub struct RunRecord {
     pub agent_id: String,
     pub spec_hash: String,
     pub status: RunStatus,
-    pub input: crate::json_doc::JsonDoc,
+    pub input: crate::support::json_doc::JsonDoc,
     /// Scrubbed trigger context.
     pub trigger: Value,
     pub outputs: Map<String, Value>,
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// The process driving the run ([`crate::durable::node_id`]) while it
+    /// The process driving the run ([`crate::domain::durable::node_id`]) while it
     /// is `running`; `None` at a pause, an end, or for a run stored before
     /// leases existed.
     #[serde(default)]

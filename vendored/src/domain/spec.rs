@@ -48,8 +48,8 @@ pub(crate) use hash::canonical_text;
 pub use needs::{MissingSecret, RequiredSecret, SecretUse};
 use schema::{Schema, mapping, template, value};
 
-use crate::notices::NoticeEvent;
-use crate::policy::GatePolicy;
+use crate::domain::notices::NoticeEvent;
+use crate::domain::policy::GatePolicy;
 
 /// The keys of a mapping that is a gate, `$field`s first, then the team
 /// approval policy's keys (DESIGN §13), the same on every gate: an
@@ -256,7 +256,7 @@ impl ScheduleTrigger {
             .build()
             .parse(&self.cron)
             .map_err(|e| format!("invalid cron expression {:?}: {e}", self.cron))?;
-        match cron.find_next_occurrence(&crate::time::now(), false) {
+        match cron.find_next_occurrence(&crate::support::time::now(), false) {
             Ok(_) => Ok(cron),
             Err(_) => Err(format!(
                 "cron expression {:?} never fires: no date matches it (such as 30 February or 31 April), so the schedule would never start a run",
@@ -289,7 +289,7 @@ pub struct ApprovalDefaults {
     /// when the spec is read.
     pub allow_self_approval: bool,
     /// `approvals.requests`: what a gate request may set of its policy.
-    pub requests: crate::policy::RequestLimits,
+    pub requests: crate::domain::policy::RequestLimits,
 }
 
 impl ApprovalDefaults {
@@ -320,7 +320,7 @@ impl Default for ApprovalDefaults {
             on_spec_change: OnSpecChange::default(),
             groups: BTreeMap::new(),
             allow_self_approval: false,
-            requests: crate::policy::RequestLimits::default(),
+            requests: crate::domain::policy::RequestLimits::default(),
         }
     }
 }
@@ -940,16 +940,16 @@ impl Spec {
     /// (the gate of the same step id here, else `approvals.allow_self_approval`;
     /// a gate request follows `approvals.allow_self_approval`, which a
     /// request cannot change). A record with a roster keeps the setting it
-    /// paused with (see [`crate::links::may_decide_record`]).
+    /// paused with (see [`crate::domain::links::may_decide_record`]).
     pub fn deciders_of(
         &self,
-        record: &crate::pending_approval::ApprovalRecord,
-    ) -> crate::links::Deciders<'_> {
+        record: &crate::domain::pending_approval::ApprovalRecord,
+    ) -> crate::domain::links::Deciders<'_> {
         let own_gate = (!record.is_gate_request())
             .then(|| self.steps.iter().find(|s| s.id == record.step_id))
             .flatten()
             .and_then(|step| self.policy_of(step));
-        crate::links::Deciders {
+        crate::domain::links::Deciders {
             approvers: self.approvals.approvers.as_deref(),
             allow_self_approval: own_gate.map_or(
                 self.approvals.allow_self_approval,
@@ -1038,7 +1038,7 @@ fn line_col(source: &[u8], at: usize) -> (usize, usize) {
 fn collect_secret_names(value: &Value, out: &mut std::collections::BTreeSet<String>) {
     match value {
         Value::String(s) => {
-            for r in crate::secrets::references(s) {
+            for r in crate::support::secrets::references(s) {
                 out.insert(r.name.to_string());
             }
         }

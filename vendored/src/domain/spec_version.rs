@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::run_state::RunStatus;
-use crate::spec::Spec;
+use crate::domain::run_state::RunStatus;
+use crate::domain::spec::Spec;
 
 /// One version of an agent's spec as stored: its hash, its canonical JSON
 /// (what the hash is of) and the YAML source it was parsed from. The
@@ -68,12 +68,12 @@ mod tests {
         let yaml =
             "version: 1\nagent: a\n# a comment\nsteps:\n  - id: s\n    set: {x: '${TOKEN}'}\n";
         let spec = Spec::parse(yaml, "a.yaml").expect("spec");
-        let now = crate::time::now();
+        let now = crate::support::time::now();
         let version = SpecVersion::of(&spec, now);
         assert_eq!(version.source, yaml);
         assert!(version.canonical.contains("${TOKEN}"));
         assert_eq!(
-            crate::spec::SpecHash::of_document(
+            crate::domain::spec::SpecHash::of_document(
                 &serde_json::from_str(&version.canonical).expect("json")
             ),
             spec.hash

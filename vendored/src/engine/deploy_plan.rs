@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::pending_approval::{ApprovalRecord, Phase};
-use crate::run_state::{RunRecord, RunStatus};
-use crate::spec::{Classification, Outcome, SpecDiff, diff, plan_pause, policy_for_pause};
-use crate::spec::{OnSpecChange, Spec, SpecHash};
-use crate::spec_version::SpecVersionUse;
+use crate::domain::pending_approval::{ApprovalRecord, Phase};
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::domain::spec::{Classification, Outcome, SpecDiff, diff, plan_pause, policy_for_pause};
+use crate::domain::spec::{OnSpecChange, Spec, SpecHash};
+use crate::domain::spec_version::SpecVersionUse;
 use crate::store::{PendingQuery, Queries, RunQuery, SpecVersions, StoreResult};
 
 /// Rows read per page while gathering: pending approvals and live runs of

@@ -61,17 +61,17 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, json};
 use thiserror::Error;
 
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{
     AfterClaim, ApprovalError, ApprovalOrigin, ApprovalRecord, ApprovalStatus, Claim, Decision,
     Phase, RunFinish,
 };
-use crate::policy::{Channel, GatePolicy, Groups, Roster};
-use crate::run::{Ballot, Decider, DecisionRequest, Ruling, decide_approval};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::policy::{Channel, GatePolicy, Groups, Roster};
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::engine::run::{Ballot, Decider, DecisionRequest, Ruling, decide_approval};
+use crate::store::watch::{ApprovalWatcher, WatchOptions};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
-use crate::time::SharedClock;
-use crate::watch::{ApprovalWatcher, WatchOptions};
+use crate::support::time::SharedClock;
 
 /// The prefix of a gate request's `agent_id`.
 pub const GATE_AGENT_PREFIX: &str = "gate:";
@@ -113,10 +113,10 @@ pub struct GateRequest {
     /// Who asked: may not vote on it when the policy bars requesters.
     pub requesters: Vec<String>,
     /// A key derived from an idempotency key
-    /// ([`crate::pending_approval::derived_key`]); a fresh one otherwise.
+    /// ([`crate::domain::pending_approval::derived_key`]); a fresh one otherwise.
     pub key: Option<String>,
     /// Where its notices go; the gate's own routes otherwise.
-    pub routes: Option<crate::notices::NoticeRoutes>,
+    pub routes: Option<crate::domain::notices::NoticeRoutes>,
 }
 
 impl GateRequest {
@@ -167,10 +167,10 @@ impl GateRequest {
         let Some((policy, groups)) = self.policy.as_ref().filter(|(p, _)| p.stores_roster()) else {
             return Ok(None);
         };
-        let unmet = |e: crate::policy::Unsatisfiable| GateError::InvalidRequest(e.message);
+        let unmet = |e: crate::domain::policy::Unsatisfiable| GateError::InvalidRequest(e.message);
         let mut roster = Roster::resolve(policy, groups, self.requesters.clone()).map_err(unmet)?;
-        roster.nudges =
-            crate::policy::schedule(policy, groups, created_at, expires_at).map_err(unmet)?;
+        roster.nudges = crate::domain::policy::schedule(policy, groups, created_at, expires_at)
+            .map_err(unmet)?;
         Ok(Some(roster))
     }
 }
@@ -226,7 +226,7 @@ pub struct Gate {
     /// watcher's waits use the same clock.
     clock: SharedClock,
     /// Where each request's notices go (DESIGN §14); none by default.
-    routes: crate::notices::NoticeRoutes,
+    routes: crate::domain::notices::NoticeRoutes,
 }
 
 impl Gate {
@@ -249,20 +249,20 @@ impl Gate {
             store,
             watcher,
             clock,
-            routes: crate::notices::NoticeRoutes::default(),
+            routes: crate::domain::notices::NoticeRoutes::default(),
         }
     }
 
     /// Send each request's notices (a webhook, mail, Slack) to `routes`,
     /// as a YAML gate's `notify:` does.
-    pub fn with_notify(mut self, routes: crate::notices::NoticeRoutes) -> Gate {
+    pub fn with_notify(mut self, routes: crate::domain::notices::NoticeRoutes) -> Gate {
         self.routes = routes;
         self
     }
 
     /// Read the time from `clock` instead of the system clock, here and in
     /// this gate's waits (tests make requests expire with a
-    /// [`crate::time::ManualClock`]).
+    /// [`crate::support::time::ManualClock`]).
     pub fn with_clock(mut self, clock: SharedClock) -> Gate {
         self.watcher = self.watcher.with_clock(clock.clone());
         self.clock = clock;
@@ -319,19 +319,20 @@ impl Gate {
     pub async fn open(&self, request: GateRequest) -> Result<Opened, GateError> {
         request.check()?;
         let now = self.clock.now();
-        let expires_at = crate::time::checked_add(now, request.ttl)
+        let expires_at = crate::support::time::checked_add(now, request.ttl)
             .map_err(|e| GateError::InvalidRequest(format!("ttl: {e}")))?;
         let roster = request.roster(now, expires_at)?;
         let key = request
             .key
             .clone()
-            .unwrap_or_else(crate::pending_approval::new_key);
+            .unwrap_or_else(crate::domain::pending_approval::new_key);
         let run_agent = format!("{GATE_AGENT_PREFIX}{}", request.agent);
         let record_agent = match request.listed_with {
             ListedWith::Itself => run_agent.clone(),
             ListedWith::ServedAgent => request.agent.clone(),
         };
-        let input = crate::json_doc::JsonDoc::from_value(&json!({"action": request.action}));
+        let input =
+            crate::support::json_doc::JsonDoc::from_value(&json!({"action": request.action}));
         // A request has no spec: its run and record keep no hash (the
         // record's `origin` says what it is).
         let run = RunRecord {
@@ -499,11 +500,11 @@ impl Decider for Gate {
                 agent: record.agent_id.clone(),
             });
         }
-        if crate::policy::barred_as_requester(record, false, decided_by) {
+        if crate::domain::policy::barred_as_requester(record, false, decided_by) {
             return Err(ApprovalError::SelfApproval {
                 key: record.key.clone(),
                 voter: decided_by.into(),
-                asked_by: crate::policy::requesters_of(record),
+                asked_by: crate::domain::policy::requesters_of(record),
             }
             .into());
         }
@@ -556,7 +557,7 @@ impl Requests {
         decision: &Decision,
         given: Option<serde_json::Value>,
     ) -> Result<Option<serde_json::Value>, ApprovalError> {
-        crate::run::approver_input(&record.key, None, decision, given)
+        crate::engine::run::approver_input(&record.key, None, decision, given)
     }
 
     /// The request's end, written by `claim` with its decision

@@ -16,9 +16,9 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::notices::NoticeChannel;
-use crate::pending_approval::ApprovalStatus;
-use crate::spec::{Spec, StepKind};
+use crate::domain::notices::NoticeChannel;
+use crate::domain::pending_approval::ApprovalStatus;
+use crate::domain::spec::{Spec, StepKind};
 
 /// One metric family as `GET /metrics` writes it and the reference
 /// (docs/reference/metrics.md) lists it: [`Exposition::family`] takes one

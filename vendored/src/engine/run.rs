@@ -39,16 +39,16 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 use tokio::sync::broadcast;
 
-use crate::events::Event;
-use crate::pending_approval::{ApprovalError, ApprovalRecord};
-use crate::run_state::{Lease, RunRecord, RunStatus};
-use crate::spec::{Spec, StepKind};
+use crate::domain::events::Event;
+use crate::domain::pending_approval::{ApprovalError, ApprovalRecord};
+use crate::domain::run_state::{Lease, RunRecord, RunStatus};
+use crate::domain::spec::{Spec, StepKind};
+use crate::engine::tools::{ToolInvoker, Unavailable};
+use crate::engine::workflow::RunContext;
 use crate::store::{SharedStore, StoreError};
-use crate::time::SharedClock;
-use crate::tools::{ToolInvoker, Unavailable};
-use crate::workflow::RunContext;
+use crate::support::time::SharedClock;
 
-pub use crate::spec::OnCrash;
+pub use crate::domain::spec::OnCrash;
 pub use decide::Ballot;
 pub(crate) use decide::{Decider, DecisionRequest, Ruling, approver_input, decide_approval};
 pub use migrate::{
@@ -151,10 +151,10 @@ pub struct AgentRun {
     events: broadcast::Sender<Event>,
     /// What every timestamp, expiry and claim of these runs is read from.
     clock: SharedClock,
-    /// How long this process holds a run it drives (see [`crate::durable`]).
+    /// How long this process holds a run it drives (see [`crate::domain::durable`]).
     lease: Duration,
     /// What this process counted of these runs (`GET /metrics`).
-    metrics: Arc<crate::metrics::Metrics>,
+    metrics: Arc<crate::engine::metrics::Metrics>,
     /// The longest a driver waits for an unavailable store to take one
     /// write (see [`outage`]).
     patience: Duration,
@@ -186,18 +186,18 @@ impl AgentRun {
     pub fn new(spec: Arc<Spec>, store: SharedStore) -> AgentRun {
         // Redaction knows the spec's secrets before any call resolves one: a
         // reply to one call may echo a secret only another call uses.
-        crate::secrets::remember_env(spec.secret_names());
+        crate::support::secrets::remember_env(spec.secret_names());
         let (events, _) = broadcast::channel(1024);
         AgentRun {
-            metrics: Arc::new(crate::metrics::Metrics::for_spec(&spec)),
+            metrics: Arc::new(crate::engine::metrics::Metrics::for_spec(&spec)),
             serving: spec.clone(),
             versions: Arc::default(),
             spec,
             store,
             tools: Arc::new(Unavailable),
             events,
-            clock: crate::time::system(),
-            lease: crate::durable::DEFAULT_LEASE,
+            clock: crate::support::time::system(),
+            lease: crate::domain::durable::DEFAULT_LEASE,
             patience: DEFAULT_STORE_PATIENCE,
             spec_recorded: Arc::new(tokio::sync::OnceCell::new()),
         }
@@ -219,7 +219,8 @@ impl AgentRun {
         let recorded = self
             .spec_recorded
             .get_or_try_init(|| async {
-                let version = crate::spec_version::SpecVersion::of(&self.spec, self.clock.now());
+                let version =
+                    crate::domain::spec_version::SpecVersion::of(&self.spec, self.clock.now());
                 self.store.record_spec_version(&version).await
             })
             .await;
@@ -249,7 +250,7 @@ impl AgentRun {
     /// while a step is in flight); another process may recover a run whose
     /// lease ran out.
     pub fn with_lease(mut self, lease: Duration) -> AgentRun {
-        self.lease = lease.max(crate::durable::MIN_LEASE);
+        self.lease = lease.max(crate::domain::durable::MIN_LEASE);
         self
     }
 
@@ -260,13 +261,13 @@ impl AgentRun {
     /// A lease on a run for this process, from now.
     pub(super) fn new_lease(&self) -> Lease {
         Lease {
-            owner: crate::durable::node_id().to_string(),
-            until: crate::time::add(self.clock.now(), self.lease),
+            owner: crate::domain::durable::node_id().to_string(),
+            until: crate::support::time::add(self.clock.now(), self.lease),
         }
     }
 
     /// Read the time from `clock` instead of the system clock (tests make
-    /// approvals expire with a [`crate::time::ManualClock`]).
+    /// approvals expire with a [`crate::support::time::ManualClock`]).
     pub fn with_clock(mut self, clock: SharedClock) -> AgentRun {
         self.clock = clock;
         self
@@ -290,7 +291,7 @@ impl AgentRun {
     }
 
     /// What this process counted of this agent's runs (shared by clones).
-    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+    pub fn metrics(&self) -> &Arc<crate::engine::metrics::Metrics> {
         &self.metrics
     }
 
@@ -313,17 +314,17 @@ fn fresh_context(run: RunRecord) -> RunContext {
 }
 
 /// Tool and model steps call out of the process.
-fn calls_out(step: &crate::spec::Step) -> bool {
+fn calls_out(step: &crate::domain::spec::Step) -> bool {
     matches!(step.kind, StepKind::Tool { .. } | StepKind::Model(_))
 }
 
 /// Steps whose start and output the journal records: those that call out
 /// or claim. Pure steps are re-evaluated on recovery and write nothing.
-fn journaled(step: &crate::spec::Step) -> bool {
+fn journaled(step: &crate::domain::spec::Step) -> bool {
     calls_out(step) || claims_key(step)
 }
 
 /// Dedupe steps claim a key in the store.
-fn claims_key(step: &crate::spec::Step) -> bool {
+fn claims_key(step: &crate::domain::spec::Step) -> bool {
     matches!(step.kind, StepKind::Dedupe(_))
 }

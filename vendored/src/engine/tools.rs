@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::expr::Context;
-use crate::spec::{ModelConfig, ModelStep, Spec, ToolKind, ToolSpec};
+use crate::domain::expr::Context;
+use crate::domain::spec::{ModelConfig, ModelStep, Spec, ToolKind, ToolSpec};
 
 pub use custom::{CustomTool, CustomTools, CustomToolsError};
 pub use tool_env::ToolEnv;
@@ -191,8 +191,8 @@ impl ToolInvoker for Toolbox {
 #[cfg(not(feature = "http-client"))]
 fn left_out(at: &str) -> ToolError {
     ToolError::new(
-        crate::spec::MissingFeature {
-            feature: crate::spec::Feature::HttpClient,
+        crate::domain::spec::MissingFeature {
+            feature: crate::domain::spec::Feature::HttpClient,
             at: at.to_string(),
         }
         .to_string(),
@@ -225,7 +225,7 @@ pub fn idempotency_key(run_id: &str, step_id: &str, gate_key: Option<&str>) -> S
     }
     hasher.update([u8::from(gate_key.is_some())]);
     let digest = hasher.finalize();
-    format!("tg-{}", crate::hex::encode(&digest[..16]))
+    format!("tg-{}", crate::support::hex::encode(&digest[..16]))
 }
 
 /// The approval that most recently gated a run before (or at) step
@@ -235,10 +235,10 @@ pub fn idempotency_key(run_id: &str, step_id: &str, gate_key: Option<&str>) -> S
 /// that is the last gate the run passed. What recovery passes to
 /// [`idempotency_key`] as `gate_key` to rebuild a step's key from the store.
 pub fn gate_key_for_step(
-    records: &[crate::pending_approval::ApprovalRecord],
+    records: &[crate::domain::pending_approval::ApprovalRecord],
     step_index: usize,
 ) -> Option<&str> {
-    use crate::pending_approval::ApprovalStatus;
+    use crate::domain::pending_approval::ApprovalStatus;
     records
         .iter()
         .filter(|r| r.step_index <= step_index)
@@ -255,7 +255,7 @@ pub fn gate_key_for_step(
 #[cfg(test)]
 mod tests {
     use super::{gate_key_for_step, idempotency_key};
-    use crate::pending_approval::{ApprovalRecord, ApprovalStatus, sample_record};
+    use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus, sample_record};
 
     fn record(key: &str, step_index: usize, status: ApprovalStatus) -> ApprovalRecord {
         let mut record = sample_record(key, "r");

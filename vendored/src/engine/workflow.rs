@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::expr::{self, Context, ExprError};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
-use crate::spec::{ApprovalStep, DedupeStep, GateStep, OnReject, Spec, Step, StepKind};
+use crate::domain::expr::{self, Context, ExprError};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::domain::spec::{ApprovalStep, DedupeStep, GateStep, OnReject, Spec, Step, StepKind};
+use crate::engine::tools::{CallContext, ModelRequest, ToolInvoker, idempotency_key};
 use crate::store::{SharedStore, StoreError};
-use crate::tools::{CallContext, ModelRequest, ToolInvoker, idempotency_key};
 
 /// Everything a run knows so far: what templates can read.
 #[derive(Debug, Clone)]
@@ -20,7 +20,7 @@ pub struct RunContext {
     pub run_id: String,
     pub agent: String,
     /// Shared with every step's expression context, not copied into it.
-    pub input: crate::json_doc::JsonDoc,
+    pub input: crate::support::json_doc::JsonDoc,
     pub trigger: Value,
     pub outputs: Map<String, Value>,
     /// The key of the approval that most recently gated this run, if any:
@@ -30,7 +30,7 @@ pub struct RunContext {
 
 impl RunContext {
     /// The idempotency key of the call `step_id` makes (see
-    /// [`crate::tools::idempotency_key`]).
+    /// [`crate::engine::tools::idempotency_key`]).
     pub fn idempotency_key(&self, step_id: &str) -> String {
         idempotency_key(&self.run_id, step_id, self.gate_key.as_deref())
     }
@@ -104,7 +104,7 @@ pub struct StepEnv<'a> {
     pub store: &'a SharedStore,
     pub tools: &'a dyn ToolInvoker,
     /// The run's clock (dedupe claims are dated with it).
-    pub clock: &'a dyn crate::time::Clock,
+    pub clock: &'a dyn crate::support::time::Clock,
 }
 
 /// Execute step `index`. `decision` is the decided record when a resumed run
@@ -267,7 +267,7 @@ fn if_request(
 
 fn tool_request(
     spec: &Spec,
-    tool: &crate::spec::ToolSpec,
+    tool: &crate::domain::spec::ToolSpec,
     ectx: &Context,
     args: Value,
 ) -> Result<GateRequest, StepFailure> {
@@ -289,7 +289,7 @@ fn tool_request(
 fn guardrail_request(
     spec: &Spec,
     step: &Step,
-    guardrail: &crate::spec::Guardrail,
+    guardrail: &crate::domain::spec::Guardrail,
     gctx: &Context,
     output: Value,
     score: Option<f64>,
@@ -343,7 +343,7 @@ fn approval_step(
         // for a timeout only: a person's reject still ends the run.
         Verdict::Stop { reason } => {
             let continues = approval.on_reject == OnReject::Continue
-                || record.timed_out() == Some(crate::policy::OnTimeout::Continue);
+                || record.timed_out() == Some(crate::domain::policy::OnTimeout::Continue);
             if continues {
                 StepOutcome::Completed(decision_output(record, false, record.payload.clone()))
             } else {
@@ -367,7 +367,7 @@ fn check_gate_payload(payload: &Value, template: Option<&Value>) -> Result<(), S
     };
     Err(StepFailure::Step(format!(
         "the payload{written} gave {}, not a mapping of fields: a gate's payload is an object the person approves or edits",
-        crate::json_kind::json_kind(payload)
+        crate::support::json_kind::json_kind(payload)
     )))
 }
 
@@ -412,7 +412,7 @@ async fn dedupe_step(
         ));
     }
     let now = env.clock.now();
-    let until = crate::time::add(now, dedupe.ttl);
+    let until = crate::support::time::add(now, dedupe.ttl);
     let claimed = env
         .store
         .claim_key(
@@ -424,7 +424,9 @@ async fn dedupe_step(
         .await
         .map_err(StepFailure::Store)?;
     Ok(if claimed {
-        StepOutcome::Completed(json!({ "key": key, "expires_at": crate::time::format_utc(until) }))
+        StepOutcome::Completed(
+            json!({ "key": key, "expires_at": crate::support::time::format_utc(until) }),
+        )
     } else {
         StepOutcome::Skipped { dedupe_key: key }
     })

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
-use crate::notices::NoticeChannel;
+use crate::domain::notices::NoticeChannel;
 
 /// The lanes held now, each until when: a lane is its channel and its
 /// label, as the store keeps it (an SMTP server's and the Slack API's

@@ -18,8 +18,8 @@
 //! unset variable, a URL that is no URL) is labelled [`UNRESOLVED`]: its
 //! notices fail as misconfigured, in a lane of their own.
 
-use crate::notices::{NoticeChannel, NoticeRoutes};
-use crate::secrets;
+use crate::domain::notices::{NoticeChannel, NoticeRoutes};
+use crate::support::secrets;
 
 /// Notices of one lane sent at once, across every worker, by default.
 pub const DEFAULT_PER_LANE: usize = 4;
@@ -50,7 +50,7 @@ pub fn label(
             .and_then(|route| resolved(&route.smtp_url, lookup))
             .and_then(|url| smtp_server(&url)),
         NoticeChannel::Slack => {
-            let base = lookup(crate::env::SLACK_API_BASE)
+            let base = lookup(crate::support::env::SLACK_API_BASE)
                 .filter(|b| !b.trim().is_empty())
                 .unwrap_or_else(|| crate::notify::slack::api::DEFAULT_API_BASE.to_string());
             web_origin(&base).map(|origin| {
@@ -116,7 +116,7 @@ fn smtp_server(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notices::{EmailRoute, WebhookRoute};
+    use crate::domain::notices::{EmailRoute, WebhookRoute};
 
     fn env(name: &str) -> Option<String> {
         match name {
@@ -189,7 +189,8 @@ mod tests {
             "slack.com:443"
         );
         let stub = |name: &str| {
-            (name == crate::env::SLACK_API_BASE).then(|| "http://127.0.0.1:9000/api".to_string())
+            (name == crate::support::env::SLACK_API_BASE)
+                .then(|| "http://127.0.0.1:9000/api".to_string())
         };
         assert_eq!(
             label(NoticeChannel::Slack, "#ops", None, &stub),

@@ -41,9 +41,8 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::{Notify, watch};
 
-use crate::backoff::Backoff;
-use crate::links::LinkSigner;
-use crate::notices::NoticeChannel;
+use crate::domain::links::LinkSigner;
+use crate::domain::notices::NoticeChannel;
 use crate::notify::delivery::Attempt;
 use crate::notify::email::EmailSender;
 use crate::notify::hold::LaneHolds;
@@ -52,7 +51,8 @@ use crate::notify::sender::{EmailNotices, NoticeSender, SlackNotices, WebhookNot
 use crate::notify::slack::SlackNotifier;
 use crate::notify::webhook::WebhookSender;
 use crate::store::{DisabledEndpoint, LaneLimits, NoticeWrite, OutboxNotice, SharedStore};
-use crate::time::SharedClock;
+use crate::support::backoff::Backoff;
+use crate::support::time::SharedClock;
 
 /// How long a notice is retried before it is dead, by default: a day,
 /// counted from its first attempt (see [`OutboxWorker::with_retry_window`]).
@@ -105,7 +105,7 @@ pub struct OutboxWorker {
     /// Posts and edits the Slack messages (`approvals.notify.slack`).
     slack: SlackNotices,
     window: Duration,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
+    metrics: Option<Arc<crate::engine::metrics::Metrics>>,
     /// How many notices are sent at once, per lane and in all.
     lanes: LaneLimits,
     /// Woken after a commit that wrote notices (see [`OutboxWorker::waker`]).
@@ -138,7 +138,7 @@ impl OutboxWorker {
             clock: clock.clone(),
             owner: format!(
                 "{}/{}",
-                crate::durable::node_id(),
+                crate::domain::durable::node_id(),
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             ),
             webhooks: WebhookNotices {
@@ -176,7 +176,7 @@ impl OutboxWorker {
     }
 
     /// Count sends, retries and dead notices in `metrics`.
-    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> OutboxWorker {
+    pub fn with_metrics(mut self, metrics: Arc<crate::engine::metrics::Metrics>) -> OutboxWorker {
         self.metrics = Some(metrics);
         self
     }
@@ -283,7 +283,7 @@ impl OutboxWorker {
             return (Vec::new(), Arc::default());
         }
         let now = self.clock.now();
-        let until = crate::time::add(now, LEASE);
+        let until = crate::support::time::add(now, LEASE);
         let limits = LaneLimits {
             per_lane: self.lanes.per_lane,
             total: free,
@@ -318,7 +318,7 @@ impl OutboxWorker {
                 Attempt::Gone {
                     reason: format!(
                         "the endpoint is disabled since {} ({}); `tollgate notifications retry` enables it again",
-                        crate::time::format_utc(off.disabled_at),
+                        crate::support::time::format_utc(off.disabled_at),
                         off.reason
                     ),
                 },
@@ -377,9 +377,9 @@ impl OutboxWorker {
     /// the end is not taken again a fraction of a microsecond early only
     /// to be put back once more.
     fn hold_lane(&self, notice: &OutboxNotice, lane: &str, now: DateTime<Utc>, wait: Duration) {
-        let until = crate::time::add(now, wait).trunc_subsecs(6);
+        let until = crate::support::time::add(now, wait).trunc_subsecs(6);
         let n = &notice.notice;
-        tracing::warn!(channel = %n.channel, lane = %lane, until = %crate::time::format_utc(until), "notifications: the receiver is rate-limiting; holding its lane until it said to come back");
+        tracing::warn!(channel = %n.channel, lane = %lane, until = %crate::support::time::format_utc(until), "notifications: the receiver is rate-limiting; holding its lane until it said to come back");
         self.holds.hold(n.channel, lane, until);
     }
 
@@ -388,7 +388,7 @@ impl OutboxWorker {
     /// not tried).
     async fn postpone(&self, notice: &OutboxNotice, until: DateTime<Utc>) {
         let id = &notice.notice.id;
-        tracing::debug!(id = %id, until = %crate::time::format_utc(until), "notifications: lane held; notice put back until the hold ends");
+        tracing::debug!(id = %id, until = %crate::support::time::format_utc(until), "notifications: lane held; notice put back until the hold ends");
         let write = NoticeWrite::Postponed { next_at: until };
         match self.store.settle_notice(id, &self.owner, &write).await {
             Ok(_) => {}
@@ -423,14 +423,14 @@ impl OutboxWorker {
         let wait = retry_backoff(self.window)
             .wait_after(failures)
             .max(retry_after.unwrap_or_default());
-        let next_at = crate::time::add(now, wait);
-        let closes = crate::time::add(notice.window_from, self.window);
+        let next_at = crate::support::time::add(now, wait);
+        let closes = crate::support::time::add(notice.window_from, self.window);
         if next_at > closes {
             let error = format!("{error} (tried {failures} times; retry window closed)");
             tracing::error!(id = %n.id, key = %n.key, event = %n.event, channel = %n.channel, target = %n.target, error = %error, "notification dead");
             NoticeWrite::Dead { error, at: now }
         } else {
-            tracing::warn!(id = %n.id, key = %n.key, channel = %n.channel, target = %n.target, error = %error, next = %crate::time::format_utc(next_at), "notification failed; will retry");
+            tracing::warn!(id = %n.id, key = %n.key, channel = %n.channel, target = %n.target, error = %error, next = %crate::support::time::format_utc(next_at), "notification failed; will retry");
             NoticeWrite::Failed { error, next_at }
         }
     }

@@ -7,14 +7,14 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::links::LinkSigner;
-use crate::notices::{NoticeBody, NoticeRoutes};
+use crate::domain::links::LinkSigner;
+use crate::domain::notices::{NoticeBody, NoticeRoutes};
 use crate::notify::delivery::Attempt;
 use crate::notify::email::EmailSender;
 use crate::notify::slack::{Progress, SlackNotifier};
 use crate::notify::webhook::WebhookSender;
 use crate::store::OutboxNotice;
-use crate::time::SharedClock;
+use crate::support::time::SharedClock;
 
 /// Sends one notice on one channel.
 pub trait NoticeSender: Send + Sync {
@@ -84,7 +84,8 @@ impl NoticeSender for EmailNotices {
             .as_ref()
             .filter(|links| {
                 links.public_url().is_some()
-                    && n.body.data.status == crate::pending_approval::ApprovalStatus::Pending
+                    && n.body.data.status
+                        == crate::domain::pending_approval::ApprovalStatus::Pending
             })
             .map(|links| links.url(&n.key, Some(&n.target)));
         self.sender

@@ -41,13 +41,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backoff::Backoff;
-use crate::links::LinkSigner;
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::spec::{SlackNotifySpec, Spec};
+use crate::domain::links::LinkSigner;
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::spec::{SlackNotifySpec, Spec};
+use crate::engine::tools::template::CallSecrets;
 use crate::store::{NotificationWrite, SharedNotifications, SharedStore};
-use crate::time::SharedClock;
-use crate::tools::template::CallSecrets;
+use crate::support::backoff::Backoff;
+use crate::support::time::SharedClock;
 
 pub use api::{SlackApi, SlackError};
 
@@ -96,7 +96,7 @@ impl SlackNotifier {
         spec: &Spec,
         store: SharedStore,
     ) -> Result<Option<Arc<SlackNotifier>>, SlackError> {
-        SlackNotifier::for_spec_with_clock(spec, store, crate::time::system())
+        SlackNotifier::for_spec_with_clock(spec, store, crate::support::time::system())
     }
 
     /// [`SlackNotifier::for_spec`] reading the time from `clock` (the
@@ -131,8 +131,8 @@ impl SlackNotifier {
         {
             let _ = (config, notifications, clock, links);
             Err(SlackError::Config(
-                crate::spec::MissingFeature {
-                    feature: crate::spec::Feature::HttpClient,
+                crate::domain::spec::MissingFeature {
+                    feature: crate::domain::spec::Feature::HttpClient,
                     at: "approvals.notify.slack".to_string(),
                 }
                 .to_string(),
@@ -140,7 +140,8 @@ impl SlackNotifier {
         }
         #[cfg(feature = "http-client")]
         {
-            let http = crate::tools::http::client().map_err(|e| SlackError::Config(e.message))?;
+            let http =
+                crate::engine::tools::http::client().map_err(|e| SlackError::Config(e.message))?;
             let api = SlackApi::new(http, &SlackApi::base_from_env());
             Ok(Some(Arc::new(SlackNotifier {
                 config,
@@ -349,7 +350,7 @@ impl SlackNotifier {
     /// The ledger of a gate with a roster, as the store holds it now; none
     /// for a plain gate (its message shows no votes). A read that fails
     /// shows none, logged: the message is still worth posting.
-    async fn ledger(&self, record: &ApprovalRecord) -> Vec<crate::policy::Vote> {
+    async fn ledger(&self, record: &ApprovalRecord) -> Vec<crate::domain::policy::Vote> {
         if record.roster.is_none() {
             return Vec::new();
         }
@@ -414,8 +415,8 @@ impl SlackNotifier {
     /// newest state, and a post is never made twice (the outbox sends an
     /// approval's notices one at a time, and where the message is is in
     /// the store). A reminder changes nothing the message shows.
-    pub async fn sync(&self, key: &str, event: crate::notices::NoticeEvent) -> Progress {
-        use crate::notices::NoticeEvent;
+    pub async fn sync(&self, key: &str, event: crate::domain::notices::NoticeEvent) -> Progress {
+        use crate::domain::notices::NoticeEvent;
         match event {
             NoticeEvent::Requested => self.announce(key).await,
             NoticeEvent::Voted => self.show_votes(key).await,
@@ -482,7 +483,8 @@ impl SlackNotifier {
         tracing::warn!(key = %key, error = %error, "cannot {what} the Slack message; its notice is retried");
         Progress::Failed {
             // Slack's answer is stored and served: redact what it may echo.
-            error: crate::secrets::known().text(&format!("cannot {what} the message: {error}")),
+            error: crate::support::secrets::known()
+                .text(&format!("cannot {what} the message: {error}")),
             transient: error.is_transient(),
             retry_after: error.retry_after(),
         }

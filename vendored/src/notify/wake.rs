@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Notify, broadcast, watch};
 
-use crate::events::{Event, EventKind};
+use crate::domain::events::{Event, EventKind};
 
 /// Whether an event of this kind may have written notices (see
 /// `notices::NoticeEvent::of`).
@@ -115,7 +115,7 @@ mod tests {
         let (stop_tx, stop) = watch::channel(false);
         let wake = Arc::new(Notify::new());
         let forwarding = tokio::spawn(on_events(rx, Arc::clone(&wake), stop));
-        let at = crate::time::now();
+        let at = crate::support::time::now();
         tx.send(Event {
             run_id: "r".into(),
             seq: 1,

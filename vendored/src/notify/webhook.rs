@@ -27,10 +27,10 @@ use chrono::{DateTime, Utc};
 #[cfg(feature = "http-client")]
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 
-use crate::notices::WebhookRoute;
+use crate::domain::notices::WebhookRoute;
+use crate::engine::tools::template::CallSecrets;
 use crate::notify::delivery::Attempt;
 use crate::support::hmac::HmacKey;
-use crate::tools::template::CallSecrets;
 
 /// What marks a Standard Webhooks signing secret; the key follows in base64.
 pub const SECRET_PREFIX: &str = "whsec_";
@@ -234,8 +234,8 @@ impl WebhookSender {
             // build of the server sharing this store lands here.
             let _ = (url, secret, body, now);
             Attempt::Misconfigured {
-                error: crate::spec::MissingFeature {
-                    feature: crate::spec::Feature::HttpClient,
+                error: crate::domain::spec::MissingFeature {
+                    feature: crate::domain::spec::Feature::HttpClient,
                     at: "approvals.notify.webhooks".to_string(),
                 }
                 .to_string(),
@@ -327,7 +327,7 @@ fn resolve(field: &str, written: &str, secrets: &mut CallSecrets) -> Result<Stri
 /// written straight into the spec, which may itself be a credential) only
 /// that it was written there.
 fn as_written(written: &str) -> String {
-    let names: Vec<String> = crate::secrets::references(written)
+    let names: Vec<String> = crate::support::secrets::references(written)
         .iter()
         .map(|r| format!("${{{}}}", r.name))
         .collect();
@@ -407,7 +407,7 @@ async fn outcome(response: reqwest::Response, now: DateTime<Utc>) -> Attempt {
 #[cfg(feature = "http-client")]
 fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?;
-    let wait = crate::backoff::retry_after(value, std::time::SystemTime::from(now))?;
+    let wait = crate::support::backoff::retry_after(value, std::time::SystemTime::from(now))?;
     Some(wait.min(MAX_RETRY_AFTER))
 }
 
@@ -429,7 +429,7 @@ async fn body_excerpt(mut response: reqwest::Response) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text,
     };
-    crate::secrets::known().text(&cut)
+    crate::support::secrets::known().text(&cut)
 }
 
 /// `text` on one line: control characters (newlines included) become

@@ -13,10 +13,10 @@
 //! tokens, Slack and links are configured outside the spec and may be
 //! meant to follow.
 
-use crate::links::{LINK_CALLER, LinkSigner};
-use crate::policy::{GatePolicy, Groups, LOCAL_DECIDER};
+use crate::domain::links::{LINK_CALLER, LinkSigner};
+use crate::domain::policy::{GatePolicy, Groups, LOCAL_DECIDER};
+use crate::domain::spec::Spec;
 use crate::server::http::auth::{ApiTokens, Scope};
-use crate::spec::Spec;
 
 /// What carries a decider's name to a decision on this server.
 pub(crate) struct Channels<'a> {
@@ -42,7 +42,7 @@ impl Channels<'_> {
         if name == LINK_CALLER {
             return self.links.is_some_and(LinkSigner::unbound);
         }
-        mails && self.links.is_some() && crate::notices::is_address(name)
+        mails && self.links.is_some() && crate::domain::notices::is_address(name)
     }
 }
 

@@ -74,7 +74,7 @@ mod tests {
     async fn stored(state: &AppState) -> usize {
         let query = PendingQuery {
             agent_id: None,
-            now: crate::time::now(),
+            now: crate::support::time::now(),
             limit: 100,
             cursor: None,
         };

@@ -32,7 +32,7 @@ pub use errors::statuses_by_code;
 pub use schema::Components;
 use schema::Schema;
 
-use crate::spec::Spec;
+use crate::domain::spec::Spec;
 
 /// The OpenAPI version written.
 pub const OPENAPI_VERSION: &str = "3.1.0";

@@ -26,7 +26,7 @@ pub(crate) use openapi::operations;
 
 /// Paths the API owns; a webhook path may not start with one of them. The
 /// list lives with the spec, whose validation refuses such a path first.
-pub(crate) use crate::spec::RESERVED_PATHS as RESERVED_PREFIXES;
+pub(crate) use crate::domain::spec::RESERVED_PATHS as RESERVED_PREFIXES;
 
 /// The API behind a full token: runs, approvals, notifications, specs,
 /// metrics.

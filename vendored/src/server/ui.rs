@@ -59,7 +59,7 @@ pub(crate) type SharedUi = Arc<Ui>;
 /// The inbox's routes, with their headers and shared state.
 pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let key = session::key_for(state);
-    let public_https = std::env::var(crate::links::PUBLIC_URL_ENV)
+    let public_https = std::env::var(crate::domain::links::PUBLIC_URL_ENV)
         .map(|url| url.trim().to_ascii_lowercase().starts_with("https://"))
         .unwrap_or(false);
     // Loaded (and checked) now rather than at the first request.

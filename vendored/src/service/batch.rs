@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::run::{DecisionOutcome, RunError};
+use crate::engine::run::{DecisionOutcome, RunError};
 use crate::service::ApiError;
 use crate::service::schema::response_type;
 

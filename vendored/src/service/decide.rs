@@ -10,8 +10,8 @@ use super::runs::{self as view, wait_for_run};
 use super::tasks::{Background, log_outcome};
 use super::views::DecisionView;
 use super::{ApiError, Services};
-use crate::run::{AgentRun, Ballot, DecisionOutcome, RunError};
-use crate::run_state::RunStatus;
+use crate::domain::run_state::RunStatus;
+use crate::engine::run::{AgentRun, Ballot, DecisionOutcome, RunError};
 
 /// A decision, answered: what it came to, and the run's resume when it won.
 pub(crate) struct Answered {

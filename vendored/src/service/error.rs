@@ -12,8 +12,8 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::pending_approval::ApprovalError;
-use crate::run::RunError;
+use crate::domain::pending_approval::ApprovalError;
+use crate::engine::run::RunError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,7 @@
 //! (`server/mcp`), so that an agent written in anything asks for an
 //! approval with the guarantees of a YAML gate.
 //!
-//! A request is stored by the runtime's gate API ([`crate::gate::Gate`])
+//! A request is stored by the runtime's gate API ([`crate::engine::gate::Gate`])
 //! as the served agent's approval ([`ListedWith::ServedAgent`]): it is
 //! listed in `/approvals`, the inbox and the CLI, posted to Slack, linked
 //! and mailed like any pause, decided through the same claim by whoever
@@ -25,10 +25,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::gate::{GateError, GateRequest, ListedWith};
-use crate::pending_approval::{ApprovalError, ApprovalOrigin, ApprovalRecord, ApprovalStatus};
-use crate::policy::RequestField;
-use crate::run::RunError;
+use crate::domain::pending_approval::{
+    ApprovalError, ApprovalOrigin, ApprovalRecord, ApprovalStatus,
+};
+use crate::domain::policy::RequestField;
+use crate::engine::gate::{GateError, GateRequest, ListedWith};
+use crate::engine::run::RunError;
 use crate::service::ApiError;
 use crate::service::schema::{request_type, response_type};
 use crate::service::{Caller, Scope, Services};
@@ -185,7 +187,7 @@ impl<'a> Gates<'a> {
                 allowed
                     .may_set(RequestField::Ttl, "ttl")
                     .map_err(ApiError::invalid)?;
-                crate::time::parse_duration(text).map_err(|e| {
+                crate::support::time::parse_duration(text).map_err(|e| {
                     ApiError::invalid(format!("ttl {text:?}: {e} (such as 30m, 4h, 2d)"))
                 })?
             }
@@ -211,7 +213,12 @@ impl<'a> Gates<'a> {
         let agent = spec.agent.clone();
         let request = GateRequest {
             key: idempotency_key.map(|k| {
-                crate::pending_approval::derived_key(&["gate-request", &agent, &self.caller.0, k])
+                crate::domain::pending_approval::derived_key(&[
+                    "gate-request",
+                    &agent,
+                    &self.caller.0,
+                    k,
+                ])
             }),
             agent,
             listed_with: ListedWith::ServedAgent,
@@ -434,7 +441,7 @@ fn requested_by(record: &ApprovalRecord) -> Option<&str> {
 /// same request with its payload's keys in another order is the same
 /// request.
 fn fingerprint(body: &NewGate) -> String {
-    digest_of(&crate::spec::canonical_text(&asked(body)))
+    digest_of(&crate::domain::spec::canonical_text(&asked(body)))
 }
 
 /// [`fingerprint`] as requests stored before it was canonical had it (the
@@ -469,7 +476,7 @@ fn asked(body: &NewGate) -> Value {
 fn digest_of(text: &str) -> String {
     format!(
         "sha256:{}",
-        crate::hex::encode(&Sha256::digest(text.as_bytes()))
+        crate::support::hex::encode(&Sha256::digest(text.as_bytes()))
     )
 }
 

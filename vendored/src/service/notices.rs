@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::notices::{NoticeChannel, NoticeEvent, NoticeStatus};
+use crate::domain::notices::{NoticeChannel, NoticeEvent, NoticeStatus};
 use crate::service::schema::response_type;
 use crate::store::{
     MAX_NOTICE_PAGE, NoticeQuery, Outbox, OutboxNotice, RetryNotices, StoreError, StoreResult,
@@ -111,7 +111,7 @@ pub(crate) struct NoticeRows {
 pub(crate) fn cursor_of(notice: &OutboxNotice) -> String {
     format!(
         "{}|{}",
-        crate::time::format_utc(notice.notice.created_at),
+        crate::support::time::format_utc(notice.notice.created_at),
         notice.notice.id
     )
 }
@@ -120,7 +120,7 @@ pub(crate) fn cursor_of(notice: &OutboxNotice) -> String {
 /// names one that is not a cursor of ours.
 pub(crate) fn parse_cursor(cursor: &str) -> Result<(DateTime<Utc>, String), StoreError> {
     match cursor.split_once('|') {
-        Some((at, id)) if !id.is_empty() => match crate::time::parse_utc(at) {
+        Some((at, id)) if !id.is_empty() => match crate::support::time::parse_utc(at) {
             Some(at) => Ok((at, id.to_string())),
             None => Err(StoreError::InvalidCursor(cursor.to_string())),
         },
@@ -220,8 +220,8 @@ mod tests {
 
     #[test]
     fn a_cursor_round_trips_and_a_foreign_one_is_refused() {
-        let at = crate::time::parse_utc("2026-12-01T09:08:00.123456Z").expect("time");
-        let text = format!("{}|abc", crate::time::format_utc(at));
+        let at = crate::support::time::parse_utc("2026-12-01T09:08:00.123456Z").expect("time");
+        let text = format!("{}|abc", crate::support::time::format_utc(at));
         assert_eq!(parse_cursor(&text).expect("ours"), (at, "abc".to_string()));
         for bad in ["", "abc", "not-a-time|abc", "2026-12-01T09:08:00Z|"] {
             assert!(

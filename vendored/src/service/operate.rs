@@ -6,8 +6,8 @@ use super::runs::{self as view, wait_for_run};
 use super::tasks;
 use super::views::{ApprovalView, CancelView, RunView};
 use super::{ApiError, Caller, Services};
-use crate::events::EventKind;
-use crate::run_state::RunStatus;
+use crate::domain::events::EventKind;
+use crate::domain::run_state::RunStatus;
 
 /// Cancel a run as `caller` (POST /runs/{id}/cancel and the runs page's
 /// cancel form share it).

@@ -3,7 +3,7 @@
 use super::Services;
 use super::error::ApiError;
 use super::views::RunView;
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::run_state::{RunRecord, RunStatus};
 
 /// This agent's run, or `run_not_found` (another agent's run sharing the
 /// store is not this server's).
@@ -63,7 +63,7 @@ pub(crate) const RUN_WAIT_LIMIT: std::time::Duration = crate::service::gates::MA
 /// dropped or the wait is over: only the wait ends.
 pub(crate) async fn wait_for_run(services: &Services, driving: impl std::future::Future) {
     let clock = services.agent.clock();
-    let deadline = crate::time::add(clock.now(), RUN_WAIT_LIMIT);
+    let deadline = crate::support::time::add(clock.now(), RUN_WAIT_LIMIT);
     tokio::select! {
         _ = driving => {}
         _ = clock.sleep_until(deadline) => {}

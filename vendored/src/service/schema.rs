@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::notices::{NoticeChannel, NoticeEvent, NoticeStatus};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
-use crate::run_state::RunStatus;
+use crate::domain::notices::{NoticeChannel, NoticeEvent, NoticeStatus};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::domain::run_state::RunStatus;
 
 /// The named schemas of a document (`components.schemas`), filled as
 /// types refer to one another.
@@ -114,8 +114,8 @@ impl Schema for Value {
     }
 }
 
-/// Any JSON value, kept as text (see [`crate::json_doc`]).
-impl Schema for crate::json_doc::JsonDoc {
+/// Any JSON value, kept as text (see [`crate::support::json_doc`]).
+impl Schema for crate::support::json_doc::JsonDoc {
     fn schema(_: &mut Components) -> Value {
         json!({})
     }

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::run::AgentRun;
-use crate::spec::{OnSpecChange, Spec, SpecHash};
+use crate::domain::spec::{OnSpecChange, Spec, SpecHash};
+use crate::engine::run::AgentRun;
 
 /// What approving a stale approval does under `policy`, for a log line.
 pub(crate) fn policy_effect(policy: OnSpecChange) -> &'static str {

@@ -6,7 +6,7 @@
 //! waits only for what it answers with, and shutdown waits for the tasks.
 //! Every run transition this process makes is logged here, once.
 
-use crate::json_doc::JsonDoc;
+use crate::support::json_doc::JsonDoc;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,8 +15,8 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::run::{AgentRun, RunError, RunOutcome};
-use crate::run_state::RunStatus;
+use crate::domain::run_state::RunStatus;
+use crate::engine::run::{AgentRun, RunError, RunOutcome};
 use crate::store::KeyClaim;
 
 /// Counts the tasks in flight so shutdown can wait for them.
@@ -174,14 +174,14 @@ pub(crate) async fn recover_periodically(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let lease = agent.lease();
-    let mut jitter = crate::backoff::Backoff::new(lease, lease);
+    let mut jitter = crate::support::backoff::Backoff::new(lease, lease);
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(crate::durable::next_recovery_in(lease, &mut jitter)) => {}
+            _ = tokio::time::sleep(crate::domain::durable::next_recovery_in(lease, &mut jitter)) => {}
             _ = shutdown.changed() => return,
         }
         // A full batch means more may be waiting: take them now.
-        while recover(&agent, &background).await == Some(crate::durable::RECOVER_BATCH) {}
+        while recover(&agent, &background).await == Some(crate::domain::durable::RECOVER_BATCH) {}
     }
 }
 
@@ -196,7 +196,7 @@ pub(crate) fn log_outcome(run_id: &str, outcome: &Result<RunOutcome, RunError>) 
                         key = %record.key,
                         step = %record.step_id,
                         phase = %record.phase.as_str(),
-                        expires_at = %crate::time::format_utc(record.expires_at),
+                        expires_at = %crate::support::time::format_utc(record.expires_at),
                         "run paused for approval"
                     );
                 }

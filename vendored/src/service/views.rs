@@ -18,10 +18,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
-use crate::links::LinkSigner;
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::run::{DecisionOutcome, VoteRecorded};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::links::LinkSigner;
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::engine::run::{DecisionOutcome, VoteRecorded};
 use crate::service::schema::response_type;
 use crate::service::votes::ListedLedgers;
 
@@ -220,7 +220,7 @@ impl ApprovalView {
         mut self,
         links: Option<&LinkSigner>,
         viewer: &str,
-        spec: &crate::spec::Spec,
+        spec: &crate::domain::spec::Spec,
     ) -> ApprovalView {
         let deciders = spec.deciders_of(&self.record);
         self.link = links
@@ -233,7 +233,7 @@ impl ApprovalView {
 impl ApprovalView {
     /// With the schema of its gate's form, when `spec` is the one it
     /// paused under and its gate has one.
-    pub fn with_form(mut self, spec: &crate::spec::Spec) -> ApprovalView {
+    pub fn with_form(mut self, spec: &crate::domain::spec::Spec) -> ApprovalView {
         self.form = (self.record.spec_hash == spec.hash.as_str())
             .then(|| spec.gate_policy(self.record.step_index))
             .flatten()
@@ -445,7 +445,7 @@ impl Trigger {
         // handled rather than assumed away.
         let mut value = serde_json::to_value(self)
             .map_err(|e| ApiError::Internal(format!("cannot encode the trigger: {e}")))?;
-        crate::pending_approval::scrub_trigger(&mut value);
+        crate::domain::pending_approval::scrub_trigger(&mut value);
         Ok(value)
     }
 }

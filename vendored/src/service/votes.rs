@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::pending_approval::ApprovalRecord;
-use crate::policy::{Tally, Vote};
+use crate::domain::pending_approval::ApprovalRecord;
+use crate::domain::policy::{Tally, Vote};
 use crate::service::schema::response_type;
 use crate::store::{StateStore, StoreResult};
 

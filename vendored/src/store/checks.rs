@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{Pause, RunTransition, StoreError, StoreResult};
-use crate::events::{Event, EventKind};
-use crate::run_state::{JournalEntry, RunRecord, RunStatus};
-use crate::spec_version::SpecVersion;
+use crate::domain::events::{Event, EventKind};
+use crate::domain::run_state::{JournalEntry, RunRecord, RunStatus};
+use crate::domain::spec_version::SpecVersion;
 
 /// The error of a fenced write that found the run held otherwise.
 pub(crate) fn not_owner(
@@ -71,9 +71,9 @@ pub(crate) fn journal_status(entry: &JournalEntry) -> &'static str {
 }
 
 /// Refuse a timestamp a store could not read back (see
-/// [`crate::time::is_storable`]), before any write.
+/// [`crate::support::time::is_storable`]), before any write.
 pub(crate) fn check_storable(what: &str, t: DateTime<Utc>) -> StoreResult<()> {
-    if crate::time::is_storable(t) {
+    if crate::support::time::is_storable(t) {
         Ok(())
     } else {
         Err(StoreError::OutOfRange(format!(
@@ -83,10 +83,10 @@ pub(crate) fn check_storable(what: &str, t: DateTime<Utc>) -> StoreResult<()> {
 }
 
 /// Refuse JSON text nested deeper than a store can read back (see
-/// [`crate::json_depth`]), before any write. A scan of the text, not a parse.
+/// [`crate::support::json_depth`]), before any write. A scan of the text, not a parse.
 pub(crate) fn check_json_text(what: &str, text: &str) -> StoreResult<()> {
-    let limit = crate::json_depth::READABLE_DEPTH;
-    if crate::json_depth::text_depth(text.as_bytes()) > limit {
+    let limit = crate::support::json_depth::READABLE_DEPTH;
+    if crate::support::json_depth::text_depth(text.as_bytes()) > limit {
         return Err(StoreError::TooDeep {
             what: what.to_string(),
             limit,
@@ -99,8 +99,8 @@ pub(crate) fn check_json_text(what: &str, text: &str) -> StoreResult<()> {
 /// json and jsonb parameters), without serialising it.
 #[cfg(feature = "postgres")]
 pub(crate) fn check_json_value(what: &str, value: &Value) -> StoreResult<()> {
-    let limit = crate::json_depth::READABLE_DEPTH;
-    if crate::json_depth::value_depth(value, limit) > limit {
+    let limit = crate::support::json_depth::READABLE_DEPTH;
+    if crate::support::json_depth::value_depth(value, limit) > limit {
         return Err(StoreError::TooDeep {
             what: what.to_string(),
             limit,

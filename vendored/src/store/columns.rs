@@ -12,11 +12,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalOrigin, ApprovalRecord, ApprovalStatus, Phase};
-use crate::policy::{Channel, Vote, VoteDecision};
-use crate::run_state::{RunRecord, RunStatus};
-use crate::spec_version::{LIVE_RUN_STATUSES, SpecVersion, SpecVersionUse};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalOrigin, ApprovalRecord, ApprovalStatus, Phase};
+use crate::domain::policy::{Channel, Vote, VoteDecision};
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::domain::spec_version::{LIVE_RUN_STATUSES, SpecVersion, SpecVersionUse};
 use crate::store::{StoreError, StoreResult};
 
 /// The columns of `tollgate_approvals`, in the order [`approval`] reads
@@ -62,8 +62,12 @@ pub(super) trait Columns {
     fn int(&self, idx: usize, column: &'static str) -> StoreResult<i64>;
     /// A JSON column decoded into `T`.
     fn json<T: DeserializeOwned>(&self, idx: usize, column: &'static str) -> StoreResult<T>;
-    /// A JSON column kept as text (a run's input: see [`crate::json_doc`]).
-    fn doc(&self, idx: usize, column: &'static str) -> StoreResult<crate::json_doc::JsonDoc>;
+    /// A JSON column kept as text (a run's input: see [`crate::support::json_doc`]).
+    fn doc(
+        &self,
+        idx: usize,
+        column: &'static str,
+    ) -> StoreResult<crate::support::json_doc::JsonDoc>;
     /// A nullable JSON column decoded into `T`, absent when NULL.
     fn json_opt<T: DeserializeOwned>(
         &self,
@@ -237,7 +241,7 @@ struct StoredEventRead {
 /// The event in `text`, and whether it is a `run_started` stored without
 /// its input (every one written since schema version 13 on SQLite, 14 on
 /// PostgreSQL; older rows hold the input). That event is read on its own:
-/// its input, when present, is kept as text ([`crate::json_doc`]), which
+/// its input, when present, is kept as text ([`crate::support::json_doc`]), which
 /// serde's buffering of a tagged enum cannot do.
 fn decode_event(text: &str) -> Result<(StoredEventRead, bool), serde_json::Error> {
     /// Only the event's type: the rest is skipped unparsed.
@@ -252,12 +256,12 @@ fn decode_event(text: &str) -> Result<(StoredEventRead, bool), serde_json::Error
         agent: String,
         spec_hash: String,
         #[serde(default, deserialize_with = "some_raw")]
-        input: Option<crate::json_doc::JsonDoc>,
+        input: Option<crate::support::json_doc::JsonDoc>,
     }
     fn some_raw<'de, D: serde::Deserializer<'de>>(
         d: D,
-    ) -> Result<Option<crate::json_doc::JsonDoc>, D::Error> {
-        crate::json_doc::raw(d).map(Some)
+    ) -> Result<Option<crate::support::json_doc::JsonDoc>, D::Error> {
+        crate::support::json_doc::raw(d).map(Some)
     }
     if serde_json::from_str::<TypeOnly<'_>>(text)?.kind == "run_started" {
         let started: RunStartedRead = serde_json::from_str(text)?;
@@ -310,7 +314,7 @@ pub(super) fn needs_run_input(read: &[EventRead]) -> bool {
 /// into each `run_started` event stored without it.
 pub(super) fn into_events(
     read: Vec<EventRead>,
-    input: Option<crate::json_doc::JsonDoc>,
+    input: Option<crate::support::json_doc::JsonDoc>,
 ) -> StoreResult<Vec<Event>> {
     read.into_iter()
         .map(|mut read| {
@@ -397,7 +401,7 @@ pub(super) const OUTBOX_COLUMNS: &str = "id, key, run_id, event, channel, target
 
 /// Decode [`OUTBOX_COLUMNS`].
 pub(super) fn outbox_notice(r: &impl Columns) -> StoreResult<crate::store::OutboxNotice> {
-    use crate::notices::{Notice, NoticeChannel, NoticeEvent, NoticeStatus};
+    use crate::domain::notices::{Notice, NoticeChannel, NoticeEvent, NoticeStatus};
     let attempts = r.int(8, "attempts")?;
     Ok(crate::store::OutboxNotice {
         notice: Notice {

@@ -3,8 +3,8 @@
 
 use thiserror::Error;
 
-use crate::pending_approval::ApprovalError;
-use crate::run_state::RunStatus;
+use crate::domain::pending_approval::ApprovalError;
+use crate::domain::run_state::RunStatus;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -77,7 +77,7 @@ pub enum StoreError {
     OutOfRange(String),
 
     /// JSON nested deeper than the store's JSON reader takes back
-    /// ([`crate::json_depth::READABLE_DEPTH`]): refused before anything is
+    /// ([`crate::support::json_depth::READABLE_DEPTH`]): refused before anything is
     /// written, so no row is ever unreadable.
     #[error(
         "cannot store {what}: it nests deeper than {limit} levels, the most a store can read back"

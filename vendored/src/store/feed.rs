@@ -1,6 +1,6 @@
 //! The change feed: how a store pushes approval changes made by any
 //! process (PostgreSQL LISTEN/NOTIFY). Defined by the store, consumed by
-//! [`crate::watch`]: the storage trait does not depend on its consumer.
+//! [`crate::store::watch`]: the storage trait does not depend on its consumer.
 
 use std::any::Any;
 
@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::pending_approval::ApprovalStatus;
+use crate::domain::pending_approval::ApprovalStatus;
 use crate::store::StoreResult;
 
 /// One change of one approval record.

@@ -1,5 +1,5 @@
 //! The outbox of notices (DESIGN §14), as a store keeps it: rows written
-//! by the change they tell of (see [`crate::notices`]), and what the
+//! by the change they tell of (see [`crate::domain::notices`]), and what the
 //! delivery workers and operators do with them.
 //!
 //! A worker takes due notices with a lease (one conditional write per
@@ -18,9 +18,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::StoreResult;
-use crate::events::Event;
-use crate::notices::{Notice, NoticeChannel, NoticeRoutes, NoticeStatus};
-use crate::pending_approval::ApprovalRecord;
+use crate::domain::events::Event;
+use crate::domain::notices::{Notice, NoticeChannel, NoticeRoutes, NoticeStatus};
+use crate::domain::pending_approval::ApprovalRecord;
 
 /// The notices `event` calls for on `record` to `routes`, each with a
 /// fresh id: what every store writes in the change's transaction.
@@ -29,7 +29,7 @@ pub(crate) fn notices_of(
     routes: &NoticeRoutes,
     event: &Event,
 ) -> Vec<Notice> {
-    crate::notices::notices_for(record, routes, event, &mut new_notice_id)
+    crate::domain::notices::notices_for(record, routes, event, &mut new_notice_id)
 }
 
 /// A fresh notice id: a UUID v7, so ids grow with time. The id is the

@@ -8,7 +8,7 @@ use super::{
     ApprovalPage, ApprovalQuery, PendingPage, PendingQuery, StoreError, StoreResult, UnreadableRow,
     expired_as_of,
 };
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
 
 /// [`ApprovalQuery`] taken apart into what a store's query needs: which
 /// stored rows each status asks for, and the text check a store applies to
@@ -119,7 +119,7 @@ impl<'a> ApprovalPager<'a> {
         let after = match query.cursor.as_deref() {
             Some(text) => {
                 let (at, key) = cursor::decode(text)?;
-                let at = crate::time::parse_utc(&at)
+                let at = crate::support::time::parse_utc(&at)
                     .ok_or_else(|| StoreError::InvalidCursor(text.to_string()))?;
                 Some((at, key))
             }
@@ -400,12 +400,12 @@ pub(crate) mod cursor {
     use super::StoreError;
 
     pub fn encode(created_at: DateTime<Utc>, key: &str) -> String {
-        format!("{}|{}", crate::time::format_utc(created_at), key)
+        format!("{}|{}", crate::support::time::format_utc(created_at), key)
     }
 
     pub fn decode(cursor: &str) -> Result<(String, String), StoreError> {
         match cursor.split_once('|') {
-            Some((at, key)) if crate::time::parse_utc(at).is_some() && !key.is_empty() => {
+            Some((at, key)) if crate::support::time::parse_utc(at).is_some() && !key.is_empty() => {
                 Ok((at.to_string(), key.to_string()))
             }
             _ => Err(StoreError::InvalidCursor(cursor.to_string())),
@@ -416,15 +416,15 @@ pub(crate) mod cursor {
 #[cfg(test)]
 mod listing_tests {
     use super::*;
-    use crate::pending_approval::sample_record;
+    use crate::domain::pending_approval::sample_record;
 
     #[test]
     fn a_cursor_round_trips_its_time_and_key() {
-        let at = crate::time::parse_utc("2026-03-01T09:00:00.123456Z").expect("time");
+        let at = crate::support::time::parse_utc("2026-03-01T09:00:00.123456Z").expect("time");
         let text = cursor::encode(at, "key|with|bars");
         assert_eq!(text, "2026-03-01T09:00:00.123456Z|key|with|bars");
         let (time, key) = cursor::decode(&text).expect("decode");
-        assert_eq!(crate::time::parse_utc(&time), Some(at));
+        assert_eq!(crate::support::time::parse_utc(&time), Some(at));
         // The time never holds a bar: the first one ends it, the key keeps
         // the rest.
         assert_eq!(key, "key|with|bars");
@@ -452,13 +452,13 @@ mod listing_tests {
     #[test]
     fn a_page_of_wide_records_stops_at_its_byte_budget_with_at_least_one() {
         let wide = |key: &str, bytes: usize| {
-            let mut record = crate::pending_approval::sample_record(key, "run");
+            let mut record = crate::domain::pending_approval::sample_record(key, "run");
             record.input = serde_json::json!({ "text": "x".repeat(bytes) }).into();
             record
         };
         let query = PendingQuery {
             agent_id: None,
-            now: crate::time::now(),
+            now: crate::support::time::now(),
             limit: 50,
             cursor: None,
         };
@@ -521,7 +521,7 @@ mod listing_tests {
             statuses,
             step_id: None,
             text: None,
-            now: crate::time::now(),
+            now: crate::support::time::now(),
             limit: 10,
             cursor: None,
             ..Default::default()

@@ -17,7 +17,7 @@
 //!   transaction: votes of one key are counted one at a time, in the order
 //!   of the lock, and a claim, a cancel or a move of the key waits for it.
 //! - **Push.** Every pause, decision and expiry also sends `NOTIFY
-//!   tollgate_approvals` in its transaction; [`crate::watch`] listens on one
+//!   tollgate_approvals` in its transaction; [`crate::store::watch`] listens on one
 //!   dedicated connection (outside the pool) and re-checks what it waits for
 //!   after every reconnect, so a decision made while it was disconnected is
 //!   not missed.
@@ -75,11 +75,11 @@ use super::{
     WRITE_PROBE_KEY, check_cast, check_claim_end, check_lease_end, check_pause, check_spec_version,
     check_started, report_skipped, row_limit,
 };
-use crate::events::Event;
-use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
-use crate::policy::Vote;
-use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
-use crate::spec_version::{SpecVersion, SpecVersionUse};
+use crate::domain::events::Event;
+use crate::domain::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::domain::policy::Vote;
+use crate::domain::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
 
 /// Connections in the pool when `TOLLGATE_DB_POOL_SIZE` is not set.
 pub const DEFAULT_POOL_SIZE: usize = 5;
@@ -108,7 +108,11 @@ impl PostgresOptions {
     /// set to a positive number.
     pub fn from_env() -> StoreResult<PostgresOptions> {
         Ok(PostgresOptions {
-            pool_size: pool_size(std::env::var(crate::env::DB_POOL_SIZE).ok().as_deref())?,
+            pool_size: pool_size(
+                std::env::var(crate::support::env::DB_POOL_SIZE)
+                    .ok()
+                    .as_deref(),
+            )?,
             ..PostgresOptions::default()
         })
     }
@@ -125,7 +129,7 @@ fn pool_size(var: Option<&str>) -> StoreResult<usize> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| StoreError::InvalidLocation {
-            location: crate::env::DB_POOL_SIZE.into(),
+            location: crate::support::env::DB_POOL_SIZE.into(),
             reason: format!("{text:?} is not a positive number of connections"),
         })
 }

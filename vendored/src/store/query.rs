@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{SpecFilter, StoreError};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::run_state::{RunRecord, RunStatus};
 
 /// Which pending approvals to list.
 #[derive(Debug, Clone)]
@@ -171,10 +171,10 @@ pub struct StuckClaim {
 
 /// The expiry rule at read time: PENDING past `expires_at` is EXPIRED.
 pub fn expired_as_of(mut record: ApprovalRecord, now: DateTime<Utc>) -> ApprovalRecord {
-    if record.status == crate::pending_approval::ApprovalStatus::Pending
+    if record.status == crate::domain::pending_approval::ApprovalStatus::Pending
         && record.is_expired_at(now)
     {
-        record.status = crate::pending_approval::ApprovalStatus::Expired;
+        record.status = crate::domain::pending_approval::ApprovalStatus::Expired;
     }
     record
 }

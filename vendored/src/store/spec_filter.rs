@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use thiserror::Error;
 
 use super::{SpecVersions, StoreError};
-use crate::pending_approval::ApprovalRecord;
+use crate::domain::pending_approval::ApprovalRecord;
 
 /// The shortest hash prefix a listing accepts: 8 hex characters tell
 /// apart any versions one agent will have.
@@ -203,7 +203,7 @@ mod tests {
             SpecSelector::parse("A1B2C3D4").unwrap().filter("x"),
             SpecFilter::Prefix("a1b2c3d4".into())
         );
-        let mut paused = crate::pending_approval::sample_record("k", "r");
+        let mut paused = crate::domain::pending_approval::sample_record("k", "r");
         paused.spec_hash = HASH.into();
         assert!(SpecFilter::Prefix("a1b2c3d4".into()).matches(&paused));
         assert!(!SpecFilter::Prefix("a1b2c3d5".into()).matches(&paused));
@@ -211,9 +211,9 @@ mod tests {
 
     #[test]
     fn a_gate_request_is_on_no_version() {
-        let mut request = crate::pending_approval::sample_record("k", "r");
+        let mut request = crate::domain::pending_approval::sample_record("k", "r");
         request.spec_hash = String::new();
-        request.origin = crate::pending_approval::ApprovalOrigin::Request {
+        request.origin = crate::domain::pending_approval::ApprovalOrigin::Request {
             requested_by: Some("bot".into()),
             fingerprint: None,
         };
@@ -245,11 +245,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_prefix_names_one_stored_version_or_is_refused_as_ambiguous() {
-        use crate::spec_version::SpecVersion;
+        use crate::domain::spec_version::SpecVersion;
         use crate::store::{MemoryStore, SpecVersions};
 
         let store = MemoryStore::new();
-        let now = crate::time::now();
+        let now = crate::support::time::now();
         let version = |hash: &str, agent: &str| SpecVersion {
             hash: hash.into(),
             agent_id: agent.into(),

@@ -95,12 +95,12 @@ use super::{
     WriterStats, check_cast, check_claim_end, check_lease_end, check_pause, check_spec_version,
     check_started, report_skipped, row_limit,
 };
-use crate::events::Event;
-use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
-use crate::policy::Vote;
-use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
-use crate::spec_version::{SpecVersion, SpecVersionUse};
-use crate::time::format_utc;
+use crate::domain::events::Event;
+use crate::domain::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::domain::policy::Vote;
+use crate::domain::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
+use crate::support::time::format_utc;
 
 /// How hard SQLite works to make a commit survive power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -259,8 +259,10 @@ impl SqliteStore {
         // and the first WAL recovery are not covered by it): try again, with
         // jittered waits, for as long as the busy timeout allows.
         let started = std::time::Instant::now();
-        let mut backoff =
-            crate::backoff::Backoff::new(Duration::from_millis(5), Duration::from_millis(200));
+        let mut backoff = crate::support::backoff::Backoff::new(
+            Duration::from_millis(5),
+            Duration::from_millis(200),
+        );
         let opened = loop {
             match open_once() {
                 Err(e) if e.is_busy() && started.elapsed() < options.busy_timeout => {
@@ -439,7 +441,7 @@ impl SqliteStore {
     async fn probe_write(&self) -> StoreResult<()> {
         // Bookkeeping, not a decision: the probe row is deleted in the same
         // transaction, so its time is never read (no clock needed).
-        let now = format_utc(crate::time::now());
+        let now = format_utc(crate::support::time::now());
         self.write("probing the store with a write", move |conn| {
             conn.execute(
                 "INSERT INTO tollgate_claims (key, owner, expires_at) VALUES (?1, 'probe', ?2) \

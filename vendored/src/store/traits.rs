@@ -14,11 +14,11 @@ use super::{
     Nudged, Outbox, Pause, PendingPage, PendingQuery, RunEnd, RunQuery, RunTransition, RunsPage,
     SharedNotifications, StoreResult, StuckClaim, VoteOutcome, expired_as_of, feed,
 };
-use crate::events::Event;
-use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
-use crate::policy::Vote;
-use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
-use crate::spec_version::{SpecVersion, SpecVersionUse};
+use crate::domain::events::Event;
+use crate::domain::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::domain::policy::Vote;
+use crate::domain::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
 
 /// The run log: what a run's driver writes (creation, events, journal,
 /// pauses, ends, leases) and the little it reads back for itself (its
@@ -78,7 +78,7 @@ pub trait RunLog: Send + Sync + 'static {
 
     /// The owners of `agent_id`'s `running` runs whose lease still holds
     /// at `now`, each once: the candidates for a same-host take-over of a
-    /// dead owner's runs ([`crate::durable::owner`]). The default lists
+    /// dead owner's runs ([`crate::domain::durable::owner`]). The default lists
     /// none, and those runs wait for their lease.
     async fn leased_owners(&self, agent_id: &str, now: DateTime<Utc>) -> StoreResult<Vec<String>> {
         let _ = (agent_id, now);
@@ -136,7 +136,7 @@ pub trait Approvals: Send + Sync + 'static {
     /// approve/modify, the same spec hash) -> decided. On success the run is
     /// set back to `running` and an `approval_resolved` event is appended, in
     /// the same transaction. Exactly one caller in any process wins; the
-    /// others get [`ApprovalError`](crate::pending_approval::ApprovalError) explaining why.
+    /// others get [`ApprovalError`](crate::domain::pending_approval::ApprovalError) explaining why.
     async fn claim(&self, claim: &Claim) -> StoreResult<Claimed>;
 
     async fn get_approval(&self, key: &str) -> StoreResult<Option<ApprovalRecord>>;
@@ -169,7 +169,7 @@ pub trait Approvals: Send + Sync + 'static {
     /// Overdue PENDING records whose gate settles by an `on_timeout`
     /// other than `expire` (which [`Approvals::expire_due`] leaves alone),
     /// earliest deadline first, at most `limit`: what a timeout claim
-    /// ([`Claim::timeout`](crate::pending_approval::Claim::timeout))
+    /// ([`Claim::timeout`](crate::domain::pending_approval::Claim::timeout))
     /// settles.
     async fn due_timeouts(
         &self,
@@ -178,7 +178,7 @@ pub trait Approvals: Send + Sync + 'static {
     ) -> StoreResult<Vec<ApprovalRecord>>;
 
     /// Do the reminders and escalations due at `now` of up to `limit`
-    /// unexpired PENDING records (see [`crate::policy::Roster::take_due`]):
+    /// unexpired PENDING records (see [`crate::domain::policy::Roster::take_due`]):
     /// per record, one write of its roster and next due time, conditional
     /// on what was read, with an event per nudge. At most once across
     /// processes: returns only what this call did.
@@ -196,7 +196,7 @@ pub trait Approvals: Send + Sync + 'static {
     /// with its run (see [`ApprovalMove`]): one conditional write that a
     /// claim of the same key races, so exactly one of them goes first. A
     /// record in any other state is an
-    /// [`ApprovalError`](crate::pending_approval::ApprovalError) saying why
+    /// [`ApprovalError`](crate::domain::pending_approval::ApprovalError) saying why
     /// (not found, expired, decided, or on another version now).
     async fn move_approval(&self, to_move: &ApprovalMove) -> StoreResult<Moved>;
 
@@ -232,13 +232,13 @@ pub trait Votes: Send + Sync + 'static {
     ///
     /// 1. The record must be PENDING and unexpired, and on the claim's spec
     ///    for approve and modify; otherwise the claim's explanation
-    ///    ([`ApprovalError::explain_failed_claim`](crate::pending_approval::ApprovalError::explain_failed_claim)).
+    ///    ([`ApprovalError::explain_failed_claim`](crate::domain::pending_approval::ApprovalError::explain_failed_claim)).
     /// 2. The choice's `payload_digest` must be the record's
     ///    ([`ApprovalRecord::payload_digest`]); otherwise
     ///    `ApprovalError::PayloadChanged`.
     /// 3. A plain gate (no roster): the vote is appended to the ledger
     ///    (rule `None`) and the claim written: `Settled`, no vote event.
-    /// 4. A gate with a roster: [`Roster::cast`](crate::policy::Roster::cast)
+    /// 4. A gate with a roster: [`Roster::cast`](crate::domain::policy::Roster::cast)
     ///    over the ledger decides (a refusal is its error, nothing
     ///    written). A modify marks every earlier vote superseded and
     ///    stores the cast's roster. The vote is appended with its rule and

@@ -7,9 +7,9 @@
 use serde_json::Value;
 
 use super::{CastVote, Claimed, StoreResult, VoteOutcome};
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
-use crate::policy::{Cast, Channel, Roster, Vote, VoteDecision, payload_digest};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
+use crate::domain::policy::{Cast, Channel, Roster, Vote, VoteDecision, payload_digest};
 
 /// What every store refuses before a cast's transaction: a vote time it
 /// could not read back.

@@ -41,10 +41,10 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
-use crate::backoff::Backoff;
-use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
+use crate::domain::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus};
 use crate::store::{SharedStore, StoreErrorKind, StoreResult};
-use crate::time::SharedClock;
+use crate::support::backoff::Backoff;
+use crate::support::time::SharedClock;
 // The change-feed types live with the store that implements them; they are
 // named here too, where watchers have always found them.
 pub use crate::store::feed::{ApprovalChange, ChangeFeed, FeedConnection, FeedItem};
@@ -124,7 +124,7 @@ struct Shared {
 }
 
 /// When a waiter's re-read fails for a reason that may pass (the database
-/// restarting), it retries with jittered backoff (`crate::backoff`) whose
+/// restarting), it retries with jittered backoff (`crate::support::backoff`) whose
 /// ceiling doubles from the first to the second delay.
 const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
@@ -159,7 +159,7 @@ impl ApprovalWatcher {
                 shared,
                 task: task.abort_handle(),
             }),
-            clock: crate::time::system(),
+            clock: crate::support::time::system(),
         }
     }
 

@@ -4,11 +4,11 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalRecord, Claim};
-use crate::policy::{BallotVote, VoteChoice};
-pub use crate::run_state::RunEnd;
-use crate::run_state::{Lease, RunStatus};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalRecord, Claim};
+use crate::domain::policy::{BallotVote, VoteChoice};
+pub use crate::domain::run_state::RunEnd;
+use crate::domain::run_state::{Lease, RunStatus};
 
 /// The outcome of a successful claim.
 #[derive(Debug, Clone)]
@@ -52,8 +52,8 @@ pub enum VoteOutcome {
     /// Recorded; the gate is still open. `event` is the `approval_vote`
     /// event appended to the run.
     Recorded {
-        vote: crate::policy::Vote,
-        tally: crate::policy::Tally,
+        vote: crate::domain::policy::Vote,
+        tally: crate::domain::policy::Tally,
         event: Event,
     },
     /// The vote settled the gate: the claim was written with it. On a
@@ -61,7 +61,7 @@ pub enum VoteOutcome {
     /// first (`vote_event`); a plain gate's single decision is its
     /// `approval_resolved` alone.
     Settled {
-        vote: crate::policy::Vote,
+        vote: crate::domain::policy::Vote,
         vote_event: Option<Event>,
         claimed: Box<Claimed>,
     },
@@ -108,12 +108,12 @@ pub struct Pause {
     pub owner: Option<String>,
     /// Where the gate's notices go, stored with the record: every later
     /// change to it writes its notices to these (DESIGN §14).
-    pub routes: crate::notices::NoticeRoutes,
+    pub routes: crate::domain::notices::NoticeRoutes,
 }
 
 impl Pause {
     /// The pause's own notices (`approval.requested`), written with it.
-    pub fn notices(&self) -> Vec<crate::notices::Notice> {
+    pub fn notices(&self) -> Vec<crate::domain::notices::Notice> {
         let event = Event {
             run_id: self.record.run_id.clone(),
             seq: 0,

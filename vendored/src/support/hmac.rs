@@ -67,7 +67,7 @@ mod tests {
     fn matches_rfc_4231_whatever_the_split_into_parts() {
         let key = HmacKey::new(b"Jefe");
         let whole = key.sign(&[b"what do ya want for nothing?"]);
-        assert_eq!(crate::hex::encode(&whole), RFC_4231_2);
+        assert_eq!(crate::support::hex::encode(&whole), RFC_4231_2);
         let split = key.sign(&[b"what do ya", b" want ", b"", b"for nothing?"]);
         assert_eq!(split, whole);
     }

@@ -146,7 +146,7 @@ impl From<&Value> for JsonDoc {
 }
 
 /// For a field of a request body: `#[serde(deserialize_with =
-/// "crate::json_doc::raw")]` reads it as text, with no tree, when the body
+/// "crate::support::json_doc::raw")]` reads it as text, with no tree, when the body
 /// is parsed by serde_json from its bytes.
 pub fn raw<'de, D: Deserializer<'de>>(deserializer: D) -> Result<JsonDoc, D::Error> {
     Box::<RawValue>::deserialize(deserializer)

@@ -60,7 +60,7 @@ impl fmt::Display for KeyError {
 /// Check `text` for duplicate keys and too many keys. Text that is not
 /// JSON passes (`Ok`): the parse that follows reports what is wrong with
 /// it, in its own words. Nesting is not limited here: measure it with
-/// [`crate::json_depth::text_depth`] first (serde_json's own recursion
+/// [`crate::support::json_depth::text_depth`] first (serde_json's own recursion
 /// limit still applies).
 pub fn check_keys(text: &[u8]) -> Result<(), KeyError> {
     let walk = Walk {

@@ -63,7 +63,7 @@ pub fn check(
         return Err(WebhookSignatureError::Missing);
     };
     if let Some(hex) = header.strip_prefix("sha256=") {
-        let claimed = crate::hex::decode(hex).ok_or(WebhookSignatureError::Malformed)?;
+        let claimed = crate::support::hex::decode(hex).ok_or(WebhookSignatureError::Malformed)?;
         return if HmacKey::new(secret).verify(&[body], &claimed) {
             Ok(Verified::Plain)
         } else {
@@ -86,8 +86,10 @@ pub fn check(
                 timestamp = Some((value.trim(), t));
             }
             "t" => return Err(WebhookSignatureError::Malformed),
-            "v1" => claimed
-                .push(crate::hex::decode(value.trim()).ok_or(WebhookSignatureError::Malformed)?),
+            "v1" => claimed.push(
+                crate::support::hex::decode(value.trim())
+                    .ok_or(WebhookSignatureError::Malformed)?,
+            ),
             // Other schemes (v0, a future v2) are ignored, as in Stripe's.
             _ => {}
         }
@@ -107,7 +109,7 @@ pub fn check(
             digest.update(part);
         }
         Ok(Verified::Timestamped {
-            replay_key: crate::hex::encode(&digest.finalize()),
+            replay_key: crate::support::hex::encode(&digest.finalize()),
         })
     } else {
         Err(WebhookSignatureError::Mismatch)
@@ -117,11 +119,17 @@ pub fn check(
 /// True when `header` is a valid plain (`sha256=`) signature of `body`, or
 /// a timestamped one within the window of the current time.
 pub fn verify(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
-    check(secret, body, header, crate::time::now().timestamp()).is_ok()
+    check(
+        secret,
+        body,
+        header,
+        crate::support::time::now().timestamp(),
+    )
+    .is_ok()
 }
 
 fn hmac_hex(secret: &[u8], parts: &[&[u8]]) -> String {
-    crate::hex::encode(&HmacKey::new(secret).sign(parts))
+    crate::support::hex::encode(&HmacKey::new(secret).sign(parts))
 }
 
 /// The plain header value a sender computes (for clients and tests).

@@ -23,7 +23,7 @@ pub enum ApprovalOrigin {
     /// pinned or migrated, and its decision ends its own run.
     Request {
         /// The caller that asked for it (through a server); `None` for a
-        /// program's own request ([`crate::gate::Gate::request`]).
+        /// program's own request ([`crate::engine::gate::Gate::request`]).
         requested_by: Option<String>,
         /// The digest of what was asked (everything but the idempotency
         /// key), by which a retry with the same idempotency key is told
@@ -96,7 +96,7 @@ struct RecordRef<'a> {
     message: &'a Option<String>,
     payload: &'a Value,
     outputs: &'a Map<String, Value>,
-    input: &'a crate::json_doc::JsonDoc,
+    input: &'a crate::support::json_doc::JsonDoc,
     trigger: &'a Value,
     status: ApprovalStatus,
     decision_data: &'a Option<Value>,
@@ -105,7 +105,7 @@ struct RecordRef<'a> {
     created_at: &'a chrono::DateTime<chrono::Utc>,
     expires_at: &'a chrono::DateTime<chrono::Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    roster: &'a Option<crate::policy::Roster>,
+    roster: &'a Option<crate::domain::policy::Roster>,
     origin: OriginWire,
 }
 
@@ -163,7 +163,7 @@ struct RecordOwned {
     message: Option<String>,
     payload: Value,
     outputs: Map<String, Value>,
-    input: crate::json_doc::JsonDoc,
+    input: crate::support::json_doc::JsonDoc,
     trigger: Value,
     status: ApprovalStatus,
     decision_data: Option<Value>,
@@ -172,7 +172,7 @@ struct RecordOwned {
     created_at: chrono::DateTime<chrono::Utc>,
     expires_at: chrono::DateTime<chrono::Utc>,
     #[serde(default)]
-    roster: Option<crate::policy::Roster>,
+    roster: Option<crate::domain::policy::Roster>,
     /// Absent in a record written before origins: a pause when it has a
     /// spec hash, else a request.
     #[serde(default)]
@@ -230,7 +230,7 @@ mod tests {
     use serde_json::json;
 
     fn request() -> ApprovalRecord {
-        let mut record = crate::pending_approval::sample_record("k", "r");
+        let mut record = crate::domain::pending_approval::sample_record("k", "r");
         record.spec_hash = String::new();
         record.trigger = json!({"kind": "gate", "requested_by": "bot", "fingerprint": "f1"});
         record.origin = ApprovalOrigin::request_from_trigger(&record.trigger);
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_pause_names_its_spec_hash_and_step() {
-        let record = crate::pending_approval::sample_record("k", "r");
+        let record = crate::domain::pending_approval::sample_record("k", "r");
         let wire = serde_json::to_value(&record).unwrap();
         assert_eq!(wire["spec_hash"], json!("a".repeat(64)));
         assert_eq!(
@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn a_pause_without_a_spec_hash_is_refused() {
         let mut wire =
-            serde_json::to_value(crate::pending_approval::sample_record("k", "r")).unwrap();
+            serde_json::to_value(crate::domain::pending_approval::sample_record("k", "r")).unwrap();
         wire["spec_hash"] = Value::Null;
         let error = serde_json::from_value::<ApprovalRecord>(wire).unwrap_err();
         assert!(error.to_string().contains("needs its spec_hash"), "{error}");

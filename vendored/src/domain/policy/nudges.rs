@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{GatePolicy, Groups, Roster, Unsatisfiable};
-use crate::events::EventKind;
+use crate::domain::events::EventKind;
 
 /// One thing a waiting gate does at a given time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +54,7 @@ pub fn schedule(
     for &percent in &policy.remind {
         let after = ttl.mul_f64(f64::from(percent) / 100.0);
         nudges.push(Nudge {
-            at: crate::time::add(created_at, after),
+            at: crate::support::time::add(created_at, after),
             kind: NudgeKind::Remind { percent },
         });
     }
@@ -74,7 +74,7 @@ pub fn schedule(
             }
         }
         nudges.push(Nudge {
-            at: crate::time::add(created_at, escalation.after),
+            at: crate::support::time::add(created_at, escalation.after),
             kind: NudgeKind::Escalate {
                 groups: escalation.add.clone(),
                 members,

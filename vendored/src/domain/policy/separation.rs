@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use crate::pending_approval::ApprovalRecord;
+use crate::domain::pending_approval::ApprovalRecord;
 
 /// Who decides at a server without API tokens: exempt from separation of
 /// duties (there is nobody else to decide). A token may not take this name.

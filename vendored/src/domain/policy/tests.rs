@@ -45,7 +45,7 @@ fn ballot(voter: &str, decision: VoteDecision) -> BallotVote {
             channel: Channel::Api,
             payload_digest: payload_digest(&json!({})),
         },
-        at: crate::time::now(),
+        at: crate::support::time::now(),
     }
 }
 
@@ -310,8 +310,10 @@ fn a_plain_gate_counts_no_votes_and_bars_its_requesters_by_default() {
 mod timers {
     use chrono::{DateTime, TimeDelta, Utc};
 
-    use crate::pending_approval::Decision;
-    use crate::policy::{Escalation, GatePolicy, Groups, NudgeKind, OnTimeout, Roster, schedule};
+    use crate::domain::pending_approval::Decision;
+    use crate::domain::policy::{
+        Escalation, GatePolicy, Groups, NudgeKind, OnTimeout, Roster, schedule,
+    };
 
     fn at(hours: i64) -> DateTime<Utc> {
         DateTime::UNIX_EPOCH + TimeDelta::hours(hours)

@@ -22,8 +22,8 @@ use super::{
     ApprovalStep, GateStep, Guardrail, ModelConfig, ModelStep, OnSpecChange, Spec, Step, StepKind,
     ToolSpec,
 };
-use crate::pending_approval::Phase;
-use crate::policy::GatePolicy;
+use crate::domain::pending_approval::Phase;
+use crate::domain::policy::GatePolicy;
 
 crate::named_enum! {
     /// What differs in a step, in the terms of a gate.

@@ -7,7 +7,7 @@
 //! after a person approved it.
 
 use super::{Spec, StepKind};
-use crate::policy::GatePolicy;
+use crate::domain::policy::GatePolicy;
 
 /// An optional part of the runtime, by its cargo feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 
 use super::{Spec, Step, StepKind};
-use crate::env;
-use crate::policy::{GatePolicy, Groups, Roster};
+use crate::domain::policy::{GatePolicy, Groups, Roster};
+use crate::support::env;
 
 /// Why the groups in force cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,7 +15,7 @@ impl SpecHash {
         // never held whole in memory.
         let mut hasher = Sha256::new();
         write_canonical(document, &mut |bytes: &[u8]| hasher.update(bytes));
-        SpecHash(crate::hex::encode(&hasher.finalize()))
+        SpecHash(crate::support::hex::encode(&hasher.finalize()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -101,7 +101,7 @@ mod tests {
         let document = json!({"b": [1, "x\u{0}"], "a": {"z": null, "y": 2.5}});
         let text = canonical_text(&document);
         assert_eq!(text, r#"{"a":{"y":2.5,"z":null},"b":[1,"x\u0000"]}"#);
-        let digest = crate::hex::encode(&Sha256::digest(text.as_bytes()));
+        let digest = crate::support::hex::encode(&Sha256::digest(text.as_bytes()));
         assert_eq!(SpecHash::of_document(&document).as_str(), digest);
     }
 

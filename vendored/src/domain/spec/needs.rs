@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::Spec;
-use crate::secrets;
+use crate::support::secrets;
 
 /// A variable the spec cannot run without, and the first place (a path
 /// into the document, such as `steps[2].call.headers.Authorization`) that

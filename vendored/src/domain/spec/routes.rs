@@ -3,7 +3,7 @@
 //! and stored with the pause, values as written.
 
 use super::Spec;
-use crate::notices::{EmailRoute, NoticeRoutes, WebhookRoute};
+use crate::domain::notices::{EmailRoute, NoticeRoutes, WebhookRoute};
 
 impl Spec {
     /// The routes of the spec's `approvals.notify` alone: where the
@@ -56,7 +56,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::notices::NoticeEvent;
+    use crate::domain::notices::NoticeEvent;
 
     /// A spec whose `approvals.notify` has a webhook, mail and Slack, and
     /// one gate of each kind: `plain` inherits, `quiet` turns webhooks and

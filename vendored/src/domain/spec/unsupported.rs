@@ -11,7 +11,7 @@
 
 use super::marked::{Pos, Seg, Tree};
 use super::{Spec, SpecError, SpecErrorKind, StepKind};
-use crate::policy::{GatePolicy, OnTimeout};
+use crate::domain::policy::{GatePolicy, OnTimeout};
 
 /// The settings of one gate that it would not honour, each with the key it
 /// is written under and why the spec is refused. `step_gate` says whether

@@ -12,7 +12,7 @@ use super::convert::DEFAULT_CONFIDENCE;
 use super::marked::{Node, Pos, Seg, Tree};
 use super::schema::{Holds, Schema};
 use super::{ModelOutput, Spec, SpecError, SpecErrorKind, StepKind, ToolSpec};
-use crate::expr;
+use crate::domain::expr;
 
 /// Names every template can read.
 const BASE_ROOTS: &[&str] = &["input", "trigger", "steps", "run"];
@@ -319,7 +319,7 @@ fn malformed_secret_reference(text: &str) -> Option<String> {
         };
         let inner = &inner_and_more[..close];
         let name = inner.split_once(":-").map_or(inner, |(n, _)| n);
-        if !crate::secrets::is_valid_name(name) {
+        if !crate::support::secrets::is_valid_name(name) {
             return Some(format!(
                 "malformed secret reference \"${{{inner}}}\": a name starts with a letter or '_' followed by letters, digits or '_' (write $${{ for a literal \"${{\")"
             ));

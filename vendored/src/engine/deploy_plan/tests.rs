@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::run::AgentRun;
-use crate::spec::{Change, TopLevel};
+use crate::domain::spec::{Change, TopLevel};
+use crate::engine::run::AgentRun;
 use crate::store::{SharedStore, SqliteOptions};
 
 /// Four `if` gates, each taken when `input.gate` names it, so one run
@@ -93,7 +93,7 @@ async fn each_pause_is_classified_and_refused_under_refuse() {
     let store = memory();
     paused_at(&store, &["check", "confirm", "review", "sign_off"]).await;
     let new = v2("refuse");
-    let plan = plan_deploy(&*store, &new, crate::time::now())
+    let plan = plan_deploy(&*store, &new, crate::support::time::now())
         .await
         .unwrap();
 
@@ -159,7 +159,7 @@ async fn each_pause_is_classified_and_refused_under_refuse() {
 async fn pin_keeps_every_pause_on_its_version_and_names_what_it_needs() {
     let store = memory();
     paused_at(&store, &["check", "confirm", "review"]).await;
-    let plan = plan_deploy(&*store, &v2("pin"), crate::time::now())
+    let plan = plan_deploy(&*store, &v2("pin"), crate::support::time::now())
         .await
         .unwrap();
     assert!(
@@ -179,7 +179,7 @@ async fn pin_keeps_every_pause_on_its_version_and_names_what_it_needs() {
 async fn auto_moves_an_unchanged_gate_and_pins_the_others() {
     let store = memory();
     paused_at(&store, &["check", "confirm", "sign_off"]).await;
-    let plan = plan_deploy(&*store, &v2("auto"), crate::time::now())
+    let plan = plan_deploy(&*store, &v2("auto"), crate::support::time::now())
         .await
         .unwrap();
     assert_eq!(by_step(&plan, "check").outcome, Outcome::MovesToNew);
@@ -197,14 +197,14 @@ async fn auto_moves_an_unchanged_gate_and_pins_the_others() {
 async fn the_deployed_version_itself_is_current_and_another_agent_has_nothing() {
     let store = memory();
     paused_at(&store, &["confirm", "review"]).await;
-    let plan = plan_deploy(&*store, &v1(), crate::time::now())
+    let plan = plan_deploy(&*store, &v1(), crate::support::time::now())
         .await
         .unwrap();
     assert_eq!((plan.summary.pending, plan.summary.current), (2, 2));
     assert!(plan.approvals.is_empty() && plan.versions.is_empty());
 
     let other = Spec::parse(&V1.replace("agent: desk", "agent: other"), "o.yaml").unwrap();
-    let plan = plan_deploy(&*store, &other, crate::time::now())
+    let plan = plan_deploy(&*store, &other, crate::support::time::now())
         .await
         .unwrap();
     assert_eq!(plan.stored_versions, 0);
@@ -219,7 +219,7 @@ async fn a_version_the_store_does_not_hold_strands_its_pinned_pauses() {
     let [record] = paused_at(&store, &["confirm"]).await.try_into().unwrap();
     // A run of a version that was never stored (an older tollgate), running.
     let unknown = "ab".repeat(32);
-    let now = crate::time::now();
+    let now = crate::support::time::now();
     let run = RunRecord {
         id: "r-unknown".into(),
         agent_id: "desk".into(),
@@ -277,7 +277,7 @@ async fn live_runs_on_an_older_version_are_counted_with_what_happens_to_them() {
     let store = memory();
     let agent = AgentRun::new(v1(), store.clone());
     agent.record_spec().await.unwrap();
-    let now = crate::time::now();
+    let now = crate::support::time::now();
     for (id, status) in [
         ("r-stuck", RunStatus::Stuck),
         ("r-running", RunStatus::Running),

@@ -9,12 +9,12 @@ use super::decide::{Ballot, DecisionRequest, Ruling, decide_approval};
 use super::drive::Stop;
 use super::outcome::{DecisionOutcome, Resumption};
 use super::{AgentRun, RunError, RunOutcome, claims_key, journaled};
-use crate::events::Event;
-use crate::pending_approval::{
+use crate::domain::events::Event;
+use crate::domain::pending_approval::{
     ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision, Phase, RunFinish,
 };
-use crate::policy::Channel;
-use crate::spec::StepKind;
+use crate::domain::policy::Channel;
+use crate::domain::spec::StepKind;
 use crate::store::{Claimed, RunEnd};
 
 /// A run's end worked out before its decision's claim (see
@@ -66,7 +66,8 @@ impl AgentRun {
     fn count_claim(&self, claimed: &Result<DecisionOutcome, RunError>) {
         match claimed {
             Ok(won) if won.won() => {
-                if let Some(outcome) = crate::metrics::ApprovalEnd::of(won.record().status) {
+                if let Some(outcome) = crate::engine::metrics::ApprovalEnd::of(won.record().status)
+                {
                     self.metrics.decided(outcome, 1);
                 }
             }
@@ -226,12 +227,12 @@ impl AgentRun {
     }
 }
 
-/// How a decision ends a gate request's run (`crate::gate::Requests`),
+/// How a decision ends a gate request's run (`crate::engine::gate::Requests`),
 /// written by its claim: a served agent decides gate requests made through
 /// its server (`POST /gates`, MCP) as it decides its own pauses, and the
 /// request's run ends with the decision.
 pub(super) fn gate_request_finish(record: &ApprovalRecord, claim: &Claim) -> PlannedFinish {
-    let finish = crate::gate::Requests::finish(record, claim);
+    let finish = crate::engine::gate::Requests::finish(record, claim);
     let decided = record.decided_by_claim(claim);
     let outcome = RunOutcome {
         run_id: finish.end.run_id.clone(),

@@ -9,11 +9,11 @@
 use chrono::{DateTime, Utc};
 
 use super::outcome::VoteRecorded;
-use crate::events::Event;
-use crate::pending_approval::{
+use crate::domain::events::Event;
+use crate::domain::pending_approval::{
     AfterClaim, ApprovalError, ApprovalRecord, ApprovalStatus, Claim, Decision,
 };
-use crate::policy::{Channel, VoteChoice, VoteDecision};
+use crate::domain::policy::{Channel, VoteChoice, VoteDecision};
 use crate::store::{CastVote, Claimed, StateStore, StoreError, VoteOutcome};
 
 /// What differs between deciders: their own checks, and what the claim's
@@ -396,7 +396,7 @@ async fn repeated_vote<P, E: From<StoreError> + From<ApprovalError>>(
 fn no_form(key: &str) -> ApprovalError {
     ApprovalError::InvalidInput {
         key: key.into(),
-        errors: vec![crate::form::InputError {
+        errors: vec![crate::domain::form::InputError {
             path: String::new(),
             message: "this gate has no form: it takes no input".into(),
         }],
@@ -409,7 +409,7 @@ fn no_form(key: &str) -> ApprovalError {
 /// without a form, and a reject, take none.
 pub(crate) fn approver_input(
     key: &str,
-    form: Option<&crate::form::Form>,
+    form: Option<&crate::domain::form::Form>,
     decision: &Decision,
     given: Option<serde_json::Value>,
 ) -> Result<Option<serde_json::Value>, ApprovalError> {
@@ -418,7 +418,7 @@ pub(crate) fn approver_input(
             None => Ok(None),
             Some(_) => Err(ApprovalError::InvalidInput {
                 key: key.into(),
-                errors: vec![crate::form::InputError {
+                errors: vec![crate::domain::form::InputError {
                     path: String::new(),
                     message: "a reject takes no input: give a reason instead".into(),
                 }],
@@ -444,7 +444,7 @@ mod input_tests {
     use serde_json::json;
 
     use super::*;
-    use crate::form::Form;
+    use crate::domain::form::Form;
 
     fn form() -> Form {
         Form::parse(&json!({"type": "object", "properties": {

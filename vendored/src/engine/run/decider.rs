@@ -6,8 +6,10 @@
 use super::claim::{PlannedFinish, gate_request_finish};
 use super::decide::{Decider, approver_input};
 use super::{AgentRun, RunError};
-use crate::pending_approval::{AfterClaim, ApprovalError, ApprovalRecord, Claim, Decision, Phase};
-use crate::spec::StepKind;
+use crate::domain::pending_approval::{
+    AfterClaim, ApprovalError, ApprovalRecord, Claim, Decision, Phase,
+};
+use crate::domain::spec::StepKind;
 
 impl AgentRun {
     /// Who may decide `record`: on a gate with rules, its groups as
@@ -26,7 +28,7 @@ impl AgentRun {
             // The store checks membership and requesters with the votes:
             // its refusal names the groups, or who asked.
             Some(roster) if !roster.rules.is_empty() => Ok(()),
-            _ if !crate::links::is_decider_of(record, deciders.approvers, decided_by) => {
+            _ if !crate::domain::links::is_decider_of(record, deciders.approvers, decided_by) => {
                 Err(ApprovalError::Forbidden {
                     key: record.key.clone(),
                     decided_by: decided_by.into(),
@@ -35,7 +37,7 @@ impl AgentRun {
             // Separation of duties, before the claim: a plain gate's
             // requesters are in its trigger, which never changes, and a
             // roster's are checked again by the store with the vote.
-            _ if crate::policy::barred_as_requester(
+            _ if crate::domain::policy::barred_as_requester(
                 record,
                 deciders.allow_self_approval,
                 decided_by,
@@ -44,7 +46,7 @@ impl AgentRun {
                 Err(ApprovalError::SelfApproval {
                     key: record.key.clone(),
                     voter: decided_by.into(),
-                    asked_by: crate::policy::requesters_of(record),
+                    asked_by: crate::domain::policy::requesters_of(record),
                 })
             }
             _ => Ok(()),
@@ -52,7 +54,7 @@ impl AgentRun {
     }
 
     /// This process has every variable the spec's steps need (see
-    /// [`crate::spec::Spec::missing_secrets_to_run`]); else the decision on
+    /// [`crate::domain::spec::Spec::missing_secrets_to_run`]); else the decision on
     /// `key` is refused as `spec_unavailable`, naming each.
     fn check_runnable(&self, key: &str) -> Result<(), RunError> {
         let missing = self
@@ -149,7 +151,7 @@ impl Decider for AgentRun {
 
     fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
         if record.is_gate_request() {
-            return Ok(crate::gate::Requests::check(record, decision)?);
+            return Ok(crate::engine::gate::Requests::check(record, decision)?);
         }
         // An approve or modify is checked against the spec the run resumes
         // on, which must be the one it paused under (its steps are what the
@@ -182,7 +184,7 @@ impl Decider for AgentRun {
         // `spec_changed`); a reject, allowed under any spec, takes no
         // input either way.
         if record.is_gate_request() {
-            return crate::gate::Requests::input(record, decision, given);
+            return crate::engine::gate::Requests::input(record, decision, given);
         }
         let same_spec = record.spec_hash == self.spec.hash.as_str();
         if !same_spec && decision.requires_same_spec() {

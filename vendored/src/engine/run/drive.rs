@@ -7,12 +7,12 @@ use serde_json::Value;
 
 use super::event_log::EventLog;
 use super::{AgentRun, OnCrash, RunError, RunOutcome, claims_key, journaled};
-use crate::events::EventKind;
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
-use crate::run_state::RunStatus;
-use crate::spec::StepKind;
+use crate::domain::events::EventKind;
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::domain::run_state::RunStatus;
+use crate::domain::spec::StepKind;
+use crate::engine::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
 use crate::store::StoreError;
-use crate::workflow::{self, GateRequest, RunContext, StepEnv, StepFailure, StepOutcome};
 
 /// Where the step loop stopped, before anything about it is written.
 pub(super) enum Stop {
@@ -148,7 +148,7 @@ impl AgentRun {
     async fn run_step(
         &self,
         ctx: &RunContext,
-        step: &crate::spec::Step,
+        step: &crate::domain::spec::Step,
         index: usize,
         decision: Option<ApprovalRecord>,
         log: &mut EventLog,
@@ -229,7 +229,7 @@ impl AgentRun {
     async fn step_completed(
         &self,
         ctx: &mut RunContext,
-        step: &crate::spec::Step,
+        step: &crate::domain::spec::Step,
         index: usize,
         output: Value,
         log: &mut EventLog,
@@ -254,7 +254,7 @@ impl AgentRun {
     fn store_failed(
         &self,
         ctx: &RunContext,
-        step: &crate::spec::Step,
+        step: &crate::domain::spec::Step,
         e: StoreError,
         log: &mut EventLog,
     ) -> Stop {
@@ -270,13 +270,13 @@ impl AgentRun {
     }
 
     /// A tool step whose every call pauses first (`approval: required`).
-    fn gated(&self, step: &crate::spec::Step) -> bool {
+    fn gated(&self, step: &crate::domain::spec::Step) -> bool {
         matches!(&step.kind, StepKind::Tool { tool, .. }
             if self.spec.tools.get(tool).is_some_and(|t| t.approval_required))
     }
 
     /// What to do with `step` found in flight after a crash.
-    fn on_crash(&self, step: &crate::spec::Step) -> OnCrash {
+    fn on_crash(&self, step: &crate::domain::spec::Step) -> OnCrash {
         match &step.kind {
             // Claiming a dedupe key again is safe: see `drive`.
             StepKind::Dedupe(_) => OnCrash::Retry,
@@ -284,18 +284,19 @@ impl AgentRun {
                 .spec
                 .tools
                 .get(tool)
-                .map_or(OnCrash::Stuck, crate::spec::ToolSpec::on_crash),
+                .map_or(OnCrash::Stuck, crate::domain::spec::ToolSpec::on_crash),
             StepKind::Model(model) => model.on_crash(),
             _ => OnCrash::Retry,
         }
     }
 
     /// Release the dedupe key `step` claims, if this run holds it.
-    async fn release_dedupe_key_of(&self, step: &crate::spec::Step, ctx: &RunContext) {
+    async fn release_dedupe_key_of(&self, step: &crate::domain::spec::Step, ctx: &RunContext) {
         let StepKind::Dedupe(dedupe) = &step.kind else {
             return;
         };
-        let Ok(key) = crate::expr::evaluate_to_string(&dedupe.key, &ctx.expr_context()) else {
+        let Ok(key) = crate::domain::expr::evaluate_to_string(&dedupe.key, &ctx.expr_context())
+        else {
             return;
         };
         let claim_key = workflow::dedupe_claim_key(&self.spec.agent, &key);
@@ -330,7 +331,7 @@ impl AgentRun {
 /// never running it again.
 fn replay_journaled(
     ctx: &mut RunContext,
-    step: &crate::spec::Step,
+    step: &crate::domain::spec::Step,
     index: usize,
     log: &mut EventLog,
 ) {
@@ -346,7 +347,7 @@ fn replay_journaled(
 
 /// End the run `stuck` at `step`, which was in flight when its process
 /// stopped and must not be repeated without an operator.
-fn stuck(ctx: &RunContext, step: &crate::spec::Step, log: &mut EventLog) -> Stop {
+fn stuck(ctx: &RunContext, step: &crate::domain::spec::Step, log: &mut EventLog) -> Stop {
     let reason = format!(
         "step {:?} was in flight when its process stopped, and its on_crash is stuck: \
          it may or may not have taken effect. Check the downstream, then `runs retry` \

@@ -9,13 +9,13 @@ use serde_json::Value;
 use super::event_log::EventLog;
 use super::outage::{self, Outage, Probe};
 use super::{AgentRun, RunError, RunOutcome};
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{self, ApprovalRecord, ApprovalStatus};
-use crate::policy::{Roster, requesters_from_trigger};
-use crate::run_state::{JournalEntry, RunRecord, RunStatus};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{self, ApprovalRecord, ApprovalStatus};
+use crate::domain::policy::{Roster, requesters_from_trigger};
+use crate::domain::run_state::{JournalEntry, RunRecord, RunStatus};
+use crate::engine::workflow::{GateRequest, RunContext};
 use crate::store::{FirstWrite, Pause, RunEnd, StoreError};
-use crate::time::Clock;
-use crate::workflow::{GateRequest, RunContext};
+use crate::support::time::Clock;
 
 impl AgentRun {
     /// Store the run's progress and the journal entry of `step`'s start
@@ -25,7 +25,7 @@ impl AgentRun {
     /// end (see [`AgentRun::write_point`]).
     pub(super) async fn flush(
         &self,
-        step: &crate::spec::Step,
+        step: &crate::domain::spec::Step,
         index: usize,
         log: &mut EventLog,
     ) -> Result<Option<RunOutcome>, RunError> {
@@ -129,7 +129,7 @@ impl AgentRun {
     /// made (see [`AgentRun::write_point`]).
     pub(super) async fn journal_completed(
         &self,
-        step: &crate::spec::Step,
+        step: &crate::domain::spec::Step,
         index: usize,
         output: &Value,
         log: &mut EventLog,
@@ -315,7 +315,7 @@ impl AgentRun {
 
     /// The roster of a pause at step `index` (DESIGN §13), when its gate
     /// counts votes or has timing to keep (see
-    /// [`crate::policy::GatePolicy::stores_roster`]): the rules with their groups' members in force (the
+    /// [`crate::domain::policy::GatePolicy::stores_roster`]): the rules with their groups' members in force (the
     /// spec's, or `TOLLGATE_GROUP_<NAME>`'s), and the requesters who may
     /// not vote. An error says why the gate can never be decided.
     /// Its reminders and escalations are timed from `created_at` to
@@ -336,7 +336,7 @@ impl AgentRun {
             .map_err(|e| e.to_string())?;
         let mut roster = Roster::resolve(policy, &groups, requesters_from_trigger(&ctx.trigger))
             .map_err(|e| e.message)?;
-        roster.nudges = crate::policy::schedule(policy, &groups, created_at, expires_at)
+        roster.nudges = crate::domain::policy::schedule(policy, &groups, created_at, expires_at)
             .map_err(|e| e.message)?;
         Ok(Some(roster))
     }
@@ -357,7 +357,8 @@ impl AgentRun {
         // rule the members cannot meet fails the run, naming it: the
         // quorum is never lowered.
         // Never a row that no store could read back.
-        let expires_at = crate::time::checked_add(now, gate.ttl).map_err(|e| e.to_string());
+        let expires_at =
+            crate::support::time::checked_add(now, gate.ttl).map_err(|e| e.to_string());
         let roster = expires_at
             .clone()
             .and_then(|expires_at| self.roster_for(&ctx, index, now, expires_at));

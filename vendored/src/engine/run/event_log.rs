@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use super::outage::{LeaseWatch, Renewer};
-use crate::events::{Event, EventKind};
-use crate::run_state::{JournalEntry, RunRecord};
-use crate::time::SharedClock;
+use crate::domain::events::{Event, EventKind};
+use crate::domain::run_state::{JournalEntry, RunRecord};
+use crate::support::time::SharedClock;
 
 /// Events of one run: numbered, buffered until the next durable write, and
 /// broadcast to live listeners only once stored, so a listener never sees an

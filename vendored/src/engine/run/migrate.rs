@@ -12,9 +12,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{AgentRun, RunError};
-use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, ApprovalStatus, Phase};
-use crate::spec::{Classification, Spec, classify_pause, diff};
-use crate::workflow::{RunContext, render_pause};
+use crate::domain::pending_approval::{
+    ApprovalError, ApprovalMove, ApprovalRecord, ApprovalStatus, Phase,
+};
+use crate::domain::spec::{Classification, Spec, classify_pause, diff};
+use crate::engine::workflow::{RunContext, render_pause};
 
 /// Which pending approvals to move.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +106,10 @@ impl AgentRun {
     /// result.
     pub async fn migrate(&self, request: &MigrateRequest) -> Result<MigrateReport, RunError> {
         // An operator's action, checked like a decision.
-        if !crate::links::may_decide(self.serving.approvals.approvers.as_deref(), &request.by) {
+        if !crate::domain::links::may_decide(
+            self.serving.approvals.approvers.as_deref(),
+            &request.by,
+        ) {
             return Err(RunError::MigrateForbidden {
                 by: request.by.clone(),
             });

@@ -7,10 +7,10 @@ use chrono::{DateTime, Utc};
 use super::decide::Ballot;
 use super::outcome::DecisionOutcome;
 use super::{AgentRun, RunError, RunOutcome};
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalRecord, Decision};
-use crate::policy::{Channel, OnTimeout};
-use crate::run_state::{OwnedRun, RunRecord, RunStatus};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalError, ApprovalRecord, Decision};
+use crate::domain::policy::{Channel, OnTimeout};
+use crate::domain::run_state::{OwnedRun, RunRecord, RunStatus};
 use crate::store::{CancelRun, Cancelled, Nudged, RunTransition, StoreError};
 
 impl AgentRun {
@@ -66,7 +66,7 @@ impl AgentRun {
             .await?;
         let ended = u64::from(cancelled.approval.is_some());
         self.metrics
-            .decided(crate::metrics::ApprovalEnd::Cancelled, ended);
+            .decided(crate::engine::metrics::ApprovalEnd::Cancelled, ended);
         let _ = self.events.send(cancelled.event.clone());
         Ok(cancelled)
     }
@@ -75,8 +75,10 @@ impl AgentRun {
     /// across processes). Returns what this call expired.
     pub async fn sweep_expired(&self) -> Result<Vec<ApprovalRecord>, RunError> {
         let expired = self.store.expire_due(self.clock.now()).await?;
-        self.metrics
-            .decided(crate::metrics::ApprovalEnd::Expired, expired.len() as u64);
+        self.metrics.decided(
+            crate::engine::metrics::ApprovalEnd::Expired,
+            expired.len() as u64,
+        );
         Ok(expired)
     }
 
@@ -95,9 +97,9 @@ impl AgentRun {
         loop {
             let due = self
                 .store
-                .due_timeouts(self.clock.now(), crate::durable::RECOVER_BATCH)
+                .due_timeouts(self.clock.now(), crate::domain::durable::RECOVER_BATCH)
                 .await?;
-            let full = due.len() >= crate::durable::RECOVER_BATCH;
+            let full = due.len() >= crate::domain::durable::RECOVER_BATCH;
             let mut progressed = false;
             for record in due.iter().filter(|r| r.agent_id == self.spec.agent) {
                 if let Some(claimed) = self.settle_timeout(record).await? {
@@ -118,7 +120,7 @@ impl AgentRun {
         record: &ApprovalRecord,
     ) -> Result<Option<DecisionOutcome>, RunError> {
         let action = record.on_timeout();
-        let deadline = crate::time::format_utc(record.expires_at);
+        let deadline = crate::support::time::format_utc(record.expires_at);
         let reason = format!("no decision by {deadline}: on_timeout: {action}");
         let Some(decision) = action.decision(reason) else {
             return Ok(None);
@@ -168,9 +170,9 @@ impl AgentRun {
         loop {
             let batch = self
                 .store
-                .nudge_due(self.clock.now(), crate::durable::RECOVER_BATCH)
+                .nudge_due(self.clock.now(), crate::domain::durable::RECOVER_BATCH)
                 .await?;
-            let full = batch.len() >= crate::durable::RECOVER_BATCH;
+            let full = batch.len() >= crate::domain::durable::RECOVER_BATCH;
             for nudged in &batch {
                 if nudged.record.agent_id == self.spec.agent {
                     for event in &nudged.events {
@@ -191,7 +193,7 @@ impl AgentRun {
     /// write, so each orphan has one winner across every process sharing
     /// the store. Resume each with [`AgentRun::resume_recovered`].
     pub async fn claim_orphans(&self) -> Result<Vec<OwnedRun>, RunError> {
-        let batch = crate::durable::RECOVER_BATCH;
+        let batch = crate::domain::durable::RECOVER_BATCH;
         let lease = self.new_lease();
         let now = self.clock.now();
         let agent = &self.spec.agent;
@@ -203,8 +205,8 @@ impl AgentRun {
         // host: those runs need not wait for the lease to run out.
         let one_kernel = self.store.one_kernel();
         for owner in self.store.leased_owners(agent, now).await? {
-            let crate::durable::owner::Liveness::Dead(why) =
-                crate::durable::owner_liveness(&owner, one_kernel)
+            let crate::domain::durable::owner::Liveness::Dead(why) =
+                crate::domain::durable::owner_liveness(&owner, one_kernel)
             else {
                 continue;
             };
@@ -233,7 +235,7 @@ impl AgentRun {
     /// that completed, and handling a step found in flight by its
     /// `on_crash`. Emits `run_recovered`.
     pub async fn resume_recovered(&self, owned: OwnedRun) -> Result<RunOutcome, RunError> {
-        let by = crate::durable::node_id().to_string();
+        let by = crate::domain::durable::node_id().to_string();
         self.redrive(owned, Some(by), false).await
     }
 
@@ -426,7 +428,7 @@ impl OperatorFail {
                  if you mean to undo that, with `runs retry --force` (HTTP: \
                  {{\"force\": true}})",
                 self.by,
-                crate::time::format_utc(self.at),
+                crate::support::time::format_utc(self.at),
                 self.reason
             ),
         }

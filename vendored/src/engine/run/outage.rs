@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::backoff::Backoff;
-use crate::events::Event;
-use crate::run_state::{JournalEntry, Lease};
+use crate::domain::events::Event;
+use crate::domain::run_state::{JournalEntry, Lease};
 use crate::store::{SharedStore, StoreResult};
-use crate::time::SharedClock;
+use crate::support::backoff::Backoff;
+use crate::support::time::SharedClock;
 
 /// The longest a driver waits for the store to take one write, whatever
 /// its lease says.
@@ -180,7 +180,7 @@ impl Outage<'_> {
         match self.watch.get() {
             Some(until) => {
                 let margin = self.lease / 6;
-                crate::time::add(self.clock.now(), margin) < until
+                crate::support::time::add(self.clock.now(), margin) < until
             }
             None => since.elapsed() < self.lease,
         }
@@ -241,10 +241,10 @@ pub(super) fn renew(
     let watch = watch.clone();
     Renewer(tokio::spawn(async move {
         loop {
-            tokio::time::sleep(crate::durable::renew_every(lease)).await;
+            tokio::time::sleep(crate::domain::durable::renew_every(lease)).await;
             let renewal = Lease {
-                owner: crate::durable::node_id().to_string(),
-                until: crate::time::add(clock.now(), lease),
+                owner: crate::domain::durable::node_id().to_string(),
+                until: crate::support::time::add(clock.now(), lease),
             };
             match store.renew_lease(&run_id, &renewal).await {
                 Ok(true) => watch.set(Some(renewal.until)),

@@ -12,14 +12,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
-use crate::run::{AgentRun, RunError};
-use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
-use crate::spec::{Spec, ToolSpec};
-use crate::spec_version::{SpecVersion, SpecVersionUse};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::domain::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::domain::spec::{Spec, ToolSpec};
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
+use crate::engine::run::{AgentRun, RunError};
+use crate::engine::tools::{CallContext, ModelRequest, ToolError, ToolInvoker};
 use crate::store::*;
-use crate::tools::{CallContext, ModelRequest, ToolError, ToolInvoker};
 
 /// A memory store whose operations fail on demand, as a store that is
 /// down or full answers: [`StoreError::Unavailable`].
@@ -191,7 +191,7 @@ impl Votes for Flaky {
         self.after("cast_vote", answer)
     }
 
-    async fn votes(&self, key: &str) -> StoreResult<Vec<crate::policy::Vote>> {
+    async fn votes(&self, key: &str) -> StoreResult<Vec<crate::domain::policy::Vote>> {
         self.before("votes")?;
         let answer = self.inner.votes(key).await;
         self.after("votes", answer)
@@ -394,7 +394,10 @@ impl Outbox for Flaky {
         self.inner.get_notice(id).await
     }
 
-    async fn routes_of(&self, key: &str) -> StoreResult<Option<crate::notices::NoticeRoutes>> {
+    async fn routes_of(
+        &self,
+        key: &str,
+    ) -> StoreResult<Option<crate::domain::notices::NoticeRoutes>> {
         self.inner.routes_of(key).await
     }
 
@@ -510,8 +513,8 @@ async fn the_spec_version_is_stored_once_before_the_first_run_and_retried_after_
     let once = crate::store::KeyClaim {
         key: "tick:outage:1".into(),
         owner: "scheduler".into(),
-        now: crate::time::now(),
-        expires_at: crate::time::add(crate::time::now(), Duration::from_secs(60)),
+        now: crate::support::time::now(),
+        expires_at: crate::support::time::add(crate::support::time::now(), Duration::from_secs(60)),
     };
     let ticked = agent.create_once(json!({}), json!({}), &once).await;
     assert!(ticked.expect("create once").is_some());
@@ -529,7 +532,7 @@ async fn the_spec_version_is_stored_once_before_the_first_run_and_retried_after_
     assert_eq!(stored.source, SPEC);
     let listed = store
         .inner
-        .list_spec_versions(Some("outage"), crate::time::now())
+        .list_spec_versions(Some("outage"), crate::support::time::now())
         .await
         .expect("list");
     assert_eq!(listed.len(), 1);
@@ -568,7 +571,7 @@ async fn every_driver_write_refused_a_few_times_goes_through_once_the_store_answ
     let done = agent
         .resume_by_key(
             &key,
-            crate::pending_approval::Decision::Approve { reason: None },
+            crate::domain::pending_approval::Decision::Approve { reason: None },
             "alice",
         )
         .await
@@ -654,7 +657,7 @@ async fn a_retry_never_revives_a_run_failed_while_it_was_reading() {
             step: "ship".into(),
             reason: "in flight at a crash".into(),
         },
-        at: crate::time::now(),
+        at: crate::support::time::now(),
         if_last_seq: Some(last(&events)),
     };
     store.inner.transition_run(&stuck).await.expect("stuck");
@@ -671,7 +674,7 @@ async fn a_retry_never_revives_a_run_failed_while_it_was_reading() {
             by: Some("bob".into()),
             reason: Some("racing".into()),
         },
-        at: crate::time::now(),
+        at: crate::support::time::now(),
         if_last_seq: Some(last(&events)),
     };
     *store.after_get_run.lock().unwrap() = Some(fail);

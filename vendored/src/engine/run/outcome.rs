@@ -3,8 +3,8 @@
 //! the CLI, a gate's own timeout), matched by each of them.
 
 use super::{AgentRun, RunOutcome};
-use crate::pending_approval::ApprovalRecord;
-use crate::policy::{Tally, Vote};
+use crate::domain::pending_approval::ApprovalRecord;
+use crate::domain::policy::{Tally, Vote};
 
 /// What one decision came to. Exactly one decision per key wins its
 /// claim ([`Resumes`](DecisionOutcome::Resumes) or

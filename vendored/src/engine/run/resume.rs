@@ -5,11 +5,11 @@
 use super::event_log::EventLog;
 use super::outcome::DecisionOutcome;
 use super::{AgentRun, RunError, RunOutcome, fresh_context};
-use crate::events::EventKind;
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Decision};
-use crate::run_state::{OwnedRun, RunStatus};
+use crate::domain::events::EventKind;
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus, Decision};
+use crate::domain::run_state::{OwnedRun, RunStatus};
+use crate::engine::workflow::RunContext;
 use crate::store::StoreError;
-use crate::workflow::RunContext;
 
 impl AgentRun {
     /// Decide a pending approval by its key and resume the run in this
@@ -116,10 +116,12 @@ impl AgentRun {
         let mut log = EventLog::new(&record.run_id, next_seq, self.events.clone(), &self.clock);
         // The pause stored these as the run's outputs; the claim kept them.
         log.stored_outputs = record.outputs.clone();
-        log.owner = Some(crate::durable::node_id().to_string());
+        log.owner = Some(crate::domain::durable::node_id().to_string());
         // The claim took a lease from about now (see `Decider::plan`).
-        log.lease
-            .set(Some(crate::time::add(self.clock.now(), self.lease)));
+        log.lease.set(Some(crate::support::time::add(
+            self.clock.now(),
+            self.lease,
+        )));
         let ctx = RunContext {
             run_id: record.run_id.clone(),
             agent: record.agent_id.clone(),
@@ -197,7 +199,7 @@ impl AgentRun {
         let OwnedRun { run, next_seq } = owned;
         let journal = self.store.run_journal(&run.id).await?;
         let mut log = EventLog::new(&run.id, next_seq, self.events.clone(), &self.clock);
-        log.owner = Some(crate::durable::node_id().to_string());
+        log.owner = Some(crate::domain::durable::node_id().to_string());
         log.lease.set(run.lease_until);
         log.journal = journal.into_iter().map(|e| (e.step_index, e)).collect();
         log.retry_in_doubt = retry_in_doubt;

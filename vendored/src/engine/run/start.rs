@@ -8,10 +8,10 @@ use serde_json::{Map, Value};
 
 use super::event_log::EventLog;
 use super::{AgentRun, RunError, RunOutcome, fresh_context};
-use crate::events::EventKind;
-use crate::json_doc::JsonDoc;
-use crate::pending_approval;
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::events::EventKind;
+use crate::domain::pending_approval;
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::support::json_doc::JsonDoc;
 
 /// A run stored by [`AgentRun::create`] and not executed yet: hand it to
 /// [`AgentRun::drive_created`]. It carries what the creation wrote, so the

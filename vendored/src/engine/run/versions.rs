@@ -1,7 +1,7 @@
 //! Pauses made under another version of the spec (DESIGN §12).
 //!
 //! A decision on such a pause follows the `on_spec_change` policy the
-//! served spec sets for its gate ([`crate::spec::policy_for_pause`]):
+//! served spec sets for its gate ([`crate::domain::spec::policy_for_pause`]):
 //!
 //! - `refuse`: approve and modify answer `spec_changed` (the record stays
 //!   PENDING); reject is allowed;
@@ -9,7 +9,7 @@
 //!   store and run by a handle that shares everything with this one (store,
 //!   tools, clock, lease, events, metrics) but the spec;
 //! - `auto`: as `pin`, except that a pause whose gate is unchanged for the
-//!   resumed part ([`crate::spec::gate_unchanged_for_resume`]) first
+//!   resumed part ([`crate::domain::spec::gate_unchanged_for_resume`]) first
 //!   moves, with its run, onto the served version (one conditional write,
 //!   `approval_migrated`), and is then decided there as any other.
 //!
@@ -22,8 +22,10 @@ use std::sync::{Arc, Mutex};
 use super::decide::Ballot;
 use super::outcome::DecisionOutcome;
 use super::{AgentRun, RunError};
-use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord};
-use crate::spec::{OnSpecChange, Spec, SpecHash, gate_unchanged_for_resume, policy_for_pause};
+use crate::domain::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord};
+use crate::domain::spec::{
+    OnSpecChange, Spec, SpecHash, gate_unchanged_for_resume, policy_for_pause,
+};
 
 /// Older versions this process loaded from the store, by hash: parsed
 /// once, then shared. Only versions that parsed to their own hash are
@@ -79,7 +81,7 @@ impl AgentRun {
         };
         // Who may decide is checked before anything is loaded or moved (a
         // gate's own timeout is no voter: `settle_by_timeout` checks it).
-        if ballot.channel != crate::policy::Channel::Timeout {
+        if ballot.channel != crate::domain::policy::Channel::Timeout {
             self.check_voter(record, decided_by)?;
         }
         match self.route(record).await? {
@@ -166,7 +168,7 @@ impl AgentRun {
     fn running(&self, spec: Arc<Spec>) -> AgentRun {
         // Redaction must know the old version's secrets before a call of it
         // resolves one.
-        crate::secrets::remember_env(spec.secret_names());
+        crate::support::secrets::remember_env(spec.secret_names());
         // It is in the store: that is where it came from.
         let recorded = tokio::sync::OnceCell::new();
         let _ = recorded.set(());
@@ -258,8 +260,8 @@ impl AgentRun {
 /// served spec keeps them on, and the variables it needs that are not set.
 #[derive(Debug, Clone)]
 pub struct VersionMissingEnv {
-    pub version: crate::spec_version::SpecVersionUse,
-    pub missing: Vec<crate::spec::MissingSecret>,
+    pub version: crate::domain::spec_version::SpecVersionUse,
+    pub missing: Vec<crate::domain::spec::MissingSecret>,
 }
 
 impl AgentRun {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::{CallContext, ToolError};
-use crate::spec::{Spec, ToolKind};
+use crate::domain::spec::{Spec, ToolKind};
 
 /// A tool implemented in Rust: the value registered for a `rust:` tool of
 /// the spec. It is a value, so it holds what it needs (configuration, an
@@ -195,14 +195,14 @@ impl CustomTools {
             // Whatever the tool returns is stored: it passes the process's
             // redactor like every HTTP and model reply.
             Some(tool) => {
-                let redactor = crate::secrets::known();
+                let redactor = crate::support::secrets::known();
                 let output = tool
                     .call(args.clone(), call)
                     .await
                     .map_err(|e| ToolError::new(redactor.text(&e.message)))?;
                 // Stored and wrapped again, like a reply from outside.
-                let limit = crate::json_depth::MAX_JSON_DEPTH;
-                if crate::json_depth::value_depth(&output, limit) > limit {
+                let limit = crate::support::json_depth::MAX_JSON_DEPTH;
+                if crate::support::json_depth::value_depth(&output, limit) > limit {
                     return Err(ToolError::new(format!(
                         "tool {name:?} returned JSON nested deeper than {limit} levels of objects and arrays, the most a run accepts; its output is not kept"
                     )));
@@ -279,7 +279,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_output_nested_past_max_json_depth_is_an_error() {
-        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let limit = crate::support::json_depth::MAX_JSON_DEPTH;
         let mut tools = CustomTools::new();
         tools.register("ok", Arc::new(Nested(limit)));
         tools.register("deep", Arc::new(Nested(limit + 1)));
@@ -287,7 +287,7 @@ mod tests {
             run_id: "r".into(),
             step_id: "s".into(),
             idempotency_key: None,
-            scope: crate::expr::Context::new(),
+            scope: crate::domain::expr::Context::new(),
         };
         assert!(tools.call("ok", &json!({}), &call).await.is_ok());
         let err = tools.call("deep", &json!({}), &call).await.unwrap_err();

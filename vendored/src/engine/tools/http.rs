@@ -20,9 +20,9 @@ use thiserror::Error;
 
 use super::template::CallSecrets;
 use super::{CallContext, ToolError};
-use crate::pending_approval::is_credential_header;
-use crate::secrets::Redactor;
-use crate::spec::{HttpToolSpec, IdempotencySpec, ToolSpec};
+use crate::domain::pending_approval::is_credential_header;
+use crate::domain::spec::{HttpToolSpec, IdempotencySpec, ToolSpec};
+use crate::support::secrets::Redactor;
 use response::Received;
 use retry::{AttemptFailure, RetryPolicy};
 
@@ -277,7 +277,7 @@ fn body(
 /// Every call that may change something (any method but the safe GET,
 /// HEAD, OPTIONS and TRACE: POST, PUT, PATCH, DELETE and any custom one)
 /// carries the run's key for this step, the same on every attempt, retry
-/// and recovery (see [`crate::tools::idempotency_key`]). `idempotency:
+/// and recovery (see [`crate::engine::tools::idempotency_key`]). `idempotency:
 /// false` turns it off. A header the spec sets itself under that name wins:
 /// the author chose that key on purpose.
 fn add_idempotency_key(

@@ -36,7 +36,7 @@ use thiserror::Error;
 
 use super::template::CallSecrets;
 use super::{CallContext, ModelRequest, ToolError};
-use crate::spec::ModelOutput;
+use crate::domain::spec::ModelOutput;
 
 use endpoint::Endpoint;
 pub use endpoint::{DEFAULT_BASE_URL, DEFAULT_TIMEOUT};

@@ -8,9 +8,9 @@
 
 use serde_json::Value;
 
-use crate::expr::{self, Context};
-use crate::secrets::{self, Redactor, SecretError};
-use crate::tools::ToolError;
+use crate::domain::expr::{self, Context};
+use crate::engine::tools::ToolError;
+use crate::support::secrets::{self, Redactor, SecretError};
 
 /// Where secret values come from: the environment, or a test's table.
 type SecretLookup = dyn Fn(&str) -> Option<String> + Send + Sync;

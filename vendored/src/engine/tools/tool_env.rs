@@ -97,7 +97,7 @@ impl ToolEnv {
     /// `${NAME}`s of the spec.
     pub fn secret(&self, key: &str) -> Result<String, ToolError> {
         let value = self.var(key)?;
-        crate::secrets::remember(&value);
+        crate::support::secrets::remember(&value);
         Ok(value)
     }
 }
@@ -125,7 +125,7 @@ mod tests {
         let secret = "tool-env-secret-5f3a9c";
         let env = ToolEnv::with_vars("t", "a", [("API_KEY", secret)]);
         assert_eq!(env.secret("API_KEY").unwrap(), secret);
-        let redacted = crate::secrets::known().text(&format!("key={secret}"));
+        let redacted = crate::support::secrets::known().text(&format!("key={secret}"));
         assert!(!redacted.contains(secret), "{redacted}");
     }
 }

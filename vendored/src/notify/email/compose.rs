@@ -25,7 +25,7 @@ use lettre::Message;
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart};
 
-use crate::notices::{NoticeBody, NoticeEvent};
+use crate::domain::notices::{NoticeBody, NoticeEvent};
 
 /// The header carrying the notice id.
 pub const NOTICE_HEADER: &str = "X-Tollgate-Notice";
@@ -269,11 +269,11 @@ pub fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notices::NoticeData;
-    use crate::pending_approval::{ApprovalStatus, Phase};
+    use crate::domain::notices::NoticeData;
+    use crate::domain::pending_approval::{ApprovalStatus, Phase};
 
     fn body(event: NoticeEvent) -> NoticeBody {
-        let at = crate::time::parse_utc("2026-12-03T18:00:00Z").expect("time");
+        let at = crate::support::time::parse_utc("2026-12-03T18:00:00Z").expect("time");
         NoticeBody {
             event,
             timestamp: at,

@@ -4,7 +4,7 @@
 //! `notify.email` first (`Spec::check_features`), so a notice reaches this
 //! only when another build of the server, sharing the store, queued it.
 
-use crate::notices::{EmailRoute, NoticeBody};
+use crate::domain::notices::{EmailRoute, NoticeBody};
 use crate::notify::delivery::Attempt;
 
 /// Sends no mail: this build was compiled without the `email` feature.
@@ -25,8 +25,8 @@ impl EmailSender {
         _link: Option<&str>,
     ) -> Attempt {
         Attempt::Misconfigured {
-            error: crate::spec::MissingFeature {
-                feature: crate::spec::Feature::Email,
+            error: crate::domain::spec::MissingFeature {
+                feature: crate::domain::spec::Feature::Email,
                 at: "approvals.notify.email".to_string(),
             }
             .to_string(),

@@ -13,8 +13,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::compose::recipient;
 use super::settings::SmtpSettings;
-use crate::notices::{EmailRoute, is_address};
-use crate::secrets;
+use crate::domain::notices::{EmailRoute, is_address};
+use crate::support::secrets;
 
 /// Where a value comes from: an environment variable's value by name.
 pub type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;

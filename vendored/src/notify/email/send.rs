@@ -11,9 +11,9 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use super::compose;
 use super::resolve::{Lookup, resolve};
 use super::settings::{SmtpSettings, TlsMode};
-use crate::notices::{EmailRoute, NoticeBody};
+use crate::domain::notices::{EmailRoute, NoticeBody};
 use crate::notify::delivery::Attempt;
-use crate::secrets::{self, Redactor};
+use crate::support::secrets::{self, Redactor};
 
 /// How long one send may take, from connecting to the server's answer to
 /// the message, unless [`EmailSender::with_timeout`] says otherwise.
@@ -173,7 +173,7 @@ impl EmailSender {
             Ok(Err(e)) => format!("{server}: {}", root_cause(&e)),
             Err(_) => format!(
                 "{server} did not take the mail within {}",
-                crate::time::format_duration(self.timeout)
+                crate::support::time::format_duration(self.timeout)
             ),
         };
         Attempt::Failed {

@@ -63,7 +63,7 @@ impl fmt::Debug for SmtpCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SmtpCredentials")
             .field("user", &self.user)
-            .field("password", &crate::secrets::REDACTED)
+            .field("password", &crate::support::secrets::REDACTED)
             .finish()
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// Overrides the API base URL (tests point it at a local stub).
-pub use crate::env::SLACK_API_BASE as API_BASE_ENV;
+pub use crate::support::env::SLACK_API_BASE as API_BASE_ENV;
 pub const DEFAULT_API_BASE: &str = "https://slack.com/api";
 
 /// One call's budget. Slack answers in well under a second; a call that
@@ -246,8 +246,8 @@ impl SlackApi {
 #[cfg(not(feature = "http-client"))]
 fn left_out() -> SlackError {
     SlackError::Config(
-        crate::spec::MissingFeature {
-            feature: crate::spec::Feature::HttpClient,
+        crate::domain::spec::MissingFeature {
+            feature: crate::domain::spec::Feature::HttpClient,
             at: "approvals.notify.slack".to_string(),
         }
         .to_string(),
@@ -277,7 +277,7 @@ fn network(method: &'static str, e: &reqwest::Error) -> SlackError {
 #[cfg(feature = "http-client")]
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get("retry-after")?.to_str().ok()?;
-    let wait = crate::backoff::retry_after(value, std::time::SystemTime::now())?;
+    let wait = crate::support::backoff::retry_after(value, std::time::SystemTime::now())?;
     Some(wait.min(Duration::from_secs(3600)))
 }
 

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 use super::message::{APPROVE_ACTION, REJECT_ACTION, is_slack_id};
-use crate::pending_approval::Decision;
+use crate::domain::pending_approval::Decision;
 
 /// What a click asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,8 +13,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::policy::{Vote, VoteDecision};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::policy::{Vote, VoteDecision};
 
 pub const APPROVE_ACTION: &str = "tollgate_approve";
 pub const REJECT_ACTION: &str = "tollgate_reject";
@@ -279,7 +279,10 @@ fn outcome_line(record: &ApprovalRecord) -> Outcome {
                     ":hourglass: *Expired* {}: nobody decided in time.",
                     slack_date(record.expires_at)
                 ),
-                plain: format!("Expired at {}", crate::time::format_utc(record.expires_at)),
+                plain: format!(
+                    "Expired at {}",
+                    crate::support::time::format_utc(record.expires_at)
+                ),
             };
         }
         // Not settled; shown only if a caller asks anyway.
@@ -299,7 +302,7 @@ fn outcome_line(record: &ApprovalRecord) -> Outcome {
         record.status.past_tense(),
         record
             .decided_at
-            .map(|t| format!(" at {}", crate::time::format_utc(t)))
+            .map(|t| format!(" at {}", crate::support::time::format_utc(t)))
             .unwrap_or_default()
     );
     Outcome {
@@ -340,7 +343,7 @@ fn slack_date(at: DateTime<Utc>) -> String {
     format!(
         "<!date^{}^{{date_short_pretty}} at {{time}}|{}>",
         at.timestamp(),
-        crate::time::format_utc(at)
+        crate::support::time::format_utc(at)
     )
 }
 
@@ -383,7 +386,7 @@ fn capitalize(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pending_approval::sample_record;
+    use crate::domain::pending_approval::sample_record;
 
     fn record() -> ApprovalRecord {
         let mut r = sample_record("6f1c2f0e-0000-4000-8000-000000000001", "run-1");
@@ -444,7 +447,7 @@ mod tests {
     }
 
     fn team_record() -> (ApprovalRecord, Vec<Vote>) {
-        use crate::policy::{Channel, RejectWhen, Roster};
+        use crate::domain::policy::{Channel, RejectWhen, Roster};
         let mut r = record();
         r.roster = Some(Roster {
             reject: RejectWhen::WhenUnreachable,
@@ -468,7 +471,7 @@ mod tests {
             payload_digest: r.payload_digest(),
             input: None,
             superseded: false,
-            at: crate::time::now(),
+            at: crate::support::time::now(),
         };
         let votes = vec![
             vote(1, "slack:U024BE7LH", VoteDecision::Approve, None),
@@ -555,7 +558,7 @@ mod tests {
         let mut r = record();
         r.status = ApprovalStatus::Approved;
         r.decided_by = Some("slack:U024BE7LH".into());
-        r.decided_at = Some(crate::time::now());
+        r.decided_at = Some(crate::support::time::now());
         let body = settled("C1", "1.2", &r);
         assert!(
             body["blocks"]

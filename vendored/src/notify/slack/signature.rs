@@ -60,7 +60,7 @@ pub fn verify(
     let hex = signature
         .strip_prefix("v0=")
         .ok_or(SlackSignatureError::UnsupportedVersion)?;
-    let claimed = crate::hex::decode(hex).ok_or(SlackSignatureError::Mismatch)?;
+    let claimed = crate::support::hex::decode(hex).ok_or(SlackSignatureError::Mismatch)?;
     if HmacKey::new(secret.as_bytes()).verify(&signed(timestamp, body), &claimed) {
         Ok(())
     } else {
@@ -71,7 +71,7 @@ pub fn verify(
 /// The `X-Slack-Signature` value Slack would send (for tests and tools).
 pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let mac = HmacKey::new(secret.as_bytes()).sign(&signed(timestamp, body));
-    format!("v0={}", crate::hex::encode(&mac))
+    format!("v0={}", crate::support::hex::encode(&mac))
 }
 
 /// What v0 signs: `v0:{timestamp}:{body}`.

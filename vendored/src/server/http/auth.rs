@@ -21,20 +21,20 @@ use crate::service::ApiError;
 pub use crate::service::{Caller, Scope};
 
 /// The environment variable holding the tokens.
-pub use crate::env::API_TOKENS as TOKENS_ENV;
+pub use crate::support::env::API_TOKENS as TOKENS_ENV;
 
 /// Who decides when the server has no tokens (loopback only): exempt from
 /// separation of duties, so no token may take the name.
-pub const LOCAL_CALLER: &str = crate::policy::LOCAL_DECIDER;
+pub const LOCAL_CALLER: &str = crate::domain::policy::LOCAL_DECIDER;
 
 /// Why `name` may not be a caller's name: one tollgate gives callers that
-/// hold no token ([`crate::policy::RESERVED_NAMES`]), which a token could
+/// hold no token ([`crate::domain::policy::RESERVED_NAMES`]), which a token could
 /// otherwise pass for.
 pub fn reserved_name(name: &str) -> Option<String> {
-    crate::policy::RESERVED_NAMES.contains(&name).then(|| {
+    crate::domain::policy::RESERVED_NAMES.contains(&name).then(|| {
         format!(
             "has the name {name:?}, which tollgate gives callers without a token ({}): choose another",
-            crate::policy::RESERVED_NAMES.join(", ")
+            crate::domain::policy::RESERVED_NAMES.join(", ")
         )
     })
 }

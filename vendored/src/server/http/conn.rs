@@ -64,8 +64,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep};
 
-use crate::env;
 use crate::service::ApiError;
+use crate::support::env;
 
 /// Default time for a request's line and headers.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);

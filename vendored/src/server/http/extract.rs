@@ -127,7 +127,7 @@ pub(crate) fn json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 
 /// A spec's YAML text as a body (`POST /specs/plan`), size-checked like
 /// every body and no larger than a spec file may be
-/// ([`crate::spec::MAX_SPEC_BYTES`], which parsing enforces).
+/// ([`crate::domain::spec::MAX_SPEC_BYTES`], which parsing enforces).
 ///
 /// The Content-Type must say YAML or plain text: `application/yaml`,
 /// `application/x-yaml`, `text/yaml`, `text/x-yaml` or `text/plain`, with
@@ -192,7 +192,7 @@ pub(crate) fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, 
         let value: Value = parse_json(bytes)?;
         return Err(ApiError::invalid(format!(
             "the request body must be a JSON object, found {}",
-            crate::json_kind::json_kind(&value)
+            crate::support::json_kind::json_kind(&value)
         )));
     }
     parse_json(bytes)
@@ -200,18 +200,18 @@ pub(crate) fn parse_json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, 
 
 /// Parse a JSON body (empty = `{}`) into `T`, explaining what was wrong.
 /// Every JSON body goes through here; one nested deeper than a run accepts
-/// ([`crate::json_depth::MAX_JSON_DEPTH`]) is refused before it is parsed:
+/// ([`crate::support::json_depth::MAX_JSON_DEPTH`]) is refused before it is parsed:
 /// what a run stores wraps it again and must stay readable. So is one with
 /// a key twice in an object, or more keys than
-/// [`crate::json_keys::MAX_JSON_KEYS`] (see [`crate::json_keys`]).
+/// [`crate::support::json_keys::MAX_JSON_KEYS`] (see [`crate::support::json_keys`]).
 pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
         bytes
     };
-    let limit = crate::json_depth::MAX_JSON_DEPTH;
-    if crate::json_depth::text_depth(text) > limit {
+    let limit = crate::support::json_depth::MAX_JSON_DEPTH;
+    if crate::support::json_depth::text_depth(text) > limit {
         return Err(ApiError::invalid(format!(
             "the request body nests deeper than {limit} levels of objects and arrays, \
              the most tollgate accepts"
@@ -219,7 +219,7 @@ pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
     }
     // Before the parse, which would keep the last of two equal keys, and
     // what a body of many keys costs once parsed.
-    crate::json_keys::check_keys(text)
+    crate::support::json_keys::check_keys(text)
         .map_err(|e| ApiError::invalid(format!("the request body is refused: {e}")))?;
     serde_json::from_slice(text).map_err(|e| {
         let what = if e.is_data() {
@@ -393,7 +393,7 @@ mod tests {
             assert!(err.to_string().contains("must be a JSON object"), "{err}");
         }
         assert!(edited_payload(Some(Value::Null)).is_err());
-        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let limit = crate::support::json_depth::MAX_JSON_DEPTH;
         let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
         let at_limit = format!(r#"{{"input": {}}}"#, nested(limit - 1));
         assert!(parse_json_object::<Body>(at_limit.as_bytes()).is_ok());

@@ -28,15 +28,15 @@ use futures_util::Stream;
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Interval, MissedTickBehavior};
 
-use crate::events::{Event, EventKind};
-use crate::links::LinkSigner;
-use crate::pending_approval::ApprovalStatus;
+use crate::domain::events::{Event, EventKind};
+use crate::domain::links::LinkSigner;
+use crate::domain::pending_approval::ApprovalStatus;
 use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::runs as view;
 use crate::store::SharedStore;
-use crate::time::SharedClock;
-use crate::watch::ApprovalChange;
+use crate::store::watch::ApprovalChange;
+use crate::support::time::SharedClock;
 
 const POLL_EVERY: Duration = Duration::from_secs(1);
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
@@ -120,7 +120,7 @@ struct Feed {
     /// Signs `awaiting_approval` links; `None` when links are off.
     links: Option<LinkSigner>,
     /// The served spec: who is shown a link (its deciders).
-    spec: std::sync::Arc<crate::spec::Spec>,
+    spec: std::sync::Arc<crate::domain::spec::Spec>,
     watcher: Watcher,
     clock: SharedClock,
     run_id: String,

@@ -24,8 +24,8 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
-const VARIABLE: &str = crate::env::LOG_FILTER;
-const FORMAT_VARIABLE: &str = crate::env::LOG_FORMAT;
+const VARIABLE: &str = crate::support::env::LOG_FILTER;
+const FORMAT_VARIABLE: &str = crate::support::env::LOG_FORMAT;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -89,7 +89,7 @@ pub fn init_logging_as(format: LogFormat) {
         .with_writer(|| RedactedStderr)
         .with_ansi(false);
     #[cfg(unix)]
-    crate::fatal::log_as_json(matches!(format, LogFormat::Json));
+    crate::support::fatal::log_as_json(matches!(format, LogFormat::Json));
     let installed = match format {
         LogFormat::Text => tracing_subscriber::registry()
             .with(filter)
@@ -233,7 +233,7 @@ struct RedactedStderr;
 
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let redactor = crate::secrets::known();
+        let redactor = crate::support::secrets::known();
         if redactor.is_empty() {
             return std::io::stderr().write(buf);
         }

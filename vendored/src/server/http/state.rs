@@ -6,10 +6,10 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use super::auth::ApiTokens;
-use crate::links::LinkSigner;
+use crate::domain::links::LinkSigner;
 use crate::notify::SlackNotifier;
 use crate::service::Services;
-use crate::watch::ApprovalWatcher;
+use crate::store::watch::ApprovalWatcher;
 
 #[derive(Clone)]
 pub(crate) struct AppState {

@@ -23,7 +23,7 @@
 //! Not `governor`: it is a rate limiter (GCRA cells per key), not a count
 //! of failures with growing lockouts, and brings several crates (dashmap,
 //! quanta, nonzero_ext, ...) to the tree for what these hundred lines do.
-//! Time comes from the server's [`Clock`](crate::time::Clock), so tests
+//! Time comes from the server's [`Clock`](crate::support::time::Clock), so tests
 //! advance a manual clock instead of sleeping.
 
 use std::collections::HashMap;

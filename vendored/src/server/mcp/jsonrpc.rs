@@ -15,9 +15,9 @@ pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 pub(crate) const INVALID_PARAMS: i64 = -32602;
 
 /// Deepest a message may nest: a gate's payload may nest as deep as
-/// `POST /gates` takes it ([`crate::json_depth::MAX_JSON_DEPTH`]), under
+/// `POST /gates` takes it ([`crate::support::json_depth::MAX_JSON_DEPTH`]), under
 /// the message, its `params` and `arguments`.
-const MAX_MESSAGE_DEPTH: usize = crate::json_depth::MAX_JSON_DEPTH + 3;
+const MAX_MESSAGE_DEPTH: usize = crate::support::json_depth::MAX_JSON_DEPTH + 3;
 
 /// The most messages one batch may hold; a larger batch is refused whole
 /// (`-32600`, no message of it handled). With [`BATCH_CONCURRENCY`], it
@@ -61,7 +61,7 @@ pub(crate) enum Parsed {
 /// Read a transport's bytes. A failure is the error response to send
 /// (its `id` null: no message was read).
 pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Value> {
-    if crate::json_depth::text_depth(bytes) > MAX_MESSAGE_DEPTH {
+    if crate::support::json_depth::text_depth(bytes) > MAX_MESSAGE_DEPTH {
         return Err(failure(
             Value::Null,
             RpcError::new(
@@ -74,7 +74,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Value> {
     }
     // A key twice would be read as its last, where a proxy may read the
     // first; and a message of very many keys costs far more than its bytes.
-    if let Err(e) = crate::json_keys::check_keys(bytes) {
+    if let Err(e) = crate::support::json_keys::check_keys(bytes) {
         return Err(failure(
             Value::Null,
             RpcError::new(INVALID_REQUEST, format!("the message is refused: {e}")),
@@ -132,7 +132,7 @@ pub(crate) fn classify(message: Value) -> Incoming {
                 INVALID_REQUEST,
                 format!(
                     "a message must be a JSON object, found {}",
-                    crate::json_kind::json_kind(&message)
+                    crate::support::json_kind::json_kind(&message)
                 ),
             ),
         };

@@ -78,7 +78,7 @@ pub(crate) fn first_problem(schema: &Value, value: &Value, at: &str) -> Option<S
                     .map(|k| article(k))
                     .collect::<Vec<_>>()
                     .join(" or "),
-                crate::json_kind::json_kind(value)
+                crate::support::json_kind::json_kind(value)
             ));
         }
     }

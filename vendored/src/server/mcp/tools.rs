@@ -169,7 +169,7 @@ pub(crate) async fn call(
         Some(other) => {
             return Err(RpcError::invalid_params(format!(
                 "{name}: arguments must be a JSON object, not {}",
-                crate::json_kind::json_kind(&other)
+                crate::support::json_kind::json_kind(&other)
             )));
         }
     };
@@ -177,12 +177,14 @@ pub(crate) async fn call(
     let answer = match tool.name {
         "request_approval" => {
             let body: NewGate = arguments_of(tool, arguments)?;
-            if crate::json_depth::value_depth(&body.payload, crate::json_depth::MAX_JSON_DEPTH)
-                > crate::json_depth::MAX_JSON_DEPTH
+            if crate::support::json_depth::value_depth(
+                &body.payload,
+                crate::support::json_depth::MAX_JSON_DEPTH,
+            ) > crate::support::json_depth::MAX_JSON_DEPTH
             {
                 return Err(RpcError::invalid_params(format!(
                     "{name}: payload nests deeper than {} levels of objects and arrays, the most tollgate accepts",
-                    crate::json_depth::MAX_JSON_DEPTH
+                    crate::support::json_depth::MAX_JSON_DEPTH
                 )));
             }
             gates.create(body).await.map(|created| created.view)

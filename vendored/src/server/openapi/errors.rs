@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::schema::Components;
-use crate::pending_approval::{ApprovalError, ApprovalStatus};
+use crate::domain::pending_approval::{ApprovalError, ApprovalStatus};
 use crate::service::ApiError;
 
 /// `components.schemas.Error`: `{"error": {"code", "message"}}`.
@@ -109,7 +109,7 @@ fn samples() -> Vec<ApiError> {
         ApprovalError::AlreadyVoted {
             key: key(),
             voter: String::new(),
-            decision: crate::policy::VoteDecision::Approve,
+            decision: crate::domain::policy::VoteDecision::Approve,
         },
         ApprovalError::ReasonRequired { key: key() },
         ApprovalError::InvalidInput {

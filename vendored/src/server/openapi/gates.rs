@@ -9,8 +9,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::expr::{self, Shape};
-use crate::spec::{ModelOutput, Spec, Step, StepKind};
+use crate::domain::expr::{self, Shape};
+use crate::domain::spec::{ModelOutput, Spec, Step, StepKind};
 
 /// One gate of the spec.
 pub struct Gate<'a> {

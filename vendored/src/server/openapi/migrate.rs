@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::plan::{SKIPPED_WHEN_NONE, field, named, names};
 use super::schema::{Components, Schema};
+use crate::domain::pending_approval::Phase;
+use crate::domain::spec::Classification;
 use crate::engine::run::{MigrateOutcome, MigrateReport, MigrateResult};
-use crate::pending_approval::Phase;
-use crate::spec::Classification;
 
 impl Schema for MigrateReport {
     fn schema(components: &mut Components) -> Value {

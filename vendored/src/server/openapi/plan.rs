@@ -11,13 +11,13 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::schema::{Components, Direction, Field, Schema, object};
-use crate::engine::deploy_plan::{
-    ApprovalPlan, DeployPlan, LiveRunOutcome, LiveRuns, PlanSummary, VersionPlan,
-};
-use crate::pending_approval::Phase;
-use crate::spec::{
+use crate::domain::pending_approval::Phase;
+use crate::domain::spec::{
     Change, ChangedStep, Classification, OnSpecChange, Outcome, RenamedStep, SpecDiff, StepRef,
     TopLevel,
+};
+use crate::engine::deploy_plan::{
+    ApprovalPlan, DeployPlan, LiveRunOutcome, LiveRuns, PlanSummary, VersionPlan,
 };
 
 /// A field of a response object; `attributes` as `stringify!` writes them

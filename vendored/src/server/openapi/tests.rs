@@ -7,11 +7,12 @@ use chrono::{TimeZone, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{Components, document, schema_errors};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::domain::run_state::RunStatus;
+use crate::domain::spec::{OnSpecChange, Spec};
 use crate::engine::deploy_plan::{
     ApprovalPlan, DeployPlan, LiveRunOutcome, LiveRuns, PlanSummary, VersionPlan,
 };
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
-use crate::run_state::RunStatus;
 use crate::service::batch::{BatchError, BatchResult, BatchResults};
 use crate::service::schema::Schema;
 use crate::service::views::{
@@ -19,7 +20,6 @@ use crate::service::views::{
     RunStarted, RunSummary, RunView, RunsPage, VoteView,
 };
 use crate::service::votes::VotesView;
-use crate::spec::{OnSpecChange, Spec};
 
 const SPEC: &str = r#"
 version: 1
@@ -61,8 +61,8 @@ fn at(seconds: i64) -> chrono::DateTime<Utc> {
 }
 
 /// A record of a gate with rules, as a run pauses it.
-fn voted_record() -> crate::pending_approval::ApprovalRecord {
-    use crate::policy::{GatePolicy, Roster, RuleSpec};
+fn voted_record() -> crate::domain::pending_approval::ApprovalRecord {
+    use crate::domain::policy::{GatePolicy, Roster, RuleSpec};
     let groups = [(
         "finance".to_string(),
         vec!["alice".to_string(), "bob".to_string()],
@@ -76,15 +76,15 @@ fn voted_record() -> crate::pending_approval::ApprovalRecord {
         }],
         ..GatePolicy::plain()
     };
-    crate::pending_approval::ApprovalRecord {
+    crate::domain::pending_approval::ApprovalRecord {
         roster: Some(Roster::resolve(&policy, &groups, vec!["bot".into()]).expect("roster")),
-        ..crate::pending_approval::sample_record("k", "r")
+        ..crate::domain::pending_approval::sample_record("k", "r")
     }
 }
 
 /// One approval cast on [`voted_record`].
-fn sample_votes() -> Vec<crate::policy::Vote> {
-    use crate::policy::{BallotVote, Channel, VoteChoice, VoteDecision, payload_digest};
+fn sample_votes() -> Vec<crate::domain::policy::Vote> {
+    use crate::domain::policy::{BallotVote, Channel, VoteChoice, VoteDecision, payload_digest};
     let ballot = BallotVote {
         input: None,
         voter: "alice".into(),
@@ -95,7 +95,7 @@ fn sample_votes() -> Vec<crate::policy::Vote> {
             channel: Channel::Inbox,
             payload_digest: payload_digest(&json!({})),
         },
-        at: crate::time::now(),
+        at: crate::support::time::now(),
     };
     vec![ballot.to_vote(1, Some("finance".into()))]
 }
@@ -124,7 +124,7 @@ fn approval(spec: &Spec, step_id: &str, payload: Value, status: ApprovalStatus) 
             created_at: at(0),
             expires_at: at(3600),
             roster: None,
-            origin: crate::pending_approval::ApprovalOrigin::Pause,
+            origin: crate::domain::pending_approval::ApprovalOrigin::Pause,
         },
         served,
     )
@@ -261,7 +261,7 @@ fn responses(spec: &Spec) -> Vec<(&'static str, Value)> {
         (
             "VotesView",
             to(&VotesView::new(
-                &crate::pending_approval::sample_record("k", "r"),
+                &crate::domain::pending_approval::sample_record("k", "r"),
                 vec![],
             )),
         ),
@@ -362,7 +362,7 @@ fn deploy_plan(spec: &Spec) -> DeployPlan {
         running_runs: 1,
         stuck_runs: 0,
         problem: None,
-        diff: Some(crate::spec::diff(&old, spec)),
+        diff: Some(crate::domain::spec::diff(&old, spec)),
         required_env: vec!["HOOK_SECRET".into()],
     };
     let diff = readable.diff.as_ref().expect("a diff");
@@ -373,7 +373,7 @@ fn deploy_plan(spec: &Spec) -> DeployPlan {
     let mut diff_with_kinds = diff.clone();
     diff_with_kinds.changed[0].old_kind = Some("set".into());
     diff_with_kinds.removed = diff_with_kinds.added.clone();
-    diff_with_kinds.renamed = vec![crate::spec::RenamedStep {
+    diff_with_kinds.renamed = vec![crate::domain::spec::RenamedStep {
         from: "a".into(),
         to: "b".into(),
         kind: "set".into(),
@@ -408,9 +408,9 @@ fn deploy_plan(spec: &Spec) -> DeployPlan {
                 step: "close".into(),
                 phase: Phase::Before,
                 new_step: Some("close".into()),
-                classification: Some(crate::spec::Classification::MessageChanged),
+                classification: Some(crate::domain::spec::Classification::MessageChanged),
                 policy: OnSpecChange::Pin,
-                outcome: crate::spec::Outcome::Pinned,
+                outcome: crate::domain::spec::Outcome::Pinned,
                 stranded: false,
                 created_at: at(0),
                 expires_at: at(3600),
@@ -424,7 +424,7 @@ fn deploy_plan(spec: &Spec) -> DeployPlan {
                 new_step: None,
                 classification: None,
                 policy: OnSpecChange::Refuse,
-                outcome: crate::spec::Outcome::Refused,
+                outcome: crate::domain::spec::Outcome::Refused,
                 stranded: true,
                 created_at: at(1),
                 expires_at: at(3601),

@@ -9,9 +9,9 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::pending_approval::{ApprovalError, ApprovalStatus, Decision};
-use crate::policy::Channel;
-use crate::run::Ballot;
+use crate::domain::pending_approval::{ApprovalError, ApprovalStatus, Decision};
+use crate::domain::policy::Channel;
+use crate::engine::run::Ballot;
 use crate::server::http::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };

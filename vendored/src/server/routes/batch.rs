@@ -13,9 +13,9 @@ use futures_util::stream::{self, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::pending_approval::Decision;
-use crate::policy::Channel;
-use crate::run::Ballot;
+use crate::domain::pending_approval::Decision;
+use crate::domain::policy::Channel;
+use crate::engine::run::Ballot;
 use crate::server::http::extract::{JsonBody, edited_payload, present};
 use crate::server::http::state::AppState;
 use crate::service::ApiError;

@@ -93,7 +93,7 @@ fn parse_wait(text: &str) -> Result<Duration, ApiError> {
     if let Ok(seconds) = text.trim().parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
-    crate::time::parse_duration(text)
+    crate::support::time::parse_duration(text)
         .map_err(|e| ApiError::invalid(format!("wait {text:?}: {e} (such as 30s or 1m)")))
 }
 

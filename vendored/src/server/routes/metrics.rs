@@ -4,7 +4,7 @@
 //! oldest undelivered one, its lanes by channel and endpoint) are read from
 //! the store on each scrape, so every server sharing it reports the same
 //! truth; the counters and step durations are this process's own
-//! ([`crate::metrics::Metrics`]); and build info names what runs.
+//! ([`crate::engine::metrics::Metrics`]); and build info names what runs.
 //!
 //! Behind the same bearer token as the API when tokens are configured:
 //! the numbers are business data (how many refunds wait, how many were
@@ -23,9 +23,9 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::metrics::{self as registry, CONTENT_TYPE, Exposition, MetricFamily};
-use crate::notices::NoticeStatus;
-use crate::run_state::RunStatus;
+use crate::domain::notices::NoticeStatus;
+use crate::domain::run_state::RunStatus;
+use crate::engine::metrics::{self as registry, CONTENT_TYPE, Exposition, MetricFamily};
 use crate::server::http::state::AppState;
 use crate::service::views::{Health, HealthError};
 use crate::store::{LaneStats, OutboxStats, Queries, StoreError, WriterStats};
@@ -59,7 +59,7 @@ async fn exposition(state: &AppState) -> Result<String, StoreError> {
         &[
             ("agent", &spec.agent),
             ("spec_hash", spec.hash.as_str()),
-            ("version", crate::embedded::GENERATOR_VERSION),
+            ("version", crate::support::embedded::GENERATOR_VERSION),
         ],
         1.0,
     );

@@ -7,7 +7,7 @@ use axum::extract::{RawQuery, State};
 use axum::{Extension, Json};
 use serde::Deserialize;
 
-use crate::notices::{NoticeChannel, NoticeStatus};
+use crate::domain::notices::{NoticeChannel, NoticeStatus};
 use crate::server::http::extract::{JsonBody, PathParam};
 use crate::server::http::paging;
 use crate::server::http::state::AppState;

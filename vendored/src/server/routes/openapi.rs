@@ -212,7 +212,7 @@ pub(crate) fn operations() -> Vec<Operation> {
         Operation::new("get", "/metrics", "metrics", "Prometheus metrics")
             .describe("Pending approvals by step, decisions by outcome, claim conflicts, runs by status, stuck runs and step durations, in the Prometheus text format 0.0.4.")
             .tag("operations")
-            .text(200, crate::metrics::CONTENT_TYPE, "Prometheus text 0.0.4.")
+            .text(200, crate::engine::metrics::CONTENT_TYPE, "Prometheus text 0.0.4.")
             .json::<Health>(503, "The store did not answer (`store_unavailable`)."),
         Operation::new("get", "/openapi.json", "openapi", "This document")
             .tag("operations")
@@ -425,7 +425,7 @@ mod tests {
                 format!("/{}", rest.split('/').next().unwrap_or_default())
             })
             .collect();
-        let reserved: std::collections::BTreeSet<String> = crate::spec::RESERVED_PATHS
+        let reserved: std::collections::BTreeSet<String> = crate::domain::spec::RESERVED_PATHS
             .iter()
             .map(|p| p.to_string())
             .collect();
@@ -433,7 +433,7 @@ mod tests {
         for (_, path) in &routed {
             let concrete = path.replace('{', "x").replace('}', "");
             assert!(
-                crate::spec::WebhookTrigger::path_problem(&concrete).is_some(),
+                crate::domain::spec::WebhookTrigger::path_problem(&concrete).is_some(),
                 "{path} is routed, but a webhook could take it"
             );
         }

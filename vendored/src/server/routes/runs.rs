@@ -7,11 +7,10 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::json_doc::JsonDoc;
-use crate::pending_approval::Decision;
-use crate::policy::Channel;
-use crate::run::Ballot;
-use crate::run_state::RunStatus;
+use crate::domain::pending_approval::Decision;
+use crate::domain::policy::Channel;
+use crate::domain::run_state::RunStatus;
+use crate::engine::run::Ballot;
 use crate::server::http::extract::{
     JsonBody, PathParam, QueryParams, WaitParam, edited_payload, present,
 };
@@ -24,13 +23,14 @@ use crate::service::schema::request_type;
 use crate::service::views::{CancelView, RunStarted, RunView, RunsPage, Trigger};
 use crate::service::{decide, operate, tasks};
 use crate::store::RunQuery;
+use crate::support::json_doc::JsonDoc;
 
 request_type! {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct CreateBody {
         /// The run's `input`; `{}` unless given.
-        #[serde(default, deserialize_with = "crate::json_doc::raw")]
+        #[serde(default, deserialize_with = "crate::support::json_doc::raw")]
         input: JsonDoc,
     }
 }
@@ -45,7 +45,7 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     let trigger = Trigger::Api {
         started_by: caller.0,
-        received_at: crate::time::format_utc(state.agent.clock().now()),
+        received_at: crate::support::time::format_utc(state.agent.clock().now()),
     }
     .into_value()?;
     let (run_id, driving) =

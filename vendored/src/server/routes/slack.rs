@@ -12,11 +12,11 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use crate::domain::pending_approval::ApprovalError;
+use crate::domain::policy::Channel;
+use crate::engine::run::{Ballot, DecisionOutcome, RunError};
 use crate::notify::slack::interaction::{self, Click, Interaction};
 use crate::notify::slack::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
-use crate::pending_approval::ApprovalError;
-use crate::policy::Channel;
-use crate::run::{Ballot, DecisionOutcome, RunError};
 use crate::server::http::extract::{BodyLimit, RawBody};
 use crate::server::http::state::AppState;
 use crate::service::ApiError;
@@ -83,7 +83,7 @@ pub(super) async fn actions(
         Ok(DecisionOutcome::Repeated(record)) => {
             let at = record
                 .decided_at
-                .map(crate::time::format_utc)
+                .map(crate::support::time::format_utc)
                 .unwrap_or_default();
             let text = format!(
                 "Nothing changed: you ({}) already {} this request at {at}; your decision stands.",
@@ -101,7 +101,7 @@ pub(super) async fn actions(
                 .unwrap_or_else(|| format!("/ui/approvals/{}", click.key));
             let text = format!(
                 "Nothing changed: this request asks for input a button cannot give ({}). Decide it in the inbox at {place}, or through its approval link.",
-                crate::form::describe(&errors)
+                crate::domain::form::describe(&errors)
             );
             tracing::info!(key = %click.key, decided_by = %decided_by, "Slack click refused: the gate's form needs input");
             reply_later(&state, &click, text);

@@ -9,12 +9,12 @@
 use axum::extract::State;
 use axum::{Extension, Json};
 
+use crate::domain::spec::Spec;
 use crate::engine::deploy_plan::{DeployPlan, plan_deploy};
 use crate::server::http::extract::SpecBody;
 use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::service::Caller;
-use crate::spec::Spec;
 
 /// What a spec error in a posted body names as its file.
 const POSTED_SPEC: &str = "posted spec";

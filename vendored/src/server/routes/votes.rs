@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 
-use crate::pending_approval::ApprovalError;
+use crate::domain::pending_approval::ApprovalError;
 use crate::server::http::extract::PathParam;
 use crate::server::http::state::AppState;
 use crate::service::ApiError;

@@ -33,7 +33,7 @@ pub(crate) async fn receive(state: AppState, request: Request) -> Result<Respons
 
     let mut replay_key = None;
     if let Some(secret) = &hook.secret {
-        let secret = match crate::secrets::resolve_env(secret) {
+        let secret = match crate::support::secrets::resolve_env(secret) {
             Ok(value) if !value.is_empty() => value,
             Ok(_) => {
                 tracing::error!("the webhook secret resolves to an empty value; refusing webhooks");
@@ -68,8 +68,8 @@ pub(crate) async fn receive(state: AppState, request: Request) -> Result<Respons
 
     // Kept as text: a wide body is not built into a tree (see `json_doc`).
     let input = parse_json::<Box<serde_json::value::RawValue>>(&body)?;
-    let input =
-        crate::json_doc::JsonDoc::from_raw(input).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let input = crate::support::json_doc::JsonDoc::from_raw(input)
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
     let query = Query::<BTreeMap<String, String>>::try_from_uri(&uri)
         .map(|Query(q)| q)
         .map_err(|e| ApiError::invalid(e.body_text()))?;
@@ -77,7 +77,7 @@ pub(crate) async fn receive(state: AppState, request: Request) -> Result<Respons
         path: hook.path.clone(),
         headers: header_object(&headers),
         query,
-        received_at: crate::time::format_utc(state.agent.clock().now()),
+        received_at: crate::support::time::format_utc(state.agent.clock().now()),
     }
     .into_value()?;
     let started = match replay_key {
@@ -111,7 +111,7 @@ fn replay_claim(state: &AppState, key: String) -> KeyClaim {
         key,
         owner: "webhook".into(),
         now,
-        expires_at: crate::time::add(now, hold),
+        expires_at: crate::support::time::add(now, hold),
     }
 }
 

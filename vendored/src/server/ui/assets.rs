@@ -23,7 +23,7 @@ struct Asset {
 }
 
 fn asset(name: &str, body: &'static str, content_type: &'static str) -> Asset {
-    let hash = crate::hex::encode(&Sha256::digest(body.as_bytes())[..8]);
+    let hash = crate::support::hex::encode(&Sha256::digest(body.as_bytes())[..8]);
     Asset {
         body,
         content_type,

@@ -1,6 +1,6 @@
 //! The inbox's and the history's lists, through `StateStore::list_approvals`.
 
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::server::http::state::AppState;
 use crate::service::ApiError;
 use crate::store::ApprovalQuery;

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::render::payload;
-use crate::pending_approval::ApprovalRecord;
+use crate::domain::pending_approval::ApprovalRecord;
 
 /// A step's output, as the approval and run pages show it.
 #[derive(Debug, Serialize)]

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::spec::{OnSpecChange, Outcome, Spec, SpecHash, plan_pause, policy_for_pause};
 use crate::server::http::state::AppState;
-use crate::spec::{OnSpecChange, Outcome, Spec, SpecHash, plan_pause, policy_for_pause};
 
 /// A stale approval, as the pages show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -166,7 +166,7 @@ impl<'s> Staleness<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pending_approval::Phase;
+    use crate::domain::pending_approval::Phase;
 
     fn spec(policy: &str, message: &str) -> Spec {
         let yaml = format!(

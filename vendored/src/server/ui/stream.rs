@@ -19,7 +19,7 @@ use futures_util::Stream;
 use tokio::sync::broadcast;
 
 use super::auth::viewer::Viewer;
-use crate::pending_approval::ApprovalStatus;
+use crate::domain::pending_approval::ApprovalStatus;
 use crate::server::http::extract::PathParam;
 use crate::server::http::feed;
 use crate::server::http::state::AppState;
@@ -85,8 +85,8 @@ async fn fingerprint(state: &AppState) -> Option<Vec<(String, ApprovalStatus, us
 struct InboxFeed {
     state: AppState,
     last: Option<Vec<(String, ApprovalStatus, usize)>>,
-    live: broadcast::Receiver<crate::events::Event>,
-    elsewhere: Option<broadcast::Receiver<crate::watch::ApprovalChange>>,
+    live: broadcast::Receiver<crate::domain::events::Event>,
+    elsewhere: Option<broadcast::Receiver<crate::store::watch::ApprovalChange>>,
     poll: tokio::time::Interval,
 }
 
@@ -115,8 +115,8 @@ impl InboxFeed {
 /// The next event of this process that can change the pending set or its
 /// progress: a pause, a vote, a decision, an expiry or a cancel. Step events, the bulk of a
 /// busy server's, wake no inbox (each wake re-reads the first page).
-async fn next_inbox_event(live: &mut broadcast::Receiver<crate::events::Event>) {
-    use crate::events::EventKind;
+async fn next_inbox_event(live: &mut broadcast::Receiver<crate::domain::events::Event>) {
+    use crate::domain::events::EventKind;
     loop {
         match live.recv().await {
             Ok(event)
@@ -137,7 +137,9 @@ async fn next_inbox_event(live: &mut broadcast::Receiver<crate::events::Event>) 
     }
 }
 
-async fn next_change(changes: &mut Option<broadcast::Receiver<crate::watch::ApprovalChange>>) {
+async fn next_change(
+    changes: &mut Option<broadcast::Receiver<crate::store::watch::ApprovalChange>>,
+) {
     match changes {
         Some(receiver) => {
             if let Err(broadcast::error::RecvError::Closed) = receiver.recv().await {

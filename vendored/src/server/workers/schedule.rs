@@ -13,10 +13,10 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::json_doc::JsonDoc;
 use crate::server::http::state::AppState;
 use crate::service::tasks;
 use crate::store::KeyClaim;
+use crate::support::json_doc::JsonDoc;
 
 /// How long a tick's claim is kept: far longer than any clock skew.
 const TICK_CLAIM_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -35,7 +35,7 @@ pub(crate) struct Entry {
 }
 
 /// Parse every entry of the spec's schedule, or say which is wrong.
-pub(crate) fn entries(spec: &crate::spec::Spec) -> Result<Vec<Entry>, String> {
+pub(crate) fn entries(spec: &crate::domain::spec::Spec) -> Result<Vec<Entry>, String> {
     spec.trigger
         .schedule
         .iter()
@@ -56,7 +56,10 @@ pub(crate) fn entries(spec: &crate::spec::Spec) -> Result<Vec<Entry>, String> {
 
 /// The claim key of one tick.
 pub fn tick_key(agent: &str, index: usize, tick: DateTime<Utc>) -> String {
-    format!("schedule:{agent}:{index}:{}", crate::time::format_utc(tick))
+    format!(
+        "schedule:{agent}:{index}:{}",
+        crate::support::time::format_utc(tick)
+    )
 }
 
 /// Fire `entry` at each of its ticks until shutdown.
@@ -94,14 +97,14 @@ async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
         // Ticks are never released, so the owner is informational only.
         owner: "scheduler".into(),
         now,
-        expires_at: crate::time::add(now, TICK_CLAIM_TTL),
+        expires_at: crate::support::time::add(now, TICK_CLAIM_TTL),
     };
     let trigger = json!({
         "kind": "schedule",
         "cron": entry.expression,
         "index": entry.index,
-        "scheduled_at": crate::time::format_utc(tick),
-        "received_at": crate::time::format_utc(now),
+        "scheduled_at": crate::support::time::format_utc(tick),
+        "received_at": crate::support::time::format_utc(now),
     });
     let started = tasks::start_run_once(
         &state.agent,
@@ -114,10 +117,10 @@ async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
     match started {
         Ok(Some(_)) => {}
         Ok(None) => {
-            tracing::debug!(tick = %crate::time::format_utc(tick), "schedule tick taken by another server");
+            tracing::debug!(tick = %crate::support::time::format_utc(tick), "schedule tick taken by another server");
         }
         Err(e) => {
-            tracing::error!(error = %e, tick = %crate::time::format_utc(tick), "cannot start the scheduled run; the tick is skipped");
+            tracing::error!(error = %e, tick = %crate::support::time::format_utc(tick), "cannot start the scheduled run; the tick is skipped");
         }
     }
 }
@@ -125,7 +128,7 @@ async fn fire(state: &AppState, entry: &Entry, tick: DateTime<Utc>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::ScheduleTrigger;
+    use crate::domain::spec::ScheduleTrigger;
 
     fn parse(cron: &str) -> Result<croner::Cron, String> {
         ScheduleTrigger {
@@ -137,22 +140,22 @@ mod tests {
 
     #[test]
     fn five_and_six_field_expressions() {
-        let start = crate::time::parse_utc("2026-01-05T08:59:30Z").unwrap(); // a Monday
+        let start = crate::support::time::parse_utc("2026-01-05T08:59:30Z").unwrap(); // a Monday
         let weekdays = parse("0 9 * * 1-5").unwrap();
         assert_eq!(
             weekdays.find_next_occurrence(&start, false).unwrap(),
-            crate::time::parse_utc("2026-01-05T09:00:00Z").unwrap()
+            crate::support::time::parse_utc("2026-01-05T09:00:00Z").unwrap()
         );
         let every_second = parse("* * * * * *").unwrap();
         assert_eq!(
             every_second.find_next_occurrence(&start, false).unwrap(),
-            crate::time::parse_utc("2026-01-05T08:59:31Z").unwrap()
+            crate::support::time::parse_utc("2026-01-05T08:59:31Z").unwrap()
         );
         // Sunday is 0: the next Sunday 09:00 after a Monday.
         let sundays = parse("0 9 * * 0").unwrap();
         assert_eq!(
             sundays.find_next_occurrence(&start, false).unwrap(),
-            crate::time::parse_utc("2026-01-11T09:00:00Z").unwrap()
+            crate::support::time::parse_utc("2026-01-11T09:00:00Z").unwrap()
         );
     }
 
@@ -176,12 +179,12 @@ mod tests {
 
     /// The `scheduled_at` of every run completed so far, in order.
     fn drain(
-        events: &mut [tokio::sync::broadcast::Receiver<crate::events::Event>],
+        events: &mut [tokio::sync::broadcast::Receiver<crate::domain::events::Event>],
         fired: &mut Vec<String>,
     ) {
         for events in events {
             while let Ok(event) = events.try_recv() {
-                if let crate::events::EventKind::RunCompleted { outputs } = event.kind {
+                if let crate::domain::events::EventKind::RunCompleted { outputs } = event.kind {
                     fired.push(outputs["note"]["at"].as_str().unwrap().to_string());
                 }
             }
@@ -200,11 +203,11 @@ mod tests {
      {
         use std::sync::Arc;
 
-        use crate::run::AgentRun;
+        use crate::engine::run::AgentRun;
         use crate::store::{MemoryStore, SharedStore};
-        use crate::time::{ManualClock, parse_utc};
+        use crate::support::time::{ManualClock, parse_utc};
 
-        let spec = crate::spec::Spec::parse(
+        let spec = crate::domain::spec::Spec::parse(
             "version: 1\nagent: minutely\ntrigger:\n  schedule:\n    - cron: \"* * * * *\"\n\
              steps:\n  - id: note\n    set: { at: \"{{ trigger.scheduled_at }}\" }\n",
             "t.yaml",
@@ -264,7 +267,7 @@ mod tests {
 
     #[test]
     fn tick_keys_name_agent_entry_and_time() {
-        let tick = crate::time::parse_utc("2026-01-05T09:00:00Z").unwrap();
+        let tick = crate::support::time::parse_utc("2026-01-05T09:00:00Z").unwrap();
         assert_eq!(
             tick_key("refund-desk", 1, tick),
             "schedule:refund-desk:1:2026-01-05T09:00:00.000000Z"

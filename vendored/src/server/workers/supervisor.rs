@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 
-use crate::backoff::Backoff;
+use crate::support::backoff::Backoff;
 
 /// The first restart's wait at most; doubles per failure in a row.
 const RESTART_BASE: Duration = Duration::from_secs(1);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::run::{AgentRun, RunError};
+use crate::engine::run::{AgentRun, RunError};
 
 pub(crate) const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(30);
 
@@ -56,7 +56,7 @@ async fn sweep(agent: &AgentRun) -> Result<usize, RunError> {
             run_id = %record.run_id,
             key = %record.key,
             step = %record.step_id,
-            expired_at = %crate::time::format_utc(record.expires_at),
+            expired_at = %crate::support::time::format_utc(record.expires_at),
             "approval expired; run ended as expired"
         );
     }
@@ -69,7 +69,7 @@ async fn sweep(agent: &AgentRun) -> Result<usize, RunError> {
                 event = %event.kind.name(),
                 "approval {}",
                 match event.kind {
-                    crate::events::EventKind::ApprovalEscalated { .. } => "escalated",
+                    crate::domain::events::EventKind::ApprovalEscalated { .. } => "escalated",
                     _ => "reminder due",
                 }
             );

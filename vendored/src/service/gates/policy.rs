@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::policy::{
+use crate::domain::policy::{
     Escalation, GatePolicy, Groups, OnTimeout, RejectWhen, RequestField, RequestLimits, RuleSpec,
 };
 use crate::service::schema::request_type;
-use crate::time::{format_duration, parse_duration};
+use crate::support::time::{format_duration, parse_duration};
 
 request_type! {
     /// Who must agree, and what happens while the request waits and when

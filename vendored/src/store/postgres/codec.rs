@@ -10,10 +10,10 @@ use serde_json::Value;
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-use crate::pending_approval::ApprovalRecord;
-use crate::policy::Vote;
-use crate::run_state::RunRecord;
-use crate::spec_version::{SpecVersion, SpecVersionUse};
+use crate::domain::pending_approval::ApprovalRecord;
+use crate::domain::policy::Vote;
+use crate::domain::run_state::RunRecord;
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{self, Columns};
 use crate::store::{StoreError, StoreResult};
 
@@ -87,10 +87,14 @@ impl Columns for RowReader<'_> {
         serde_json::from_value(value).map_err(|e| self.corrupt(column, &e))
     }
 
-    fn doc(&self, idx: usize, column: &'static str) -> StoreResult<crate::json_doc::JsonDoc> {
+    fn doc(
+        &self,
+        idx: usize,
+        column: &'static str,
+    ) -> StoreResult<crate::support::json_doc::JsonDoc> {
         // jsonb arrives as a tree whatever is asked for.
         let value: Value = self.get(idx, column)?;
-        Ok(crate::json_doc::JsonDoc::from_value(&value))
+        Ok(crate::support::json_doc::JsonDoc::from_value(&value))
     }
 
     fn json_opt<T: DeserializeOwned>(
@@ -171,7 +175,10 @@ pub(super) fn checked<'v>(value: &'v Value, what: &str) -> StoreResult<&'v Value
 
 /// A document for a jsonb parameter: its depth checked on its text first
 /// (a tree too deep to read could not be built).
-pub(super) fn checked_doc(doc: &crate::json_doc::JsonDoc, what: &str) -> StoreResult<Value> {
+pub(super) fn checked_doc(
+    doc: &crate::support::json_doc::JsonDoc,
+    what: &str,
+) -> StoreResult<Value> {
     crate::store::check_json_text(what, doc.as_str())?;
     doc.try_to_value()
         .map_err(|e| StoreError::Database(format!("cannot encode {what} as JSON: {e}")))

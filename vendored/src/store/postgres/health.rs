@@ -38,7 +38,7 @@ impl Health for PostgresStore {
     async fn verify_writable(&self) -> StoreResult<()> {
         // Bookkeeping, not a decision: the probe row is deleted in the same
         // transaction, so its time is never read (no clock needed).
-        let now = crate::time::now();
+        let now = crate::support::time::now();
         let result: StoreResult<()> = async {
             in_transaction!(self, |tx| {
                 async {

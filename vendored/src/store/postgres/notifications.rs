@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 
 use super::codec::RowReader;
 use super::ops::{execute, query_opt};
-use crate::pending_approval::ApprovalError;
+use crate::domain::pending_approval::ApprovalError;
 use crate::store::{Notification, NotificationWrite, StoreError, StoreResult};
 
 /// The columns of `tollgate_notifications`, in the order [`notification_at`]

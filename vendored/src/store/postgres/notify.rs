@@ -12,7 +12,7 @@
 use deadpool_postgres::GenericClient;
 use serde::{Deserialize, Serialize};
 
-use crate::pending_approval::ApprovalStatus;
+use crate::domain::pending_approval::ApprovalStatus;
 use crate::store::StoreResult;
 use crate::store::feed::ApprovalChange;
 

@@ -31,12 +31,12 @@ use super::codec::{
 };
 use super::notify;
 use super::pipeline::sent;
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{
     ApprovalError, ApprovalMove, ApprovalRecord, ApprovalStatus, Claim, Moved,
 };
-use crate::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
-use crate::spec_version::{SpecVersion, SpecVersionUse};
+use crate::domain::run_state::{JournalEntry, Lease, OwnedRun, RunRecord, RunStatus};
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{Columns, StoredEvent};
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,

@@ -42,7 +42,10 @@ impl Outbox for PostgresStore {
         self.context(&format!("reading notice {id}"), read)
     }
 
-    async fn routes_of(&self, key: &str) -> StoreResult<Option<crate::notices::NoticeRoutes>> {
+    async fn routes_of(
+        &self,
+        key: &str,
+    ) -> StoreResult<Option<crate::domain::notices::NoticeRoutes>> {
         let read = async { ops::routes_of(&self.client().await?, key).await }.await;
         self.context(&format!("reading where approval {key}'s notices go"), read)
     }

@@ -146,7 +146,11 @@ pub(super) async fn migrate(client: &mut Client) -> StoreResult<()> {
         tx.execute(
             "INSERT INTO tollgate_schema_history (version, name, applied_at) \
              VALUES ($1, $2, $3)",
-            &[&migration.version, &migration.name, &crate::time::now()],
+            &[
+                &migration.version,
+                &migration.name,
+                &crate::support::time::now(),
+            ],
         )
         .await?;
     }

@@ -8,7 +8,7 @@ impl SpecVersions for PostgresStore {
         check_spec_version(version)?;
         let recorded =
             async { ops::record_spec_version(&self.client().await?, version).await }.await;
-        let short = crate::spec::SpecHash::short_of(&version.hash);
+        let short = crate::domain::spec::SpecHash::short_of(&version.hash);
         self.context(&format!("recording spec version {short}"), recorded)
     }
 

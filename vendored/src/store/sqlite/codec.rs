@@ -8,10 +8,10 @@ use rusqlite::types::FromSql;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::pending_approval::ApprovalRecord;
-use crate::policy::Vote;
-use crate::run_state::RunRecord;
-use crate::spec_version::{SpecVersion, SpecVersionUse};
+use crate::domain::pending_approval::ApprovalRecord;
+use crate::domain::policy::Vote;
+use crate::domain::run_state::RunRecord;
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{self, Columns};
 use crate::store::{StoreError, StoreResult};
 
@@ -51,7 +51,7 @@ impl<'a, 'r> RowReader<'a, 'r> {
     }
 
     fn parse_time(&self, text: &str, column: &'static str) -> StoreResult<DateTime<Utc>> {
-        crate::time::parse_utc(text)
+        crate::support::time::parse_utc(text)
             .ok_or_else(|| self.corrupt(column, &format!("not a UTC timestamp: {text:?}")))
     }
 }
@@ -86,14 +86,18 @@ impl Columns for RowReader<'_, '_> {
         serde_json::from_str(&text).map_err(|e| self.corrupt(column, &e))
     }
 
-    fn doc(&self, idx: usize, column: &'static str) -> StoreResult<crate::json_doc::JsonDoc> {
+    fn doc(
+        &self,
+        idx: usize,
+        column: &'static str,
+    ) -> StoreResult<crate::support::json_doc::JsonDoc> {
         // Read where SQLite holds it: no `String` copy of a wide input.
         let value = self
             .row
             .get_ref(idx)
             .map_err(|e| self.corrupt(column, &e))?;
         let text = value.as_str().map_err(|e| self.corrupt(column, &e))?;
-        crate::json_doc::JsonDoc::parse(text).map_err(|e| self.corrupt(column, &e))
+        crate::support::json_doc::JsonDoc::parse(text).map_err(|e| self.corrupt(column, &e))
     }
 
     fn json_opt<T: DeserializeOwned>(

@@ -7,10 +7,10 @@
 use rusqlite::{Connection, Row};
 
 use super::codec::RowReader;
-use crate::pending_approval::ApprovalError;
+use crate::domain::pending_approval::ApprovalError;
 use crate::store::columns::Columns;
 use crate::store::{Notification, NotificationWrite, StoreError, StoreResult};
-use crate::time::format_utc;
+use crate::support::time::format_utc;
 
 /// The columns of `tollgate_notifications`, in the order
 /// [`notification_at`] reads them.

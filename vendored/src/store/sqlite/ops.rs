@@ -27,10 +27,10 @@ use super::codec::{
     outbox_from_row, run_from_row, run_outline_columns, spec_version_from_row,
     spec_version_use_from_row, spec_versions_sql, to_i64, to_json, vote_from_row,
 };
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Claim, Moved};
-use crate::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
-use crate::spec_version::{SpecVersion, SpecVersionUse};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalError, ApprovalMove, ApprovalRecord, Claim, Moved};
+use crate::domain::run_state::{JournalEntry, OwnedRun, RunRecord, RunStatus};
+use crate::domain::spec_version::{SpecVersion, SpecVersionUse};
 use crate::store::columns::{Columns, OUTBOX_COLUMNS, StoredEvent};
 use crate::store::{
     ApprovalFilter, ApprovalPage, ApprovalPager, ApprovalQuery, CancelRun, Cancelled, Claimed,
@@ -38,7 +38,7 @@ use crate::store::{
     StoreError, StoreResult, StuckClaim, UnreadableRow, already_exists, cursor, like_pattern,
     resolved_event, run_text_patterns,
 };
-use crate::time::format_utc;
+use crate::support::time::format_utc;
 
 pub(crate) use self::{
     approvals::*, keys::*, outbox::*, queries::*, rows::*, runs::*, specs::*, votes::*,

@@ -58,7 +58,10 @@ impl Outbox for SqliteStore {
         .await
     }
 
-    async fn routes_of(&self, key: &str) -> StoreResult<Option<crate::notices::NoticeRoutes>> {
+    async fn routes_of(
+        &self,
+        key: &str,
+    ) -> StoreResult<Option<crate::domain::notices::NoticeRoutes>> {
         let key = key.to_string();
         self.read(
             format!("reading where approval {key}'s notices go"),

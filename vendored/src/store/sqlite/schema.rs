@@ -162,7 +162,7 @@ fn apply(conn: &Connection, migration: &Migration) -> StoreResult<()> {
         (
             migration.version,
             migration.name,
-            crate::time::format_utc(crate::time::now()),
+            crate::support::time::format_utc(crate::support::time::now()),
         ),
     )?;
     Ok(())

@@ -7,7 +7,7 @@ impl SpecVersions for SqliteStore {
     async fn record_spec_version(&self, version: &SpecVersion) -> StoreResult<()> {
         check_spec_version(version)?;
         let version = version.clone();
-        let short = crate::spec::SpecHash::short_of(&version.hash).to_string();
+        let short = crate::domain::spec::SpecHash::short_of(&version.hash).to_string();
         self.write(format!("recording spec version {short}"), move |conn| {
             ops::record_spec_version(conn, &version)
         })

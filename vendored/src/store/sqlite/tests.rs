@@ -8,11 +8,11 @@ use rusqlite::Connection;
 use serde_json::{Map, json};
 
 use super::{SqliteOptions, SqliteStore, ops, schema};
-use crate::events::{Event, EventKind};
-use crate::pending_approval::{ApprovalRecord, sample_record};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::events::{Event, EventKind};
+use crate::domain::pending_approval::{ApprovalRecord, sample_record};
+use crate::domain::run_state::{RunRecord, RunStatus};
 use crate::store::{Pause, StoreError, StoreErrorKind, prelude::*};
-use crate::time::now;
+use crate::support::time::now;
 
 /// A fresh directory under the system temp dir, removed on drop (the
 /// runtime crate has no dev-dependencies: it is copied into every export).
@@ -411,12 +411,12 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
 
     let store = open(&dir.db());
     paused(&store, "k-old").await;
-    let spec = crate::spec::Spec::parse(
+    let spec = crate::domain::spec::Spec::parse(
         "version: 1\nagent: agent\nsteps:\n  - id: s\n    set: {x: 1}\n",
         "a.yaml",
     )
     .expect("spec");
-    let version = crate::spec_version::SpecVersion::of(&spec, now());
+    let version = crate::domain::spec_version::SpecVersion::of(&spec, now());
     store.record_spec_version(&version).await.expect("record");
     assert_eq!(
         store.get_spec_version(&version.hash).await.expect("get"),
@@ -429,7 +429,7 @@ async fn a_file_of_the_previous_schema_gains_the_spec_versions_keeping_its_runs(
 
 #[tokio::test]
 async fn a_file_of_schema_13_gains_origins_from_the_old_gate_marker() {
-    use crate::pending_approval::ApprovalOrigin;
+    use crate::domain::pending_approval::ApprovalOrigin;
     // Rows as version 13 wrote them: a gate request made through a server
     // (its spec hash, and its run's, 64 zeros), a program's own request,
     // and a workflow run's pause.
@@ -710,7 +710,7 @@ async fn a_waiter_returns_an_error_retrying_cannot_fix() {
         .execute_batch("DROP TABLE tollgate_notifications; DROP TABLE tollgate_approvals")
         .expect("drop the table");
     let shared: crate::store::SharedStore = std::sync::Arc::new(store);
-    let watcher = crate::watch::ApprovalWatcher::start(shared, Default::default());
+    let watcher = crate::store::watch::ApprovalWatcher::start(shared, Default::default());
     let waited = tokio::time::timeout(
         std::time::Duration::from_secs(120),
         watcher.wait_for_decision("k-wait"),
@@ -799,7 +799,7 @@ fn fill(conn: &mut Connection) {
 
 #[tokio::test]
 async fn listing_approvals_walks_the_pending_and_settled_indexes() {
-    use crate::pending_approval::ApprovalStatus;
+    use crate::domain::pending_approval::ApprovalStatus;
     use crate::store::ApprovalQuery;
 
     let dir = TempDir::new();
@@ -901,7 +901,7 @@ async fn listing_approvals_walks_the_pending_and_settled_indexes() {
         statuses: vec![ApprovalStatus::Pending],
         step_id: None,
         text: None,
-        now: crate::time::parse_utc("2026-06-01T00:00:00Z").expect("time"),
+        now: crate::support::time::parse_utc("2026-06-01T00:00:00Z").expect("time"),
         limit: 50,
         cursor: None,
         ..Default::default()
@@ -965,23 +965,23 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
         "a pause from before rosters is a plain gate"
     );
 
-    let choice = crate::policy::VoteChoice {
-        decision: crate::policy::VoteDecision::Approve,
+    let choice = crate::domain::policy::VoteChoice {
+        decision: crate::domain::policy::VoteDecision::Approve,
         reason: None,
         payload: None,
-        channel: crate::policy::Channel::Cli,
+        channel: crate::domain::policy::Channel::Cli,
         payload_digest: record.payload_digest(),
     };
-    let claim = crate::pending_approval::Claim {
+    let claim = crate::domain::pending_approval::Claim {
         input: None,
         key: "k-old".into(),
-        decision: crate::pending_approval::Decision::Approve { reason: None },
+        decision: crate::domain::pending_approval::Decision::Approve { reason: None },
         decided_by: "alice".into(),
         now: now(),
         spec_hash: "h".into(),
         pinned: false,
         timeout: None,
-        then: crate::pending_approval::AfterClaim::Release,
+        then: crate::domain::pending_approval::AfterClaim::Release,
     };
     let outcome = store
         .cast_vote(&crate::store::CastVote { claim, choice })
@@ -995,7 +995,7 @@ async fn a_file_of_the_previous_schema_gains_the_votes_and_its_pauses_take_them(
     let ledger = store.votes("k-old").await.expect("votes");
     assert_eq!(ledger.len(), 1);
     assert_eq!(ledger[0].voter, "alice");
-    assert_eq!(ledger[0].channel, crate::policy::Channel::Cli);
+    assert_eq!(ledger[0].channel, crate::domain::policy::Channel::Cli);
     assert_eq!(ledger[0].payload_digest, record.payload_digest());
 
     // A channel this build cannot read is reported, naming the row.
@@ -1041,7 +1041,7 @@ async fn a_file_of_the_previous_schema_gains_gate_timers_and_its_overdue_pauses_
         .expect("kept");
     assert_eq!(
         open_one.status,
-        crate::pending_approval::ApprovalStatus::Pending
+        crate::domain::pending_approval::ApprovalStatus::Pending
     );
 }
 
@@ -1104,14 +1104,14 @@ fn stored_status(conn: &Connection, table: &str, id: &str) -> String {
 
 #[tokio::test]
 async fn a_decision_between_two_batches_of_a_sweep_commits_and_the_next_batch_leaves_it() {
-    use crate::pending_approval::{AfterClaim, Claim, Decision};
+    use crate::domain::pending_approval::{AfterClaim, Claim, Decision};
     use crate::store::EXPIRE_BATCH;
 
     let dir = TempDir::new();
     let store = open(&dir.db());
     let n = EXPIRE_BATCH + 7;
     overdue(&mut raw(&dir.db()), n);
-    let sweep_at = crate::time::format_utc(now());
+    let sweep_at = crate::support::time::format_utc(now());
 
     // The sweep's first batch: the earliest due, one write of its own.
     let at = sweep_at.clone();
@@ -1127,7 +1127,7 @@ async fn a_decision_between_two_batches_of_a_sweep_commits_and_the_next_batch_le
     // Between the batches, a decision taken before its record ran out
     // (the latest due, so the next batch's) commits.
     let last = format!("due-{:04}", n - 1);
-    let decided_at = crate::time::parse_utc("2026-01-01T00:30:00Z").expect("time");
+    let decided_at = crate::support::time::parse_utc("2026-01-01T00:30:00Z").expect("time");
     let claimed = store
         .claim(&Claim {
             key: last.clone(),

@@ -117,7 +117,7 @@ impl Redactor {
                 decode: true,
             });
             patterns.push(Pattern {
-                chars: crate::hex::encode(v.as_bytes()).chars().collect(),
+                chars: crate::support::hex::encode(v.as_bytes()).chars().collect(),
                 fold_case: true,
                 decode: true,
             });

@@ -15,8 +15,8 @@ use super::super::marked::Node;
 use super::super::{EmailSpec, GateNotify, NotifySpec, SlackNotifySpec, WebhookSpec};
 use super::reader::{Fields, Place};
 use super::{Cx, Result};
-use crate::notices::{NoticeEvent, is_address};
-use crate::secrets;
+use crate::domain::notices::{NoticeEvent, is_address};
+use crate::support::secrets;
 
 impl Cx<'_> {
     /// `approvals.notify`. `label` names the key for a type error.

@@ -16,11 +16,11 @@ use super::super::marked::Node;
 use super::super::schema::{Schema, value};
 use super::reader::{Fields, Place};
 use super::{Cx, MAX_ID_LEN, Result, is_identifier};
-use crate::form::Form;
-use crate::policy::{
+use crate::domain::form::Form;
+use crate::domain::policy::{
     Escalation, GatePolicy, OnTimeout, RejectWhen, RequestField, RequestLimits, Roster, RuleSpec,
 };
-use crate::time::format_duration;
+use crate::support::time::format_duration;
 
 /// One `rules:` entry.
 const RULE_SCHEMA: Schema = Schema::new(&[value("group"), value("min")]);
@@ -97,7 +97,7 @@ impl Cx<'_> {
         let requests = self.mapping(
             node,
             &place,
-            &crate::spec::REQUEST_LIMITS_SCHEMA,
+            &crate::domain::spec::REQUEST_LIMITS_SCHEMA,
             "\"requests\" in approvals",
         )?;
         if let Some(node) = requests.get("may_set") {

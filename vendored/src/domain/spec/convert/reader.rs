@@ -226,7 +226,7 @@ impl Cx<'_> {
 
     pub(super) fn duration(&self, node: &Node, label: &str) -> Result<Duration> {
         let text = self.string(node, label)?;
-        let duration = crate::time::parse_duration(&text)
+        let duration = crate::support::time::parse_duration(&text)
             .map_err(|e| self.err(node.pos, format!("bad {label}: {e}")))?;
         // parse_duration saturates, so a huge number lands here too, never
         // as an overflow.

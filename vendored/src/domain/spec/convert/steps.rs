@@ -9,8 +9,8 @@ use super::super::{
 };
 use super::reader::{Fields, Place};
 use super::{Cx, DEFAULT_CONFIDENCE, MAX_ID_LEN, Result, is_identifier};
-use crate::expr::{self, Shape};
-use crate::policy::GatePolicy;
+use crate::domain::expr::{self, Shape};
+use crate::domain::policy::GatePolicy;
 
 /// The only action an `if` step can take.
 const REQUEST_HUMAN_APPROVAL: &str = "request_human_approval";

@@ -8,8 +8,8 @@ use super::super::request;
 use super::super::{HttpToolSpec, IdempotencySpec, RetrySpec, ToolKind, ToolSpec};
 use super::reader::{Fields, Place};
 use super::{Cx, MAX_ID_LEN, Result, is_identifier};
-use crate::expr::{self, Shape};
-use crate::policy::GatePolicy;
+use crate::domain::expr::{self, Shape};
+use crate::domain::policy::GatePolicy;
 
 const HTTP_METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
 const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(1);

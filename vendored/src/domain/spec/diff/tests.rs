@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::super::{OnSpecChange, Spec};
 use super::*;
-use crate::pending_approval::Phase;
+use crate::domain::pending_approval::Phase;
 
 /// Version 1: a lookup, an approval step, a tool gate, a guardrail and a
 /// result, the four kinds of gate among them.
@@ -1213,16 +1213,16 @@ fn settings_not_enforced_yet_are_compared_too() {
     // the approver fills in: how it decides.
     for v2 in [
         policy_edited(&v1, check, |p| {
-            p.on_timeout = crate::policy::OnTimeout::Approve
+            p.on_timeout = crate::domain::policy::OnTimeout::Approve
         }),
         policy_edited(&v1, check, |p| {
-            p.escalate = vec![crate::policy::Escalation {
+            p.escalate = vec![crate::domain::policy::Escalation {
                 after: Duration::from_secs(3600),
                 add: vec!["security".into()],
             }]
         }),
         policy_edited(&v1, check, |p| {
-            p.form = crate::form::Form::parse(&serde_json::json!({"type": "object"})).ok()
+            p.form = crate::domain::form::Form::parse(&serde_json::json!({"type": "object"})).ok()
         }),
     ] {
         assert_eq!(
@@ -1233,7 +1233,7 @@ fn settings_not_enforced_yet_are_compared_too() {
     }
     // An escalation's group's members count as the gate's.
     let escalating = policy_edited(&v1, check, |p| {
-        p.escalate = vec![crate::policy::Escalation {
+        p.escalate = vec![crate::domain::policy::Escalation {
             after: Duration::from_secs(3600),
             add: vec!["spare".into()],
         }]

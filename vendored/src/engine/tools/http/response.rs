@@ -3,7 +3,7 @@
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use serde_json::{Map, Value, json};
 
-use crate::pending_approval::is_credential_header;
+use crate::domain::pending_approval::is_credential_header;
 
 /// Characters of a failing response's body quoted in the error.
 pub const EXCERPT_CHARS: usize = 300;
@@ -17,7 +17,7 @@ pub struct Received {
 }
 
 /// A JSON body nested deeper than a run accepts
-/// ([`crate::json_depth::MAX_JSON_DEPTH`]): stored in the step's output and
+/// ([`crate::support::json_depth::MAX_JSON_DEPTH`]): stored in the step's output and
 /// wrapped again, it could not be read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooDeep {
@@ -54,8 +54,8 @@ impl Received {
             Some(b'{' | b'[')
         );
         if declared_json || looks_like_json {
-            let limit = crate::json_depth::MAX_JSON_DEPTH;
-            if crate::json_depth::text_depth(&self.body) > limit {
+            let limit = crate::support::json_depth::MAX_JSON_DEPTH;
+            if crate::support::json_depth::text_depth(&self.body) > limit {
                 return Err(TooDeep { limit });
             }
             if let Ok(parsed) = serde_json::from_slice(&self.body) {
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn json_bodies_nest_at_most_max_json_depth() {
-        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let limit = crate::support::json_depth::MAX_JSON_DEPTH;
         let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
         let at_limit = received("application/json", &nested(limit));
         assert!(at_limit.body_value().unwrap().is_array());

@@ -6,12 +6,12 @@
 //! backoff}` opts any method in, also for timeouts, 429 and every 5xx; a
 //! call that may change something carries the same Idempotency-Key on every
 //! attempt, so a downstream that honours it applies it once. Waits are
-//! jittered (`crate::backoff`) so many runs retrying one service spread out.
+//! jittered (`crate::support::backoff`) so many runs retrying one service spread out.
 
 use std::time::Duration;
 
-use crate::backoff::Backoff;
-use crate::spec::HttpToolSpec;
+use crate::domain::spec::HttpToolSpec;
+use crate::support::backoff::Backoff;
 
 /// Attempts (the first call included) for GET/HEAD without `retry:`.
 const SAFE_ATTEMPTS: u32 = 3;
@@ -83,7 +83,7 @@ impl RetryPolicy {
     }
 
     /// The wait before attempt `attempt + 1`: a jittered exponential wait
-    /// from `backoff` (see [`crate::backoff`]), or the server's Retry-After
+    /// from `backoff` (see [`crate::support::backoff`]), or the server's Retry-After
     /// when it asks for longer.
     pub fn wait(
         &self,
@@ -102,13 +102,13 @@ impl RetryPolicy {
 /// `Retry-After`, in seconds or as an HTTP date.
 pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    crate::backoff::retry_after(value, std::time::SystemTime::now())
+    crate::support::backoff::retry_after(value, std::time::SystemTime::now())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{IdempotencySpec, RetrySpec};
+    use crate::domain::spec::{IdempotencySpec, RetrySpec};
 
     fn spec(method: &str, retry: Option<RetrySpec>) -> HttpToolSpec {
         HttpToolSpec {

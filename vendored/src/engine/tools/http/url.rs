@@ -11,10 +11,10 @@
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use crate::expr::Context;
-use crate::secrets;
-use crate::tools::ToolError;
-use crate::tools::template::CallSecrets;
+use crate::domain::expr::Context;
+use crate::engine::tools::ToolError;
+use crate::engine::tools::template::CallSecrets;
+use crate::support::secrets;
 
 /// One piece of a URL template.
 #[derive(Debug, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use super::ModelError;
-use crate::secrets::Redactor;
-use crate::spec::{ModelConfig, ModelStep};
-use crate::tools::template::CallSecrets;
+use crate::domain::spec::{ModelConfig, ModelStep};
+use crate::engine::tools::template::CallSecrets;
+use crate::support::secrets::Redactor;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -81,8 +81,8 @@ pub fn json_object(reply: &Reply) -> Result<Value, String> {
     };
     let inner = strip_fence(&reply.content);
     // The object becomes the step's output, stored and wrapped again.
-    let limit = crate::json_depth::MAX_JSON_DEPTH;
-    if crate::json_depth::text_depth(inner.as_bytes()) > limit {
+    let limit = crate::support::json_depth::MAX_JSON_DEPTH;
+    if crate::support::json_depth::text_depth(inner.as_bytes()) > limit {
         return Err(format!(
             "JSON nested deeper than {limit} levels of objects and arrays, the most a run accepts{cut_off}"
         ));
@@ -91,7 +91,7 @@ pub fn json_object(reply: &Reply) -> Result<Value, String> {
         Ok(Value::Object(map)) => Ok(Value::Object(map)),
         Ok(other) => Err(format!(
             "{}{cut_off}: {}",
-            crate::json_kind::json_kind(&other),
+            crate::support::json_kind::json_kind(&other),
             excerpt(&reply.content)
         )),
         Err(e) => Err(format!(
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_json_answer_nests_at_most_max_json_depth() {
-        let limit = crate::json_depth::MAX_JSON_DEPTH;
+        let limit = crate::support::json_depth::MAX_JSON_DEPTH;
         let object = |n: usize| format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n));
         assert!(json_object(&reply(&object(limit))).is_ok());
         for depth in [limit + 1, 127, 5_000] {

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::endpoint::Endpoint;
 use super::*;
-use crate::spec::{ModelConfig, ModelStep};
+use crate::domain::spec::{ModelConfig, ModelStep};
 
 fn step() -> ModelStep {
     ModelStep {

@@ -52,7 +52,7 @@ impl Binding {
 
 /// The token for forms bound to `binding`.
 pub(crate) fn token(key: &SessionKey, binding: &Binding) -> String {
-    crate::hex::encode(&key.mac(&binding.parts()))
+    crate::support::hex::encode(&key.mac(&binding.parts()))
 }
 
 /// Whether `presented` is the token for `binding` (constant time).

@@ -24,7 +24,7 @@ use crate::support::hmac::{HmacKey, MAC_LEN};
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "tollgate_session";
 /// Where the session key comes from first.
-pub(crate) const SESSION_SECRET_ENV: &str = crate::env::SESSION_SECRET;
+pub(crate) const SESSION_SECRET_ENV: &str = crate::support::env::SESSION_SECRET;
 /// How long a session lasts.
 pub(crate) const MAX_AGE: Duration = Duration::from_secs(12 * 3600);
 
@@ -66,7 +66,7 @@ impl SessionKey {
     /// Whether `presented` (hex) is the MAC over `parts`, compared in
     /// constant time.
     pub fn verify(&self, parts: &[&[u8]], presented: &str) -> bool {
-        let Some(bytes) = crate::hex::decode(presented) else {
+        let Some(bytes) = crate::support::hex::decode(presented) else {
             return false;
         };
         let lengths = lengths_of(parts);
@@ -124,7 +124,7 @@ pub(crate) fn issue(
 ) -> String {
     let expiry = (now.timestamp() + MAX_AGE.as_secs() as i64).to_string();
     let mac = key.mac(&[b"session", name.as_bytes(), expiry.as_bytes(), token_digest]);
-    format!("{name}.{expiry}.{}", crate::hex::encode(&mac))
+    format!("{name}.{expiry}.{}", crate::support::hex::encode(&mac))
 }
 
 /// Why a session cookie is not accepted (for tests and logs; the page only
@@ -202,7 +202,7 @@ mod tests {
     use super::*;
 
     fn now() -> DateTime<Utc> {
-        crate::time::parse_utc("2026-12-01T10:00:00Z").unwrap()
+        crate::support::time::parse_utc("2026-12-01T10:00:00Z").unwrap()
     }
 
     /// The MAC's bytes are part of the contract: a cookie issued before an
@@ -214,7 +214,7 @@ mod tests {
         let key = SessionKey::from_secret("k");
         let parts: &[&[u8]] = &[b"session", b"alice", b"1700000000"];
         let expected = "b24869978110d172a856b992a1fae837e3bf830d286d4be1c4d7504725e1ac19";
-        assert_eq!(crate::hex::encode(&key.mac(parts)), expected);
+        assert_eq!(crate::support::hex::encode(&key.mac(parts)), expected);
         assert!(key.verify(parts, expected));
         assert!(!key.verify(&[b"session", b"alic", b"e1700000000"], expected));
     }

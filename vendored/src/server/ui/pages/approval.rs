@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Output, inbox, refusal};
-use crate::events::Event;
-use crate::form::Form;
-use crate::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
-use crate::policy::Channel;
-use crate::run::{Ballot, DecisionOutcome, RunError};
+use crate::domain::events::Event;
+use crate::domain::form::Form;
+use crate::domain::pending_approval::{ApprovalError, ApprovalRecord, ApprovalStatus, Decision};
+use crate::domain::policy::Channel;
+use crate::engine::run::{Ballot, DecisionOutcome, RunError};
 use crate::server::http::extract::PathParam;
 use crate::server::http::state::AppState;
 use crate::server::ui::auth::viewer::Viewer;
@@ -90,11 +90,14 @@ impl ReasonMissing {
 #[derive(Debug, Default)]
 pub(crate) struct InputProblem {
     pub sent: Vec<(String, String)>,
-    pub errors: Vec<crate::form::InputError>,
+    pub errors: Vec<crate::domain::form::InputError>,
 }
 
 impl InputProblem {
-    fn boxed(sent: &[(String, String)], errors: Vec<crate::form::InputError>) -> Option<Box<Self>> {
+    fn boxed(
+        sent: &[(String, String)],
+        errors: Vec<crate::domain::form::InputError>,
+    ) -> Option<Box<Self>> {
         Some(Box::new(InputProblem {
             sent: sent.to_vec(),
             errors,
@@ -360,7 +363,7 @@ pub(crate) async fn render(
     let viewer = frame.chrome.whoami.as_deref().unwrap_or_default();
     let asked = (record.roster.is_none()
         && record.status == ApprovalStatus::Pending
-        && crate::policy::barred_as_requester(
+        && crate::domain::policy::barred_as_requester(
             record,
             state.agent.spec().deciders_of(record).allow_self_approval,
             viewer,
@@ -485,8 +488,8 @@ pub(crate) fn decision_of(fields: &Fields) -> Result<Decision, Problem> {
         Some("modify") => {
             let text = fields.payload.clone().unwrap_or_default();
             // A key twice would be read as its last: refused, as every
-            // JSON body is (see `crate::json_keys`).
-            if let Err(e) = crate::json_keys::check_keys(text.as_bytes()) {
+            // JSON body is (see `crate::support::json_keys`).
+            if let Err(e) = crate::support::json_keys::check_keys(text.as_bytes()) {
                 return Err(Problem {
                     payload_error: Some(format!("This payload is refused: {e}.")),
                     payload_text: Some(text),

@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::{blank_to_none, inbox, refusal};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::server::http::paging::{PageLinks, Position, UI_PAGE};
 use crate::server::http::state::AppState;
 use crate::server::ui::SharedUi;

@@ -21,8 +21,8 @@ use serde::Deserialize;
 
 use super::approval::{self, Answer, Frame, Problem};
 use super::refusal;
-use crate::links::{LINK_CALLER, LinkSigner, may_decide_record};
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::links::{LINK_CALLER, LinkSigner, may_decide_record};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
 use crate::server::http::feed::Watcher;
 use crate::server::http::state::AppState;
 use crate::server::http::throttle::ClientAddr;
@@ -206,12 +206,19 @@ pub(crate) async fn decide(
     if let Err(refused) = linked(&state, &key, by).await {
         return refused;
     }
-    let (problem, status) =
-        match approval::decide_as(&state, &key, &fields, by, crate::policy::Channel::Link).await {
-            Answer::Decided(_) => (Problem::default(), StatusCode::OK),
-            Answer::Again(problem, status) => (problem, status),
-            Answer::Refused(response) => return response,
-        };
+    let (problem, status) = match approval::decide_as(
+        &state,
+        &key,
+        &fields,
+        by,
+        crate::domain::policy::Channel::Link,
+    )
+    .await
+    {
+        Answer::Decided(_) => (Problem::default(), StatusCode::OK),
+        Answer::Again(problem, status) => (problem, status),
+        Answer::Refused(response) => return response,
+    };
     match approval::load(&state, &key).await {
         Ok(Some(record)) => {
             let frame = frame(&ui, &state, &key, &signature, bound);

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
 
 use super::refusal;
-use crate::notices::NoticeStatus;
+use crate::domain::notices::NoticeStatus;
 use crate::server::http::paging::{PageLinks, Position, UI_PAGE};
 use crate::server::http::state::AppState;
 use crate::server::ui::SharedUi;

@@ -96,7 +96,7 @@ pub(crate) fn unbound_off() -> Response {
         "Link not usable",
         &format!(
             "This link is not bound to a person, and unbound links are off on this server              ({}). Ask for a link made for you.",
-            crate::links::UNBOUND_LINKS_ENV
+            crate::domain::links::UNBOUND_LINKS_ENV
         ),
         Some("unbound"),
     )
@@ -111,7 +111,7 @@ pub(crate) fn not_an_approver(name: &str) -> Response {
 /// rules), else not an approver.
 pub(crate) fn not_a_decider(
     name: &str,
-    record: &crate::pending_approval::ApprovalRecord,
+    record: &crate::domain::pending_approval::ApprovalRecord,
 ) -> Response {
     match &record.roster {
         Some(roster) if !roster.rules.is_empty() => {
@@ -153,11 +153,11 @@ pub(crate) fn bad_link() -> Response {
 pub(crate) fn from_api(error: ApiError) -> Response {
     let status = error.status();
     match error {
-        ApiError::Approval(crate::pending_approval::ApprovalError::Forbidden {
+        ApiError::Approval(crate::domain::pending_approval::ApprovalError::Forbidden {
             decided_by,
             ..
         }) => not_an_approver(&decided_by),
-        ApiError::Approval(crate::pending_approval::ApprovalError::NotFound { .. })
+        ApiError::Approval(crate::domain::pending_approval::ApprovalError::NotFound { .. })
         | ApiError::RunNotFound(_) => not_found(),
         ApiError::Internal(detail) => {
             tracing::error!(error = %detail, "inbox request failed");

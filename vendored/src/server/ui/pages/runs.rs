@@ -9,10 +9,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
 
 use super::{Output, blank_to_none, refusal};
-use crate::events::Event;
-use crate::pending_approval::ApprovalRecord;
-use crate::run::OperatorFail;
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::events::Event;
+use crate::domain::pending_approval::ApprovalRecord;
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::engine::run::OperatorFail;
 use crate::server::http::extract::PathParam;
 use crate::server::http::paging::{PageLinks, Position, UI_PAGE};
 use crate::server::http::state::AppState;

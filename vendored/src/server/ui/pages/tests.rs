@@ -14,19 +14,19 @@ use super::inbox::{InboxPage, InboxRows, Row, RowsFragment};
 use super::login::LoginPage;
 use super::refusal;
 use super::runs::{RunPage, RunRow, RunsPage};
-use crate::events::Event;
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
-use crate::run_state::{RunRecord, RunStatus};
+use crate::domain::events::Event;
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus, Phase};
+use crate::domain::run_state::{RunRecord, RunStatus};
+use crate::domain::spec::{OnSpecChange, Outcome};
 use crate::server::http::paging::{PageLinks, Position};
 use crate::server::ui::render::format;
 use crate::server::ui::render::templates::{Chrome, Page, render_page, templates};
 use crate::server::ui::staleness::{Effect, Stale};
 use crate::service::ApiError;
 use crate::service::views::{ApprovalView, RunView};
-use crate::spec::{OnSpecChange, Outcome};
 
 fn now() -> DateTime<Utc> {
-    crate::time::parse_utc("2026-12-01T10:00:00Z").unwrap()
+    crate::support::time::parse_utc("2026-12-01T10:00:00Z").unwrap()
 }
 
 fn record(status: ApprovalStatus) -> ApprovalRecord {
@@ -59,7 +59,7 @@ fn record(status: ApprovalStatus) -> ApprovalRecord {
         created_at: now() - Duration::minutes(30),
         expires_at: now() + Duration::hours(2),
         roster: None,
-        origin: crate::pending_approval::ApprovalOrigin::Pause,
+        origin: crate::domain::pending_approval::ApprovalOrigin::Pause,
     }
 }
 
@@ -277,7 +277,7 @@ fn the_inbox_empty_with_rows_filtered_and_paged() {
 /// finance 2 of {alice, bob, carol}, security 1 of {dave}, started by
 /// bot; alice has approved.
 fn team_gate() -> (ApprovalRecord, crate::service::votes::ListedLedgers) {
-    use crate::policy::{Channel, Roster, Vote, VoteDecision};
+    use crate::domain::policy::{Channel, Roster, Vote, VoteDecision};
     let mut record = record(ApprovalStatus::Pending);
     record.roster = Some(Roster {
         voter_counts_once: false,
@@ -808,10 +808,10 @@ async fn every_refusal_page() {
     );
     // A decision refused says which refusal in its heading, not only in
     // the message under it.
-    let voted = crate::pending_approval::ApprovalError::AlreadyVoted {
+    let voted = crate::domain::pending_approval::ApprovalError::AlreadyVoted {
         key: "k".into(),
         voter: "alice".into(),
-        decision: crate::policy::VoteDecision::Approve,
+        decision: crate::domain::policy::VoteDecision::Approve,
     };
     let (status, html) = body(refusal::from_api(ApiError::Approval(voted))).await;
     assert_eq!(status, StatusCode::CONFLICT);
@@ -843,10 +843,10 @@ fn a_name_a_template_does_not_define_fails_to_render() {
 /// outbox holds it once its sends came to `status`.
 fn outbox_notice(
     id: &str,
-    status: crate::notices::NoticeStatus,
+    status: crate::domain::notices::NoticeStatus,
     last_error: Option<&str>,
 ) -> crate::store::OutboxNotice {
-    use crate::notices::{NoticeRoutes, WebhookRoute, notices_for};
+    use crate::domain::notices::{NoticeRoutes, WebhookRoute, notices_for};
     let routes = NoticeRoutes {
         webhooks: vec![WebhookRoute {
             url: "${HOOK_OPS}".into(),
@@ -881,7 +881,7 @@ fn outbox_notice(
 #[test]
 fn the_notifications_page_lists_failed_and_dead_deliveries_with_their_retries() {
     use super::notifications::NotificationsPage;
-    use crate::notices::NoticeStatus;
+    use crate::domain::notices::NoticeStatus;
     let failed = outbox_notice("n-failed", NoticeStatus::Failed, Some("HTTP 503"));
     let dead = outbox_notice("n-dead", NoticeStatus::Dead, Some("HTTP <b>410</b> Gone"));
     let disabled = crate::store::DisabledEndpoint {
@@ -944,7 +944,7 @@ fn the_notifications_page_says_when_nothing_needs_a_person() {
     assert!(html.contains(r#"id="disabled-empty""#));
     assert!(!html.contains("retry-dead"), "{html}");
     // Only failed ones: no "Retry all dead".
-    let failed = outbox_notice("n-1", crate::notices::NoticeStatus::Failed, None);
+    let failed = outbox_notice("n-1", crate::domain::notices::NoticeStatus::Failed, None);
     let page = NotificationsPage::new(&[failed], &[], "c".into(), PageLinks::default());
     let html = render(&page, &chrome("Notifications", "notifications"));
     assert!(!html.contains("retry-dead") && html.contains(r#"data-id="n-1""#));

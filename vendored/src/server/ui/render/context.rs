@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
-use crate::json_doc::JsonDoc;
+use crate::support::json_doc::JsonDoc;
 
-use crate::policy::requesters_from_trigger;
+use crate::domain::policy::requesters_from_trigger;
 
 /// How many top-level fields of an input the summary names.
 const FIELDS: usize = 3;

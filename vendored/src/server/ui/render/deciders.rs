@@ -5,9 +5,9 @@
 //! facts `links::may_decide_record` checks, so the page never promises a
 //! decision the server would refuse.
 
-use crate::links::Deciders;
-use crate::pending_approval::ApprovalRecord;
-use crate::policy::{RESERVED_NAMES, requesters_of};
+use crate::domain::links::Deciders;
+use crate::domain::pending_approval::ApprovalRecord;
+use crate::domain::policy::{RESERVED_NAMES, requesters_of};
 
 /// Who may not decide `record` for having asked for it, by name. Names
 /// no token can hold (`webhook`, `schedule`, `local`, ...) are left out:

@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
-use crate::form::{Field, FieldKind, Form, InputError};
+use crate::domain::form::{Field, FieldKind, Form, InputError};
 use crate::server::ui::form::INPUT_PREFIX;
 
 /// The form as the page's template renders it.

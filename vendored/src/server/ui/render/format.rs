@@ -52,7 +52,7 @@ mod tests {
 
     #[test]
     fn spans_read_naturally() {
-        let t = crate::time::parse_utc("2026-12-01T10:00:00Z").unwrap();
+        let t = crate::support::time::parse_utc("2026-12-01T10:00:00Z").unwrap();
         let at = |s: i64| t + chrono::Duration::seconds(s);
         assert_eq!(span(t, at(45)), "45s");
         assert_eq!(span(t, at(180)), "3m");

@@ -146,7 +146,7 @@ pub(crate) fn shown(value: &Value) -> (String, bool) {
 
 /// [`shown`] for a document kept as text (a run's input): indented as
 /// `serde_json` would, without parsing it into a tree.
-pub(crate) fn shown_doc(doc: &crate::json_doc::JsonDoc) -> (String, bool) {
+pub(crate) fn shown_doc(doc: &crate::support::json_doc::JsonDoc) -> (String, bool) {
     shown_as(|out| indent(doc.as_str(), out).is_ok())
 }
 
@@ -160,7 +160,7 @@ fn indent(text: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
         (0..level).try_for_each(|_| out.write_all(b"  "))
     };
     let mut start = 0;
-    for (i, b) in crate::json_scan::structure(bytes) {
+    for (i, b) in crate::support::json_scan::structure(bytes) {
         let (before, after): (&[u8], Option<isize>) = match b {
             // An empty container stays `{}` or `[]`.
             b'{' | b'[' if matches!(bytes.get(i + 1), Some(b'}' | b']')) => continue,
@@ -309,9 +309,9 @@ mod tests {
             "c": {"d": null},
             "f": "",
         });
-        let doc = crate::json_doc::JsonDoc::from_value(&value);
+        let doc = crate::support::json_doc::JsonDoc::from_value(&value);
         assert_eq!(shown_doc(&doc), shown(&value));
-        let scalar = crate::json_doc::JsonDoc::from_value(&serde_json::json!("s"));
+        let scalar = crate::support::json_doc::JsonDoc::from_value(&serde_json::json!("s"));
         assert_eq!(shown_doc(&scalar).0, "\"s\"");
     }
 

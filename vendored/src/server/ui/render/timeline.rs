@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::format;
-use crate::events::{Event, EventKind};
+use crate::domain::events::{Event, EventKind};
 
 /// One line of the timeline.
 #[derive(Debug, Serialize)]

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use crate::pending_approval::{ApprovalRecord, ApprovalStatus};
-use crate::policy::{Roster, Vote, VoteDecision};
+use crate::domain::pending_approval::{ApprovalRecord, ApprovalStatus};
+use crate::domain::policy::{Roster, Vote, VoteDecision};
 use crate::server::ui::render::format;
 
 /// One rule's line: "finance: 1 of 2".

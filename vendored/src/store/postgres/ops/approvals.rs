@@ -226,8 +226,9 @@ pub(crate) async fn expire_batch<C: GenericClient>(
     let rows = client.query(&select, &[now, &keys]).await?;
     let (due, unreadable) = decode_skipping(&rows, |row| {
         let record = approval_from_row(row)?;
-        let routes = RowReader::with_id(row, "tollgate_approvals", record.key.clone())
-            .json_opt::<crate::notices::NoticeRoutes>(APPROVAL_COLUMN_COUNT, "notify")?;
+        let routes =
+            RowReader::with_id(row, "tollgate_approvals", record.key.clone())
+                .json_opt::<crate::domain::notices::NoticeRoutes>(APPROVAL_COLUMN_COUNT, "notify")?;
         Ok((record, routes))
     })?;
     if due.is_empty() {
@@ -247,7 +248,7 @@ pub(crate) async fn expire_batch<C: GenericClient>(
     .await?
     .into_iter()
     .collect();
-    let mut expired: Vec<(ApprovalRecord, Option<crate::notices::NoticeRoutes>)> = due
+    let mut expired: Vec<(ApprovalRecord, Option<crate::domain::notices::NoticeRoutes>)> = due
         .into_iter()
         .filter(|(r, _)| changed.contains(&r.key))
         .map(|(mut r, routes)| {
@@ -270,7 +271,7 @@ pub(crate) async fn expire_batch<C: GenericClient>(
 /// the number of records.
 async fn end_expired_runs<C: GenericClient>(
     client: &C,
-    expired: &[(ApprovalRecord, Option<crate::notices::NoticeRoutes>)],
+    expired: &[(ApprovalRecord, Option<crate::domain::notices::NoticeRoutes>)],
     now: &DateTime<Utc>,
 ) -> StoreResult<()> {
     if expired.is_empty() {

@@ -5,8 +5,8 @@
 
 use super::super::codec::outbox_from_row;
 use super::*;
-use crate::notices::NoticeChannel;
-use crate::notices::{Notice, NoticeRoutes, NoticeStatus};
+use crate::domain::notices::NoticeChannel;
+use crate::domain::notices::{Notice, NoticeRoutes, NoticeStatus};
 use crate::store::columns::OUTBOX_COLUMNS;
 use crate::store::outbox::{
     DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite,

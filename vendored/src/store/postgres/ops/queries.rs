@@ -301,7 +301,7 @@ pub(crate) struct ApprovalsSql {
 }
 
 /// One arm of the approvals page query, newest first, one batch long.
-/// Statuses are literals from [`crate::pending_approval::ApprovalStatus`];
+/// Statuses are literals from [`crate::domain::pending_approval::ApprovalStatus`];
 /// everything a caller gives is a bound parameter.
 pub(crate) fn arm_sql(
     arm: Arm,
@@ -424,7 +424,8 @@ pub(crate) async fn list_runs<C: GenericClient>(
 
 pub(super) fn decode_cursor(text: &str) -> StoreResult<(DateTime<Utc>, String)> {
     let (at, key) = cursor::decode(text)?;
-    let at = crate::time::parse_utc(&at).ok_or_else(|| StoreError::InvalidCursor(text.into()))?;
+    let at = crate::support::time::parse_utc(&at)
+        .ok_or_else(|| StoreError::InvalidCursor(text.into()))?;
     Ok((at, key))
 }
 

@@ -119,7 +119,7 @@ pub(super) async fn insert_approval<C: GenericClient>(
     client: &C,
     r: &ApprovalRecord,
     outputs: &Value,
-    routes: &crate::notices::NoticeRoutes,
+    routes: &crate::domain::notices::NoticeRoutes,
 ) -> StoreResult<()> {
     let step_index = to_i64(r.step_index, "step index")?;
     let payload = checked(&r.payload, "approval payload")?;
@@ -146,8 +146,8 @@ pub(super) async fn insert_approval<C: GenericClient>(
         ))
         .await?;
     // What the gate does by itself, findable without reading the roster.
-    let on_timeout =
-        (r.on_timeout() != crate::policy::OnTimeout::Expire).then(|| r.on_timeout().as_str());
+    let on_timeout = (r.on_timeout() != crate::domain::policy::OnTimeout::Expire)
+        .then(|| r.on_timeout().as_str());
     let next_nudge_at = r.roster.as_ref().and_then(|roster| roster.next_nudge_at());
     let notify = (!routes.is_empty())
         .then(|| to_json(routes, "notice routes"))

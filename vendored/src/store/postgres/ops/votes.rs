@@ -1,7 +1,7 @@
 //! The votes' SQL: the ledger, and a cast in the store's transaction.
 
 use super::*;
-use crate::policy::Vote;
+use crate::domain::policy::Vote;
 use crate::store::votes::{admit, count, counted_outcome, plain_ledger, plain_outcome, vote_event};
 use crate::store::{CastVote, VoteOutcome};
 

@@ -188,7 +188,7 @@ pub(crate) fn expire_batch(
     let mut expired = Vec::with_capacity(due.len());
     for mut record in due {
         if update.execute([&record.key])? == 1 {
-            record.status = crate::pending_approval::ApprovalStatus::Expired;
+            record.status = crate::domain::pending_approval::ApprovalStatus::Expired;
             expired.push(record);
         }
     }
@@ -289,7 +289,7 @@ pub(super) fn end_expired_run(
     record: &ApprovalRecord,
     now: &str,
 ) -> StoreResult<()> {
-    let at = crate::time::parse_utc(now)
+    let at = crate::support::time::parse_utc(now)
         .ok_or_else(|| StoreError::Database(format!("bad sweep time {now:?}")))?;
     let event = Event {
         run_id: record.run_id.clone(),

@@ -2,8 +2,8 @@
 //! transaction; a worker's lease and settle; the operators' reads.
 
 use super::*;
-use crate::notices::NoticeChannel;
-use crate::notices::{Notice, NoticeRoutes, NoticeStatus};
+use crate::domain::notices::NoticeChannel;
+use crate::domain::notices::{Notice, NoticeRoutes, NoticeStatus};
 use crate::store::outbox::{
     DisabledEndpoint, LaneLimits, LaneStats, MAX_NOTICE_PAGE, NoticeQuery, NoticeWrite,
     OutboxNotice, OutboxStats, RetryNotices, SLACK_IN_ORDER, UnlabelledNotice,
@@ -403,7 +403,7 @@ pub(crate) fn outbox_stats(conn: &Connection) -> StoreResult<OutboxStats> {
         "SELECT MIN(created_at) FROM tollgate_outbox WHERE status IN ('pending', 'failed')",
     )?;
     let oldest: Option<String> = oldest.query_row([], |row| row.get(0))?;
-    stats.oldest_undelivered = oldest.as_deref().and_then(crate::time::parse_utc);
+    stats.oldest_undelivered = oldest.as_deref().and_then(crate::support::time::parse_utc);
     Ok(stats)
 }
 

@@ -120,7 +120,7 @@ pub(crate) fn list_pending(conn: &Connection, query: &PendingQuery) -> StoreResu
             let created = row.get::<_, String>(16).ok();
             (
                 row_key(row),
-                created.and_then(|t| crate::time::parse_utc(&t)),
+                created.and_then(|t| crate::support::time::parse_utc(&t)),
             )
         };
         if !pager.offer(approval_from_row(row), unreadable_at)? {
@@ -257,7 +257,7 @@ pub(crate) fn list_approvals(
             let at = row
                 .get::<_, String>(APPROVAL_COLUMN_COUNT)
                 .ok()
-                .and_then(|t| crate::time::parse_utc(&t));
+                .and_then(|t| crate::support::time::parse_utc(&t));
             if !pager.offer(row_key(row), at, approval_from_row(row))? {
                 break;
             }
@@ -276,7 +276,7 @@ pub(crate) fn list_approvals(
 /// two and stops at the page's end instead of sorting the matches.
 /// Overdue PENDING rows alone (the history) are few and found by their
 /// expiry, then sorted. Statuses are literals from
-/// [`crate::pending_approval::ApprovalStatus`]; everything a caller gives
+/// [`crate::domain::pending_approval::ApprovalStatus`]; everything a caller gives
 /// is a named parameter (`:now`, `:agent`, `:step`, `:text`, `:folded`, `:json`,
 /// `:spec`, `:at`, `:key`, `:limit`).
 pub(crate) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
@@ -375,7 +375,7 @@ pub(crate) fn list_approvals_sql(shape: &ApprovalsShape) -> String {
 /// comparison is exact even if a client rewrote the timestamp.
 pub(super) fn decode_cursor(text: &str) -> StoreResult<(String, String)> {
     let (at, key) = cursor::decode(text)?;
-    let at = crate::time::parse_utc(&at)
+    let at = crate::support::time::parse_utc(&at)
         .map(format_utc)
         .ok_or_else(|| StoreError::InvalidCursor(text.to_string()))?;
     Ok((at, key))

@@ -27,7 +27,7 @@ pub(crate) struct RunRow {
     pub(super) spec_hash: String,
     pub(super) status: &'static str,
     /// The text itself, shared: a wide input is not copied to be written.
-    pub(super) input: crate::json_doc::JsonDoc,
+    pub(super) input: crate::support::json_doc::JsonDoc,
     pub(super) trigger: String,
     pub(super) outputs: String,
     pub(super) error: Option<String>,
@@ -69,7 +69,7 @@ pub(crate) struct ApprovalRow {
     pub(super) payload: String,
     pub(super) outputs: String,
     /// The run's input, shared as in [`RunRow`].
-    pub(super) input: crate::json_doc::JsonDoc,
+    pub(super) input: crate::support::json_doc::JsonDoc,
     pub(super) trigger: String,
     pub(super) status: &'static str,
     pub(super) decision_data: Option<String>,
@@ -128,7 +128,7 @@ impl ApprovalRow {
             origin: r.origin.kind(),
             on_timeout: r
                 .on_timeout()
-                .ne(&crate::policy::OnTimeout::Expire)
+                .ne(&crate::domain::policy::OnTimeout::Expire)
                 .then(|| r.on_timeout().as_str()),
             next_nudge_at: r
                 .roster
@@ -302,9 +302,9 @@ impl ClaimRow {
 /// input is as large as a request may be), after the depth check
 /// [`to_json`] makes.
 fn checked_doc(
-    doc: &crate::json_doc::JsonDoc,
+    doc: &crate::support::json_doc::JsonDoc,
     what: &str,
-) -> StoreResult<crate::json_doc::JsonDoc> {
+) -> StoreResult<crate::support::json_doc::JsonDoc> {
     crate::store::check_json_text(what, doc.as_str())?;
     Ok(doc.clone())
 }

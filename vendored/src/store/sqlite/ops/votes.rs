@@ -1,7 +1,7 @@
 //! The votes' SQL: the ledger, and a cast in the writer's transaction.
 
 use super::*;
-use crate::policy::Vote;
+use crate::domain::policy::Vote;
 use crate::store::votes::{
     admit, check_digest, count, counted_outcome, plain_ledger, plain_outcome, vote_event,
 };

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
-use crate::notices::NoticeEvent;
-use crate::spec::{EmailSpec, GateNotify, Spec, StepKind, WebhookSpec};
+use crate::domain::notices::NoticeEvent;
+use crate::domain::spec::{EmailSpec, GateNotify, Spec, StepKind, WebhookSpec};
 
 /// A spec with `notify` as its `approvals.notify` (lines from 4, indented
 /// by four) and `gate` as the approval step's keys (lines after it,

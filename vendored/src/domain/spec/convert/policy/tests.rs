@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::super::super::{Spec, StepKind};
-use crate::policy::{Escalation, GatePolicy, OnTimeout, RejectWhen, RuleSpec};
+use crate::domain::policy::{Escalation, GatePolicy, OnTimeout, RejectWhen, RuleSpec};
 
 /// DESIGN §13, with what this version refuses (`remind`, `escalate`,
 /// `form`, `when`) left out and the tool's `http: { ... }` written out.
@@ -495,7 +495,10 @@ fn a_tools_approval_is_required_or_a_mapping_of_the_gate() {
     assert!(pay.approval_required);
     assert_eq!(pay.message.as_deref(), Some("Pay?"));
     assert_eq!(pay.ttl, Some(Duration::from_secs(2 * 86_400)));
-    assert_eq!(pay.on_spec_change, Some(crate::spec::OnSpecChange::Pin));
+    assert_eq!(
+        pay.on_spec_change,
+        Some(crate::domain::spec::OnSpecChange::Pin)
+    );
     assert_eq!(
         pay.policy.rules,
         [RuleSpec {

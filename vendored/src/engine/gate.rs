@@ -68,7 +68,7 @@ use crate::domain::pending_approval::{
 };
 use crate::domain::policy::{Channel, GatePolicy, Groups, Roster};
 use crate::domain::run_state::{RunRecord, RunStatus};
-use crate::engine::run::{Ballot, Decider, DecisionRequest, Ruling, decide_approval};
+use crate::engine::run::{Ballot, Decider, Ruling, decide_approval};
 use crate::store::watch::{ApprovalWatcher, WatchOptions};
 use crate::store::{FirstWrite, Pause, PendingPage, PendingQuery, RunEnd, SharedStore, StoreError};
 use crate::support::time::SharedClock;
@@ -457,16 +457,8 @@ impl Gate {
         decision: Decision,
         decided_by: &str,
     ) -> Result<Outcome, GateError> {
-        let request = DecisionRequest {
-            key,
-            ballot: Ballot::new(decision, decided_by, Channel::Gate),
-            now: self.clock.now(),
-            // A request belongs to no spec version: `decide_approval`
-            // claims it as it is, whatever hash is given.
-            spec_hash: String::new(),
-            pinned: false,
-        };
-        let record = match decide_approval(self, self.store.as_ref(), request).await? {
+        let ballot = Ballot::new(decision, decided_by, Channel::Gate);
+        let record = match decide_approval(self, self.store.as_ref(), key, ballot).await? {
             Ruling::Won { claimed, .. } => claimed.record,
             Ruling::Repeat(record) => *record,
             // A request is a plain gate (it stores no roster): its one
@@ -513,6 +505,16 @@ impl Decider for Gate {
 
     fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), GateError> {
         Ok(Requests::check(record, decision)?)
+    }
+
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
+    /// A request belongs to no spec version: `decide_approval` claims it
+    /// as it is, whatever hash is given.
+    fn resumes_on(&self) -> (String, bool) {
+        (String::new(), false)
     }
 
     fn input(

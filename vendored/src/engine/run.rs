@@ -50,7 +50,7 @@ use crate::support::time::SharedClock;
 
 pub use crate::domain::spec::OnCrash;
 pub use decide::Ballot;
-pub(crate) use decide::{Decider, DecisionRequest, Ruling, approver_input, decide_approval};
+pub(crate) use decide::{Decider, Ruling, approver_input, decide_approval};
 pub use migrate::{
     MigrateOutcome, MigrateReport, MigrateRequest, MigrateResult, MigrateSelection,
     check_from_prefix,

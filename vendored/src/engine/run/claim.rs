@@ -5,7 +5,7 @@
 //! ([`DecisionOutcome`]); a claim that ends its run (only pure steps follow
 //! the gate, or a gate request) writes that end with the decision.
 
-use super::decide::{Ballot, DecisionRequest, Ruling, decide_approval};
+use super::decide::{Ballot, Ruling, decide_approval};
 use super::drive::Stop;
 use super::outcome::{DecisionOutcome, Resumption};
 use super::{AgentRun, RunError, RunOutcome, claims_key, journaled};
@@ -104,14 +104,7 @@ impl AgentRun {
         key: &str,
         ballot: Ballot,
     ) -> Result<DecisionOutcome, RunError> {
-        let request = DecisionRequest {
-            key,
-            ballot,
-            now: self.clock.now(),
-            spec_hash: self.spec.hash.to_string(),
-            pinned: self.spec.hash != self.serving.hash,
-        };
-        let cast = decide_approval(self, self.store.as_ref(), request).await?;
+        let cast = decide_approval(self, self.store.as_ref(), key, ballot).await?;
         Ok(match cast {
             Ruling::Repeat(record) => DecisionOutcome::Repeated(record),
             Ruling::VoteRepeated(recorded) => DecisionOutcome::VoteRepeated(recorded),

@@ -49,6 +49,14 @@ pub(crate) trait Decider {
         }
     }
 
+    /// When a decision is made, by this decider's clock.
+    fn now(&self) -> DateTime<Utc>;
+
+    /// The spec version a claim that wins resumes the run on: its hash
+    /// (checked by the claim for approve and modify), and whether it is
+    /// older than the version served (see [`Claim::pinned`]).
+    fn resumes_on(&self) -> (String, bool);
+
     /// What the claim's write does to the run, worked out from the record
     /// as read and the claim about to be made. Writes nothing.
     async fn plan(
@@ -56,19 +64,6 @@ pub(crate) trait Decider {
         record: &ApprovalRecord,
         claim: &Claim,
     ) -> Result<(AfterClaim, Self::Plan), Self::Error>;
-}
-
-/// One decision asked for: the ballot, and what the decider's handle
-/// adds to it.
-pub(crate) struct DecisionRequest<'a> {
-    pub key: &'a str,
-    pub ballot: Ballot,
-    pub now: DateTime<Utc>,
-    /// The decider's spec hash (checked by the claim for approve and modify).
-    pub spec_hash: String,
-    /// `spec_hash` is an older version than the one served (see
-    /// [`Claim::pinned`]).
-    pub pinned: bool,
 }
 
 /// A decision as a decider asks for it: what, by whom, from where, and on
@@ -149,15 +144,11 @@ pub(crate) enum Ruling<P> {
 pub(crate) async fn decide_approval<D: Decider>(
     decider: &D,
     store: &dyn StateStore,
-    request: DecisionRequest<'_>,
+    key: &str,
+    ballot: Ballot,
 ) -> Result<Ruling<D::Plan>, D::Error> {
-    let DecisionRequest {
-        key,
-        ballot,
-        now,
-        spec_hash,
-        pinned,
-    } = request;
+    let now = decider.now();
+    let (spec_hash, pinned) = decider.resumes_on();
     let Ballot {
         decision,
         by: decided_by,

@@ -149,6 +149,19 @@ impl Decider for AgentRun {
         Ok(())
     }
 
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
+    /// The version this handle runs: older than the one served when a
+    /// pause pinned to it is decided (`on_spec_change: pin`).
+    fn resumes_on(&self) -> (String, bool) {
+        (
+            self.spec.hash.to_string(),
+            self.spec.hash != self.serving.hash,
+        )
+    }
+
     fn check(&self, record: &ApprovalRecord, decision: &Decision) -> Result<(), RunError> {
         if record.is_gate_request() {
             return Ok(crate::engine::gate::Requests::check(record, decision)?);

@@ -12,7 +12,7 @@
 //! write. Nothing waits in memory: a waiter reads the store, so a request
 //! survives any restart, and any server on the store answers for it.
 //!
-//! Who may see what: a `requester` token (see `auth.rs`) sees, waits for
+//! Who may see what: a `requester` token (see `server/http/auth.rs`) sees, waits for
 //! and cancels the requests it made, and nothing else (another's key is
 //! not found); a full token sees every request of this agent.
 

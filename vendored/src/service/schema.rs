@@ -8,7 +8,7 @@
 //! descriptions: write them for API clients, and notes for this code's
 //! readers as `//` comments, which the document leaves out. A small trait and a macro rather than `schemars`:
 //! schemars and its derive would reach every exported server's build for
-//! one document (see `openapi.rs`).
+//! one document (see `server/openapi.rs`).
 //!
 //! What serde does that the macro reads: `skip_serializing_if` makes a
 //! response field optional; `default` or an `Option` type makes a request

@@ -380,7 +380,7 @@ async fn slack_quoting_the_bot_token_leaves_no_form_in_the_failure_record_or_the
         rusqlite::Connection::open(&db)
             .and_then(|c| {
                 c.query_row(
-                    "SELECT last_error FROM tollgate_notifications WHERE key = ?1",
+                    "SELECT last_error FROM tollgate_outbox WHERE key = ?1 AND channel = 'slack'",
                     [&key],
                     |r| r.get::<_, Option<String>>(0),
                 )

@@ -10,6 +10,7 @@ pub mod form;
 pub mod links;
 pub mod notices;
 pub mod pending_approval;
+pub mod people;
 pub mod policy;
 pub mod run_state;
 pub mod spec;

@@ -20,7 +20,7 @@ mod error;
 mod features;
 mod groups;
 mod hash;
-mod marked;
+pub(crate) mod marked;
 mod needs;
 mod request;
 mod routes;

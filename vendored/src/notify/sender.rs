@@ -114,9 +114,7 @@ impl NoticeSender for SlackNotices {
         let n = &notice.notice;
         match slack.sync(&n.key, n.event).await {
             Progress::Done | Progress::Skipped => Attempt::Sent,
-            Progress::Failed {
-                error, retry_after, ..
-            } => Attempt::Failed { error, retry_after },
+            Progress::Failed { error, retry_after } => Attempt::Failed { error, retry_after },
         }
     }
 }

@@ -57,13 +57,11 @@ pub enum Progress {
     Done,
     /// Nothing to do.
     Skipped,
-    /// Failed for now; `transient` when Slack (or the network) is the
-    /// cause; `retry_after` when Slack said when to come back (a 429).
-    /// `error` says what failed, for the notice's `last_error` (stored and
-    /// served: never a credential).
+    /// Failed for now: `error` says what failed, for the notice's
+    /// `last_error` (stored and served: never a credential); `retry_after`
+    /// when Slack said when to come back (a 429).
     Failed {
         error: String,
-        transient: bool,
         retry_after: Option<Duration>,
     },
 }
@@ -221,7 +219,6 @@ impl SlackNotifier {
                             error: format!(
                                 "the message was posted but where it is was not stored (it may be posted twice): {e}"
                             ),
-                            transient: e.is_retryable(),
                             retry_after: None,
                         };
                     }
@@ -264,7 +261,6 @@ impl SlackNotifier {
                     tracing::warn!(key = %key, error = %e, "cannot read the approval to update its Slack message");
                     return Progress::Failed {
                         error: format!("cannot read the approval: {e}"),
-                        transient: e.is_retryable(),
                         retry_after: None,
                     };
                 }
@@ -440,7 +436,6 @@ impl SlackNotifier {
             tracing::warn!(key = %key, error = %e, "cannot read where the Slack message is");
             Progress::Failed {
                 error: format!("cannot read where the message is: {e}"),
-                transient: e.is_retryable(),
                 retry_after: None,
             }
         })
@@ -485,7 +480,6 @@ impl SlackNotifier {
             // Slack's answer is stored and served: redact what it may echo.
             error: crate::support::secrets::known()
                 .text(&format!("cannot {what} the message: {error}")),
-            transient: error.is_transient(),
             retry_after: error.retry_after(),
         }
     }

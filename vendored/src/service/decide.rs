@@ -1,7 +1,9 @@
-//! Deciding an approval: the one use case behind every way of deciding
-//! (the API, a batch, the inbox, a signed link, Slack, MCP, the CLI).
-//! [`decide`] claims the decision and resumes the run in the background;
-//! [`answer`] is what the HTTP routes answer with.
+//! Deciding an approval, for every way of deciding a server offers (the
+//! API, a batch, the inbox, a signed link, Slack). [`decide`] claims the
+//! decision and resumes the run in the background; [`answer`] is what the
+//! HTTP routes answer with. The CLI takes the same engine path
+//! (`AgentRun::vote`) and resumes the run in its own process, waiting for
+//! it; every caller matches the one `DecisionOutcome`.
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -184,8 +184,11 @@ async fn a_vote_cast_by_the_cli_on_postgresql_is_shown_by_the_servers_repair() {
     .await;
 }
 
-/// A server posts the message and stops; alice votes with the CLI; the
-/// next server's repair edits the message to show her vote.
+/// A server posts the message and stops once its notice is sent; alice
+/// votes with the CLI; the next server's outbox edits the message to show
+/// her vote. (A server killed between the post and settling its notice
+/// holds that notice's lease, and the approval's later Slack notices wait
+/// behind it until the lease runs out: that is the lease tests' case.)
 async fn cli_vote_is_repaired(
     ws: &Workspace,
     store_args: &[&str],
@@ -202,7 +205,20 @@ async fn cli_vote_is_repaired(
     let notifications = Arc::clone(store).notifications().expect("notifications");
     let ts = loop {
         let stored = notifications.get_notification(&key).await.expect("read");
-        if let Some(ts) = stored.and_then(|n| n.ts) {
+        let sent = store
+            .list_notices(&tollgate_runtime::store::NoticeQuery {
+                key: Some(key.clone()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .expect("notices")
+            .iter()
+            .any(|n| {
+                n.notice.channel == tollgate_runtime::notices::NoticeChannel::Slack
+                    && n.status == tollgate_runtime::notices::NoticeStatus::Sent
+            });
+        if let Some(ts) = stored.and_then(|n| n.ts).filter(|_| sent) {
             break ts;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
